@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/util/log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static enum dm_log_level log_level = DM_LOG_INFO;
+static dm_log_hook log_hook;
+static void *log_hook_data;
+
+static const struct {
+        const char *name;
+        enum dm_log_level level;
+} level_names[] = {
+        { "debug", DM_LOG_DEBUG },     { "info", DM_LOG_INFO },
+        { "notice", DM_LOG_NOTICE },   { "warning", DM_LOG_WARNING },
+        { "warn", DM_LOG_WARNING },    { "error", DM_LOG_ERROR },
+        { "critical", DM_LOG_ERROR },  { "alert", DM_LOG_ERROR },
+        { "emergency", DM_LOG_ERROR },
+};
+
+void dm_log_set_level(enum dm_log_level level)
+{
+        pthread_mutex_lock(&log_lock);
+        log_level = level;
+        pthread_mutex_unlock(&log_lock);
+}
+
+enum dm_log_level dm_log_get_level(void)
+{
+        enum dm_log_level l;
+
+        pthread_mutex_lock(&log_lock);
+        l = log_level;
+        pthread_mutex_unlock(&log_lock);
+        return l;
+}
+
+int dm_log_level_parse(const char *name, enum dm_log_level *ret)
+{
+        for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+                if (strcasecmp(name, level_names[i].name) == 0) {
+                        *ret = level_names[i].level;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+const char *dm_log_level_name(enum dm_log_level level)
+{
+        switch (level) {
+        case DM_LOG_DEBUG: return "debug";
+        case DM_LOG_INFO: return "info";
+        case DM_LOG_NOTICE: return "notice";
+        case DM_LOG_WARNING: return "warning";
+        default: return "error";
+        }
+}
+
+void dm_log_set_hook(dm_log_hook hook, void *userdata)
+{
+        pthread_mutex_lock(&log_lock);
+        log_hook = hook;
+        log_hook_data = userdata;
+        pthread_mutex_unlock(&log_lock);
+}
+
+void dm_log(enum dm_log_level level, const char *fmt, ...)
+{
+        char line[2048];
+        dm_log_hook hook;
+        void *data;
+        va_list ap;
+        int saved = errno;
+
+        pthread_mutex_lock(&log_lock);
+        if (level < log_level) {
+                pthread_mutex_unlock(&log_lock);
+                errno = saved;
+                return;
+        }
+        hook = log_hook;
+        data = log_hook_data;
+        pthread_mutex_unlock(&log_lock);
+
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "demesne: %s: %s\n", dm_log_level_name(level), line);
+        if (hook)
+                hook(level, line, data);
+        errno = saved;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_UTIL_LOG_H
+#define DM_UTIL_LOG_H
+
+/* One line per event on stderr (never stdout: stdout carries MCP only).
+ * A hook lets the MCP layer forward records as notifications/message. */
+
+enum dm_log_level {
+        DM_LOG_DEBUG = 0,
+        DM_LOG_INFO,
+        DM_LOG_NOTICE,
+        DM_LOG_WARNING,
+        DM_LOG_ERROR,
+};
+
+typedef void (*dm_log_hook)(enum dm_log_level level, const char *line, void *userdata);
+
+void dm_log_set_level(enum dm_log_level level);
+enum dm_log_level dm_log_get_level(void);
+/* Parses "debug".."error" (also MCP's syslog names); -EINVAL if unknown. */
+int dm_log_level_parse(const char *name, enum dm_log_level *ret);
+const char *dm_log_level_name(enum dm_log_level level);
+void dm_log_set_hook(dm_log_hook hook, void *userdata);
+
+void dm_log(enum dm_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_debug(...) dm_log(DM_LOG_DEBUG, __VA_ARGS__)
+#define log_info(...) dm_log(DM_LOG_INFO, __VA_ARGS__)
+#define log_warning(...) dm_log(DM_LOG_WARNING, __VA_ARGS__)
+#define log_error(...) dm_log(DM_LOG_ERROR, __VA_ARGS__)
+
+#endif

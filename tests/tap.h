@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_TESTS_TAP_H
+#define DM_TESTS_TAP_H
+
+/* Minimal TAP producer for automake's tap-driver.sh: the plan comes last
+ * (done_testing), so a test file does not have to count its cases. */
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tap_n, tap_failed;
+
+static inline void tap_vok(int cond, const char *fmt, va_list ap)
+{
+        tap_n++;
+        if (!cond)
+                tap_failed++;
+        printf("%sok %d - ", cond ? "" : "not ", tap_n);
+        vprintf(fmt, ap);
+        printf("\n");
+        fflush(stdout);
+}
+
+static inline __attribute__((format(printf, 2, 3))) int ok(int cond, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        tap_vok(cond, fmt, ap);
+        va_end(ap);
+        return cond;
+}
+
+#define is_int(got, want, ...)                                                               \
+        do {                                                                                 \
+                long long _g = (long long)(got), _w = (long long)(want);                     \
+                if (!ok(_g == _w, __VA_ARGS__))                                              \
+                        printf("#   got %lld, want %lld\n", _g, _w);                         \
+        } while (0)
+
+#define is_str(got, want, ...)                                                               \
+        do {                                                                                 \
+                const char *_g = (got), *_w = (want);                                        \
+                if (!ok(_g && _w && strcmp(_g, _w) == 0, __VA_ARGS__))                       \
+                        printf("#   got '%s', want '%s'\n", _g ? _g : "(null)",              \
+                               _w ? _w : "(null)");                                          \
+        } while (0)
+
+static inline void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void diag(const char *fmt, ...)
+{
+        va_list ap;
+        printf("# ");
+        va_start(ap, fmt);
+        vprintf(fmt, ap);
+        va_end(ap);
+        printf("\n");
+        fflush(stdout);
+}
+
+static inline int done_testing(void)
+{
+        printf("1..%d\n", tap_n);
+        return tap_failed ? 1 : 0;
+}
+
+/* For tests that need something missing: the reason must name it. */
+static inline int skip_all(const char *reason)
+{
+        printf("1..0 # SKIP %s\n", reason);
+        return 77;
+}
+
+#endif
