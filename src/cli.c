@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/context.h"
+#include "src/images.h"
+#include "src/mcp/server.h"
+#include "src/mcp/stdio.h"
+#include "src/mcp/registry.h"
+#include "src/runner.h"
+#include "src/tools/tools.h"
+#include "src/util/log.h"
+
+/* Blocked in every thread so they arrive through sigwait/signalfd, where the
+ * clean-up can run as ordinary code. Must happen before any thread starts. */
+static void block_signals(sigset_t *mask)
+{
+        sigemptyset(mask);
+        sigaddset(mask, SIGTERM);
+        sigaddset(mask, SIGINT);
+        sigaddset(mask, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, mask, NULL);
+}
+
+static int set_log_level(const char *name)
+{
+        enum dm_log_level l;
+
+        if (dm_log_level_parse(name, &l) < 0) {
+                fprintf(stderr, "demesne: unknown log level '%s' (debug, info, warning, error)\n", name);
+                return -1;
+        }
+        dm_log_set_level(l);
+        return 0;
+}
+
+/* ---- serve ------------------------------------------------------------------ */
+
+static const char serve_usage[] =
+        "Usage: demesne serve [--log-level LEVEL]\n"
+        "\n"
+        "Speaks MCP (JSON-RPC 2.0, newline-delimited) on stdin/stdout, in both protocol\n"
+        "eras: 2025-06-18/2025-11-25 (initialize) and 2026-07-28 (per-request _meta).\n"
+        "Logs go to stderr. Ends on stdin EOF, SIGTERM or SIGINT after removing every\n"
+        "container it made.\n"
+        "\n"
+        "  --log-level LEVEL   debug, info (default), warning or error\n";
+
+int dm_cli_serve(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                { "log-level", required_argument, NULL, 'l' },
+                { "help", no_argument, NULL, 'h' },
+                { 0 },
+        };
+        struct dm_context ctx;
+        struct dm_mcp_server *srv;
+        struct dm_error err = { 0 };
+        sigset_t mask;
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (c) {
+                case 'l':
+                        if (set_log_level(optarg) < 0)
+                                return 2;
+                        break;
+                case 'h':
+                        fputs(serve_usage, stdout);
+                        return 0;
+                default:
+                        fputs(serve_usage, stderr);
+                        return 2;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "demesne serve: unexpected argument '%s'\n", argv[optind]);
+                return 2;
+        }
+
+        block_signals(&mask);
+        if (dm_context_init(&ctx, &err) < 0) {
+                log_error("%s", err.msg);
+                return 1;
+        }
+        dm_tools_register_all();
+        srv = dm_mcp_server_new(&ctx);
+        if (!srv) {
+                log_error("out of memory");
+                dm_context_release(&ctx);
+                return 1;
+        }
+        log_info("serving MCP on stdio (output root '%s')", ctx.cfg.output_root);
+        r = dm_mcp_stdio_serve(srv, STDIN_FILENO, STDOUT_FILENO, (size_t)ctx.cfg.max_message);
+        dm_mcp_server_free(srv);
+        dm_context_release(&ctx);
+        dm_registry_clear();
+        log_info("stopped");
+        return r < 0 ? 1 : 0;
+}
+
+/* ---- run -------------------------------------------------------------------- */
+
+static const char run_usage[] =
+        "Usage: demesne run [OPTIONS] -- COMMAND [ARG...]\n"
+        "\n"
+        "Runs COMMAND (no shell; use `-- bash -c '...'` for one) in a fresh sandbox the\n"
+        "way sandbox_script does, streams its output, and exits with its exit code\n"
+        "(124 when it timed out).\n"
+        "\n"
+        "  -i, --image NAME     base, python (default), ...\n"
+        "  -f, --file PATH      mount a host file read-only at /in/<basename> (repeatable)\n"
+        "  -d, --dir PATH       mount a host directory read-only at /in/<basename> (repeatable)\n"
+        "  -e, --env KEY=VALUE  set a variable for the command (repeatable)\n"
+        "  -t, --timeout SECS   kill the command after SECS seconds (default 3600)\n"
+        "  -q, --quiet          do not print where the output directory is\n"
+        "\n"
+        "Paths you name are mounted even when DEMESNE_ALLOWED_PATHS is unset; when it is\n"
+        "set, they must lie inside it, as for MCP clients.\n";
+
+struct run_signals {
+        sigset_t mask;
+        struct dm_cancel *cancel;
+};
+
+static void *run_signal_thread(void *arg)
+{
+        struct run_signals *rs = arg;
+        int sig;
+
+        if (sigwait(&rs->mask, &sig) == 0 && sig != SIGUSR1) {
+                fprintf(stderr, "demesne: signal %d: stopping the command\n", sig);
+                dm_cancel_fire(rs->cancel);
+        }
+        return NULL;
+}
+
+static int write_through(void *userdata, int stream, const char *data, size_t len)
+{
+        FILE *f = stream == 2 ? stderr : stdout;
+
+        (void)userdata;
+        fwrite(data, 1, len, f);
+        fflush(f);
+        return 0;
+}
+
+static int push(const char ***v, size_t *n, const char *s)
+{
+        const char **grown = realloc(*v, (*n + 2) * sizeof(**v));
+
+        if (!grown)
+                return -ENOMEM;
+        grown[(*n)++] = s;
+        grown[*n] = NULL;
+        *v = grown;
+        return 0;
+}
+
+int dm_cli_run(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                { "image", required_argument, NULL, 'i' }, { "file", required_argument, NULL, 'f' },
+                { "dir", required_argument, NULL, 'd' },   { "env", required_argument, NULL, 'e' },
+                { "timeout", required_argument, NULL, 't' }, { "quiet", no_argument, NULL, 'q' },
+                { "help", no_argument, NULL, 'h' },        { 0 },
+        };
+        const char **files = NULL, **dirs = NULL, **env = NULL;
+        size_t n_files = 0, n_dirs = 0, n_env = 0;
+        const char *image = "python";
+        long timeout = 3600;
+        bool quiet = false;
+        struct dm_context ctx;
+        struct dm_error err = { 0 };
+        struct dm_run_result res;
+        struct dm_cancel cancel;
+        struct run_signals rs;
+        pthread_t sig_thread;
+        int c, r, code;
+        char *end;
+
+        while ((c = getopt_long(argc, argv, "+i:f:d:e:t:qh", opts, NULL)) != -1) {
+                switch (c) {
+                case 'i': image = optarg; break;
+                case 'f': if (push(&files, &n_files, optarg) < 0) return 1; break;
+                case 'd': if (push(&dirs, &n_dirs, optarg) < 0) return 1; break;
+                case 'e':
+                        if (!strchr(optarg, '=') || optarg[0] == '=') {
+                                fprintf(stderr, "demesne run: --env wants KEY=VALUE, not '%s'\n", optarg);
+                                return 2;
+                        }
+                        if (push(&env, &n_env, optarg) < 0)
+                                return 1;
+                        break;
+                case 't':
+                        errno = 0;
+                        timeout = strtol(optarg, &end, 10);
+                        if (errno || *end || timeout < 1 || timeout > 172800) {
+                                fprintf(stderr, "demesne run: --timeout wants seconds from 1 to 172800, not '%s'\n", optarg);
+                                return 2;
+                        }
+                        break;
+                case 'q': quiet = true; break;
+                case 'h': fputs(run_usage, stdout); return 0;
+                default: fputs(run_usage, stderr); return 2;
+                }
+        }
+        if (optind >= argc) {
+                fprintf(stderr, "demesne run: no command given\n\n%s", run_usage);
+                return 2;
+        }
+
+        block_signals(&rs.mask);
+        sigaddset(&rs.mask, SIGUSR1);
+        pthread_sigmask(SIG_BLOCK, &rs.mask, NULL);
+        if (dm_context_init(&ctx, &err) < 0) {
+                log_error("%s", err.msg);
+                return 1;
+        }
+        if (ctx.roots.n == 0 && !getenv("DEMESNE_ALLOWED_PATHS"))
+                /* The person at the terminal names the paths: no allowlist needed. */
+                dm_allowed_roots_parse("/", &ctx.roots, &err);
+        dm_cancel_init(&cancel);
+        rs.cancel = &cancel;
+        pthread_create(&sig_thread, NULL, run_signal_thread, &rs);
+
+        struct dm_run_request req = {
+                .image = image,
+                .argv = (const char *const *)(argv + optind),
+                .files = files,
+                .dirs = dirs,
+                .env = env,
+                .timeout_s = timeout,
+                .cancel = &cancel,
+                .on_output = write_through,
+        };
+        r = dm_run(&ctx, &req, &res, &err);
+        if (r < 0 && r != -ECANCELED) {
+                fprintf(stderr, "demesne run: %s\n", err.msg);
+                code = 125;
+        } else if (res.cancelled) {
+                code = 130;
+        } else if (res.timed_out) {
+                fprintf(stderr, "demesne run: timed out after %ld s; the command was killed\n", timeout);
+                code = 124;
+        } else {
+                code = res.exit_code;
+        }
+        if (r >= 0 && !quiet)
+                fprintf(stderr, "demesne: output in %s\n", res.output_dir);
+        if (r >= 0 || r == -ECANCELED)
+                dm_run_result_release(&res);
+
+        pthread_kill(sig_thread, SIGUSR1);
+        pthread_join(sig_thread, NULL);
+        dm_cancel_release(&cancel);
+        dm_context_release(&ctx);
+        free(files);
+        free(dirs);
+        free(env);
+        return code;
+}
+
+/* ---- doctor ------------------------------------------------------------------ */
+
+static int problems;
+
+static void check(bool good, const char *what, const char *detail, const char *fix)
+{
+        printf("%s %s%s%s\n", good ? "ok     " : "PROBLEM", what, detail && *detail ? ": " : "", detail ? detail : "");
+        if (!good) {
+                problems++;
+                if (fix)
+                        printf("        fix: %s\n", fix);
+        }
+}
+
+static void check_dir(const char *what, const char *path)
+{
+        struct dm_error err = { 0 };
+        char msg[2 * DM_ERROR_MSG_MAX];
+        bool good = dm_mkdir_p(path, 0755, &err) >= 0 && access(path, W_OK) == 0;
+
+        snprintf(msg, sizeof(msg), "'%s'%s%s", path, good ? "" : " - ", good ? "" : err.msg[0] ? err.msg : strerror(errno));
+        check(good, what, msg, "make it writable, or point the variable elsewhere");
+}
+
+int dm_cli_doctor(int argc, char **argv)
+{
+        struct dm_context ctx;
+        struct dm_error err = { 0 };
+        struct dm_backend *b = NULL;
+        char *desc = NULL;
+        sigset_t mask;
+
+        if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+                puts("Usage: demesne doctor\n\nChecks the container engine, the images, the directories and the\n"
+                     "privileges demesne needs, and says how to fix each problem. Exit 0 when all is well.");
+                return 0;
+        }
+        block_signals(&mask);
+        if (dm_context_init(&ctx, &err) < 0) {
+                check(false, "configuration", err.msg, "fix the environment variable it names");
+                return 1;
+        }
+        check(true, "version", PACKAGE_VERSION, NULL);
+        check(true, geteuid() == 0 ? "privileges: running as root" : "privileges: rootless",
+              geteuid() == 0 ? "memory and pids limits, and (later) per-sandbox networks, are available"
+                             : "rootless Podman ignores memory/pids limits on cgroup v1",
+              NULL);
+        check_dir("output root (DEMESNE_OUTPUT_ROOT)", ctx.cfg.output_root);
+        check_dir("state directory (DEMESNE_STATE_DIR)", ctx.cfg.state_dir);
+        check(true, "allowed host paths (DEMESNE_ALLOWED_PATHS)",
+              ctx.roots.n ? ctx.cfg.allowed_paths : "none: MCP callers cannot mount host files", NULL);
+
+        if (dm_context_backend(&ctx, &b, &err) < 0) {
+                check(false, "container engine", err.msg,
+                      "install Podman (apt-get install podman runc), or start one and set DOCKER_HOST");
+        } else {
+                b->ops->describe(b, &desc, &err);
+                check(true, "container engine", desc, NULL);
+                free(desc);
+                for (size_t i = 0; i < dm_images_count; i++) {
+                        const struct dm_image_info *img = &dm_images[i];
+                        bool exists = false;
+                        char what[128], fix[128];
+
+                        if (!img->buildable)
+                                continue;
+                        snprintf(what, sizeof(what), "image %s", img->name);
+                        snprintf(fix, sizeof(fix), "demesne images build %s", img->name);
+                        err.msg[0] = '\0';
+                        if (b->ops->image_exists(b, img->ref, &exists, &err) < 0)
+                                check(false, what, err.msg, fix);
+                        else
+                                check(exists, what, exists ? img->ref : "not built", fix);
+                }
+        }
+        dm_context_release(&ctx);
+        printf("%s\n", problems ? "some checks failed" : "all checks passed");
+        return problems ? 1 : 0;
+}
+
+/* ---- images ------------------------------------------------------------------ */
+
+static const char images_usage[] =
+        "Usage: demesne images build [--force] [NAME...|--all]\n"
+        "       demesne images list\n"
+        "\n"
+        "Images are built from Debian packages with no container registry: base with\n"
+        "mmdebstrap, the others on top of it. An image whose inputs did not change is\n"
+        "not rebuilt unless --force is given.\n";
+
+int dm_cli_images(int argc, char **argv)
+{
+        struct dm_error err = { 0 };
+
+        if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+                fputs(images_usage, argc < 2 ? stderr : stdout);
+                return argc < 2 ? 2 : 0;
+        }
+        if (strcmp(argv[1], "build") == 0) {
+                const char **names = calloc((size_t)argc, sizeof(*names));
+                bool force = false, all = false;
+                size_t n = 0;
+                int r;
+
+                if (!names)
+                        return 1;
+                for (int i = 2; i < argc; i++) {
+                        if (strcmp(argv[i], "--force") == 0)
+                                force = true;
+                        else if (strcmp(argv[i], "--all") == 0)
+                                all = true;
+                        else if (argv[i][0] == '-') {
+                                fprintf(stderr, "demesne images build: unknown option '%s'\n", argv[i]);
+                                free(names);
+                                return 2;
+                        } else
+                                names[n++] = argv[i];
+                }
+                r = dm_images_build(all ? NULL : names, force, &err);
+                free(names);
+                if (r < 0) {
+                        fprintf(stderr, "demesne images build: %s\n", err.msg);
+                        return 1;
+                }
+                return 0;
+        }
+        if (strcmp(argv[1], "list") == 0) {
+                struct dm_context ctx;
+                struct dm_backend *b = NULL;
+                sigset_t mask;
+
+                block_signals(&mask);
+                if (dm_context_init(&ctx, &err) < 0 || dm_context_backend(&ctx, &b, &err) < 0) {
+                        fprintf(stderr, "demesne images list: %s\n", err.msg);
+                        return 1;
+                }
+                printf("%-12s %-40s %s\n", "NAME", "REFERENCE", "STATE");
+                for (size_t i = 0; i < dm_images_count; i++) {
+                        bool exists = false;
+                        const char *state;
+
+                        if (b->ops->image_exists(b, dm_images[i].ref, &exists, &err) < 0)
+                                state = "unknown (engine error)";
+                        else
+                                state = exists ? "built" : dm_images[i].buildable ? "missing" : "not yet available";
+                        printf("%-12s %-40s %s\n", dm_images[i].name, dm_images[i].ref, state);
+                }
+                dm_context_release(&ctx);
+                return 0;
+        }
+        fprintf(stderr, "demesne images: unknown subcommand '%s'\n\n%s", argv[1], images_usage);
+        return 2;
+}

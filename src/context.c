@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/context.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/util/cleanup.h"
+#include "src/util/log.h"
+
+struct dm_reap_item {
+        char *id;
+        char *scratch;
+        struct dm_reap_item *next;
+};
+
+/* Boot id + pid + start time tells a live owner from a dead one even after
+ * pid reuse or a reboot: the orphan cleanup of a later server relies on it. */
+static void compute_owner(char *buf, size_t len)
+{
+        char boot[64] = "noboot", stat[1024];
+        unsigned long long start = 0;
+        FILE *f;
+
+        f = fopen("/proc/sys/kernel/random/boot_id", "re");
+        if (f) {
+                if (fgets(boot, sizeof(boot), f))
+                        boot[strcspn(boot, "\n")] = '\0';
+                fclose(f);
+        }
+        f = fopen("/proc/self/stat", "re");
+        if (f) {
+                if (fgets(stat, sizeof(stat), f)) {
+                        /* Field 22; skip past the comm field, which may hold spaces. */
+                        char *p = strrchr(stat, ')');
+                        int field = 2;
+                        for (; p && *p && field < 22; p++)
+                                if (*p == ' ')
+                                        field++;
+                        if (p)
+                                start = strtoull(p, NULL, 10);
+                }
+                fclose(f);
+        }
+        snprintf(buf, len, "%.8s-%d-%llu", boot, (int)getpid(), start);
+}
+
+static void *reaper_main(void *arg)
+{
+        struct dm_context *ctx = arg;
+
+        pthread_mutex_lock(&ctx->lock);
+        for (;;) {
+                struct dm_reap_item *it;
+                struct dm_backend *b;
+                struct dm_error err = { 0 };
+
+                while (!ctx->reap_head && !ctx->reap_stop)
+                        pthread_cond_wait(&ctx->reap_cond, &ctx->lock);
+                if (!ctx->reap_head)
+                        break;
+                it = ctx->reap_head;
+                ctx->reap_head = it->next;
+                ctx->reap_busy++;
+                b = ctx->backend;
+                pthread_mutex_unlock(&ctx->lock);
+
+                if (it->id && b && b->ops->destroy(b, it->id, &err) < 0)
+                        log_warning("remove container '%.12s': %s", it->id, err.msg);
+                if (it->scratch && dm_remove_tree(it->scratch) < 0)
+                        log_warning("remove scratch directory '%s': %s", it->scratch, strerror(errno));
+                free(it->id);
+                free(it->scratch);
+                free(it);
+
+                pthread_mutex_lock(&ctx->lock);
+                ctx->reap_busy--;
+                pthread_cond_broadcast(&ctx->reap_cond);
+        }
+        pthread_mutex_unlock(&ctx->lock);
+        return NULL;
+}
+
+int dm_context_init(struct dm_context *ctx, struct dm_error *err)
+{
+        int r;
+
+        memset(ctx, 0, sizeof(*ctx));
+        r = dm_config_load(&ctx->cfg, err);
+        if (r < 0)
+                return r;
+        r = dm_allowed_roots_parse(ctx->cfg.allowed_paths, &ctx->roots, err);
+        if (r < 0) {
+                dm_config_release(&ctx->cfg);
+                return r;
+        }
+        compute_owner(ctx->owner, sizeof(ctx->owner));
+        snprintf(ctx->owner_label, sizeof(ctx->owner_label), "%s=%s", DM_LABEL_OWNER, ctx->owner);
+        pthread_mutex_init(&ctx->lock, NULL);
+        pthread_cond_init(&ctx->reap_cond, NULL);
+        r = pthread_create(&ctx->reaper, NULL, reaper_main, ctx);
+        if (r != 0) {
+                dm_allowed_roots_release(&ctx->roots);
+                dm_config_release(&ctx->cfg);
+                return dm_error_set(err, -r, "cannot start the reaper thread: %s", strerror(r));
+        }
+        ctx->reaper_started = true;
+        return 0;
+}
+
+int dm_context_backend(struct dm_context *ctx, struct dm_backend **ret, struct dm_error *err)
+{
+        struct dm_engine_config ec = {
+                .host = ctx->cfg.engine_host,
+                .may_start_podman = ctx->cfg.may_start_podman,
+                .state_dir = ctx->cfg.state_dir,
+                .response_max = ctx->cfg.engine_response_max,
+        };
+        int r = 0;
+
+        pthread_mutex_lock(&ctx->lock);
+        if (!ctx->backend) {
+                r = dm_mkdir_p(ctx->cfg.state_dir, 0700, err);
+                if (r >= 0)
+                        r = dm_backend_open(&ec, &ctx->backend, err);
+                if (r >= 0) {
+                        char *desc = NULL;
+                        struct dm_error e2 = { 0 };
+
+                        if (ctx->backend->ops->describe(ctx->backend, &desc, &e2) >= 0)
+                                log_info("engine: %s", desc);
+                        free(desc);
+                }
+        }
+        *ret = ctx->backend;
+        pthread_mutex_unlock(&ctx->lock);
+        return r;
+}
+
+void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_dir)
+{
+        struct dm_reap_item *it = calloc(1, sizeof(*it)), **tail;
+
+        if (!it) {
+                /* Out of memory: remove inline rather than leak a container. */
+                struct dm_error err = { 0 };
+                if (container_id && ctx->backend)
+                        ctx->backend->ops->destroy(ctx->backend, container_id, &err);
+                if (scratch_dir)
+                        dm_remove_tree(scratch_dir);
+                free(container_id);
+                free(scratch_dir);
+                return;
+        }
+        it->id = container_id;
+        it->scratch = scratch_dir;
+        pthread_mutex_lock(&ctx->lock);
+        for (tail = &ctx->reap_head; *tail; tail = &(*tail)->next)
+                ;
+        *tail = it;
+        pthread_cond_broadcast(&ctx->reap_cond);
+        pthread_mutex_unlock(&ctx->lock);
+}
+
+void dm_context_reap_flush(struct dm_context *ctx)
+{
+        pthread_mutex_lock(&ctx->lock);
+        while (ctx->reap_head || ctx->reap_busy)
+                pthread_cond_wait(&ctx->reap_cond, &ctx->lock);
+        pthread_mutex_unlock(&ctx->lock);
+}
+
+int dm_context_sweep(struct dm_context *ctx, struct dm_error *err)
+{
+        struct dm_backend *b;
+        char **ids = NULL;
+        size_t n = 0;
+        int r;
+
+        pthread_mutex_lock(&ctx->lock);
+        b = ctx->backend;
+        pthread_mutex_unlock(&ctx->lock);
+        if (!b)
+                return 0;
+        r = b->ops->list(b, ctx->owner_label, &ids, &n, err);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                struct dm_error e = { 0 };
+                if (b->ops->destroy(b, ids[i], &e) < 0)
+                        log_warning("remove container '%.12s': %s", ids[i], e.msg);
+                free(ids[i]);
+        }
+        free(ids);
+        if (n)
+                log_info("removed %zu container(s) at exit", n);
+        return 0;
+}
+
+void dm_context_release(struct dm_context *ctx)
+{
+        struct dm_error err = { 0 };
+
+        if (ctx->reaper_started) {
+                dm_context_reap_flush(ctx);
+                pthread_mutex_lock(&ctx->lock);
+                ctx->reap_stop = true;
+                pthread_cond_broadcast(&ctx->reap_cond);
+                pthread_mutex_unlock(&ctx->lock);
+                pthread_join(ctx->reaper, NULL);
+                ctx->reaper_started = false;
+        }
+        if (dm_context_sweep(ctx, &err) < 0)
+                log_warning("final clean-up: %s", err.msg);
+        if (ctx->backend)
+                dm_backend_free(ctx->backend);
+        ctx->backend = NULL;
+        pthread_mutex_destroy(&ctx->lock);
+        pthread_cond_destroy(&ctx->reap_cond);
+        dm_allowed_roots_release(&ctx->roots);
+        dm_config_release(&ctx->cfg);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+        (void)st;
+        (void)ftw;
+        if (flag == FTW_DP)
+                return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
+        return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int dm_remove_tree(const char *path)
+{
+        /* FTW_PHYS: a symlink a container left is removed, never followed. */
+        return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}

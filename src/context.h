@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_CONTEXT_H
+#define DM_CONTEXT_H
+
+/* What one server process owns: its settings, its engine connection (opened
+ * on first use, so tools/list works with no engine), its owner label, and
+ * the queue of containers waiting to be removed after their result was sent. */
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "backends/backend.h"
+#include "src/settings.h"
+#include "src/util/paths.h"
+
+#define DM_LABEL_OWNER "demesne.owner"
+#define DM_LABEL_RUN "demesne.run"
+#define DM_LABEL_KIND "demesne.kind"
+
+struct dm_reap_item;
+
+struct dm_context {
+        struct dm_config cfg;
+        struct dm_allowed_roots roots;
+        char owner[96];                 /* boot id + pid + start time */
+        char owner_label[128];          /* "demesne.owner=<owner>" */
+
+        pthread_mutex_t lock;           /* guards backend and the reap queue */
+        struct dm_backend *backend;
+        pthread_cond_t reap_cond;
+        struct dm_reap_item *reap_head;
+        bool reap_stop;
+        pthread_t reaper;
+        bool reaper_started;
+        int reap_busy;
+};
+
+/* Loads the config, resolves the allowed roots, computes the owner. */
+int dm_context_init(struct dm_context *ctx, struct dm_error *err);
+/* Removes every container this process owns, stops the reaper and any
+ * engine service it started. Safe to call once. */
+void dm_context_release(struct dm_context *ctx);
+
+/* The engine, opened (or reopened after it went away) on demand. The
+ * returned pointer stays valid until dm_context_release. */
+int dm_context_backend(struct dm_context *ctx, struct dm_backend **ret, struct dm_error *err);
+
+/* Queues a container (and, optionally, a host scratch directory the server
+ * made for it) for removal in the background. Takes ownership of both strings. */
+void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_dir);
+
+/* Waits until the reap queue is empty. */
+void dm_context_reap_flush(struct dm_context *ctx);
+
+/* Removes every container labelled with this process's owner. */
+int dm_context_sweep(struct dm_context *ctx, struct dm_error *err);
+
+/* Removes a host directory tree without following symlinks. */
+int dm_remove_tree(const char *path);
+
+#endif

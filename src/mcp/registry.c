@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/mcp/registry.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TOOLS 64
+
+static struct {
+        const struct dm_tool *tool;
+        json_object *described;
+} entries[MAX_TOOLS];
+static size_t n_entries;
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void dm_registry_add(const struct dm_tool *tools, size_t n)
+{
+        pthread_mutex_lock(&reg_lock);
+        for (size_t i = 0; i < n && n_entries < MAX_TOOLS; i++)
+                entries[n_entries++].tool = &tools[i];
+        pthread_mutex_unlock(&reg_lock);
+}
+
+const struct dm_tool *dm_registry_find(const char *name)
+{
+        const struct dm_tool *t = NULL;
+
+        pthread_mutex_lock(&reg_lock);
+        for (size_t i = 0; i < n_entries; i++)
+                if (strcmp(entries[i].tool->name, name) == 0) {
+                        t = entries[i].tool;
+                        break;
+                }
+        pthread_mutex_unlock(&reg_lock);
+        return t;
+}
+
+size_t dm_registry_count(void)
+{
+        size_t n;
+
+        pthread_mutex_lock(&reg_lock);
+        n = n_entries;
+        pthread_mutex_unlock(&reg_lock);
+        return n;
+}
+
+const struct dm_tool *dm_registry_at(size_t i)
+{
+        const struct dm_tool *t;
+
+        pthread_mutex_lock(&reg_lock);
+        t = i < n_entries ? entries[i].tool : NULL;
+        pthread_mutex_unlock(&reg_lock);
+        return t;
+}
+
+static json_object *build(const struct dm_tool *t)
+{
+        json_object *o = json_object_new_object(), *ann = json_object_new_object(), *schema;
+
+        json_object_object_add(o, "name", json_object_new_string(t->name));
+        if (t->title)
+                json_object_object_add(o, "title", json_object_new_string(t->title));
+        json_object_object_add(o, "description", json_object_new_string(t->description));
+        schema = json_tokener_parse(t->input_schema);
+        if (!schema) {
+                fprintf(stderr, "demesne: error: tool '%s' has an invalid input schema\n", t->name);
+                abort();
+        }
+        json_object_object_add(o, "inputSchema", schema);
+        if (t->output_schema) {
+                schema = json_tokener_parse(t->output_schema);
+                if (!schema) {
+                        fprintf(stderr, "demesne: error: tool '%s' has an invalid output schema\n", t->name);
+                        abort();
+                }
+                json_object_object_add(o, "outputSchema", schema);
+        }
+        if (t->title)
+                json_object_object_add(ann, "title", json_object_new_string(t->title));
+        json_object_object_add(ann, "readOnlyHint", json_object_new_boolean(t->read_only));
+        json_object_object_add(ann, "destructiveHint", json_object_new_boolean(t->destructive));
+        json_object_object_add(ann, "idempotentHint", json_object_new_boolean(t->idempotent));
+        json_object_object_add(ann, "openWorldHint", json_object_new_boolean(t->open_world));
+        json_object_object_add(o, "annotations", ann);
+        return o;
+}
+
+json_object *dm_registry_describe(const struct dm_tool *tool)
+{
+        json_object *d = NULL;
+
+        pthread_mutex_lock(&reg_lock);
+        for (size_t i = 0; i < n_entries; i++)
+                if (entries[i].tool == tool) {
+                        if (!entries[i].described)
+                                entries[i].described = build(tool);
+                        d = json_object_get(entries[i].described);
+                        break;
+                }
+        pthread_mutex_unlock(&reg_lock);
+        return d;
+}
+
+void dm_registry_clear(void)
+{
+        pthread_mutex_lock(&reg_lock);
+        for (size_t i = 0; i < n_entries; i++)
+                json_object_put(entries[i].described);
+        memset(entries, 0, sizeof(entries));
+        n_entries = 0;
+        pthread_mutex_unlock(&reg_lock);
+}
+
+static json_object *text_block(const char *text)
+{
+        json_object *content = json_object_new_array(), *block = json_object_new_object();
+
+        json_object_object_add(block, "type", json_object_new_string("text"));
+        json_object_object_add(block, "text", json_object_new_string(text));
+        json_object_array_add(content, block);
+        return content;
+}
+
+json_object *dm_tool_result_ok(json_object *structured)
+{
+        json_object *r = json_object_new_object();
+        const char *text = json_object_to_json_string_ext(structured, JSON_C_TO_STRING_PLAIN |
+                                                                              JSON_C_TO_STRING_NOSLASHESCAPE);
+
+        json_object_object_add(r, "content", text_block(text));
+        json_object_object_add(r, "structuredContent", structured);
+        json_object_object_add(r, "isError", json_object_new_boolean(0));
+        return r;
+}
+
+json_object *dm_tool_result_error(const char *fmt, ...)
+{
+        char msg[2048];
+        json_object *r = json_object_new_object();
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        json_object_object_add(r, "content", text_block(msg));
+        json_object_object_add(r, "isError", json_object_new_boolean(1));
+        return r;
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_MCP_REGISTRY_H
+#define DM_MCP_REGISTRY_H
+
+/* The tool registry: each tool family registers its tools once at start;
+ * tools/list pages through them, tools/call finds one by name. */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct dm_call;
+
+/* Returns a CallToolResult object (owned by the caller), built with
+ * dm_tool_result_ok / dm_tool_result_error; NULL = cancelled, send nothing. */
+typedef json_object *(*dm_tool_handler)(struct dm_call *call, json_object *args);
+
+struct dm_tool {
+        const char *name;
+        const char *title;
+        const char *description;
+        const char *input_schema;       /* JSON text */
+        const char *output_schema;      /* JSON text, may be NULL */
+        bool read_only, destructive, idempotent, open_world;
+        dm_tool_handler handler;
+};
+
+/* The table is borrowed and must outlive the registry. */
+void dm_registry_add(const struct dm_tool *tools, size_t n);
+const struct dm_tool *dm_registry_find(const char *name);
+size_t dm_registry_count(void);
+const struct dm_tool *dm_registry_at(size_t i);
+/* The tool's tools/list entry, parsed once and cached. Returns a new reference. */
+json_object *dm_registry_describe(const struct dm_tool *tool);
+void dm_registry_clear(void);
+
+/* CallToolResult builders: structuredContent plus the same JSON as text. */
+json_object *dm_tool_result_ok(json_object *structured);
+json_object *dm_tool_result_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

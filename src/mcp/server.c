@@ -1,0 +1,598 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/mcp/server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/mcp/jsonrpc.h"
+#include "src/mcp/registry.h"
+#include "src/util/cancel.h"
+#include "src/util/log.h"
+
+#define TOOLS_PAGE_SIZE 20
+#define META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define META_CAPS "io.modelcontextprotocol/clientCapabilities"
+#define META_INFO "io.modelcontextprotocol/clientInfo"
+
+static const char *const legacy_versions[] = { "2025-11-25", "2025-06-18", NULL };
+
+struct dm_mcp_server {
+        struct dm_context *ctx;
+        /* Guards sessions and their call lists. Never log while holding it:
+         * the log hook takes it to find the sessions that want records. */
+        pthread_mutex_t lock;
+        pthread_cond_t idle;
+        struct dm_mcp_session *sessions;
+};
+
+struct dm_mcp_session {
+        struct dm_mcp_server *srv;
+        dm_mcp_send_fn send;
+        void *transport;
+        struct dm_mcp_session *next;
+
+        /* Guarded by srv->lock. */
+        char version[16];               /* negotiated legacy version, "" before initialize */
+        bool initialized;
+        bool log_enabled;
+        enum dm_log_level log_level;
+        struct dm_call *calls;          /* in flight */
+        int n_calls;
+        bool closing;
+};
+
+struct dm_call {
+        struct dm_mcp_session *session;
+        json_object *id;                /* owned reference */
+        json_object *progress_token;    /* owned reference, may be NULL */
+        json_object *params;            /* owned reference */
+        const struct dm_tool *tool;
+        bool modern;
+        struct dm_cancel cancel;
+        double last_progress;
+        struct dm_call *next;
+};
+
+/* ---- sending ------------------------------------------------------------ */
+
+static void send_msg(struct dm_mcp_session *s, json_object *msg)
+{
+        /* A failed send means the client is gone; the reader sees EOF next. */
+        s->send(s->transport, msg);
+        json_object_put(msg);
+}
+
+static void add_result_type(json_object *result, bool modern)
+{
+        if (modern && result && json_object_is_type(result, json_type_object))
+                json_object_object_add(result, "resultType", json_object_new_string("complete"));
+}
+
+static void reply(struct dm_mcp_session *s, json_object *id, json_object *result, bool modern)
+{
+        add_result_type(result, modern);
+        send_msg(s, dm_rpc_result(id, result));
+}
+
+static void reply_error(struct dm_mcp_session *s, json_object *id, int code, const char *message,
+                        json_object *data)
+{
+        send_msg(s, dm_rpc_error(id, code, message, data));
+}
+
+void dm_mcp_session_send_error(struct dm_mcp_session *s, int code, const char *message)
+{
+        reply_error(s, NULL, code, message, NULL);
+}
+
+/* Forwards server log records to sessions that asked for them (logging/setLevel). */
+static void log_hook(enum dm_log_level level, const char *line, void *userdata)
+{
+        struct dm_mcp_server *srv = userdata;
+        struct dm_mcp_session *targets[16];
+        int n = 0;
+
+        pthread_mutex_lock(&srv->lock);
+        for (struct dm_mcp_session *s = srv->sessions; s && n < 16; s = s->next)
+                if (s->log_enabled && level >= s->log_level && !s->closing)
+                        targets[n++] = s;
+        pthread_mutex_unlock(&srv->lock);
+        /* Sessions are freed only after shutdown removes the hook, so the
+         * pointers stay valid here. */
+        for (int i = 0; i < n; i++) {
+                json_object *p = json_object_new_object();
+                json_object_object_add(p, "level", json_object_new_string(dm_log_level_name(level)));
+                json_object_object_add(p, "logger", json_object_new_string("demesne"));
+                json_object_object_add(p, "data", json_object_new_string(line));
+                send_msg(targets[i], dm_rpc_notification("notifications/message", p));
+        }
+}
+
+/* ---- server and sessions ------------------------------------------------ */
+
+struct dm_mcp_server *dm_mcp_server_new(struct dm_context *ctx)
+{
+        struct dm_mcp_server *srv = calloc(1, sizeof(*srv));
+
+        if (!srv)
+                return NULL;
+        srv->ctx = ctx;
+        pthread_mutex_init(&srv->lock, NULL);
+        pthread_cond_init(&srv->idle, NULL);
+        dm_log_set_hook(log_hook, srv);
+        return srv;
+}
+
+struct dm_mcp_session *dm_mcp_session_new(struct dm_mcp_server *srv, dm_mcp_send_fn send, void *transport)
+{
+        struct dm_mcp_session *s = calloc(1, sizeof(*s));
+
+        if (!s)
+                return NULL;
+        s->srv = srv;
+        s->send = send;
+        s->transport = transport;
+        pthread_mutex_lock(&srv->lock);
+        s->next = srv->sessions;
+        srv->sessions = s;
+        pthread_mutex_unlock(&srv->lock);
+        return s;
+}
+
+static void cancel_calls_locked(struct dm_mcp_session *s)
+{
+        for (struct dm_call *c = s->calls; c; c = c->next)
+                dm_cancel_fire(&c->cancel);
+}
+
+void dm_mcp_session_free(struct dm_mcp_session *s)
+{
+        struct dm_mcp_server *srv;
+
+        if (!s)
+                return;
+        srv = s->srv;
+        pthread_mutex_lock(&srv->lock);
+        s->closing = true;
+        cancel_calls_locked(s);
+        while (s->n_calls > 0)
+                pthread_cond_wait(&srv->idle, &srv->lock);
+        for (struct dm_mcp_session **pp = &srv->sessions; *pp; pp = &(*pp)->next)
+                if (*pp == s) {
+                        *pp = s->next;
+                        break;
+                }
+        pthread_mutex_unlock(&srv->lock);
+        free(s);
+}
+
+void dm_mcp_server_shutdown(struct dm_mcp_server *srv)
+{
+        pthread_mutex_lock(&srv->lock);
+        for (struct dm_mcp_session *s = srv->sessions; s; s = s->next) {
+                s->closing = true;
+                cancel_calls_locked(s);
+        }
+        for (;;) {
+                int busy = 0;
+                for (struct dm_mcp_session *s = srv->sessions; s; s = s->next)
+                        busy += s->n_calls;
+                if (!busy)
+                        break;
+                pthread_cond_wait(&srv->idle, &srv->lock);
+        }
+        pthread_mutex_unlock(&srv->lock);
+}
+
+void dm_mcp_server_free(struct dm_mcp_server *srv)
+{
+        if (!srv)
+                return;
+        dm_log_set_hook(NULL, NULL);
+        dm_mcp_server_shutdown(srv);
+        while (srv->sessions)
+                dm_mcp_session_free(srv->sessions);
+        pthread_mutex_destroy(&srv->lock);
+        pthread_cond_destroy(&srv->idle);
+        free(srv);
+}
+
+/* ---- the call API for tools ---------------------------------------------- */
+
+struct dm_context *dm_call_context(struct dm_call *call) { return call->session->srv->ctx; }
+struct dm_cancel *dm_call_cancel(struct dm_call *call) { return &call->cancel; }
+
+void dm_call_progress(struct dm_call *call, double progress, double total, const char *message)
+{
+        json_object *p;
+
+        if (!call->progress_token || progress <= call->last_progress)
+                return;
+        call->last_progress = progress;
+        p = json_object_new_object();
+        json_object_object_add(p, "progressToken", json_object_get(call->progress_token));
+        json_object_object_add(p, "progress", json_object_new_double(progress));
+        if (total > 0)
+                json_object_object_add(p, "total", json_object_new_double(total));
+        if (message)
+                json_object_object_add(p, "message", json_object_new_string(message));
+        send_msg(call->session, dm_rpc_notification("notifications/progress", p));
+}
+
+/* ---- era handling --------------------------------------------------------- */
+
+static json_object *get_meta(json_object *params)
+{
+        json_object *meta;
+
+        if (params && json_object_object_get_ex(params, "_meta", &meta) && json_object_is_type(meta, json_type_object))
+                return meta;
+        return NULL;
+}
+
+static json_object *supported_versions(void)
+{
+        json_object *a = json_object_new_array();
+
+        json_object_array_add(a, json_object_new_string(DM_MCP_MODERN_VERSION));
+        for (int i = 0; legacy_versions[i]; i++)
+                json_object_array_add(a, json_object_new_string(legacy_versions[i]));
+        return a;
+}
+
+/* 1 = a modern request (checked), 0 = legacy, -1 = answered with an error. */
+static int classify_era(struct dm_mcp_session *s, struct dm_rpc_msg *m)
+{
+        json_object *meta = get_meta(m->params), *v, *caps;
+        const char *version;
+
+        if (!meta || !json_object_object_get_ex(meta, META_VERSION, &v))
+                return 0;
+        if (!json_object_is_type(v, json_type_string)) {
+                if (m->kind == DM_RPC_REQUEST)
+                        reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "_meta." META_VERSION " must be a string",
+                                    NULL);
+                return -1;
+        }
+        version = json_object_get_string(v);
+        if (strcmp(version, DM_MCP_MODERN_VERSION) != 0) {
+                if (m->kind == DM_RPC_REQUEST) {
+                        json_object *data = json_object_new_object();
+                        json_object_object_add(data, "supported", supported_versions());
+                        json_object_object_add(data, "requested", json_object_new_string(version));
+                        reply_error(s, m->id, DM_RPC_UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
+                                    data);
+                }
+                return -1;
+        }
+        if (m->kind == DM_RPC_REQUEST &&
+            (!json_object_object_get_ex(meta, META_CAPS, &caps) || !json_object_is_type(caps, json_type_object))) {
+                reply_error(s, m->id, DM_RPC_INVALID_PARAMS,
+                            "a 2026-07-28 request must carry _meta." META_CAPS " (an object)", NULL);
+                return -1;
+        }
+        return 1;
+}
+
+/* ---- methods ---------------------------------------------------------------- */
+
+static json_object *server_info(void)
+{
+        json_object *info = json_object_new_object();
+
+        json_object_object_add(info, "name", json_object_new_string("demesne"));
+        json_object_object_add(info, "title", json_object_new_string("demesne sandboxes"));
+        json_object_object_add(info, "version", json_object_new_string(PACKAGE_VERSION));
+        return info;
+}
+
+static json_object *server_capabilities(void)
+{
+        json_object *caps = json_object_new_object(), *tools = json_object_new_object();
+
+        json_object_object_add(tools, "listChanged", json_object_new_boolean(0));
+        json_object_object_add(caps, "tools", tools);
+        json_object_object_add(caps, "logging", json_object_new_object());
+        return caps;
+}
+
+static const char instructions[] =
+        "demesne runs shell commands in disposable Linux containers on this machine. "
+        "Use sandbox_script for one-off commands: host files and directories you name are mounted "
+        "read-only under /in, and whatever the command writes to /out (its working directory) stays "
+        "in the host output directory named in the result.";
+
+static void handle_initialize(struct dm_mcp_session *s, struct dm_rpc_msg *m)
+{
+        json_object *v, *result;
+        const char *want = NULL, *chosen = DM_MCP_LATEST_LEGACY_VERSION;
+
+        if (m->params && json_object_object_get_ex(m->params, "protocolVersion", &v) &&
+            json_object_is_type(v, json_type_string))
+                want = json_object_get_string(v);
+        if (!want) {
+                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "initialize needs params.protocolVersion (a string)",
+                            NULL);
+                return;
+        }
+        for (int i = 0; legacy_versions[i]; i++)
+                if (strcmp(want, legacy_versions[i]) == 0)
+                        chosen = legacy_versions[i];
+
+        pthread_mutex_lock(&s->srv->lock);
+        snprintf(s->version, sizeof(s->version), "%s", chosen);
+        s->initialized = true;
+        pthread_mutex_unlock(&s->srv->lock);
+
+        result = json_object_new_object();
+        json_object_object_add(result, "protocolVersion", json_object_new_string(chosen));
+        json_object_object_add(result, "capabilities", server_capabilities());
+        json_object_object_add(result, "serverInfo", server_info());
+        json_object_object_add(result, "instructions", json_object_new_string(instructions));
+        reply(s, m->id, result, false);
+}
+
+/* The tool list is fixed for the life of a server process but depends on
+ * its configuration (later: which agent credentials are present), so a
+ * client may cache it briefly, privately. Required on modern tools/list. */
+#define LIST_TTL_MS 60000
+
+static void add_cache_hints(json_object *result)
+{
+        json_object_object_add(result, "ttlMs", json_object_new_int(LIST_TTL_MS));
+        json_object_object_add(result, "cacheScope", json_object_new_string("private"));
+}
+
+static void handle_discover(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
+{
+        json_object *result = json_object_new_object();
+
+        json_object *meta = json_object_new_object();
+
+        /* 2026-07-28 moved the server's identity into _meta; clients read it
+         * there and ignore a top-level serverInfo. */
+        json_object_object_add(meta, "io.modelcontextprotocol/serverInfo", server_info());
+        json_object_object_add(result, "supportedVersions", supported_versions());
+        json_object_object_add(result, "capabilities", server_capabilities());
+        json_object_object_add(result, "instructions", json_object_new_string(instructions));
+        add_cache_hints(result);
+        json_object_object_add(result, "_meta", meta);
+        reply(s, m->id, result, true);
+        (void)modern;
+}
+
+static void handle_tools_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
+{
+        json_object *v, *result, *tools;
+        size_t start = 0, n = dm_registry_count();
+
+        if (m->params && json_object_object_get_ex(m->params, "cursor", &v) && v) {
+                const char *cur = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+                char *end = NULL;
+                unsigned long off = cur && strncmp(cur, "t:", 2) == 0 ? strtoul(cur + 2, &end, 10) : 0;
+
+                if (!cur || !end || *end || end == cur + 2 || off > n) {
+                        reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "invalid cursor: pass the nextCursor of a previous tools/list", NULL);
+                        return;
+                }
+                start = off;
+        }
+        result = json_object_new_object();
+        tools = json_object_new_array();
+        for (size_t i = start; i < n && i < start + TOOLS_PAGE_SIZE; i++)
+                json_object_array_add(tools, dm_registry_describe(dm_registry_at(i)));
+        json_object_object_add(result, "tools", tools);
+        if (start + TOOLS_PAGE_SIZE < n) {
+                char cur[32];
+                snprintf(cur, sizeof(cur), "t:%zu", start + TOOLS_PAGE_SIZE);
+                json_object_object_add(result, "nextCursor", json_object_new_string(cur));
+        }
+        if (modern)
+                add_cache_hints(result);
+        reply(s, m->id, result, modern);
+}
+
+static void handle_set_level(struct dm_mcp_session *s, struct dm_rpc_msg *m)
+{
+        json_object *v;
+        enum dm_log_level level;
+
+        if (!m->params || !json_object_object_get_ex(m->params, "level", &v) ||
+            !json_object_is_type(v, json_type_string) || dm_log_level_parse(json_object_get_string(v), &level) < 0) {
+                reply_error(s, m->id, DM_RPC_INVALID_PARAMS,
+                            "logging/setLevel needs params.level: debug, info, notice, warning, error, critical, "
+                            "alert or emergency",
+                            NULL);
+                return;
+        }
+        pthread_mutex_lock(&s->srv->lock);
+        s->log_enabled = true;
+        s->log_level = level;
+        pthread_mutex_unlock(&s->srv->lock);
+        reply(s, m->id, json_object_new_object(), false);
+}
+
+static void *call_main(void *arg)
+{
+        struct dm_call *c = arg;
+        struct dm_mcp_session *s = c->session;
+        struct dm_mcp_server *srv = s->srv;
+        json_object *args = NULL, *result;
+
+        json_object_object_get_ex(c->params, "arguments", &args);
+        result = c->tool->handler(c, args);
+        /* A cancelled request gets no response (notifications/cancelled). */
+        if (result && !dm_cancel_fired(&c->cancel))
+                reply(s, c->id, result, c->modern);
+        else
+                json_object_put(result);
+
+        pthread_mutex_lock(&srv->lock);
+        for (struct dm_call **pp = &s->calls; *pp; pp = &(*pp)->next)
+                if (*pp == c) {
+                        *pp = c->next;
+                        break;
+                }
+        s->n_calls--;
+        pthread_cond_broadcast(&srv->idle);
+        pthread_mutex_unlock(&srv->lock);
+
+        dm_cancel_release(&c->cancel);
+        json_object_put(c->id);
+        json_object_put(c->progress_token);
+        json_object_put(c->params);
+        free(c);
+        return NULL;
+}
+
+static void handle_tools_call(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
+{
+        json_object *v, *meta, *args;
+        const struct dm_tool *tool;
+        struct dm_call *c;
+        pthread_attr_t attr;
+        pthread_t th;
+        int r;
+
+        if (!m->params || !json_object_object_get_ex(m->params, "name", &v) || !json_object_is_type(v, json_type_string)) {
+                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "tools/call needs params.name (a string)", NULL);
+                return;
+        }
+        tool = dm_registry_find(json_object_get_string(v));
+        if (!tool) {
+                char msg[300];
+                snprintf(msg, sizeof(msg), "unknown tool '%.200s': tools/list names the tools", json_object_get_string(v));
+                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, msg, NULL);
+                return;
+        }
+        if (json_object_object_get_ex(m->params, "arguments", &args) && args &&
+            !json_object_is_type(args, json_type_object)) {
+                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "params.arguments must be an object", NULL);
+                return;
+        }
+
+        c = calloc(1, sizeof(*c));
+        if (!c || dm_cancel_init(&c->cancel) < 0) {
+                free(c);
+                reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "out of resources", NULL);
+                return;
+        }
+        c->session = s;
+        c->tool = tool;
+        c->modern = modern;
+        c->id = json_object_get(m->id);
+        c->params = json_object_get(m->params);
+        meta = get_meta(m->params);
+        if (meta && json_object_object_get_ex(meta, "progressToken", &v) &&
+            (json_object_is_type(v, json_type_string) || json_object_is_type(v, json_type_int)))
+                c->progress_token = json_object_get(v);
+
+        pthread_mutex_lock(&s->srv->lock);
+        if (s->closing) {
+                pthread_mutex_unlock(&s->srv->lock);
+                reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "the server is shutting down", NULL);
+                goto fail;
+        }
+        c->next = s->calls;
+        s->calls = c;
+        s->n_calls++;
+        pthread_mutex_unlock(&s->srv->lock);
+
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        r = pthread_create(&th, &attr, call_main, c);
+        pthread_attr_destroy(&attr);
+        if (r == 0)
+                return;
+
+        pthread_mutex_lock(&s->srv->lock);
+        s->calls = c->next;
+        s->n_calls--;
+        pthread_cond_broadcast(&s->srv->idle);
+        pthread_mutex_unlock(&s->srv->lock);
+        reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "cannot start a thread for the call", NULL);
+fail:
+        dm_cancel_release(&c->cancel);
+        json_object_put(c->id);
+        json_object_put(c->progress_token);
+        json_object_put(c->params);
+        free(c);
+}
+
+static void handle_cancelled(struct dm_mcp_session *s, struct dm_rpc_msg *m)
+{
+        json_object *rid;
+
+        if (!m->params || !json_object_object_get_ex(m->params, "requestId", &rid))
+                return;
+        bool found = false;
+
+        pthread_mutex_lock(&s->srv->lock);
+        for (struct dm_call *c = s->calls; c; c = c->next)
+                if (json_object_equal(c->id, rid)) {
+                        dm_cancel_fire(&c->cancel);
+                        found = true;
+                }
+        pthread_mutex_unlock(&s->srv->lock);
+        /* Logged outside the lock: the log hook takes it to find sessions. */
+        if (found)
+                log_info("request %s cancelled by the client", json_object_to_json_string(rid));
+}
+
+void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t len)
+{
+        struct dm_rpc_msg m;
+        int era;
+        bool modern;
+
+        dm_rpc_parse(data, len, &m);
+        switch (m.kind) {
+        case DM_RPC_INVALID:
+                reply_error(s, m.id, m.error_code, m.error_message, NULL);
+                goto out;
+        case DM_RPC_RESPONSE:
+                /* We send no requests yet; a stray response is ignored. */
+                goto out;
+        default:
+                break;
+        }
+
+        era = classify_era(s, &m);
+        if (era < 0)
+                goto out;
+        modern = era == 1;
+
+        if (m.kind == DM_RPC_NOTIFICATION) {
+                if (strcmp(m.method, "notifications/cancelled") == 0)
+                        handle_cancelled(s, &m);
+                /* notifications/initialized and others need nothing. */
+                goto out;
+        }
+
+        if (strcmp(m.method, "tools/call") == 0)
+                handle_tools_call(s, &m, modern);
+        else if (strcmp(m.method, "tools/list") == 0)
+                handle_tools_list(s, &m, modern);
+        else if (strcmp(m.method, "server/discover") == 0)
+                handle_discover(s, &m, modern);
+        else if (!modern && strcmp(m.method, "initialize") == 0)
+                handle_initialize(s, &m);
+        else if (!modern && strcmp(m.method, "ping") == 0)
+                reply(s, m.id, json_object_new_object(), false);
+        else if (!modern && strcmp(m.method, "logging/setLevel") == 0)
+                handle_set_level(s, &m);
+        else {
+                char msg[300];
+                snprintf(msg, sizeof(msg), "method not found: '%.200s'%s", m.method,
+                         modern && (strcmp(m.method, "ping") == 0 || strcmp(m.method, "initialize") == 0)
+                                 ? " (not part of protocol " DM_MCP_MODERN_VERSION ")"
+                                 : "");
+                reply_error(s, m.id, DM_RPC_METHOD_NOT_FOUND, msg, NULL);
+        }
+out:
+        dm_rpc_msg_release(&m);
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_MCP_SERVER_H
+#define DM_MCP_SERVER_H
+
+/* The MCP server, independent of transport. A transport hands it whole
+ * messages and gives it a way to send; the server answers requests, runs
+ * tools/call on worker threads (so the reader keeps reading and can see
+ * notifications/cancelled), and speaks both protocol eras:
+ *   legacy  - initialize (2025-06-18, 2025-11-25), a session per connection;
+ *   modern  - 2026-07-28, every request self-describing through _meta. */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "src/context.h"
+
+#define DM_MCP_MODERN_VERSION "2026-07-28"
+#define DM_MCP_LATEST_LEGACY_VERSION "2025-11-25"
+
+struct dm_mcp_server;
+struct dm_mcp_session;
+struct dm_call;
+
+/* A transport's way to send one message. Must be thread-safe; borrows msg.
+ * A negative return means the peer is gone. */
+typedef int (*dm_mcp_send_fn)(void *transport, json_object *msg);
+
+struct dm_mcp_server *dm_mcp_server_new(struct dm_context *ctx);
+/* Cancels every call in flight and waits for their threads. */
+void dm_mcp_server_shutdown(struct dm_mcp_server *srv);
+void dm_mcp_server_free(struct dm_mcp_server *srv);
+
+struct dm_mcp_session *dm_mcp_session_new(struct dm_mcp_server *srv, dm_mcp_send_fn send, void *transport);
+/* Cancels the session's calls, waits for them, frees it. */
+void dm_mcp_session_free(struct dm_mcp_session *s);
+
+/* Handles one raw message (a stdio line or an HTTP body). Replies go out
+ * through the session's send function, possibly later and from another
+ * thread. */
+void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t len);
+
+/* For the transport: answer a message it refused before parsing (too large). */
+void dm_mcp_session_send_error(struct dm_mcp_session *s, int code, const char *message);
+
+/* What a tool handler may ask of its call. */
+struct dm_context *dm_call_context(struct dm_call *call);
+struct dm_cancel *dm_call_cancel(struct dm_call *call);
+/* Sends notifications/progress when the caller gave a progressToken;
+ * progress must grow from call to call. */
+void dm_call_progress(struct dm_call *call, double progress, double total, const char *message);
+
+#endif

@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/runner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/images.h"
+#include "src/util/cleanup.h"
+#include "src/util/headtail.h"
+#include "src/util/log.h"
+#include "src/util/timeutil.h"
+
+/* What package managers and archive tools need, and nothing that reaches
+ * the network stack, devices or the kernel's keyrings. */
+static const char *const kept_caps[] = {
+        "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", NULL,
+};
+
+#define PROGRESS_INTERVAL_MS 1000
+#define DRAIN_AFTER_KILL_MS 5000
+
+struct capture {
+        int fd[3];                      /* [1] stdout.log, [2] stderr.log */
+        bool write_failed[3];
+        struct dm_headtail ht[3];
+        const struct dm_run_request *req;
+};
+
+int dm_run_id_new(char *buf, size_t len)
+{
+        unsigned char rnd[3];
+        struct tm tm;
+        time_t now = time(NULL);
+
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+                return -EIO;
+        gmtime_r(&now, &tm);
+        snprintf(buf, len, "run-%04d%02d%02dT%02d%02d%02d-%02x%02x%02x", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, rnd[0], rnd[1], rnd[2]);
+        return 0;
+}
+
+void dm_run_result_release(struct dm_run_result *res)
+{
+        free(res->run_id);
+        free(res->output_dir);
+        free(res->stdout_text);
+        free(res->stderr_text);
+        memset(res, 0, sizeof(*res));
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+        while (n > 0) {
+                ssize_t w = write(fd, p, n);
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += w;
+                n -= (size_t)w;
+        }
+        return 0;
+}
+
+static int on_data(void *userdata, int stream, const char *data, size_t len)
+{
+        struct capture *c = userdata;
+
+        if (stream != 2)
+                stream = 1;
+        dm_headtail_feed(&c->ht[stream], data, len);
+        if (!c->write_failed[stream] && write_all(c->fd[stream], data, len) < 0) {
+                /* Keep running: the result still carries the capped copy. */
+                c->write_failed[stream] = true;
+                log_warning("writing %s.log failed: %s; the file is incomplete",
+                            stream == 1 ? "stdout" : "stderr", strerror(errno));
+        }
+        if (c->req->on_output)
+                return c->req->on_output(c->req->userdata, stream, data, len);
+        return 0;
+}
+
+/* One mount per input at /in/<basename>; basenames must not collide. */
+static int add_inputs(const struct dm_context *ctx, const char *const *paths, enum dm_path_kind kind,
+                      struct dm_mount *mounts, size_t *n, char **owned, size_t *n_owned, struct dm_error *err)
+{
+        for (size_t i = 0; paths && paths[i]; i++) {
+                char *resolved = NULL, *target;
+                const char *base;
+                int r;
+
+                r = dm_path_check(&ctx->roots, paths[i], kind, &resolved, err);
+                if (r < 0)
+                        return r;
+                owned[(*n_owned)++] = resolved;
+                base = dm_path_basename(resolved);
+                for (size_t j = 0; j < *n; j++) {
+                        const char *other = strrchr(mounts[j].target, '/') + 1;
+                        if (strncmp(mounts[j].target, "/in/", 4) == 0 && strcmp(other, base) == 0)
+                                return dm_error_set(err, -EEXIST,
+                                                    "two inputs share the name '%s' ('%s' and another): "
+                                                    "each lands at /in/<name>, so names must be unique",
+                                                    base, paths[i]);
+                }
+                if (asprintf(&target, "/in/%s", base) < 0)
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                owned[(*n_owned)++] = target;
+                mounts[*n].host = resolved;
+                mounts[*n].target = target;
+                mounts[*n].readonly = true;
+                (*n)++;
+        }
+        return 0;
+}
+
+static size_t count(const char *const *v)
+{
+        size_t n = 0;
+        while (v && v[n])
+                n++;
+        return n;
+}
+
+static int open_log(int dirfd, const char *name, const char *dir, struct dm_error *err)
+{
+        /* O_EXCL|O_NOFOLLOW: the directory is new and ours; nothing may be
+         * there yet, and a link would be an attack. */
+        int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return dm_error_set(err, -errno, "cannot create '%s/%s': %s", dir, name, strerror(errno));
+        return fd;
+}
+
+static int pump(struct dm_backend *b, struct dm_stream *s, const char *id, struct capture *cap,
+                const struct dm_run_request *req, int64_t t0, struct dm_run_result *res, struct dm_error *err)
+{
+        struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
+        int64_t deadline = t0 + req->timeout_s * 1000;
+        int cancel_fd = req->cancel ? req->cancel->fd : -1;
+        int r;
+
+        for (;;) {
+                int64_t now = dm_now_ms();
+                int64_t slice = deadline;
+
+                if (req->on_progress && now + PROGRESS_INTERVAL_MS < deadline)
+                        slice = now + PROGRESS_INTERVAL_MS;
+                r = dm_stream_pump(s, &sink, cancel_fd, slice, err);
+                if (r == -ETIMEDOUT && slice < deadline) {
+                        req->on_progress(req->userdata, dm_now_ms() - t0,
+                                         cap->ht[1].total + cap->ht[2].total);
+                        continue;
+                }
+                break;
+        }
+        if (r == -ETIMEDOUT || r == -ECANCELED) {
+                struct dm_error kerr = { 0 };
+
+                if (r == -ETIMEDOUT)
+                        res->timed_out = true;
+                else
+                        res->cancelled = true;
+                /* Killing PID 1 ends the container's whole PID namespace:
+                 * every process the command started goes with it. */
+                if (b->ops->kill(b, id, SIGKILL, &kerr) < 0)
+                        log_debug("kill '%.12s': %s", id, kerr.msg);
+                dm_error_clear(err);
+                r = dm_stream_pump(s, &sink, -1, dm_now_ms() + DRAIN_AFTER_KILL_MS, err);
+                if (r < 0)
+                        log_debug("draining '%.12s' after kill: %s", id, err->msg);
+                dm_error_clear(err);
+                return 0;
+        }
+        return r;
+}
+
+int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res,
+           struct dm_error *err)
+{
+        const struct dm_image_info *img;
+        struct dm_backend *b;
+        struct capture cap = { .fd = { -1, -1, -1 }, .req = req };
+        size_t n_in = count(req->files) + count(req->dirs);
+        _cleanup_free_ struct dm_mount *mounts = NULL;
+        _cleanup_free_ char **owned = NULL;
+        size_t n_mounts = 0, n_owned = 0;
+        char run_id[64], label_owner[160], label_run[128], outdir[PATH_MAX], scratch[PATH_MAX];
+        const char *labels[4], *bash_argv[4];
+        _cleanup_close_ int dirfd = -1;
+        struct dm_stream *stream = NULL;
+        char *id = NULL;
+        bool scratch_made = false;
+        int64_t t0;
+        int r;
+
+        memset(res, 0, sizeof(*res));
+        if (req->timeout_s <= 0 || req->timeout_s > ctx->cfg.max_timeout_s)
+                return dm_error_set(err, -EINVAL, "timeout_seconds must be between 1 and %lld",
+                                    (long long)ctx->cfg.max_timeout_s);
+        r = dm_image_lookup(req->image ? req->image : "python", &img, err);
+        if (r < 0)
+                return r;
+
+        mounts = calloc(n_in + 2, sizeof(*mounts));
+        owned = calloc(2 * n_in + 1, sizeof(*owned));
+        if (!mounts || !owned)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = add_inputs(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, err);
+        if (r >= 0)
+                r = add_inputs(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, err);
+        if (r < 0)
+                goto out;
+
+        r = dm_context_backend(ctx, &b, err);
+        if (r < 0)
+                goto out;
+        r = dm_image_require(b, img, err);
+        if (r < 0)
+                goto out;
+
+        /* The output directory: made fresh, owned by the server, bound at /out. */
+        if ((r = dm_run_id_new(run_id, sizeof(run_id))) < 0) {
+                dm_error_set(err, r, "cannot make a run id");
+                goto out;
+        }
+        r = dm_mkdir_p(ctx->cfg.output_root, 0755, err);
+        if (r < 0)
+                goto out;
+        snprintf(outdir, sizeof(outdir), "%s/%s", ctx->cfg.output_root, run_id);
+        if (mkdir(outdir, 0755) < 0) {
+                r = dm_error_set(err, -errno, "cannot create output directory '%s': %s", outdir, strerror(errno));
+                goto out;
+        }
+        res->run_id = strdup(run_id);
+        res->output_dir = strdup(outdir);
+        dirfd = open(outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dirfd < 0 || !res->run_id || !res->output_dir) {
+                r = dm_error_set(err, -errno, "cannot open output directory '%s': %s", outdir, strerror(errno));
+                goto out;
+        }
+        if ((r = cap.fd[1] = open_log(dirfd, "stdout.log", outdir, err)) < 0 ||
+            (r = cap.fd[2] = open_log(dirfd, "stderr.log", outdir, err)) < 0)
+                goto out;
+        if ((r = dm_headtail_init(&cap.ht[1], (size_t)ctx->cfg.output_cap)) < 0 ||
+            (r = dm_headtail_init(&cap.ht[2], (size_t)ctx->cfg.output_cap)) < 0) {
+                dm_error_set(err, r, "out of memory");
+                goto out;
+        }
+
+        snprintf(scratch, sizeof(scratch), "%s/work/%s", ctx->cfg.state_dir, run_id);
+        r = dm_mkdir_p(scratch, 0700, err);
+        if (r < 0)
+                goto out;
+        scratch_made = true;
+
+        mounts[n_mounts++] = (struct dm_mount){ .host = outdir, .target = "/out", .readonly = false };
+        mounts[n_mounts++] = (struct dm_mount){ .host = scratch, .target = "/workspace", .readonly = false };
+
+        snprintf(label_owner, sizeof(label_owner), "%s", ctx->owner_label);
+        snprintf(label_run, sizeof(label_run), "%s=%s", DM_LABEL_RUN, run_id);
+        labels[0] = label_owner;
+        labels[1] = label_run;
+        labels[2] = DM_LABEL_KIND "=script";
+        labels[3] = NULL;
+        bash_argv[0] = "/bin/bash";
+        bash_argv[1] = "-c";
+        bash_argv[2] = req->command;
+        bash_argv[3] = NULL;
+
+        struct dm_container_spec spec = {
+                .name = run_id,
+                .image = img->ref,
+                .argv = req->command ? bash_argv : req->argv,
+                .env = req->env,
+                .workdir = "/out",
+                .mounts = mounts,
+                .n_mounts = n_mounts,
+                .labels = labels,
+                .cap_add = kept_caps,
+                .memory_bytes = ctx->cfg.memory_bytes,
+                .pids_limit = ctx->cfg.pids_limit,
+                .nofile = ctx->cfg.nofile,
+                .nproc = ctx->cfg.nproc,
+                .network_mode = "none",
+                .readonly_rootfs = false,
+                .init = true,
+        };
+
+        t0 = dm_now_ms();
+        r = b->ops->create(b, &spec, &id, err);
+        if (r < 0) {
+                dm_error_wrap(err, "create the container");
+                goto out;
+        }
+        r = b->ops->attach(b, id, &stream, err);
+        if (r < 0) {
+                dm_error_wrap(err, "attach to the container");
+                goto out;
+        }
+        r = b->ops->start(b, id, err);
+        if (r < 0) {
+                dm_error_wrap(err, "start the container");
+                goto out;
+        }
+        r = pump(b, stream, id, &cap, req, t0, res, err);
+        if (r < 0) {
+                dm_error_wrap(err, "read the command's output");
+                goto out;
+        }
+        r = b->ops->wait(b, id, &res->exit_code, err);
+        if (r < 0) {
+                dm_error_wrap(err, "wait for the command");
+                goto out;
+        }
+        res->duration_ms = dm_now_ms() - t0;
+        res->stdout_bytes = cap.ht[1].total;
+        res->stderr_bytes = cap.ht[2].total;
+        res->stdout_text = dm_headtail_finish(&cap.ht[1], &res->stdout_len, &res->stdout_truncated);
+        res->stderr_text = dm_headtail_finish(&cap.ht[2], &res->stderr_len, &res->stderr_truncated);
+        if (!res->stdout_text || !res->stderr_text) {
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+                goto out;
+        }
+        r = res->cancelled ? -ECANCELED : 0;
+        if (r < 0)
+                dm_error_set(err, r, "cancelled");
+
+out:
+        if (stream)
+                dm_stream_free(stream);
+        for (int i = 1; i <= 2; i++) {
+                if (cap.fd[i] >= 0)
+                        close(cap.fd[i]);
+                dm_headtail_release(&cap.ht[i]);
+        }
+        if (id || scratch_made)
+                /* The result does not depend on the removal: do it after. */
+                dm_context_reap(ctx, id, scratch_made ? strdup(scratch) : NULL);
+        for (size_t i = 0; i < n_owned; i++)
+                free(owned[i]);
+        if (r < 0 && r != -ECANCELED) {
+                /* Keep the output directory (it may hold partial logs) but
+                 * return no half-filled result. */
+                dm_run_result_release(res);
+        }
+        return r;
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_RUNNER_H
+#define DM_RUNNER_H
+
+/* Runs one command in a fresh, hardened container and removes it: the core
+ * of sandbox_script and of `demesne run`. Output streams to stdout.log and
+ * stderr.log in the run's host output directory and to capped head+tail
+ * copies for the result. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/context.h"
+#include "src/util/cancel.h"
+
+struct dm_run_request {
+        const char *image;              /* caller's name, e.g. "python" */
+        const char *command;            /* run with bash -c; or: */
+        const char *const *argv;        /* run as is when command is NULL */
+        const char *const *files;       /* resolved host files -> /in/<basename> */
+        const char *const *dirs;        /* resolved host directories -> /in/<basename> */
+        const char *const *env;         /* "K=V" */
+        int64_t timeout_s;
+        struct dm_cancel *cancel;       /* may be NULL */
+
+        /* Optional: every chunk of output as it arrives (the CLI prints it). */
+        int (*on_output)(void *userdata, int stream, const char *data, size_t len);
+        /* Optional: called about once a second while the command runs. */
+        void (*on_progress)(void *userdata, int64_t elapsed_ms, uint64_t output_bytes);
+        void *userdata;
+};
+
+struct dm_run_result {
+        char *run_id;                   /* owned */
+        char *output_dir;               /* owned */
+        int exit_code;                  /* 128+N when killed by signal N */
+        bool timed_out;
+        bool cancelled;
+        int64_t duration_ms;
+        char *stdout_text;              /* owned, may hold NUL bytes */
+        size_t stdout_len;
+        bool stdout_truncated;
+        char *stderr_text;
+        size_t stderr_len;
+        bool stderr_truncated;
+        uint64_t stdout_bytes;          /* whole stream size */
+        uint64_t stderr_bytes;
+};
+
+/* Validates inputs, makes the output directory, creates, runs and removes
+ * the container. 0 when the command ran (whatever its exit code, timeout
+ * included); -ECANCELED when cancelled (result still filled); else an error. */
+int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *ret,
+           struct dm_error *err);
+void dm_run_result_release(struct dm_run_result *res);
+
+/* "run-20261202T130501-1a2b3c": sortable, unique enough for one user. */
+int dm_run_id_new(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/settings.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int dm_parse_size(const char *s, int64_t *ret)
+{
+        char *end;
+        long long v;
+        int64_t mul = 1;
+
+        if (!s || !*s)
+                return -EINVAL;
+        errno = 0;
+        v = strtoll(s, &end, 10);
+        if (errno || end == s || v < 0)
+                return -EINVAL;
+        switch (*end) {
+        case '\0': break;
+        case 'k': case 'K': mul = 1024; end++; break;
+        case 'm': case 'M': mul = 1024 * 1024; end++; break;
+        case 'g': case 'G': mul = 1024LL * 1024 * 1024; end++; break;
+        default: return -EINVAL;
+        }
+        if (*end == 'b' || *end == 'B')
+                end++;
+        if (*end != '\0')
+                return -EINVAL;
+        if (v > INT64_MAX / mul)
+                return -ERANGE;
+        *ret = v * mul;
+        return 0;
+}
+
+static const char *home_dir(void)
+{
+        const char *h = getenv("HOME");
+        struct passwd *pw;
+
+        if (h && *h == '/')
+                return h;
+        pw = getpwuid(getuid());
+        return pw && pw->pw_dir ? pw->pw_dir : "/";
+}
+
+static int env_size(const char *name, int64_t def, int64_t min, int64_t max, int64_t *ret,
+                    struct dm_error *err)
+{
+        const char *v = getenv(name);
+        int64_t x;
+
+        if (!v || !*v) {
+                *ret = def;
+                return 0;
+        }
+        if (dm_parse_size(v, &x) < 0 || x < min || x > max)
+                return dm_error_set(err, -EINVAL, "%s='%s' is not a size between %lld and %lld (e.g. 512, 64k, 2g)",
+                                    name, v, (long long)min, (long long)max);
+        *ret = x;
+        return 0;
+}
+
+static char *dup_env_or(const char *name, const char *fallback)
+{
+        const char *v = getenv(name);
+        return strdup(v && *v ? v : fallback);
+}
+
+int dm_config_load(struct dm_config *cfg, struct dm_error *err)
+{
+        char path[PATH_MAX];
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        const char *start;
+        int r;
+
+        memset(cfg, 0, sizeof(*cfg));
+        snprintf(path, sizeof(path), "%s/.demesne/out", home_dir());
+        cfg->output_root = dup_env_or("DEMESNE_OUTPUT_ROOT", path);
+        if (geteuid() == 0)
+                snprintf(path, sizeof(path), "/run/demesne");
+        else if (xdg && *xdg == '/')
+                snprintf(path, sizeof(path), "%s/demesne", xdg);
+        else
+                snprintf(path, sizeof(path), "%s/.demesne/run", home_dir());
+        cfg->state_dir = dup_env_or("DEMESNE_STATE_DIR", path);
+        cfg->allowed_paths = dup_env_or("DEMESNE_ALLOWED_PATHS", "");
+        cfg->engine_host = getenv("DEMESNE_ENGINE_HOST") ? strdup(getenv("DEMESNE_ENGINE_HOST")) : NULL;
+        if (!cfg->output_root || !cfg->state_dir || !cfg->allowed_paths) {
+                dm_config_release(cfg);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        if (cfg->output_root[0] != '/' || cfg->state_dir[0] != '/') {
+                r = dm_error_set(err, -EINVAL, "DEMESNE_OUTPUT_ROOT and DEMESNE_STATE_DIR must be absolute paths");
+                dm_config_release(cfg);
+                return r;
+        }
+        start = getenv("DEMESNE_START_PODMAN");
+        cfg->may_start_podman = !(start && strcmp(start, "0") == 0);
+
+        if ((r = env_size("DEMESNE_MEMORY", 2LL << 30, 6LL << 20, INT64_MAX / 2, &cfg->memory_bytes, err)) < 0 ||
+            (r = env_size("DEMESNE_PIDS_LIMIT", 512, 16, 1 << 22, &cfg->pids_limit, err)) < 0 ||
+            (r = env_size("DEMESNE_NOFILE", 4096, 64, 1 << 20, &cfg->nofile, err)) < 0 ||
+            (r = env_size("DEMESNE_NPROC", 4096, 64, 1 << 22, &cfg->nproc, err)) < 0 ||
+            (r = env_size("DEMESNE_MAX_MESSAGE", 4 << 20, 4096, 1LL << 30, &cfg->max_message, err)) < 0 ||
+            (r = env_size("DEMESNE_OUTPUT_CAP", 64 << 10, 256, 64 << 20, &cfg->output_cap, err)) < 0) {
+                dm_config_release(cfg);
+                return r;
+        }
+        cfg->engine_response_max = 16 << 20;
+        cfg->max_timeout_s = 172800;
+        cfg->default_timeout_s = 3600;
+        return 0;
+}
+
+void dm_config_release(struct dm_config *cfg)
+{
+        free(cfg->output_root);
+        free(cfg->state_dir);
+        free(cfg->allowed_paths);
+        free(cfg->engine_host);
+        memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_SETTINGS_H
+#define DM_SETTINGS_H
+
+/* Server settings, read once from the environment at start. Every limit a
+ * caller can push against has a default here and a variable to change it. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "src/util/error.h"
+
+struct dm_config {
+        char *output_root;        /* DEMESNE_OUTPUT_ROOT, default ~/.demesne/out */
+        char *state_dir;          /* DEMESNE_STATE_DIR, default $XDG_RUNTIME_DIR/demesne or ~/.demesne/run */
+        char *allowed_paths;      /* DEMESNE_ALLOWED_PATHS, colon-separated, default empty */
+        char *engine_host;        /* DEMESNE_ENGINE_HOST (else DOCKER_HOST, ... by discovery) */
+        bool may_start_podman;    /* DEMESNE_START_PODMAN=0 disables the embedded default */
+        int64_t memory_bytes;     /* DEMESNE_MEMORY, default 2g */
+        int64_t pids_limit;       /* DEMESNE_PIDS_LIMIT, default 512 */
+        int64_t nofile;           /* DEMESNE_NOFILE, default 4096 */
+        int64_t nproc;            /* DEMESNE_NPROC, default 4096 */
+        int64_t max_message;      /* DEMESNE_MAX_MESSAGE, bytes of one JSON-RPC message, default 4 MiB */
+        int64_t output_cap;       /* DEMESNE_OUTPUT_CAP, bytes of stdout/stderr in a result, default 64 KiB */
+        int64_t engine_response_max; /* cap on one engine answer, default 16 MiB */
+        int64_t max_timeout_s;    /* 172800 */
+        int64_t default_timeout_s;/* 3600 */
+};
+
+/* Fills cfg from the environment. Bad values are errors naming the variable. */
+int dm_config_load(struct dm_config *cfg, struct dm_error *err);
+void dm_config_release(struct dm_config *cfg);
+
+/* Parses "123", "64k", "2m", "2g" (binary units). -EINVAL when malformed. */
+int dm_parse_size(const char *s, int64_t *ret);
+
+#endif
