@@ -1,0 +1,155 @@
+#!/usr/bin/env node
+// Times `sandbox_script` calls through ONE `demesne serve` session over stdio,
+// using @modelcontextprotocol/client 2.x from tests/e2e/node_modules.
+//
+//   node bench/mcp-timer.mjs [--calls N | --stdin] [--era modern|legacy]
+//                            [--command 'echo hi'] [--image python] [--egress none]
+//
+// --calls N (default 20): do N calls, print one line per call ("ms <float>")
+//   and then "median_ms <float>".
+// --stdin: print "ready <era> <protocolVersion>" once connected, then answer
+//   each input line "call" with one line "ms <float>"; "quit" or EOF ends the
+//   session. bench/bench-script.sh drives this mode so that it can alternate
+//   demesne calls with plain `podman run` calls.
+// Any failed or unexpected call prints "error <message>" and exits 1.
+//
+// Timing is client-side wall time from sending tools/call to receiving its
+// result (process.hrtime), i.e. what an MCP client waits for; the one-off
+// connect (server start, server/discover probe or initialize) is not counted.
+//
+// Environment: DEMESNE (absolute path of the binary, required),
+// DEMESNE_OUTPUT_ROOT (default: a fresh temp dir, removed at exit).
+
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const E2E = path.join(ROOT, 'tests', 'e2e');
+
+function die(msg) {
+  process.stdout.write(`error ${msg}\n`);
+  process.exit(1);
+}
+
+function parseArgs(argv) {
+  const o = { calls: 20, stdin: false, era: 'modern', command: 'echo hi', image: 'python', egress: 'none' };
+  for (let i = 0; i < argv.length; i += 1) {
+    const a = argv[i];
+    const val = () => { if (i + 1 >= argv.length) die(`${a} needs a value`); i += 1; return argv[i]; };
+    if (a === '--calls') o.calls = Number(val());
+    else if (a === '--stdin') o.stdin = true;
+    else if (a === '--era') o.era = val();
+    else if (a === '--command') o.command = val();
+    else if (a === '--image') o.image = val();
+    else if (a === '--egress') o.egress = val();
+    else die(`unknown option ${a}`);
+  }
+  if (!Number.isInteger(o.calls) || o.calls < 1) die('--calls must be a positive integer');
+  if (!['modern', 'legacy'].includes(o.era)) die('--era must be modern or legacy');
+  return o;
+}
+
+const opts = parseArgs(process.argv.slice(2));
+const DEMESNE = process.env.DEMESNE;
+if (!DEMESNE || !path.isAbsolute(DEMESNE)) die('DEMESNE must be the absolute path of the demesne binary');
+if (!fs.existsSync(path.join(E2E, 'node_modules', '@modelcontextprotocol', 'client'))) {
+  die('tests/e2e/node_modules is missing: run `npm ci --prefix tests/e2e` first');
+}
+
+const requireFromE2E = createRequire(path.join(E2E, 'package.json'));
+const load = (spec) => import(pathToFileURL(requireFromE2E.resolve(spec)).href);
+const { Client } = await load('@modelcontextprotocol/client');
+const { StdioClientTransport } = await load('@modelcontextprotocol/client/stdio');
+
+let ownOutputRoot;
+let outputRoot = process.env.DEMESNE_OUTPUT_ROOT;
+if (!outputRoot) {
+  ownOutputRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'demesne-bench-'));
+  outputRoot = ownOutputRoot;
+}
+
+const client = new Client(
+  { name: 'demesne-bench', version: '0.0.0' },
+  opts.era === 'modern' ? { versionNegotiation: { mode: { pin: '2026-07-28' } } } : {},
+);
+const transport = new StdioClientTransport({
+  command: DEMESNE,
+  args: ['serve'],
+  env: { ...process.env, DEMESNE_OUTPUT_ROOT: outputRoot },
+  stderr: 'inherit',
+});
+
+let serverPid;
+async function shutdown(code) {
+  try { await client.close(); } catch { /* ignore */ }
+  if (serverPid) { try { process.kill(serverPid, 'SIGKILL'); } catch { /* gone */ } }
+  if (ownOutputRoot) fs.rmSync(ownOutputRoot, { recursive: true, force: true });
+  process.exit(code);
+}
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => shutdown(1));
+
+try {
+  await client.connect(transport, { timeout: 60_000 });
+} catch (err) {
+  process.stdout.write(`error connect failed: ${err?.message ?? err}\n`);
+  await shutdown(1);
+}
+serverPid = transport.pid ?? undefined;
+
+const CALL = {
+  name: 'sandbox_script',
+  arguments: { command: opts.command, image: opts.image, egress: opts.egress },
+};
+const EXPECT_STDOUT = opts.command === 'echo hi' ? 'hi\n' : undefined;
+
+async function timedCall() {
+  const t0 = process.hrtime.bigint();
+  let r;
+  try {
+    r = await client.callTool(CALL, { timeout: 600_000 });
+  } catch (err) {
+    throw new Error(`tools/call failed: ${err?.message ?? err}`);
+  }
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  const sc = r?.structuredContent;
+  if (r?.isError || sc?.exit_code !== 0 || (EXPECT_STDOUT !== undefined && sc?.stdout !== EXPECT_STDOUT)) {
+    throw new Error(`unexpected result: ${JSON.stringify(r).slice(0, 500)}`);
+  }
+  return ms;
+}
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+try {
+  if (opts.stdin) {
+    process.stdout.write(`ready ${client.getProtocolEra()} ${client.getNegotiatedProtocolVersion()}\n`);
+    const rl = readline.createInterface({ input: process.stdin });
+    for await (const line of rl) {
+      const cmd = line.trim();
+      if (cmd === '') continue;
+      if (cmd === 'quit') break;
+      if (cmd !== 'call') { process.stdout.write(`error unknown input ${JSON.stringify(cmd)}\n`); continue; }
+      process.stdout.write(`ms ${(await timedCall()).toFixed(3)}\n`);
+    }
+  } else {
+    const times = [];
+    for (let i = 0; i < opts.calls; i += 1) {
+      const ms = await timedCall();
+      times.push(ms);
+      process.stdout.write(`ms ${ms.toFixed(3)}\n`);
+    }
+    process.stdout.write(`median_ms ${median(times).toFixed(3)}\n`);
+  }
+} catch (err) {
+  process.stdout.write(`error ${err?.message ?? err}\n`);
+  await shutdown(1);
+}
+await shutdown(0);

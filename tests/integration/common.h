@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_TESTS_INTEGRATION_COMMON_H
+#define DM_TESTS_INTEGRATION_COMMON_H
+
+/* Shared by the integration tests: a private output root and state dir per
+ * test process, and a count of containers by label, read from the engine. */
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "src/context.h"
+
+static char test_root[256];
+
+/* Points DEMESNE_OUTPUT_ROOT and DEMESNE_STATE_DIR at a fresh temp dir. */
+static inline void test_env_setup(const char *name)
+{
+        char tmpl[128], v[PATH_MAX + 32];
+
+        snprintf(tmpl, sizeof(tmpl), "/tmp/dm-%s-XXXXXX", name);
+        if (!mkdtemp(tmpl)) {
+                perror("mkdtemp");
+                exit(1);
+        }
+        snprintf(test_root, sizeof(test_root), "%s", tmpl);
+        snprintf(v, sizeof(v), "%s/out", test_root);
+        setenv("DEMESNE_OUTPUT_ROOT", v, 1);
+        snprintf(v, sizeof(v), "%s/state", test_root);
+        setenv("DEMESNE_STATE_DIR", v, 1);
+}
+
+static inline long count_label(struct dm_backend *b, const char *label)
+{
+        struct dm_error err = { 0 };
+        char **ids = NULL;
+        size_t n = 0;
+
+        if (b->ops->list(b, label, &ids, &n, &err) < 0) {
+                printf("# list failed: %s\n", err.msg);
+                return -1;
+        }
+        for (size_t i = 0; i < n; i++)
+                free(ids[i]);
+        free(ids);
+        return (long)n;
+}
+
+#endif
