@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The command line as a person or a script uses it, against the real engine.
+set -u
+n=0 failed=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi; }
+tmp=$(mktemp -d /tmp/dm-cli-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+export DEMESNE_OUTPUT_ROOT=$tmp/out DEMESNE_STATE_DIR=$tmp/state
+unset DEMESNE_ALLOWED_PATHS
+bin=${DEMESNE:?DEMESNE must name the binary}
+
+"$bin" --help | grep -q '^Usage: demesne COMMAND'; ok $? "--help prints usage on stdout"
+"$bin" --version | grep -q '^demesne [0-9]'; ok $? "--version"
+"$bin" bogus >/dev/null 2>&1; [ $? = 2 ]; ok $? "unknown command exits 2"
+"$bin" run --help | grep -q -- '--timeout SECS'; ok $? "run --help names its options"
+
+out=$("$bin" run --quiet -- bash -c 'echo hi; echo err >&2; exit 3' 2>"$tmp/err"); rc=$?
+[ "$rc" = 3 ]; ok $? "run exits with the command's code (got $rc)"
+[ "$out" = hi ]; ok $? "run prints stdout on stdout"
+grep -qx err "$tmp/err"; ok $? "run prints stderr on stderr"
+
+echo "input data" > "$tmp/in.txt"
+out=$("$bin" run -q --file "$tmp/in.txt" --env GREETING=hello -- bash -c 'cat /in/in.txt; echo $GREETING' 2>/dev/null)
+[ "$out" = $'input data\nhello' ]; ok $? "--file and --env reach the command"
+
+"$bin" run -q --timeout 1 -- sleep 30 >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" = 124 ]; ok $? "timeout exits 124 (got $rc)"
+grep -q 'timed out after 1 s' "$tmp/err"; ok $? "timeout is explained"
+
+"$bin" run -q --image nope -- true >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" = 125 ]; ok $? "bad image exits 125 (got $rc)"
+grep -q "unknown image 'nope'" "$tmp/err"; ok $? "bad image is explained"
+
+"$bin" run -q --file /does/not/exist -- true >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" = 125 ] && grep -q "does not exist" "$tmp/err"; ok $? "missing input is refused with its path"
+
+"$bin" run --timeout abc -- true >/dev/null 2>&1; [ $? = 2 ]; ok $? "bad --timeout is a usage error"
+"$bin" run >/dev/null 2>&1; [ $? = 2 ]; ok $? "no command is a usage error"
+
+"$bin" run -- bash -c 'echo kept > /out/result.txt' >/dev/null 2>"$tmp/err"
+dir=$(sed -n 's/^demesne: output in //p' "$tmp/err")
+[ -n "$dir" ] && [ "$(cat "$dir/result.txt")" = kept ]; ok $? "files written to /out stay in the output directory"
+
+"$bin" doctor >"$tmp/doctor" 2>&1; rc=$?
+[ "$rc" = 0 ] && grep -q 'all checks passed' "$tmp/doctor"; ok $? "doctor passes on this machine (rc $rc)"
+grep -q '^ok      container engine' "$tmp/doctor"; ok $? "doctor names the engine"
+DEMESNE_ENGINE_HOST=unix:///nonexistent/engine.sock DEMESNE_START_PODMAN=0 "$bin" doctor >"$tmp/doctor" 2>&1; rc=$?
+[ "$rc" = 1 ] && grep -q '^PROBLEM container engine' "$tmp/doctor" && grep -q 'fix:' "$tmp/doctor"
+ok $? "doctor reports a dead engine socket with a fix"
+
+DEMESNE_ENGINE_HOST=unix:///nonexistent/engine.sock DEMESNE_START_PODMAN=0 "$bin" run -- true >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" = 125 ] && grep -q 'nonexistent/engine.sock' "$tmp/err"; ok $? "run with a dead engine socket: clear error (rc $rc)"
+
+"$bin" images list >"$tmp/list" 2>/dev/null
+grep -Eq '^python +localhost/demesne/python:latest +built' "$tmp/list"; ok $? "images list shows python built"
+grep -Eq '^node +.* not yet available' "$tmp/list"; ok $? "images list says which images are not available yet"
+"$bin" images build node >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" = 1 ] && grep -q "cannot be built by this version" "$tmp/err"; ok $? "building an image that does not exist yet is refused"
+
+echo "1..$n"
+echo "cli: $((n - failed)) passed, $failed failed"
+[ $failed = 0 ]
