@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Installs, builds and starts demesne on a Debian or Ubuntu machine:
+#   1. Debian packages (compiler, libraries, Podman with runc, mmdebstrap),
+#   2. Podman's configuration, if the machine has none,
+#   3. demesne itself (./configure && make && make install, to /usr/local),
+#   4. the base and python images, from Debian packages (no registry),
+#   5. a first sandbox run, which finds or starts Podman by itself.
+# Run as root (or with sudo). Safe to run again: each step skips what is done.
+#
+#   --no-install   build in this tree but do not `make install`
+#   --no-run       stop before the first sandbox run
+#   --test-deps    also install what the test suite needs (npm clients)
+set -euo pipefail
+
+here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
+install=1 run=1 test_deps=0
+for arg in "$@"; do
+	case $arg in
+	--no-install) install=0 ;;
+	--no-run) run=0 ;;
+	--test-deps) test_deps=1 ;;
+	-h|--help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "setup.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+	esac
+done
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "run as root (sudo $0): it installs packages and uses rootful Podman"
+
+packages=(
+	build-essential autoconf automake libtool pkg-config clang
+	libcurl4-openssl-dev libjson-c-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libmicrohttpd-dev
+	podman runc catatonit uidmap mmdebstrap iproute2 ca-certificates curl
+)
+command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
+
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	say "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -e /etc/containers/containers.conf ]; then
+	say "writing /etc/containers/containers.conf (runc, cgroupfs, ulimits)"
+	install -D -m 0644 "$here/.ci/containers.conf" /etc/containers/containers.conf
+elif ! grep -q '^runtime *= *"runc"' /etc/containers/containers.conf; then
+	say "note: /etc/containers/containers.conf does not select runc; crun fails on hybrid cgroups (see docs)"
+fi
+
+cd "$here"
+if [ ! -x configure ] || [ configure.ac -nt configure ]; then
+	say "autoreconf"
+	autoreconf -fi >/dev/null 2>&1
+fi
+if [ ! -f Makefile ]; then
+	say "configure"
+	./configure -q
+fi
+say "make"
+make -j"$(nproc)" >/dev/null
+if [ $install = 1 ]; then
+	say "make install (/usr/local)"
+	make install >/dev/null
+	demesne=/usr/local/bin/demesne
+else
+	demesne=$here/src/demesne
+fi
+
+if [ $test_deps = 1 ]; then
+	say "npm clients for the tests (tests/e2e)"
+	npm ci --prefix tests/e2e --no-audit --no-fund --loglevel=error >/dev/null
+fi
+
+say "images (built from Debian packages; a no-op when up to date)"
+DEMESNE_IMAGES_DIR=$here/images "$demesne" images build base python
+
+if [ $run = 1 ]; then
+	say "first sandbox run"
+	"$demesne" run --quiet -- bash -c 'echo "demesne works: $(uname -sr) in a sandbox"'
+	say "ready: point your MCP client at '$demesne serve' (README: client configuration)"
+fi

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Runs demesne's whole test suite (unit, integration against real Podman,
+# end-to-end with the npm MCP clients) in a build directory of its own.
+#   tests/run.sh                      gcc, -Werror
+#   tests/run.sh --sanitizers         ASan + UBSan
+#   tests/run.sh --cc clang           another compiler
+# Needs what `./setup.sh --test-deps` installs. If no engine answers at
+# $DOCKER_HOST or /run/podman/podman.sock, it starts a Podman API service on a
+# private socket for the run and stops it (by PID) at the end.
+set -euo pipefail
+
+here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
+flavour=plain cc=${CC:-gcc}
+configure_args=(--enable-werror)
+while [ $# -gt 0 ]; do
+	case $1 in
+	--sanitizers) flavour=asan; configure_args+=(--enable-sanitizers) ;;
+	--cc) cc=$2; shift ;;
+	-h|--help) sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "tests/run.sh: unknown option '$1'" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+say() { printf 'tests: %s\n' "$*" >&2; }
+
+cd "$here"
+[ -x configure ] && [ configure -nt configure.ac ] || autoreconf -fi >/dev/null 2>&1
+# The source tree must stay unconfigured for out-of-tree builds.
+[ -f config.status ] && { say "the source tree is configured in place; run 'make distclean' first"; exit 2; }
+
+build=$here/build-$flavour-$cc
+mkdir -p "$build"
+cd "$build"
+[ -f Makefile ] || CC=$cc "$here/configure" -q "${configure_args[@]}"
+make -j"$(nproc)" >/dev/null
+
+service_pid=
+cleanup() {
+	if [ -n "$service_pid" ]; then
+		kill "$service_pid" 2>/dev/null || true
+		wait "$service_pid" 2>/dev/null || true
+		rm -f "$sock"
+	fi
+}
+trap cleanup EXIT
+engine_ok() { curl -sf --max-time 2 --unix-socket "$1" http://d/_ping >/dev/null 2>&1; }
+if [ -z "${DOCKER_HOST:-}" ] && ! engine_ok /run/podman/podman.sock; then
+	sock=$(mktemp -u /tmp/demesne-test-podman-XXXXXX.sock)
+	podman system service --time=0 "unix://$sock" >"$build/podman-service.log" 2>&1 &
+	service_pid=$!
+	for _ in $(seq 100); do engine_ok "$sock" && break; sleep 0.1; done
+	engine_ok "$sock" || { say "podman service did not start: see $build/podman-service.log"; exit 1; }
+	export DOCKER_HOST=unix://$sock
+	say "started a Podman API service for the tests at $sock (pid $service_pid)"
+fi
+
+# Sanitized runs are slower; run the tests one at a time to keep timing-
+# sensitive checks (cancel and exit within seconds) honest on two cores.
+jobs=$(nproc)
+[ $flavour = asan ] && jobs=1
+# The end-to-end tests would skip without their npm clients; here that is
+# an error, so a missing install step cannot pass for a green run.
+[ -d "$here/tests/e2e/node_modules/@modelcontextprotocol" ] ||
+	{ say "tests/e2e/node_modules is missing: run 'sudo ./setup.sh --test-deps' first"; exit 1; }
+set +e
+make -j"$jobs" check
+rc=$?
+set -e
+if [ $rc != 0 ]; then
+	for log in $(find . -name '*.log' -path '*tests*' -newer Makefile); do
+		grep -q '^not ok\|^Bail out' "$log" 2>/dev/null && { echo "=== $log"; tail -50 "$log"; }
+	done
+fi
+exit $rc
