@@ -12,7 +12,7 @@
 
 static int tap_n, tap_failed;
 
-static inline void tap_vok(int cond, const char *fmt, va_list ap)
+static inline __attribute__((format(printf, 2, 0))) void tap_vok(int cond, const char *fmt, va_list ap)
 {
         tap_n++;
         if (!cond)

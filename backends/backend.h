@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_BACKENDS_BACKEND_H
+#define DM_BACKENDS_BACKEND_H
+
+/* The container backends behind one table of operations. A backend knows
+ * containers, streams and files; it knows nothing of MCP or JSON-RPC.
+ *
+ * Threading: every operation may be called from several threads at once on
+ * the same struct dm_backend (each call uses its own connection).
+ * Errors: 0 or a negative errno, with the sentence in *err. -ENOENT means the
+ * container (or image) does not exist; -ECONNREFUSED / -ENOENT on the socket
+ * path are reported as "engine not reachable at '...'" with -EHOSTDOWN.
+ * Engine error answers carry the engine's own message ("create container from
+ * 'x': engine answered 404: no such image: x"). Every engine response is capped
+ * at response_max (-E2BIG past it). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/util/error.h"
+
+struct dm_backend;
+struct dm_stream;
+
+struct dm_mount {
+        const char *host;       /* absolute host path, already checked */
+        const char *target;     /* absolute path in the container */
+        bool readonly;
+};
+
+struct dm_container_spec {
+        const char *name;               /* engine-side name, may be NULL */
+        const char *image;              /* fully qualified, e.g. localhost/demesne/python:latest */
+        const char *const *argv;        /* NULL-terminated; NULL = image default */
+        const char *const *env;         /* "KEY=VALUE", NULL-terminated, may be NULL */
+        const char *workdir;            /* may be NULL */
+        const struct dm_mount *mounts;
+        size_t n_mounts;
+        const char *const *labels;      /* "key=value", NULL-terminated */
+        const char *const *cap_add;     /* capabilities kept (all others dropped), NULL-terminated */
+        int64_t memory_bytes;           /* 0 = unlimited */
+        int64_t pids_limit;             /* 0 = engine default */
+        int64_t nofile;                 /* soft=hard; both nofile and nproc are always sent */
+        int64_t nproc;                  /* (an explicit ulimit replaces the engine's defaults); 0 = 4096 */
+        const char *network_mode;       /* "none" until netpolicy lands; NULL = "none" */
+        bool readonly_rootfs;
+        bool init;                      /* engine's init as PID 1 (reaps zombies) */
+        bool open_stdin;                /* keep stdin open for attach; the command sees EOF
+                                           when the attached stream is half-closed */
+};
+
+struct dm_exec_spec {
+        const char *const *argv;        /* NULL-terminated, required */
+        const char *const *env;
+        const char *workdir;
+        bool attach_stdin;
+};
+
+struct dm_container_info {
+        char *id;               /* owned */
+        char *image;            /* owned */
+        char *status;           /* owned: "created", "running", "exited", ... */
+        bool running;
+        int exit_code;          /* valid when status is "exited" */
+        int pid;                /* host pid of PID 1 while running, else 0 */
+        int64_t created_unix;   /* seconds */
+        char **labels;          /* owned "key=value" array, NULL-terminated */
+};
+
+void dm_container_info_release(struct dm_container_info *info);
+
+/* Called for each demultiplexed chunk: stream is 1 (stdout) or 2 (stderr).
+ * A negative return stops the pump and is returned by it. */
+struct dm_stream_sink {
+        int (*on_data)(void *userdata, int stream, const char *data, size_t len);
+        void *userdata;
+};
+
+struct dm_backend_ops {
+        const char *name;       /* "docker" (also serves Podman), "opensandbox" */
+
+        int (*ping)(struct dm_backend *b, struct dm_error *err);
+        /* A one-line human description: "podman 4.3.1 (API 1.41) at unix:///run/podman/podman.sock". */
+        int (*describe)(struct dm_backend *b, char **ret_desc, struct dm_error *err);
+        int (*image_exists)(struct dm_backend *b, const char *image, bool *ret_exists, struct dm_error *err);
+
+        int (*create)(struct dm_backend *b, const struct dm_container_spec *spec, char **ret_id,
+                      struct dm_error *err);
+        /* Opens the output stream of a created, not yet started container
+         * (stdout + stderr, and stdin when the spec asked for it). Call it
+         * before start: nothing the command prints is lost, however fast. */
+        int (*attach)(struct dm_backend *b, const char *id, struct dm_stream **ret_stream,
+                      struct dm_error *err);
+        int (*start)(struct dm_backend *b, const char *id, struct dm_error *err);
+        /* Waits for the container to exit and returns its exit code (128+N for signal N).
+         * Fast right after the attached stream's EOF (a few ms); no time limit. */
+        int (*wait)(struct dm_backend *b, const char *id, int *ret_exit_code, struct dm_error *err);
+        /* Sends signo to PID 1. A container that is not running is not an
+         * error (0): it has already stopped. */
+        int (*kill)(struct dm_backend *b, const char *id, int signo, struct dm_error *err);
+        /* Force-removes the container and its anonymous volumes. Gone already = 0. */
+        int (*destroy)(struct dm_backend *b, const char *id, struct dm_error *err);
+        int (*inspect)(struct dm_backend *b, const char *id, struct dm_container_info *ret_info,
+                       struct dm_error *err);
+        /* Ids of all containers (running or not) carrying label "key=value". */
+        int (*list)(struct dm_backend *b, const char *label, char ***ret_ids, size_t *ret_n,
+                    struct dm_error *err);
+
+        /* Runs a command in a running container through the engine's exec API. */
+        int (*exec)(struct dm_backend *b, const char *id, const struct dm_exec_spec *spec,
+                    struct dm_stream **ret_stream, char **ret_exec_id, struct dm_error *err);
+        /* Waits (polling) until the exec has finished, then returns its exit
+         * code; meant for after the exec stream's EOF. */
+        int (*exec_exit_code)(struct dm_backend *b, const char *exec_id, int *ret_exit_code,
+                              struct dm_error *err);
+
+        void (*free)(struct dm_backend *b);
+};
+
+struct dm_backend {
+        const struct dm_backend_ops *ops;
+};
+
+/* Streams (hijacked connections), shared by every backend that multiplexes
+ * with the Docker 8-byte frame header. */
+
+/* Reads and demultiplexes until the peer closes: 0 at EOF. -ETIMEDOUT when
+ * the monotonic deadline_ms passes (0 = none), -ECANCELED when cancel_fd
+ * (-1 = none) becomes readable, -EPROTO on a malformed frame (also when the
+ * peer closes inside a frame), -EIO on socket errors, or the sink's own
+ * negative return. After -ETIMEDOUT or -ECANCELED it may be called again
+ * (e.g. after kill, to drain the rest); after EOF it returns 0 at once. */
+int dm_stream_pump(struct dm_stream *s, const struct dm_stream_sink *sink, int cancel_fd,
+                   int64_t deadline_ms, struct dm_error *err);
+/* Blocking write of stdin bytes (no SIGPIPE: -EPIPE when the peer is gone). */
+int dm_stream_write(struct dm_stream *s, const void *data, size_t len, struct dm_error *err);
+/* Half-closes the sending side so the command sees EOF on stdin. 0 or -errno. */
+int dm_stream_close_write(struct dm_stream *s);
+void dm_stream_free(struct dm_stream *s);
+
+/* The frame demultiplexer on its own, for tests and fuzzing. */
+struct dm_demux {
+        unsigned char hdr[8];
+        size_t hdr_len;
+        uint32_t remaining;     /* payload bytes left in the current frame */
+        int stream;
+};
+void dm_demux_init(struct dm_demux *d);
+/* Feeds raw bytes; calls sink for each payload piece. 0, -EPROTO (stream
+ * byte not 0..2 or non-zero padding), or the sink's negative return. */
+int dm_demux_feed(struct dm_demux *d, const char *data, size_t len, const struct dm_stream_sink *sink,
+                  struct dm_error *err);
+
+/* Engine discovery and the embedded default. */
+struct dm_engine_config {
+        const char *host;               /* "unix:///path" or "tcp://h:p"; NULL or "" = discover */
+        bool may_start_podman;          /* start `podman system service` when none answers */
+        const char *state_dir;          /* where a started service's socket lives (server-owned);
+                                           NULL = a fresh directory under $TMPDIR, removed after */
+        int64_t response_max;           /* cap on one engine JSON response, bytes; 0 = 16 MiB */
+        bool private_only;              /* skip host, DOCKER_HOST, CONTAINER_HOST and the
+                                           well-known sockets: always start the private service
+                                           (needs may_start_podman). For tests, and for users who
+                                           want their own engine left alone. */
+};
+
+/* Order: cfg->host, DOCKER_HOST, CONTAINER_HOST, /run/podman/podman.sock,
+ * $XDG_RUNTIME_DIR/podman/podman.sock, /var/run/docker.sock; then, when
+ * allowed and podman is on PATH, a private `podman system service` whose
+ * socket is under state_dir, stopped by dm_backend_free().
+ * The first of cfg->host / DOCKER_HOST / CONTAINER_HOST that is set (non-empty)
+ * is the user's choice and the only one tried (as with the docker CLI): it
+ * must answer _ping within 5 s or the open fails with -EHOSTDOWN. A
+ * well-known socket that exists but does not answer within 1 s is skipped.
+ * The private service runs as `podman system service --time=0
+ * unix://<state_dir>/podman-<pid>.sock` in its own process group (log next to
+ * the socket), gets SIGTERM if the server dies, and is stopped (SIGTERM, 5 s,
+ * SIGKILL) with its socket and log removed by dm_backend_free(). Start-up
+ * waits at most 15 s for _ping. When nothing is found: -EHOSTDOWN naming every
+ * place tried. The caller must not reap children it did not start
+ * (waitpid(-1, ...)): a thread waits for the service. */
+int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret, struct dm_error *err);
+/* NULL is fine. Stops a private service the backend started. */
+void dm_backend_free(struct dm_backend *b);
+
+/* The docker backend on an explicit host, no discovery. */
+int dm_docker_backend_new(const char *host, int64_t response_max, struct dm_backend **ret,
+                          struct dm_error *err);
+
+#endif

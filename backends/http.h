@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_BACKENDS_HTTP_H
+#define DM_BACKENDS_HTTP_H
+
+/* Backends-internal: the HTTP client for the Docker Engine API (plain
+ * requests through libcurl, hijacked streams over raw sockets) and the few
+ * hooks the backends' own files share. Never included outside backends/. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "src/util/buf.h"
+#include "src/util/error.h"
+
+/* Every path is sent under this API version: 1.41 is served by dockerd >= 20.10
+ * and by Podman >= 3 (4.3.1 here). */
+#define DM_API_PREFIX "/v1.41"
+
+struct dm_http;
+
+/* host is "unix:///abs/path" or "tcp://host[:port]" (port 2375 when left out).
+ * response_max caps every response body. -EINVAL on a malformed host. */
+int dm_http_new(const char *host, size_t response_max, struct dm_http **ret, struct dm_error *err);
+void dm_http_free(struct dm_http *h);
+/* The host exactly as given to dm_http_new, for messages. */
+const char *dm_http_host(const struct dm_http *h);
+
+/* One request: path is below DM_API_PREFIX ("/containers/create?name=x"),
+ * json_body may be NULL (no body). timeout_ms 0 = no limit (wait). On success
+ * (any HTTP status) *ret_status is the status and body holds the response,
+ * capped at response_max (-E2BIG past it). -EHOSTDOWN when the engine cannot
+ * be reached ("engine not reachable at '...': reason"), -ETIMEDOUT, -EIO.
+ * Thread-safe; connections are kept alive in a small pool. */
+int dm_http_request(struct dm_http *h, const char *method, const char *path, const char *json_body,
+                    long timeout_ms, long *ret_status, struct dm_buf *body, struct dm_error *err);
+
+/* A response header to capture: name set by the caller ("Server"), value
+ * filled (trimmed, truncated to fit) when the response carries it, else "". */
+struct dm_http_header {
+        const char *name;
+        char value[128];
+};
+
+/* dm_http_request, also capturing the n_want headers in want. */
+int dm_http_request_headers(struct dm_http *h, const char *method, const char *path, const char *json_body,
+                            long timeout_ms, long *ret_status, struct dm_buf *body, struct dm_http_header *want,
+                            size_t n_want, struct dm_error *err);
+
+/* Fills err with "engine answered <status>: <message>" (the `message` field of
+ * the engine's JSON error body, or the body itself) and returns the errno the
+ * status maps to: 400 -EINVAL, 401/403 -EACCES, 404 -ENOENT, 409 -EBUSY,
+ * others -EIO. */
+int dm_http_status_error(struct dm_error *err, long status, const char *body, size_t len);
+
+/* Percent-encodes s for use inside a URL path or query (keeps unreserved
+ * characters, '/' and ':' when keep_slash). NULL on ENOMEM. */
+char *dm_http_escape(const char *s, bool keep_slash);
+
+/* A connected stream socket to the engine, close-on-exec, blocking. */
+int dm_http_connect_raw(struct dm_http *h, int *ret_fd, struct dm_error *err);
+
+/* Sends POST path with json_body on a fresh connection, reads the response
+ * head (at most 64 KiB, within head_timeout_ms) and, on 101 or 200, hands the
+ * connection over as a stream; bytes read past the head stay in the stream.
+ * Other statuses: dm_http_status_error's mapping. */
+int dm_stream_open(struct dm_http *h, const char *path, const char *json_body, long head_timeout_ms,
+                   struct dm_stream **ret, struct dm_error *err);
+
+/* The docker backend, owning `owned` (released by release(owned) after the
+ * backend's own teardown): how engine.c ties a private podman service's life
+ * to the backend that uses it. */
+int dm_docker_backend_new_owning(const char *host, int64_t response_max, void (*release)(void *),
+                                 void *owned, struct dm_backend **ret, struct dm_error *err);
+
+#endif
