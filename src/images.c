@@ -50,8 +50,7 @@ int dm_image_lookup(const char *name, const struct dm_image_info **ret, struct d
                         return 0;
                 }
         dm_buf_init(&list, 1024);
-        for (size_t i = 0; i < dm_images_count; i++)
-                dm_buf_printf(&list, "%s%s", i ? ", " : "", dm_images[i].name);
+        dm_buf_join(&list, dm_image_names, ", ");
         dm_error_set(err, -EINVAL, "unknown image '%s': valid images are %s (and 'anaconda' for python)", name,
                      list.data ? list.data : "");
         dm_buf_release(&list);

@@ -17,6 +17,7 @@
 #include "src/images.h"
 #include "src/util/cleanup.h"
 #include "src/util/headtail.h"
+#include "src/util/io.h"
 #include "src/util/log.h"
 #include "src/util/timeutil.h"
 
@@ -59,21 +60,6 @@ void dm_run_result_release(struct dm_run_result *res)
         memset(res, 0, sizeof(*res));
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-        while (n > 0) {
-                ssize_t w = write(fd, p, n);
-                if (w < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += w;
-                n -= (size_t)w;
-        }
-        return 0;
-}
-
 static int on_data(void *userdata, int stream, const char *data, size_t len)
 {
         struct capture *c = userdata;
@@ -81,7 +67,7 @@ static int on_data(void *userdata, int stream, const char *data, size_t len)
         if (stream != 2)
                 stream = 1;
         dm_headtail_feed(&c->ht[stream], data, len);
-        if (!c->write_failed[stream] && write_all(c->fd[stream], data, len) < 0) {
+        if (!c->write_failed[stream] && dm_write_all(c->fd[stream], data, len) < 0) {
                 /* Keep running: the result still carries the capped copy. */
                 c->write_failed[stream] = true;
                 log_warning("writing %s.log failed: %s; the file is incomplete",

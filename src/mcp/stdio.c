@@ -15,6 +15,7 @@
 
 #include "src/mcp/jsonrpc.h"
 #include "src/mcp/server.h"
+#include "src/util/io.h"
 #include "src/util/log.h"
 
 #define READ_CHUNK 65536
@@ -36,19 +37,10 @@ static int send_line(void *transport, json_object *msg)
                 return -ENOMEM;
         line[len] = '\n';       /* replaces the NUL: one write per message */
         pthread_mutex_lock(&o->lock);
-        for (size_t off = 0; !o->broken && off < len + 1;) {
-                ssize_t w = write(o->fd, line + off, len + 1 - off);
-                if (w < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        o->broken = true;
-                        r = -errno;
-                        break;
-                }
-                off += (size_t)w;
-        }
-        if (o->broken)
-                r = r ? r : -EPIPE;
+        if (!o->broken && (r = dm_write_all(o->fd, line, len + 1)) < 0)
+                o->broken = true;
+        if (o->broken && r == 0)
+                r = -EPIPE;
         pthread_mutex_unlock(&o->lock);
         free(line);
         return r;

@@ -138,8 +138,7 @@ static int check_one(const struct dm_arg_spec *s, json_object *v, struct dm_erro
                         if (!in_list(s->enum_values, x) && !in_list(s->enum_aliases, x)) {
                                 struct dm_buf b;
                                 dm_buf_init(&b, 1024);
-                                for (size_t k = 0; s->enum_values[k]; k++)
-                                        dm_buf_printf(&b, "%s%s", k ? ", " : "", s->enum_values[k]);
+                                dm_buf_join(&b, s->enum_values, ", ");
                                 dm_error_set(err, -EINVAL, "'%s' must be one of %s, not '%.100s'", s->name,
                                              b.data ? b.data : "", x);
                                 dm_buf_release(&b);

@@ -77,6 +77,15 @@ int dm_buf_printf(struct dm_buf *b, const char *fmt, ...)
         return 0;
 }
 
+int dm_buf_join(struct dm_buf *b, const char *const *strv, const char *sep)
+{
+        int r = 0;
+
+        for (size_t i = 0; strv && strv[i] && r >= 0; i++)
+                r = dm_buf_printf(b, "%s%s", i ? sep : "", strv[i]);
+        return r;
+}
+
 void dm_buf_reset(struct dm_buf *b)
 {
         b->len = 0;

@@ -19,6 +19,8 @@ void dm_buf_init(struct dm_buf *b, size_t max);
 /* 0, -E2BIG when len + n would exceed max (nothing appended), -ENOMEM. */
 int dm_buf_append(struct dm_buf *b, const void *p, size_t n);
 int dm_buf_printf(struct dm_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends the strings of a NULL-terminated list with sep between them. */
+int dm_buf_join(struct dm_buf *b, const char *const *strv, const char *sep);
 void dm_buf_reset(struct dm_buf *b);
 /* Hands the data to the caller (never NULL on success: "" for empty). */
 char *dm_buf_steal(struct dm_buf *b);

@@ -36,6 +36,12 @@ int main(void)
         s = dm_buf_steal(&b);
         is_str(s, "", "steal of an empty buffer gives an empty string");
         free(s);
+        static const char *const words[] = { "a", "b", "c", NULL };
+        dm_buf_init(&b, 100);
+        is_int(dm_buf_join(&b, words, ", "), 0, "join");
+        is_str(b.data, "a, b, c", "join puts the separator between items only");
+        dm_buf_release(&b);
+
         dm_buf_init(&b, 4);
         is_int(dm_buf_printf(&b, "%s", "toolong"), -E2BIG, "printf past the cap is refused");
         dm_buf_release(&b);
