@@ -20,10 +20,11 @@ struct dm_reap_item {
 
 /* Boot id + pid + start time tells a live owner from a dead one even after
  * pid reuse or a reboot: the orphan cleanup of a later server relies on it. */
+static unsigned long long process_start_time(pid_t pid);
+
 static void compute_owner(char *buf, size_t len)
 {
-        char boot[64] = "noboot", stat[1024];
-        unsigned long long start = 0;
+        char boot[64] = "noboot";
         FILE *f;
 
         f = fopen("/proc/sys/kernel/random/boot_id", "re");
@@ -32,21 +33,84 @@ static void compute_owner(char *buf, size_t len)
                         boot[strcspn(boot, "\n")] = '\0';
                 fclose(f);
         }
-        f = fopen("/proc/self/stat", "re");
-        if (f) {
-                if (fgets(stat, sizeof(stat), f)) {
-                        /* Field 22; skip past the comm field, which may hold spaces. */
-                        char *p = strrchr(stat, ')');
-                        int field = 2;
-                        for (; p && *p && field < 22; p++)
-                                if (*p == ' ')
-                                        field++;
-                        if (p)
-                                start = strtoull(p, NULL, 10);
-                }
-                fclose(f);
+        snprintf(buf, len, "%.8s-%d-%llu", boot, (int)getpid(), process_start_time(getpid()));
+}
+
+static unsigned long long process_start_time(pid_t pid)
+{
+        char path[64], stat[1024];
+        unsigned long long start = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        if (fgets(stat, sizeof(stat), f)) {
+                /* Field 22; skip past the comm field, which may hold spaces. */
+                char *p = strrchr(stat, ')');
+                int field = 2;
+                for (; p && *p && field < 22; p++)
+                        if (*p == ' ')
+                                field++;
+                if (p)
+                        start = strtoull(p, NULL, 10);
         }
-        snprintf(buf, len, "%.8s-%d-%llu", boot, (int)getpid(), start);
+        fclose(f);
+        return start;
+}
+
+bool dm_owner_alive(const char *owner, const char *my_owner)
+{
+        char boot[16];
+        int pid;
+        unsigned long long start;
+
+        if (sscanf(owner, "%15[^-]-%d-%llu", boot, &pid, &start) != 3 || pid <= 0)
+                return true; /* not ours to judge: leave it alone */
+        if (strncmp(owner, my_owner, strlen(boot)) != 0 || my_owner[strlen(boot)] != '-')
+                return false; /* made before this boot */
+        return process_start_time(pid) == start;
+}
+
+/* Removes the script containers of servers that are gone (killed, crashed).
+ * Persistent sandboxes are left for whoever adopts them; a live server's
+ * containers are never touched. */
+static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
+{
+        struct dm_error err = { 0 };
+        char **ids = NULL;
+        size_t n = 0, removed = 0;
+
+        if (b->ops->list(b, DM_LABEL_OWNER, &ids, &n, &err) < 0) {
+                log_warning("looking for containers of dead servers: %s", err.msg);
+                return;
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct dm_container_info info = { 0 };
+                const char *owner = NULL, *kind = NULL;
+
+                if (b->ops->inspect(b, ids[i], &info, &err) == 0) {
+                        for (size_t k = 0; info.labels && info.labels[k]; k++) {
+                                if (strncmp(info.labels[k], DM_LABEL_OWNER "=", sizeof(DM_LABEL_OWNER)) == 0)
+                                        owner = info.labels[k] + sizeof(DM_LABEL_OWNER);
+                                else if (strncmp(info.labels[k], DM_LABEL_KIND "=", sizeof(DM_LABEL_KIND)) == 0)
+                                        kind = info.labels[k] + sizeof(DM_LABEL_KIND);
+                        }
+                        if (owner && kind && strcmp(kind, "script") == 0 && strcmp(owner, ctx->owner) != 0 &&
+                            !dm_owner_alive(owner, ctx->owner)) {
+                                if (b->ops->destroy(b, ids[i], &err) == 0)
+                                        removed++;
+                                else
+                                        log_warning("remove container '%.12s' of a dead server: %s", ids[i], err.msg);
+                        }
+                        dm_container_info_release(&info);
+                }
+                free(ids[i]);
+        }
+        free(ids);
+        if (removed)
+                log_info("removed %zu container(s) left by servers that are gone", removed);
 }
 
 static void *reaper_main(void *arg)
@@ -59,8 +123,20 @@ static void *reaper_main(void *arg)
                 struct dm_backend *b;
                 struct dm_error err = { 0 };
 
-                while (!ctx->reap_head && !ctx->reap_stop)
+                while (!ctx->reap_head && !ctx->reap_stop && !ctx->orphans_pending)
                         pthread_cond_wait(&ctx->reap_cond, &ctx->lock);
+                if (ctx->orphans_pending) {
+                        ctx->orphans_pending = false;
+                        ctx->reap_busy++;
+                        b = ctx->backend;
+                        pthread_mutex_unlock(&ctx->lock);
+                        if (b)
+                                remove_orphans(ctx, b);
+                        pthread_mutex_lock(&ctx->lock);
+                        ctx->reap_busy--;
+                        pthread_cond_broadcast(&ctx->reap_cond);
+                        continue;
+                }
                 if (!ctx->reap_head)
                         break;
                 it = ctx->reap_head;
@@ -134,6 +210,9 @@ int dm_context_backend(struct dm_context *ctx, struct dm_backend **ret, struct d
                         if (ctx->backend->ops->describe(ctx->backend, &desc, &e2) >= 0)
                                 log_info("engine: %s", desc);
                         free(desc);
+                        /* In the background: the first call need not wait for it. */
+                        ctx->orphans_pending = true;
+                        pthread_cond_broadcast(&ctx->reap_cond);
                 }
         }
         *ret = ctx->backend;

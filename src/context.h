@@ -33,6 +33,7 @@ struct dm_context {
         pthread_t reaper;
         bool reaper_started;
         int reap_busy;
+        bool orphans_pending;           /* the reaper sweeps dead servers' containers */
 };
 
 /* Loads the config, resolves the allowed roots, computes the owner. */
@@ -54,6 +55,10 @@ void dm_context_reap_flush(struct dm_context *ctx);
 
 /* Removes every container labelled with this process's owner. */
 int dm_context_sweep(struct dm_context *ctx, struct dm_error *err);
+
+/* Whether the server named by an owner label value still runs: same boot,
+ * and a process with that pid and start time. my_owner is this server's. */
+bool dm_owner_alive(const char *owner, const char *my_owner);
 
 /* Removes a host directory tree without following symlinks. */
 int dm_remove_tree(const char *path);

@@ -408,6 +408,36 @@ int main(void)
         close(c->in);
         close(c->out);
 
+        /* kill -9 mid-run: the container outlives its server; the next
+         * server removes it once it talks to the engine, and the killed
+         * run's output directory stays. */
+        spawn(c, NULL);
+        send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":60,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
+                     "\"arguments\":{\"command\":\"echo before-kill; sleep 60\"}}}");
+        t0 = dm_now_ms();
+        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < 15000)
+                usleep(100 * 1000);
+        pid = c->pid;
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        close(c->in);
+        close(c->out);
+        is_int(containers_of(b, pid), 1, "after kill -9 the run's container is still there");
+        spawn(c, NULL);
+        send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":61,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
+                     "\"arguments\":{\"command\":\"true\"}}}");
+        m = recv_response(c, 61, 60000, NULL);
+        ok(m && json_object_get_int(path(m, "result", "structuredContent", "exit_code")) == 0, "a new server runs a call");
+        json_object_put(m);
+        t0 = dm_now_ms();
+        while (containers_of(b, pid) > 0 && dm_now_ms() - t0 < 15000)
+                usleep(100 * 1000);
+        is_int(containers_of(b, pid), 0, "the new server removed the dead server's container");
+        char logs[PATH_MAX + 64];
+        snprintf(logs, sizeof(logs), "grep -rlx before-kill '%s/out' >/dev/null", test_root);
+        is_int(system(logs), 0, "the killed run's stdout.log is intact");
+        is_int(finish(c, 15000), 0, "the new server exits cleanly");
+
         dm_backend_free(b);
         free(c);
         dm_remove_tree(test_root);
