@@ -101,6 +101,8 @@ int dm_cli_serve(int argc, char **argv)
         }
         log_info("serving MCP on stdio (output root '%s')", ctx.cfg.output_root);
         r = dm_mcp_stdio_serve(srv, STDIN_FILENO, STDOUT_FILENO, (size_t)ctx.cfg.max_message);
+        /* Jobs end before the server goes: their last act is a notification. */
+        dm_jobs_shutdown(ctx.jobs);
         dm_mcp_server_free(srv);
         dm_context_release(&ctx);
         dm_registry_clear();

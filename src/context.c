@@ -174,12 +174,19 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
                 dm_config_release(&ctx->cfg);
                 return r;
         }
+        ctx->jobs = dm_jobs_new();
+        if (!ctx->jobs) {
+                dm_allowed_roots_release(&ctx->roots);
+                dm_config_release(&ctx->cfg);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
         compute_owner(ctx->owner, sizeof(ctx->owner));
         snprintf(ctx->owner_label, sizeof(ctx->owner_label), "%s=%s", DM_LABEL_OWNER, ctx->owner);
         pthread_mutex_init(&ctx->lock, NULL);
         pthread_cond_init(&ctx->reap_cond, NULL);
         r = pthread_create(&ctx->reaper, NULL, reaper_main, ctx);
         if (r != 0) {
+                dm_jobs_free(ctx->jobs);
                 dm_allowed_roots_release(&ctx->roots);
                 dm_config_release(&ctx->cfg);
                 return dm_error_set(err, -r, "cannot start the reaper thread: %s", strerror(r));
@@ -284,6 +291,9 @@ void dm_context_release(struct dm_context *ctx)
 {
         struct dm_error err = { 0 };
 
+        /* Jobs first: cancelling them queues their containers for removal. */
+        dm_jobs_free(ctx->jobs);
+        ctx->jobs = NULL;
         if (ctx->reaper_started) {
                 dm_context_reap_flush(ctx);
                 pthread_mutex_lock(&ctx->lock);

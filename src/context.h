@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "backends/backend.h"
+#include "src/jobs.h"
 #include "src/settings.h"
 #include "src/util/paths.h"
 
@@ -22,6 +23,7 @@ struct dm_reap_item;
 struct dm_context {
         struct dm_config cfg;
         struct dm_allowed_roots roots;
+        struct dm_jobs *jobs;           /* background jobs of this server */
         char owner[96];                 /* boot id + pid + start time */
         char owner_label[128];          /* "demesne.owner=<owner>" */
 

@@ -22,6 +22,7 @@ static const char *const legacy_versions[] = { "2025-11-25", "2025-06-18", NULL 
 
 struct dm_mcp_server {
         struct dm_context *ctx;
+        uint64_t next_session_id;
         /* Guards sessions and their call lists. Never log while holding it:
          * the log hook takes it to find the sessions that want records. */
         pthread_mutex_t lock;
@@ -43,6 +44,8 @@ struct dm_mcp_session {
         struct dm_call *calls;          /* in flight */
         int n_calls;
         bool closing;
+        uint64_t id;                    /* names the session to jobs that outlive their call */
+        int refs;                       /* senders outside the lock (dm_mcp_server_notify) */
 };
 
 struct dm_call {
@@ -137,6 +140,7 @@ struct dm_mcp_session *dm_mcp_session_new(struct dm_mcp_server *srv, dm_mcp_send
         s->send = send;
         s->transport = transport;
         pthread_mutex_lock(&srv->lock);
+        s->id = ++srv->next_session_id;
         s->next = srv->sessions;
         srv->sessions = s;
         pthread_mutex_unlock(&srv->lock);
@@ -159,7 +163,7 @@ void dm_mcp_session_free(struct dm_mcp_session *s)
         pthread_mutex_lock(&srv->lock);
         s->closing = true;
         cancel_calls_locked(s);
-        while (s->n_calls > 0)
+        while (s->n_calls > 0 || s->refs > 0)
                 pthread_cond_wait(&srv->idle, &srv->lock);
         for (struct dm_mcp_session **pp = &srv->sessions; *pp; pp = &(*pp)->next)
                 if (*pp == s) {
@@ -595,4 +599,37 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
         }
 out:
         dm_rpc_msg_release(&m);
+}
+
+/* ---- notifications to a session, from outside a call ---------------------- */
+
+struct dm_mcp_server *dm_call_server(struct dm_call *call) { return call->session->srv; }
+uint64_t dm_call_session_id(struct dm_call *call) { return call->session->id; }
+
+int dm_mcp_server_notify(struct dm_mcp_server *srv, uint64_t session_id, enum dm_log_level level,
+                         const char *method, json_object *params)
+{
+        struct dm_mcp_session *target = NULL;
+
+        pthread_mutex_lock(&srv->lock);
+        for (struct dm_mcp_session *s = srv->sessions; s; s = s->next)
+                if (s->id == session_id && !s->closing) {
+                        /* A client that chose a log level gets what is at or above it. */
+                        if (!s->log_enabled || level >= s->log_level) {
+                                target = s;
+                                s->refs++;
+                        }
+                        break;
+                }
+        pthread_mutex_unlock(&srv->lock);
+        if (!target) {
+                json_object_put(params);
+                return -ENOENT;
+        }
+        send_msg(target, dm_rpc_notification(method, params));
+        pthread_mutex_lock(&srv->lock);
+        target->refs--;
+        pthread_cond_broadcast(&srv->idle);
+        pthread_mutex_unlock(&srv->lock);
+        return 0;
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "src/context.h"
+#include "src/util/log.h"
 
 #define DM_MCP_MODERN_VERSION "2026-07-28"
 #define DM_MCP_LATEST_LEGACY_VERSION "2025-11-25"
@@ -49,5 +50,13 @@ struct dm_cancel *dm_call_cancel(struct dm_call *call);
 /* Sends notifications/progress when the caller gave a progressToken;
  * progress must grow from call to call. */
 void dm_call_progress(struct dm_call *call, double progress, double total, const char *message);
+
+/* Jobs outlive the call that started them; they name its session by id and
+ * notify it later, if it still exists (-ENOENT otherwise). level filters
+ * by the session's logging/setLevel. Takes ownership of params. */
+struct dm_mcp_server *dm_call_server(struct dm_call *call);
+uint64_t dm_call_session_id(struct dm_call *call);
+int dm_mcp_server_notify(struct dm_mcp_server *srv, uint64_t session_id, enum dm_log_level level,
+                         const char *method, json_object *params);
 
 #endif

@@ -10,6 +10,7 @@
 #include "src/images.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
+#include "src/jobs.h"
 #include "src/runner.h"
 #include "src/tools/args.h"
 #include "src/tools/tools.h"
@@ -47,8 +48,9 @@ static const struct dm_arg_spec script_args[] = {
           .description = "Kill the command (and everything it started) after this many seconds; the result "
                          "then says timed_out: true." },
         { .name = "background", .type = DM_ARG_BOOL, .has_default = true, .def_bool = false,
-          .description = "Return a job id at once instead of waiting (arrives with background jobs; refused for "
-                         "now)." },
+          .description = "Return {job_id, status: running} at once instead of waiting; follow the job with "
+                         "sandbox_status, sandbox_wait and sandbox_cancel. A notifications/message says when it "
+                         "ends." },
 };
 #define N_ARGS (sizeof(script_args) / sizeof(script_args[0]))
 
@@ -62,9 +64,11 @@ static const char output_schema[] =
         "\"timed_out\":{\"type\":\"boolean\"},"
         "\"duration_ms\":{\"type\":\"integer\"},"
         "\"output_dir\":{\"type\":\"string\",\"description\":\"host directory holding /out, stdout.log and stderr.log\"},"
-        "\"run_id\":{\"type\":\"string\"}},"
-        "\"required\":[\"exit_code\",\"stdout\",\"stderr\",\"stdout_truncated\",\"stderr_truncated\","
-        "\"timed_out\",\"duration_ms\",\"output_dir\",\"run_id\"]}";
+        "\"run_id\":{\"type\":\"string\"},"
+        "\"job_id\":{\"type\":\"string\",\"description\":\"with background: true, the job to follow\"},"
+        "\"status\":{\"type\":\"string\",\"enum\":[\"running\"]}},"
+        "\"anyOf\":[{\"required\":[\"exit_code\",\"stdout\",\"stderr\",\"stdout_truncated\",\"stderr_truncated\","
+        "\"timed_out\",\"duration_ms\",\"output_dir\",\"run_id\"]},{\"required\":[\"job_id\",\"status\"]}]}";
 
 static json_object *text_field(const char *s, size_t len)
 {
@@ -76,49 +80,50 @@ static json_object *text_field(const char *s, size_t len)
         return o;
 }
 
-struct progress_ctx {
+/* Where a run reports to: the call (progress) in the foreground, the job
+ * (output tail, byte count) in the background. */
+struct sink {
         struct dm_call *call;
+        struct dm_job *job;
 };
 
 static void on_progress(void *userdata, int64_t elapsed_ms, uint64_t output_bytes)
 {
-        struct progress_ctx *p = userdata;
+        struct sink *k = userdata;
         char msg[128];
 
+        if (!k->call)
+                return;
         snprintf(msg, sizeof(msg), "running for %lld s, %llu bytes of output", (long long)(elapsed_ms / 1000),
                  (unsigned long long)output_bytes);
-        dm_call_progress(p->call, (double)elapsed_ms / 1000.0, 0, msg);
+        dm_call_progress(k->call, (double)elapsed_ms / 1000.0, 0, msg);
 }
 
-static json_object *script_call(struct dm_call *call, json_object *args)
+static int on_output(void *userdata, int stream, const char *data, size_t len)
 {
-        struct dm_context *ctx = dm_call_context(call);
-        struct dm_error err = { 0 };
+        struct sink *k = userdata;
+
+        if (k->job)
+                dm_job_add_output(k->job, stream, data, len);
+        return 0;
+}
+
+/* Runs the (already checked) arguments; returns the structured result, or
+ * NULL with *ret_r set (-ECANCELED for a cancel) and err filled. */
+static json_object *run_script(struct dm_context *ctx, json_object *args, struct dm_cancel *cancel,
+                               struct sink *sink, int *ret_r, struct dm_error *err)
+{
         struct dm_run_result res;
-        struct progress_ctx pc = { .call = call };
-        enum dm_egress egress;
-        _cleanup_free_ const char **files = NULL, **dirs = NULL, **allow = NULL;
-        char **env = NULL;
+        _cleanup_free_ const char **files = dm_args_strv(args, "files"), **dirs = dm_args_strv(args, "directories");
+        char **env = dm_args_env(args, "env");
         json_object *out;
         int r;
 
-        if (dm_args_check(script_args, N_ARGS, args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
-        if (dm_args_bool(script_args, N_ARGS, args, "background"))
-                return dm_tool_result_error("background: true is not available yet in this version of demesne: "
-                                            "call without it (the call waits for the command)");
-        allow = dm_args_strv(args, "allow");
-        if (dm_netpolicy_parse(dm_args_str(script_args, N_ARGS, args, "egress"), allow, &egress, &err) < 0)
-                return dm_tool_result_error("%s", err.msg);
-
-        files = dm_args_strv(args, "files");
-        dirs = dm_args_strv(args, "directories");
-        env = dm_args_env(args, "env");
         if (!files || !dirs || !env) {
                 dm_args_strv_free(env);
-                return dm_tool_result_error("out of memory");
+                *ret_r = dm_error_set(err, -ENOMEM, "out of memory");
+                return NULL;
         }
-
         struct dm_run_request req = {
                 .image = dm_args_str(script_args, N_ARGS, args, "image"),
                 .command = dm_args_str(script_args, N_ARGS, args, "command"),
@@ -126,19 +131,21 @@ static json_object *script_call(struct dm_call *call, json_object *args)
                 .dirs = dirs,
                 .env = (const char *const *)env,
                 .timeout_s = dm_args_int(script_args, N_ARGS, args, "timeout_seconds"),
-                .cancel = dm_call_cancel(call),
+                .cancel = cancel,
+                .on_output = on_output,
                 .on_progress = on_progress,
-                .userdata = &pc,
+                .userdata = sink,
         };
-        r = dm_run(ctx, &req, &res, &err);
+        r = dm_run(ctx, &req, &res, err);
         dm_args_strv_free(env);
+        *ret_r = r;
         if (r == -ECANCELED) {
                 log_info("sandbox_script %s cancelled; container removed", res.run_id ? res.run_id : "");
                 dm_run_result_release(&res);
                 return NULL;
         }
         if (r < 0)
-                return dm_tool_result_error("sandbox_script failed: %s", err.msg);
+                return NULL;
 
         out = json_object_new_object();
         json_object_object_add(out, "exit_code", json_object_new_int(res.exit_code));
@@ -151,6 +158,111 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         json_object_object_add(out, "output_dir", json_object_new_string(res.output_dir));
         json_object_object_add(out, "run_id", json_object_new_string(res.run_id));
         dm_run_result_release(&res);
+        return out;
+}
+
+/* ---- background ------------------------------------------------------------ */
+
+struct script_job {
+        struct dm_context *ctx;
+        struct dm_mcp_server *srv;
+        uint64_t session;
+        json_object *args;      /* a deep copy: the call's own is freed when it returns */
+};
+
+static void script_job_free(void *userdata)
+{
+        struct script_job *sj = userdata;
+
+        json_object_put(sj->args);
+        free(sj);
+}
+
+static json_object *script_job_run(struct dm_job *job, void *userdata, enum dm_job_status *ret_status, char *error,
+                                   size_t error_len)
+{
+        struct script_job *sj = userdata;
+        struct sink sink = { .job = job };
+        struct dm_error err = { 0 };
+        json_object *out, *v;
+        int r;
+
+        out = run_script(sj->ctx, sj->args, dm_job_cancel_signal(job), &sink, &r, &err);
+        if (!out) {
+                *ret_status = r == -ECANCELED ? DM_JOB_CANCELLED : DM_JOB_FAILED;
+                if (r != -ECANCELED)
+                        snprintf(error, error_len, "sandbox_script failed: %s", err.msg);
+                return NULL;
+        }
+        if (json_object_object_get_ex(out, "timed_out", &v) && json_object_get_boolean(v))
+                *ret_status = DM_JOB_TIMED_OUT;
+        else if (json_object_object_get_ex(out, "exit_code", &v) && json_object_get_int(v) == 0)
+                *ret_status = DM_JOB_SUCCEEDED;
+        else
+                *ret_status = DM_JOB_FAILED;
+        return out;
+}
+
+static void script_job_done(struct dm_job *job, enum dm_job_status status, bool has_exit, int exit_code,
+                            void *userdata)
+{
+        struct script_job *sj = userdata;
+
+        dm_tools_job_notify_end(job, sj->srv, sj->session, status, has_exit, exit_code);
+}
+
+static json_object *start_background(struct dm_call *call, json_object *args)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        struct script_job *sj = calloc(1, sizeof(*sj));
+        json_object *out;
+        char id[32];
+        int r;
+
+        if (!sj || json_object_deep_copy(args, &sj->args, NULL) < 0) {
+                free(sj);
+                return dm_tool_result_error("out of memory");
+        }
+        sj->ctx = ctx;
+        sj->srv = dm_call_server(call);
+        sj->session = dm_call_session_id(call);
+        r = dm_jobs_start(ctx->jobs, "sandbox_script", NULL, script_job_run, script_job_done, sj, script_job_free, id);
+        if (r < 0) {
+                script_job_free(sj);
+                return dm_tool_result_error(r == -EAGAIN ? "too many jobs (%d): wait for some to end or cancel them"
+                                                         : "cannot start a background job (error %d)",
+                                            r == -EAGAIN ? DM_JOB_MAX : r);
+        }
+        out = json_object_new_object();
+        json_object_object_add(out, "job_id", json_object_new_string(id));
+        json_object_object_add(out, "status", json_object_new_string("running"));
+        return dm_tool_result_ok(out);
+}
+
+/* ---- the tool -------------------------------------------------------------------- */
+
+static json_object *script_call(struct dm_call *call, json_object *args)
+{
+        struct dm_error err = { 0 };
+        struct sink sink = { .call = call };
+        enum dm_egress egress;
+        _cleanup_free_ const char **allow = NULL;
+        json_object *out;
+        int r;
+
+        if (dm_args_check(script_args, N_ARGS, args, &err) < 0)
+                return dm_tool_result_error("invalid arguments: %s", err.msg);
+        allow = dm_args_strv(args, "allow");
+        if (dm_netpolicy_parse(dm_args_str(script_args, N_ARGS, args, "egress"), allow, &egress, &err) < 0)
+                return dm_tool_result_error("%s", err.msg);
+        if (dm_args_bool(script_args, N_ARGS, args, "background"))
+                return start_background(call, args);
+
+        out = run_script(dm_call_context(call), args, dm_call_cancel(call), &sink, &r, &err);
+        if (r == -ECANCELED)
+                return NULL;
+        if (!out)
+                return dm_tool_result_error("sandbox_script failed: %s", err.msg);
         return dm_tool_result_ok(out);
 }
 

@@ -4,12 +4,27 @@
 
 /* Each tool family registers its tools with the MCP registry. */
 
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "src/jobs.h"
+
+struct dm_mcp_server;
+
 void dm_tools_script_register(void);
+void dm_tools_jobs_register(void);
+
+/* Tells the session that started a background job that it ended: a
+ * notifications/message at level notice, logger demesne.jobs, whose data
+ * holds job_id, tool, status and exit_code. */
+void dm_tools_job_notify_end(struct dm_job *job, struct dm_mcp_server *srv, uint64_t session,
+                             enum dm_job_status status, bool has_exit, int exit_code);
 
 /* All families, in the order tools/list shows them. */
 static inline void dm_tools_register_all(void)
 {
         dm_tools_script_register();
+        dm_tools_jobs_register();
 }
 
 #endif

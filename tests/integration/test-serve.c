@@ -14,170 +14,8 @@
 
 #include "src/util/timeutil.h"
 #include "tests/integration/common.h"
+#include "tests/integration/stdio-client.h"
 #include "tests/tap.h"
-
-struct child {
-        pid_t pid;
-        int in, out;
-        char buf[1 << 20];
-        size_t len;
-};
-
-static int spawn(struct child *c, const char *const *extra_env)
-{
-        int to[2], from[2];
-        const char *bin = getenv("DEMESNE");
-
-        if (!bin || pipe2(to, O_CLOEXEC) < 0 || pipe2(from, O_CLOEXEC) < 0)
-                return -1;
-        c->pid = fork();
-        if (c->pid == 0) {
-                dup2(to[0], 0);
-                dup2(from[1], 1);
-                for (size_t i = 0; extra_env && extra_env[i]; i++)
-                        putenv((char *)extra_env[i]);
-                execl(bin, bin, "serve", (char *)NULL);
-                _exit(127);
-        }
-        close(to[0]);
-        close(from[1]);
-        c->in = to[1];
-        c->out = from[0];
-        c->len = 0;
-        return 0;
-}
-
-static void send_raw(struct child *c, const char *s, size_t n)
-{
-        while (n > 0) {
-                ssize_t w = write(c->in, s, n);
-                if (w <= 0)
-                        return;
-                s += w;
-                n -= (size_t)w;
-        }
-}
-
-static void send_line(struct child *c, const char *s)
-{
-        send_raw(c, s, strlen(s));
-        send_raw(c, "\n", 1);
-}
-
-/* Next message from the server, or NULL after timeout_ms. */
-static json_object *recv_msg(struct child *c, int timeout_ms)
-{
-        int64_t deadline = dm_now_ms() + timeout_ms;
-
-        for (;;) {
-                char *nl = memchr(c->buf, '\n', c->len);
-                if (nl) {
-                        *nl = '\0';
-                        json_object *o = json_tokener_parse(c->buf);
-                        size_t used = (size_t)(nl - c->buf) + 1;
-                        memmove(c->buf, nl + 1, c->len - used);
-                        c->len -= used;
-                        if (!o)
-                                diag("server wrote a line that is not JSON");
-                        return o;
-                }
-                int left = (int)(deadline - dm_now_ms());
-                struct pollfd p = { .fd = c->out, .events = POLLIN };
-                if (left <= 0 || poll(&p, 1, left) <= 0)
-                        return NULL;
-                ssize_t n = read(c->out, c->buf + c->len, sizeof(c->buf) - c->len - 1);
-                if (n <= 0)
-                        return NULL;
-                c->len += (size_t)n;
-        }
-}
-
-/* The response with the given integer id, skipping notifications (kept in *notes if asked). */
-static json_object *recv_response(struct child *c, int id, int timeout_ms, json_object *notes)
-{
-        int64_t deadline = dm_now_ms() + timeout_ms;
-
-        for (;;) {
-                int left = (int)(deadline - dm_now_ms());
-                json_object *m = left > 0 ? recv_msg(c, left) : NULL, *v;
-                if (!m)
-                        return NULL;
-                if (json_object_object_get_ex(m, "id", &v) && json_object_get_int(v) == id)
-                        return m;
-                if (notes)
-                        json_object_array_add(notes, m);
-                else
-                        json_object_put(m);
-        }
-}
-
-static int error_code(json_object *m)
-{
-        json_object *e, *code;
-        return m && json_object_object_get_ex(m, "error", &e) && json_object_object_get_ex(e, "code", &code)
-                       ? json_object_get_int(code)
-                       : 0;
-}
-
-static json_object *path(json_object *o, const char *a, const char *b, const char *c)
-{
-        json_object *v = o;
-        if (v && a && !json_object_object_get_ex(v, a, &v))
-                return NULL;
-        if (v && b && !json_object_object_get_ex(v, b, &v))
-                return NULL;
-        if (v && c && !json_object_object_get_ex(v, c, &v))
-                return NULL;
-        return v;
-}
-
-static int finish(struct child *c, int timeout_ms)
-{
-        int64_t deadline = dm_now_ms() + timeout_ms;
-        int status;
-
-        close(c->in);
-        while (dm_now_ms() < deadline) {
-                pid_t p = waitpid(c->pid, &status, WNOHANG);
-                if (p == c->pid) {
-                        close(c->out);
-                        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-                }
-                usleep(20000);
-        }
-        kill(c->pid, SIGKILL);
-        waitpid(c->pid, &status, 0);
-        close(c->out);
-        return -1;
-}
-
-/* Containers whose owner label names this child's pid. */
-static long containers_of(struct dm_backend *b, pid_t pid)
-{
-        struct dm_error err = { 0 };
-        char **ids = NULL, needle[32];
-        size_t n = 0;
-        long found = 0;
-
-        snprintf(needle, sizeof(needle), "-%d-", (int)pid);
-        if (b->ops->list(b, "demesne.owner", &ids, &n, &err) < 0)
-                return -1;
-        for (size_t i = 0; i < n; i++) {
-                struct dm_container_info info = { 0 };
-                if (b->ops->inspect(b, ids[i], &info, &err) == 0) {
-                        for (size_t k = 0; info.labels && info.labels[k]; k++)
-                                if (strncmp(info.labels[k], "demesne.owner=", 14) == 0 && strstr(info.labels[k], needle))
-                                        found++;
-                        dm_container_info_release(&info);
-                }
-                free(ids[i]);
-        }
-        free(ids);
-        return found;
-}
-
-#define MODERN_META "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
-                    "\"io.modelcontextprotocol/clientCapabilities\":{}}"
 
 int main(void)
 {
@@ -414,8 +252,10 @@ int main(void)
         spawn(c, NULL);
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":60,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
                      "\"arguments\":{\"command\":\"echo before-kill; sleep 60\"}}}");
+        char logs[PATH_MAX + 64];
+        snprintf(logs, sizeof(logs), "grep -rlx before-kill '%s/out' >/dev/null 2>&1", test_root);
         t0 = dm_now_ms();
-        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < 15000)
+        while (system(logs) != 0 && dm_now_ms() - t0 < 15000)
                 usleep(100 * 1000);
         pid = c->pid;
         kill(pid, SIGKILL);
@@ -433,8 +273,6 @@ int main(void)
         while (containers_of(b, pid) > 0 && dm_now_ms() - t0 < 15000)
                 usleep(100 * 1000);
         is_int(containers_of(b, pid), 0, "the new server removed the dead server's container");
-        char logs[PATH_MAX + 64];
-        snprintf(logs, sizeof(logs), "grep -rlx before-kill '%s/out' >/dev/null", test_root);
         is_int(system(logs), 0, "the killed run's stdout.log is intact");
         is_int(finish(c, 15000), 0, "the new server exits cleanly");
 
