@@ -99,6 +99,7 @@ int dm_cli_serve(int argc, char **argv)
                 dm_context_release(&ctx);
                 return 1;
         }
+        dm_context_warm_up(&ctx);
         log_info("serving MCP on stdio (output root '%s')", ctx.cfg.output_root);
         r = dm_mcp_stdio_serve(srv, STDIN_FILENO, STDOUT_FILENO, (size_t)ctx.cfg.max_message);
         /* Jobs end before the server goes: their last act is a notification. */

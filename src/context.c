@@ -123,8 +123,21 @@ static void *reaper_main(void *arg)
                 struct dm_backend *b;
                 struct dm_error err = { 0 };
 
-                while (!ctx->reap_head && !ctx->reap_stop && !ctx->orphans_pending)
+                while (!ctx->reap_head && !ctx->reap_stop && !ctx->orphans_pending && !ctx->warm_pending)
                         pthread_cond_wait(&ctx->reap_cond, &ctx->lock);
+                if (ctx->warm_pending && !ctx->reap_stop) {
+                        /* Opening the engine queues the sweep for dead owners. */
+                        ctx->warm_pending = false;
+                        ctx->reap_busy++;
+                        pthread_mutex_unlock(&ctx->lock);
+                        if (dm_context_backend(ctx, &b, &err) < 0)
+                                log_warning("no container engine yet (%s); calls will say so until one answers",
+                                            err.msg);
+                        pthread_mutex_lock(&ctx->lock);
+                        ctx->reap_busy--;
+                        pthread_cond_broadcast(&ctx->reap_cond);
+                        continue;
+                }
                 if (ctx->orphans_pending) {
                         ctx->orphans_pending = false;
                         ctx->reap_busy++;
@@ -248,6 +261,14 @@ void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_d
         for (tail = &ctx->reap_head; *tail; tail = &(*tail)->next)
                 ;
         *tail = it;
+        pthread_cond_broadcast(&ctx->reap_cond);
+        pthread_mutex_unlock(&ctx->lock);
+}
+
+void dm_context_warm_up(struct dm_context *ctx)
+{
+        pthread_mutex_lock(&ctx->lock);
+        ctx->warm_pending = true;
         pthread_cond_broadcast(&ctx->reap_cond);
         pthread_mutex_unlock(&ctx->lock);
 }

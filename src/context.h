@@ -36,6 +36,7 @@ struct dm_context {
         bool reaper_started;
         int reap_busy;
         bool orphans_pending;           /* the reaper sweeps dead servers' containers */
+        bool warm_pending;              /* the reaper opens the engine */
 };
 
 /* Loads the config, resolves the allowed roots, computes the owner. */
@@ -51,6 +52,11 @@ int dm_context_backend(struct dm_context *ctx, struct dm_backend **ret, struct d
 /* Queues a container (and, optionally, a host scratch directory the server
  * made for it) for removal in the background. Takes ownership of both strings. */
 void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_dir);
+
+/* Opens the engine in the background and then removes what dead servers
+ * left, so a server cleans up at start without making its first answer
+ * wait. An engine that is not there yet is only a warning. */
+void dm_context_warm_up(struct dm_context *ctx);
 
 /* Waits until the reap queue is empty. */
 void dm_context_reap_flush(struct dm_context *ctx);

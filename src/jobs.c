@@ -143,22 +143,20 @@ static void *job_main(void *arg)
         if (has_exit)
                 exit_code = json_object_get_int(v);
 
-        /* From here on, final is shared with readers under the lock. */
-        pthread_mutex_lock(&jobs->lock);
-        job->status = status;
-        job->t_end = dm_now_ms();
-        job->final = final;
-        snprintf(job->error, sizeof(job->error), "%s", error);
-        pthread_cond_broadcast(&jobs->changed);
-        pthread_mutex_unlock(&jobs->lock);
-
+        /* The notification goes out before the result is visible, so a
+         * client sees "job ended" no later than sandbox_wait's answer. */
         log_info("job %s (%s) %s", job->id, job->tool, dm_job_status_name(status));
         if (job->done)
                 job->done(job, status, has_exit, exit_code, job->userdata);
         if (job->free_userdata)
                 job->free_userdata(job->userdata);
 
+        /* From here on, final is shared with readers under the lock. */
         pthread_mutex_lock(&jobs->lock);
+        job->status = status;
+        job->t_end = dm_now_ms();
+        job->final = final;
+        snprintf(job->error, sizeof(job->error), "%s", error);
         job->userdata = NULL;
         job->thread_done = true;
         jobs->threads--;

@@ -7,6 +7,17 @@
 
 #include "src/cli.h"
 
+#if defined(__SANITIZE_THREAD__)
+/* ThreadSanitizer builds only: the one benign report, explained in
+ * tests/tsan.supp. Compiled in because MCP clients start the server with
+ * an environment of their own choosing, where TSAN_OPTIONS would not reach. */
+const char *__tsan_default_suppressions(void);
+const char *__tsan_default_suppressions(void)
+{
+        return "race:mark_curl_pairs_cloexec\n";
+}
+#endif
+
 static const char usage[] =
         "Usage: demesne COMMAND [OPTIONS]\n"
         "\n"

@@ -5,6 +5,7 @@
 # end-to-end with the npm MCP clients) in a build directory of its own.
 #   tests/run.sh                      gcc, -Werror
 #   tests/run.sh --sanitizers         ASan + UBSan
+#   tests/run.sh --tsan               ThreadSanitizer
 #   tests/run.sh --cc clang           another compiler
 # Needs what `./setup.sh --test-deps` installs. If no engine answers at
 # $DOCKER_HOST or /run/podman/podman.sock, it starts a Podman API service on a
@@ -17,8 +18,9 @@ configure_args=(--enable-werror)
 while [ $# -gt 0 ]; do
 	case $1 in
 	--sanitizers) flavour=asan; configure_args+=(--enable-sanitizers) ;;
+	--tsan) flavour=tsan; configure_args+=(--enable-sanitizers=thread) ;;
 	--cc) cc=$2; shift ;;
-	-h|--help) sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "tests/run.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 	shift
@@ -60,7 +62,10 @@ fi
 # Sanitized runs are slower; run the tests one at a time to keep timing-
 # sensitive checks (cancel and exit within seconds) honest on two cores.
 jobs=$(nproc)
-[ $flavour = asan ] && jobs=1
+[ $flavour != plain ] && jobs=1
+# The test binaries link the same suppression through the environment; the
+# server has it compiled in (src/main.c).
+[ $flavour = tsan ] && export TSAN_OPTIONS="suppressions=$here/tests/tsan.supp ${TSAN_OPTIONS:-}"
 # The end-to-end tests would skip without their npm clients; here that is
 # an error, so a missing install step cannot pass for a green run.
 [ -d "$here/tests/e2e/node_modules/@modelcontextprotocol" ] ||

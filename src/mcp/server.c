@@ -488,12 +488,24 @@ static void handle_tools_call(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
         c->session = s;
         c->tool = tool;
         c->modern = modern;
-        c->id = json_object_get(m->id);
-        c->params = json_object_get(m->params);
+        /* The call's thread gets copies, never references into the message:
+         * json-c's reference counts are not atomic, and this thread frees
+         * the message as soon as it returns (ThreadSanitizer saw it). */
+        json_object_deep_copy(m->id, &c->id, NULL);
+        json_object_deep_copy(m->params, &c->params, NULL);
         meta = get_meta(m->params);
         if (meta && json_object_object_get_ex(meta, "progressToken", &v) &&
             (json_object_is_type(v, json_type_string) || json_object_is_type(v, json_type_int)))
-                c->progress_token = json_object_get(v);
+                json_object_deep_copy(v, &c->progress_token, NULL);
+        if (!c->id || !c->params) {
+                dm_cancel_release(&c->cancel);
+                json_object_put(c->id);
+                json_object_put(c->params);
+                json_object_put(c->progress_token);
+                free(c);
+                reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "out of memory", NULL);
+                return;
+        }
 
         pthread_mutex_lock(&s->srv->lock);
         if (s->closing) {

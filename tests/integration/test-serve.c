@@ -264,15 +264,15 @@ int main(void)
         close(c->out);
         is_int(containers_of(b, pid), 1, "after kill -9 the run's container is still there");
         spawn(c, NULL);
-        send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":61,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                     "\"arguments\":{\"command\":\"true\"}}}");
-        m = recv_response(c, 61, 60000, NULL);
-        ok(m && json_object_get_int(path(m, "result", "structuredContent", "exit_code")) == 0, "a new server runs a call");
-        json_object_put(m);
         t0 = dm_now_ms();
         while (containers_of(b, pid) > 0 && dm_now_ms() - t0 < 15000)
                 usleep(100 * 1000);
-        is_int(containers_of(b, pid), 0, "the new server removed the dead server's container");
+        is_int(containers_of(b, pid), 0, "a new server removes the dead server's container at start, before any call");
+        send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":61,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
+                     "\"arguments\":{\"command\":\"true\"}}}");
+        m = recv_response(c, 61, 60000, NULL);
+        ok(m && json_object_get_int(path(m, "result", "structuredContent", "exit_code")) == 0, "and then runs calls");
+        json_object_put(m);
         is_int(system(logs), 0, "the killed run's stdout.log is intact");
         is_int(finish(c, 15000), 0, "the new server exits cleanly");
 
