@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/* The job registry on its own: lifecycle, the cancel tree, waits, shutdown. */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "src/jobs.h"
+#include "src/util/timeutil.h"
+#include "tests/tap.h"
+
+static atomic_int done_calls;
+
+/* Runs until cancelled, or returns exit code *userdata at once when >= 0. */
+static json_object *work(struct dm_job *job, void *userdata, enum dm_job_status *ret_status, char *error, size_t len)
+{
+        int code = *(int *)userdata;
+        json_object *o;
+
+        if (code == -2) {
+                snprintf(error, len, "it broke");
+                *ret_status = DM_JOB_FAILED;
+                return NULL;
+        }
+        if (code < 0) {
+                struct pollfd p = { .fd = dm_job_cancel_signal(job)->fd, .events = POLLIN };
+                poll(&p, 1, 30000);
+                *ret_status = DM_JOB_CANCELLED;
+                return NULL;
+        }
+        dm_job_add_output(job, 1, "hello\n", 6);
+        o = json_object_new_object();
+        json_object_object_add(o, "exit_code", json_object_new_int(code));
+        *ret_status = code == 0 ? DM_JOB_SUCCEEDED : DM_JOB_FAILED;
+        return o;
+}
+
+static void done(struct dm_job *job, enum dm_job_status status, bool has_exit, int exit_code, void *userdata)
+{
+        (void)job, (void)status, (void)has_exit, (void)exit_code, (void)userdata;
+        atomic_fetch_add(&done_calls, 1);
+}
+
+static const char *status_of(struct dm_jobs *jobs, const char *id)
+{
+        static char buf[32];
+        json_object *st = dm_jobs_status(jobs, id, false), *v;
+
+        snprintf(buf, sizeof(buf), "%s", st && json_object_object_get_ex(st, "status", &v) ? json_object_get_string(v) : "none");
+        json_object_put(st);
+        return buf;
+}
+
+int main(void)
+{
+        struct dm_jobs *jobs = dm_jobs_new();
+        static int zero = 0, three = 3, forever = -1, broken = -2;
+        char a[32], b[32], c[32], d[32], e[32];
+        enum dm_job_status st;
+        json_object *r, *v;
+        bool running;
+
+        is_int(dm_jobs_start(jobs, "t", NULL, work, done, &zero, NULL, a), 0, "start a job");
+        r = dm_jobs_wait(jobs, a, 5000, NULL, &running);
+        ok(r && json_object_object_get_ex(r, "status", &v) && strcmp(json_object_get_string(v), "succeeded") == 0,
+           "wait gives the final result with status succeeded");
+        ok(r && json_object_object_get_ex(r, "job_id", &v) && strcmp(json_object_get_string(v), a) == 0, "and the job id");
+        json_object_put(r);
+        r = dm_jobs_status(jobs, a, true);
+        ok(r && json_object_object_get_ex(r, "stdout_tail", &v) && strcmp(json_object_get_string(v), "hello\n") == 0,
+           "status keeps the output tail");
+        json_object_put(r);
+
+        dm_jobs_start(jobs, "t", NULL, work, done, &three, NULL, b);
+        r = dm_jobs_wait(jobs, b, 5000, NULL, &running);
+        is_str(status_of(jobs, b), "failed", "exit 3: failed");
+        json_object_put(r);
+        dm_jobs_start(jobs, "t", NULL, work, done, &broken, NULL, b);
+        r = dm_jobs_wait(jobs, b, 5000, NULL, &running);
+        ok(r && json_object_object_get_ex(r, "error", &v) && strcmp(json_object_get_string(v), "it broke") == 0,
+           "a failed job keeps its error text");
+        json_object_put(r);
+
+        /* The cancel tree: a <- c <- d, and e on its own. */
+        dm_jobs_start(jobs, "parent", NULL, work, done, &forever, NULL, c);
+        dm_jobs_start(jobs, "child", c, work, done, &forever, NULL, d);
+        char g[32];
+        dm_jobs_start(jobs, "grandchild", d, work, done, &forever, NULL, g);
+        dm_jobs_start(jobs, "other", NULL, work, done, &forever, NULL, e);
+        int64_t t0 = dm_now_ms();
+        r = dm_jobs_wait(jobs, c, 300, NULL, &running);
+        ok(!r && running, "wait on a running job times out with running");
+        ok(dm_now_ms() - t0 >= 250, "after the timeout");
+        is_int(dm_jobs_cancel(jobs, c, &st), 0, "cancel the parent");
+        const char *tree[] = { c, d, g };
+        for (int i = 0; i < 3; i++) {
+                r = dm_jobs_wait(jobs, tree[i], 5000, NULL, &running);
+                is_str(status_of(jobs, tree[i]), "cancelled", "cancel tree: job %d of 3 cancelled", i + 1);
+                json_object_put(r);
+        }
+        is_str(status_of(jobs, e), "running", "a job outside the tree keeps running");
+        is_int(dm_jobs_cancel(jobs, c, &st), 0, "cancel again: no error");
+        is_int(st, DM_JOB_CANCELLED, "and the status stays cancelled");
+        is_int(dm_jobs_cancel(jobs, a, &st), 0, "cancel an ended job: no error");
+        is_int(st, DM_JOB_SUCCEEDED, "and its status does not change");
+        is_int(dm_jobs_cancel(jobs, "job-nope", &st), -ENOENT, "cancel an unknown job: -ENOENT");
+        ok(dm_jobs_status(jobs, "job-nope", false) == NULL, "status of an unknown job: NULL");
+        r = dm_jobs_wait(jobs, "job-nope", 10, NULL, &running);
+        ok(!r && !running, "wait on an unknown job: NULL, not running");
+
+        json_object *list = dm_jobs_list(jobs);
+        is_int(json_object_array_length(list), 7, "list shows every job (7 started)");
+        json_object_put(list);
+
+        /* A waiter's own cancel ends the wait early. */
+        struct dm_cancel wc;
+        dm_cancel_init(&wc);
+        dm_cancel_fire(&wc);
+        t0 = dm_now_ms();
+        r = dm_jobs_wait(jobs, e, 10000, &wc, &running);
+        ok(!r && running && dm_now_ms() - t0 < 1000, "a cancelled wait returns at once");
+        dm_cancel_release(&wc);
+
+        /* Shutdown cancels what runs and waits for every thread. */
+        dm_jobs_shutdown(jobs);
+        is_str(status_of(jobs, e), "cancelled", "shutdown cancels running jobs");
+        is_int(dm_jobs_start(jobs, "t", NULL, work, done, &zero, NULL, a), -ESHUTDOWN, "no new jobs after shutdown");
+        is_int(atomic_load(&done_calls), 7, "the done callback ran once per job");
+        dm_jobs_free(jobs);
+        return done_testing();
+}
