@@ -36,6 +36,7 @@ packages=(
 	libcurl4-openssl-dev libjson-c-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libmicrohttpd-dev
 	podman runc catatonit uidmap mmdebstrap iproute2 ca-certificates curl
 )
+[ $test_deps = 1 ] && packages+=(valgrind)
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()
