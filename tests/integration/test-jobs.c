@@ -163,6 +163,7 @@ int main(void)
         json_object_put(m);
         m = recv_response(c, 18, 1500, NULL);
         ok(m == NULL, "the cancelled wait gets no response");
+        free(job);
         json_object_put(m);
 
         /* 32 calls at once from one client; tools/list is not held up. */
