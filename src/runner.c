@@ -163,6 +163,10 @@ static int pump(struct dm_backend *b, struct dm_stream *s, const char *id, struc
                 if (b->ops->kill(b, id, SIGKILL, &kerr) < 0)
                         log_debug("kill '%.12s': %s", id, kerr.msg);
                 dm_error_clear(err);
+                /* A cancelled call sends no result: nothing to drain or wait
+                 * for, and a shutting-down server must not linger on it. */
+                if (res->cancelled)
+                        return 0;
                 r = dm_stream_pump(s, &sink, -1, dm_now_ms() + DRAIN_AFTER_KILL_MS, err);
                 if (r < 0)
                         log_debug("draining '%.12s' after kill: %s", id, err->msg);
@@ -305,7 +309,9 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 dm_error_wrap(err, "read the command's output");
                 goto out;
         }
-        r = b->ops->wait(b, id, &res->exit_code, err);
+        r = res->cancelled ? 0 : b->ops->wait(b, id, &res->exit_code, err);
+        if (res->cancelled)
+                res->exit_code = 128 + SIGKILL;
         if (r < 0) {
                 dm_error_wrap(err, "wait for the command");
                 goto out;
