@@ -304,7 +304,8 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 dm_error_wrap(err, "start the container");
                 goto out;
         }
-        r = pump(b, stream, id, &cap, req, t0, res, err);
+        /* timeout_seconds limits the command, not the engine's set-up. */
+        r = pump(b, stream, id, &cap, req, dm_now_ms(), res, err);
         if (r < 0) {
                 dm_error_wrap(err, "read the command's output");
                 goto out;
