@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_SHIM_SHIM_H
+#define DM_SHIM_SHIM_H
+
+/* Internals of demesne-shim shared by its files. Nothing here is used by
+ * the server. */
+
+#include <linux/filter.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "src/shim/protocol.h"
+
+/* One line on stderr (the container's log): the shim has no other channel
+ * for its own trouble. */
+void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Builds the seccomp program once (libseccomp, then exported as classic
+ * BPF) so each child only has to load it: no allocation after fork. 0 or a
+ * negative errno. */
+int shim_filter_build(struct sock_fprog *ret);
+/* In the child: no_new_privs, then the filter. 0 or -errno. */
+int shim_filter_install(const struct sock_fprog *prog);
+
+struct shim_child {
+        pid_t pid;              /* leads its own process group */
+        int out_fd, err_fd;     /* read ends, non-blocking, close-on-exec */
+        int in_fd;              /* write end, non-blocking; -1 = stdin is /dev/null */
+};
+
+/* The environment a command starts from: the shim's own, copied at start. */
+void shim_spawn_set_base_env(char **environ_copy);
+
+/* Forks and runs one command: own process group, pipes for the streams,
+ * rlimits, cwd, the filter, then execve with a PATH search. A missing or
+ * unrunnable program is not an error here: the child prints why on its
+ * stderr and exits 127 or 126, as a shell does. 0, or a negative errno with
+ * a sentence in msg (fork failed, a bad cwd or rlimit). */
+int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter, struct shim_child *ret,
+               char *msg, size_t msg_len);
+
+#endif

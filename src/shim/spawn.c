@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: MIT */
+/* Starting one command: fork, then in the child everything that must happen
+ * between fork and execve. The shim is single-threaded, so the child may
+ * still call ordinary libc; it allocates nothing all the same, because
+ * everything it needs is prepared before the fork. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "src/shim/shim.h"
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+static char **base_env;
+
+void shim_spawn_set_base_env(char **environ_copy)
+{
+        base_env = environ_copy;
+}
+
+enum stage { STAGE_RLIMIT = 1, STAGE_CHDIR, STAGE_FILTER, STAGE_STDIO };
+
+struct child_report {
+        int stage;
+        int err;
+        int detail;     /* the rlimit resource */
+};
+
+static size_t key_len(const char *kv)
+{
+        const char *eq = strchr(kv, '=');
+        return eq ? (size_t)(eq - kv) : strlen(kv);
+}
+
+static bool same_key(const char *a, const char *b)
+{
+        size_t n = key_len(a);
+        return n == key_len(b) && memcmp(a, b, n) == 0;
+}
+
+static bool overridden(const char *kv, const char *const *env, size_t from)
+{
+        for (size_t j = from; env && env[j]; j++)
+                if (same_key(kv, env[j]))
+                        return true;
+        return false;
+}
+
+/* The base environment with the request's entries on top (the last of
+ * several entries with one name wins), and a PATH if neither had one. */
+static char **merge_env(const struct dm_shim_exec_msg *m, const char **ret_path)
+{
+        size_t nb = 0, n = 0;
+        char **out;
+        bool clear = m->flags & DM_SHIM_F_CLEARENV;
+
+        for (; !clear && base_env && base_env[nb]; nb++)
+                ;
+        out = malloc((nb + m->envc + 2) * sizeof(*out));
+        if (!out)
+                return NULL;
+        for (size_t i = 0; i < nb; i++)
+                if (!overridden(base_env[i], m->env, 0))
+                        out[n++] = base_env[i];
+        for (size_t i = 0; i < m->envc; i++)
+                if (!overridden(m->env[i], m->env, i + 1))
+                        out[n++] = (char *)m->env[i];
+        *ret_path = NULL;
+        for (size_t i = 0; i < n; i++)
+                if (strncmp(out[i], "PATH=", 5) == 0)
+                        *ret_path = out[i] + 5;
+        if (!*ret_path) {
+                out[n++] = (char *)"PATH=" DEFAULT_PATH;
+                *ret_path = DEFAULT_PATH;
+        }
+        out[n] = NULL;
+        return out;
+}
+
+/* execvp's search, but over the command's PATH rather than the shim's. */
+static int exec_search(const char *file, char *const argv[], char *const envp[], const char *path)
+{
+        char buf[PATH_MAX];
+        bool eacces = false;
+        int last = ENOENT;
+
+        if (strchr(file, '/')) {
+                execve(file, argv, envp);
+                return errno;
+        }
+        for (const char *p = path;; p++) {
+                const char *end = strchr(p, ':');
+                size_t dl = end ? (size_t)(end - p) : strlen(p);
+
+                /* An empty entry means the current directory (POSIX). */
+                if (dl + 1 + strlen(file) + 1 <= sizeof(buf)) {
+                        if (dl == 0)
+                                snprintf(buf, sizeof(buf), "%s", file);
+                        else
+                                snprintf(buf, sizeof(buf), "%.*s/%s", (int)dl, p, file);
+                        execve(buf, argv, envp);
+                        switch (errno) {
+                        case EACCES:
+                                eacces = true;
+                                /* fall through */
+                        case ENOENT:
+                        case ENOTDIR:
+                        case ESTALE:
+                        case ENODEV:
+                        case ETIMEDOUT:
+                                break;
+                        default:
+                                return errno;
+                        }
+                } else {
+                        last = ENAMETOOLONG;
+                }
+                if (!end)
+                        break;
+                p = end;
+        }
+        return eacces ? EACCES : last;
+}
+
+static void report(int fd, enum stage stage, int err, int detail)
+{
+        struct child_report r = { stage, err, detail };
+
+        if (write(fd, &r, sizeof(r)) < 0) {
+                /* The parent sees EOF and then the exit status 125. */
+        }
+        _exit(125);
+}
+
+static void child(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter, int in_r, int out_w,
+                  int err_w, int rep_w, char *const envp[], const char *path)
+{
+        struct sigaction dfl = { .sa_handler = SIG_DFL };
+        sigset_t none;
+        int fd, e;
+
+        /* The shim blocks and ignores signals for itself; a command must
+         * start with the defaults (an ignored SIGPIPE would survive execve). */
+        for (int sig = 1; sig < NSIG; sig++)
+                sigaction(sig, &dfl, NULL);
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* Its own group, so a cancel reaches everything it starts. */
+        setpgid(0, 0);
+
+        fd = in_r >= 0 ? in_r : open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || dup2(fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+                report(rep_w, STAGE_STDIO, errno, 0);
+        for (size_t i = 0; i < m->n_rlimits; i++) {
+                struct rlimit rl = {
+                        m->rlimits[i].soft == UINT64_MAX ? RLIM_INFINITY : (rlim_t)m->rlimits[i].soft,
+                        m->rlimits[i].hard == UINT64_MAX ? RLIM_INFINITY : (rlim_t)m->rlimits[i].hard,
+                };
+
+                if (setrlimit(m->rlimits[i].resource, &rl) < 0)
+                        report(rep_w, STAGE_RLIMIT, errno, m->rlimits[i].resource);
+        }
+        if (m->cwd[0] && chdir(m->cwd) < 0)
+                report(rep_w, STAGE_CHDIR, errno, 0);
+        /* Last before execve: from here on the command's rules apply. */
+        e = shim_filter_install(filter);
+        if (e < 0)
+                report(rep_w, STAGE_FILTER, -e, 0);
+
+        e = exec_search(m->argv[0], (char *const *)m->argv, envp, path);
+        dprintf(2, "demesne-shim: cannot run '%s': %s\n", m->argv[0], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+}
+
+static int set_nonblock(int fd)
+{
+        int fl = fcntl(fd, F_GETFL);
+        return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
+}
+
+static void close_all(int *fds, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (fds[i] >= 0) {
+                        close(fds[i]);
+                        fds[i] = -1;
+                }
+}
+
+int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter, struct shim_child *ret,
+               char *msg, size_t msg_len)
+{
+        /* in[2], out[2], err[2], rep[2] */
+        int fds[8] = { -1, -1, -1, -1, -1, -1, -1, -1 };
+        bool want_in = m->flags & DM_SHIM_F_STDIN;
+        struct child_report rep;
+        const char *path;
+        char **envp;
+        ssize_t n;
+        pid_t pid;
+        int r = 0;
+
+        envp = merge_env(m, &path);
+        if (!envp) {
+                snprintf(msg, msg_len, "out of memory");
+                return -ENOMEM;
+        }
+        if ((want_in && pipe2(fds, O_CLOEXEC) < 0) || pipe2(fds + 2, O_CLOEXEC) < 0 ||
+            pipe2(fds + 4, O_CLOEXEC) < 0 || pipe2(fds + 6, O_CLOEXEC) < 0) {
+                r = -errno;
+                snprintf(msg, msg_len, "cannot make pipes: %s", strerror(errno));
+                goto fail;
+        }
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                snprintf(msg, msg_len, "cannot fork: %s", strerror(errno));
+                goto fail;
+        }
+        if (pid == 0)
+                child(m, filter, fds[0], fds[3], fds[5], fds[7], envp, path);
+        /* Also here, so a KILL that arrives before the child ran setpgid
+         * still finds the group. */
+        setpgid(pid, pid);
+        close(fds[0]);
+        close(fds[3]);
+        close(fds[5]);
+        close(fds[7]);
+        fds[0] = fds[3] = fds[5] = fds[7] = -1;
+        free(envp);
+        envp = NULL;
+
+        /* EOF when execve closed the close-on-exec pipe: a short wait, the
+         * child runs only our code until then. */
+        do
+                n = read(fds[6], &rep, sizeof(rep));
+        while (n < 0 && errno == EINTR);
+        close(fds[6]);
+        fds[6] = -1;
+        if (n == (ssize_t)sizeof(rep)) {
+                waitpid(pid, NULL, 0);
+                r = -rep.err;
+                switch (rep.stage) {
+                case STAGE_CHDIR:
+                        snprintf(msg, msg_len, "cannot change to directory '%s': %s", m->cwd, strerror(rep.err));
+                        break;
+                case STAGE_RLIMIT:
+                        snprintf(msg, msg_len, "cannot set resource limit %d: %s", rep.detail, strerror(rep.err));
+                        break;
+                case STAGE_FILTER:
+                        snprintf(msg, msg_len, "cannot install the seccomp filter: %s", strerror(rep.err));
+                        break;
+                default:
+                        snprintf(msg, msg_len, "cannot set up the command's stdio: %s", strerror(rep.err));
+                        break;
+                }
+                goto fail;
+        }
+        if ((want_in && set_nonblock(fds[1]) < 0) || set_nonblock(fds[2]) < 0 || set_nonblock(fds[4]) < 0) {
+                /* Cannot happen on a pipe; do not leave a half-managed child. */
+                kill(-pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                r = -EIO;
+                snprintf(msg, msg_len, "cannot set up pipes");
+                goto fail;
+        }
+        ret->pid = pid;
+        ret->in_fd = want_in ? fds[1] : -1;
+        ret->out_fd = fds[2];
+        ret->err_fd = fds[4];
+        return 0;
+
+fail:
+        free(envp);
+        close_all(fds, 8);
+        return r < 0 ? r : -EIO;
+}
