@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_MCP_HTTP_INTERNAL_H
+#define DM_MCP_HTTP_INTERNAL_H
+
+/* What the parts of the HTTP transport share: the server, its legacy
+ * sessions, and the exchange, which carries one request's answer from the
+ * MCP server (any thread) to libmicrohttpd's thread for that connection.
+ *
+ * Threads: libmicrohttpd runs one thread per connection, so a stream's
+ * reader may block until there is something to send (and watch the socket
+ * meanwhile to notice a client that left); tools/call runs on threads of
+ * the MCP server; the janitor thread enforces deadlines and expiry.
+ *
+ * Locks, in the only order they are taken: dm_http.lock, then an
+ * exchange's lock. Never log while holding either: the log hook may send to
+ * a session, which takes dm_http.lock. */
+
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "src/mcp/http.h"
+#include "src/util/buf.h"
+
+struct MHD_Daemon;
+struct MHD_Connection;
+struct dm_mcp_session;
+
+enum stream_mode {
+        STREAM_NONE = 0,        /* answered at once, as JSON */
+        STREAM_SSE,             /* text/event-stream: notifications, then the response */
+        STREAM_JSON,            /* application/json, held until the response is there */
+};
+
+struct http_exchange {
+        atomic_int refs;
+        struct dm_http *h;
+        struct http_session *session;   /* legacy: the session it routes through */
+        struct dm_mcp_session *ephemeral; /* 2026-07-28: a session of its own */
+        char *id;                       /* the request id as JSON text, NULL for a GET stream */
+        char *progress_token;           /* as JSON text, or NULL */
+        struct http_exchange *next;     /* in session->exchanges; guarded by h->lock */
+        bool registered;                /* in session->exchanges; guarded by h->lock */
+        bool counted;                   /* holds a stream slot; guarded by h->lock */
+        struct http_session *slot_session; /* whose slot it holds */
+        struct http_exchange *all_next, **all_pprev; /* h->streams, while counted */
+
+        pthread_mutex_t lock;           /* guards what follows */
+        enum stream_mode mode;
+        struct dm_buf out;              /* framed bytes waiting for the reader */
+        size_t out_pos;
+        char *final;                    /* the response, raw JSON, once it came */
+        size_t final_len;
+        int final_error;                /* its error code, 0 for a result */
+        unsigned dropped;               /* notifications a slow reader lost */
+        bool final_framed;              /* moved into out */
+        bool aborted;                   /* end the stream without a response */
+        bool client_gone;
+        int wake_fd;                    /* eventfd: something to send, or abort */
+        int sock_fd;                    /* the connection, watched for hang-up */
+        unsigned keepalive_ms;
+};
+
+struct http_session {
+        struct dm_http *h;
+        struct http_session *next;
+        char id[33];
+        struct dm_mcp_session *mcp;
+        int refs;                       /* table + exchanges + streams; guarded by h->lock */
+        struct http_exchange *exchanges;/* POSTs waiting for their response */
+        struct http_exchange *get;      /* the GET stream, if one is open */
+        unsigned n_streams;
+        int busy;                       /* requests in progress: not idle */
+        int64_t last_used_ms;
+        bool listed;                    /* in h->sessions: new requests find it */
+};
+
+/* One TCP connection, for the request deadline (libmicrohttpd's own
+ * timeout restarts with every byte, which a trickle defeats). */
+struct http_conn {
+        struct http_conn *next, **pprev;
+        int fd;
+        int64_t deadline_ms;            /* 0 = none (a request is being answered) */
+};
+
+struct dm_http {
+        struct dm_mcp_server *srv;
+        struct dm_http_options opt;
+        char *token;
+        size_t token_len;
+        const char **hosts;             /* allowed Host names, NULL-terminated */
+        char bind_host[64];
+        struct MHD_Daemon *daemon;
+        int listen_fd;
+
+        pthread_mutex_t lock;
+        pthread_cond_t tick;
+        struct http_session *sessions;
+        unsigned n_sessions;
+        struct http_conn *conns;
+        struct http_exchange *streams;  /* every exchange holding a stream slot */
+        unsigned n_streams;
+        bool stopping;
+        bool janitor_stop;
+        /* refusals: logged a few at a time, counted otherwise */
+        unsigned refused_logged, refused_quiet;
+        int64_t refused_window_ms;
+        unsigned slow_closed;
+};
+
+/* ---- exchanges (http-stream.c) ---- */
+
+struct http_exchange *dm_http_ex_new(struct dm_http *h, int sock_fd);
+void dm_http_ex_ref(struct http_exchange *ex);
+void dm_http_ex_unref(struct http_exchange *ex);
+/* Queues one serialized message (not NUL-terminated data of len bytes);
+ * is_response ends the exchange. Notifications that do not fit the cap on
+ * waiting bytes are dropped (a client that does not read loses progress,
+ * never its result). */
+void dm_http_ex_push(struct http_exchange *ex, const char *json, size_t len, bool is_response, int error_code);
+/* Ends the stream without a response (shutdown, session ended). */
+void dm_http_ex_abort(struct http_exchange *ex);
+/* The response, if it came before any stream started: the request is then
+ * answered as plain JSON. The text stays owned by the exchange. */
+bool dm_http_ex_take_final(struct http_exchange *ex, char **ret_json, size_t *ret_len, int *ret_error);
+bool dm_http_ex_answered(struct http_exchange *ex);
+void dm_http_ex_set_mode(struct http_exchange *ex, enum stream_mode mode);
+/* How a message finds its exchange: a response by its id, a progress
+ * notification by its token (both as JSON text, malloc'd); true for a
+ * response, with its error code (0 for a result). */
+bool dm_http_msg_route(json_object *msg, char **ret_id, char **ret_token, int *ret_code);
+/* The transport's send function for an exchange that is its session's
+ * only destination (the 2026-07-28 per-request session). */
+int dm_http_ex_send(void *transport, json_object *msg);
+/* libmicrohttpd's content reader and its free callback for streamed answers. */
+ssize_t dm_http_ex_read(void *cls, uint64_t pos, char *buf, size_t max);
+void dm_http_ex_release_cb(void *cls);
+
+/* ---- sessions (http-session.c) ---- */
+
+struct http_session *dm_http_session_new(struct dm_http *h);
+/* Finds a listed session by id and takes a reference; NULL if unknown. */
+struct http_session *dm_http_session_find(struct dm_http *h, const char *id);
+void dm_http_session_ref_locked(struct http_session *s);
+/* Drops a reference; the last one frees the MCP session, which waits for
+ * its calls to end: never call it from a thread a call may wait on. */
+void dm_http_session_unref(struct http_session *s);
+/* Lists it (after a successful initialize); -EBUSY when full. */
+int dm_http_session_list(struct http_session *s);
+/* Unlists it and aborts its streams (DELETE, expiry, shutdown). */
+void dm_http_session_end(struct http_session *s);
+int dm_http_session_send(void *transport, json_object *msg);
+/* Routes messages to ex until unregistered; takes a session reference
+ * that the caller drops after unregistering. */
+void dm_http_session_register(struct http_session *s, struct http_exchange *ex);
+/* Makes ex the session's GET stream (-EEXIST: it has one; -ENOENT: ended). */
+int dm_http_session_attach_get(struct http_session *s, struct http_exchange *ex);
+void dm_http_session_unregister(struct http_exchange *ex);
+
+/* A stream slot for a call or a GET stream: -EBUSY when the server has
+ * max_streams, -EAGAIN when the session (may be NULL) has its share. */
+int dm_http_slot_take(struct dm_http *h, struct http_session *s, struct http_exchange *ex);
+void dm_http_slot_put(struct http_exchange *ex);
+
+/* ---- the janitor (http-session.c) ---- */
+
+int dm_http_janitor_start(struct dm_http *h, pthread_t *ret);
+void dm_http_janitor_stop(struct dm_http *h, pthread_t th);
+/* A refusal worth a log line, unless many come at once. */
+void dm_http_refused(struct dm_http *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

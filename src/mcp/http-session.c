@@ -1,0 +1,369 @@
+/* SPDX-License-Identifier: MIT */
+/* Legacy-era sessions of the HTTP transport (Mcp-Session-Id), the routing
+ * of what their MCP session sends to the right open request, and the
+ * janitor thread: request deadlines, idle sessions, quiet refusal logging. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "src/mcp/http-guard.h"
+#include "src/mcp/http-internal.h"
+#include "src/mcp/jsonrpc.h"
+#include "src/mcp/server.h"
+#include "src/util/log.h"
+#include "src/util/timeutil.h"
+
+#define JANITOR_TICK_MS 250
+#define REFUSAL_WINDOW_MS 10000
+#define REFUSALS_PER_WINDOW 5
+
+struct http_session *dm_http_session_new(struct dm_http *h)
+{
+        struct http_session *s = calloc(1, sizeof(*s));
+
+        if (!s)
+                return NULL;
+        s->h = h;
+        s->refs = 1;
+        s->last_used_ms = dm_now_ms();
+        if (dm_http_random_id(s->id) < 0 || !(s->mcp = dm_mcp_session_new(h->srv, dm_http_session_send, s))) {
+                free(s);
+                return NULL;
+        }
+        return s;
+}
+
+struct http_session *dm_http_session_find(struct dm_http *h, const char *id)
+{
+        struct http_session *found = NULL;
+        size_t len = strlen(id);
+
+        pthread_mutex_lock(&h->lock);
+        /* Session ids are bearer secrets of a kind: compare in constant time. */
+        for (struct http_session *s = h->sessions; s; s = s->next)
+                if (dm_http_secret_equal(id, len, s->id, sizeof(s->id) - 1)) {
+                        found = s;
+                        s->refs++;
+                        break;
+                }
+        pthread_mutex_unlock(&h->lock);
+        return found;
+}
+
+void dm_http_session_ref_locked(struct http_session *s)
+{
+        s->refs++;
+}
+
+void dm_http_session_unref(struct http_session *s)
+{
+        bool last;
+
+        if (!s)
+                return;
+        pthread_mutex_lock(&s->h->lock);
+        last = --s->refs == 0;
+        pthread_mutex_unlock(&s->h->lock);
+        if (!last)
+                return;
+        /* Cancels what still runs and waits for it: the containers are gone
+         * when this returns. */
+        dm_mcp_session_free(s->mcp);
+        free(s);
+}
+
+int dm_http_session_list(struct http_session *s)
+{
+        struct dm_http *h = s->h;
+        int r = 0;
+
+        pthread_mutex_lock(&h->lock);
+        if (h->stopping || h->n_sessions >= h->opt.max_sessions) {
+                r = -EBUSY;
+        } else {
+                s->listed = true;
+                s->refs++;
+                s->next = h->sessions;
+                h->sessions = s;
+                h->n_sessions++;
+                s->last_used_ms = dm_now_ms();
+        }
+        pthread_mutex_unlock(&h->lock);
+        return r;
+}
+
+static bool unlist_locked(struct http_session *s)
+{
+        struct dm_http *h = s->h;
+
+        if (!s->listed)
+                return false;
+        for (struct http_session **pp = &h->sessions; *pp; pp = &(*pp)->next)
+                if (*pp == s) {
+                        *pp = s->next;
+                        break;
+                }
+        s->listed = false;
+        h->n_sessions--;
+        return true;
+}
+
+void dm_http_session_end(struct http_session *s)
+{
+        struct dm_http *h = s->h;
+        bool was_listed;
+
+        pthread_mutex_lock(&h->lock);
+        was_listed = unlist_locked(s);
+        /* Its open requests end without an answer; ending them cancels
+         * their calls (see request_done). */
+        for (struct http_exchange *ex = s->exchanges; ex; ex = ex->next)
+                dm_http_ex_abort(ex);
+        if (s->get)
+                dm_http_ex_abort(s->get);
+        pthread_mutex_unlock(&h->lock);
+        if (was_listed)
+                dm_http_session_unref(s);
+}
+
+/* ---- routing ------------------------------------------------------------------ */
+
+int dm_http_session_send(void *transport, json_object *msg)
+{
+        struct http_session *s = transport;
+        struct http_exchange *target = NULL;
+        char *id, *token;
+        int code;
+        size_t len;
+        char *line = dm_rpc_serialize(msg, &len);
+        bool response = dm_http_msg_route(msg, &id, &token, &code);
+
+        if (!line) {
+                free(id);
+                free(token);
+                return -ENOMEM;
+        }
+        pthread_mutex_lock(&s->h->lock);
+        for (struct http_exchange *ex = s->exchanges; ex && !target; ex = ex->next)
+                if ((id && ex->id && strcmp(ex->id, id) == 0) ||
+                    (token && ex->progress_token && strcmp(ex->progress_token, token) == 0))
+                        target = ex;
+        /* What belongs to no request (log records, a job's end) goes to the
+         * GET stream; without one it is dropped, as the spec allows. */
+        if (!target && !response)
+                target = s->get;
+        if (target)
+                dm_http_ex_push(target, line, len, response, code);
+        pthread_mutex_unlock(&s->h->lock);
+        free(line);
+        free(id);
+        free(token);
+        return target ? 0 : -ENOENT;
+}
+
+void dm_http_session_register(struct http_session *s, struct http_exchange *ex)
+{
+        pthread_mutex_lock(&s->h->lock);
+        s->refs++;
+        s->busy++;
+        ex->session = s;
+        ex->next = s->exchanges;
+        s->exchanges = ex;
+        ex->registered = true;
+        pthread_mutex_unlock(&s->h->lock);
+}
+
+int dm_http_session_attach_get(struct http_session *s, struct http_exchange *ex)
+{
+        int r = 0;
+
+        pthread_mutex_lock(&s->h->lock);
+        if (s->get || !s->listed) {
+                r = s->get ? -EEXIST : -ENOENT;
+        } else {
+                s->refs++;
+                s->get = ex;
+                ex->session = s;
+                ex->registered = true;
+        }
+        pthread_mutex_unlock(&s->h->lock);
+        return r;
+}
+
+void dm_http_session_unregister(struct http_exchange *ex)
+{
+        struct http_session *s = ex->session;
+
+        pthread_mutex_lock(&s->h->lock);
+        if (ex->registered) {
+                if (s->get == ex) {
+                        s->get = NULL;
+                } else {
+                        for (struct http_exchange **pp = &s->exchanges; *pp; pp = &(*pp)->next)
+                                if (*pp == ex) {
+                                        *pp = ex->next;
+                                        break;
+                                }
+                        s->busy--;
+                }
+                ex->registered = false;
+                s->last_used_ms = dm_now_ms();
+        }
+        pthread_mutex_unlock(&s->h->lock);
+}
+
+/* ---- stream slots ------------------------------------------------------------- */
+
+int dm_http_slot_take(struct dm_http *h, struct http_session *s, struct http_exchange *ex)
+{
+        int r = 0;
+
+        pthread_mutex_lock(&h->lock);
+        if (h->n_streams >= h->opt.max_streams)
+                r = -EBUSY;
+        else if (s && s->n_streams >= h->opt.max_session_streams)
+                r = -EAGAIN;
+        else {
+                h->n_streams++;
+                if (s)
+                        s->n_streams++;
+                ex->counted = true;
+                ex->slot_session = s;
+                ex->all_next = h->streams;
+                if (h->streams)
+                        h->streams->all_pprev = &ex->all_next;
+                ex->all_pprev = &h->streams;
+                h->streams = ex;
+        }
+        pthread_mutex_unlock(&h->lock);
+        return r;
+}
+
+void dm_http_slot_put(struct http_exchange *ex)
+{
+        struct dm_http *h = ex->h;
+
+        pthread_mutex_lock(&h->lock);
+        if (ex->counted) {
+                h->n_streams--;
+                if (ex->slot_session)
+                        ex->slot_session->n_streams--;
+                *ex->all_pprev = ex->all_next;
+                if (ex->all_next)
+                        ex->all_next->all_pprev = ex->all_pprev;
+                ex->counted = false;
+        }
+        pthread_mutex_unlock(&h->lock);
+}
+
+/* ---- the janitor ----------------------------------------------------------------- */
+
+void dm_http_refused(struct dm_http *h, const char *fmt, ...)
+{
+        char msg[512];
+        va_list ap;
+        bool say;
+        int64_t now = dm_now_ms();
+
+        pthread_mutex_lock(&h->lock);
+        if (now - h->refused_window_ms >= REFUSAL_WINDOW_MS && !h->refused_quiet) {
+                h->refused_window_ms = now;
+                h->refused_logged = 0;
+        }
+        say = h->refused_logged < REFUSALS_PER_WINDOW;
+        if (say)
+                h->refused_logged++;
+        else
+                h->refused_quiet++;
+        pthread_mutex_unlock(&h->lock);
+        if (!say)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        log_warning("http: refused: %s", msg);
+}
+
+static void *janitor_main(void *arg)
+{
+        struct dm_http *h = arg;
+
+        pthread_mutex_lock(&h->lock);
+        while (!h->janitor_stop) {
+                struct http_session *expired = NULL;
+                unsigned quiet = 0, slow = 0;
+                int64_t now = dm_now_ms();
+                struct timespec until;
+
+                /* A request must arrive whole in time; libmicrohttpd's idle
+                 * timeout alone restarts with each byte of a trickle. */
+                for (struct http_conn *c = h->conns; c; c = c->next)
+                        if (c->deadline_ms && now > c->deadline_ms) {
+                                shutdown(c->fd, SHUT_RDWR);
+                                c->deadline_ms = 0;
+                                slow++;
+                        }
+                for (struct http_session **pp = &h->sessions; *pp;) {
+                        struct http_session *s = *pp;
+                        if (s->busy == 0 && !s->get && now - s->last_used_ms > (int64_t)h->opt.session_idle_s * 1000) {
+                                unlist_locked(s);
+                                s->next = expired;
+                                expired = s;
+                                continue;
+                        }
+                        pp = &s->next;
+                }
+                if (h->refused_quiet && now - h->refused_window_ms >= REFUSAL_WINDOW_MS) {
+                        quiet = h->refused_quiet;
+                        h->refused_quiet = 0;
+                        h->refused_logged = 0;
+                        h->refused_window_ms = now;
+                }
+                pthread_mutex_unlock(&h->lock);
+
+                if (slow)
+                        dm_http_refused(h, "%u connection%s sent no whole request within %u s: closed", slow,
+                                        slow == 1 ? "" : "s", h->opt.request_timeout_s);
+                if (quiet)
+                        log_warning("http: refused %u more requests in the last %d s (not logged one by one)", quiet,
+                                    REFUSAL_WINDOW_MS / 1000);
+                while (expired) {
+                        struct http_session *s = expired;
+                        expired = s->next;
+                        log_info("http: session %.8s... ended after %u s without requests", s->id,
+                                 h->opt.session_idle_s);
+                        dm_http_session_unref(s);
+                }
+
+                pthread_mutex_lock(&h->lock);
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_nsec += JANITOR_TICK_MS * 1000000L;
+                if (until.tv_nsec >= 1000000000L) {
+                        until.tv_sec++;
+                        until.tv_nsec -= 1000000000L;
+                }
+                if (!h->janitor_stop)
+                        pthread_cond_timedwait(&h->tick, &h->lock, &until);
+        }
+        pthread_mutex_unlock(&h->lock);
+        return NULL;
+}
+
+int dm_http_janitor_start(struct dm_http *h, pthread_t *ret)
+{
+        return -pthread_create(ret, NULL, janitor_main, h);
+}
+
+void dm_http_janitor_stop(struct dm_http *h, pthread_t th)
+{
+        pthread_mutex_lock(&h->lock);
+        h->janitor_stop = true;
+        pthread_cond_broadcast(&h->tick);
+        pthread_mutex_unlock(&h->lock);
+        pthread_join(th, NULL);
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_MCP_HTTP_H
+#define DM_MCP_HTTP_H
+
+/* MCP over Streamable HTTP: one endpoint, /mcp, in both protocol eras.
+ *
+ *   legacy (2025-06-18, 2025-11-25): initialize makes a session named by
+ *     Mcp-Session-Id; POST carries messages, GET opens a stream for what
+ *     the server sends outside a request, DELETE ends the session.
+ *   2026-07-28: every POST stands alone (no session); the MCP-Protocol-
+ *     Version, Mcp-Method and Mcp-Name headers must agree with the body.
+ *
+ * tools/call answers as a server-sent-event stream (progress first, then the
+ * result); everything else answers as plain JSON. A client that closes the
+ * stream of a call cancels it. Host and Origin are checked (DNS rebinding),
+ * a bearer token can be required (and must be, off loopback), and every
+ * resource a client can tie up has a limit. */
+
+#include <stddef.h>
+
+#include "src/util/error.h"
+
+struct dm_mcp_server;
+
+struct dm_http_options {
+        const char *listen;                  /* "[ADDR:]PORT", ADDR default 127.0.0.1 */
+        const char *token_file;              /* NULL: no token (refused off loopback) */
+        const char *const *allowed_hosts;    /* extra Host names, NULL-terminated; "*" = any */
+        const char *const *allowed_origins;  /* extra exact Origins; "*" = any */
+        size_t max_message;                  /* request body cap (DEMESNE_MAX_MESSAGE) */
+        unsigned max_sessions;               /* legacy sessions at once (503 beyond) */
+        unsigned max_streams;                /* open streams (calls, GET) in the server (429 beyond) */
+        unsigned max_session_streams;        /* ... in one session (429 beyond) */
+        unsigned max_connections;            /* TCP connections (closed at once beyond) */
+        unsigned max_connections_per_ip;
+        unsigned session_idle_s;             /* a session unused this long is ended */
+        unsigned request_timeout_s;          /* a request must arrive whole within this */
+        unsigned keepalive_s;                /* comment on a quiet stream this often */
+};
+
+/* The defaults; listen and max_message still have to be set. */
+void dm_http_options_init(struct dm_http_options *o);
+
+/* Serves until SIGTERM, SIGINT or SIGHUP; then refuses new requests,
+ * cancels every call (the commands are killed) and waits for them before
+ * it returns. The caller must have blocked those signals in every thread.
+ * 0, or a negative errno with err filled (bad address, port taken, token). */
+int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o, struct dm_error *err);
+
+#endif

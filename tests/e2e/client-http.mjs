@@ -1,0 +1,199 @@
+#!/usr/bin/env node
+// demesne serve --http with the npm clients' Streamable HTTP transports:
+//   1. @modelcontextprotocol/client 2.x, legacy era (initialize, Mcp-Session-Id)
+//   2. @modelcontextprotocol/client 2.x pinned to 2026-07-28 (per-request POSTs)
+//   3. @modelcontextprotocol/sdk 1.x (legacy)
+//   4. a server with --token-file, with and without the token
+// Each runs sandbox_script with progress; a call whose request is aborted is
+// cancelled (its container removed) and the next call still works.
+//
+//   DEMESNE=/abs/path/to/demesne node tests/e2e/client-http.mjs
+//
+// Prints TAP; exits 0 only if every test passed, 77 when node_modules is missing.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import * as h from './lib/harness.mjs';
+
+h.requireNodeModules();
+const DEMESNE = h.demesneBinary();
+process.env.E2E_TIMEOUT_SECONDS ??= '300';
+
+const { Client: Client2, StreamableHTTPClientTransport: Http2 } = await import('@modelcontextprotocol/client');
+const { Client: Client1 } = await import('@modelcontextprotocol/sdk/client/index.js');
+const { StreamableHTTPClientTransport: Http1 } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+const { toolChecks, TOOL_CHECKS, CALL_TIMEOUT_MS } = await import('./lib/checks.mjs');
+const { startHttpServer, waitContainers } = await import('./lib/http-server.mjs');
+
+const MODERN = '2026-07-28';
+const PROGRESS_CHECKS = 2;
+const CANCEL_CHECKS = 3;
+
+h.plan(1 + (2 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS) + (1 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS) +
+  (1 + TOOL_CHECKS) + 2 + 1);
+
+/** A call that runs 2.5 s and reports progress on the way. */
+async function progressChecks(label, callTool) {
+  const seen = [];
+  try {
+    const result = await h.within(CALL_TIMEOUT_MS, `${label} tools/call with progress`, callTool(
+      { name: 'sandbox_script', arguments: { command: 'echo a; sleep 2.5; echo b; exit 3', egress: 'none' } },
+      (p) => seen.push(p),
+    ));
+    h.ok(seen.length >= 1 && seen.every((p, i) => i === 0 || p.progress > seen[i - 1].progress),
+      `${label}: progress notifications arrive on the call's stream, growing (${seen.length})`,
+      `progress: ${JSON.stringify(seen)}`);
+    h.ok(result?.structuredContent?.exit_code === 3 && result?.structuredContent?.stdout === 'a\nb\n',
+      `${label}: then the result (exit 3, stdout a b)`, `result: ${JSON.stringify(result)}`);
+  } catch (err) {
+    h.fail(`${label}: progress notifications arrive on the call's stream`, err);
+    h.fail(`${label}: then the result`, err);
+  }
+}
+
+/** Aborts a running call: over HTTP its stream closes, which cancels it. */
+async function cancelChecks(label, serverPid, callTool) {
+  const ac = new AbortController();
+  const slow = callTool({ name: 'sandbox_script', arguments: { command: 'sleep 60', egress: 'none' } }, ac.signal);
+  const outcome = slow.then(() => 'resolved', () => 'rejected');
+  const running = await waitContainers(serverPid, 1, 60_000);
+  ac.abort('e2e cancel');
+  h.equal(await outcome, 'rejected', `${label}: an aborted call rejects (its container was running: ${running})`);
+  const t0 = Date.now();
+  const left = await waitContainers(serverPid, 0, 15_000);
+  h.equal(left, 0, `${label}: the aborted call's container is removed (${Date.now() - t0} ms)`);
+  try {
+    const next = await h.within(CALL_TIMEOUT_MS, `${label} tools/call after a cancel`,
+      callTool({ name: 'sandbox_script', arguments: { command: 'echo after-cancel', egress: 'none' } }));
+    h.ok(next?.structuredContent?.stdout === 'after-cancel\n', `${label}: the next call works`, JSON.stringify(next));
+  } catch (err) {
+    h.fail(`${label}: the next call works`, err);
+  }
+}
+
+await h.run(async () => {
+  const outputRoot = h.makeOutputRoot('http');
+  let server;
+  try {
+    server = await startHttpServer(DEMESNE, { env: h.serverEnv(outputRoot), logFile: path.join(outputRoot, 'server.log') });
+    h.pass(`demesne serve --http 127.0.0.1:0 listens (${server.url})`);
+  } catch (err) {
+    h.fail('demesne serve --http 127.0.0.1:0 listens', err);
+    h.failRemaining('no server');
+    return;
+  }
+  const url = new URL(server.url);
+  const pid = server.child.pid;
+
+  /* ---------- 2.x, legacy era ---------- */
+  {
+    const label = '2.x legacy over HTTP';
+    const client = new Client2({ name: 'demesne-e2e-http-legacy', version: '0.0.0' });
+    client.onerror = (err) => h.diag(`${label} client onerror: ${err?.message ?? err}`);
+    const transport = new Http2(url);
+    try {
+      await h.within(60_000, `${label} connect`, client.connect(transport, { timeout: 30_000 }));
+      h.ok(client.getProtocolEra() === 'legacy' && client.getNegotiatedProtocolVersion() === '2025-11-25',
+        `${label}: initialize negotiates 2025-11-25`, `era ${client.getProtocolEra()}`);
+      h.ok(/^[0-9a-f]{32}$/.test(transport.sessionId ?? ''), `${label}: the server issued an Mcp-Session-Id`,
+        `sessionId: ${transport.sessionId}`);
+      await toolChecks(label, {
+        listTools: () => client.listTools(undefined, { timeout: CALL_TIMEOUT_MS }),
+        callTool: (params) => client.callTool(params, { timeout: CALL_TIMEOUT_MS }),
+      });
+      await progressChecks(label, (params, onprogress) => client.callTool(params, { timeout: CALL_TIMEOUT_MS, onprogress }));
+      await cancelChecks(label, pid, (params, signal) => client.callTool(params, { timeout: CALL_TIMEOUT_MS, signal }));
+    } catch (err) {
+      h.fail(`${label}: connect`, err);
+    }
+    await transport.terminateSession?.().catch((err) => h.diag(`terminateSession: ${err?.message ?? err}`));
+    await client.close().catch(() => {});
+  }
+
+  /* ---------- 2.x, pinned to 2026-07-28 ---------- */
+  {
+    const label = '2.x 2026-07-28 over HTTP';
+    const client = new Client2(
+      { name: 'demesne-e2e-http-modern', version: '0.0.0' },
+      { versionNegotiation: { mode: { pin: MODERN }, probe: { timeoutMs: 30_000 } } },
+    );
+    client.onerror = (err) => h.diag(`${label} client onerror: ${err?.message ?? err}`);
+    const transport = new Http2(url);
+    try {
+      await h.within(60_000, `${label} connect`, client.connect(transport, { timeout: 30_000 }));
+      h.ok(client.getProtocolEra() === 'modern' && client.getNegotiatedProtocolVersion() === MODERN && !transport.sessionId,
+        `${label}: server/discover over HTTP gives the modern era, no session`,
+        `era ${client.getProtocolEra()} session ${transport.sessionId}`);
+      await toolChecks(label, {
+        listTools: () => client.listTools(undefined, { timeout: CALL_TIMEOUT_MS }),
+        callTool: (params) => client.callTool(params, { timeout: CALL_TIMEOUT_MS }),
+      });
+      await progressChecks(label, (params, onprogress) => client.callTool(params, { timeout: CALL_TIMEOUT_MS, onprogress }));
+      await cancelChecks(label, pid, (params, signal) => client.callTool(params, { timeout: CALL_TIMEOUT_MS, signal }));
+    } catch (err) {
+      h.fail(`${label}: connect`, err);
+    }
+    await client.close().catch(() => {});
+  }
+
+  /* ---------- 1.x ---------- */
+  {
+    const label = '1.x over HTTP';
+    const client = new Client1({ name: 'demesne-e2e-http-1x', version: '0.0.0' });
+    client.onerror = (err) => h.diag(`${label} client onerror: ${err?.message ?? err}`);
+    const transport = new Http1(url);
+    try {
+      await h.within(60_000, `${label} connect`, client.connect(transport, { timeout: 30_000 }));
+      h.ok(typeof transport.sessionId === 'string' && client.getServerCapabilities()?.tools,
+        `${label}: initialize gives a session and capabilities.tools`);
+      await toolChecks(label, {
+        listTools: () => client.listTools(undefined, { timeout: CALL_TIMEOUT_MS }),
+        callTool: (params) => client.callTool(params, undefined, { timeout: CALL_TIMEOUT_MS }),
+      });
+    } catch (err) {
+      h.fail(`${label}: connect`, err);
+    }
+    await transport.terminateSession?.().catch(() => {});
+    await client.close().catch(() => {});
+  }
+
+  h.equal(await server.stop(), 0, 'SIGTERM: the server exits 0');
+
+  /* ---------- a bearer token ---------- */
+  {
+    const tokenFile = path.join(outputRoot, 'token');
+    const token = 'e2e-token-0123456789abcdef';
+    fs.writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
+    let tokenServer;
+    try {
+      tokenServer = await startHttpServer(DEMESNE, {
+        args: ['--token-file', tokenFile], env: h.serverEnv(outputRoot), logFile: path.join(outputRoot, 'token-server.log'),
+      });
+    } catch (err) {
+      h.fail('token server starts', err);
+      h.fail('token server starts', err);
+      return;
+    }
+    const tokenUrl = new URL(tokenServer.url);
+    const without = new Client2({ name: 'no-token', version: '0.0.0' });
+    try {
+      await h.within(30_000, 'connect without a token', without.connect(new Http2(tokenUrl), { timeout: 20_000 }));
+      h.fail('without the token, connect fails (401)', 'it connected');
+    } catch (err) {
+      h.ok(/401|nauthori/i.test(String(err?.message ?? err)) || err?.status === 401 || err?.name === 'UnauthorizedError',
+        'without the token, connect fails (401)', String(err?.stack ?? err));
+    }
+    await without.close().catch(() => {});
+    const withToken = new Client2({ name: 'token', version: '0.0.0' });
+    try {
+      await h.within(30_000, 'connect with the token', withToken.connect(
+        new Http2(tokenUrl, { requestInit: { headers: { Authorization: `Bearer ${token}` } } }), { timeout: 20_000 }));
+      const listed = await withToken.listTools(undefined, { timeout: CALL_TIMEOUT_MS });
+      h.ok(listed.tools.some((t) => t.name === 'sandbox_script'), 'with Authorization: Bearer TOKEN, tools/list works');
+    } catch (err) {
+      h.fail('with Authorization: Bearer TOKEN, tools/list works', err);
+    }
+    await withToken.close().catch(() => {});
+    await tokenServer.stop();
+  }
+});

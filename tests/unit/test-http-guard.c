@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/* The pure checks of the HTTP transport fed hostile and odd input: where to
+ * listen, Host/Origin (DNS rebinding), bearer tokens, Accept and
+ * Content-Type, and 2026-07-28 header values. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/mcp/http-guard.h"
+#include "tests/tap.h"
+
+static const char *const loopback[] = { "localhost", "127.0.0.1", "[::1]", NULL };
+
+static int listen_ok(const char *spec, int family, unsigned port)
+{
+        struct sockaddr_storage a;
+        socklen_t len;
+        struct dm_error err = { 0 };
+
+        if (dm_http_parse_listen(spec, &a, &len, &err) < 0)
+                return 0;
+        if (a.ss_family != family)
+                return 0;
+        return ntohs(family == AF_INET ? ((struct sockaddr_in *)&a)->sin_port : ((struct sockaddr_in6 *)&a)->sin6_port) ==
+               port;
+}
+
+static void listen_specs(void)
+{
+        struct sockaddr_storage a;
+        socklen_t len;
+        struct dm_error err = { 0 };
+        char host[64];
+
+        ok(listen_ok("8080", AF_INET, 8080), "PORT alone");
+        dm_http_parse_listen("8080", &a, &len, &err);
+        dm_http_addr_host((struct sockaddr *)&a, host, sizeof(host));
+        is_str(host, "127.0.0.1", "... means 127.0.0.1");
+        ok(dm_http_addr_is_loopback((struct sockaddr *)&a), "which is loopback");
+        ok(listen_ok("127.0.0.2:0", AF_INET, 0), "ADDR:0");
+        ok(listen_ok("localhost:9", AF_INET, 9), "localhost:PORT");
+        ok(listen_ok("[::1]:8080", AF_INET6, 8080), "[::1]:PORT");
+        dm_http_parse_listen("[::1]:8080", &a, &len, &err);
+        ok(dm_http_addr_is_loopback((struct sockaddr *)&a), "::1 is loopback");
+        dm_http_addr_host((struct sockaddr *)&a, host, sizeof(host));
+        is_str(host, "[::1]", "and is named [::1] in a Host header");
+        dm_http_parse_listen("0.0.0.0:80", &a, &len, &err);
+        ok(!dm_http_addr_is_loopback((struct sockaddr *)&a) && dm_http_addr_is_wildcard((struct sockaddr *)&a),
+           "0.0.0.0 is a wildcard, not loopback");
+        dm_http_parse_listen("192.168.1.5:80", &a, &len, &err);
+        ok(!dm_http_addr_is_loopback((struct sockaddr *)&a) && !dm_http_addr_is_wildcard((struct sockaddr *)&a),
+           "a LAN address is neither");
+        ok(!listen_ok("example.com:80", AF_INET, 80), "names are not looked up");
+        ok(dm_http_parse_listen("::1:80", &a, &len, &err) < 0 && strstr(err.msg, "[ADDR]"),
+           "bare IPv6 is refused, saying how to write it");
+        ok(dm_http_parse_listen("127.0.0.1:99999", &a, &len, &err) < 0, "a port over 65535 is refused");
+        ok(dm_http_parse_listen("127.0.0.1:-1", &a, &len, &err) < 0, "a negative port is refused");
+        ok(dm_http_parse_listen("", &a, &len, &err) < 0, "nothing is refused");
+        ok(dm_http_parse_listen("[::1]", &a, &len, &err) < 0, "[ADDR] without a port is refused");
+}
+
+static void hosts_and_origins(void)
+{
+        const char *const extra[] = { "localhost", "127.0.0.1", "[::1]", "mcp.example", NULL };
+        const char *const any[] = { "localhost", "*", NULL };
+        const char *const origins[] = { "https://app.example", NULL };
+
+        ok(dm_http_host_allowed("localhost:8080", loopback), "localhost:PORT");
+        ok(dm_http_host_allowed("LOCALHOST", loopback), "case does not matter");
+        ok(dm_http_host_allowed("127.0.0.1:1", loopback), "127.0.0.1:PORT");
+        ok(dm_http_host_allowed("[::1]:8080", loopback), "[::1]:PORT");
+        ok(!dm_http_host_allowed("evil.example", loopback), "a foreign name is refused");
+        ok(!dm_http_host_allowed("evil.example:8080", loopback), "... with a port too");
+        ok(!dm_http_host_allowed("localhost.evil.example", loopback), "a name that starts like ours is refused");
+        ok(!dm_http_host_allowed("127.0.0.1.nip.io", loopback), "so is one that starts with our address");
+        ok(!dm_http_host_allowed(NULL, loopback), "a missing Host is refused");
+        ok(!dm_http_host_allowed("", loopback), "an empty Host is refused");
+        ok(!dm_http_host_allowed("localhost:80x", loopback), "a port with letters is refused");
+        ok(!dm_http_host_allowed("user@localhost", loopback), "userinfo is refused");
+        ok(!dm_http_host_allowed("localhost/x", loopback), "a path is refused");
+        ok(!dm_http_host_allowed("[::1", loopback), "an unclosed bracket is refused");
+        ok(dm_http_host_allowed("mcp.example:443", extra), "an --allowed-host name");
+        ok(dm_http_host_allowed("anything.example", any), "'*' allows any name");
+
+        ok(dm_http_origin_allowed(NULL, loopback, NULL), "no Origin (not a browser): allowed");
+        ok(dm_http_origin_allowed("http://localhost:5173", loopback, NULL), "a page on localhost, any port");
+        ok(dm_http_origin_allowed("https://127.0.0.1", loopback, NULL), "https too");
+        ok(!dm_http_origin_allowed("http://evil.example", loopback, NULL), "a foreign page is refused");
+        ok(!dm_http_origin_allowed("null", loopback, NULL), "Origin: null (sandboxed, file:) is refused");
+        ok(!dm_http_origin_allowed("file://", loopback, NULL), "file:// is refused");
+        ok(!dm_http_origin_allowed("http://localhost.evil.example", loopback, NULL), "a look-alike is refused");
+        ok(!dm_http_origin_allowed("http://evil.example", any, NULL), "'*' hosts do not open the door to every page");
+        ok(dm_http_origin_allowed("https://app.example", loopback, origins), "an --allowed-origin entry");
+        ok(!dm_http_origin_allowed("https://app.example:8443", loopback, origins), "... matched exactly");
+}
+
+static void tokens(void)
+{
+        char path[] = "/tmp/dm-token-XXXXXX", *tok = NULL;
+        struct dm_error err = { 0 };
+        int fd = mkstemp(path);
+        const char *t = "0123456789abcdefXYZ";
+
+        ok(dm_http_secret_equal("abc", 3, "abc", 3), "equal secrets");
+        ok(!dm_http_secret_equal("abd", 3, "abc", 3), "a different byte");
+        ok(!dm_http_secret_equal("ab", 2, "abc", 3), "a prefix");
+        ok(!dm_http_secret_equal("abcd", 4, "abc", 3), "a longer guess");
+        ok(!dm_http_secret_equal("", 0, "abc", 3), "an empty guess");
+        ok(dm_http_bearer_ok("Bearer 0123456789abcdefXYZ", t, strlen(t)), "Bearer TOKEN");
+        ok(dm_http_bearer_ok("bearer   0123456789abcdefXYZ  ", t, strlen(t)), "scheme case and spaces do not matter");
+        ok(!dm_http_bearer_ok("Basic 0123456789abcdefXYZ", t, strlen(t)), "another scheme is refused");
+        ok(!dm_http_bearer_ok("Bearer0123456789abcdefXYZ", t, strlen(t)), "no space after the scheme is refused");
+        ok(!dm_http_bearer_ok(NULL, t, strlen(t)), "no header is refused");
+
+        ok(write(fd, "  sekrit-0123456789abcdef  \nsecond line\n", 40) == 40, "token file written");
+        close(fd);
+        chmod(path, 0644);
+        ok(dm_http_read_token(path, &tok, &err) < 0 && strstr(err.msg, "chmod 600"), "readable by others: refused");
+        chmod(path, 0600);
+        ok(dm_http_read_token(path, &tok, &err) == 0 && strcmp(tok, "sekrit-0123456789abcdef") == 0,
+           "the first line, trimmed");
+        free(tok);
+        fd = open(path, O_WRONLY | O_TRUNC);
+        ok(write(fd, "short\n", 6) == 6, "a short token written");
+        close(fd);
+        ok(dm_http_read_token(path, &tok, &err) < 0 && strstr(err.msg, "16"), "too short: refused");
+        unlink(path);
+        ok(dm_http_read_token(path, &tok, &err) < 0, "a missing file: an error");
+}
+
+static void negotiation(void)
+{
+        char *v = NULL;
+
+        ok(dm_http_accepts("application/json, text/event-stream", "text/event-stream"), "Accept lists it");
+        ok(dm_http_accepts(NULL, "application/json"), "no Accept: anything");
+        ok(dm_http_accepts("*/*", "text/event-stream"), "*/*");
+        ok(dm_http_accepts("text/*;q=0.5", "text/event-stream"), "text/*");
+        ok(!dm_http_accepts("text/html", "application/json"), "another type only: no");
+        ok(!dm_http_accepts("text/event-stream;q=0, application/json", "text/event-stream"), "q=0 means no");
+        ok(dm_http_accepts("TEXT/EVENT-STREAM", "text/event-stream"), "case-insensitive");
+        ok(dm_http_media_is("application/json; charset=utf-8", "application/json"), "Content-Type with parameters");
+        ok(!dm_http_media_is("application/jsonx", "application/json"), "no prefix matches");
+        ok(!dm_http_media_is(NULL, "application/json"), "no Content-Type");
+
+        ok(dm_http_header_value("  tools/call \t", &v) == 0 && strcmp(v, "tools/call") == 0, "whitespace around a value");
+        free(v);
+        ok(dm_http_header_value("=?base64?c2FuZGJveF9zY3JpcHQ=?=", &v) == 0 && strcmp(v, "sandbox_script") == 0,
+           "=?base64?...?= decoded");
+        free(v);
+        ok(dm_http_header_value("=?base64?w6nDqA==?=", &v) == 0 && strcmp(v, "\xc3\xa9\xc3\xa8") == 0, "... to UTF-8");
+        free(v);
+        ok(dm_http_header_value("=?base64?c2FuZGJveF9zY3JpcHQ?=", &v) < 0, "missing padding: refused");
+        ok(dm_http_header_value("=?base64?c2Fu!GJv?=", &v) < 0, "a stray character: refused");
+        ok(dm_http_header_value("=?base64?AA==?=", &v) < 0, "a NUL inside: refused");
+        ok(dm_http_header_value("plain=?base64?", &v) == 0 && strcmp(v, "plain=?base64?") == 0, "no wrapper: literal");
+        free(v);
+}
+
+int main(void)
+{
+        char a[33], b[33];
+
+        listen_specs();
+        hosts_and_origins();
+        tokens();
+        negotiation();
+        ok(dm_http_random_id(a) == 0 && dm_http_random_id(b) == 0 && strlen(a) == 32 && strcmp(a, b) != 0,
+           "session ids: 32 hex digits, different each time");
+        return done_testing();
+}
