@@ -11,7 +11,7 @@
 #
 #   --no-install   build in this tree but do not `make install`
 #   --no-run       stop before the first sandbox run
-#   --test-deps    also install what the test suite needs (npm clients)
+#   --test-deps    also install what the test suite needs (npm clients, docker.io)
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
@@ -33,11 +33,15 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
 packages=(
 	build-essential autoconf automake libtool pkg-config clang
-	libcurl4-openssl-dev libjson-c-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libmicrohttpd-dev
+	libcurl4-openssl-dev libjson-c-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libmicrohttpd-dev libarchive-dev
 	podman runc catatonit uidmap mmdebstrap iproute2 ca-certificates curl
 )
-[ $test_deps = 1 ] && packages+=(valgrind)
+# valgrind for the unit tests; libclang-rt-dev for the libFuzzer target (tests/fuzz/run.sh).
+[ $test_deps = 1 ] && packages+=(valgrind libclang-rt-dev)
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
+# tests/run-dockerd.sh runs the integration tests against a private dockerd
+# 20.10 too; docker.io brings containerd and tini and shares runc with Podman.
+[ $test_deps = 0 ] || packages+=(docker.io)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -79,6 +83,8 @@ fi
 if [ $test_deps = 1 ]; then
 	say "npm clients for the tests (tests/e2e)"
 	npm ci --prefix tests/e2e --no-audit --no-fund --loglevel=error >/dev/null
+	say "the MCP conformance suite and the Node 22 it needs (tests/conformance)"
+	npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error >/dev/null
 fi
 
 say "images (built from Debian packages; a no-op when up to date)"

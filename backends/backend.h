@@ -32,6 +32,8 @@ struct dm_mount {
 struct dm_container_spec {
         const char *name;               /* engine-side name, may be NULL */
         const char *image;              /* fully qualified, e.g. localhost/demesne/python:latest */
+        const char *const *entrypoint;  /* NULL-terminated; NULL = image default. When set, the
+                                           image's Cmd is dropped too (argv, if any, follows) */
         const char *const *argv;        /* NULL-terminated; NULL = image default */
         const char *const *env;         /* "KEY=VALUE", NULL-terminated, may be NULL */
         const char *workdir;            /* may be NULL */
@@ -114,6 +116,22 @@ struct dm_backend_ops {
          * code; meant for after the exec stream's EOF. */
         int (*exec_exit_code)(struct dm_backend *b, const char *exec_id, int *ret_exit_code,
                               struct dm_error *err);
+
+        /* The pid (in the engine host's PID namespace) of a running exec's
+         * process, which leads its own process group: how a timeout or a
+         * cancel ends an exec and everything it started (the exec API has no
+         * kill). 0 when it has ended. Right after exec it waits (up to 10 s)
+         * until the engine knows the pid: dockerd reports 0 for ~0.1 s. */
+        int (*exec_pid)(struct dm_backend *b, const char *exec_id, int *ret_pid, struct dm_error *err);
+
+        /* Unpacks the tar stream in tar_fd (tar_len bytes) into dir, an
+         * existing absolute directory inside the container. */
+        int (*put_archive)(struct dm_backend *b, const char *id, const char *dir, int tar_fd, int64_t tar_len,
+                           struct dm_error *err);
+        /* Writes the engine's tar stream of path inside the container to
+         * out_fd: -EFBIG past max bytes, -ENOENT when path does not exist. */
+        int (*get_archive)(struct dm_backend *b, const char *id, const char *path, int out_fd, int64_t max,
+                           struct dm_error *err);
 
         void (*free)(struct dm_backend *b);
 };

@@ -331,8 +331,10 @@ static int create_body(const struct dm_container_spec *spec, char **ret, struct 
                 return r;
         r |= add(o, "Labels", labels);
         r |= add(o, "Image", json_object_new_string(spec->image));
-        if (spec->argv)
-                r |= add(o, "Cmd", strv_json(spec->argv));
+        if (spec->entrypoint)
+                r |= add(o, "Entrypoint", strv_json(spec->entrypoint));
+        if (spec->argv || spec->entrypoint)
+                r |= add(o, "Cmd", strv_json(spec->argv ? spec->argv : (const char *const[]){ NULL }));
         if (spec->env)
                 r |= add(o, "Env", strv_json(spec->env));
         if (spec->workdir)
@@ -374,6 +376,8 @@ static int create_body(const struct dm_container_spec *spec, char **ret, struct 
         return *ret ? 0 : dm_error_set(err, -ENOMEM, "out of memory");
 }
 
+static int inspect_json(struct docker *d, const char *id, struct json_object **ret, struct dm_error *err);
+
 static int docker_create(struct dm_backend *b, const struct dm_container_spec *spec, char **ret_id,
                          struct dm_error *err)
 {
@@ -402,9 +406,14 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
 
         r = call(d, "POST", path, body, CALL_TIMEOUT_MS, &status, &out, err);
         if (r >= 0 && status != 201 && status != 200) {
+                _cleanup_json_ struct json_object *other = NULL;
+
                 r = dm_http_status_error(err, status, out.data, out.len);
-                if (status == 409)
-                        err->code = r = -EEXIST; /* the name is taken */
+                /* The name is taken: Docker answers 409, Podman 4.3 500 ("the
+                 * container name ... is already in use"); ask rather than
+                 * parse prose. */
+                if (status == 409 || (status == 500 && spec->name && inspect_json(d, spec->name, &other, NULL) == 0))
+                        err->code = r = -EEXIST;
         }
         if (r >= 0)
                 r = parse_json(&out, &o, err);
@@ -441,8 +450,6 @@ static int docker_attach(struct dm_backend *b, const char *id, struct dm_stream 
                 return dm_error_wrap(err, "attach to container '%s'", id);
         return 0;
 }
-
-static int inspect_json(struct docker *d, const char *id, struct json_object **ret, struct dm_error *err);
 
 static int simple_post(struct docker *d, const char *path, const char *body, long *ret_status, struct dm_buf *out,
                        struct dm_error *err)
@@ -510,6 +517,7 @@ static int docker_destroy(struct dm_backend *b, const char *id, struct dm_error 
         struct docker *d = to_docker(b);
         _cleanup_buf_ struct dm_buf out = { 0 };
         _cleanup_free_ char *path = NULL;
+        int64_t give_up = dm_now_ms() + CALL_TIMEOUT_MS;
         long status;
         int r;
 
@@ -518,7 +526,20 @@ static int docker_destroy(struct dm_backend *b, const char *id, struct dm_error 
                 return r;
         if (asprintf(&path, "/containers/%s?force=1&v=1", id) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        r = call(d, "DELETE", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
+        /* A removal already under way (another thread, another server's
+         * sweep): Podman waits for it and answers 204, dockerd answers 409
+         * "removal of container ... is already in progress" at once, and
+         * also 409 when the container stops between its check and its kill.
+         * Both pass: ask again until the container is gone (404). */
+        for (unsigned delay_us = 1000;;) {
+                r = call(d, "DELETE", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
+                if (r < 0 || status != 409 || dm_now_ms() >= give_up)
+                        break;
+                dm_buf_release(&out);
+                usleep(delay_us);
+                if (delay_us < 50000)
+                        delay_us *= 2;
+        }
         if (r >= 0 && status != 204 && status != 200 && status != 404)
                 r = dm_http_status_error(err, status, out.data, out.len);
         if (r < 0)
@@ -868,8 +889,16 @@ static const struct dm_backend_ops docker_ops = {
         .list = docker_list,
         .exec = docker_exec,
         .exec_exit_code = docker_exec_exit_code,
+        .exec_pid = dm_docker_exec_pid,
+        .put_archive = dm_docker_put_archive,
+        .get_archive = dm_docker_get_archive,
         .free = docker_free,
 };
+
+struct dm_http *dm_docker_http(struct dm_backend *b)
+{
+        return to_docker(b)->http;
+}
 
 int dm_docker_backend_new_owning(const char *host, int64_t response_max, void (*release)(void *), void *owned,
                                  struct dm_backend **ret, struct dm_error *err)

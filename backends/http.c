@@ -9,6 +9,7 @@
  * hijacked streams are in stream.c. */
 #include "config.h"
 #include "backends/http.h"
+#include "src/util/io.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -392,6 +393,115 @@ int dm_http_request_headers(struct dm_http *h, const char *method, const char *p
         }
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         give_handle(h, c);
+        *ret_status = status;
+        return 0;
+}
+
+struct transfer {
+        CURL *c;
+        int in_fd, out_fd;
+        int64_t out_max, out_len;
+        struct dm_buf *errbody;
+        bool too_big, io_failed;
+};
+
+static size_t on_transfer_read(char *p, size_t size, size_t n, void *userdata)
+{
+        struct transfer *t = userdata;
+        ssize_t r;
+
+        do
+                r = read(t->in_fd, p, size * n);
+        while (r < 0 && errno == EINTR);
+        if (r < 0) {
+                t->io_failed = true;
+                return CURL_READFUNC_ABORT;
+        }
+        return (size_t)r;
+}
+
+static size_t on_transfer_write(char *p, size_t size, size_t n, void *userdata)
+{
+        struct transfer *t = userdata;
+        long status = 0;
+        size_t len = size * n;
+
+        curl_easy_getinfo(t->c, CURLINFO_RESPONSE_CODE, &status);
+        if (status < 200 || status > 299)
+                return dm_buf_append(t->errbody, p, len) < 0 ? len : len; /* keep what fits */
+        if (t->out_max > 0 && t->out_len + (int64_t)len > t->out_max) {
+                t->too_big = true;
+                return 0;
+        }
+        if (dm_write_all(t->out_fd, p, len) < 0) {
+                t->io_failed = true;
+                return 0;
+        }
+        t->out_len += (int64_t)len;
+        return len;
+}
+
+int dm_http_transfer(struct dm_http *h, const char *method, const char *path, const char *content_type, int in_fd,
+                     int64_t in_len, int out_fd, int64_t out_max, long timeout_ms, long *ret_status,
+                     struct dm_buf *errbody, struct dm_error *err)
+{
+        struct transfer t = { .in_fd = in_fd, .out_fd = out_fd, .out_max = out_max, .errbody = errbody };
+        char ebuf[CURL_ERROR_SIZE] = "", ct[128];
+        _cleanup_free_ char *url = NULL;
+        struct curl_slist *headers = NULL;
+        CURLcode cc;
+        long status = 0;
+        bool fresh;
+        int r;
+
+        if (asprintf(&url, "%s%s", h->base_url, path) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        t.c = take_handle(h, &fresh);
+        if (!t.c)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        dm_buf_reset(errbody);
+        snprintf(ct, sizeof(ct), "Content-Type: %s", content_type ? content_type : "application/x-tar");
+        headers = curl_slist_append(headers, ct);
+        headers = curl_slist_append(headers, "Expect:");
+
+        curl_easy_setopt(t.c, CURLOPT_URL, url);
+        if (h->unix_path)
+                curl_easy_setopt(t.c, CURLOPT_UNIX_SOCKET_PATH, h->unix_path);
+        curl_easy_setopt(t.c, CURLOPT_PROXY, "");
+        curl_easy_setopt(t.c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(t.c, CURLOPT_OPENSOCKETFUNCTION, open_socket_cloexec);
+        curl_easy_setopt(t.c, CURLOPT_ERRORBUFFER, ebuf);
+        curl_easy_setopt(t.c, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(t.c, CURLOPT_WRITEFUNCTION, on_transfer_write);
+        curl_easy_setopt(t.c, CURLOPT_WRITEDATA, &t);
+        curl_easy_setopt(t.c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
+        curl_easy_setopt(t.c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 0L);
+        curl_easy_setopt(t.c, CURLOPT_CUSTOMREQUEST, method);
+        if (in_fd >= 0) {
+                curl_easy_setopt(t.c, CURLOPT_UPLOAD, 1L);
+                curl_easy_setopt(t.c, CURLOPT_READFUNCTION, on_transfer_read);
+                curl_easy_setopt(t.c, CURLOPT_READDATA, &t);
+                curl_easy_setopt(t.c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)in_len);
+        } else if (strcmp(method, "GET") == 0) {
+                curl_easy_setopt(t.c, CURLOPT_HTTPGET, 1L);
+        }
+
+        cc = curl_easy_perform(t.c);
+        if (fresh)
+                mark_curl_pairs_cloexec();
+        curl_slist_free_all(headers);
+        if (cc != CURLE_OK) {
+                if (t.too_big)
+                        r = dm_error_set(err, -EFBIG, "larger than %lld bytes", (long long)out_max);
+                else if (t.io_failed)
+                        r = dm_error_set(err, -EIO, "local file error: %s", strerror(errno));
+                else
+                        r = map_curl_error(h, t.c, cc, ebuf, false, err);
+                curl_easy_cleanup(t.c);
+                return r;
+        }
+        curl_easy_getinfo(t.c, CURLINFO_RESPONSE_CODE, &status);
+        give_handle(h, t.c);
         *ret_status = status;
         return 0;
 }

@@ -68,6 +68,23 @@ int dm_http_connect_raw(struct dm_http *h, int *ret_fd, struct dm_error *err);
 int dm_stream_open(struct dm_http *h, const char *path, const char *json_body, long head_timeout_ms,
                    struct dm_stream **ret, struct dm_error *err);
 
+/* A request whose body comes from in_fd (in_len bytes; in_fd -1 = none) and
+ * whose 2xx response body goes to out_fd (-EFBIG past out_max bytes, 0 = no
+ * limit); a non-2xx response body lands in errbody instead (capped) for
+ * dm_http_status_error. For archives, which can be far larger than any
+ * JSON answer. */
+int dm_http_transfer(struct dm_http *h, const char *method, const char *path, const char *content_type, int in_fd,
+                     int64_t in_len, int out_fd, int64_t out_max, long timeout_ms, long *ret_status,
+                     struct dm_buf *errbody, struct dm_error *err);
+
+/* The docker backend's HTTP client, for the ops that live in other files. */
+struct dm_http *dm_docker_http(struct dm_backend *b);
+int dm_docker_put_archive(struct dm_backend *b, const char *id, const char *dir, int tar_fd, int64_t tar_len,
+                          struct dm_error *err);
+int dm_docker_get_archive(struct dm_backend *b, const char *id, const char *path, int out_fd, int64_t max,
+                          struct dm_error *err);
+int dm_docker_exec_pid(struct dm_backend *b, const char *exec_id, int *ret_pid, struct dm_error *err);
+
 /* The docker backend, owning `owned` (released by release(owned) after the
  * backend's own teardown): how engine.c ties a private podman service's life
  * to the backend that uses it. */

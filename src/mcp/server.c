@@ -101,17 +101,26 @@ static void log_hook(enum dm_log_level level, const char *line, void *userdata)
 
         pthread_mutex_lock(&srv->lock);
         for (struct dm_mcp_session *s = srv->sessions; s && n < 16; s = s->next)
-                if (s->log_enabled && level >= s->log_level && !s->closing)
+                if (s->log_enabled && level >= s->log_level && !s->closing) {
+                        /* HTTP frees sessions while the server runs: the
+                         * reference keeps this one until the send is done. */
+                        s->refs++;
                         targets[n++] = s;
+                }
         pthread_mutex_unlock(&srv->lock);
-        /* Sessions are freed only after shutdown removes the hook, so the
-         * pointers stay valid here. */
         for (int i = 0; i < n; i++) {
                 json_object *p = json_object_new_object();
                 json_object_object_add(p, "level", json_object_new_string(dm_log_level_name(level)));
                 json_object_object_add(p, "logger", json_object_new_string("demesne"));
                 json_object_object_add(p, "data", json_object_new_string(line));
                 send_msg(targets[i], dm_rpc_notification("notifications/message", p));
+        }
+        if (n) {
+                pthread_mutex_lock(&srv->lock);
+                for (int i = 0; i < n; i++)
+                        targets[i]->refs--;
+                pthread_cond_broadcast(&srv->idle);
+                pthread_mutex_unlock(&srv->lock);
         }
 }
 

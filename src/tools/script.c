@@ -70,13 +70,29 @@ static const char output_schema[] =
         "\"anyOf\":[{\"required\":[\"exit_code\",\"stdout\",\"stderr\",\"stdout_truncated\",\"stderr_truncated\","
         "\"timed_out\",\"duration_ms\",\"output_dir\",\"run_id\"]},{\"required\":[\"job_id\",\"status\"]}]}";
 
-static json_object *text_field(const char *s, size_t len)
+json_object *dm_tools_text_field(const char *s, size_t len)
 {
         size_t clean_len;
         char *clean = dm_utf8_sanitize(s, len, &clean_len);
         json_object *o = clean ? json_object_new_string_len(clean, (int)clean_len) : json_object_new_string("");
 
         free(clean);
+        return o;
+}
+
+json_object *dm_tools_exec_result(int exit_code, const char *out, size_t out_len, bool out_truncated,
+                                  const char *err, size_t err_len, bool err_truncated, bool timed_out,
+                                  int64_t duration_ms)
+{
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "exit_code", json_object_new_int(exit_code));
+        json_object_object_add(o, "stdout", dm_tools_text_field(out, out_len));
+        json_object_object_add(o, "stderr", dm_tools_text_field(err, err_len));
+        json_object_object_add(o, "stdout_truncated", json_object_new_boolean(out_truncated));
+        json_object_object_add(o, "stderr_truncated", json_object_new_boolean(err_truncated));
+        json_object_object_add(o, "timed_out", json_object_new_boolean(timed_out));
+        json_object_object_add(o, "duration_ms", json_object_new_int64(duration_ms));
         return o;
 }
 
@@ -147,14 +163,9 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
         if (r < 0)
                 return NULL;
 
-        out = json_object_new_object();
-        json_object_object_add(out, "exit_code", json_object_new_int(res.exit_code));
-        json_object_object_add(out, "stdout", text_field(res.stdout_text, res.stdout_len));
-        json_object_object_add(out, "stderr", text_field(res.stderr_text, res.stderr_len));
-        json_object_object_add(out, "stdout_truncated", json_object_new_boolean(res.stdout_truncated));
-        json_object_object_add(out, "stderr_truncated", json_object_new_boolean(res.stderr_truncated));
-        json_object_object_add(out, "timed_out", json_object_new_boolean(res.timed_out));
-        json_object_object_add(out, "duration_ms", json_object_new_int64(res.duration_ms));
+        out = dm_tools_exec_result(res.exit_code, res.stdout_text, res.stdout_len, res.stdout_truncated,
+                                   res.stderr_text, res.stderr_len, res.stderr_truncated, res.timed_out,
+                                   res.duration_ms);
         json_object_object_add(out, "output_dir", json_object_new_string(res.output_dir));
         json_object_object_add(out, "run_id", json_object_new_string(res.run_id));
         dm_run_result_release(&res);

@@ -5,9 +5,11 @@
 /* Shared by the integration tests: a private output root and state dir per
  * test process, and a count of containers by label, read from the engine. */
 
+#include <json-c/json.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
@@ -46,6 +48,44 @@ static inline long count_label(struct dm_backend *b, const char *label)
                 free(ids[i]);
         free(ids);
         return (long)n;
+}
+
+/* The value at a path of up to three keys, NULL when missing. */
+static inline json_object *path(json_object *o, const char *a, const char *b, const char *c)
+{
+        json_object *v = o;
+        if (v && a && !json_object_object_get_ex(v, a, &v))
+                return NULL;
+        if (v && b && !json_object_object_get_ex(v, b, &v))
+                return NULL;
+        if (v && c && !json_object_object_get_ex(v, c, &v))
+                return NULL;
+        return v;
+}
+
+/* Containers whose owner label names a server's pid. */
+static inline long containers_of(struct dm_backend *b, pid_t pid)
+{
+        struct dm_error err = { 0 };
+        char **ids = NULL, needle[32];
+        size_t n = 0;
+        long found = 0;
+
+        snprintf(needle, sizeof(needle), "-%d-", (int)pid);
+        if (b->ops->list(b, "demesne.owner", &ids, &n, &err) < 0)
+                return -1;
+        for (size_t i = 0; i < n; i++) {
+                struct dm_container_info info = { 0 };
+                if (b->ops->inspect(b, ids[i], &info, &err) == 0) {
+                        for (size_t k = 0; info.labels && info.labels[k]; k++)
+                                if (strncmp(info.labels[k], "demesne.owner=", 14) == 0 && strstr(info.labels[k], needle))
+                                        found++;
+                        dm_container_info_release(&info);
+                }
+                free(ids[i]);
+        }
+        free(ids);
+        return found;
 }
 
 #endif

@@ -125,17 +125,6 @@ static inline int error_code(json_object *m)
                        : 0;
 }
 
-static inline json_object *path(json_object *o, const char *a, const char *b, const char *c)
-{
-        json_object *v = o;
-        if (v && a && !json_object_object_get_ex(v, a, &v))
-                return NULL;
-        if (v && b && !json_object_object_get_ex(v, b, &v))
-                return NULL;
-        if (v && c && !json_object_object_get_ex(v, c, &v))
-                return NULL;
-        return v;
-}
 
 static inline int finish(struct child *c, int timeout_ms)
 {
@@ -157,30 +146,6 @@ static inline int finish(struct child *c, int timeout_ms)
         return -1;
 }
 
-/* Containers whose owner label names this child's pid. */
-static inline long containers_of(struct dm_backend *b, pid_t pid)
-{
-        struct dm_error err = { 0 };
-        char **ids = NULL, needle[32];
-        size_t n = 0;
-        long found = 0;
-
-        snprintf(needle, sizeof(needle), "-%d-", (int)pid);
-        if (b->ops->list(b, "demesne.owner", &ids, &n, &err) < 0)
-                return -1;
-        for (size_t i = 0; i < n; i++) {
-                struct dm_container_info info = { 0 };
-                if (b->ops->inspect(b, ids[i], &info, &err) == 0) {
-                        for (size_t k = 0; info.labels && info.labels[k]; k++)
-                                if (strncmp(info.labels[k], "demesne.owner=", 14) == 0 && strstr(info.labels[k], needle))
-                                        found++;
-                        dm_container_info_release(&info);
-                }
-                free(ids[i]);
-        }
-        free(ids);
-        return found;
-}
 
 /* Sends tools/call with the given arguments (JSON text), in the modern era. */
 static inline void send_call(struct child *c, int id, const char *tool, const char *args_json)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The engine going away under a running call, and coming back: calls in
- * flight get a clear error, new calls say the engine is unreachable, and
+/* The engine going away under a running call, and coming back: a call in
+ * flight goes on through the shim (which needs no engine) and ends with
+ * its real result, new calls say the engine is unreachable, and
  * the server works again once the engine answers, with nothing left over.
  * The test runs its own Podman API service on a private socket, so it
  * stops and starts only what it started. */
@@ -84,7 +85,7 @@ int main(void)
         spawn(c, env);
         server = c->pid;
 
-        send_call(c, 1, "sandbox_script", "{\"command\":\"echo started; sleep 60\"}");
+        send_call(c, 1, "sandbox_script", "{\"command\":\"echo started; sleep 4; echo finished\"}");
         t0 = dm_now_ms();
         while (containers_of(b, server) < 1 && dm_now_ms() - t0 < 15000)
                 usleep(100 * 1000);
@@ -94,10 +95,10 @@ int main(void)
         stop_service(service);
         t0 = dm_now_ms();
         m = recv_response(c, 1, 30000, NULL);
-        ok(m && json_object_get_boolean(path(m, "result", "isError", NULL)), "the call in flight ends with an error");
-        ok(m && strstr(json_object_to_json_string(m), "engine") != NULL, "which says the engine went away: %.200s",
-           m ? json_object_get_string(path(json_object_array_get_idx(path(m, "result", "content", NULL), 0), "text", NULL, NULL)) : "");
-        ok(dm_now_ms() - t0 < 15000, "promptly (%lld ms)", (long long)(dm_now_ms() - t0));
+        ok(m && !json_object_get_boolean(path(m, "result", "isError", NULL)),
+           "the call in flight is not harmed: the shim needs no engine");
+        is_str(str_at(structured(m), "stdout"), "started\nfinished\n", "it ends with its whole output");
+        is_int(json_object_get_int(path(structured(m), "exit_code", NULL, NULL)), 0, "and its exit code");
         json_object_put(m);
 
         t0 = dm_now_ms();

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The runner behind sandbox_script, against the real engine (Podman here). */
+/* The runner behind sandbox_script, against the real engine (Podman in
+ * tests/run.sh, dockerd in tests/run-dockerd.sh). The commands need nothing
+ * but bash and coreutils: DEMESNE_TEST_IMAGE picks the image (default
+ * python, the server's default). */
 #include "config.h"
 
 #include <errno.h>
@@ -14,10 +17,11 @@
 #include "tests/tap.h"
 
 static struct dm_context ctx;
+static const char *image = "python";
 
 static int run(const char *cmd, int64_t timeout, struct dm_run_result *res, struct dm_error *err)
 {
-        struct dm_run_request req = { .image = "python", .command = cmd, .timeout_s = timeout };
+        struct dm_run_request req = { .image = image, .command = cmd, .timeout_s = timeout };
 
         dm_error_clear(err);
         return dm_run(&ctx, &req, res, err);
@@ -55,6 +59,8 @@ int main(void)
         char inputs[PATH_MAX], p[PATH_MAX + 64], cmd[PATH_MAX + 256];
         int r;
 
+        if (getenv("DEMESNE_TEST_IMAGE") && getenv("DEMESNE_TEST_IMAGE")[0])
+                image = getenv("DEMESNE_TEST_IMAGE");
         test_env_setup("script");
         snprintf(inputs, sizeof(inputs), "%s/inputs", test_root);
         mkdir(inputs, 0755);
@@ -63,9 +69,8 @@ int main(void)
                 printf("Bail out! no engine: %s\n", err.msg);
                 return 1;
         }
-        dm_image_lookup("python", &img, &err);
-        if (dm_image_require(b, img, &err) < 0) {
-                printf("Bail out! %s (run images/build.sh base python)\n", err.msg);
+        if (dm_image_lookup(image, &img, &err) < 0 || dm_image_require(b, img, &err) < 0) {
+                printf("Bail out! %s (run images/build.sh base %s)\n", err.msg, image);
                 return 1;
         }
 
@@ -122,7 +127,7 @@ int main(void)
         fclose(f);
         const char *files[] = { p, NULL };
         struct dm_run_request req = {
-                .image = "python",
+                .image = image,
                 .command = "cat /in/data.txt; echo changed > /in/data.txt && echo WROTE; rm -f /in/data.txt && echo REMOVED; exit 0",
                 .files = files,
                 .timeout_s = 60,
@@ -166,7 +171,7 @@ int main(void)
         /* Cancel mid-run: no result, container removed. */
         struct dm_cancel cancel;
         dm_cancel_init(&cancel);
-        struct dm_run_request creq = { .image = "python", .command = "sleep 60", .timeout_s = 120, .cancel = &cancel };
+        struct dm_run_request creq = { .image = image, .command = "sleep 60", .timeout_s = 120, .cancel = &cancel };
         dm_cancel_fire(&cancel);
         t0 = dm_now_ms();
         r = dm_run(&ctx, &creq, &res, &err);

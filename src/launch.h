@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_LAUNCH_H
+#define DM_LAUNCH_H
+
+/* What every demesne container shares, whoever starts it (sandbox_script's
+ * runner, persistent sandboxes): the hardening, and demesne-shim as PID 1
+ * with its socket in a directory the server owns.
+ *
+ * With the shim:
+ *   dm_launch_harden(ctx, &spec);
+ *   dm_launch_shim_prepare(dir, &spec, mounts, &n, &host, err);   before create
+ *   create, start;
+ *   dm_launch_shim_ready(b, id, host, deadline, err);             after start
+ *   dm_shim_exec(host, ...) as often as needed
+ * Without it (DEMESNE_SHIM=off, or no binary: dm_launch_use_shim() false)
+ * the caller uses the engine's attach or exec API instead. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "src/context.h"
+#include "src/shimhost.h"
+
+/* Capabilities kept, memory, pids, nofile and nproc limits, no network. */
+void dm_launch_harden(const struct dm_context *ctx, struct dm_container_spec *spec);
+
+/* Whether containers run demesne-shim: DEMESNE_SHIM is not "off" and a
+ * binary was found (dm_shim_binary_path). */
+bool dm_launch_use_shim(void);
+
+/* Listens for the shim in dir (made 0700, or taken over from an earlier
+ * server), appends its two read-only mounts at mounts[*n] (the array needs
+ * room for them) and makes the shim the container's entrypoint in place of
+ * the engine's init. On error nothing is left listening. */
+int dm_launch_shim_prepare(const char *dir, struct dm_container_spec *spec, struct dm_mount *mounts, size_t *n,
+                           struct dm_shimhost **ret, struct dm_error *err);
+
+/* After the container started (or for a running one a later server adopts):
+ * accepts only the container's PID 1 from now on and waits for its hello
+ * until the monotonic deadline_ms. */
+int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct dm_shimhost *h,
+                         int64_t deadline_ms, struct dm_error *err);
+
+#endif

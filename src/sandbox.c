@@ -1,0 +1,750 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/sandbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/images.h"
+#include "src/launch.h"
+#include "src/runner.h"
+#include "src/util/cleanup.h"
+#include "src/util/headtail.h"
+#include "src/util/io.h"
+#include "src/util/log.h"
+#include "src/util/timeutil.h"
+
+#define DRAIN_AFTER_KILL_MS 5000
+#define SHIM_READY_MS 15000
+
+int dm_sandbox_dir(struct dm_context *ctx, char *buf, size_t len, struct dm_error *err)
+{
+        if ((size_t)snprintf(buf, len, "%s/.sandboxes", ctx->cfg.output_root) >= len)
+                return dm_error_set(err, -ENAMETOOLONG, "output root too long");
+        return dm_mkdir_p(buf, 0700, err);
+}
+
+static bool valid_id(const char *id)
+{
+        return id && strncmp(id, "sbx-", 4) == 0 && strlen(id) == 16 && strspn(id + 4, "0123456789abcdef") == 12;
+}
+
+/* ---- records ------------------------------------------------------------------ */
+
+static int record_write(struct dm_context *ctx, const struct dm_sandbox *sb, struct dm_error *err)
+{
+        char dir[PATH_MAX], tmp[PATH_MAX + 64], final[PATH_MAX + 64];
+        json_object *o = json_object_new_object();
+        const char *text;
+        int fd, r;
+
+        r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
+        if (r < 0) {
+                json_object_put(o);
+                return r;
+        }
+        json_object_object_add(o, "sandbox_id", json_object_new_string(sb->id));
+        json_object_object_add(o, "container", json_object_new_string(sb->container));
+        json_object_object_add(o, "image", json_object_new_string(sb->image));
+        json_object_object_add(o, "egress", json_object_new_string(sb->egress));
+        json_object_object_add(o, "output_dir", json_object_new_string(sb->output_dir));
+        json_object_object_add(o, "workspace", json_object_new_string(sb->workspace));
+        json_object_object_add(o, "shim_dir", json_object_new_string(sb->shim_dir));
+        json_object_object_add(o, "created_at", json_object_new_int64(sb->created_at));
+        json_object_object_add(o, "expires_at", json_object_new_int64(sb->expires_at));
+        json_object_object_add(o, "ttl_seconds", json_object_new_int64(sb->ttl_s));
+        text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+        snprintf(tmp, sizeof(tmp), "%s/.%s.%d.%lx.tmp", dir, sb->id, (int)getpid(), (unsigned long)pthread_self());
+        snprintf(final, sizeof(final), "%s/%s.json", dir, sb->id);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0) {
+                json_object_put(o);
+                return dm_error_set(err, -errno, "cannot write sandbox record '%s': %s", tmp, strerror(errno));
+        }
+        r = dm_write_all(fd, text, strlen(text));
+        close(fd);
+        json_object_put(o);
+        /* Written whole, then renamed: a reader sees the old record or the new. */
+        if (r < 0 || rename(tmp, final) < 0) {
+                r = r < 0 ? r : -errno;
+                unlink(tmp);
+                return dm_error_set(err, r, "cannot write sandbox record '%s': %s", final, strerror(-r));
+        }
+        return 0;
+}
+
+static void copy_str(json_object *o, const char *key, char *dst, size_t len)
+{
+        json_object *v;
+
+        dst[0] = '\0';
+        if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
+                snprintf(dst, len, "%s", json_object_get_string(v));
+}
+
+static int64_t get_int(json_object *o, const char *key)
+{
+        json_object *v;
+        return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
+}
+
+static int record_read(struct dm_context *ctx, const char *id, struct dm_sandbox *sb, struct dm_error *err)
+{
+        char dir[PATH_MAX], path[PATH_MAX + 64];
+        json_object *o;
+        int r;
+
+        if (!valid_id(id))
+                return dm_error_set(err, -ENOENT, "unknown sandbox '%.64s': ids look like sbx-0123456789ab "
+                                                  "(sandbox_list shows the live ones)", id ? id : "");
+        r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
+        if (r < 0)
+                return r;
+        snprintf(path, sizeof(path), "%s/%s.json", dir, id);
+        o = json_object_from_file(path);
+        if (!o)
+                return dm_error_set(err, -ENOENT, "unknown sandbox '%s': it was destroyed, expired, or never "
+                                                  "existed (sandbox_list shows the live ones)", id);
+        memset(sb, 0, sizeof(*sb));
+        copy_str(o, "sandbox_id", sb->id, sizeof(sb->id));
+        copy_str(o, "container", sb->container, sizeof(sb->container));
+        copy_str(o, "image", sb->image, sizeof(sb->image));
+        copy_str(o, "egress", sb->egress, sizeof(sb->egress));
+        copy_str(o, "output_dir", sb->output_dir, sizeof(sb->output_dir));
+        copy_str(o, "workspace", sb->workspace, sizeof(sb->workspace));
+        copy_str(o, "shim_dir", sb->shim_dir, sizeof(sb->shim_dir));
+        sb->created_at = get_int(o, "created_at");
+        sb->expires_at = get_int(o, "expires_at");
+        sb->ttl_s = get_int(o, "ttl_seconds");
+        json_object_put(o);
+        if (strcmp(sb->id, id) != 0 || !sb->container[0])
+                return dm_error_set(err, -EIO, "sandbox record '%s' is damaged", path);
+        return 0;
+}
+
+static void record_remove(struct dm_context *ctx, const char *id)
+{
+        char dir[PATH_MAX], path[PATH_MAX + 64];
+        struct dm_error err = { 0 };
+
+        if (dm_sandbox_dir(ctx, dir, sizeof(dir), &err) < 0)
+                return;
+        snprintf(path, sizeof(path), "%s/%s.json", dir, id);
+        unlink(path);
+}
+
+/* ---- the shim sockets this server holds ----------------------------------------- */
+
+/* One per sandbox this server has talked to through its shim. An exec
+ * holds a reference; destroy unlinks the entry and the last reference
+ * frees the socket. */
+struct dm_sandbox_shim {
+        struct dm_sandbox_shim *next;
+        char id[DM_SANDBOX_ID_LEN];
+        struct dm_shimhost *host;
+        int refs;
+};
+
+static void shim_put(struct dm_context *ctx, struct dm_sandbox_shim *e)
+{
+        bool last;
+
+        pthread_mutex_lock(&ctx->shim_lock);
+        last = --e->refs == 0;
+        pthread_mutex_unlock(&ctx->shim_lock);
+        if (last) {
+                dm_shimhost_free(e->host);
+                free(e);
+        }
+}
+
+/* Drops the list's reference to sandbox id's entry, if any. */
+static void shim_forget(struct dm_context *ctx, const char *id)
+{
+        struct dm_sandbox_shim *found = NULL;
+
+        pthread_mutex_lock(&ctx->shim_lock);
+        for (struct dm_sandbox_shim **p = &ctx->shims; *p; p = &(*p)->next)
+                if (strcmp((*p)->id, id) == 0) {
+                        found = *p;
+                        *p = found->next;
+                        break;
+                }
+        pthread_mutex_unlock(&ctx->shim_lock);
+        if (found)
+                shim_put(ctx, found);
+}
+
+static int shim_add(struct dm_context *ctx, const char *id, struct dm_shimhost *host, struct dm_sandbox_shim **ret)
+{
+        struct dm_sandbox_shim *e = calloc(1, sizeof(*e));
+
+        if (!e)
+                return -ENOMEM;
+        snprintf(e->id, sizeof(e->id), "%s", id);
+        e->host = host;
+        e->refs = 2;            /* the list's and the caller's */
+        e->next = ctx->shims;
+        ctx->shims = e;
+        *ret = e;
+        return 0;
+}
+
+/* The shim of sandbox sb, with a reference for the caller: the one this
+ * server holds, or its socket taken over from the server that made it (the
+ * running shim reconnects by itself). -EBUSY when another live server holds
+ * it: the caller then uses the engine's exec API. */
+static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct dm_sandbox *sb,
+                    struct dm_sandbox_shim **ret, struct dm_error *err)
+{
+        struct dm_shimhost *host = NULL;
+        int r;
+
+        /* Held across adoption, which takes about a second: two execs into
+         * an adopted sandbox must not both try to take its socket over. */
+        pthread_mutex_lock(&ctx->shim_lock);
+        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
+                if (strcmp(e->id, sb->id) == 0) {
+                        e->refs++;
+                        *ret = e;
+                        pthread_mutex_unlock(&ctx->shim_lock);
+                        return 0;
+                }
+        r = dm_shimhost_new(sb->shim_dir, &host, err);
+        if (r >= 0)
+                r = dm_launch_shim_ready(b, sb->container, host, dm_now_ms() + SHIM_READY_MS, err);
+        if (r >= 0 && shim_add(ctx, sb->id, host, ret) < 0)
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+        pthread_mutex_unlock(&ctx->shim_lock);
+        if (r < 0)
+                dm_shimhost_free(host);
+        else
+                log_info("sandbox %s: took its shim over from an earlier server", sb->id);
+        return r;
+}
+
+void dm_sandbox_shims_release(struct dm_context *ctx)
+{
+        pthread_mutex_lock(&ctx->shim_lock);
+        struct dm_sandbox_shim *e = ctx->shims;
+        ctx->shims = NULL;
+        pthread_mutex_unlock(&ctx->shim_lock);
+        while (e) {
+                struct dm_sandbox_shim *next = e->next;
+                shim_put(ctx, e);
+                e = next;
+        }
+}
+
+/* ---- lifecycle ------------------------------------------------------------------ */
+
+static size_t count(const char *const *v)
+{
+        size_t n = 0;
+        while (v && v[n])
+                n++;
+        return n;
+}
+
+int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *req, struct dm_sandbox *sb,
+                      struct dm_error *err)
+{
+        static const char *const sleep_argv[] = { "sleep", "infinity", NULL };
+        struct dm_shimhost *host = NULL;
+        struct dm_sandbox_shim *entry = NULL;
+        const struct dm_image_info *img;
+        struct dm_backend *b;
+        size_t n_in = count(req->files) + count(req->dirs), n_mounts = 0, n_owned = 0;
+        _cleanup_free_ struct dm_mount *mounts = calloc(n_in + 4, sizeof(*mounts));
+        _cleanup_free_ char **owned = calloc(2 * n_in + 1, sizeof(char *));
+        char dir[PATH_MAX], label_id[64], *id = NULL;
+        unsigned char rnd[6];
+        const char *labels[3];
+        int r;
+
+        memset(sb, 0, sizeof(*sb));
+        if (!mounts || !owned)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = dm_image_lookup(req->image ? req->image : "python", &img, err);
+        if (r >= 0)
+                r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, err);
+        if (r >= 0)
+                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, err);
+        if (r >= 0)
+                r = dm_context_backend(ctx, &b, err);
+        if (r >= 0)
+                r = dm_image_require(b, img, err);
+        if (r >= 0)
+                r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
+        if (r < 0)
+                goto out;
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+                r = dm_error_set(err, -EIO, "no randomness for a sandbox id");
+                goto out;
+        }
+        snprintf(sb->id, sizeof(sb->id), "sbx-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+        snprintf(sb->image, sizeof(sb->image), "%s", img->name);
+        snprintf(sb->egress, sizeof(sb->egress), "%s", req->egress ? req->egress : "none");
+        snprintf(sb->output_dir, sizeof(sb->output_dir), "%.4000s/%s", ctx->cfg.output_root, sb->id);
+        /* Beside the record, not in the state dir: it must outlive this
+         * server (and /run) as long as the sandbox does. */
+        if ((size_t)snprintf(sb->workspace, sizeof(sb->workspace), "%.4000s/%s.workspace", dir, sb->id) >=
+            sizeof(sb->workspace)) {
+                r = dm_error_set(err, -ENAMETOOLONG, "output root too long");
+                goto out;
+        }
+        sb->ttl_s = req->ttl_s > 0 ? req->ttl_s : DM_SANDBOX_TTL_DEFAULT;
+        sb->created_at = dm_wall_ms() / 1000;
+        sb->expires_at = sb->created_at + sb->ttl_s;
+        if (mkdir(sb->output_dir, 0755) < 0 || mkdir(sb->workspace, 0700) < 0) {
+                r = dm_error_set(err, -errno, "cannot create the sandbox's directories: %s", strerror(errno));
+                goto out;
+        }
+        mounts[n_mounts++] = (struct dm_mount){ .host = sb->output_dir, .target = "/out" };
+        mounts[n_mounts++] = (struct dm_mount){ .host = sb->workspace, .target = "/workspace" };
+        snprintf(label_id, sizeof(label_id), "demesne.sandbox=%s", sb->id);
+        labels[0] = label_id;
+        /* No owner label: a persistent sandbox belongs to no server, so no
+         * server's exit or orphan sweep removes it. */
+        labels[1] = DM_LABEL_KIND "=sandbox";
+        labels[2] = NULL;
+        struct dm_container_spec spec = {
+                .name = sb->id,
+                .image = img->ref,
+                .argv = sleep_argv,
+                .env = req->env,
+                .workdir = "/out",
+                .mounts = mounts,
+                .n_mounts = n_mounts,
+                .labels = labels,
+        };
+        dm_launch_harden(ctx, &spec);
+        if (dm_launch_use_shim()) {
+                snprintf(sb->shim_dir, sizeof(sb->shim_dir), "%.4000s/%s.shim", dir, sb->id);
+                r = dm_launch_shim_prepare(sb->shim_dir, &spec, mounts, &n_mounts, &host, err);
+        }
+        if (r >= 0)
+                r = b->ops->create(b, &spec, &id, err);
+        if (r >= 0) {
+                snprintf(sb->container, sizeof(sb->container), "%s", id);
+                r = b->ops->start(b, id, err);
+        }
+        if (r >= 0 && host)
+                r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, err);
+        if (r >= 0)
+                r = record_write(ctx, sb, err);
+        if (r >= 0 && host) {
+                int r2;
+
+                pthread_mutex_lock(&ctx->shim_lock);
+                r2 = shim_add(ctx, sb->id, host, &entry);
+                if (r2 == 0)
+                        entry->refs--;                  /* only the list's */
+                pthread_mutex_unlock(&ctx->shim_lock);
+                if (r2 < 0)
+                        dm_shimhost_free(host);         /* the next exec takes the socket over */
+                host = NULL;
+        }
+        if (r < 0) {
+                struct dm_error e2 = { 0 };
+                if (id)
+                        b->ops->destroy(b, id, &e2);
+                dm_shimhost_free(host);
+                if (sb->shim_dir[0])
+                        dm_shimhost_remove_dir(sb->shim_dir, &e2);
+                dm_remove_tree(sb->workspace);
+                dm_error_wrap(err, "create sandbox");
+        }
+out:
+        free(id);
+        for (size_t i = 0; i < n_owned; i++)
+                free(owned[i]);
+        return r;
+}
+
+int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb, struct dm_error *err)
+{
+        struct dm_container_info info = { 0 };
+        struct dm_backend *b;
+        int r;
+
+        r = record_read(ctx, id, sb, err);
+        if (r < 0)
+                return r;
+        r = dm_context_backend(ctx, &b, err);
+        if (r < 0)
+                return r;
+        r = b->ops->inspect(b, sb->container, &info, err);
+        if (r == -ENOENT) {
+                struct dm_error e2 = { 0 };
+
+                shim_forget(ctx, id);
+                if (sb->shim_dir[0])
+                        dm_shimhost_remove_dir(sb->shim_dir, &e2);
+                record_remove(ctx, id);
+                dm_remove_tree(sb->workspace);
+                return dm_error_set(err, -ENOENT, "unknown sandbox '%s': its container is gone (destroyed, expired, or removed "
+                                                  "by hand)", id);
+        }
+        if (r < 0)
+                return r;
+        if (!info.running) {
+                /* Stopped by an engine restart, say: bring it back, state intact. */
+                log_info("sandbox %s was stopped; starting it again", id);
+                /* Its new shim has a new pid: take the socket anew. */
+                shim_forget(ctx, id);
+                r = b->ops->start(b, sb->container, err);
+        }
+        dm_container_info_release(&info);
+        return r;
+}
+
+int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err)
+{
+        sb->expires_at = dm_wall_ms() / 1000 + sb->ttl_s;
+        return record_write(ctx, sb, err);
+}
+
+struct capture {
+        struct dm_headtail ht[3];
+};
+
+static int on_data(void *userdata, int stream, const char *data, size_t len)
+{
+        struct capture *c = userdata;
+
+        dm_headtail_feed(&c->ht[stream == 2 ? 2 : 1], data, len);
+        return 0;
+}
+
+/* One SIGKILL to a process group can miss children forked while it is
+ * delivered (a fork bomb refills the group faster than that), so repeat
+ * until the group is empty: a killed process forks no more. */
+static void kill_group(int pgid)
+{
+        int64_t deadline = dm_now_ms() + 5000;
+
+        while (kill(-pgid, SIGKILL) == 0 && dm_now_ms() < deadline)
+                usleep(10 * 1000);
+}
+
+/* Through the sandbox's shim: under the seccomp filter, and the shim kills
+ * the command's whole process group at the timeout or on cancel. 1 when
+ * the shim is held by another server (use the exec API). */
+static int exec_shim(struct dm_context *ctx, struct dm_backend *b, const struct dm_sandbox *sb,
+                     const struct dm_sandbox_exec *req, const char *const *argv, struct capture *cap,
+                     struct dm_sandbox_exec_result *res, struct dm_error *err)
+{
+        struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
+        struct dm_shim_request sreq = {
+                .argv = argv,
+                .env = req->env,
+                .cwd = req->workdir ? req->workdir : "/out",
+                .stdin_data = req->stdin_data,
+                .stdin_len = req->stdin_len,
+        };
+        struct dm_sandbox_shim *e = NULL;
+        struct dm_shim_result sres;
+        int r;
+
+        r = shim_get(ctx, b, sb, &e, err);
+        if (r == -EBUSY) {
+                log_debug("sandbox %s: its shim is held by another server (%s); using the engine's exec API",
+                          sb->id, err->msg);
+                dm_error_clear(err);
+                return 1;
+        }
+        if (r < 0)
+                return dm_error_wrap(err, "reach sandbox '%s'", sb->id);
+        r = dm_shim_exec(e->host, &sreq, &sink, req->cancel ? req->cancel->fd : -1,
+                         dm_now_ms() + req->timeout_s * 1000, &sres, err);
+        shim_put(ctx, e);
+        if (r < 0)
+                return r;
+        res->exit_code = sres.exit_code;
+        res->timed_out = sres.timed_out;
+        return 0;
+}
+
+int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const struct dm_sandbox_exec *req,
+                    struct dm_sandbox_exec_result *res, struct dm_error *err)
+{
+        const char *argv[] = { "/bin/bash", "-c", req->command, NULL };
+        /* Through the engine's exec API the shim binary still applies the
+         * filter before it runs the command. */
+        const char *filtered[] = { DM_SHIM_BIN_PATH, "--exec", "--", "/bin/bash", "-c", req->command, NULL };
+        struct dm_exec_spec spec = {
+                .argv = sb->shim_dir[0] ? filtered : argv,
+                .env = req->env,
+                .workdir = req->workdir ? req->workdir : "/out",
+                .attach_stdin = true,
+        };
+        struct capture cap;
+        struct dm_stream_sink sink = { .on_data = on_data, .userdata = &cap };
+        struct dm_stream *stream = NULL;
+        struct dm_backend *b;
+        char *exec_id = NULL;
+        int64_t t0 = dm_now_ms();
+        int pgid = 0, r;
+
+        memset(res, 0, sizeof(*res));
+        r = dm_context_backend(ctx, &b, err);
+        if (r < 0)
+                return r;
+        if (dm_headtail_init(&cap.ht[1], (size_t)ctx->cfg.output_cap) < 0 ||
+            dm_headtail_init(&cap.ht[2], (size_t)ctx->cfg.output_cap) < 0) {
+                dm_headtail_release(&cap.ht[1]);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        if (sb->shim_dir[0]) {
+                r = exec_shim(ctx, b, sb, req, argv, &cap, res, err);
+                if (r <= 0)
+                        goto finish;
+        }
+        r = b->ops->exec(b, sb->container, &spec, &stream, &exec_id, err);
+        if (r < 0)
+                goto out;
+        /* stdin goes in whole, then EOF, so a command reading it finishes. */
+        if (req->stdin_len)
+                r = dm_stream_write(stream, req->stdin_data, req->stdin_len, err);
+        dm_stream_close_write(stream);
+        if (r < 0)
+                goto out;
+        /* The leader's pid now, while it surely runs: by the timeout it may
+         * have exited and left its group (a fork bomb, say) holding the
+         * stream open, and the engine no longer reports a pid then. */
+        {
+                struct dm_error e2 = { 0 };
+                if (b->ops->exec_pid(b, exec_id, &pgid, &e2) < 0)
+                        pgid = 0;
+        }
+        r = dm_stream_pump(stream, &sink, req->cancel ? req->cancel->fd : -1, t0 + req->timeout_s * 1000, err);
+        if (r == -ETIMEDOUT || r == -ECANCELED) {
+                struct dm_error e2 = { 0 };
+
+                res->timed_out = r == -ETIMEDOUT;
+                /* The exec's process leads its own group: the whole group goes. */
+                if (pgid > 1)
+                        kill_group(pgid);
+                dm_stream_pump(stream, &sink, -1, dm_now_ms() + DRAIN_AFTER_KILL_MS, &e2);
+                if (r == -ECANCELED) {
+                        dm_error_set(err, r, "cancelled");
+                        goto out;
+                }
+                r = 0;
+        }
+        if (r < 0)
+                goto out;
+        r = b->ops->exec_exit_code(b, exec_id, &res->exit_code, err);
+        if (r < 0)
+                goto out;
+        if (res->timed_out && res->exit_code < 128)
+                res->exit_code = 128 + SIGKILL;
+finish:
+        if (r < 0)
+                goto out;
+        res->duration_ms = dm_now_ms() - t0;
+        res->stdout_text = dm_headtail_finish(&cap.ht[1], &res->stdout_len, &res->stdout_truncated);
+        res->stderr_text = dm_headtail_finish(&cap.ht[2], &res->stderr_len, &res->stderr_truncated);
+        if (!res->stdout_text || !res->stderr_text)
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+out:
+        if (stream)
+                dm_stream_free(stream);
+        free(exec_id);
+        dm_headtail_release(&cap.ht[1]);
+        dm_headtail_release(&cap.ht[2]);
+        if (r < 0)
+                dm_sandbox_exec_result_release(res);
+        return r;
+}
+
+void dm_sandbox_exec_result_release(struct dm_sandbox_exec_result *r)
+{
+        free(r->stdout_text);
+        free(r->stderr_text);
+        memset(r, 0, sizeof(*r));
+}
+
+int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *err)
+{
+        struct dm_sandbox sb;
+        struct dm_backend *b;
+        int r;
+
+        r = record_read(ctx, id, &sb, err);
+        if (r < 0)
+                return r;
+        r = dm_context_backend(ctx, &b, err);
+        if (r >= 0)
+                r = b->ops->destroy(b, sb.container, err);
+        if (r < 0)
+                return dm_error_wrap(err, "destroy sandbox '%s'", id);
+        shim_forget(ctx, id);
+        if (sb.shim_dir[0] && dm_shimhost_remove_dir(sb.shim_dir, err) < 0) {
+                log_warning("sandbox %s: %s", id, err->msg);
+                dm_error_clear(err);
+        }
+        record_remove(ctx, id);
+        dm_remove_tree(sb.workspace);
+        log_info("sandbox %s destroyed (output directory '%s' kept)", id, sb.output_dir);
+        return 0;
+}
+
+/* Calls fn for each record in the directory. */
+static void for_each_record(struct dm_context *ctx, void (*fn)(struct dm_context *, const char *, void *), void *ud)
+{
+        char dir[PATH_MAX];
+        struct dm_error err = { 0 };
+        DIR *d;
+        struct dirent *e;
+
+        if (dm_sandbox_dir(ctx, dir, sizeof(dir), &err) < 0 || !(d = opendir(dir)))
+                return;
+        while ((e = readdir(d))) {
+                char id[DM_SANDBOX_ID_LEN];
+                size_t n = strlen(e->d_name);
+                if (n != 21 || strcmp(e->d_name + 16, ".json") != 0)
+                        continue;
+                memcpy(id, e->d_name, 16);
+                id[16] = '\0';
+                if (valid_id(id))
+                        fn(ctx, id, ud);
+        }
+        closedir(d);
+}
+
+static void iso_time(int64_t t, char *buf, size_t len)
+{
+        time_t tt = (time_t)t;
+        struct tm tm;
+
+        gmtime_r(&tt, &tm);
+        strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+json_object *dm_sandbox_describe(const struct dm_sandbox *sb)
+{
+        json_object *o = json_object_new_object();
+        char t[32];
+
+        json_object_object_add(o, "sandbox_id", json_object_new_string(sb->id));
+        json_object_object_add(o, "image", json_object_new_string(sb->image));
+        json_object_object_add(o, "egress", json_object_new_string(sb->egress));
+        iso_time(sb->created_at, t, sizeof(t));
+        json_object_object_add(o, "created_at", json_object_new_string(t));
+        iso_time(sb->expires_at, t, sizeof(t));
+        json_object_object_add(o, "expires_at", json_object_new_string(t));
+        json_object_object_add(o, "output_dir", json_object_new_string(sb->output_dir));
+        return o;
+}
+
+static void list_one(struct dm_context *ctx, const char *id, void *ud)
+{
+        struct dm_sandbox sb;
+        struct dm_error err = { 0 };
+
+        if (dm_sandbox_get(ctx, id, &sb, &err) == 0)
+                json_object_array_add(ud, dm_sandbox_describe(&sb));
+}
+
+json_object *dm_sandbox_list(struct dm_context *ctx)
+{
+        json_object *a = json_object_new_array();
+
+        for_each_record(ctx, list_one, a);
+        return a;
+}
+
+static void reap_one(struct dm_context *ctx, const char *id, void *ud)
+{
+        struct dm_sandbox sb;
+        struct dm_error err = { 0 };
+
+        if (record_read(ctx, id, &sb, &err) < 0 || sb.expires_at > dm_wall_ms() / 1000)
+                return;
+        if (dm_sandbox_destroy(ctx, id, &err) == 0) {
+                log_info("sandbox %s expired (TTL %lld s) and was destroyed", id, (long long)sb.ttl_s);
+                (*(int *)ud)++;
+        } else if (err.code == -ENOENT) {
+                record_remove(ctx, id);
+        } else {
+                log_warning("sandbox %s expired but could not be destroyed: %s", id, err.msg);
+        }
+}
+
+int dm_sandbox_reap_expired(struct dm_context *ctx)
+{
+        int n = 0;
+
+        for_each_record(ctx, reap_one, &n);
+        return n;
+}
+
+/* ---- the TTL reaper thread ---------------------------------------------------------- */
+
+static pthread_mutex_t reaper_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reaper_cond = PTHREAD_COND_INITIALIZER;
+static bool reaper_running, reaper_stop;
+static pthread_t reaper_thread;
+static int reaper_interval;
+
+static void *reaper_main(void *arg)
+{
+        struct dm_context *ctx = arg;
+
+        pthread_mutex_lock(&reaper_lock);
+        while (!reaper_stop) {
+                struct timespec ts;
+
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += reaper_interval;
+                pthread_cond_timedwait(&reaper_cond, &reaper_lock, &ts);
+                if (reaper_stop)
+                        break;
+                pthread_mutex_unlock(&reaper_lock);
+                dm_sandbox_reap_expired(ctx);
+                pthread_mutex_lock(&reaper_lock);
+        }
+        pthread_mutex_unlock(&reaper_lock);
+        return NULL;
+}
+
+int dm_sandbox_reaper_start(struct dm_context *ctx, int interval_s)
+{
+        int r;
+
+        pthread_mutex_lock(&reaper_lock);
+        reaper_interval = interval_s > 0 ? interval_s : 60;
+        reaper_stop = false;
+        r = reaper_running ? 0 : pthread_create(&reaper_thread, NULL, reaper_main, ctx);
+        if (r == 0)
+                reaper_running = true;
+        pthread_mutex_unlock(&reaper_lock);
+        return -r;
+}
+
+void dm_sandbox_reaper_stop(void)
+{
+        pthread_mutex_lock(&reaper_lock);
+        if (!reaper_running) {
+                pthread_mutex_unlock(&reaper_lock);
+                return;
+        }
+        reaper_stop = true;
+        pthread_cond_broadcast(&reaper_cond);
+        pthread_mutex_unlock(&reaper_lock);
+        pthread_join(reaper_thread, NULL);
+        reaper_running = false;
+}

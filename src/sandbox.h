@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_SANDBOX_H
+#define DM_SANDBOX_H
+
+/* Persistent sandboxes: a container that lives across calls until it is
+ * destroyed or its TTL runs out, and outlives the server that made it. Its
+ * record is a small JSON file under <output root>/.sandboxes/, written
+ * atomically, so any later server of the same user and output root adopts
+ * it: exec, upload, download, destroy, list and the TTL reaper all work
+ * from the record and the engine, never from memory alone. */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "src/context.h"
+#include "src/util/cancel.h"
+
+#define DM_SANDBOX_TTL_DEFAULT 172800
+#define DM_SANDBOX_ID_LEN 32
+
+struct dm_sandbox {
+        char id[DM_SANDBOX_ID_LEN];     /* "sbx-<12 hex>", also the container's name */
+        char container[80];
+        char image[32];
+        char egress[32];
+        char output_dir[4096];
+        char workspace[4096];
+        char shim_dir[4096];            /* "" when the sandbox runs without demesne-shim */
+        int64_t created_at;             /* unix seconds */
+        int64_t expires_at;
+        int64_t ttl_s;                  /* what each exec pushes expires_at out by */
+};
+
+struct dm_sandbox_create {
+        const char *image;
+        const char *egress;
+        const char *const *files;
+        const char *const *dirs;
+        const char *const *env;
+        int64_t ttl_s;
+};
+
+int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *req, struct dm_sandbox *ret,
+                      struct dm_error *err);
+
+/* Looks a sandbox up by id: -ENOENT (with a message) when there is no
+ * record, or its container is gone (the record is then removed). */
+int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *ret, struct dm_error *err);
+
+/* Pushes expires_at to now + the TTL it was created with. */
+int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err);
+
+struct dm_sandbox_exec {
+        const char *command;
+        const char *const *env;
+        const char *workdir;            /* default /out */
+        const char *stdin_data;         /* may be NULL */
+        size_t stdin_len;
+        int64_t timeout_s;
+        struct dm_cancel *cancel;
+};
+
+struct dm_sandbox_exec_result {
+        int exit_code;
+        bool timed_out;
+        int64_t duration_ms;
+        char *stdout_text, *stderr_text;
+        size_t stdout_len, stderr_len;
+        bool stdout_truncated, stderr_truncated;
+};
+
+/* Runs a command in the sandbox (and refreshes its TTL). -ECANCELED when
+ * cancelled; a timeout is a result with timed_out set. */
+int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const struct dm_sandbox_exec *req,
+                    struct dm_sandbox_exec_result *ret, struct dm_error *err);
+void dm_sandbox_exec_result_release(struct dm_sandbox_exec_result *r);
+
+/* Removes the container, the record and the workspace; the output
+ * directory stays. -ENOENT for an unknown (or already destroyed) id. */
+int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *err);
+
+/* One sandbox as sandbox_list and sandbox_create show it. */
+json_object *dm_sandbox_describe(const struct dm_sandbox *sb);
+
+/* Every live sandbox of this output root, as sandbox_list shows them. */
+json_object *dm_sandbox_list(struct dm_context *ctx);
+
+/* Destroys every sandbox whose TTL has run out; returns how many. */
+int dm_sandbox_reap_expired(struct dm_context *ctx);
+
+/* A thread that calls dm_sandbox_reap_expired every interval_s seconds
+ * until dm_sandbox_reaper_stop. */
+int dm_sandbox_reaper_start(struct dm_context *ctx, int interval_s);
+void dm_sandbox_reaper_stop(void);
+
+/* Lets go of the shim sockets this server holds (at exit): the sandboxes'
+ * shims reconnect to the next server that execs in them. */
+void dm_sandbox_shims_release(struct dm_context *ctx);
+
+/* The directory holding the records: <output root>/.sandboxes. */
+int dm_sandbox_dir(struct dm_context *ctx, char *buf, size_t len, struct dm_error *err);
+
+#endif

@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+/* Persistent sandboxes: sandbox_create, sandbox_exec, sandbox_upload,
+ * sandbox_download, sandbox_destroy, sandbox_list. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netpolicy/netpolicy.h"
+#include "src/images.h"
+#include "src/mcp/registry.h"
+#include "src/mcp/server.h"
+#include "src/sandbox.h"
+#include "src/settings.h"
+#include "src/tools/args.h"
+#include "src/tools/tools.h"
+#include "src/transfer.h"
+#include "src/util/cleanup.h"
+#include "src/util/utf8.h"
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+#define ID_ARG { .name = "sandbox_id", .type = DM_ARG_STRING, .required = true, .max = 64, \
+                 .description = "The id sandbox_create returned." }
+
+static const struct dm_arg_spec create_args[] = {
+        { .name = "image", .type = DM_ARG_STRING, .enum_values = dm_image_names, .enum_aliases = dm_image_aliases,
+          .has_default = true, .def_str = "python", .description = "Container image (as for sandbox_script)." },
+        { .name = "egress", .type = DM_ARG_STRING, .enum_values = dm_egress_names, .has_default = true,
+          .def_str = "none", .description = "Network egress: none (loopback only); the others are refused for now." },
+        { .name = "allow", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
+          .description = "Extra egress entries; refused unless the server permits them." },
+        { .name = "files", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
+          .description = "Absolute host files, read-only at /in/<basename> (inside DEMESNE_ALLOWED_PATHS)." },
+        { .name = "directories", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
+          .description = "Absolute host directories, read-only at /in/<basename>." },
+        { .name = "env", .type = DM_ARG_STRING_MAP, .max = 256, .has_default = true,
+          .description = "Environment variables for every command in the sandbox." },
+        { .name = "ttl_seconds", .type = DM_ARG_INT, .min = 1, .max = 30 * 86400, .has_default = true,
+          .def_int = DM_SANDBOX_TTL_DEFAULT,
+          .description = "Destroy the sandbox after this long without a sandbox_exec (each exec restarts the clock)." },
+};
+
+static const struct dm_arg_spec exec_args[] = {
+        ID_ARG,
+        { .name = "command", .type = DM_ARG_STRING, .required = true, .max = 1 << 20,
+          .description = "Shell command run with bash -c." },
+        { .name = "env", .type = DM_ARG_STRING_MAP, .max = 256, .has_default = true,
+          .description = "Extra environment variables for this command." },
+        { .name = "timeout_seconds", .type = DM_ARG_INT, .min = 1, .max = 172800, .has_default = true, .def_int = 3600,
+          .description = "Kill the command and everything it started after this many seconds." },
+        { .name = "workdir", .type = DM_ARG_STRING, .has_default = true, .def_str = "/out", .max = 4096,
+          .description = "Absolute working directory inside the sandbox." },
+        { .name = "stdin", .type = DM_ARG_STRING, .max = 16 << 20, .has_default = true,
+          .description = "Text given to the command on standard input (then end of file)." },
+};
+
+static const struct dm_arg_spec upload_args[] = {
+        ID_ARG,
+        { .name = "src", .type = DM_ARG_STRING, .required = true, .max = 4096,
+          .description = "Absolute host path of a regular file, inside DEMESNE_ALLOWED_PATHS." },
+        { .name = "dst", .type = DM_ARG_STRING, .required = true, .max = 4096,
+          .description = "Absolute path of the file inside the sandbox; its folder is made if missing." },
+};
+
+static const struct dm_arg_spec download_args[] = {
+        ID_ARG,
+        { .name = "src", .type = DM_ARG_STRING, .required = true, .max = 4096,
+          .description = "Path of a regular file inside the sandbox (links resolved inside the sandbox)." },
+};
+
+static const struct dm_arg_spec id_args[] = { ID_ARG };
+
+static const struct dm_arg_spec list_args[] = { { 0 } };
+
+static const char create_schema[] =
+        "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"output_dir\":{\"type\":\"string\"},"
+        "\"expires_at\":{\"type\":\"string\"},\"image\":{\"type\":\"string\"},\"egress\":{\"type\":\"string\"},"
+        "\"created_at\":{\"type\":\"string\"}},\"required\":[\"sandbox_id\",\"output_dir\",\"expires_at\"]}";
+static const char exec_schema[] =
+        "{\"type\":\"object\",\"properties\":{\"exit_code\":{\"type\":\"integer\"},\"stdout\":{\"type\":\"string\"},"
+        "\"stderr\":{\"type\":\"string\"},\"stdout_truncated\":{\"type\":\"boolean\"},"
+        "\"stderr_truncated\":{\"type\":\"boolean\"},\"timed_out\":{\"type\":\"boolean\"},"
+        "\"duration_ms\":{\"type\":\"integer\"}},\"required\":[\"exit_code\",\"stdout\",\"stderr\","
+        "\"stdout_truncated\",\"stderr_truncated\",\"timed_out\",\"duration_ms\"]}";
+static const char list_schema[] =
+        "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
+        "\"jobs\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}}},\"required\":[\"sandboxes\",\"jobs\"]}";
+
+static int64_t transfer_max(void)
+{
+        const char *v = getenv("DEMESNE_TRANSFER_MAX");
+        int64_t x;
+
+        return v && dm_parse_size(v, &x) == 0 && x > 0 ? x : DM_TRANSFER_MAX_DEFAULT;
+}
+
+static json_object *create_call(struct dm_call *call, json_object *args)
+{
+        struct dm_error err = { 0 };
+        struct dm_sandbox sb;
+        enum dm_egress egress;
+        _cleanup_free_ const char **allow = NULL, **files = NULL, **dirs = NULL;
+        char **env = NULL;
+        int r;
+
+        if (dm_args_check(create_args, N(create_args), args, &err) < 0)
+                return dm_tool_result_error("invalid arguments: %s", err.msg);
+        allow = dm_args_strv(args, "allow");
+        if (dm_netpolicy_parse(dm_args_str(create_args, N(create_args), args, "egress"), allow, &egress, &err) < 0)
+                return dm_tool_result_error("%s", err.msg);
+        files = dm_args_strv(args, "files");
+        dirs = dm_args_strv(args, "directories");
+        env = dm_args_env(args, "env");
+        struct dm_sandbox_create req = {
+                .image = dm_args_str(create_args, N(create_args), args, "image"),
+                .egress = dm_args_str(create_args, N(create_args), args, "egress"),
+                .files = files,
+                .dirs = dirs,
+                .env = (const char *const *)env,
+                .ttl_s = dm_args_int(create_args, N(create_args), args, "ttl_seconds"),
+        };
+        r = dm_sandbox_create(dm_call_context(call), &req, &sb, &err);
+        dm_args_strv_free(env);
+        if (r < 0)
+                return dm_tool_result_error("sandbox_create failed: %s", err.msg);
+        return dm_tool_result_ok(dm_sandbox_describe(&sb));
+}
+
+static json_object *exec_call(struct dm_call *call, json_object *args)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        struct dm_error err = { 0 };
+        struct dm_sandbox sb;
+        struct dm_sandbox_exec_result res;
+        const char *workdir, *in;
+        json_object *out, *v;
+        char **env;
+        int r;
+
+        if (dm_args_check(exec_args, N(exec_args), args, &err) < 0)
+                return dm_tool_result_error("invalid arguments: %s", err.msg);
+        workdir = dm_args_str(exec_args, N(exec_args), args, "workdir");
+        if (workdir[0] != '/')
+                return dm_tool_result_error("invalid arguments: 'workdir' must be an absolute path in the sandbox");
+        if (dm_sandbox_get(ctx, dm_args_str(exec_args, N(exec_args), args, "sandbox_id"), &sb, &err) < 0)
+                return dm_tool_result_error("%s", err.msg);
+        /* A long command must not let the sandbox expire under it. */
+        if (dm_sandbox_touch(ctx, &sb, &err) < 0)
+                return dm_tool_result_error("%s", err.msg);
+        in = dm_args_str(exec_args, N(exec_args), args, "stdin");
+        env = dm_args_env(args, "env");
+        struct dm_sandbox_exec req = {
+                .command = dm_args_str(exec_args, N(exec_args), args, "command"),
+                .env = (const char *const *)env,
+                .workdir = workdir,
+                .stdin_data = in,
+                .stdin_len = in && json_object_object_get_ex(args, "stdin", &v) ? (size_t)json_object_get_string_len(v) : 0,
+                .timeout_s = dm_args_int(exec_args, N(exec_args), args, "timeout_seconds"),
+                .cancel = dm_call_cancel(call),
+        };
+        r = dm_sandbox_exec(ctx, &sb, &req, &res, &err);
+        dm_args_strv_free(env);
+        if (r == -ECANCELED)
+                return NULL;
+        if (r < 0)
+                return dm_tool_result_error("sandbox_exec failed: %s", err.msg);
+        dm_sandbox_touch(ctx, &sb, &err);
+        out = dm_tools_exec_result(res.exit_code, res.stdout_text, res.stdout_len, res.stdout_truncated,
+                                   res.stderr_text, res.stderr_len, res.stderr_truncated, res.timed_out,
+                                   res.duration_ms);
+        dm_sandbox_exec_result_release(&res);
+        return dm_tool_result_ok(out);
+}
+
+static json_object *upload_call(struct dm_call *call, json_object *args)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        struct dm_error err = { 0 };
+        struct dm_sandbox sb;
+        int64_t bytes = 0;
+        json_object *out;
+
+        if (dm_args_check(upload_args, N(upload_args), args, &err) < 0)
+                return dm_tool_result_error("invalid arguments: %s", err.msg);
+        if (dm_sandbox_get(ctx, dm_args_str(upload_args, N(upload_args), args, "sandbox_id"), &sb, &err) < 0)
+                return dm_tool_result_error("%s", err.msg);
+        if (dm_transfer_upload(ctx, &sb, dm_args_str(upload_args, N(upload_args), args, "src"),
+                               dm_args_str(upload_args, N(upload_args), args, "dst"), transfer_max(), &bytes, &err) < 0)
+                return dm_tool_result_error("sandbox_upload failed: %s", err.msg);
+        out = json_object_new_object();
+        json_object_object_add(out, "sandbox_path", json_object_new_string(dm_args_str(upload_args, N(upload_args), args, "dst")));
+        json_object_object_add(out, "bytes", json_object_new_int64(bytes));
+        return dm_tool_result_ok(out);
+}
+
+static json_object *download_call(struct dm_call *call, json_object *args)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        struct dm_error err = { 0 };
+        struct dm_sandbox sb;
+        int64_t bytes = 0;
+        char *host = NULL;
+        json_object *out;
+
+        if (dm_args_check(download_args, N(download_args), args, &err) < 0)
+                return dm_tool_result_error("invalid arguments: %s", err.msg);
+        if (dm_sandbox_get(ctx, dm_args_str(download_args, N(download_args), args, "sandbox_id"), &sb, &err) < 0)
+                return dm_tool_result_error("%s", err.msg);
+        if (dm_transfer_download(ctx, &sb, dm_args_str(download_args, N(download_args), args, "src"), transfer_max(),
+                                 &host, &bytes, &err) < 0)
+                return dm_tool_result_error("sandbox_download failed: %s", err.msg);
+        out = json_object_new_object();
+        json_object_object_add(out, "host_path", json_object_new_string(host));
+        json_object_object_add(out, "bytes", json_object_new_int64(bytes));
+        free(host);
+        return dm_tool_result_ok(out);
+}
+
+static json_object *destroy_call(struct dm_call *call, json_object *args)
+{
+        struct dm_error err = { 0 };
+        json_object *out;
+
+        if (dm_args_check(id_args, N(id_args), args, &err) < 0)
+                return dm_tool_result_error("invalid arguments: %s", err.msg);
+        if (dm_sandbox_destroy(dm_call_context(call), dm_args_str(id_args, N(id_args), args, "sandbox_id"), &err) < 0)
+                return dm_tool_result_error("%s", err.msg);
+        out = json_object_new_object();
+        json_object_object_add(out, "destroyed", json_object_new_boolean(1));
+        return dm_tool_result_ok(out);
+}
+
+static json_object *list_call(struct dm_call *call, json_object *args)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        struct dm_error err = { 0 };
+        json_object *out;
+
+        if (dm_args_check(list_args, 0, args, &err) < 0)
+                return dm_tool_result_error("invalid arguments: %s", err.msg);
+        out = json_object_new_object();
+        json_object_object_add(out, "sandboxes", dm_sandbox_list(ctx));
+        json_object_object_add(out, "jobs", dm_jobs_list(ctx->jobs));
+        return dm_tool_result_ok(out);
+}
+
+static struct dm_tool sandbox_tools[] = {
+        { .name = "sandbox_create", .title = "Create a persistent sandbox",
+          .description = "Create a sandbox that lives across calls (until sandbox_destroy, or ttl_seconds without "
+                         "a sandbox_exec, 48 h by default) and outlives this server: run commands in it with "
+                         "sandbox_exec, move files with sandbox_upload/sandbox_download. /workspace keeps its "
+                         "files between commands; /out is the host output directory.",
+          .output_schema = create_schema, .handler = create_call },
+        { .name = "sandbox_exec", .title = "Run a command in a persistent sandbox",
+          .description = "Run a shell command (bash -c) in a sandbox made by sandbox_create, with optional stdin "
+                         "and working directory (default /out). Refreshes the sandbox's TTL.",
+          .output_schema = exec_schema, .handler = exec_call },
+        { .name = "sandbox_upload", .title = "Copy a host file into a sandbox",
+          .description = "Copy a host file (inside DEMESNE_ALLOWED_PATHS) to an absolute path in the sandbox; "
+                         "the folder is made when missing. Files up to 1 GiB (DEMESNE_TRANSFER_MAX).",
+          .handler = upload_call },
+        { .name = "sandbox_download", .title = "Copy a file out of a sandbox",
+          .description = "Copy a regular file from the sandbox to <output_dir>/downloads/<name> on the host and "
+                         "nowhere else; links are resolved inside the sandbox. Files up to 1 GiB.",
+          .handler = download_call },
+        { .name = "sandbox_destroy", .title = "Destroy a persistent sandbox",
+          .description = "Remove the sandbox's container and /workspace. Its output directory stays.",
+          .destructive = true, .handler = destroy_call },
+        { .name = "sandbox_list", .title = "List sandboxes and jobs",
+          .description = "The live persistent sandboxes of this output root, and the background jobs of this server.",
+          .output_schema = list_schema, .read_only = true, .idempotent = true, .handler = list_call },
+};
+
+void dm_tools_sandbox_register(void)
+{
+        static char *schemas[N(sandbox_tools)];
+
+        if (!schemas[0]) {
+                schemas[0] = dm_args_schema(create_args, N(create_args));
+                schemas[1] = dm_args_schema(exec_args, N(exec_args));
+                schemas[2] = dm_args_schema(upload_args, N(upload_args));
+                schemas[3] = dm_args_schema(download_args, N(download_args));
+                schemas[4] = dm_args_schema(id_args, N(id_args));
+                schemas[5] = dm_args_schema(list_args, 0);
+        }
+        for (size_t i = 0; i < N(sandbox_tools); i++)
+                sandbox_tools[i].input_schema = schemas[i];
+        dm_registry_add(sandbox_tools, N(sandbox_tools));
+}

@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/* Persistent sandboxes through `demesne serve` against the real engine:
+ * lifecycle, state across execs and across servers, concurrency, file
+ * transfer with hostile paths, size caps, timeouts and TTL expiry, the
+ * seccomp filter the shim installs, and a fork bomb. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tests/integration/shim-probes.h"
+#include "tests/integration/stdio-client.h"
+
+static struct child *c;
+static int next_id = 1;
+
+static json_object *call(const char *tool, const char *args)
+{
+        int id = next_id++;
+        send_call(c, id, tool, args);
+        return recv_response(c, id, 120000, NULL);
+}
+
+static bool is_error(json_object *m)
+{
+        return !m || json_object_get_boolean(path(m, "result", "isError", NULL));
+}
+
+static bool error_says(json_object *m, const char *what)
+{
+        return is_error(m) && m && strstr(json_object_to_json_string(m), what) != NULL;
+}
+
+static char *exec_out(const char *sb, const char *cmd)
+{
+        char args[4096];
+        json_object *m;
+        char *out;
+
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"%s\"}", sb, cmd);
+        m = call("sandbox_exec", args);
+        out = strdup(is_error(m) ? "<error>" : str_at(structured(m), "stdout"));
+        json_object_put(m);
+        return out;
+}
+
+static void write_file(const char *path, const char *text)
+{
+        FILE *f = fopen(path, "w");
+        if (f) {
+                fputs(text, f);
+                fclose(f);
+        }
+}
+
+/* The probe's lines "<syscall> <errno>": every one EPERM (1), clone3 ENOSYS
+ * (38). Returns how many lines were wrong, and -1 for no lines at all. */
+static int probe_failures(const char *out)
+{
+        int lines = 0, bad = 0;
+        char name[64];
+        int e, n;
+
+        if (strncmp(out, "arch ", 5) == 0)
+                return 0;
+        while (sscanf(out, "%63s %d%n", name, &e, &n) == 2) {
+                lines++;
+                if (e != (strcmp(name, "clone3") == 0 ? 38 : 1)) {
+                        diag("%s: errno %d", name, e);
+                        bad++;
+                }
+                out += n;
+        }
+        return lines ? bad : -1;
+}
+
+static long sandbox_containers(struct dm_backend *b, const char *sb)
+{
+        char label[128];
+        snprintf(label, sizeof(label), "demesne.sandbox=%s", sb);
+        return count_label(b, label);
+}
+
+int main(void)
+{
+        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
+        struct dm_error err = { 0 };
+        struct dm_backend *b;
+        char allowed[PATH_MAX], p[PATH_MAX + 64], args[8192], sb[64], cmd[PATH_MAX * 2], *s;
+        const char *env[] = { "DEMESNE_SANDBOX_SWEEP_SECONDS=1", NULL };
+        json_object *m;
+
+        test_env_setup("sandbox");
+        snprintf(allowed, sizeof(allowed), "%s/allowed", test_root);
+        mkdir(allowed, 0755);
+        setenv("DEMESNE_ALLOWED_PATHS", allowed, 1);
+        c = calloc(1, sizeof(*c));
+        if (dm_backend_open(&ec, &b, &err) < 0 || spawn(c, env) < 0) {
+                printf("Bail out! %s\n", err.msg[0] ? err.msg : "cannot start $DEMESNE serve");
+                return 1;
+        }
+
+        /* Create, keep state across execs, stdin, workdir, env. */
+        m = call("sandbox_create", "{\"env\":{\"GREETING\":\"hello\"}}");
+        ok(!is_error(m), "sandbox_create");
+        snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
+        ok(strncmp(sb, "sbx-", 4) == 0, "id %s", sb);
+        ok(*str_at(structured(m), "expires_at") && *str_at(structured(m), "output_dir") == '/', "expires_at and output_dir");
+        json_object_put(m);
+        s = exec_out(sb, "echo kept > /workspace/state; echo $GREETING");
+        is_str(s, "hello\n", "create's env reaches every command");
+        free(s);
+        s = exec_out(sb, "cat /workspace/state");
+        is_str(s, "kept\n", "/workspace persists across execs");
+        free(s);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"pwd; tr a-z A-Z\",\"workdir\":\"/workspace\","
+                                     "\"stdin\":\"abc\\n\",\"env\":{\"X\":\"1\"}}", sb);
+        m = call("sandbox_exec", args);
+        is_str(str_at(structured(m), "stdout"), "/workspace\nABC\n", "workdir and stdin");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"exit 7\"}", sb);
+        m = call("sandbox_exec", args);
+        is_int(json_object_get_int(path(structured(m), "exit_code", NULL, NULL)), 7, "exit code");
+        json_object_put(m);
+
+        /* A timeout kills the command and what it started; the sandbox stays usable. */
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"sleep 301 & sleep 301\",\"timeout_seconds\":1}", sb);
+        m = call("sandbox_exec", args);
+        ok(json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL)), "exec timeout: timed_out");
+        json_object_put(m);
+        s = exec_out(sb, "pgrep -c -f '^sleep 301' || true");
+        is_str(s, "0\n", "the timed-out command's background process is gone too");
+        free(s);
+
+        /* 20 execs at once. */
+        for (int i = 0; i < 20; i++) {
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"sleep 0.5; echo x%d\"}", sb, i);
+                send_call(c, 1000 + i, "sandbox_exec", args);
+        }
+        int good = 0, got = 0;
+        int64_t deadline = dm_now_ms() + 120000;
+        while (got < 20 && dm_now_ms() < deadline) {
+                json_object *r = recv_msg(c, (int)(deadline - dm_now_ms())), *idv;
+                int i;
+                char want[16];
+
+                if (!r)
+                        break;
+                i = json_object_object_get_ex(r, "id", &idv) ? json_object_get_int(idv) - 1000 : -1;
+                if (i >= 0 && i < 20) {
+                        got++;
+                        snprintf(want, sizeof(want), "x%d\n", i);
+                        good += strcmp(str_at(structured(r), "stdout"), want) == 0;
+                }
+                json_object_put(r);
+        }
+        is_int(good, 20, "20 concurrent execs into one sandbox");
+
+        /* Upload -> exec -> download of a 20 MB binary file. */
+        snprintf(p, sizeof(p), "%s/blob.bin", allowed);
+        snprintf(cmd, sizeof(cmd), "head -c 20971520 /dev/urandom > '%s'", p);
+        system(cmd);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s\",\"dst\":\"/workspace/data/blob.bin\"}", sb, p);
+        m = call("sandbox_upload", args);
+        is_int(json_object_get_int64(path(structured(m), "bytes", NULL, NULL)), 20971520, "upload 20 MiB");
+        json_object_put(m);
+        s = exec_out(sb, "cp /workspace/data/blob.bin /workspace/data/copy.bin && echo ok");
+        is_str(s, "ok\n", "the sandbox works on the uploaded file");
+        free(s);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/data/copy.bin\"}", sb);
+        m = call("sandbox_download", args);
+        const char *host = str_at(structured(m), "host_path");
+        snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", p, host);
+        ok(strstr(host, "/downloads/copy.bin") != NULL && system(cmd) == 0, "download matches byte for byte: %s", host);
+        json_object_put(m);
+
+        /* Hostile paths. */
+        s = exec_out(sb, "ln -sf /etc/shadow /workspace/evil; ln -sfn / /out/root-link; echo done");
+        free(s);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/evil\"}", sb);
+        m = call("sandbox_download", args);
+        host = str_at(structured(m), "host_path");
+        snprintf(cmd, sizeof(cmd), "cmp -s /etc/shadow '%s'", host);
+        ok(!is_error(m) && strstr(host, "/downloads/shadow") && system(cmd) != 0,
+           "a link to /etc/shadow downloads the sandbox's own file, not the host's");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/../../../etc/hostname\"}", sb);
+        m = call("sandbox_download", args);
+        ok(!is_error(m) && strstr(str_at(structured(m), "host_path"), "/downloads/hostname"),
+           "'..' is resolved inside the sandbox; the file lands in downloads/");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/\"}", sb);
+        m = call("sandbox_download", args);
+        ok(error_says(m, "not a regular file"), "downloading / is refused");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"relative.txt\"}", sb);
+        m = call("sandbox_download", args);
+        ok(error_says(m, "must be absolute"), "a relative sandbox path is refused");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/nope/missing\"}", sb);
+        m = call("sandbox_download", args);
+        ok(error_says(m, "does not exist"), "a missing file is refused");
+        json_object_put(m);
+        s = exec_out(sb, "rm -rf /out/downloads && ln -s /etc /out/downloads && echo swapped");
+        free(s);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/etc/hostname\"}", sb);
+        m = call("sandbox_download", args);
+        ok(error_says(m, "not a plain directory"), "downloads/ replaced by a link to /etc: refused");
+        json_object_put(m);
+        ok(access("/etc/hostname", F_OK) == 0, "and the host's /etc/hostname is untouched");
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/etc/passwd\",\"dst\":\"/workspace/p\"}", sb);
+        m = call("sandbox_upload", args);
+        ok(error_says(m, "outside DEMESNE_ALLOWED_PATHS"), "upload of a host file outside the allowed paths refused");
+        json_object_put(m);
+        snprintf(p, sizeof(p), "%s/escape", allowed);
+        symlink("/etc/passwd", p);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s\",\"dst\":\"/workspace/p\"}", sb, p);
+        m = call("sandbox_upload", args);
+        ok(error_says(m, "resolves to"), "upload through a symlink escape refused");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s/blob.bin\",\"dst\":\"/workspace/\"}", sb, allowed);
+        m = call("sandbox_upload", args);
+        ok(error_says(m, "must name a file"), "upload to a directory path refused");
+        json_object_put(m);
+
+        /* The shim's seccomp filter holds for every command in the sandbox;
+         * ordinary programs still work. */
+        snprintf(p, sizeof(p), "%s/probe.py", allowed);
+        write_file(p, probe_syscalls);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s\",\"dst\":\"/workspace/probe.py\"}", sb, p);
+        m = call("sandbox_upload", args);
+        ok(!is_error(m), "upload the system-call probe");
+        json_object_put(m);
+        s = exec_out(sb, "python3 /workspace/probe.py");
+        is_int(probe_failures(s), 0, "unshare, setns, mount, ptrace, keyctl, bpf and the rest fail with EPERM");
+        free(s);
+        s = exec_out(sb, "unshare -r true 2>&1; mount -t tmpfs x /mnt 2>&1; echo rc=$?");
+        ok(strstr(s, "Operation not permitted") && strstr(s, "rc=32"), "`unshare -r true` and `mount -t tmpfs` fail: %s", s);
+        free(s);
+        s = exec_out(sb, "cd /tmp && printf 'int main(void){return 42;}' > a.c && gcc a.c -o a; ./a; echo c=$?; "
+                         "git init -q r && git -C r -c user.name=t -c user.email=t@t commit -q --allow-empty -m m && "
+                         "git -C r log --oneline | wc -l; python3 -c 'import json; print(json.dumps([1]))'");
+        is_str(s, "c=42\n1\n[1]\n", "a compiler, git and python work under the filter");
+        free(s);
+
+        /* A fork bomb runs into the pids limit until its timeout; the
+         * shim kills what it made, and the sandbox stays usable. */
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"b() { b | b & }; b; sleep 60\","
+                                     "\"timeout_seconds\":5}", sb);
+        m = call("sandbox_exec", args);
+        ok(json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL)), "a fork bomb times out");
+        json_object_put(m);
+        s = exec_out(sb, "echo alive; ps -e --no-headers | wc -l");
+        ok(strncmp(s, "alive\n", 6) == 0 && atoi(s + 6) < 10, "the sandbox is usable after the fork bomb (%s)", s);
+        free(s);
+
+        /* Destroy: gone from the engine and the list; a second destroy and an exec say so. */
+        m = call("sandbox_list", "{}");
+        ok(strstr(json_object_to_json_string(structured(m)), sb) != NULL, "sandbox_list shows it");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
+        m = call("sandbox_destroy", args);
+        ok(!is_error(m) && json_object_get_boolean(path(structured(m), "destroyed", NULL, NULL)), "sandbox_destroy");
+        json_object_put(m);
+        is_int(sandbox_containers(b, sb), 0, "its container is removed");
+        m = call("sandbox_destroy", args);
+        ok(error_says(m, "unknown sandbox"), "destroy twice: a clear error");
+        json_object_put(m);
+        m = call("sandbox_exec", "{\"sandbox_id\":\"sbx-000000000000\",\"command\":\"true\"}");
+        ok(error_says(m, "unknown sandbox"), "exec in an unknown sandbox: a clear error");
+        json_object_put(m);
+        m = call("sandbox_exec", "{\"sandbox_id\":\"../../etc\",\"command\":\"true\"}");
+        ok(error_says(m, "unknown sandbox"), "a hostile id is just unknown");
+        json_object_put(m);
+
+        /* Outliving the server, and adoption by the next one. */
+        m = call("sandbox_create", "{}");
+        snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
+        json_object_put(m);
+        s = exec_out(sb, "echo across > /workspace/f; head -c 4096 /dev/zero > /workspace/big; echo ok");
+        free(s);
+        is_int(finish(c, 20000), 0, "the server exits");
+        is_int(sandbox_containers(b, sb), 1, "the persistent sandbox outlives it");
+        spawn(c, env);
+        s = exec_out(sb, "cat /workspace/f");
+        is_str(s, "across\n", "a new server adopts it, state intact");
+        free(s);
+        /* A second live server beside it: the first holds the shim's
+         * socket, so this one goes through the engine's exec API, with
+         * the filter still in place. */
+        {
+                struct child *c2 = calloc(1, sizeof(*c2));
+
+                spawn(c2, env);
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"cat /workspace/f; "
+                                             "unshare -r true 2>&1\"}", sb);
+                send_call(c2, 1, "sandbox_exec", args);
+                m = recv_response(c2, 1, 120000, NULL);
+                s = strdup(is_error(m) ? "<error>" : str_at(structured(m), "stdout"));
+                ok(strncmp(s, "across\n", 7) == 0 && strstr(s, "Operation not permitted"),
+                   "a second server execs in it too, under the filter: %s", s);
+                free(s);
+                json_object_put(m);
+                is_int(finish(c2, 20000), 0, "the second server exits");
+                free(c2);
+        }
+
+        /* TTL expiry (the test server sweeps every second). */
+        m = call("sandbox_create", "{\"ttl_seconds\":2}");
+        char short_sb[64];
+        snprintf(short_sb, sizeof(short_sb), "%s", str_at(structured(m), "sandbox_id"));
+        json_object_put(m);
+        int64_t t0 = dm_now_ms();
+        while (sandbox_containers(b, short_sb) > 0 && dm_now_ms() - t0 < 20000)
+                usleep(250 * 1000);
+        is_int(sandbox_containers(b, short_sb), 0, "a sandbox past its TTL is destroyed by the reaper");
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", short_sb);
+        m = call("sandbox_exec", args);
+        ok(error_says(m, "unknown sandbox"), "and exec into it says unknown");
+        json_object_put(m);
+
+        /* Size caps. */
+        is_int(finish(c, 20000), 0, "server exits");
+        const char *small[] = { "DEMESNE_TRANSFER_MAX=1k", NULL };
+        spawn(c, small);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s/blob.bin\",\"dst\":\"/workspace/b\"}", sb, allowed);
+        m = call("sandbox_upload", args);
+        ok(error_says(m, "limit"), "upload over DEMESNE_TRANSFER_MAX refused");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/big\"}", sb);
+        m = call("sandbox_download", args);
+        ok(error_says(m, "limit"), "download over DEMESNE_TRANSFER_MAX refused");
+        json_object_put(m);
+        s = exec_out(sb, "echo still; ls /out/downloads 2>/dev/null | grep -c big || true");
+        is_str(s, "still\n0\n", "and no partial file is left in downloads/");
+        free(s);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
+        m = call("sandbox_destroy", args);
+        json_object_put(m);
+        is_int(finish(c, 20000), 0, "server exits");
+        is_int(sandbox_containers(b, sb), 0, "nothing left");
+
+        dm_backend_free(b);
+        free(c);
+        dm_remove_tree(test_root);
+        return done_testing();
+}
