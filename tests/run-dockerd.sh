@@ -1,0 +1,294 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Runs the integration tests against a real dockerd (Debian's docker.io,
+# dockerd 20.10) that this script starts for the run and stops at the end:
+# the same backend that tests/run.sh proves against Podman's compat service.
+#   tests/run-dockerd.sh                 base and python images, every test
+#   tests/run-dockerd.sh --images base   base only: no 1.2 GB python copy;
+#                                        the tests that need python are skipped
+#   --build-dir DIR    a configured build to use (default: the tree itself when
+#                      it is configured in place, else build-plain-gcc as
+#                      tests/run.sh makes it)
+#   --storage-driver D dockerd's storage driver (default overlay2; vfs works
+#                      but copies the whole image for every container)
+#   --keep             leave the daemon's directory behind, and say where
+# Needs root and what `./setup.sh --test-deps` installs (docker.io). Output
+# is TAP, one line per test program; each program's log, dockerd's and
+# containerd's logs go to BUILD/dockerd-tests/.
+#
+# The daemon is private and owned by this script: its own containerd,
+# data and exec roots in a temporary directory, a private socket, no
+# iptables and no bridge (sandboxes use network none), and an empty
+# daemon.json instead of /etc/docker/daemon.json. Nothing else on the
+# machine is touched: a system dockerd, containerd or Podman keeps running.
+# The images are copied from Podman's store (podman save | docker load keeps
+# ids and labels, so images/build.sh --engine docker finds them up to date);
+# when Podman has no base image, base is built with images/build.sh --engine
+# docker (python cannot be: `docker build` has no network without a bridge).
+set -euo pipefail
+
+here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
+images=all build='' storage=overlay2 keep=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--images)
+		case ${2:-} in base | all) images=$2 ;; *) echo "tests/run-dockerd.sh: --images wants base or all" >&2; exit 2 ;; esac
+		shift ;;
+	--build-dir) build=$(cd -- "${2:?--build-dir wants a directory}" && pwd -P); shift ;;
+	--storage-driver) storage=${2:?--storage-driver wants a name}; shift ;;
+	--keep) keep=1 ;;
+	-h | --help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "tests/run-dockerd.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+say() { printf '# %s\n' "$*"; }
+die() { printf 'Bail out! %s\n' "$*"; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "run as root: dockerd needs it"
+for tool in dockerd containerd docker curl; do
+	command -v "$tool" >/dev/null || die "$tool is not on PATH: run 'sudo ./setup.sh --test-deps' (it installs docker.io)"
+done
+
+# ---- build ------------------------------------------------------------------
+cd "$here"
+if [ -z "$build" ]; then
+	if [ -f "$here/config.status" ]; then
+		build=$here # configured in place: no out-of-tree build is possible
+	else
+		if [ ! -x configure ] || [ configure.ac -nt configure ]; then autoreconf -fi >/dev/null 2>&1; fi
+		build=$here/build-plain-gcc
+		mkdir -p "$build"
+		[ -f "$build/Makefile" ] || (cd "$build" && CC=${CC:-gcc} "$here/configure" -q --enable-werror)
+	fi
+fi
+# Every integration program the build knows, so new ones are proven on
+# dockerd too; test-engine-restart is left out: it stops and starts a Podman
+# service of its own, which is the point of it.
+programs=()
+for src in "$here"/tests/integration/test-*.c; do
+	prog=$(basename "$src" .c)
+	case $prog in test-engine-restart) continue ;; esac
+	grep -Eq "tests/integration/$prog([[:space:]]|\$)" "$here/Makefile.am" && programs+=("$prog")
+done
+make -C "$build" -j"$(nproc)" >/dev/null
+make -C "$build" -j"$(nproc)" "${programs[@]/#/tests/integration/}" >/dev/null
+logs=$build/dockerd-tests
+rm -rf "$logs"
+mkdir -p "$logs"
+
+# ---- the private dockerd ------------------------------------------------------
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/demesne-dockerd-XXXXXX")
+sock=$tmp/docker.sock csock=$tmp/containerd.sock
+# The containers' cgroups go under a parent of our own, not a system
+# dockerd's /docker, and are removed at the end even after a crash.
+cgparent=$(basename "$tmp")
+dockerd_pid='' containerd_pid='' events_pid=''
+
+# Stops what this script started, by PID, newest first; then what the
+# daemons may have left (mounts, shims) under our directory only.
+unclean=0
+stop_pid() {
+	local pid=$1 what=$2 secs=$3
+	[ -n "$pid" ] || return 0
+	if ! kill -0 "$pid" 2>/dev/null; then
+		unclean=1 # it died on its own: what it ran may be left
+		wait "$pid" 2>/dev/null
+		return 0
+	fi
+	kill -TERM "$pid" 2>/dev/null
+	for _ in $(seq $((secs * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$pid" 2>/dev/null; then
+		say "$what (pid $pid) ignored SIGTERM for ${secs}s; killing it"
+		kill -KILL "$pid" 2>/dev/null
+		unclean=1
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+	local rc=$? p mnt t0
+	set +e
+	t0=$(date +%s)
+	[ -z "$events_pid" ] || { kill "$events_pid" 2>/dev/null; wait "$events_pid" 2>/dev/null; }
+	stop_pid "$dockerd_pid" dockerd 20
+	stop_pid "$containerd_pid" containerd 10
+	# After a clean stop no container and no shim is left; otherwise shims
+	# may outlive their containerd: ours name our socket.
+	[ $unclean = 0 ] || grep -lsaF -- "$csock" /proc/[0-9]*/cmdline | while read -r p; do
+		case $(tr '\0' ' ' 2>/dev/null <"$p") in
+		*containerd-shim*)
+			p=${p#/proc/} p=${p%/cmdline}
+			say "killing a containerd shim left behind (pid $p)"
+			kill -KILL "$p" 2>/dev/null ;;
+		esac
+	done
+	# dockerd unmounts on a clean shutdown; after a kill, mounts remain.
+	awk -v d="$tmp/" 'substr($5, 1, length(d)) == d { print $5 }' /proc/self/mountinfo | sort -r |
+		while read -r mnt; do umount -l "$mnt" 2>/dev/null || say "could not unmount $mnt"; done
+	# Empty cgroups only: rmdir refuses one that still has processes.
+	find /sys/fs/cgroup -maxdepth 2 -type d -name "$cgparent" 2>/dev/null | while read -r cg; do
+		find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || say "could not remove cgroup $cg"
+	done
+	if [ $keep = 1 ]; then
+		say "kept the daemon's directory: $tmp"
+	else
+		rm -rf --one-file-system "$tmp"
+	fi
+	say "dockerd and containerd stopped, their directory $([ $keep = 1 ] && echo kept || echo removed) in $(($(date +%s) - t0)) s"
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ping_ok() { curl -sf --max-time 2 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; }
+
+t_start=$(date +%s)
+cat >"$tmp/containerd.toml" <<EOF
+version = 2
+root = "$tmp/containerd/root"
+state = "$tmp/containerd/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "$csock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$tmp/containerd/opt"
+EOF
+containerd --config "$tmp/containerd.toml" --log-level warn >"$logs/containerd.log" 2>&1 &
+containerd_pid=$!
+for _ in $(seq 100); do [ -S "$csock" ] && break; kill -0 "$containerd_pid" 2>/dev/null || break; sleep 0.1; done
+[ -S "$csock" ] || die "containerd did not start: $(tail -3 "$logs/containerd.log" | tr '\n' ' ')"
+
+# dockerd would use a system containerd whenever /run/containerd/containerd.sock
+# exists, so it is always given ours. --config-file: a system daemon.json
+# (hosts, a bridge, registries) must not apply here.
+echo '{}' >"$tmp/daemon.json"
+dockerd --config-file "$tmp/daemon.json" --data-root "$tmp/data" --exec-root "$tmp/exec" \
+	--pidfile "$tmp/dockerd.pid" -H "unix://$sock" --containerd "$csock" \
+	--iptables=false --bridge=none --storage-driver "$storage" --log-level warn \
+	--exec-opt native.cgroupdriver=cgroupfs --cgroup-parent "/$cgparent" \
+	>"$logs/dockerd.log" 2>&1 &
+dockerd_pid=$!
+for _ in $(seq 300); do ping_ok && break; kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.1; done
+ping_ok || die "dockerd did not answer on $sock: $(tail -3 "$logs/dockerd.log" | tr '\n' ' ')"
+
+export DOCKER_HOST=unix://$sock DEMESNE_ENGINE=docker
+unset CONTAINER_HOST DEMESNE_ENGINE_HOST DOCKER_CONTEXT DOCKER_CONFIG
+say "$(docker info --format 'dockerd {{.ServerVersion}}, storage {{.Driver}}, cgroup {{.CgroupDriver}} v{{.CgroupVersion}}, init {{.InitBinary}}') at $sock (pid $dockerd_pid, containerd pid $containerd_pid), up in $(($(date +%s) - t_start)) s"
+
+# ---- images -------------------------------------------------------------------
+wanted=(base)
+[ "$images" = all ] && wanted+=(python)
+for name in "${wanted[@]}"; do
+	ref=localhost/demesne/$name:latest
+	t0=$(date +%s)
+	if command -v podman >/dev/null && podman image exists "$ref"; then
+		podman save "$ref" | docker load >/dev/null || die "podman save $ref | docker load failed"
+		how="copied from Podman"
+	elif [ "$name" = base ]; then
+		"$here/images/build.sh" --engine docker base 2>"$logs/images-build.log" ||
+			die "images/build.sh --engine docker base failed: see $logs/images-build.log"
+		how="built with images/build.sh --engine docker"
+	else
+		die "$ref is not in Podman's store: build it there (images/build.sh python) or use --images base"
+	fi
+	say "$ref $how in $(($(date +%s) - t0)) s (inputs $(docker image inspect --format '{{index .Config.Labels "demesne.inputs"}}' "$ref" | cut -c1-12))"
+done
+
+# ---- tests --------------------------------------------------------------------
+export DEMESNE=$build/src/demesne DEMESNE_IMAGES_DIR=$here/images top_srcdir=$here
+[ "$images" = base ] && export DEMESNE_TEST_IMAGE=base
+
+n=0 failed=0
+tap_line() { # status name text
+	n=$((n + 1))
+	[ "$1" = ok ] || failed=$((failed + 1))
+	printf '%s %d - %s\n' "$1" "$n" "$2${3:+: $3}"
+}
+skip() { n=$((n + 1)); printf 'ok %d - %s # SKIP %s\n' "$n" "$1" "$2"; }
+
+alive() {
+	if ! kill -0 "$dockerd_pid" 2>/dev/null || ! kill -0 "$containerd_pid" 2>/dev/null; then
+		die "dockerd or containerd died: $(tail -2 "$logs/dockerd.log" "$logs/containerd.log" | tr '\n' ' ')"
+	fi
+}
+count() { grep -c "^:test-result: $1" "$logs/$2.trs" 2>/dev/null || true; }
+
+# One program through automake's own TAP driver, judged as `make check` does.
+run_test() {
+	local name=$1 t0 result counts
+	shift
+	alive
+	t0=$(date +%s)
+	# A hung test must not hold CI: each program gets 15 minutes (all
+	# finish within a minute on an idle machine).
+	AM_TAP_AWK='awk' timeout -k 10 900 "$here/build-aux/tap-driver.sh" --test-name "$name" --log-file "$logs/$name.log" \
+		--trs-file "$logs/$name.trs" --color-tests no --enable-hard-errors yes --expect-failure no \
+		-- "$@" >"$logs/$name-driver.log" 2>&1 || true
+	result=$(sed -n 's/^:global-test-result: //p' "$logs/$name.trs" 2>/dev/null)
+	counts="$(count PASS "$name") passed, $(count SKIP "$name") skipped, $(($(date +%s) - t0)) s"
+	if [ "$result" = PASS ] || [ "$result" = SKIP ]; then
+		tap_line ok "$name" "$counts"
+	else
+		tap_line "not ok" "$name" "${result:-no result}, $counts"
+		grep -E '^(FAIL|ERROR|XPASS):' "$logs/$name-driver.log" | head -20 | sed 's/^/#   /'
+		say "  log: $logs/$name.log"
+	fi
+}
+
+# A script that answers with its exit status only (the images' smoke tests).
+run_plain() {
+	local name=$1 t0 rc=0
+	shift
+	alive
+	t0=$(date +%s)
+	timeout -k 10 900 "$@" >"$logs/$name.log" 2>&1 || rc=$?
+	if [ $rc = 0 ]; then
+		tap_line ok "$name" "$(($(date +%s) - t0)) s"
+	else
+		tap_line "not ok" "$name" "exit $rc"
+		tail -5 "$logs/$name.log" | sed 's/^/#   /'
+		say "  log: $logs/$name.log"
+	fi
+}
+
+# Every container the tests create, as dockerd reports it (its /events
+# history keeps only the last 256, so the stream is read live).
+curl -sN --unix-socket "$sock" -D "$tmp/events.head" -G http://d/events \
+	--data-urlencode 'filters={"type":["container"],"event":["create"]}' >"$logs/events.json" 2>/dev/null &
+events_pid=$!
+for _ in $(seq 50); do [ -s "$tmp/events.head" ] && break; sleep 0.1; done
+t_tests=$(date +%s)
+for prog in "${programs[@]}"; do
+	# These two take DEMESNE_TEST_IMAGE; the others use the server's default.
+	case $prog in
+	test-docker-backend | test-script) ;;
+	*)
+		if [ "$images" = base ]; then
+			skip "$prog" "the server's default image is python (--images base)"
+			continue
+		fi ;;
+	esac
+	run_test "$prog" "$build/tests/integration/$prog"
+done
+run_test test-cli.sh bash "$here/tests/integration/test-cli.sh"
+if [ "$images" = all ]; then
+	run_test test-images.sh bash "$here/tests/integration/test-images.sh"
+else
+	run_plain base-smoke bash "$here/images/base/smoke.sh" --engine docker
+fi
+
+# Proof that the tests talked to this daemon, and that they cleaned up.
+alive
+sleep 0.5 # the last events in flight
+created=$(grep -c '"Action":"create"' "$logs/events.json" || true)
+left=$(docker ps -aq | wc -l)
+if [ "$created" -gt 0 ] && [ "$left" = 0 ]; then
+	tap_line ok "the tests ran $created containers on this dockerd; none is left"
+else
+	tap_line "not ok" "the tests ran $created containers on this dockerd; $left left"
+fi
+echo "1..$n"
+say "dockerd run: $((n - failed)) of $n ok; tests $(($(date +%s) - t_tests)) s, total $(($(date +%s) - t_start)) s"
+[ $failed = 0 ]
