@@ -439,6 +439,19 @@ static void kill_group(int pgid)
                 usleep(10 * 1000);
 }
 
+struct tick {
+        const struct dm_sandbox_exec *req;
+        const struct capture *cap;
+        int64_t t0;
+};
+
+static void on_tick(void *userdata)
+{
+        struct tick *t = userdata;
+
+        t->req->on_progress(t->req->userdata, dm_now_ms() - t->t0, t->cap->ht[1].total + t->cap->ht[2].total);
+}
+
 /* Through the sandbox's shim: under the seccomp filter, and the shim kills
  * the command's whole process group at the timeout or on cancel. 1 when
  * the shim is held by another server (use the exec API). */
@@ -447,8 +460,11 @@ static int exec_shim(struct dm_context *ctx, struct dm_backend *b, const struct 
                      struct dm_sandbox_exec_result *res, struct dm_error *err)
 {
         struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
+        struct tick tick = { .req = req, .cap = cap, .t0 = dm_now_ms() };
         struct dm_shim_request sreq = {
                 .argv = argv,
+                .on_tick = req->on_progress ? on_tick : NULL,
+                .tick_userdata = &tick,
                 .env = req->env,
                 .cwd = req->workdir ? req->workdir : "/out",
                 .stdin_data = req->stdin_data,

@@ -59,6 +59,10 @@ struct dm_sandbox_exec {
         size_t stdin_len;
         int64_t timeout_s;
         struct dm_cancel *cancel;
+        /* Optional: called about once a second while the command runs
+         * (through the shim only). */
+        void (*on_progress)(void *userdata, int64_t elapsed_ms, uint64_t output_bytes);
+        void *userdata;
 };
 
 struct dm_sandbox_exec_result {

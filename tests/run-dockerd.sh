@@ -198,6 +198,7 @@ done
 
 # ---- tests --------------------------------------------------------------------
 export DEMESNE=$build/src/demesne DEMESNE_IMAGES_DIR=$here/images top_srcdir=$here
+export DEMESNE_SHIM=$build/src/shim/demesne-shim
 [ "$images" = base ] && export DEMESNE_TEST_IMAGE=base
 
 n=0 failed=0
@@ -275,6 +276,8 @@ done
 run_test test-cli.sh bash "$here/tests/integration/test-cli.sh"
 if [ "$images" = all ]; then
 	run_test test-images.sh bash "$here/tests/integration/test-images.sh"
+	# The sandbox tools through real npm MCP clients (both eras), on dockerd.
+	run_test client-sandbox.mjs node "$here/tests/e2e/client-sandbox.mjs"
 else
 	run_plain base-smoke bash "$here/images/base/smoke.sh" --engine docker
 fi

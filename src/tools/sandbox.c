@@ -128,6 +128,15 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         return dm_tool_result_ok(dm_sandbox_describe(&sb));
 }
 
+static void exec_progress(void *userdata, int64_t elapsed_ms, uint64_t output_bytes)
+{
+        char msg[128];
+
+        snprintf(msg, sizeof(msg), "running for %lld s, %llu bytes of output", (long long)(elapsed_ms / 1000),
+                 (unsigned long long)output_bytes);
+        dm_call_progress(userdata, (double)elapsed_ms / 1000.0, 0, msg);
+}
+
 static json_object *exec_call(struct dm_call *call, json_object *args)
 {
         struct dm_context *ctx = dm_call_context(call);
@@ -159,6 +168,8 @@ static json_object *exec_call(struct dm_call *call, json_object *args)
                 .stdin_len = in && json_object_object_get_ex(args, "stdin", &v) ? (size_t)json_object_get_string_len(v) : 0,
                 .timeout_s = dm_args_int(exec_args, N(exec_args), args, "timeout_seconds"),
                 .cancel = dm_call_cancel(call),
+                .on_progress = exec_progress,
+                .userdata = call,
         };
         r = dm_sandbox_exec(ctx, &sb, &req, &res, &err);
         dm_args_strv_free(env);

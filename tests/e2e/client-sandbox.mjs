@@ -23,7 +23,7 @@ const { Client: Client1 } = await import('@modelcontextprotocol/sdk/client/index
 const { StdioClientTransport: Stdio1 } = await import('@modelcontextprotocol/sdk/client/stdio.js');
 const { CALL_TIMEOUT_MS } = await import('./lib/checks.mjs');
 
-h.plan(14);
+h.plan(15);
 
 const sha256 = (file) => crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
 
@@ -87,7 +87,16 @@ await h.run(async () => {
   h.ok(!hostile.isError && hostile.structuredContent?.host_path === path.join(root, id, 'downloads', 'hostname'),
     "'..' stays inside the sandbox and the file lands in downloads/", JSON.stringify(hostile));
 
-  // 10: list shows it.
+  // 10: a command that runs a while reports progress (so clients that reset their timeout on
+  // progress keep waiting).
+  const progress = [];
+  const slow = await modern.callTool({ name: 'sandbox_exec', arguments: { sandbox_id: id, command: 'sleep 2.5; echo done' } },
+    { timeout: CALL_TIMEOUT_MS, onprogress: (p) => progress.push(p.progress), resetTimeoutOnProgress: true });
+  h.ok(slow.structuredContent?.stdout === 'done\n' && progress.length >= 1 &&
+    progress.every((p, i) => i === 0 || p > progress[i - 1]), `progress notifications arrive and grow (${progress.join(', ')})`,
+  JSON.stringify(slow));
+
+  // 11: list shows it.
   const list = await call(modern, 'sandbox_list', {});
   h.ok(list.structuredContent?.sandboxes?.some((s) => s.sandbox_id === id), 'sandbox_list shows the sandbox',
     JSON.stringify(list));
@@ -98,14 +107,14 @@ await h.run(async () => {
   await h.within(60_000, 'connect (legacy)', legacy.connect(
     new Stdio1({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' })));
 
-  // 11-12: state intact in a new server; the seccomp filter holds there too.
+  // 12-13: state intact in a new server; the seccomp filter holds there too.
   const again = await call(legacy, 'sandbox_exec', { sandbox_id: id, command: 'cat /workspace/who' });
   h.equal(again.structuredContent?.stdout, 'e2e\n', 'a later server (legacy era) adopts the sandbox by its id');
   const denied = await call(legacy, 'sandbox_exec', { sandbox_id: id, command: 'unshare -r true' });
   h.ok(denied.structuredContent?.exit_code !== 0 && /Operation not permitted/.test(denied.structuredContent?.stderr ?? ''),
     '`unshare -r true` fails with EPERM inside', JSON.stringify(denied));
 
-  // 13-14: destroy, then a second destroy is a clear error.
+  // 14-15: destroy, then a second destroy is a clear error.
   const destroyed = await call(legacy, 'sandbox_destroy', { sandbox_id: id });
   h.ok(!destroyed.isError && destroyed.structuredContent?.destroyed === true, 'sandbox_destroy',
     JSON.stringify(destroyed));
