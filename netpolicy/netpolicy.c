@@ -5,24 +5,34 @@
 #include <errno.h>
 #include <string.h>
 
+#include "netpolicy/policy.h"
+
 const char *const dm_egress_names[] = { "none", "package-managers", "open", NULL };
 
 int dm_netpolicy_parse(const char *mode, const char *const *allow, enum dm_egress *ret, struct dm_error *err)
 {
-        if (!mode || strcmp(mode, "none") == 0) {
-                if (allow && allow[0])
+        struct dm_policy *p = NULL;
+        unsigned flags = dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0;
+        int r;
+
+        r = dm_policy_parse(mode, allow, flags, &p, err);
+        if (r < 0)
+                return r;
+        if (dm_policy_needs_network(p)) {
+                enum dm_egress e = p->mode;
+                dm_policy_free(p);
+                if (e == DM_EGRESS_NONE)
                         return dm_error_set(err, -ENOTSUP,
                                             "'allow' entries need an egress mode with network access, which this "
                                             "version of demesne does not offer yet: drop 'allow' (egress is 'none')");
-                *ret = DM_EGRESS_NONE;
-                return 0;
-        }
-        if (strcmp(mode, "package-managers") == 0 || strcmp(mode, "open") == 0)
                 return dm_error_set(err, -ENOTSUP,
                                     "egress '%s' is not available yet: this version of demesne runs sandboxes with "
                                     "egress 'none' only (no network but loopback)",
-                                    mode);
-        return dm_error_set(err, -EINVAL, "unknown egress '%s': use none, package-managers or open", mode);
+                                    dm_egress_names[e]);
+        }
+        *ret = p->mode;
+        dm_policy_free(p);
+        return 0;
 }
 
 const char *dm_netpolicy_network_mode(enum dm_egress e)

@@ -19,8 +19,10 @@ enum dm_egress {
 /* The names a tool schema lists, NULL-terminated. */
 extern const char *const dm_egress_names[];
 
-/* Parses mode and the caller's extra allow entries; fails with a message a
- * caller can act on for unknown modes and for modes not available yet. */
+/* Parses mode and the caller's extra allow entries (netpolicy/policy.h has
+ * the full model; this reads DEMESNE_ALLOW_CALLER_EGRESS itself); fails with
+ * a message a caller can act on for unknown modes, malformed or refused
+ * entries, and for modes not available yet. */
 int dm_netpolicy_parse(const char *mode, const char *const *allow, enum dm_egress *ret, struct dm_error *err);
 
 /* The engine's NetworkMode for a policy. */
