@@ -228,6 +228,7 @@ static void test_requests(void)
                 is_int(parse(many, &r, &v), -1, "too many header fields refused");
                 is_int(v.code, DM_PROXY_BAD_REQUEST, "as bad request: %s", v.reason);
         }
+        dm_proxy_request_release(&r);
         is_int(dm_proxy_request_parse("GET http://a/ HTTP/1.1\0\r\n\r\n", 27, &r, &v), -1, "NUL byte refused");
 
         is_int(parse("POST http://a.test:81/up HTTP/1.1\r\nHost: evil.test\r\nConnection: keep-alive, X-Secret\r\n"
