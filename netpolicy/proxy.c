@@ -1,0 +1,829 @@
+/* SPDX-License-Identifier: MIT */
+/* The egress proxy's server: a listener and accept thread per sandbox, a
+ * thread per connection. A thread per connection keeps each connection's
+ * state on its own stack and its blocking steps (DNS, connect) out of
+ * everyone else's way; the per-sandbox cap bounds the thread count. Every
+ * socket is non-blocking and every wait is a poll() that also watches the
+ * sandbox's stop eventfd, so removal wakes everything at once. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "netpolicy/proxy-internal.h"
+#include "src/util/cleanup.h"
+#include "src/util/log.h"
+#include "src/util/timeutil.h"
+
+#define MAX_ADDRS 16
+#define RESPONSE_HEAD_MAX (64 * 1024)
+#define RELAY_CHUNK 16384
+
+struct dm_proxy {
+        struct dm_proxy_limits limits;
+        char *hosts_file;
+        pthread_mutex_t lock;
+        struct dm_proxy_sandbox *sandboxes;
+};
+
+struct conn {
+        struct dm_proxy_sandbox *sb;
+        pthread_t thread;
+        int fd;
+        bool done;   /* under sb->lock */
+        struct conn *next;
+};
+
+struct dm_proxy_sandbox {
+        struct dm_proxy *proxy;
+        char *id;
+        struct sockaddr_in addr;
+        struct in_addr source;
+        struct dm_proxy_policy policy;
+        int log_fd, listen_fd, stop_fd, reap_fd;
+        pthread_t accept_thread;
+        pthread_mutex_t lock;   /* conns, active, log writes */
+        struct conn *conns;
+        unsigned active;
+        struct dm_proxy_sandbox *next;
+};
+
+void dm_proxy_limits_default(struct dm_proxy_limits *l)
+{
+        *l = (struct dm_proxy_limits){
+                .max_header_bytes = 16 * 1024,
+                .max_conns = 64,
+                .connect_timeout_ms = 10 * 1000,
+                .header_timeout_ms = 30 * 1000,
+                .idle_timeout_ms = 300 * 1000,
+        };
+}
+
+/* --- the egress log -------------------------------------------------------- */
+
+/* One record of a connection, filled as it goes and logged once. */
+struct session {
+        struct conn *c;
+        char method[40];
+        char target[300];
+        int status;
+        bool allowed;   /* the policy said yes (the upstream may still fail) */
+        struct dm_proxy_verdict v;
+        unsigned long long up, down;
+        int64_t start_ms;
+};
+
+static void egress_log(struct dm_proxy_sandbox *sb, const struct session *s)
+{
+        char line[1024], ts[32];
+        struct timespec now;
+        struct tm tm;
+        int n;
+
+        if (sb->log_fd < 0)
+                return;
+        clock_gettime(CLOCK_REALTIME, &now);
+        gmtime_r(&now.tv_sec, &tm);
+        strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+        n = snprintf(line, sizeof(line), "%s.%03ldZ %s %s %s %d up=%llu down=%llu ms=%lld reason=\"%s\"\n", ts,
+                     now.tv_nsec / 1000000, s->method, s->target, s->allowed ? "allowed" : "denied", s->status,
+                     s->up, s->down, (long long)(dm_now_ms() - s->start_ms), s->v.reason);
+        if (n < 0)
+                return;
+        if ((size_t)n >= sizeof(line)) {
+                n = sizeof(line) - 1;
+                line[n - 1] = '\n';
+        }
+        /* One write per line under the lock keeps lines whole in O_APPEND. */
+        pthread_mutex_lock(&sb->lock);
+        if (write(sb->log_fd, line, (size_t)n) < 0)
+                log_warning("egress proxy: sandbox '%s': cannot write egress log: %s", sb->id, strerror(errno));
+        pthread_mutex_unlock(&sb->lock);
+}
+
+/* --- waiting and writing --------------------------------------------------- */
+
+/* 1 when fd is ready for events, 0 on timeout, -ECANCELED when the sandbox is
+ * being removed. */
+static int wait_fd(struct dm_proxy_sandbox *sb, int fd, short events, int timeout_ms)
+{
+        struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = sb->stop_fd, .events = POLLIN } };
+        int r;
+
+        do
+                r = poll(p, 2, timeout_ms < 0 ? 0 : timeout_ms);
+        while (r < 0 && errno == EINTR);
+        if (r < 0)
+                return -errno;
+        if (p[1].revents)
+                return -ECANCELED;
+        return r > 0;
+}
+
+static int send_all(struct dm_proxy_sandbox *sb, int fd, const char *data, size_t n, int timeout_ms)
+{
+        while (n > 0) {
+                ssize_t w = send(fd, data, n, MSG_NOSIGNAL);
+                if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+                        int r = wait_fd(sb, fd, POLLOUT, timeout_ms);
+                        if (r <= 0)
+                                return r < 0 ? r : -ETIMEDOUT;
+                        continue;
+                }
+                if (w < 0)
+                        return -errno;
+                data += w;
+                n -= (size_t)w;
+        }
+        return 0;
+}
+
+/* Answers the client with the verdict's status and reason, logs, and lets
+ * the client read the answer before the socket closes (a close with unread
+ * input would reset the connection and lose the answer). */
+static void refuse(struct session *s, int fd)
+{
+        struct dm_proxy_sandbox *sb = s->c->sb;
+        char resp[512];
+        int status = dm_proxy_code_status(s->v.code);
+        int n = snprintf(resp, sizeof(resp),
+                         "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n"
+                         "\r\n%s\n",
+                         status, dm_proxy_status_text(status), strlen(s->v.reason) + 1, s->v.reason);
+
+        s->status = status;
+        egress_log(sb, s);
+        if (send_all(sb, fd, resp, (size_t)n, 1000) < 0)
+                return;
+        shutdown(fd, SHUT_WR);
+        for (int i = 0; i < 16 && wait_fd(sb, fd, POLLIN, 500) > 0; i++) {
+                char sink[4096];
+                if (recv(fd, sink, sizeof(sink), 0) <= 0)
+                        break;
+        }
+}
+
+/* --- the request ----------------------------------------------------------- */
+
+/* Reads the request head into head (capped). 0, or -1 with s->v set, or -2
+ * when the client went away before a head: nothing to answer or log. */
+static int read_head(struct session *s, struct dm_buf *head, size_t *ret_end)
+{
+        struct dm_proxy_sandbox *sb = s->c->sb;
+        const struct dm_proxy_limits *l = &sb->proxy->limits;
+        int64_t deadline = dm_now_ms() + l->header_timeout_ms;
+
+        for (;;) {
+                char chunk[4096];
+                size_t room = l->max_header_bytes - head->len, end;
+                ssize_t n = recv(s->c->fd, chunk, room < sizeof(chunk) ? room : sizeof(chunk), 0);
+
+                if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+                        int r = wait_fd(sb, s->c->fd, POLLIN, (int)(deadline - dm_now_ms()));
+                        if (r < 0)
+                                return -2;
+                        if (r == 0)
+                                return head->len ? dm_proxy_verdict_set(&s->v, DM_PROXY_BAD_REQUEST,
+                                                                        "no complete request head within %d ms",
+                                                                        l->header_timeout_ms)
+                                                 : -2;
+                        continue;
+                }
+                if (n <= 0)
+                        return -2;
+                if (dm_buf_append(head, chunk, (size_t)n) < 0)
+                        return dm_proxy_verdict_set(&s->v, DM_PROXY_BAD_REQUEST, "out of memory");
+                end = dm_proxy_head_end(head->data, head->len);
+                if (end) {
+                        *ret_end = end;
+                        return 0;
+                }
+                if (head->len >= l->max_header_bytes)
+                        return dm_proxy_verdict_set(&s->v, DM_PROXY_HEADER_TOO_LARGE,
+                                                    "request head larger than %zu bytes", l->max_header_bytes);
+        }
+}
+
+static size_t own_addresses(struct in_addr *ret, size_t max)
+{
+        struct ifaddrs *ifa, *i;
+        size_t n = 0;
+
+        if (getifaddrs(&ifa) < 0)
+                return 0;
+        for (i = ifa; i && n < max; i = i->ifa_next)
+                if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
+                        ret[n++] = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+        freeifaddrs(ifa);
+        return n;
+}
+
+/* The addresses to try for an allowed name: the hosts file first, then DNS,
+ * then the rebinding rule. 0 with at least one address, or -1 with s->v. */
+static int resolve(struct session *s, const char *name, uint16_t port, struct in_addr *ret, size_t *ret_n)
+{
+        struct dm_proxy_sandbox *sb = s->c->sb;
+        struct in_addr found[MAX_ADDRS], own[64];
+        struct dm_proxy_verdict first = { 0 };
+        size_t n = 0, n_own, k = 0;
+        int r = 0;
+
+        if (sb->proxy->hosts_file) {
+                r = dm_proxy_hosts_lookup(sb->proxy->hosts_file, name, found, MAX_ADDRS, &n);
+                if (r < 0)
+                        return dm_proxy_verdict_set(&s->v, DM_PROXY_RESOLVE_FAILED, "cannot read hosts file '%s': %s",
+                                                    sb->proxy->hosts_file, strerror(-r));
+        }
+        if (r == 0) {
+                struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res, *a;
+                int g = getaddrinfo(name, NULL, &hints, &res);
+                if (g != 0)
+                        return dm_proxy_verdict_set(&s->v, DM_PROXY_RESOLVE_FAILED, "cannot resolve '%s': %s", name,
+                                                    gai_strerror(g));
+                for (a = res; a && n < MAX_ADDRS; a = a->ai_next)
+                        found[n++] = ((struct sockaddr_in *)a->ai_addr)->sin_addr;
+                freeaddrinfo(res);
+        }
+        n_own = own_addresses(own, DM_ARRAY_SIZE(own));
+        for (size_t i = 0; i < n; i++) {
+                struct dm_proxy_verdict v;
+                if (dm_proxy_check_address(&sb->policy, name, found[i], port, own, n_own, &v) == 0)
+                        ret[k++] = found[i];
+                else if (first.code == DM_PROXY_OK)
+                        first = v;
+        }
+        if (k == 0) {
+                s->v = first;
+                if (s->v.code == DM_PROXY_OK)
+                        dm_proxy_verdict_set(&s->v, DM_PROXY_RESOLVE_FAILED, "'%s' has no IPv4 address", name);
+                return -1;
+        }
+        *ret_n = k;
+        return 0;
+}
+
+/* Connects to the first address that answers within the connect timeout.
+ * The fd, or -1 with s->v set (504 when the time ran out, else 502). */
+static int connect_upstream(struct session *s, const struct in_addr *addrs, size_t n, uint16_t port)
+{
+        struct dm_proxy_sandbox *sb = s->c->sb;
+        int64_t deadline = dm_now_ms() + sb->proxy->limits.connect_timeout_ms;
+        char a[INET_ADDRSTRLEN];
+        int last = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = addrs[i] };
+                _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                socklen_t len = sizeof(last);
+                int r;
+
+                if (fd < 0)
+                        return dm_proxy_verdict_set(&s->v, DM_PROXY_CONNECT_FAILED, "socket: %s", strerror(errno));
+                inet_ntop(AF_INET, &addrs[i], a, sizeof(a));
+                if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+                        return TAKE_FD(fd);
+                if (errno != EINPROGRESS) {
+                        last = errno;
+                        continue;
+                }
+                r = wait_fd(sb, fd, POLLOUT, (int)(deadline - dm_now_ms()));
+                if (r < 0)
+                        return dm_proxy_verdict_set(&s->v, DM_PROXY_CONNECT_FAILED, "proxy shutting down");
+                if (r == 0)
+                        return dm_proxy_verdict_set(&s->v, DM_PROXY_CONNECT_TIMEOUT,
+                                                    "connect to %s:%u timed out after %d ms", a, port,
+                                                    sb->proxy->limits.connect_timeout_ms);
+                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &last, &len) < 0)
+                        last = errno;
+                if (last == 0)
+                        return TAKE_FD(fd);
+        }
+        return dm_proxy_verdict_set(&s->v, DM_PROXY_CONNECT_FAILED, "connect to %s:%u: %s", a, port,
+                                    strerror(last ? last : EHOSTUNREACH));
+}
+
+/* --- relaying -------------------------------------------------------------- */
+
+struct pipe {
+        char fixed[RELAY_CHUNK];
+        char *data, *heap;   /* data points at fixed or heap */
+        size_t len, off;
+        bool eof, shut;
+};
+
+static bool pending(const struct pipe *p)
+{
+        return p->off < p->len;
+}
+
+/* Queues n bytes of data (copied) for sending. 0 or -ENOMEM. */
+static int pipe_load(struct pipe *p, const char *data, size_t n)
+{
+        char *heap = NULL;
+
+        if (n > sizeof(p->fixed) && !(heap = malloc(n)))
+                return -ENOMEM;
+        free(p->heap);
+        p->heap = heap;
+        p->data = heap ? heap : p->fixed;
+        if (n)
+                memcpy(p->data, data, n);
+        p->len = n;
+        p->off = 0;
+        return 0;
+}
+
+/* Queues a malloc'ed buffer, taking it over. */
+static void pipe_take(struct pipe *p, char *heap, size_t n)
+{
+        free(p->heap);
+        p->heap = heap;
+        p->data = heap;
+        p->len = n;
+        p->off = 0;
+}
+
+/* Sends what p holds to fd. 0, or -1 when fd failed. */
+static int pipe_flush(struct pipe *p, int fd, unsigned long long *count)
+{
+        ssize_t w = send(fd, p->data + p->off, p->len - p->off, MSG_NOSIGNAL);
+
+        if (w < 0)
+                return errno == EAGAIN || errno == EINTR ? 0 : -1;
+        p->off += (size_t)w;
+        *count += (unsigned long long)w;
+        if (!pending(p))
+                pipe_load(p, NULL, 0);
+        return 0;
+}
+
+/* Reads from fd into p. 0, or -1 when fd failed. */
+static int pipe_fill(struct pipe *p, int fd)
+{
+        ssize_t n = recv(fd, p->fixed, sizeof(p->fixed), 0);
+
+        if (n < 0)
+                return errno == EAGAIN || errno == EINTR ? 0 : -1;
+        if (n == 0) {
+                p->eof = true;
+                return 0;
+        }
+        free(p->heap);
+        p->heap = NULL;
+        p->data = p->fixed;
+        p->len = (size_t)n;
+        p->off = 0;
+        return 0;
+}
+
+/* Plain HTTP: reads the response head from upstream and queues its rewrite
+ * for the client. 0 (maybe incomplete), or -1 with s->v set. */
+static int fill_response_head(struct session *s, struct pipe *down, int fd, struct dm_buf *head, bool *done)
+{
+        char chunk[4096];
+        struct dm_buf out;
+        ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+        size_t end;
+
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n <= 0)
+                return dm_proxy_verdict_set(&s->v, DM_PROXY_CONNECT_FAILED, "upstream closed before a response");
+        if (dm_buf_append(head, chunk, (size_t)n) < 0)
+                return dm_proxy_verdict_set(&s->v, DM_PROXY_CONNECT_FAILED, "upstream response head too large");
+        end = dm_proxy_head_end(head->data, head->len);
+        if (!end)
+                return 0;
+        dm_buf_init(&out, RESPONSE_HEAD_MAX * 2);
+        if (dm_proxy_response_build(head->data, end, &out) < 0 ||
+            dm_buf_append(&out, head->data + end, head->len - end) < 0) {
+                dm_buf_release(&out);
+                return dm_proxy_verdict_set(&s->v, DM_PROXY_CONNECT_FAILED, "upstream sent a malformed response");
+        }
+        s->status = atoi(head->data + 9);
+        n = (ssize_t)out.len;
+        pipe_take(down, dm_buf_steal(&out), (size_t)n);
+        *done = true;
+        return 0;
+}
+
+/* Moves bytes both ways until both sides have finished, either fails, the
+ * idle timeout passes or the sandbox is removed. Half-closes are passed on.
+ * With rewrite, the upstream's response head is rewritten first; a failure
+ * there is answered with 502 (-1, s->v set). */
+static int relay(struct session *s, int up_fd, struct pipe *up, struct pipe *down, bool rewrite)
+{
+        struct dm_proxy_sandbox *sb = s->c->sb;
+        int cfd = s->c->fd, ret = 0;
+        bool head_done = !rewrite;
+        struct dm_buf head;
+
+        dm_buf_init(&head, RESPONSE_HEAD_MAX);
+        for (;;) {
+                struct pollfd p[3] = { { .fd = cfd }, { .fd = up_fd }, { .fd = sb->stop_fd, .events = POLLIN } };
+                int r;
+
+                if (up->eof && !pending(up) && !up->shut) {
+                        shutdown(up_fd, SHUT_WR);
+                        up->shut = true;
+                }
+                if (down->eof && !pending(down) && !down->shut) {
+                        shutdown(cfd, SHUT_WR);
+                        down->shut = true;
+                }
+                if (up->shut && down->shut)
+                        break;
+                if (!up->eof && !pending(up))
+                        p[0].events |= POLLIN;
+                if (pending(down))
+                        p[0].events |= POLLOUT;
+                if (!down->eof && !pending(down))
+                        p[1].events |= POLLIN;
+                if (pending(up))
+                        p[1].events |= POLLOUT;
+                /* A hung-up fd we want nothing from would make poll spin. */
+                for (int i = 0; i < 2; i++)
+                        if (!p[i].events)
+                                p[i].fd = -1;
+                r = poll(p, 3, sb->proxy->limits.idle_timeout_ms);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r <= 0 || p[2].revents)
+                        break;
+                if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && (p[0].events & POLLIN) && pipe_fill(up, cfd) < 0)
+                        break;
+                if ((p[1].revents & (POLLOUT | POLLHUP | POLLERR)) && (p[1].events & POLLOUT) &&
+                    pipe_flush(up, up_fd, &s->up) < 0)
+                        break;
+                if ((p[1].revents & (POLLIN | POLLHUP | POLLERR)) && (p[1].events & POLLIN)) {
+                        if (!head_done) {
+                                if (fill_response_head(s, down, up_fd, &head, &head_done) < 0) {
+                                        ret = -1;
+                                        break;
+                                }
+                        } else if (pipe_fill(down, up_fd) < 0) {
+                                break;
+                        }
+                }
+                if ((p[0].revents & (POLLOUT | POLLHUP | POLLERR)) && (p[0].events & POLLOUT) &&
+                    pipe_flush(down, cfd, &s->down) < 0)
+                        break;
+        }
+        dm_buf_release(&head);
+        return ret;
+}
+
+/* --- one connection -------------------------------------------------------- */
+
+static void serve(struct session *s)
+{
+        struct dm_proxy_sandbox *sb = s->c->sb;
+        struct dm_proxy_request req = { 0 };
+        struct in_addr addrs[MAX_ADDRS];
+        struct pipe *up = NULL, *down = NULL;
+        struct dm_buf head, fwd;
+        size_t end = 0, n = 1;
+        char name[256];
+        _cleanup_close_ int up_fd = -1;
+        int r;
+
+        dm_buf_init(&head, sb->proxy->limits.max_header_bytes);
+        dm_buf_init(&fwd, sb->proxy->limits.max_header_bytes + 1024);
+        r = read_head(s, &head, &end);
+        if (r == -2)
+                goto out;
+        if (r < 0 || dm_proxy_request_parse(head.data, end, &req, &s->v) < 0) {
+                if (req.method)
+                        snprintf(s->method, sizeof(s->method), "%s", req.method);
+                refuse(s, s->c->fd);
+                goto out;
+        }
+        snprintf(s->method, sizeof(s->method), "%s", req.method);
+        snprintf(s->target, sizeof(s->target), "%.255s:%u", req.host, req.port);
+        r = dm_proxy_check_target(&sb->policy, req.host, req.port, name, &addrs[0], &s->v);
+        if (r < 0 || (r == 0 && resolve(s, name, req.port, addrs, &n) < 0)) {
+                refuse(s, s->c->fd);
+                goto out;
+        }
+        s->allowed = true;
+        if ((up_fd = connect_upstream(s, addrs, n, req.port)) < 0) {
+                refuse(s, s->c->fd);
+                goto out;
+        }
+
+        up = calloc(1, sizeof(*up));
+        down = calloc(1, sizeof(*down));
+        if (!up || !down)
+                goto out;
+        if (pipe_load(up, head.data + end, head.len - end) < 0 || pipe_load(down, NULL, 0) < 0)
+                goto out;
+        if (req.is_connect) {
+                static const char ok_resp[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+                s->status = 200;
+                if (send_all(sb, s->c->fd, ok_resp, sizeof(ok_resp) - 1, sb->proxy->limits.idle_timeout_ms) < 0)
+                        goto log;
+        } else {
+                if (dm_proxy_request_build(&req, &fwd) < 0 ||
+                    send_all(sb, up_fd, fwd.data, fwd.len, sb->proxy->limits.idle_timeout_ms) < 0)
+                        goto log;
+                s->up += fwd.len;
+        }
+        if (relay(s, up_fd, up, down, !req.is_connect) < 0 && s->down == 0) {
+                refuse(s, s->c->fd);
+                goto out;
+        }
+log:
+        egress_log(sb, s);
+out:
+        if (up)
+                free(up->heap);
+        if (down)
+                free(down->heap);
+        free(up);
+        free(down);
+        dm_buf_release(&fwd);
+        dm_buf_release(&head);
+        dm_proxy_request_release(&req);
+}
+
+static void *conn_main(void *arg)
+{
+        struct conn *c = arg;
+        struct dm_proxy_sandbox *sb = c->sb;
+        struct session s = { .c = c, .method = "-", .target = "-", .start_ms = dm_now_ms() };
+        uint64_t one = 1;
+
+        serve(&s);
+        close(c->fd);
+        pthread_mutex_lock(&sb->lock);
+        c->fd = -1;
+        c->done = true;
+        sb->active--;
+        pthread_mutex_unlock(&sb->lock);
+        /* The accept thread joins finished connections when woken. */
+        if (write(sb->reap_fd, &one, sizeof(one)) < 0)
+                log_warning("egress proxy: sandbox '%s': cannot wake the accept thread: %s", sb->id, strerror(errno));
+        return NULL;
+}
+
+/* Joins finished connections, or all of them (which the stop eventfd has
+ * woken) when all is set. */
+static void reap(struct dm_proxy_sandbox *sb, bool all)
+{
+        struct conn *list = NULL, **pp;
+
+        pthread_mutex_lock(&sb->lock);
+        for (pp = &sb->conns; *pp;) {
+                struct conn *c = *pp;
+                if (all || c->done) {
+                        *pp = c->next;
+                        c->next = list;
+                        list = c;
+                } else {
+                        pp = &c->next;
+                }
+        }
+        pthread_mutex_unlock(&sb->lock);
+        while (list) {
+                struct conn *c = list;
+                list = c->next;
+                pthread_join(c->thread, NULL);
+                free(c);
+        }
+}
+
+/* Refusals decided before a connection gets its thread. */
+static void refuse_early(struct dm_proxy_sandbox *sb, int fd, enum dm_proxy_code code, const char *reason)
+{
+        struct conn c = { .sb = sb, .fd = fd };
+        struct session s = { .c = &c, .method = "-", .target = "-", .start_ms = dm_now_ms() };
+
+        dm_proxy_verdict_set(&s.v, code, "%s", reason);
+        refuse(&s, fd);
+        close(fd);
+}
+
+static void accept_one(struct dm_proxy_sandbox *sb)
+{
+        struct sockaddr_in peer;
+        socklen_t len = sizeof(peer);
+        struct conn *c;
+        int fd = accept4(sb->listen_fd, (struct sockaddr *)&peer, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        char a[INET_ADDRSTRLEN];
+
+        if (fd < 0) {
+                if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+                        log_warning("egress proxy: sandbox '%s': accept: %s", sb->id, strerror(errno));
+                        wait_fd(sb, -1, 0, 100);   /* let connections finish rather than spin */
+                }
+                return;
+        }
+        if (sb->source.s_addr != htonl(INADDR_ANY) && peer.sin_addr.s_addr != sb->source.s_addr) {
+                char reason[128];
+                snprintf(reason, sizeof(reason), "connection from %s, which is not this sandbox's address",
+                         inet_ntop(AF_INET, &peer.sin_addr, a, sizeof(a)));
+                refuse_early(sb, fd, DM_PROXY_UNKNOWN_SOURCE, reason);
+                return;
+        }
+        pthread_mutex_lock(&sb->lock);
+        if (sb->active >= sb->proxy->limits.max_conns) {
+                pthread_mutex_unlock(&sb->lock);
+                refuse_early(sb, fd, DM_PROXY_TOO_MANY, "too many open connections for this sandbox");
+                return;
+        }
+        c = calloc(1, sizeof(*c));
+        if (c) {
+                c->sb = sb;
+                c->fd = fd;
+                if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
+                        free(c);
+                        c = NULL;
+                }
+        }
+        if (c) {
+                c->next = sb->conns;
+                sb->conns = c;
+                sb->active++;
+        }
+        pthread_mutex_unlock(&sb->lock);
+        if (!c) {
+                log_warning("egress proxy: sandbox '%s': cannot start a connection thread", sb->id);
+                refuse_early(sb, fd, DM_PROXY_TOO_MANY, "the proxy cannot take another connection now");
+        }
+}
+
+static void *accept_main(void *arg)
+{
+        struct dm_proxy_sandbox *sb = arg;
+
+        for (;;) {
+                struct pollfd p[3] = {
+                        { .fd = sb->listen_fd, .events = POLLIN },
+                        { .fd = sb->stop_fd, .events = POLLIN },
+                        { .fd = sb->reap_fd, .events = POLLIN },
+                };
+                if (poll(p, 3, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        log_error("egress proxy: sandbox '%s': poll: %s", sb->id, strerror(errno));
+                        break;
+                }
+                if (p[1].revents)
+                        break;
+                if (p[2].revents) {
+                        uint64_t v;
+                        if (read(sb->reap_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                                log_warning("egress proxy: read eventfd: %s", strerror(errno));
+                        reap(sb, false);
+                }
+                if (p[0].revents)
+                        accept_one(sb);
+        }
+        /* The stop eventfd stays readable: every connection sees it. */
+        reap(sb, true);
+        return NULL;
+}
+
+/* --- lifecycle ------------------------------------------------------------- */
+
+int dm_proxy_new(const struct dm_proxy_limits *limits, const char *hosts_file, struct dm_proxy **ret,
+                 struct dm_error *err)
+{
+        struct dm_proxy *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        if (limits)
+                p->limits = *limits;
+        else
+                dm_proxy_limits_default(&p->limits);
+        if (!hosts_file)
+                hosts_file = getenv("DEMESNE_PROXY_HOSTS");
+        if (hosts_file && *hosts_file && !(p->hosts_file = strdup(hosts_file))) {
+                free(p);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        pthread_mutex_init(&p->lock, NULL);
+        *ret = p;
+        return 0;
+}
+
+static void sandbox_free(struct dm_proxy_sandbox *sb)
+{
+        int fds[] = { sb->log_fd, sb->listen_fd, sb->stop_fd, sb->reap_fd };
+
+        for (size_t i = 0; i < DM_ARRAY_SIZE(fds); i++)
+                if (fds[i] >= 0)
+                        close(fds[i]);
+        dm_proxy_policy_release(&sb->policy);
+        pthread_mutex_destroy(&sb->lock);
+        free(sb->id);
+        free(sb);
+}
+
+int dm_proxy_add(struct dm_proxy *p, const struct dm_proxy_sandbox_conf *conf, struct dm_proxy_sandbox **ret,
+                 struct dm_error *err)
+{
+        struct dm_proxy_sandbox *sb = calloc(1, sizeof(*sb));
+        socklen_t len = sizeof(sb->addr);
+        char a[INET_ADDRSTRLEN];
+        int one = 1, r;
+
+        if (!sb)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        sb->log_fd = sb->listen_fd = sb->stop_fd = sb->reap_fd = -1;
+        pthread_mutex_init(&sb->lock, NULL);
+        sb->proxy = p;
+        sb->source = conf->source;
+        inet_ntop(AF_INET, &conf->listen.sin_addr, a, sizeof(a));
+        if (!(sb->id = strdup(conf->id ? conf->id : "-")) || dm_proxy_policy_copy(&sb->policy, conf->policy) < 0) {
+                sandbox_free(sb);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        if (conf->log_fd >= 0 && (sb->log_fd = fcntl(conf->log_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+                r = -errno;
+                sandbox_free(sb);
+                return dm_error_set(err, r, "egress proxy for '%s': dup log fd: %s", conf->id, strerror(-r));
+        }
+        sb->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        sb->reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        sb->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (sb->stop_fd < 0 || sb->reap_fd < 0 || sb->listen_fd < 0 ||
+            setsockopt(sb->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+            bind(sb->listen_fd, (const struct sockaddr *)&conf->listen, sizeof(conf->listen)) < 0 ||
+            listen(sb->listen_fd, 128) < 0 || getsockname(sb->listen_fd, (struct sockaddr *)&sb->addr, &len) < 0) {
+                r = -errno;
+                sandbox_free(sb);
+                return dm_error_set(err, r, "egress proxy for '%s': listen on %s:%u: %s", conf->id, a,
+                                    ntohs(conf->listen.sin_port), strerror(-r));
+        }
+        r = -pthread_create(&sb->accept_thread, NULL, accept_main, sb);
+        if (r < 0) {
+                sandbox_free(sb);
+                return dm_error_set(err, r, "egress proxy for '%s': start thread: %s", conf->id, strerror(-r));
+        }
+        pthread_mutex_lock(&p->lock);
+        sb->next = p->sandboxes;
+        p->sandboxes = sb;
+        pthread_mutex_unlock(&p->lock);
+        *ret = sb;
+        return 0;
+}
+
+void dm_proxy_sandbox_address(const struct dm_proxy_sandbox *s, struct sockaddr_in *ret)
+{
+        *ret = s->addr;
+}
+
+unsigned dm_proxy_sandbox_connections(struct dm_proxy_sandbox *s)
+{
+        unsigned n;
+
+        pthread_mutex_lock(&s->lock);
+        n = s->active;
+        pthread_mutex_unlock(&s->lock);
+        return n;
+}
+
+void dm_proxy_remove(struct dm_proxy *p, struct dm_proxy_sandbox *s)
+{
+        struct dm_proxy_sandbox **pp;
+        uint64_t one = 1;
+
+        if (!s)
+                return;
+        pthread_mutex_lock(&p->lock);
+        for (pp = &p->sandboxes; *pp; pp = &(*pp)->next)
+                if (*pp == s) {
+                        *pp = s->next;
+                        break;
+                }
+        pthread_mutex_unlock(&p->lock);
+        if (write(s->stop_fd, &one, sizeof(one)) < 0)
+                log_error("egress proxy: sandbox '%s': cannot signal stop: %s", s->id, strerror(errno));
+        pthread_join(s->accept_thread, NULL);
+        sandbox_free(s);
+}
+
+void dm_proxy_free(struct dm_proxy *p)
+{
+        if (!p)
+                return;
+        while (p->sandboxes)
+                dm_proxy_remove(p, p->sandboxes);
+        pthread_mutex_destroy(&p->lock);
+        free(p->hosts_file);
+        free(p);
+}
