@@ -284,6 +284,55 @@ static int pick_subnet(struct nl_sock *sk, const struct dm_netlink_spec *spec, u
         return dm_error_set(err, -EADDRNOTAVAIL, "no free /30 left in the sandbox subnet (DEMESNE_SANDBOX_SUBNET)");
 }
 
+struct addr_list {
+        uint32_t *v;
+        size_t n, cap;
+        bool oom;
+};
+
+static void collect_addr(struct nl_object *obj, void *arg)
+{
+        struct rtnl_addr *a = (struct rtnl_addr *)obj;
+        struct nl_addr *local = rtnl_addr_get_local(a);
+        struct addr_list *l = arg;
+
+        if (rtnl_addr_get_family(a) != AF_INET || !local || l->oom)
+                return;
+        if (l->n == l->cap) {
+                uint32_t *v = realloc(l->v, (l->cap = l->cap ? 2 * l->cap : 16) * sizeof(*v));
+                if (!v) {
+                        l->oom = true;
+                        return;
+                }
+                l->v = v;
+        }
+        memcpy(&l->v[l->n++], nl_addr_get_binary_addr(local), 4);
+}
+
+int dm_netlink_host_addrs(uint32_t **ret, size_t *ret_n, struct dm_error *err)
+{
+        struct addr_list l = { 0 };
+        struct nl_cache *addrs = NULL;
+        struct nl_sock *sk = nl_open(err);
+        int r;
+
+        if (!sk)
+                return err->code;
+        r = rtnl_addr_alloc_cache(sk, &addrs);
+        nl_socket_free(sk);
+        if (r < 0)
+                return nl_fail(err, r, "cannot read the host's addresses");
+        nl_cache_foreach(addrs, collect_addr, &l);
+        nl_cache_free(addrs);
+        if (l.oom) {
+                free(l.v);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        *ret = l.v;
+        *ret_n = l.n;
+        return 0;
+}
+
 /* ---- configuration -------------------------------------------------------------- */
 
 static int add_addr(struct nl_sock *sk, int ifindex, uint32_t local, uint32_t peer_net, struct dm_error *err)
@@ -527,6 +576,24 @@ out:
                 rtnl_link_veth_release(veth);
         nl_socket_free(sk);
         close(in.nsfd);
+        return r;
+}
+
+bool dm_netlink_exists(const char *host_ifname, const char *tag)
+{
+        struct dm_error err = { 0 };
+        struct rtnl_link *l = NULL;
+        struct nl_sock *sk = nl_open(&err);
+        char t[128], owner[160];
+        bool r = false;
+
+        if (!sk)
+                return false;
+        if (rtnl_link_get_kernel(sk, 0, host_ifname, &l) >= 0) {
+                r = parse_alias(rtnl_link_get_ifalias(l), t, sizeof(t), owner, sizeof(owner)) && strcmp(t, tag) == 0;
+                rtnl_link_put(l);
+        }
+        nl_socket_free(sk);
         return r;
 }
 

@@ -23,6 +23,9 @@
 
 #define DM_NETLINK_ALIAS_PREFIX "demesne "
 #define DM_NETLINK_POOL_DEFAULT "10.213.0.0/16"
+/* One lock for every server on the machine (egress needs root): two must
+ * not pick the same /30. */
+#define DM_NETLINK_LOCK "/run/demesne-netpolicy.lock"
 
 struct dm_cidr {
         uint32_t addr;          /* network byte order */
@@ -58,6 +61,9 @@ int dm_netlink_setup(const struct dm_netlink_spec *spec, struct dm_netlink *ret,
  * A link that is already gone is not an error. */
 int dm_netlink_teardown(const char *host_ifname, const char *tag, struct dm_error *err);
 
+/* Whether host_ifname exists and its alias names tag. */
+bool dm_netlink_exists(const char *host_ifname, const char *tag);
+
 /* Refuses a pool that overlaps a route of the host's main table (other
  * than the routes of demesne's own links), with a message naming it. */
 int dm_netlink_pool_check(const struct dm_cidr *pool, struct dm_error *err);
@@ -66,6 +72,10 @@ int dm_netlink_pool_check(const struct dm_cidr *pool, struct dm_error *err);
  * with each one's name, tag and owner. Returns how many or -errno. */
 int dm_netlink_list(void (*fn)(void *userdata, const char *ifname, const char *tag, const char *owner),
                     void *userdata, struct dm_error *err);
+
+/* The host's own IPv4 addresses (every interface), for the filter to
+ * block. *ret is malloc'ed. */
+int dm_netlink_host_addrs(uint32_t **ret, size_t *ret_n, struct dm_error *err);
 
 /* "dm-" and 10 hex digits of a hash of tag: unique enough, at most 13
  * characters. */

@@ -18,17 +18,10 @@ int dm_netpolicy_parse(const char *mode, const char *const *allow, enum dm_egres
         r = dm_policy_parse(mode, allow, flags, &p, err);
         if (r < 0)
                 return r;
-        if (dm_policy_needs_network(p)) {
-                enum dm_egress e = p->mode;
+        if (p->mode == DM_EGRESS_OPEN) {
                 dm_policy_free(p);
-                if (e == DM_EGRESS_NONE)
-                        return dm_error_set(err, -ENOTSUP,
-                                            "'allow' entries need an egress mode with network access, which this "
-                                            "version of demesne does not offer yet: drop 'allow' (egress is 'none')");
-                return dm_error_set(err, -ENOTSUP,
-                                    "egress '%s' is not available yet: this version of demesne runs sandboxes with "
-                                    "egress 'none' only (no network but loopback)",
-                                    dm_egress_names[e]);
+                return dm_error_set(err, -ENOTSUP, "egress 'open' is not available yet (it needs NAT on the host): "
+                                                   "use package-managers, or allow entries");
         }
         *ret = p->mode;
         dm_policy_free(p);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 #include "src/context.h"
+#include "src/egress.h"
 #include "src/sandbox.h"
 
 #include <errno.h>
@@ -215,6 +216,7 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
         snprintf(ctx->owner_label, sizeof(ctx->owner_label), "%s=%s", DM_LABEL_OWNER, ctx->owner);
         pthread_mutex_init(&ctx->lock, NULL);
         pthread_mutex_init(&ctx->shim_lock, NULL);
+        pthread_mutex_init(&ctx->egress_lock, NULL);
         pthread_cond_init(&ctx->reap_cond, NULL);
         r = pthread_create(&ctx->reaper, NULL, reaper_main, ctx);
         if (r != 0) {
@@ -348,6 +350,8 @@ void dm_context_release(struct dm_context *ctx)
         /* Sandboxes outlive the server: their shims reconnect to the next. */
         dm_sandbox_shims_release(ctx);
         pthread_mutex_destroy(&ctx->shim_lock);
+        dm_egress_shutdown(ctx);
+        pthread_mutex_destroy(&ctx->egress_lock);
         if (ctx->backend)
                 dm_backend_free(ctx->backend);
         ctx->backend = NULL;

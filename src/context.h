@@ -20,6 +20,7 @@
 
 struct dm_reap_item;
 struct dm_sandbox_shim;
+struct dm_proxy;
 
 struct dm_context {
         struct dm_config cfg;
@@ -38,6 +39,9 @@ struct dm_context {
         int reap_busy;
         bool orphans_pending;           /* the reaper sweeps dead servers' containers */
         bool warm_pending;              /* the reaper opens the engine */
+
+        pthread_mutex_t egress_lock;    /* guards proxy */
+        struct dm_proxy *proxy;         /* the egress proxy, made on first use (src/egress.c) */
 
         pthread_mutex_t shim_lock;      /* guards shims */
         struct dm_sandbox_shim *shims;  /* persistent sandboxes' shim sockets (src/sandbox.c) */

@@ -50,7 +50,7 @@ int dm_launch_shim_prepare(const char *dir, struct dm_container_spec *spec, stru
 }
 
 int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct dm_shimhost *h,
-                         int64_t deadline_ms, struct dm_error *err)
+                         int64_t deadline_ms, int *ret_pid, struct dm_error *err)
 {
         struct dm_container_info info = { 0 };
         int r;
@@ -65,6 +65,8 @@ int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct 
         /* A command in the container can reach the socket too: only PID 1
          * may pass for the shim. */
         dm_shimhost_set_peer_pid(h, info.pid);
+        if (ret_pid)
+                *ret_pid = info.pid;
         dm_container_info_release(&info);
         r = dm_shimhost_wait_ready(h, deadline_ms, err);
         return r < 0 ? dm_error_wrap(err, "wait for demesne-shim") : 0;

@@ -41,6 +41,6 @@ int dm_launch_shim_prepare(const char *dir, struct dm_container_spec *spec, stru
  * accepts only the container's PID 1 from now on and waits for its hello
  * until the monotonic deadline_ms. */
 int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct dm_shimhost *h,
-                         int64_t deadline_ms, struct dm_error *err);
+                         int64_t deadline_ms, int *ret_pid, struct dm_error *err);
 
 #endif

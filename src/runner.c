@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/egress.h"
 #include "src/images.h"
 #include "src/launch.h"
 #include "src/util/cleanup.h"
@@ -192,8 +193,8 @@ static void on_tick(void *userdata)
 
 /* The command through demesne-shim: it runs under the seccomp filter, and
  * the shim kills its whole process group at the timeout. */
-static int run_shim(struct dm_backend *b, const char *id, struct dm_shimhost *host, const char *const *argv,
-                    struct capture *cap, const struct dm_run_request *req, struct dm_run_result *res,
+static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id, struct dm_shimhost *host,
+                    const char *const *argv, struct capture *cap, const struct dm_run_request *req, struct dm_run_result *res,
                     struct dm_error *err)
 {
         struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
@@ -205,15 +206,26 @@ static int run_shim(struct dm_backend *b, const char *id, struct dm_shimhost *ho
                 .tick_userdata = &tick,
         };
         struct dm_shim_result sres;
-        int r;
+        struct dm_egress_run *egress = NULL;
+        int pid = 0, r;
 
-        r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, err);
+        r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, &pid, err);
         if (r < 0)
                 return r;
+        /* The network, before the command can send anything. */
+        if (dm_egress_needed(req->policy)) {
+                r = dm_egress_start(ctx, req->policy, res->run_id, ctx->owner, pid, res->output_dir, &egress, err);
+                if (r < 0)
+                        return r;
+                sreq.env = dm_egress_env(egress);
+        }
         /* timeout_seconds limits the command, not the engine's set-up. */
         tick.t0 = dm_now_ms();
         r = dm_shim_exec(host, &sreq, &sink, req->cancel ? req->cancel->fd : -1, tick.t0 + req->timeout_s * 1000,
                          &sres, err);
+        /* The pair goes with the container's namespace when the reaper
+         * removes it; only the proxy listener goes now. */
+        dm_egress_stop(ctx, egress, false);
         if (r == -ECANCELED) {
                 dm_error_clear(err);
                 res->cancelled = true;
@@ -254,6 +266,9 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         r = dm_image_lookup(req->image ? req->image : "python", &img, err);
         if (r < 0)
                 return r;
+        if (dm_egress_needed(req->policy) && !dm_launch_use_shim())
+                return dm_error_set(err, -ENOTSUP, "egress other than 'none' needs demesne-shim, which is off "
+                                                   "(DEMESNE_SHIM=off)");
 
         mounts = calloc(n_in + 4, sizeof(*mounts));
         owned = calloc(2 * n_in + 1, sizeof(*owned));
@@ -364,7 +379,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 goto out;
         }
         if (host) {
-                r = run_shim(b, id, host, req->command ? bash_argv : req->argv, &cap, req, res, err);
+                r = run_shim(ctx, b, id, host, req->command ? bash_argv : req->argv, &cap, req, res, err);
                 if (r < 0)
                         goto out;
         } else {

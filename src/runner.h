@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "netpolicy/policy.h"
 #include "src/context.h"
 #include "src/util/cancel.h"
 
@@ -22,6 +23,7 @@ struct dm_run_request {
         const char *const *dirs;        /* resolved host directories -> /in/<basename> */
         const char *const *env;         /* "K=V" */
         int64_t timeout_s;
+        const struct dm_policy *policy; /* egress; NULL = none */
         struct dm_cancel *cancel;       /* may be NULL */
 
         /* Optional: every chunk of output as it arrives (the CLI prints it). */

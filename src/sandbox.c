@@ -2,6 +2,7 @@
 #include "config.h"
 #include "src/sandbox.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/egress.h"
 #include "src/images.h"
 #include "src/launch.h"
 #include "src/runner.h"
@@ -61,6 +63,18 @@ static int record_write(struct dm_context *ctx, const struct dm_sandbox *sb, str
         json_object_object_add(o, "output_dir", json_object_new_string(sb->output_dir));
         json_object_object_add(o, "workspace", json_object_new_string(sb->workspace));
         json_object_object_add(o, "shim_dir", json_object_new_string(sb->shim_dir));
+        json_object_object_add(o, "allow", json_object_new_string(sb->allow));
+        if (sb->net_ifname[0]) {
+                json_object *net = json_object_new_object();
+                char a[INET_ADDRSTRLEN];
+
+                json_object_object_add(net, "ifname", json_object_new_string(sb->net_ifname));
+                inet_ntop(AF_INET, &sb->net_host, a, sizeof(a));
+                json_object_object_add(net, "host", json_object_new_string(a));
+                inet_ntop(AF_INET, &sb->net_peer, a, sizeof(a));
+                json_object_object_add(net, "peer", json_object_new_string(a));
+                json_object_object_add(o, "net", net);
+        }
         json_object_object_add(o, "created_at", json_object_new_int64(sb->created_at));
         json_object_object_add(o, "expires_at", json_object_new_int64(sb->expires_at));
         json_object_object_add(o, "ttl_seconds", json_object_new_int64(sb->ttl_s));
@@ -124,6 +138,19 @@ static int record_read(struct dm_context *ctx, const char *id, struct dm_sandbox
         copy_str(o, "output_dir", sb->output_dir, sizeof(sb->output_dir));
         copy_str(o, "workspace", sb->workspace, sizeof(sb->workspace));
         copy_str(o, "shim_dir", sb->shim_dir, sizeof(sb->shim_dir));
+        copy_str(o, "allow", sb->allow, sizeof(sb->allow));
+        {
+                json_object *net;
+                char a[INET_ADDRSTRLEN];
+
+                if (json_object_object_get_ex(o, "net", &net)) {
+                        copy_str(net, "ifname", sb->net_ifname, sizeof(sb->net_ifname));
+                        copy_str(net, "host", a, sizeof(a));
+                        inet_pton(AF_INET, a, &sb->net_host);
+                        copy_str(net, "peer", a, sizeof(a));
+                        inet_pton(AF_INET, a, &sb->net_peer);
+                }
+        }
         sb->created_at = get_int(o, "created_at");
         sb->expires_at = get_int(o, "expires_at");
         sb->ttl_s = get_int(o, "ttl_seconds");
@@ -153,8 +180,59 @@ struct dm_sandbox_shim {
         struct dm_sandbox_shim *next;
         char id[DM_SANDBOX_ID_LEN];
         struct dm_shimhost *host;
+        struct dm_egress_run *egress;   /* the proxy listener of a sandbox with a network */
         int refs;
 };
+
+/* The sandbox's policy, from its record. */
+static int sandbox_policy(const struct dm_sandbox *sb, struct dm_policy **ret, struct dm_error *err)
+{
+        char buf[sizeof(sb->allow)];
+        const char *allow[DM_POLICY_MAX_ENTRIES + 1];
+        size_t n = 0;
+
+        snprintf(buf, sizeof(buf), "%s", sb->allow);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < DM_POLICY_MAX_ENTRIES;
+             t = strtok_r(NULL, ",", &save))
+                allow[n++] = t;
+        allow[n] = NULL;
+        /* Accepted when the sandbox was made: the server's setting then counts. */
+        return dm_policy_parse(sb->egress[0] ? sb->egress : "none", allow, DM_POLICY_CALLER_ALLOWED, ret, err);
+}
+
+/* Brings a sandbox's network back for this server: the proxy listener on
+ * the pair that lives with the container, or the whole network when the
+ * container was restarted (a new namespace has no pair). Updates sb. */
+static int sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, int pid, struct dm_egress_run **ret,
+                       struct dm_error *err)
+{
+        struct dm_policy *policy = NULL;
+        int r;
+
+        *ret = NULL;
+        r = sandbox_policy(sb, &policy, err);
+        if (r < 0 || !dm_egress_needed(policy)) {
+                dm_policy_free(policy);
+                return r;
+        }
+        if (sb->net_ifname[0] && dm_netlink_exists(sb->net_ifname, sb->id)) {
+                struct dm_netlink net = { .host_addr = sb->net_host, .peer_addr = sb->net_peer };
+
+                snprintf(net.host_ifname, sizeof(net.host_ifname), "%s", sb->net_ifname);
+                r = dm_egress_adopt(ctx, policy, sb->id, &net, sb->output_dir, ret, err);
+        } else {
+                r = dm_egress_start(ctx, policy, sb->id, "-", pid, sb->output_dir, ret, err);
+                if (r >= 0) {
+                        const struct dm_netlink *net = dm_egress_net(*ret);
+
+                        snprintf(sb->net_ifname, sizeof(sb->net_ifname), "%s", net->host_ifname);
+                        sb->net_host = net->host_addr;
+                        sb->net_peer = net->peer_addr;
+                }
+        }
+        dm_policy_free(policy);
+        return r;
+}
 
 static void shim_put(struct dm_context *ctx, struct dm_sandbox_shim *e)
 {
@@ -164,6 +242,8 @@ static void shim_put(struct dm_context *ctx, struct dm_sandbox_shim *e)
         last = --e->refs == 0;
         pthread_mutex_unlock(&ctx->shim_lock);
         if (last) {
+                /* The pair lives with the container; only the listener goes. */
+                dm_egress_stop(ctx, e->egress, false);
                 dm_shimhost_free(e->host);
                 free(e);
         }
@@ -209,7 +289,9 @@ static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct d
                     struct dm_sandbox_shim **ret, struct dm_error *err)
 {
         struct dm_shimhost *host = NULL;
-        int r;
+        struct dm_egress_run *egress = NULL;
+        struct dm_sandbox copy;
+        int pid = 0, r;
 
         /* Held across adoption, which takes about a second: two execs into
          * an adopted sandbox must not both try to take its socket over. */
@@ -223,12 +305,22 @@ static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct d
                 }
         r = dm_shimhost_new(sb->shim_dir, &host, err);
         if (r >= 0)
-                r = dm_launch_shim_ready(b, sb->container, host, dm_now_ms() + SHIM_READY_MS, err);
+                r = dm_launch_shim_ready(b, sb->container, host, dm_now_ms() + SHIM_READY_MS, &pid, err);
+        if (r >= 0) {
+                copy = *sb;
+                r = sandbox_net(ctx, &copy, pid, &egress, err);
+                if (r >= 0 && copy.net_host != sb->net_host)
+                        r = record_write(ctx, &copy, err);
+        }
         if (r >= 0 && shim_add(ctx, sb->id, host, ret) < 0)
                 r = dm_error_set(err, -ENOMEM, "out of memory");
+        if (r >= 0)
+                (*ret)->egress = egress;
         pthread_mutex_unlock(&ctx->shim_lock);
-        if (r < 0)
+        if (r < 0) {
+                dm_egress_stop(ctx, egress, false);
                 dm_shimhost_free(host);
+        }
         else
                 log_info("sandbox %s: took its shim over from an earlier server", sb->id);
         return r;
@@ -257,10 +349,25 @@ static size_t count(const char *const *v)
         return n;
 }
 
+static const char **strv_concat(const char *const *a, const char *const *b)
+{
+        size_t na = count(a), nb = count(b);
+        const char **v = calloc(na + nb + 1, sizeof(*v));
+
+        if (v) {
+                memcpy(v, a, na * sizeof(*v));
+                memcpy(v + na, b, nb * sizeof(*v));
+        }
+        return v;
+}
+
 int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *req, struct dm_sandbox *sb,
                       struct dm_error *err)
 {
         static const char *const sleep_argv[] = { "sleep", "infinity", NULL };
+        struct dm_egress_run *egress = NULL;
+        bool need_net = dm_egress_needed(req->policy);
+        int pid = 0;
         struct dm_shimhost *host = NULL;
         struct dm_sandbox_shim *entry = NULL;
         const struct dm_image_info *img;
@@ -296,6 +403,19 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         snprintf(sb->id, sizeof(sb->id), "sbx-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
         snprintf(sb->image, sizeof(sb->image), "%s", img->name);
         snprintf(sb->egress, sizeof(sb->egress), "%s", req->egress ? req->egress : "none");
+        for (size_t i = 0, len = 0; req->allow && req->allow[i]; i++) {
+                int n = snprintf(sb->allow + len, sizeof(sb->allow) - len, "%s%s", i ? "," : "", req->allow[i]);
+                if (n < 0 || (size_t)n >= sizeof(sb->allow) - len) {
+                        r = dm_error_set(err, -E2BIG, "too many allow entries");
+                        goto out;
+                }
+                len += (size_t)n;
+        }
+        if (need_net && !dm_launch_use_shim()) {
+                r = dm_error_set(err, -ENOTSUP, "egress other than 'none' needs demesne-shim, which is off "
+                                                "(DEMESNE_SHIM=off)");
+                goto out;
+        }
         snprintf(sb->output_dir, sizeof(sb->output_dir), "%.4000s/%s", ctx->cfg.output_root, sb->id);
         /* Beside the record, not in the state dir: it must outlive this
          * server (and /run) as long as the sandbox does. */
@@ -341,7 +461,10 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 r = b->ops->start(b, id, err);
         }
         if (r >= 0 && host)
-                r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, err);
+                r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, &pid, err);
+        /* The network before any command runs. */
+        if (r >= 0 && need_net)
+                r = sandbox_net(ctx, sb, pid, &egress, err);
         if (r >= 0)
                 r = record_write(ctx, sb, err);
         if (r >= 0 && host) {
@@ -349,13 +472,17 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
 
                 pthread_mutex_lock(&ctx->shim_lock);
                 r2 = shim_add(ctx, sb->id, host, &entry);
-                if (r2 == 0)
+                if (r2 == 0) {
                         entry->refs--;                  /* only the list's */
+                        entry->egress = egress;
+                        egress = NULL;
+                }
                 pthread_mutex_unlock(&ctx->shim_lock);
                 if (r2 < 0)
                         dm_shimhost_free(host);         /* the next exec takes the socket over */
                 host = NULL;
         }
+        dm_egress_stop(ctx, egress, false);
         if (r < 0) {
                 struct dm_error e2 = { 0 };
                 if (id)
@@ -472,6 +599,7 @@ static int exec_shim(struct dm_context *ctx, struct dm_backend *b, const struct 
         };
         struct dm_sandbox_shim *e = NULL;
         struct dm_shim_result sres;
+        _cleanup_free_ const char **env = NULL;
         int r;
 
         r = shim_get(ctx, b, sb, &e, err);
@@ -483,6 +611,15 @@ static int exec_shim(struct dm_context *ctx, struct dm_backend *b, const struct 
         }
         if (r < 0)
                 return dm_error_wrap(err, "reach sandbox '%s'", sb->id);
+        if (e->egress) {
+                /* The caller's first: getenv takes the first of two. */
+                env = strv_concat(req->env, dm_egress_env(e->egress));
+                if (!env) {
+                        shim_put(ctx, e);
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                }
+                sreq.env = env;
+        }
         r = dm_shim_exec(e->host, &sreq, &sink, req->cancel ? req->cancel->fd : -1,
                          dm_now_ms() + req->timeout_s * 1000, &sres, err);
         shim_put(ctx, e);

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "netpolicy/policy.h"
 #include "src/context.h"
 #include "src/util/cancel.h"
 
@@ -27,6 +28,9 @@ struct dm_sandbox {
         char output_dir[4096];
         char workspace[4096];
         char shim_dir[4096];            /* "" when the sandbox runs without demesne-shim */
+        char allow[64 * 262];           /* the caller's allow entries, comma-separated */
+        char net_ifname[16];            /* the veth's host side; "" without a network */
+        uint32_t net_host, net_peer;    /* its /30: the proxy, and the sandbox (network order) */
         int64_t created_at;             /* unix seconds */
         int64_t expires_at;
         int64_t ttl_s;                  /* what each exec pushes expires_at out by */
@@ -35,6 +39,8 @@ struct dm_sandbox {
 struct dm_sandbox_create {
         const char *image;
         const char *egress;
+        const char *const *allow;
+        const struct dm_policy *policy; /* parsed from egress and allow */
         const char *const *files;
         const char *const *dirs;
         const char *const *env;

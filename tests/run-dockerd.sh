@@ -278,6 +278,7 @@ if [ "$images" = all ]; then
 	run_test test-images.sh bash "$here/tests/integration/test-images.sh"
 	# The sandbox tools through real npm MCP clients (both eras), on dockerd.
 	run_test client-sandbox.mjs node "$here/tests/e2e/client-sandbox.mjs"
+	run_test client-egress.mjs node "$here/tests/e2e/client-egress.mjs"
 else
 	run_plain base-smoke bash "$here/images/base/smoke.sh" --engine docker
 fi

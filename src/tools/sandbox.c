@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "netpolicy/netpolicy.h"
+#include "netpolicy/policy.h"
 #include "src/images.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
@@ -28,7 +29,9 @@ static const struct dm_arg_spec create_args[] = {
         { .name = "image", .type = DM_ARG_STRING, .enum_values = dm_image_names, .enum_aliases = dm_image_aliases,
           .has_default = true, .def_str = "python", .description = "Container image (as for sandbox_script)." },
         { .name = "egress", .type = DM_ARG_STRING, .enum_values = dm_egress_names, .has_default = true,
-          .def_str = "none", .description = "Network egress: none (loopback only); the others are refused for now." },
+          .def_str = "none", .description = "Network egress: none (loopback only), package-managers (the package "
+          "registries through demesne's proxy), or open (not available yet). With 'allow', none means: only those "
+          "entries." },
         { .name = "allow", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
           .description = "Extra egress entries; refused unless the server permits them." },
         { .name = "files", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
@@ -100,7 +103,7 @@ static json_object *create_call(struct dm_call *call, json_object *args)
 {
         struct dm_error err = { 0 };
         struct dm_sandbox sb;
-        enum dm_egress egress;
+        struct dm_policy *policy = NULL;
         _cleanup_free_ const char **allow = NULL, **files = NULL, **dirs = NULL;
         char **env = NULL;
         int r;
@@ -108,14 +111,22 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         if (dm_args_check(create_args, N(create_args), args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
         allow = dm_args_strv(args, "allow");
-        if (dm_netpolicy_parse(dm_args_str(create_args, N(create_args), args, "egress"), allow, &egress, &err) < 0)
+        if (dm_policy_parse(dm_args_str(create_args, N(create_args), args, "egress"), allow,
+                            dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
+        if (policy->mode == DM_EGRESS_OPEN) {
+                dm_policy_free(policy);
+                return dm_tool_result_error("egress 'open' is not available yet (it needs NAT on the host): use "
+                                            "package-managers, or allow entries");
+        }
         files = dm_args_strv(args, "files");
         dirs = dm_args_strv(args, "directories");
         env = dm_args_env(args, "env");
         struct dm_sandbox_create req = {
                 .image = dm_args_str(create_args, N(create_args), args, "image"),
                 .egress = dm_args_str(create_args, N(create_args), args, "egress"),
+                .allow = allow,
+                .policy = policy,
                 .files = files,
                 .dirs = dirs,
                 .env = (const char *const *)env,
@@ -123,6 +134,7 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         };
         r = dm_sandbox_create(dm_call_context(call), &req, &sb, &err);
         dm_args_strv_free(env);
+        dm_policy_free(policy);
         if (r < 0)
                 return dm_tool_result_error("sandbox_create failed: %s", err.msg);
         return dm_tool_result_ok(dm_sandbox_describe(&sb));

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "netpolicy/netpolicy.h"
+#include "netpolicy/policy.h"
 #include "src/images.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
@@ -30,8 +31,9 @@ static const struct dm_arg_spec script_args[] = {
                          "twine, webgamedev." },
         { .name = "egress", .type = DM_ARG_STRING, .enum_values = dm_egress_names, .has_default = true,
           .def_str = "none",
-          .description = "Network egress: none (loopback only). package-managers and open arrive with the "
-                         "egress policy and are refused for now." },
+          .description = "Network egress: none (loopback only), package-managers (the package registries, "
+                         "through demesne's proxy: HTTP_PROXY and friends are set), or open (not available yet). "
+                         "With 'allow', none means: only those entries." },
         { .name = "allow", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
           .description = "Extra egress entries (host, *.host, host:port, CIDR, CIDR:port); refused unless the "
                          "server permits caller-supplied entries." },
@@ -131,13 +133,22 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
 {
         struct dm_run_result res;
         _cleanup_free_ const char **files = dm_args_strv(args, "files"), **dirs = dm_args_strv(args, "directories");
+        _cleanup_free_ const char **allow = dm_args_strv(args, "allow");
         char **env = dm_args_env(args, "env");
+        struct dm_policy *policy = NULL;
         json_object *out;
         int r;
 
-        if (!files || !dirs || !env) {
+        if (!files || !dirs || !env || !allow) {
                 dm_args_strv_free(env);
                 *ret_r = dm_error_set(err, -ENOMEM, "out of memory");
+                return NULL;
+        }
+        r = dm_policy_parse(dm_args_str(script_args, N_ARGS, args, "egress"), allow,
+                            dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy, err);
+        if (r < 0) {
+                dm_args_strv_free(env);
+                *ret_r = r;
                 return NULL;
         }
         struct dm_run_request req = {
@@ -147,6 +158,7 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
                 .dirs = dirs,
                 .env = (const char *const *)env,
                 .timeout_s = dm_args_int(script_args, N_ARGS, args, "timeout_seconds"),
+                .policy = policy,
                 .cancel = cancel,
                 .on_output = on_output,
                 .on_progress = on_progress,
@@ -154,6 +166,7 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
         };
         r = dm_run(ctx, &req, &res, err);
         dm_args_strv_free(env);
+        dm_policy_free(policy);
         *ret_r = r;
         if (r == -ECANCELED) {
                 log_info("sandbox_script %s cancelled; container removed", res.run_id ? res.run_id : "");
@@ -286,7 +299,8 @@ static struct dm_tool script_tools[] = {
                         "code, stdout and stderr. Host files/directories you list are mounted read-only under "
                         "/in; the working directory /out is a host output directory that stays after the run "
                         "(output_dir in the result, with stdout.log and stderr.log). /workspace is scratch space. "
-                        "No network access (egress none). The container is removed afterwards.",
+                        "No network by default (egress none); egress package-managers reaches the package registries "
+                        "through demesne's proxy. The container is removed afterwards.",
                 .output_schema = output_schema,
                 .read_only = false,
                 .destructive = false,

@@ -235,7 +235,7 @@ int main(void)
                 .pool = pool,
                 .routes = &allowed,
                 .n_routes = 1,
-                .lock_path = "/tmp/demesne-test-netlink.lock",
+                .lock_path = DM_NETLINK_LOCK,
         };
         if (!ok(dm_netlink_setup(&spec, &net, &err) == 0, "set up the veth pair (%s)", err.msg)) {
                 end(ns);
@@ -300,6 +300,5 @@ int main(void)
         ok(dm_netlink_setup(&spec, &net, &err) < 0 && strstr(err.msg, "network namespace") != NULL,
            "a gone process: %s", err.msg);
         is_int(count_tag(tag, NULL), 0, "nothing left behind");
-        unlink("/tmp/demesne-test-netlink.lock");
         return done_testing();
 }

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/egress.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "netpolicy/bpf.h"
+#include "netpolicy/proxy.h"
+#include "netpolicy/tc.h"
+#include "src/util/log.h"
+#include "src/util/timeutil.h"
+
+struct dm_egress_run {
+        char tag[128];
+        struct dm_netlink net;
+        struct dm_proxy_sandbox *proxy;
+        char **env;
+};
+
+/* Debian's mirrors, PyPI, npm, conda and Go's module proxy: what the images'
+ * package managers use. */
+static const char *const builtin_package_hosts[] = {
+        "deb.debian.org", "security.debian.org", "pypi.org", "files.pythonhosted.org", "registry.npmjs.org",
+        "repo.anaconda.com", "conda.anaconda.org", "proxy.golang.org", "sum.golang.org", NULL,
+};
+
+static const char *package_hosts[64];
+static char package_buf[2048];
+
+static void package_hosts_init(void)
+{
+        size_t n = 0;
+        const char *extra = getenv("DEMESNE_EGRESS_PACKAGE_HOSTS");
+
+        for (size_t i = 0; builtin_package_hosts[i]; i++)
+                package_hosts[n++] = builtin_package_hosts[i];
+        if (extra) {
+                snprintf(package_buf, sizeof(package_buf), "%s", extra);
+                for (char *save = NULL, *t = strtok_r(package_buf, ", \t", &save); t && n < 63;
+                     t = strtok_r(NULL, ", \t", &save))
+                        package_hosts[n++] = t;
+        }
+        package_hosts[n] = NULL;
+}
+
+const char *const *dm_egress_package_hosts(void)
+{
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+        pthread_once(&once, package_hosts_init);
+        return package_hosts;
+}
+
+bool dm_egress_needed(const struct dm_policy *policy)
+{
+        return policy && dm_policy_needs_network(policy);
+}
+
+/* The server's one proxy, made on first use. */
+static int proxy_of(struct dm_context *ctx, struct dm_proxy **ret, struct dm_error *err)
+{
+        int r = 0;
+
+        pthread_mutex_lock(&ctx->egress_lock);
+        if (!ctx->proxy) {
+                struct dm_proxy_limits l;
+
+                dm_proxy_limits_default(&l);
+                r = dm_proxy_new(&l, NULL, &ctx->proxy, err);
+        }
+        *ret = ctx->proxy;
+        pthread_mutex_unlock(&ctx->egress_lock);
+        return r;
+}
+
+static int proxy_policy(const struct dm_policy *policy, struct dm_proxy_policy *pp, struct dm_error *err)
+{
+        int r = 0;
+
+        dm_proxy_policy_init(pp);
+        for (size_t i = 0; r >= 0 && i < policy->n_names; i++) {
+                char pattern[300];
+
+                snprintf(pattern, sizeof(pattern), "%s%s", policy->names[i].wildcard ? "*." : "",
+                         policy->names[i].host);
+                r = dm_proxy_policy_add_host(pp, pattern, policy->names[i].port, err);
+        }
+        for (size_t i = 0; r >= 0 && i < policy->n_cidrs; i++)
+                r = dm_proxy_policy_add_cidr(pp, policy->cidrs[i].net, policy->cidrs[i].prefix, policy->cidrs[i].port,
+                                             err);
+        if (r >= 0 && policy->mode == DM_EGRESS_PACKAGE_MANAGERS)
+                for (const char *const *h = dm_egress_package_hosts(); r >= 0 && *h; h++)
+                        r = dm_proxy_policy_add_host(pp, *h, 0, err);
+        if (r < 0)
+                dm_proxy_policy_release(pp);
+        return r;
+}
+
+/* The listener on the host side of the pair, and the sandbox's environment. */
+static int start_proxy(struct dm_context *ctx, const struct dm_policy *policy, struct dm_egress_run *e,
+                       const char *outdir, struct dm_error *err)
+{
+        struct dm_proxy_policy pp;
+        struct dm_proxy *proxy;
+        struct sockaddr_in bound;
+        char path[PATH_MAX];
+        int logfd, r;
+
+        r = proxy_of(ctx, &proxy, err);
+        if (r < 0)
+                return r;
+        r = proxy_policy(policy, &pp, err);
+        if (r < 0)
+                return r;
+        snprintf(path, sizeof(path), "%s/egress.log", outdir);
+        logfd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (logfd < 0)
+                log_warning("%s: cannot open '%s' (%s): proxy decisions go unlogged", e->tag, path, strerror(errno));
+        struct dm_proxy_sandbox_conf conf = {
+                .id = e->tag,
+                .listen = { .sin_family = AF_INET, .sin_port = htons(DM_EGRESS_PROXY_PORT),
+                            .sin_addr.s_addr = e->net.host_addr },
+                .source = { .s_addr = e->net.peer_addr },
+                .policy = &pp,
+                .log_fd = logfd,
+        };
+        r = dm_proxy_add(proxy, &conf, &e->proxy, err);
+        if (logfd >= 0)
+                close(logfd);
+        dm_proxy_policy_release(&pp);
+        if (r < 0)
+                return dm_error_wrap(err, "start the egress proxy");
+        dm_proxy_sandbox_address(e->proxy, &bound);
+        if (dm_proxy_env(&bound, &e->env) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        return 0;
+}
+
+static int attach_filter(const struct dm_policy *policy, struct dm_egress_run *e, struct dm_error *err)
+{
+        struct sock_filter *prog = NULL;
+        uint32_t *addrs = NULL;
+        size_t n_addrs = 0, len = 0;
+        int r;
+
+        r = dm_netlink_host_addrs(&addrs, &n_addrs, err);
+        if (r < 0)
+                return r;
+        struct dm_bpf_host host = {
+                .proxy_addr = { .s_addr = e->net.host_addr },
+                .proxy_port = DM_EGRESS_PROXY_PORT,
+                .host_addrs = (const struct in_addr *)addrs,
+                .n_host_addrs = n_addrs,
+        };
+        r = dm_bpf_compile(policy, &host, &prog, &len, err);
+        if (r >= 0)
+                r = dm_tc_attach_ingress(NULL, e->net.host_ifindex, prog, len, err);
+        free(prog);
+        free(addrs);
+        return r < 0 ? dm_error_wrap(err, "attach the egress filter") : 0;
+}
+
+static void egress_free(struct dm_egress_run *e)
+{
+        if (e) {
+                dm_proxy_env_free(e->env);
+                free(e);
+        }
+}
+
+/* The pool against the host's routes: once per server (and pool), not per
+ * sandbox; a route added later is caught by the next server. */
+static int pool_checked(struct dm_context *ctx, const struct dm_cidr *pool, struct dm_error *err)
+{
+        static struct dm_cidr checked;
+        static bool ok;
+        int r = 0;
+
+        pthread_mutex_lock(&ctx->egress_lock);
+        if (!ok || checked.addr != pool->addr || checked.prefix != pool->prefix) {
+                r = dm_netlink_pool_check(pool, err);
+                ok = r >= 0;
+                checked = *pool;
+        }
+        pthread_mutex_unlock(&ctx->egress_lock);
+        return r;
+}
+
+int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, const char *owner,
+                    int pid, const char *outdir, struct dm_egress_run **ret, struct dm_error *err)
+{
+        struct dm_egress_run *e;
+        struct dm_cidr *routes = NULL;
+        const char *pool_s = getenv("DEMESNE_SANDBOX_SUBNET");
+        struct dm_cidr pool;
+        int64_t t0 = dm_now_ms();
+        int r;
+
+        *ret = NULL;
+        if (policy->mode == DM_EGRESS_OPEN)
+                return dm_error_set(err, -ENOTSUP, "egress 'open' is not available yet (it needs NAT on the host): "
+                                                   "use package-managers, or allow entries");
+        if (geteuid() != 0)
+                return dm_error_set(err, -EPERM, "egress other than 'none' needs demesne running as root with a "
+                                                 "rootful engine (it makes a veth pair per sandbox)");
+        r = dm_cidr_parse(pool_s && *pool_s ? pool_s : DM_NETLINK_POOL_DEFAULT, &pool, err);
+        if (r >= 0)
+                r = pool_checked(ctx, &pool, err);
+        if (r < 0)
+                return dm_error_wrap(err, "DEMESNE_SANDBOX_SUBNET");
+        e = calloc(1, sizeof(*e));
+        routes = calloc(policy->n_cidrs + 1, sizeof(*routes));
+        if (!e || !routes) {
+                free(e);
+                free(routes);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        snprintf(e->tag, sizeof(e->tag), "%s", tag);
+        /* Routes per network; the filter judges ports. */
+        for (size_t i = 0; i < policy->n_cidrs; i++)
+                routes[i] = (struct dm_cidr){ .addr = policy->cidrs[i].net.s_addr, .prefix = policy->cidrs[i].prefix };
+        struct dm_netlink_spec spec = {
+                .container_pid = pid,
+                .tag = tag,
+                .owner = owner,
+                .pool = pool,
+                .routes = routes,
+                .n_routes = policy->n_cidrs,
+                .lock_path = DM_NETLINK_LOCK,
+        };
+        r = dm_netlink_setup(&spec, &e->net, err);
+        free(routes);
+        if (r < 0) {
+                free(e);
+                return dm_error_wrap(err, "set up the sandbox's network");
+        }
+        r = attach_filter(policy, e, err);
+        if (r >= 0)
+                r = start_proxy(ctx, policy, e, outdir, err);
+        if (r < 0) {
+                dm_egress_stop(ctx, e, true);
+                return r;
+        }
+        log_debug("%s: egress %s on %s, set up in %lld ms", tag, dm_egress_names[policy->mode], e->net.host_ifname,
+                  (long long)(dm_now_ms() - t0));
+        *ret = e;
+        return 0;
+}
+
+int dm_egress_adopt(struct dm_context *ctx, const struct dm_policy *policy, const char *tag,
+                    const struct dm_netlink *net, const char *outdir, struct dm_egress_run **ret, struct dm_error *err)
+{
+        struct dm_egress_run *e = calloc(1, sizeof(*e));
+        int r;
+
+        *ret = NULL;
+        if (!e)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        snprintf(e->tag, sizeof(e->tag), "%s", tag);
+        e->net = *net;
+        r = start_proxy(ctx, policy, e, outdir, err);
+        if (r < 0) {
+                dm_egress_stop(ctx, e, false);
+                return r;
+        }
+        *ret = e;
+        return 0;
+}
+
+const char *const *dm_egress_env(const struct dm_egress_run *e)
+{
+        return e ? (const char *const *)e->env : NULL;
+}
+
+const struct dm_netlink *dm_egress_net(const struct dm_egress_run *e)
+{
+        return &e->net;
+}
+
+void dm_egress_stop(struct dm_context *ctx, struct dm_egress_run *e, bool remove_link)
+{
+        struct dm_error err = { 0 };
+
+        if (!e)
+                return;
+        if (e->proxy) {
+                pthread_mutex_lock(&ctx->egress_lock);
+                struct dm_proxy *p = ctx->proxy;
+                pthread_mutex_unlock(&ctx->egress_lock);
+                dm_proxy_remove(p, e->proxy);
+        }
+        if (remove_link && e->net.host_ifname[0] && dm_netlink_teardown(e->net.host_ifname, e->tag, &err) < 0)
+                log_warning("%s: %s", e->tag, err.msg);
+        egress_free(e);
+}
+
+void dm_egress_shutdown(struct dm_context *ctx)
+{
+        pthread_mutex_lock(&ctx->egress_lock);
+        struct dm_proxy *p = ctx->proxy;
+        ctx->proxy = NULL;
+        pthread_mutex_unlock(&ctx->egress_lock);
+        dm_proxy_free(p);
+}

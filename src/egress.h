@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_EGRESS_H
+#define DM_EGRESS_H
+
+/* A sandbox's egress policy put in place, from the pieces in netpolicy/:
+ * the veth pair and the routes inside (link.c), the tc ingress filter on
+ * the host side (bpf.c, tc.c) and the sandbox's listener in the server's
+ * egress proxy (proxy.c). Called once the container runs (its network
+ * namespace exists) and before any command does.
+ *
+ * The container keeps NetworkMode none: it starts with loopback only, and
+ * gets eth0 from here. The pair goes away with the container's namespace;
+ * the proxy listener with dm_egress_stop or the server. */
+
+#include <stdbool.h>
+
+#include "netpolicy/link.h"
+#include "netpolicy/policy.h"
+#include "src/context.h"
+
+#define DM_EGRESS_PROXY_PORT 3128
+
+struct dm_egress_run;
+
+/* Whether policy needs any of this (anything but plain `none`). */
+bool dm_egress_needed(const struct dm_policy *policy);
+
+/* Puts policy in place for the container whose PID 1 is pid. tag names the
+ * run or sandbox (interface alias, logs), owner the server ("-" for a
+ * persistent sandbox), and outdir the host directory that gets egress.log.
+ * On error nothing is left behind. */
+int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, const char *owner,
+                    int pid, const char *outdir, struct dm_egress_run **ret, struct dm_error *err);
+
+/* For a sandbox a later server adopts: the pair and the filter are still
+ * there (they live with the container); only the proxy listener comes back. */
+int dm_egress_adopt(struct dm_context *ctx, const struct dm_policy *policy, const char *tag,
+                    const struct dm_netlink *net, const char *outdir, struct dm_egress_run **ret, struct dm_error *err);
+
+/* What every command in the sandbox gets on top of its environment: the
+ * proxy variables (NULL-terminated; owned by e). */
+const char *const *dm_egress_env(const struct dm_egress_run *e);
+const struct dm_netlink *dm_egress_net(const struct dm_egress_run *e);
+
+/* Stops the proxy listener and removes the pair (when remove_link). NULL
+ * is fine. */
+void dm_egress_stop(struct dm_context *ctx, struct dm_egress_run *e, bool remove_link);
+
+/* Releases the server's proxy (at exit). */
+void dm_egress_shutdown(struct dm_context *ctx);
+
+/* The hosts `package-managers` lets through the proxy: Debian's, PyPI's,
+ * npm's, conda's and Go's, plus DEMESNE_EGRESS_PACKAGE_HOSTS (comma or
+ * space separated). NULL-terminated, static. */
+const char *const *dm_egress_package_hosts(void);
+
+#endif

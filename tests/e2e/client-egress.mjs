@@ -1,0 +1,178 @@
+#!/usr/bin/env node
+// Egress policies as a real MCP client (@modelcontextprotocol/client 2.x)
+// sees them, against a test host this script makes in a network namespace
+// of its own (veth, addresses in 198.18.213.0/30, a web server on two
+// ports, a UDP listener). Traffic goes only to that test host and to the
+// proxy on the sandbox's own veth; other destinations are refused by the
+// sandbox's routes before anything is sent. Needs root (CI runs as root).
+//
+//   DEMESNE=/abs/path/to/demesne node tests/e2e/client-egress.mjs
+
+import cp from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import * as h from './lib/harness.mjs';
+
+h.requireNodeModules();
+const DEMESNE = h.demesneBinary();
+h.trackSpawnsOf(DEMESNE);
+
+const PLAN = 20;
+if (process.getuid() !== 0) {
+  process.stdout.write(`1..0 # SKIP needs root: it makes a network namespace and veth pairs\n`);
+  process.exit(77);
+}
+
+const { Client } = await import('@modelcontextprotocol/client');
+const { StdioClientTransport } = await import('@modelcontextprotocol/client/stdio');
+const { CALL_TIMEOUT_MS } = await import('./lib/checks.mjs');
+
+h.plan(PLAN);
+
+const NS = `dm-e2e-egress-${process.pid}`;
+const HOSTSIDE = `dmt${process.pid % 100000}a`;
+const PEER = `dmt${process.pid % 100000}b`;
+const HOST_IP = '198.18.213.1';
+const TEST_IP = '198.18.213.2';
+const sh = (cmd) => cp.execFileSync('sh', ['-c', cmd], { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
+
+function makeTestHost() {
+  sh(`ip netns add ${NS}`);
+  sh(`ip link add ${HOSTSIDE} type veth peer name ${PEER} netns ${NS}`);
+  sh(`ip addr add ${HOST_IP}/30 dev ${HOSTSIDE} && ip link set ${HOSTSIDE} up`);
+  sh(`ip -n ${NS} addr add ${TEST_IP}/30 dev ${PEER} && ip -n ${NS} link set ${PEER} up && ip -n ${NS} link set lo up`);
+  // Replies to the sandboxes' pool go back through the host.
+  sh(`ip -n ${NS} route add 10.213.0.0/16 via ${HOST_IP}`);
+}
+
+function removeTestHost() {
+  try { sh(`ip link del ${HOSTSIDE}`); } catch { /* went with the namespace */ }
+  try { sh(`ip netns del ${NS}`); } catch { /* not made */ }
+}
+
+// One node process in the test host's namespace: HTTP on 8080 and 8081,
+// and a UDP listener on 53 that counts what it gets (written to a file).
+function startServers(udpLog) {
+  const code = `
+    const http = require('http'), dgram = require('dgram'), fs = require('fs');
+    for (const port of [8080, 8081]) http.createServer((q, r) => r.end('hello from ' + port + '\\n')).listen(port, '${TEST_IP}');
+    const u = dgram.createSocket('udp4'); let n = 0;
+    u.on('message', () => fs.writeFileSync(${JSON.stringify(udpLog)}, String(++n)));
+    u.bind(53, '${TEST_IP}', () => console.log('ready'));`;
+  return h.spawnGroup('ip', ['netns', 'exec', NS, process.execPath, '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+}
+
+function ifnames() {
+  return sh('ip -o link show').split('\n').map((l) => l.split(': ')[1]?.split('@')[0]).filter(Boolean);
+}
+
+await h.run(async () => {
+  const root = h.makeOutputRoot('egress');
+  const udpLog = path.join(root, 'udp-count');
+  const hostsFile = path.join(root, 'pinned.hosts');
+  fs.writeFileSync(hostsFile, `${TEST_IP} allowed.test other.test\n`);
+  removeTestHost();
+  makeTestHost();
+  try {
+    const servers = startServers(udpLog);
+    await new Promise((resolve, reject) => {
+      servers.stdout.on('data', (d) => { if (String(d).includes('ready')) resolve(); });
+      servers.on('exit', (c) => reject(new Error(`test servers exited ${c}`)));
+    });
+    const linksBefore = new Set(ifnames().filter((n) => n.startsWith('dm-')));
+
+    const env = h.serverEnv(root, { DEMESNE_ALLOW_CALLER_EGRESS: '1', DEMESNE_PROXY_HOSTS: hostsFile });
+    const client = new Client({ name: 'demesne-e2e-egress', version: '0.0.0' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
+    await h.within(60_000, 'connect', client.connect(
+      new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' }), { timeout: 30_000 }));
+    const call = (name, args) => client.callTool({ name, arguments: args }, { timeout: CALL_TIMEOUT_MS });
+    const script = async (command, extra) => {
+      const r = await call('sandbox_script', { command, ...extra });
+      return { out: r.structuredContent?.stdout ?? '', r };
+    };
+
+    // 1-6: an address rule, directly (no proxy) and through the proxy.
+    const allow = { allow: [`${TEST_IP}/32:8080`, 'allowed.test:8080'] };
+    const t = await script([
+      `curl -s -m 5 --noproxy '*' http://${TEST_IP}:8080/; echo direct=$?`,
+      `s=$(date +%s%N); curl -s -m 1 --noproxy '*' http://${TEST_IP}:8081/; echo other-port=$? $((($(date +%s%N)-s)/1000000))`,
+      `s=$(date +%s%N); curl -s -m 5 --noproxy '*' http://198.51.100.1/; echo other-host=$? $((($(date +%s%N)-s)/1000000))`,
+      `curl -s -m 5 http://allowed.test:8080/; echo named=$?`,
+      `curl -s -m 5 http://other.test:8080/; echo; echo other-name=$?`,
+      `echo "literal: $(curl -s -m 5 -x "$HTTP_PROXY" http://${HOST_IP}:8080/)"`,
+      `python3 -c "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'q', ('${TEST_IP}', 53))"; echo udp=$?`,
+      `grep CapEff /proc/self/status`,
+      `cat /out/egress.log`,
+    ].join('; '), allow);
+    const runId = t.r.structuredContent?.run_id;
+    h.ok(/hello from 8080\ndirect=0/.test(t.out), 'an allowed CIDR:port is reached directly', t.out);
+    const op = /other-port=(\d+) (\d+)/.exec(t.out);
+    h.ok(op && op[1] !== '0' && Number(op[2]) < 1500, 'another port of that host is not (dropped by the filter)', t.out);
+    const oh = /other-host=(\d+) (\d+)/.exec(t.out);
+    h.ok(oh && oh[1] === '7' && Number(oh[2]) < 1000, 'another host fails at once (a prohibit route)', t.out);
+    h.ok(/hello from 8080\nnamed=0/.test(t.out), 'an allowed name goes through the proxy (pinned by DEMESNE_PROXY_HOSTS)', t.out);
+    h.ok(/not in this sandbox's egress allowlist/.test(t.out), 'another name gets the proxy\'s 403 with a reason', t.out);
+    h.ok(/^literal: IP address .* is not covered by an allowed CIDR/m.test(t.out),
+      'an IP literal no CIDR rule covers is refused by the proxy', t.out);
+
+    // 7-9: the log, UDP, capabilities.
+    h.ok(/allowed\.test:8080 allowed/.test(t.out) && /other\.test:8080 denied 403/.test(t.out),
+      'egress.log in the output directory has one line per decision', t.out);
+    await new Promise((r) => setTimeout(r, 300));
+    h.ok(!fs.existsSync(udpLog), 'UDP to port 53 of the test host never arrives (DNS is not in the policy)');
+    const capEff = BigInt(`0x${(/CapEff:\s*([0-9a-f]+)/.exec(t.out) ?? [])[1] ?? 'ffff'}`);
+    h.ok((capEff & (1n << 12n)) === 0n, 'no CAP_NET_ADMIN: the sandbox cannot change its routes or filters', t.out);
+
+    // 10: nothing left of the run's network.
+    h.ok(runId && !ifnames().some((n) => n.startsWith('dm-') && !linksBefore.has(n)),
+      'the run\'s veth pair is gone after the call', ifnames().join(' '));
+
+    // 11-12: none reaches nothing; an allow entry is refused without the server's consent
+    const none = await script('cat /proc/net/dev | grep -c eth0; echo; curl -s -m 2 --noproxy "*" http://198.18.213.2:8080/; echo rc=$?');
+    h.ok(/^0\n/.test(none.out) && /rc=7/.test(none.out), 'egress none: no eth0, nothing reachable', none.out);
+    const bad = await call('sandbox_script', { command: 'true', allow: ['fe80::1'] });
+    h.ok(bad.isError && /IPv6/.test(h.firstText(bad)), 'an IPv6 allow entry is a clear error', h.firstText(bad));
+
+    // 13-17: a persistent sandbox keeps its policy across servers.
+    const created = await call('sandbox_create', allow);
+    const id = created.structuredContent?.sandbox_id;
+    h.ok(!created.isError && id, 'sandbox_create with an allowlist', JSON.stringify(created));
+    const e1 = await call('sandbox_exec', { sandbox_id: id, command: 'curl -s -m 5 http://allowed.test:8080/' });
+    h.equal(e1.structuredContent?.stdout, 'hello from 8080\n', 'sandbox_exec reaches the allowed name through the proxy');
+    await client.close();
+
+    const client2 = new Client({ name: 'demesne-e2e-egress-2', version: '0.0.0' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
+    await h.within(60_000, 'connect (second server)', client2.connect(
+      new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' }), { timeout: 30_000 }));
+    const call2 = (name, args) => client2.callTool({ name, arguments: args }, { timeout: CALL_TIMEOUT_MS });
+    const e2 = await call2('sandbox_exec', {
+      sandbox_id: id, command: 'curl -s -m 5 http://allowed.test:8080/; curl -s -m 5 http://other.test:8080/',
+    });
+    h.ok(/hello from 8080\n.*not in this sandbox's egress allowlist/s.test(e2.structuredContent?.stdout ?? ''),
+      'a later server adopts it: the proxy is back with the same policy', JSON.stringify(e2.structuredContent));
+    const sbLinks = ifnames().filter((n) => n.startsWith('dm-') && !linksBefore.has(n));
+    h.equal(sbLinks.length, 1, 'the sandbox has its veth while it lives');
+    const d = await call2('sandbox_destroy', { sandbox_id: id });
+    h.ok(!d.isError, 'sandbox_destroy', JSON.stringify(d));
+    h.ok(!ifnames().some((n) => sbLinks.includes(n)), 'and its veth is gone', ifnames().join(' '));
+
+    // 18-19: a pool that collides with a host route: a clear error, nothing left.
+    await client2.close();
+    const client3 = new Client({ name: 'demesne-e2e-egress-3', version: '0.0.0' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
+    await client3.connect(new StdioClientTransport({
+      command: DEMESNE, args: ['serve'], env: { ...env, DEMESNE_SANDBOX_SUBNET: '198.18.213.0/29' }, stderr: 'inherit',
+    }), { timeout: 30_000 });
+    const clash = await client3.callTool({ name: 'sandbox_script', arguments: { command: 'true', ...allow } },
+      { timeout: CALL_TIMEOUT_MS });
+    h.ok(clash.isError && /overlaps the host's route/.test(h.firstText(clash)),
+      'DEMESNE_SANDBOX_SUBNET on a host route: a clear error', h.firstText(clash));
+    h.ok(!ifnames().some((n) => n.startsWith('dm-') && !linksBefore.has(n)), 'and no veth left behind');
+    await client3.close();
+  } finally {
+    removeTestHost();
+  }
+});
