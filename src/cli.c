@@ -11,7 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "netpolicy/link.h"
 #include "src/context.h"
+#include "src/egress.h"
 #include "src/images.h"
 #include "src/mcp/http-guard.h"
 #include "src/mcp/http.h"
@@ -433,9 +435,30 @@ int dm_cli_doctor(int argc, char **argv)
         }
         check(true, "version", PACKAGE_VERSION, NULL);
         check(true, geteuid() == 0 ? "privileges: running as root" : "privileges: rootless",
-              geteuid() == 0 ? "memory and pids limits, and (later) per-sandbox networks, are available"
-                             : "rootless Podman ignores memory/pids limits on cgroup v1",
+              geteuid() == 0 ? "memory and pids limits, and egress policies (a veth per sandbox), are available"
+                             : "rootless Podman ignores memory/pids limits on cgroup v1, and egress other than "
+                               "none needs root",
               NULL);
+        {
+                const char *pool_s = getenv("DEMESNE_SANDBOX_SUBNET");
+                struct dm_cidr pool;
+                char hosts[2048] = "", detail[2300];
+                size_t len = 0;
+
+                for (const char *const *h = dm_egress_package_hosts(); *h && len < sizeof(hosts) - 1; h++)
+                        len += (size_t)snprintf(hosts + len, sizeof(hosts) - len, "%s%s", len ? ", " : "", *h);
+                check(true, "egress package-managers hosts", hosts, NULL);
+                if (dm_cidr_parse(pool_s && *pool_s ? pool_s : DM_NETLINK_POOL_DEFAULT, &pool, &err) < 0 ||
+                    (geteuid() == 0 && dm_netlink_pool_check(&pool, &err) < 0)) {
+                        check(false, "sandbox subnet (DEMESNE_SANDBOX_SUBNET)", err.msg,
+                              "choose a private range the host does not route");
+                } else {
+                        snprintf(detail, sizeof(detail), "%s, no overlap with the host's routes",
+                                 pool_s && *pool_s ? pool_s : DM_NETLINK_POOL_DEFAULT);
+                        check(true, "sandbox subnet (DEMESNE_SANDBOX_SUBNET)", detail, NULL);
+                }
+                dm_error_clear(&err);
+        }
         check_dir("output root (DEMESNE_OUTPUT_ROOT)", ctx.cfg.output_root);
         check_dir("state directory (DEMESNE_STATE_DIR)", ctx.cfg.state_dir);
         check(true, "allowed host paths (DEMESNE_ALLOWED_PATHS)",

@@ -57,6 +57,10 @@ else
 	ok $? "doctor finds $img, and no problem but other images not built (rc $rc)"
 fi
 grep -q '^ok      container engine' "$tmp/doctor"; ok $? "doctor names the engine"
+grep -q '^ok      egress package-managers hosts: deb.debian.org, .*pypi.org' "$tmp/doctor"
+ok $? "doctor lists the hosts egress package-managers reaches"
+DEMESNE_SANDBOX_SUBNET=bogus "$bin" doctor >"$tmp/doctor-subnet" 2>&1
+grep -q '^PROBLEM sandbox subnet (DEMESNE_SANDBOX_SUBNET)' "$tmp/doctor-subnet"; ok $? "doctor reports a bad DEMESNE_SANDBOX_SUBNET"
 DEMESNE_ENGINE_HOST=unix:///nonexistent/engine.sock DEMESNE_START_PODMAN=0 "$bin" doctor >"$tmp/doctor" 2>&1; rc=$?
 [ "$rc" = 1 ] && grep -q '^PROBLEM container engine' "$tmp/doctor" && grep -q 'fix:' "$tmp/doctor"
 ok $? "doctor reports a dead engine socket with a fix"
