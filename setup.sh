@@ -34,6 +34,7 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 packages=(
 	build-essential autoconf automake libtool pkg-config clang
 	libcurl4-openssl-dev libjson-c-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libmicrohttpd-dev libarchive-dev
+	libnftnl-dev libmnl-dev
 	podman runc catatonit uidmap mmdebstrap iproute2 ca-certificates curl
 )
 # valgrind for the unit tests; libclang-rt-dev for the libFuzzer target (tests/fuzz/run.sh).

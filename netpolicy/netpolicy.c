@@ -18,11 +18,6 @@ int dm_netpolicy_parse(const char *mode, const char *const *allow, enum dm_egres
         r = dm_policy_parse(mode, allow, flags, &p, err);
         if (r < 0)
                 return r;
-        if (p->mode == DM_EGRESS_OPEN) {
-                dm_policy_free(p);
-                return dm_error_set(err, -ENOTSUP, "egress 'open' is not available yet (it needs NAT on the host): "
-                                                   "use package-managers, or allow entries");
-        }
         *ret = p->mode;
         dm_policy_free(p);
         return 0;

@@ -42,6 +42,7 @@ struct dm_context {
 
         pthread_mutex_t egress_lock;    /* guards proxy */
         struct dm_proxy *proxy;         /* the egress proxy, made on first use (src/egress.c) */
+        bool nat_done;                  /* the pool's source NAT is in place */
 
         pthread_mutex_t shim_lock;      /* guards shims */
         struct dm_sandbox_shim *shims;  /* persistent sandboxes' shim sockets (src/sandbox.c) */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "netpolicy/bpf.h"
+#include "netpolicy/nat.h"
 #include "netpolicy/proxy.h"
 #include "netpolicy/tc.h"
 #include "src/util/log.h"
@@ -176,6 +177,21 @@ static void egress_free(struct dm_egress_run *e)
         }
 }
 
+/* The pool's source NAT: made (or the pool's rule replaced) once per
+ * server; the table stays while any demesne link does. */
+static int nat_ensured(struct dm_context *ctx, const struct dm_cidr *pool, struct dm_error *err)
+{
+        int r = 0;
+
+        pthread_mutex_lock(&ctx->egress_lock);
+        if (!ctx->nat_done) {
+                r = dm_nat_ensure(pool, err);
+                ctx->nat_done = r >= 0;
+        }
+        pthread_mutex_unlock(&ctx->egress_lock);
+        return r;
+}
+
 /* The pool against the host's routes: once per server (and pool), not per
  * sandbox; a route added later is caught by the next server. */
 static int pool_checked(struct dm_context *ctx, const struct dm_cidr *pool, struct dm_error *err)
@@ -205,9 +221,6 @@ int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, cons
         int r;
 
         *ret = NULL;
-        if (policy->mode == DM_EGRESS_OPEN)
-                return dm_error_set(err, -ENOTSUP, "egress 'open' is not available yet (it needs NAT on the host): "
-                                                   "use package-managers, or allow entries");
         if (geteuid() != 0)
                 return dm_error_set(err, -EPERM, "egress other than 'none' needs demesne running as root with a "
                                                  "rootful engine (it makes a veth pair per sandbox)");
@@ -216,6 +229,13 @@ int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, cons
                 r = pool_checked(ctx, &pool, err);
         if (r < 0)
                 return dm_error_wrap(err, "DEMESNE_SANDBOX_SUBNET");
+        /* Traffic that leaves the host directly (open, CIDR rules) needs a
+         * source the world routes back to. */
+        if (policy->mode == DM_EGRESS_OPEN || policy->n_cidrs) {
+                r = nat_ensured(ctx, &pool, err);
+                if (r < 0)
+                        return r;
+        }
         e = calloc(1, sizeof(*e));
         routes = calloc(policy->n_cidrs + 1, sizeof(*routes));
         if (!e || !routes) {
@@ -234,6 +254,7 @@ int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, cons
                 .pool = pool,
                 .routes = routes,
                 .n_routes = policy->n_cidrs,
+                .default_via_host = policy->mode == DM_EGRESS_OPEN,
                 .lock_path = DM_NETLINK_LOCK,
         };
         r = dm_netlink_setup(&spec, &e->net, err);
@@ -243,7 +264,8 @@ int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, cons
                 return dm_error_wrap(err, "set up the sandbox's network");
         }
         r = attach_filter(policy, e, err);
-        if (r >= 0)
+        /* open goes out directly: no proxy, no proxy variables. */
+        if (r >= 0 && policy->mode != DM_EGRESS_OPEN)
                 r = start_proxy(ctx, policy, e, outdir, err);
         if (r < 0) {
                 dm_egress_stop(ctx, e, true);
@@ -266,7 +288,7 @@ int dm_egress_adopt(struct dm_context *ctx, const struct dm_policy *policy, cons
                 return dm_error_set(err, -ENOMEM, "out of memory");
         snprintf(e->tag, sizeof(e->tag), "%s", tag);
         e->net = *net;
-        r = start_proxy(ctx, policy, e, outdir, err);
+        r = policy->mode == DM_EGRESS_OPEN ? 0 : start_proxy(ctx, policy, e, outdir, err);
         if (r < 0) {
                 dm_egress_stop(ctx, e, false);
                 return r;
@@ -304,9 +326,19 @@ void dm_egress_stop(struct dm_context *ctx, struct dm_egress_run *e, bool remove
 
 void dm_egress_shutdown(struct dm_context *ctx)
 {
+        struct dm_error err = { 0 };
+
         pthread_mutex_lock(&ctx->egress_lock);
         struct dm_proxy *p = ctx->proxy;
+        bool nat = ctx->nat_done;
         ctx->proxy = NULL;
+        ctx->nat_done = false;
         pthread_mutex_unlock(&ctx->egress_lock);
         dm_proxy_free(p);
+        /* The NAT table goes with the last sandbox network on the machine
+         * (another server's, or a persistent sandbox's, keeps it): whichever
+         * server that used egress sees none left removes it. */
+        if ((nat || p) && geteuid() == 0 && dm_netlink_list(NULL, NULL, &err) == 0 && dm_nat_present() &&
+            dm_nat_remove(&err) < 0)
+                log_warning("%s", err.msg);
 }

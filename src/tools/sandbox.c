@@ -30,7 +30,7 @@ static const struct dm_arg_spec create_args[] = {
           .has_default = true, .def_str = "python", .description = "Container image (as for sandbox_script)." },
         { .name = "egress", .type = DM_ARG_STRING, .enum_values = dm_egress_names, .has_default = true,
           .def_str = "none", .description = "Network egress: none (loopback only), package-managers (the package "
-          "registries through demesne's proxy), or open (not available yet). With 'allow', none means: only those "
+          "registries through demesne's proxy), or open (anything but the host and link-local, NATed). With 'allow', none means: only those "
           "entries." },
         { .name = "allow", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
           .description = "Extra egress entries; refused unless the server permits them." },
@@ -114,11 +114,7 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         if (dm_policy_parse(dm_args_str(create_args, N(create_args), args, "egress"), allow,
                             dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
-        if (policy->mode == DM_EGRESS_OPEN) {
-                dm_policy_free(policy);
-                return dm_tool_result_error("egress 'open' is not available yet (it needs NAT on the host): use "
-                                            "package-managers, or allow entries");
-        }
+
         files = dm_args_strv(args, "files");
         dirs = dm_args_strv(args, "directories");
         env = dm_args_env(args, "env");

@@ -32,7 +32,8 @@ static const struct dm_arg_spec script_args[] = {
         { .name = "egress", .type = DM_ARG_STRING, .enum_values = dm_egress_names, .has_default = true,
           .def_str = "none",
           .description = "Network egress: none (loopback only), package-managers (the package registries, "
-                         "through demesne's proxy: HTTP_PROXY and friends are set), or open (not available yet). "
+                         "through demesne's proxy: HTTP_PROXY and friends are set), or open (anything but the host itself and "
+                         "link-local, NATed). "
                          "With 'allow', none means: only those entries." },
         { .name = "allow", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
           .description = "Extra egress entries (host, *.host, host:port, CIDR, CIDR:port); refused unless the "

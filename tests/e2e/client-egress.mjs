@@ -18,7 +18,7 @@ h.requireNodeModules();
 const DEMESNE = h.demesneBinary();
 h.trackSpawnsOf(DEMESNE);
 
-const PLAN = 20;
+const PLAN = 23;
 if (process.getuid() !== 0) {
   process.stdout.write(`1..0 # SKIP needs root: it makes a network namespace and veth pairs\n`);
   process.exit(77);
@@ -57,6 +57,7 @@ function startServers(udpLog) {
   const code = `
     const http = require('http'), dgram = require('dgram'), fs = require('fs');
     for (const port of [8080, 8081]) http.createServer((q, r) => r.end('hello from ' + port + '\\n')).listen(port, '${TEST_IP}');
+    http.createServer((q, r) => r.end('you are ' + q.socket.remoteAddress + '\\n')).listen(8082, '${TEST_IP}');
     const u = dgram.createSocket('udp4'); let n = 0;
     u.on('message', () => fs.writeFileSync(${JSON.stringify(udpLog)}, String(++n)));
     u.bind(53, '${TEST_IP}', () => console.log('ready'));`;
@@ -135,7 +136,19 @@ await h.run(async () => {
     const bad = await call('sandbox_script', { command: 'true', allow: ['fe80::1'] });
     h.ok(bad.isError && /IPv6/.test(h.firstText(bad)), 'an IPv6 allow entry is a clear error', h.firstText(bad));
 
-    // 13-17: a persistent sandbox keeps its policy across servers.
+    // 13-15: open: anything but the host and link-local, with the pool's source NATed (the
+    // test host sees the host side of its own link, not a 10.213.x.x address).
+    const open = await script([
+      `curl -s -m 5 --noproxy '*' http://${TEST_IP}:8082/; echo open=$?`,
+      `curl -s -m 1 --noproxy '*' http://${HOST_IP}:8080/; echo host=$?`,
+      'env | grep -ci proxy',
+    ].join('; '), { egress: 'open' });
+    h.ok(new RegExp(`you are ${HOST_IP.replace(/\./g, '\\.')}\nopen=0`).test(open.out),
+      'egress open reaches a port no rule names, through source NAT', open.out);
+    h.ok(/host=28/.test(open.out), 'but not the host\'s own addresses (dropped by the filter)', open.out);
+    h.ok(/^0$/m.test(open.out), 'and gets no proxy variables (it goes out directly)', open.out);
+
+    // 16-20: a persistent sandbox keeps its policy across servers.
     const created = await call('sandbox_create', allow);
     const id = created.structuredContent?.sandbox_id;
     h.ok(!created.isError && id, 'sandbox_create with an allowlist', JSON.stringify(created));
@@ -159,7 +172,7 @@ await h.run(async () => {
     h.ok(!d.isError, 'sandbox_destroy', JSON.stringify(d));
     h.ok(!ifnames().some((n) => sbLinks.includes(n)), 'and its veth is gone', ifnames().join(' '));
 
-    // 18-19: a pool that collides with a host route: a clear error, nothing left.
+    // 21-22: a pool that collides with a host route: a clear error, nothing left.
     await client2.close();
     const client3 = new Client({ name: 'demesne-e2e-egress-3', version: '0.0.0' },
       { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });

@@ -104,11 +104,11 @@ int main(void)
         ok(m && strstr(json_object_to_json_string(m), "timeout_seconds") != NULL, "message names the argument");
         json_object_put(m);
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":17,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                     "\"arguments\":{\"command\":\"true\",\"egress\":\"open\"}}}");
+                     "\"arguments\":{\"command\":\"true\",\"allow\":[\"example.com\"]}}}");
         m = recv_response(c, 17, 5000, NULL);
         ok(m && json_object_get_boolean(path(m, "result", "isError", NULL)) &&
-                   strstr(json_object_to_json_string(m), "not available yet"),
-           "egress other than none: clear refusal");
+                   strstr(json_object_to_json_string(m), "DEMESNE_ALLOW_CALLER_EGRESS"),
+           "allow entries without the server's consent: clear refusal");
         json_object_put(m);
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":18,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
                      "\"arguments\":{\"command\":\"true\",\"files\":[\"relative.txt\"]}}}");

@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "netpolicy/nat.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/common.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/table.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#define CHAIN "postrouting"
+
+struct batch {
+        char *buf;
+        struct mnl_nlmsg_batch *b;
+        uint32_t seq;
+        int msgs;       /* messages that ask for an ack */
+};
+
+static int batch_open(struct batch *bt, struct dm_error *err)
+{
+        bt->buf = malloc(MNL_SOCKET_BUFFER_SIZE * 2);
+        if (!bt->buf)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        bt->b = mnl_nlmsg_batch_start(bt->buf, MNL_SOCKET_BUFFER_SIZE * 2);
+        bt->seq = (uint32_t)time(NULL);
+        nftnl_batch_begin(mnl_nlmsg_batch_current(bt->b), bt->seq++);
+        mnl_nlmsg_batch_next(bt->b);
+        return 0;
+}
+
+static void batch_close(struct batch *bt)
+{
+        if (bt->b)
+                mnl_nlmsg_batch_stop(bt->b);
+        free(bt->buf);
+}
+
+static struct nftnl_table *table_obj(void)
+{
+        struct nftnl_table *t = nftnl_table_alloc();
+
+        if (t) {
+                nftnl_table_set_str(t, NFTNL_TABLE_NAME, DM_NAT_TABLE);
+                nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_IPV4);
+        }
+        return t;
+}
+
+/* Sends the batch and reads one answer per message that asked for an ack:
+ * the first error wins. */
+static int batch_send(struct batch *bt, const char *what, struct dm_error *err)
+{
+        struct timeval tv = { .tv_sec = 5 };
+        struct mnl_socket *nl;
+        char buf[MNL_SOCKET_BUFFER_SIZE];
+        int acks = 0, r = 0;
+
+        nftnl_batch_end(mnl_nlmsg_batch_current(bt->b), bt->seq++);
+        mnl_nlmsg_batch_next(bt->b);
+        nl = mnl_socket_open(NETLINK_NETFILTER);
+        if (!nl)
+                return dm_error_set(err, -errno, "%s: cannot open a netfilter socket: %s", what, strerror(errno));
+        if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ||
+            setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+            mnl_socket_sendto(nl, mnl_nlmsg_batch_head(bt->b), mnl_nlmsg_batch_size(bt->b)) < 0) {
+                r = dm_error_set(err, -errno, "%s: %s", what, strerror(errno));
+                goto out;
+        }
+        while (acks < bt->msgs && r == 0) {
+                ssize_t got = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+                int n = (int)got;
+
+                if (got < 0) {
+                        r = dm_error_set(err, -errno, "%s: no answer from nf_tables: %s", what, strerror(errno));
+                        break;
+                }
+                for (struct nlmsghdr *h = (struct nlmsghdr *)buf; mnl_nlmsg_ok(h, n); h = mnl_nlmsg_next(h, &n)) {
+                        if (h->nlmsg_type != NLMSG_ERROR)
+                                continue;
+                        const struct nlmsgerr *e = mnl_nlmsg_get_payload(h);
+                        if (e->error < 0) {
+                                r = dm_error_set(err, e->error, "%s: %s", what, strerror(-e->error));
+                                break;
+                        }
+                        acks++;
+                }
+        }
+out:
+        mnl_socket_close(nl);
+        return r;
+}
+
+static void add_expr(struct nftnl_rule *r, struct nftnl_expr *e)
+{
+        if (e)
+                nftnl_rule_add_expr(r, e);
+}
+
+/* reg1 = ip header bytes [offset, offset+4) & mask; compare with net. */
+static void match_addr(struct nftnl_rule *r, uint32_t offset, const struct dm_cidr *c, enum nft_cmp_ops op)
+{
+        uint32_t mask = c->prefix ? htonl(~0u << (32 - c->prefix)) : 0, zero = 0;
+        struct nftnl_expr *e;
+
+        e = nftnl_expr_alloc("payload");
+        if (e) {
+                nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, NFT_PAYLOAD_NETWORK_HEADER);
+                nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
+                nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
+                nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, 4);
+        }
+        add_expr(r, e);
+        e = nftnl_expr_alloc("bitwise");
+        if (e) {
+                nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+                nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+                nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 4);
+                nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, 4);
+                nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 4);
+        }
+        add_expr(r, e);
+        e = nftnl_expr_alloc("cmp");
+        if (e) {
+                nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
+                nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, op);
+                nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, &c->addr, 4);
+        }
+        add_expr(r, e);
+}
+
+int dm_nat_ensure(const struct dm_cidr *pool, struct dm_error *err)
+{
+        struct batch bt = { 0 };
+        struct nftnl_table *t = NULL;
+        struct nftnl_chain *c = NULL;
+        struct nftnl_rule *flush = NULL, *rule = NULL;
+        struct nlmsghdr *nlh;
+        int r;
+
+        r = batch_open(&bt, err);
+        if (r < 0)
+                return r;
+        t = table_obj();
+        c = nftnl_chain_alloc();
+        flush = nftnl_rule_alloc();
+        rule = nftnl_rule_alloc();
+        if (!t || !c || !flush || !rule) {
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+                goto out;
+        }
+        nlh = nftnl_table_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt.b), NFT_MSG_NEWTABLE, NFPROTO_IPV4,
+                                          NLM_F_CREATE | NLM_F_ACK, bt.seq++);
+        nftnl_table_nlmsg_build_payload(nlh, t);
+        mnl_nlmsg_batch_next(bt.b);
+        bt.msgs++;
+
+        nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, DM_NAT_TABLE);
+        nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, CHAIN);
+        nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, "nat");
+        nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, NF_INET_POST_ROUTING);
+        nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, 100); /* srcnat */
+        nlh = nftnl_chain_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt.b), NFT_MSG_NEWCHAIN, NFPROTO_IPV4,
+                                          NLM_F_CREATE | NLM_F_ACK, bt.seq++);
+        nftnl_chain_nlmsg_build_payload(nlh, c);
+        mnl_nlmsg_batch_next(bt.b);
+        bt.msgs++;
+
+        /* Whatever the chain held (an older pool) goes, in the same batch. */
+        nftnl_rule_set_str(flush, NFTNL_RULE_TABLE, DM_NAT_TABLE);
+        nftnl_rule_set_str(flush, NFTNL_RULE_CHAIN, CHAIN);
+        nlh = nftnl_rule_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt.b), NFT_MSG_DELRULE, NFPROTO_IPV4, NLM_F_ACK,
+                                         bt.seq++);
+        nftnl_rule_nlmsg_build_payload(nlh, flush);
+        mnl_nlmsg_batch_next(bt.b);
+        bt.msgs++;
+
+        nftnl_rule_set_str(rule, NFTNL_RULE_TABLE, DM_NAT_TABLE);
+        nftnl_rule_set_str(rule, NFTNL_RULE_CHAIN, CHAIN);
+        nftnl_rule_set_u32(rule, NFTNL_RULE_FAMILY, NFPROTO_IPV4);
+        match_addr(rule, 12, pool, NFT_CMP_EQ);         /* ip saddr in pool */
+        match_addr(rule, 16, pool, NFT_CMP_NEQ);        /* ip daddr outside it */
+        add_expr(rule, nftnl_expr_alloc("masq"));
+        nlh = nftnl_rule_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt.b), NFT_MSG_NEWRULE, NFPROTO_IPV4,
+                                         NLM_F_APPEND | NLM_F_CREATE | NLM_F_ACK, bt.seq++);
+        nftnl_rule_nlmsg_build_payload(nlh, rule);
+        mnl_nlmsg_batch_next(bt.b);
+        bt.msgs++;
+
+        r = batch_send(&bt, "cannot set up source NAT for the sandboxes", err);
+out:
+        if (t)
+                nftnl_table_free(t);
+        if (c)
+                nftnl_chain_free(c);
+        if (flush)
+                nftnl_rule_free(flush);
+        if (rule)
+                nftnl_rule_free(rule);
+        batch_close(&bt);
+        return r;
+}
+
+int dm_nat_remove(struct dm_error *err)
+{
+        struct batch bt = { 0 };
+        struct nftnl_table *t;
+        struct nlmsghdr *nlh;
+        int r;
+
+        r = batch_open(&bt, err);
+        if (r < 0)
+                return r;
+        t = table_obj();
+        if (!t) {
+                batch_close(&bt);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        nlh = nftnl_table_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt.b), NFT_MSG_DELTABLE, NFPROTO_IPV4, NLM_F_ACK,
+                                          bt.seq++);
+        nftnl_table_nlmsg_build_payload(nlh, t);
+        mnl_nlmsg_batch_next(bt.b);
+        bt.msgs++;
+        r = batch_send(&bt, "cannot remove the sandboxes' NAT table", err);
+        nftnl_table_free(t);
+        batch_close(&bt);
+        if (r == -ENOENT) {
+                dm_error_clear(err);
+                r = 0;
+        }
+        return r;
+}
+
+bool dm_nat_present(void)
+{
+        struct mnl_socket *nl = mnl_socket_open(NETLINK_NETFILTER);
+        struct timeval tv = { .tv_sec = 5 };
+        char buf[MNL_SOCKET_BUFFER_SIZE];
+        struct nftnl_table *t = table_obj();
+        struct nlmsghdr *nlh;
+        bool found = false;
+        int n;
+
+        if (!nl || !t || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ||
+            setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
+                goto out;
+        nlh = nftnl_table_nlmsg_build_hdr(buf, NFT_MSG_GETTABLE, NFPROTO_IPV4, NLM_F_ACK, (uint32_t)time(NULL));
+        nftnl_table_nlmsg_build_payload(nlh, t);
+        if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+                goto out;
+        n = (int)mnl_socket_recvfrom(nl, buf, sizeof(buf));
+        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; n > 0 && mnl_nlmsg_ok(h, n); h = mnl_nlmsg_next(h, &n)) {
+                if (h->nlmsg_type == NLMSG_ERROR) {
+                        const struct nlmsgerr *e = mnl_nlmsg_get_payload(h);
+                        if (e->error < 0)
+                                break;
+                } else {
+                        found = true;
+                }
+        }
+out:
+        if (t)
+                nftnl_table_free(t);
+        if (nl)
+                mnl_socket_close(nl);
+        return found;
+}
