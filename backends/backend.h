@@ -50,6 +50,8 @@ struct dm_container_spec {
         bool init;                      /* engine's init as PID 1 (reaps zombies) */
         bool open_stdin;                /* keep stdin open for attach; the command sees EOF
                                            when the attached stream is half-closed */
+        int64_t ttl_s;                  /* the backend removes it after this long; 0 = never.
+                                           Only backends with DM_CAP_TTL honour it */
 };
 
 struct dm_exec_spec {
@@ -79,8 +81,34 @@ struct dm_stream_sink {
         void *userdata;
 };
 
+/* What a backend can do beyond the operations every backend has. A caller
+ * checks the flag before relying on the behaviour, and takes its fallback or
+ * reports a clear error; an operation a backend lacks also answers
+ * -EOPNOTSUPP with a sentence saying so, never a silent no-op. */
+enum {
+        /* Host unix sockets bind-mounted into the container reach the server,
+         * and the container's PID 1 can be demesne-shim. */
+        DM_CAP_SHIM = 1 << 0,
+        /* attach/wait on PID 1: a command can be the container's entrypoint. */
+        DM_CAP_ATTACH = 1 << 1,
+        /* exec passes stdin through its stream. */
+        DM_CAP_EXEC_STDIN = 1 << 2,
+        /* exec_pid: the host pid of an exec (kill its process group). */
+        DM_CAP_EXEC_PID = 1 << 3,
+        /* image_exists answers from the backend's own image store. */
+        DM_CAP_IMAGES = 1 << 4,
+        /* The container's network namespace is on this host (netpolicy). */
+        DM_CAP_HOST_NETNS = 1 << 5,
+        /* Caps dropped, no-new-privileges, ulimits and pids limits applied
+         * as the spec says. */
+        DM_CAP_HARDENING = 1 << 6,
+        /* The backend expires containers itself (spec ttl_s, renew). */
+        DM_CAP_TTL = 1 << 7,
+};
+
 struct dm_backend_ops {
         const char *name;       /* "docker" (also serves Podman), "opensandbox" */
+        unsigned caps;          /* DM_CAP_* */
 
         int (*ping)(struct dm_backend *b, struct dm_error *err);
         /* A one-line human description: "podman 4.3.1 (API 1.41) at unix:///run/podman/podman.sock". */
@@ -133,12 +161,33 @@ struct dm_backend_ops {
         int (*get_archive)(struct dm_backend *b, const char *id, const char *path, int out_fd, int64_t max,
                            struct dm_error *err);
 
+        /* Optional (NULL when absent). */
+        /* Stops a running exec and everything it started (backends without
+         * DM_CAP_EXEC_PID). Finished already = 0. */
+        int (*exec_interrupt)(struct dm_backend *b, const char *exec_id, struct dm_error *err);
+        /* One regular file, without a tar around it: written at path (its
+         * directory must exist) with mode, or read into out_fd (-EFBIG past
+         * max, -ENOENT when missing, -EISDIR when not a regular file). */
+        int (*put_file)(struct dm_backend *b, const char *id, const char *path, int in_fd, int64_t len,
+                        unsigned mode, struct dm_error *err);
+        int (*get_file)(struct dm_backend *b, const char *id, const char *path, int out_fd, int64_t max,
+                        struct dm_error *err);
+        /* Pushes the container's expiry (DM_CAP_TTL) to expires_unix. */
+        int (*renew)(struct dm_backend *b, const char *id, int64_t expires_unix, struct dm_error *err);
+
         void (*free)(struct dm_backend *b);
 };
+
 
 struct dm_backend {
         const struct dm_backend_ops *ops;
 };
+
+/* True when b offers every capability in caps. */
+static inline bool dm_backend_can(const struct dm_backend *b, unsigned caps)
+{
+        return (b->ops->caps & caps) == caps;
+}
 
 /* Streams (hijacked connections), shared by every backend that multiplexes
  * with the Docker 8-byte frame header. */
@@ -183,7 +232,11 @@ struct dm_engine_config {
                                            want their own engine left alone. */
 };
 
-/* Order: cfg->host, DOCKER_HOST, CONTAINER_HOST, /run/podman/podman.sock,
+/* DEMESNE_BACKEND=opensandbox, or OPEN_SANDBOX_DOMAIN set while
+ * DEMESNE_BACKEND is unset or empty, selects the OpenSandbox backend (no
+ * discovery); DEMESNE_BACKEND=docker the engine below; anything else is
+ * -EINVAL.
+ * Order: cfg->host, DOCKER_HOST, CONTAINER_HOST, /run/podman/podman.sock,
  * $XDG_RUNTIME_DIR/podman/podman.sock, /var/run/docker.sock; then, when
  * allowed and podman is on PATH, a private `podman system service` whose
  * socket is under state_dir, stopped by dm_backend_free().
@@ -201,6 +254,13 @@ struct dm_engine_config {
 int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret, struct dm_error *err);
 /* NULL is fine. Stops a private service the backend started. */
 void dm_backend_free(struct dm_backend *b);
+
+/* The OpenSandbox backend (backends/opensandbox.c), configured from the
+ * environment as the original tool was: OPEN_SANDBOX_DOMAIN (host[:port],
+ * the lifecycle server; its API is below /v1), OPEN_SANDBOX_PROTOCOL (http,
+ * the default, or https), OPEN_SANDBOX_API_KEY (sent to the lifecycle
+ * server only, never to execd). -EINVAL with a sentence on a bad value. */
+int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, struct dm_error *err);
 
 /* The docker backend on an explicit host, no discovery. */
 int dm_docker_backend_new(const char *host, int64_t response_max, struct dm_backend **ret,

@@ -93,7 +93,7 @@ static const char *get_str(struct json_object *o, const char *key)
         return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
-static int add(struct json_object *o, const char *key, struct json_object *v)
+int dm_json_add(struct json_object *o, const char *key, struct json_object *v)
 {
         if (!v)
                 return -ENOMEM;
@@ -115,7 +115,7 @@ static int append(struct json_object *array, struct json_object *v)
         return 0;
 }
 
-static struct json_object *strv_json(const char *const *v)
+struct json_object *dm_json_strv(const char *const *v)
 {
         struct json_object *a = json_object_new_array();
 
@@ -248,7 +248,7 @@ static int docker_image_exists(struct dm_backend *b, const char *image, bool *re
 
 /* ---- containers ----------------------------------------------------------- */
 
-static int labels_json(const char *const *labels, struct json_object **ret, struct dm_error *err)
+int dm_json_kv(const char *const *labels, const char *what, struct json_object **ret, struct dm_error *err)
 {
         struct json_object *o = json_object_new_object();
 
@@ -258,10 +258,10 @@ static int labels_json(const char *const *labels, struct json_object **ret, stru
 
                 if (!eq || eq == *labels) {
                         json_object_put(o);
-                        return dm_error_set(err, -EINVAL, "label '%s' is not key=value", *labels);
+                        return dm_error_set(err, -EINVAL, "%s '%s' is not key=value", what, *labels);
                 }
                 key = strndup(*labels, (size_t)(eq - *labels));
-                if (!key || add(o, key, json_object_new_string(eq + 1)) < 0) {
+                if (!key || dm_json_add(o, key, json_object_new_string(eq + 1)) < 0) {
                         json_object_put(o);
                         return dm_error_set(err, -ENOMEM, "out of memory");
                 }
@@ -276,9 +276,9 @@ static struct json_object *ulimit_json(const char *name, int64_t value)
 {
         struct json_object *u = json_object_new_object();
 
-        if (u && (add(u, "Name", json_object_new_string(name)) < 0 ||
-                  add(u, "Soft", json_object_new_int64(value)) < 0 ||
-                  add(u, "Hard", json_object_new_int64(value)) < 0)) {
+        if (u && (dm_json_add(u, "Name", json_object_new_string(name)) < 0 ||
+                  dm_json_add(u, "Soft", json_object_new_int64(value)) < 0 ||
+                  dm_json_add(u, "Hard", json_object_new_int64(value)) < 0)) {
                 json_object_put(u);
                 return NULL;
         }
@@ -295,10 +295,10 @@ static struct json_object *mounts_json(const struct dm_container_spec *spec)
         for (size_t i = 0; a && i < spec->n_mounts; i++) {
                 struct json_object *m = json_object_new_object();
 
-                if (!m || add(m, "Type", json_object_new_string("bind")) < 0 ||
-                    add(m, "Source", json_object_new_string(spec->mounts[i].host)) < 0 ||
-                    add(m, "Target", json_object_new_string(spec->mounts[i].target)) < 0 ||
-                    add(m, "ReadOnly", json_object_new_boolean(spec->mounts[i].readonly)) < 0 ||
+                if (!m || dm_json_add(m, "Type", json_object_new_string("bind")) < 0 ||
+                    dm_json_add(m, "Source", json_object_new_string(spec->mounts[i].host)) < 0 ||
+                    dm_json_add(m, "Target", json_object_new_string(spec->mounts[i].target)) < 0 ||
+                    dm_json_add(m, "ReadOnly", json_object_new_boolean(spec->mounts[i].readonly)) < 0 ||
                     json_object_array_add(a, m) < 0) {
                         json_object_put(m);
                         json_object_put(a);
@@ -324,48 +324,48 @@ static int create_body(const struct dm_container_spec *spec, char **ret, struct 
                         json_object_put(hc);
                         return dm_error_set(err, -EINVAL, "mount %zu: host and target must be absolute paths", i);
                 }
-        if (add(o, "HostConfig", hc) < 0)
+        if (dm_json_add(o, "HostConfig", hc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        r = labels_json(spec->labels, &labels, err);
+        r = dm_json_kv(spec->labels, "label", &labels, err);
         if (r < 0)
                 return r;
-        r |= add(o, "Labels", labels);
-        r |= add(o, "Image", json_object_new_string(spec->image));
+        r |= dm_json_add(o, "Labels", labels);
+        r |= dm_json_add(o, "Image", json_object_new_string(spec->image));
         if (spec->entrypoint)
-                r |= add(o, "Entrypoint", strv_json(spec->entrypoint));
+                r |= dm_json_add(o, "Entrypoint", dm_json_strv(spec->entrypoint));
         if (spec->argv || spec->entrypoint)
-                r |= add(o, "Cmd", strv_json(spec->argv ? spec->argv : (const char *const[]){ NULL }));
+                r |= dm_json_add(o, "Cmd", dm_json_strv(spec->argv ? spec->argv : (const char *const[]){ NULL }));
         if (spec->env)
-                r |= add(o, "Env", strv_json(spec->env));
+                r |= dm_json_add(o, "Env", dm_json_strv(spec->env));
         if (spec->workdir)
-                r |= add(o, "WorkingDir", json_object_new_string(spec->workdir));
-        r |= add(o, "Tty", json_object_new_boolean(false));
+                r |= dm_json_add(o, "WorkingDir", json_object_new_string(spec->workdir));
+        r |= dm_json_add(o, "Tty", json_object_new_boolean(false));
         /* StdinOnce: the container's stdin closes when the attached client
          * half-closes, which is how a command sees EOF. */
-        r |= add(o, "OpenStdin", json_object_new_boolean(spec->open_stdin));
-        r |= add(o, "StdinOnce", json_object_new_boolean(spec->open_stdin));
-        r |= add(o, "AttachStdin", json_object_new_boolean(spec->open_stdin));
-        r |= add(o, "AttachStdout", json_object_new_boolean(true));
-        r |= add(o, "AttachStderr", json_object_new_boolean(true));
+        r |= dm_json_add(o, "OpenStdin", json_object_new_boolean(spec->open_stdin));
+        r |= dm_json_add(o, "StdinOnce", json_object_new_boolean(spec->open_stdin));
+        r |= dm_json_add(o, "AttachStdin", json_object_new_boolean(spec->open_stdin));
+        r |= dm_json_add(o, "AttachStdout", json_object_new_boolean(true));
+        r |= dm_json_add(o, "AttachStderr", json_object_new_boolean(true));
 
-        r |= add(hc, "Mounts", mounts_json(spec));
+        r |= dm_json_add(hc, "Mounts", mounts_json(spec));
         /* A sandbox gets no network unless asked: the safe default. */
-        r |= add(hc, "NetworkMode", json_object_new_string(spec->network_mode ? spec->network_mode : "none"));
+        r |= dm_json_add(hc, "NetworkMode", json_object_new_string(spec->network_mode ? spec->network_mode : "none"));
         if (spec->memory_bytes > 0) {
-                r |= add(hc, "Memory", json_object_new_int64(spec->memory_bytes));
-                r |= add(hc, "MemorySwap", json_object_new_int64(spec->memory_bytes));
+                r |= dm_json_add(hc, "Memory", json_object_new_int64(spec->memory_bytes));
+                r |= dm_json_add(hc, "MemorySwap", json_object_new_int64(spec->memory_bytes));
         }
         if (spec->pids_limit > 0)
-                r |= add(hc, "PidsLimit", json_object_new_int64(spec->pids_limit));
-        r |= add(hc, "CapDrop", strv_json((const char *const[]){ "ALL", NULL }));
+                r |= dm_json_add(hc, "PidsLimit", json_object_new_int64(spec->pids_limit));
+        r |= dm_json_add(hc, "CapDrop", dm_json_strv((const char *const[]){ "ALL", NULL }));
         if (spec->cap_add)
-                r |= add(hc, "CapAdd", strv_json(spec->cap_add));
-        r |= add(hc, "SecurityOpt", strv_json((const char *const[]){ "no-new-privileges", NULL }));
-        r |= add(hc, "ReadonlyRootfs", json_object_new_boolean(spec->readonly_rootfs));
+                r |= dm_json_add(hc, "CapAdd", dm_json_strv(spec->cap_add));
+        r |= dm_json_add(hc, "SecurityOpt", dm_json_strv((const char *const[]){ "no-new-privileges", NULL }));
+        r |= dm_json_add(hc, "ReadonlyRootfs", json_object_new_boolean(spec->readonly_rootfs));
         if (spec->init)
-                r |= add(hc, "Init", json_object_new_boolean(true));
+                r |= dm_json_add(hc, "Init", json_object_new_boolean(true));
         ulimits = json_object_new_array();
-        r |= add(hc, "Ulimits", ulimits);
+        r |= dm_json_add(hc, "Ulimits", ulimits);
         if (ulimits) {
                 r |= append(ulimits, ulimit_json("nofile", spec->nofile > 0 ? spec->nofile : DEFAULT_NOFILE));
                 r |= append(ulimits, ulimit_json("nproc", spec->nproc > 0 ? spec->nproc : DEFAULT_NPROC));
@@ -580,11 +580,35 @@ static int64_t parse_rfc3339(const char *s)
         return t;
 }
 
+char **dm_labels_from_json(struct json_object *labels)
+{
+        size_t n = 0, i = 0;
+        char **v;
+
+        if (labels && json_object_is_type(labels, json_type_object))
+                n = (size_t)json_object_object_length(labels);
+        v = calloc(n + 1, sizeof(char *));
+        if (v && n) {
+                json_object_object_foreach(labels, key, val)
+                {
+                        const char *s = json_object_get_string(val);
+
+                        if (i < n && asprintf(&v[i++], "%s=%s", key, s ? s : "") < 0) {
+                                v[i - 1] = NULL;
+                                for (size_t j = 0; j < i - 1; j++)
+                                        free(v[j]);
+                                free(v);
+                                return NULL;
+                        }
+                }
+        }
+        return v;
+}
+
 static int fill_info(struct json_object *o, struct dm_container_info *info, struct dm_error *err)
 {
         struct json_object *state = get(o, "State"), *config = get(o, "Config"), *labels, *v;
         const char *status = get_str(state, "Status");
-        size_t n = 0, i = 0;
 
         memset(info, 0, sizeof(*info));
         info->id = strdup(get_str(o, "Id") ? get_str(o, "Id") : "");
@@ -600,21 +624,9 @@ static int fill_info(struct json_object *o, struct dm_container_info *info, stru
         info->created_unix = parse_rfc3339(get_str(o, "Created"));
 
         labels = get(config, "Labels");
-        if (labels && json_object_is_type(labels, json_type_object))
-                n = (size_t)json_object_object_length(labels);
-        info->labels = calloc(n + 1, sizeof(char *));
+        info->labels = dm_labels_from_json(labels);
         if (!info->id || !info->image || !info->status || !info->labels)
                 goto oom;
-        if (n) {
-                json_object_object_foreach(labels, key, val)
-                {
-                        if (i < n && asprintf(&info->labels[i++], "%s=%s", key,
-                                              json_object_get_string(val) ? json_object_get_string(val) : "") < 0) {
-                                info->labels[i - 1] = NULL;
-                                goto oom;
-                        }
-                }
-        }
         return 0;
 oom:
         dm_container_info_release(info);
@@ -728,7 +740,7 @@ static int docker_list(struct dm_backend *b, const char *label, char ***ret_ids,
         long status;
         int r;
 
-        if (!filters || add(filters, "label", strv_json((const char *const[]){ label, NULL })) < 0 ||
+        if (!filters || dm_json_add(filters, "label", dm_json_strv((const char *const[]){ label, NULL })) < 0 ||
             !(esc = dm_http_escape(json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN), false)) ||
             asprintf(&path, "/containers/json?all=1&filters=%s", esc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -782,15 +794,15 @@ static int docker_exec(struct dm_backend *b, const char *id, const struct dm_exe
                 return dm_error_set(err, -EINVAL, "exec in container '%s': no command given", id);
         if (!body)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        r |= add(body, "AttachStdin", json_object_new_boolean(spec->attach_stdin));
-        r |= add(body, "AttachStdout", json_object_new_boolean(true));
-        r |= add(body, "AttachStderr", json_object_new_boolean(true));
-        r |= add(body, "Tty", json_object_new_boolean(false));
-        r |= add(body, "Cmd", strv_json(spec->argv));
+        r |= dm_json_add(body, "AttachStdin", json_object_new_boolean(spec->attach_stdin));
+        r |= dm_json_add(body, "AttachStdout", json_object_new_boolean(true));
+        r |= dm_json_add(body, "AttachStderr", json_object_new_boolean(true));
+        r |= dm_json_add(body, "Tty", json_object_new_boolean(false));
+        r |= dm_json_add(body, "Cmd", dm_json_strv(spec->argv));
         if (spec->env)
-                r |= add(body, "Env", strv_json(spec->env));
+                r |= dm_json_add(body, "Env", dm_json_strv(spec->env));
         if (spec->workdir)
-                r |= add(body, "WorkingDir", json_object_new_string(spec->workdir));
+                r |= dm_json_add(body, "WorkingDir", json_object_new_string(spec->workdir));
         if (r || asprintf(&path, "/containers/%s/exec", id) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
 
@@ -876,6 +888,8 @@ static void docker_free(struct dm_backend *b)
 
 static const struct dm_backend_ops docker_ops = {
         .name = "docker",
+        .caps = DM_CAP_SHIM | DM_CAP_ATTACH | DM_CAP_EXEC_STDIN | DM_CAP_EXEC_PID | DM_CAP_IMAGES |
+                DM_CAP_HOST_NETNS | DM_CAP_HARDENING,
         .ping = docker_ping,
         .describe = docker_describe,
         .image_exists = docker_image_exists,

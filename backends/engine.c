@@ -442,6 +442,14 @@ int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret,
         struct service *svc = NULL;
         int r;
 
+        const char *which = getenv("DEMESNE_BACKEND"), *domain = getenv("OPEN_SANDBOX_DOMAIN");
+
+        if (which && which[0] && strcmp(which, "docker") != 0 && strcmp(which, "opensandbox") != 0)
+                return dm_error_set(err, -EINVAL, "DEMESNE_BACKEND '%s': expected 'docker' (Docker or Podman) or "
+                                                  "'opensandbox'", which);
+        if ((which && strcmp(which, "opensandbox") == 0) || ((!which || !which[0]) && domain && domain[0]))
+                return dm_opensandbox_backend_new(response_max, ret, err);
+
         /* A host named by the configuration or the environment is the user's
          * choice, as with the docker CLI: use it or fail, never guess past it. */
         for (size_t i = 0; !cfg->private_only && i < DM_ARRAY_SIZE(explicit); i++) {

@@ -45,7 +45,9 @@ struct dm_http {
         char *tcp_port;
         char *base_url;         /* "http://localhost/v1.41" or "http://h:p/v1.41" */
         size_t response_max;
-        struct curl_slist *headers;
+        const char *noun;       /* "engine", "OpenSandbox server", "execd": for messages */
+        struct curl_slist *headers;     /* every request's, the caller's extra ones included */
+        struct curl_slist *extra;       /* the caller's extra ones alone (for transfers) */
 
         pthread_mutex_t lock;
         CURL *idle[POOL_MAX];
@@ -111,40 +113,86 @@ static int parse_host(struct dm_http *h, const char *host, struct dm_error *err)
         return dm_error_set(err, -EINVAL, "engine host '%s': expected unix:///path or tcp://host:port", host);
 }
 
-int dm_http_new(const char *host, size_t response_max, struct dm_http **ret, struct dm_error *err)
+static int http_alloc(const char *host, size_t response_max, const char *noun, struct dm_http **ret,
+                      struct dm_error *err)
 {
         struct dm_http *h;
-        struct curl_slist *l;
-        int r;
 
         pthread_once(&curl_once, curl_init_once);
         if (curl_init_result != CURLE_OK)
                 return dm_error_set(err, -EIO, "libcurl init: %s", curl_easy_strerror(curl_init_result));
-
         h = calloc(1, sizeof(*h));
         if (!h)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         pthread_mutex_init(&h->lock, NULL);
         h->response_max = response_max;
+        h->noun = noun;
         h->host = strdup(host);
         if (!h->host) {
                 dm_http_free(h);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
-        r = parse_host(h, host, err);
+        *ret = h;
+        return 0;
+}
+
+/* The JSON content type, no 100-continue round trip ("Expect:" stops it on
+ * bodies > 1 KiB), then the caller's own headers. */
+static int http_headers(struct dm_http *h, const char *const *extra, struct dm_error *err)
+{
+        static const char *const base[] = { "Content-Type: application/json", "Expect:" };
+
+        for (size_t i = 0; i < 2; i++) {
+                struct curl_slist *l = curl_slist_append(h->headers, base[i]);
+                if (!l)
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                h->headers = l;
+        }
+        for (size_t i = 0; extra && extra[i]; i++) {
+                struct curl_slist *l = curl_slist_append(h->headers, extra[i]), *e;
+                if (!l || !(e = curl_slist_append(h->extra, extra[i])))
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                h->headers = l;
+                h->extra = e;
+        }
+        return 0;
+}
+
+int dm_http_new(const char *host, size_t response_max, struct dm_http **ret, struct dm_error *err)
+{
+        struct dm_http *h = NULL;
+        int r;
+
+        r = http_alloc(host, response_max, "engine", &h, err);
+        if (r >= 0)
+                r = parse_host(h, host, err);
+        if (r >= 0)
+                r = http_headers(h, NULL, err);
         if (r < 0) {
                 dm_http_free(h);
                 return r;
         }
-        /* "Expect:" stops libcurl's 100-continue round trip on bodies > 1 KiB. */
-        l = curl_slist_append(NULL, "Content-Type: application/json");
-        if (l)
-                h->headers = l, l = curl_slist_append(h->headers, "Expect:");
-        if (!l) {
+        *ret = h;
+        return 0;
+}
+
+int dm_http_new_url(const char *base_url, size_t response_max, const char *noun, const char *const *headers,
+                    struct dm_http **ret, struct dm_error *err)
+{
+        struct dm_http *h = NULL;
+        int r;
+
+        if (strncmp(base_url, "http://", 7) != 0 && strncmp(base_url, "https://", 8) != 0)
+                return dm_error_set(err, -EINVAL, "%s URL '%s' must start with http:// or https://", noun, base_url);
+        r = http_alloc(base_url, response_max, noun, &h, err);
+        if (r >= 0 && !(h->base_url = strdup(base_url)))
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+        if (r >= 0)
+                r = http_headers(h, headers, err);
+        if (r < 0) {
                 dm_http_free(h);
-                return dm_error_set(err, -ENOMEM, "out of memory");
+                return r;
         }
-        h->headers = l;
         *ret = h;
         return 0;
 }
@@ -156,6 +204,7 @@ void dm_http_free(struct dm_http *h)
         for (size_t i = 0; i < h->n_idle; i++)
                 curl_easy_cleanup(h->idle[i]);
         curl_slist_free_all(h->headers);
+        curl_slist_free_all(h->extra);
         pthread_mutex_destroy(&h->lock);
         free(h->host);
         free(h->unix_path);
@@ -296,7 +345,7 @@ static int map_curl_error(struct dm_http *h, CURL *c, CURLcode cc, const char *e
         curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
         curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect_us);
         if (too_big)
-                return dm_error_set(err, -E2BIG, "engine response larger than %zu bytes", h->response_max);
+                return dm_error_set(err, -E2BIG, "%s response larger than %zu bytes", h->noun, h->response_max);
         switch (cc) {
         case CURLE_COULDNT_CONNECT:
         case CURLE_COULDNT_RESOLVE_HOST:
@@ -305,16 +354,16 @@ static int map_curl_error(struct dm_http *h, CURL *c, CURLcode cc, const char *e
                  * sockets; the OS error says what is actually wrong. */
                 if (os_errno)
                         reason = strerror((int)os_errno);
-                return dm_error_set(err, -EHOSTDOWN, "engine not reachable at '%s': %s", h->host, reason);
+                return dm_error_set(err, -EHOSTDOWN, "%s not reachable at '%s': %s", h->noun, h->host, reason);
         case CURLE_OPERATION_TIMEDOUT:
                 if (connect_us == 0)
-                        return dm_error_set(err, -EHOSTDOWN, "engine not reachable at '%s': %s", h->host,
+                        return dm_error_set(err, -EHOSTDOWN, "%s not reachable at '%s': %s", h->noun, h->host,
                                             reason);
-                return dm_error_set(err, -ETIMEDOUT, "engine at '%s' did not answer in time", h->host);
+                return dm_error_set(err, -ETIMEDOUT, "%s at '%s' did not answer in time", h->noun, h->host);
         case CURLE_OUT_OF_MEMORY:
                 return dm_error_set(err, -ENOMEM, "out of memory");
         default:
-                return dm_error_set(err, -EIO, "engine connection to '%s' failed: %s", h->host, reason);
+                return dm_error_set(err, -EIO, "%s connection to '%s' failed: %s", h->noun, h->host, reason);
         }
 }
 
@@ -463,6 +512,8 @@ int dm_http_transfer(struct dm_http *h, const char *method, const char *path, co
         snprintf(ct, sizeof(ct), "Content-Type: %s", content_type ? content_type : "application/x-tar");
         headers = curl_slist_append(headers, ct);
         headers = curl_slist_append(headers, "Expect:");
+        for (struct curl_slist *e = h->extra; e; e = e->next)
+                headers = curl_slist_append(headers, e->data);
 
         curl_easy_setopt(t.c, CURLOPT_URL, url);
         if (h->unix_path)
@@ -504,6 +555,52 @@ int dm_http_transfer(struct dm_http *h, const char *method, const char *path, co
         give_handle(h, t.c);
         *ret_status = status;
         return 0;
+}
+
+CURL *dm_http_easy(struct dm_http *h, const char *path, struct curl_slist **ret_headers, char *ebuf)
+{
+        _cleanup_free_ char *url = NULL;
+        struct curl_slist *headers = NULL;
+        CURL *c;
+
+        if (asprintf(&url, "%s%s", h->base_url, path) < 0)
+                return NULL;
+        for (struct curl_slist *e = h->extra; e; e = e->next) {
+                struct curl_slist *l = curl_slist_append(headers, e->data);
+                if (!l) {
+                        curl_slist_free_all(headers);
+                        return NULL;
+                }
+                headers = l;
+        }
+        c = curl_easy_init();
+        if (!c) {
+                curl_slist_free_all(headers);
+                return NULL;
+        }
+        ebuf[0] = '\0';
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        if (h->unix_path)
+                curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, h->unix_path);
+        curl_easy_setopt(c, CURLOPT_PROXY, "");
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket_cloexec);
+        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
+        if (headers)
+                curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+        *ret_headers = headers;
+        return c;
+}
+
+void dm_http_easy_performed(void)
+{
+        mark_curl_pairs_cloexec();
+}
+
+int dm_http_easy_error(struct dm_http *h, CURL *c, CURLcode cc, const char *ebuf, struct dm_error *err)
+{
+        return map_curl_error(h, c, cc, ebuf, false, err);
 }
 
 int dm_http_status_error(struct dm_error *err, long status, const char *body, size_t len)

@@ -6,6 +6,7 @@
  * requests through libcurl, hijacked streams over raw sockets) and the few
  * hooks the backends' own files share. Never included outside backends/. */
 
+#include <curl/curl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +24,12 @@ struct dm_http;
 /* host is "unix:///abs/path" or "tcp://host[:port]" (port 2375 when left out).
  * response_max caps every response body. -EINVAL on a malformed host. */
 int dm_http_new(const char *host, size_t response_max, struct dm_http **ret, struct dm_error *err);
+/* A client for a plain HTTP(S) API at base_url ("https://host:8080/v1"),
+ * every path appended to it as is. headers ("Name: value", NULL-terminated,
+ * may be NULL) go with every request, transfers included; noun names the
+ * peer in messages ("OpenSandbox server not reachable at ..."). */
+int dm_http_new_url(const char *base_url, size_t response_max, const char *noun, const char *const *headers,
+                    struct dm_http **ret, struct dm_error *err);
 void dm_http_free(struct dm_http *h);
 /* The host exactly as given to dm_http_new, for messages. */
 const char *dm_http_host(const struct dm_http *h);
@@ -76,6 +83,34 @@ int dm_stream_open(struct dm_http *h, const char *path, const char *json_body, l
 int dm_http_transfer(struct dm_http *h, const char *method, const char *path, const char *content_type, int in_fd,
                      int64_t in_len, int out_fd, int64_t out_max, long timeout_ms, long *ret_status,
                      struct dm_buf *errbody, struct dm_error *err);
+
+/* A fresh easy handle for a request the helpers above cannot make
+ * (multipart uploads, streamed responses): URL, no proxy, no signals,
+ * close-on-exec sockets, the client's extra headers (returned in
+ * *ret_headers, the caller frees them after the transfer and may append
+ * first), errors into ebuf (CURL_ERROR_SIZE). NULL on ENOMEM. After the
+ * first perform call dm_http_easy_performed(); map failures with
+ * dm_http_easy_error. */
+CURL *dm_http_easy(struct dm_http *h, const char *path, struct curl_slist **ret_headers, char *ebuf);
+void dm_http_easy_performed(void);
+int dm_http_easy_error(struct dm_http *h, CURL *c, CURLcode cc, const char *ebuf, struct dm_error *err);
+
+/* A stream over fd (a socket carrying Docker frames), taking it over. */
+int dm_stream_from_fd(int fd, struct dm_stream **ret, struct dm_error *err);
+
+/* A JSON object of strings (Docker's Labels, OpenSandbox's metadata) as a
+ * NULL-terminated "key=value" array (empty for NULL or a non-object). NULL
+ * on ENOMEM. */
+struct json_object;
+char **dm_labels_from_json(struct json_object *labels);
+/* json-c helpers: adds v under key (taking it; a NULL v is -ENOMEM, and v
+ * is released on failure), and a string array from a NULL-terminated list
+ * (NULL on ENOMEM). */
+int dm_json_add(struct json_object *o, const char *key, struct json_object *v);
+struct json_object *dm_json_strv(const char *const *v);
+/* "key=value" strings (NULL-terminated, may be NULL) as an object; what
+ * names them in the -EINVAL message for one without '='. */
+int dm_json_kv(const char *const *kv, const char *what, struct json_object **ret, struct dm_error *err);
 
 /* The docker backend's HTTP client, for the ops that live in other files. */
 struct dm_http *dm_docker_http(struct dm_backend *b);

@@ -207,6 +207,20 @@ int dm_stream_open(struct dm_http *h, const char *path, const char *json_body, l
         return 0;
 }
 
+int dm_stream_from_fd(int fd, struct dm_stream **ret, struct dm_error *err)
+{
+        struct dm_stream *s = calloc(1, sizeof(*s));
+
+        if (!s) {
+                close(fd);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        dm_demux_init(&s->demux);
+        s->fd = fd;
+        *ret = s;
+        return 0;
+}
+
 int dm_stream_pump(struct dm_stream *s, const struct dm_stream_sink *sink, int cancel_fd, int64_t deadline_ms,
                    struct dm_error *err)
 {

@@ -21,10 +21,12 @@ void dm_launch_harden(const struct dm_context *ctx, struct dm_container_spec *sp
         spec->init = true;
 }
 
-bool dm_launch_use_shim(void)
+bool dm_launch_use_shim(const struct dm_backend *b)
 {
         const char *v = getenv("DEMESNE_SHIM");
 
+        if (!dm_backend_can(b, DM_CAP_SHIM))
+                return false;
         if (v && strcmp(v, "off") == 0)
                 return false;
         return dm_shim_binary_path() != NULL;

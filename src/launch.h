@@ -12,8 +12,9 @@
  *   create, start;
  *   dm_launch_shim_ready(b, id, host, deadline, err);             after start
  *   dm_shim_exec(host, ...) as often as needed
- * Without it (DEMESNE_SHIM=off, or no binary: dm_launch_use_shim() false)
- * the caller uses the engine's attach or exec API instead. */
+ * Without it (DEMESNE_SHIM=off, no binary, or a backend without DM_CAP_SHIM:
+ * dm_launch_use_shim() false) the caller uses the engine's attach or exec
+ * API instead (exec alone on a backend without DM_CAP_ATTACH). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,9 +27,10 @@
 /* Capabilities kept, memory, pids, nofile and nproc limits, no network. */
 void dm_launch_harden(const struct dm_context *ctx, struct dm_container_spec *spec);
 
-/* Whether containers run demesne-shim: DEMESNE_SHIM is not "off" and a
+/* Whether containers run demesne-shim: the backend can host it
+ * (DM_CAP_SHIM: OpenSandbox cannot), DEMESNE_SHIM is not "off" and a
  * binary was found (dm_shim_binary_path). */
-bool dm_launch_use_shim(void);
+bool dm_launch_use_shim(const struct dm_backend *b);
 
 /* Listens for the shim in dir (made 0700, or taken over from an earlier
  * server), appends its two read-only mounts at mounts[*n] (the array needs

@@ -254,8 +254,9 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         const char *labels[4], *bash_argv[4];
         _cleanup_close_ int dirfd = -1;
         struct dm_stream *stream = NULL;
-        char *id = NULL;
-        bool scratch_made = false;
+        static const char *const idle_argv[] = { "sleep", "infinity", NULL };
+        char *id = NULL, *exec_id = NULL;
+        bool scratch_made = false, exec_only = false;
         int64_t t0;
         int r;
 
@@ -266,9 +267,6 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         r = dm_image_lookup(req->image ? req->image : "python", &img, err);
         if (r < 0)
                 return r;
-        if (dm_egress_needed(req->policy) && !dm_launch_use_shim())
-                return dm_error_set(err, -ENOTSUP, "egress other than 'none' needs demesne-shim, which is off "
-                                                   "(DEMESNE_SHIM=off)");
 
         mounts = calloc(n_in + 4, sizeof(*mounts));
         owned = calloc(2 * n_in + 1, sizeof(*owned));
@@ -354,10 +352,26 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 .labels = labels,
         };
         dm_launch_harden(ctx, &spec);
-        if (dm_launch_use_shim()) {
+        /* Without attach (OpenSandbox) the container idles and the command
+         * is an exec, whose exit code comes from the exec. */
+        exec_only = !dm_backend_can(b, DM_CAP_ATTACH);
+        if (exec_only) {
+                spec.entrypoint = idle_argv;
+                spec.argv = NULL;
+                /* The backend's own expiry as a backstop: the command's
+                 * limit plus time to make and remove the sandbox. */
+                spec.ttl_s = req->timeout_s + 600;
+        }
+        if (dm_launch_use_shim(b)) {
                 r = dm_launch_shim_prepare(shimdir, &spec, mounts, &n_mounts, &host, err);
                 if (r < 0)
                         goto out;
+        } else if (dm_egress_needed(req->policy)) {
+                /* Without the shim a command could run before the network is
+                 * in place: refuse rather than run it with less. */
+                r = dm_error_set(err, -ENOTSUP, "egress other than 'none' needs demesne-shim, which is off "
+                                                "(DEMESNE_SHIM=off) or which this backend cannot mount");
+                goto out;
         }
 
         t0 = dm_now_ms();
@@ -366,7 +380,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 dm_error_wrap(err, "create the container");
                 goto out;
         }
-        if (!host) {
+        if (!host && !exec_only) {
                 r = b->ops->attach(b, id, &stream, err);
                 if (r < 0) {
                         dm_error_wrap(err, "attach to the container");
@@ -383,6 +397,19 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 if (r < 0)
                         goto out;
         } else {
+                if (exec_only) {
+                        struct dm_exec_spec es = {
+                                .argv = req->command ? bash_argv : req->argv,
+                                .env = req->env,
+                                .workdir = "/out",
+                        };
+
+                        r = b->ops->exec(b, id, &es, &stream, &exec_id, err);
+                        if (r < 0) {
+                                dm_error_wrap(err, "run the command");
+                                goto out;
+                        }
+                }
                 /* timeout_seconds limits the command, not the engine's set-up. */
                 r = pump(b, stream, id, &cap, req, dm_now_ms(), res, err);
                 if (r < 0) {
@@ -390,7 +417,14 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                         goto out;
                 }
         }
-        r = res->cancelled || host ? 0 : b->ops->wait(b, id, &res->exit_code, err);
+        if (res->cancelled || host)
+                r = 0;
+        else if (exec_id)
+                r = b->ops->exec_exit_code(b, exec_id, &res->exit_code, err);
+        else
+                r = b->ops->wait(b, id, &res->exit_code, err);
+        if (r >= 0 && exec_id && res->timed_out && res->exit_code < 128)
+                res->exit_code = 128 + SIGKILL;
         if (res->cancelled)
                 res->exit_code = 128 + SIGKILL;
         if (r < 0) {
@@ -413,6 +447,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
 out:
         if (stream)
                 dm_stream_free(stream);
+        free(exec_id);
         /* The socket goes now; its directory with the scratch tree, after
          * the container. */
         dm_shimhost_free(host);

@@ -411,9 +411,9 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 }
                 len += (size_t)n;
         }
-        if (need_net && !dm_launch_use_shim()) {
+        if (need_net && !dm_launch_use_shim(b)) {
                 r = dm_error_set(err, -ENOTSUP, "egress other than 'none' needs demesne-shim, which is off "
-                                                "(DEMESNE_SHIM=off)");
+                                                "(DEMESNE_SHIM=off) or which this backend cannot mount");
                 goto out;
         }
         snprintf(sb->output_dir, sizeof(sb->output_dir), "%.4000s/%s", ctx->cfg.output_root, sb->id);
@@ -448,9 +448,10 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 .mounts = mounts,
                 .n_mounts = n_mounts,
                 .labels = labels,
+                .ttl_s = sb->ttl_s,
         };
         dm_launch_harden(ctx, &spec);
-        if (dm_launch_use_shim()) {
+        if (dm_launch_use_shim(b)) {
                 snprintf(sb->shim_dir, sizeof(sb->shim_dir), "%.4000s/%s.shim", dir, sb->id);
                 r = dm_launch_shim_prepare(sb->shim_dir, &spec, mounts, &n_mounts, &host, err);
         }
@@ -539,7 +540,18 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb
 
 int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err)
 {
+        int64_t before = sb->expires_at;
+        struct dm_backend *b;
+        int r;
+
         sb->expires_at = dm_wall_ms() / 1000 + sb->ttl_s;
+        /* A backend that expires sandboxes itself must hear of it too; it
+         * only takes a later time (two execs in one second give the same). */
+        r = dm_context_backend(ctx, &b, err);
+        if (r >= 0 && sb->expires_at > before && dm_backend_can(b, DM_CAP_TTL) && b->ops->renew)
+                r = b->ops->renew(b, sb->container, sb->expires_at, err);
+        if (r < 0)
+                return dm_error_wrap(err, "refresh the TTL of sandbox '%s'", sb->id);
         return record_write(ctx, sb, err);
 }
 
@@ -660,6 +672,12 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
                 dm_headtail_release(&cap.ht[1]);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
+        if (req->stdin_len && !dm_backend_can(b, DM_CAP_EXEC_STDIN)) {
+                r = dm_error_set(err, -EOPNOTSUPP, "the %s backend cannot pass stdin to a command: write the "
+                                                   "input to a file with sandbox_upload and redirect from it",
+                                 b->ops->name);
+                goto out;
+        }
         if (sb->shim_dir[0]) {
                 r = exec_shim(ctx, b, sb, req, argv, &cap, res, err);
                 if (r <= 0)
@@ -677,7 +695,7 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
         /* The leader's pid now, while it surely runs: by the timeout it may
          * have exited and left its group (a fork bomb, say) holding the
          * stream open, and the engine no longer reports a pid then. */
-        {
+        if (dm_backend_can(b, DM_CAP_EXEC_PID)) {
                 struct dm_error e2 = { 0 };
                 if (b->ops->exec_pid(b, exec_id, &pgid, &e2) < 0)
                         pgid = 0;
@@ -690,6 +708,8 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
                 /* The exec's process leads its own group: the whole group goes. */
                 if (pgid > 1)
                         kill_group(pgid);
+                else if (b->ops->exec_interrupt && b->ops->exec_interrupt(b, exec_id, &e2) < 0)
+                        log_warning("sandbox %s: stopping the command: %s", sb->id, e2.msg);
                 dm_stream_pump(stream, &sink, -1, dm_now_ms() + DRAIN_AFTER_KILL_MS, &e2);
                 if (r == -ECANCELED) {
                         dm_error_set(err, r, "cancelled");

@@ -46,6 +46,25 @@ static int check_sandbox_path(const char *p, struct dm_error *err)
         return 0;
 }
 
+/* The folder is made inside the sandbox, by the sandbox. */
+static int make_dir(struct dm_context *ctx, const struct dm_sandbox *sb, const char *dir, struct dm_error *err)
+{
+        struct dm_sandbox_exec mk = { .command = "mkdir -p -- \"$DM_DIR\"", .timeout_s = 30 };
+        struct dm_sandbox_exec_result res;
+        char env_dir[PATH_MAX + 16];
+        const char *env[] = { env_dir, NULL };
+        int r;
+
+        snprintf(env_dir, sizeof(env_dir), "DM_DIR=%s", dir);
+        mk.env = env;
+        r = dm_sandbox_exec(ctx, sb, &mk, &res, err);
+        if (r >= 0 && res.exit_code != 0)
+                r = dm_error_set(err, -EINVAL, "cannot create '%s' in the sandbox: %.200s", dir,
+                                 res.stderr_text ? res.stderr_text : "");
+        dm_sandbox_exec_result_release(&res);
+        return r;
+}
+
 int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, const char *dst,
                        int64_t max_bytes, int64_t *ret_bytes, struct dm_error *err)
 {
@@ -79,6 +98,15 @@ int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, cons
         r = dm_context_backend(ctx, &b, err);
         if (r < 0)
                 return r;
+        if (b->ops->put_file) {
+                /* The backend takes the file as it is: no tar around it. */
+                r = make_dir(ctx, sb, dir, err);
+                if (r >= 0)
+                        r = b->ops->put_file(b, sb->container, dst, in, st.st_size, st.st_mode & 0755, err);
+                if (r >= 0)
+                        *ret_bytes = st.st_size;
+                return r;
+        }
         tar = temp_fd(ctx, err);
         if (tar < 0)
                 return tar;
@@ -121,23 +149,9 @@ int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, cons
         tar_len = lseek(tar, 0, SEEK_END);
         lseek(tar, 0, SEEK_SET);
 
-        /* The folder is made inside the sandbox, by the sandbox. */
-        {
-                struct dm_sandbox_exec mk = { .command = "mkdir -p -- \"$DM_DIR\"", .timeout_s = 30 };
-                struct dm_sandbox_exec_result res;
-                char env_dir[PATH_MAX + 16];
-                const char *env[] = { env_dir, NULL };
-
-                snprintf(env_dir, sizeof(env_dir), "DM_DIR=%s", dir);
-                mk.env = env;
-                r = dm_sandbox_exec(ctx, sb, &mk, &res, err);
-                if (r >= 0 && res.exit_code != 0)
-                        r = dm_error_set(err, -EINVAL, "cannot create '%s' in the sandbox: %.200s", dir,
-                                         res.stderr_text ? res.stderr_text : "");
-                dm_sandbox_exec_result_release(&res);
-                if (r < 0)
-                        goto out;
-        }
+        r = make_dir(ctx, sb, dir, err);
+        if (r < 0)
+                goto out;
         r = b->ops->put_archive(b, sb->container, dir, tar, tar_len, err);
         if (r >= 0)
                 *ret_bytes = st.st_size;
@@ -166,6 +180,41 @@ static int open_downloads(const char *output_dir, struct dm_error *err)
                                     "or a file?): refusing to write there; remove it and retry",
                                     output_dir);
         return fd;
+}
+
+/* Straight into downloads/<name>, for backends that hand out plain files. */
+static int download_file(struct dm_backend *b, const struct dm_sandbox *sb, const char *src, const char *resolved,
+                         const char *name, int64_t max_bytes, char **ret_host_path, int64_t *ret_bytes,
+                         struct dm_error *err)
+{
+        _cleanup_close_ int dl = -1, out = -1;
+        struct stat st;
+        int r;
+
+        dl = open_downloads(sb->output_dir, err);
+        if (dl < 0)
+                return dl;
+        unlinkat(dl, name, 0);
+        out = openat(dl, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (out < 0)
+                return dm_error_set(err, -errno, "cannot create '%s/downloads/%s': %s", sb->output_dir, name,
+                                    strerror(errno));
+        r = b->ops->get_file(b, sb->container, resolved, out, max_bytes, err);
+        if (r == -EFBIG)
+                r = dm_error_set(err, -EFBIG, "'%s' is over the %lld-byte limit (DEMESNE_TRANSFER_MAX)", src,
+                                 (long long)max_bytes);
+        else if (r == -EISDIR)
+                r = dm_error_set(err, -EISDIR, "'%s' in the sandbox is not a regular file", src);
+        if (r >= 0 && fstat(out, &st) < 0)
+                r = dm_error_set(err, -errno, "fstat: %s", strerror(errno));
+        if (r >= 0 && asprintf(ret_host_path, "%s/downloads/%s", sb->output_dir, name) < 0)
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+        if (r < 0) {
+                unlinkat(dl, name, 0);
+                return r;
+        }
+        *ret_bytes = st.st_size;
+        return 0;
 }
 
 int dm_transfer_download(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, int64_t max_bytes,
@@ -215,6 +264,8 @@ int dm_transfer_download(struct dm_context *ctx, const struct dm_sandbox *sb, co
                 return dm_error_set(err, -EINVAL, "cannot name a download after '%s'", resolved);
         snprintf(name, sizeof(name), "%s", base);
 
+        if (b->ops->get_file)
+                return download_file(b, sb, src, resolved, name, max_bytes, ret_host_path, ret_bytes, err);
         tar = temp_fd(ctx, err);
         if (tar < 0)
                 return tar;

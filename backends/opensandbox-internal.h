@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_BACKENDS_OPENSANDBOX_INTERNAL_H
+#define DM_BACKENDS_OPENSANDBOX_INTERNAL_H
+
+/* Shared by opensandbox.c (the lifecycle API) and opensandbox-exec.c
+ * (execd: commands and files). Never included outside backends/. */
+
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "backends/http.h"
+#include "src/util/cleanup.h"
+
+#define EXECD_PORT 44772
+#define CALL_TIMEOUT_MS 60000L
+#define RUNNING_WAIT_MS 180000
+#define EXECD_WAIT_MS 60000
+#define EVENT_MAX (4u << 20)    /* one stream event; execd sends output in small pieces */
+#define ERRBODY_MAX 65536
+#define LIST_PAGE 100
+
+struct execd;
+struct osb_exec;
+
+struct osb {
+        struct dm_backend base;
+        struct dm_http *api;            /* lifecycle, with the API key */
+        char *protocol;                 /* "http" or "https", also for execd */
+        size_t response_max;
+
+        pthread_mutex_t lock;           /* guards execds and execs */
+        struct execd *execds;
+        struct execd *retired;          /* forgotten, freed with the backend */
+        struct osb_exec *execs;
+};
+
+/* The execd of one sandbox, found through its endpoint. */
+struct execd {
+        struct execd *next;
+        char *sandbox;
+        struct dm_http *http;
+};
+
+struct osb_exec {
+        struct osb_exec *next;
+        struct osb *o;
+        char *sandbox;
+        struct dm_http *execd;          /* borrowed from the execd list, which outlives it */
+        char *body;                     /* the /command request */
+        int fd;                         /* our end of the socketpair; -1 once closed */
+        pthread_t thread;
+
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        char id[128];                   /* from init */
+        bool started;                   /* init seen, or the request failed */
+        bool done;
+        int64_t done_ms;                /* monotonic, when done */
+        bool final;                     /* execution_complete or error seen */
+        int exit_code;
+        int err_code;                   /* when the request failed */
+        char err_msg[512];
+        atomic_bool abandoned;          /* the reader let go of the stream */
+
+        long status;
+        struct dm_buf event;            /* the event being read */
+        struct dm_buf errbody;          /* a non-200 answer's body */
+};
+
+static inline struct osb *to_osb(struct dm_backend *b)
+{
+        return (struct osb *)b;
+}
+
+static inline void dm_osb_json_putp(struct json_object **o)
+{
+        json_object_put(*o);
+}
+#define _cleanup_json_ _cleanup_(dm_osb_json_putp)
+
+static inline void dm_osb_buf_releasep(struct dm_buf *b)
+{
+        dm_buf_release(b);
+}
+#define _cleanup_buf_ _cleanup_(dm_osb_buf_releasep)
+
+static inline struct json_object *get(struct json_object *o, const char *key)
+{
+        struct json_object *v = NULL;
+
+        return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+/* Borrowed; NULL when missing or not a string. */
+static inline const char *get_str(struct json_object *o, const char *key)
+{
+        struct json_object *v = get(o, key);
+
+        return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+/* Fills err from OpenSandbox's {"code","message"} error body; returns the
+ * errno the status maps to (400 -EINVAL, 401/403 -EACCES, 404 -ENOENT, 409
+ * -EBUSY, 501 -EOPNOTSUPP, others -EIO). */
+int dm_osb_status_error(struct dm_error *err, long status, const struct dm_buf *body);
+/* One lifecycle call expecting ok_status; *ret (may be NULL) gets the body. */
+int dm_osb_api(struct osb *o, const char *method, const char *path, struct json_object *body, long ok_status,
+               struct json_object **ret, struct dm_error *err);
+/* -EINVAL unless id is safe inside a URL path. */
+int dm_osb_check_id(const char *id, struct dm_error *err);
+/* The execd client of sandbox id (endpoint looked up once, then kept until
+ * the sandbox is deleted or the backend freed). */
+int dm_osb_execd(struct osb *o, const char *id, struct dm_http **ret, struct dm_error *err);
+void dm_osb_execd_free(struct execd *e);
+
+/* opensandbox-exec.c */
+int dm_osb_exec(struct dm_backend *b, const char *id, const struct dm_exec_spec *spec, struct dm_stream **ret_stream,
+                char **ret_exec_id, struct dm_error *err);
+int dm_osb_exec_exit_code(struct dm_backend *b, const char *exec_id, int *ret_exit_code, struct dm_error *err);
+int dm_osb_exec_interrupt(struct dm_backend *b, const char *exec_id, struct dm_error *err);
+/* Interrupts every command this backend runs in sandbox id. */
+int dm_osb_kill(struct dm_backend *b, const char *id, int signo, struct dm_error *err);
+int dm_osb_put_file(struct dm_backend *b, const char *id, const char *path, int in_fd, int64_t len, unsigned mode,
+                    struct dm_error *err);
+int dm_osb_get_file(struct dm_backend *b, const char *id, const char *path, int out_fd, int64_t max,
+                    struct dm_error *err);
+/* Waits for every exec thread and frees the records (at backend free). */
+void dm_osb_execs_release(struct osb *o);
+
+#endif

@@ -1,0 +1,729 @@
+/* SPDX-License-Identifier: MIT */
+/* The OpenSandbox backend: the lifecycle API (create, wait until Running,
+ * endpoints, renew, delete, list by metadata) and, for each sandbox, the
+ * execd API behind its endpoint (ping, /command, interrupt, upload,
+ * download), as published in OpenSandbox's sandbox-lifecycle.yml and
+ * execd-api.yaml.
+ *
+ * What it cannot offer it says (caps): no demesne-shim (no host socket
+ * reaches the sandbox), no attach to PID 1 (every command is an execd
+ * /command), no stdin, no pids, no local image store, no host netns (egress
+ * is OpenSandbox's sidecar), and the hardening is the server's business.
+ *
+ * /command answers with a stream of events, each a bare JSON object and a
+ * blank line (execd also tolerates "data:" framing, so we do too): init
+ * (text = the command id), stdout, stderr, ping, then execution_complete
+ * (exit 0) or error (error.evalue = the exit code). A thread per exec reads
+ * it through libcurl and writes stdout/stderr as Docker frames into a
+ * socketpair, whose other end is the dm_stream the caller pumps: the same
+ * sink, deadlines and cancel as the docker backend. When the caller lets
+ * go of the stream before the final event (timeout, cancel), the thread
+ * interrupts the command through execd.
+ *
+ * The API key goes to the lifecycle server only. execd gets the headers the
+ * endpoint answer names (an access token, in secured mode), nothing else. */
+#include "config.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/opensandbox-internal.h"
+#include "src/util/cleanup.h"
+#include "src/util/log.h"
+#include "src/util/timeutil.h"
+
+/* OpenSandbox's error body is {"code","message"}. */
+int dm_osb_status_error(struct dm_error *err, long status, const struct dm_buf *body)
+{
+        _cleanup_json_ struct json_object *o = NULL;
+        const char *code = NULL, *msg = NULL;
+        int e;
+
+        switch (status) {
+        case 400: e = -EINVAL; break;
+        case 401:
+        case 403: e = -EACCES; break;
+        case 404: e = -ENOENT; break;
+        case 409: e = -EBUSY; break;
+        case 501: e = -EOPNOTSUPP; break;
+        default: e = -EIO; break;
+        }
+        if (body && body->len)
+                o = json_tokener_parse(body->data);
+        code = get_str(o, "code");
+        msg = get_str(o, "message");
+        if (msg)
+                return dm_error_set(err, e, "OpenSandbox answered %ld %s: %.300s", status, code ? code : "", msg);
+        return dm_error_set(err, e, "OpenSandbox answered %ld: %.200s", status,
+                            body && body->len ? body->data : "(no message)");
+}
+
+static int parse_json(const struct dm_buf *b, struct json_object **ret, struct dm_error *err)
+{
+        struct json_object *o = b->len ? json_tokener_parse(b->data) : NULL;
+
+        if (!o)
+                return dm_error_set(err, -EPROTO, "OpenSandbox sent invalid JSON");
+        *ret = o;
+        return 0;
+}
+
+/* One lifecycle call; ok_status is the expected answer, anything else is
+ * an error; *ret (may be NULL) gets the parsed body. */
+int dm_osb_api(struct osb *o, const char *method, const char *path, struct json_object *body, long ok_status,
+               struct json_object **ret, struct dm_error *err)
+{
+        _cleanup_buf_ struct dm_buf out = { 0 };
+        long status = 0;
+        int r;
+
+        dm_buf_init(&out, o->response_max);
+        r = dm_http_request(o->api, method, path,
+                            body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL,
+                            CALL_TIMEOUT_MS, &status, &out, err);
+        if (r < 0)
+                return r;
+        if (status != ok_status)
+                return dm_osb_status_error(err, status, &out);
+        return ret ? parse_json(&out, ret, err) : 0;
+}
+
+/* Sandbox ids go into URL paths: nothing that would change the path. */
+int dm_osb_check_id(const char *id, struct dm_error *err)
+{
+        if (!id || !id[0] || strlen(id) > 128 ||
+            strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(id))
+                return dm_error_set(err, -EINVAL, "invalid sandbox id '%.64s'", id ? id : "(null)");
+        return 0;
+}
+
+static void iso_time(int64_t t, char *buf, size_t len)
+{
+        time_t tt = (time_t)t;
+        struct tm tm;
+
+        gmtime_r(&tt, &tm);
+        strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int64_t parse_time(const char *s)
+{
+        struct tm tm = { 0 };
+
+        if (!s || !strptime(s, "%Y-%m-%dT%H:%M:%S", &tm))
+                return 0;
+        return (int64_t)timegm(&tm);
+}
+
+/* ---- the lifecycle API ---------------------------------------------------------- */
+
+static int osb_ping(struct dm_backend *b, struct dm_error *err)
+{
+        int r = dm_osb_api(to_osb(b), "GET", "/sandboxes?page=1&pageSize=1", NULL, 200, NULL, err);
+
+        return r < 0 ? dm_error_wrap(err, "ping") : 0;
+}
+
+static int osb_describe(struct dm_backend *b, char **ret_desc, struct dm_error *err)
+{
+        int r = osb_ping(b, err);
+
+        /* The lifecycle API publishes no version; say what we know. */
+        if (r >= 0 && asprintf(ret_desc, "opensandbox (lifecycle API v1) at %s", dm_http_host(to_osb(b)->api)) < 0)
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+        return r;
+}
+
+static int osb_image_exists(struct dm_backend *b, const char *image, bool *ret_exists, struct dm_error *err)
+{
+        (void)b;
+        (void)ret_exists;
+        return dm_error_set(err, -EOPNOTSUPP,
+                            "the opensandbox backend cannot look up image '%s': the server pulls it at create", image);
+}
+
+static int create_body(const struct dm_container_spec *spec, struct json_object **ret, struct dm_error *err)
+{
+        _cleanup_json_ struct json_object *o = json_object_new_object();
+        struct json_object *img = json_object_new_object(), *limits = json_object_new_object(), *env = NULL,
+                           *meta = NULL, *vols = json_object_new_array(), *np = json_object_new_object();
+        char mem[32];
+        int r = 0;
+
+        if (!o || !img || !limits || !vols || !np) {
+                json_object_put(img);
+                json_object_put(limits);
+                json_object_put(vols);
+                json_object_put(np);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        r |= dm_json_add(o, "image", img);
+        r |= dm_json_add(img, "uri", json_object_new_string(spec->image));
+        /* OpenSandbox needs an entrypoint; the command's own argv follows. */
+        {
+                size_t n = 0, k = 0;
+                const char *const *ep = spec->entrypoint;
+                const char **all;
+
+                for (size_t i = 0; ep && ep[i]; i++)
+                        n++;
+                for (size_t i = 0; spec->argv && spec->argv[i]; i++)
+                        n++;
+                if (n == 0)
+                        return dm_error_set(err, -EINVAL, "the opensandbox backend needs an entrypoint or argv: "
+                                                          "it cannot use the image's default command");
+                all = calloc(n + 1, sizeof(*all));
+                if (!all)
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                for (size_t i = 0; ep && ep[i]; i++)
+                        all[k++] = ep[i];
+                for (size_t i = 0; spec->argv && spec->argv[i]; i++)
+                        all[k++] = spec->argv[i];
+                r |= dm_json_add(o, "entrypoint", dm_json_strv(all));
+                free(all);
+        }
+        r |= dm_json_add(o, "resourceLimits", limits);
+        if (spec->memory_bytes > 0) {
+                snprintf(mem, sizeof(mem), "%lld", (long long)spec->memory_bytes);
+                r |= dm_json_add(limits, "memory", json_object_new_string(mem));
+        }
+        /* OpenSandbox's minimum is 60 s; 0 = no expiry (null). */
+        if (spec->ttl_s > 0)
+                r |= dm_json_add(o, "timeout", json_object_new_int64(spec->ttl_s < 60 ? 60 : spec->ttl_s));
+        if (spec->env) {
+                if (dm_json_kv(spec->env, "environment variable", &env, err) < 0)
+                        return err->code;
+                r |= dm_json_add(o, "env", env);
+        }
+        if (dm_json_kv(spec->labels, "label", &meta, err) < 0)
+                return err->code;
+        r |= dm_json_add(o, "metadata", meta);
+        for (size_t i = 0; i < spec->n_mounts; i++) {
+                struct json_object *v = json_object_new_object(), *host = json_object_new_object();
+                char name[32];
+
+                if (!spec->mounts[i].host || spec->mounts[i].host[0] != '/' || !spec->mounts[i].target ||
+                    spec->mounts[i].target[0] != '/') {
+                        json_object_put(v);
+                        json_object_put(host);
+                        return dm_error_set(err, -EINVAL, "mount %zu: host and target must be absolute paths", i);
+                }
+                snprintf(name, sizeof(name), "v%zu", i);
+                if (!v || !host || json_object_array_add(vols, v) < 0) {
+                        json_object_put(v);
+                        json_object_put(host);
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                }
+                r |= dm_json_add(v, "name", json_object_new_string(name));
+                r |= dm_json_add(v, "host", host);
+                r |= dm_json_add(host, "path", json_object_new_string(spec->mounts[i].host));
+                r |= dm_json_add(v, "mountPath", json_object_new_string(spec->mounts[i].target));
+                r |= dm_json_add(v, "readOnly", json_object_new_boolean(spec->mounts[i].readonly));
+        }
+        r |= dm_json_add(o, "volumes", vols);
+        /* Egress is OpenSandbox's sidecar's: deny everything, as "none" does
+         * on the direct backends. Other modes need allowlist support. */
+        if (spec->network_mode && strcmp(spec->network_mode, "none") != 0) {
+                json_object_put(np);
+                return dm_error_set(err, -EOPNOTSUPP, "the opensandbox backend supports network mode 'none' only "
+                                                      "(asked for '%s')", spec->network_mode);
+        }
+        r |= dm_json_add(o, "networkPolicy", np);
+        r |= dm_json_add(np, "defaultAction", json_object_new_string("deny"));
+        r |= dm_json_add(np, "egress", json_object_new_array());
+        if (r)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+static int osb_create(struct dm_backend *b, const struct dm_container_spec *spec, char **ret_id, struct dm_error *err)
+{
+        struct osb *o = to_osb(b);
+        _cleanup_json_ struct json_object *body = NULL, *res = NULL;
+        const char *id;
+        int r;
+
+        r = create_body(spec, &body, err);
+        if (r >= 0)
+                r = dm_osb_api(o, "POST", "/sandboxes", body, 202, &res, err);
+        if (r >= 0 && (!(id = get_str(res, "id")) || dm_osb_check_id(id, err) < 0))
+                r = dm_error_set(err, -EPROTO, "OpenSandbox answered the create without a valid id");
+        if (r < 0)
+                return dm_error_wrap(err, "create sandbox from '%s'", spec->image);
+        *ret_id = strdup(id);
+        return *ret_id ? 0 : dm_error_set(err, -ENOMEM, "out of memory");
+}
+
+/* method /sandboxes/<id><suffix>, id checked first. */
+static int on_sandbox(struct osb *o, const char *method, const char *id, const char *suffix, struct json_object *body,
+                      long ok_status, struct json_object **ret, struct dm_error *err)
+{
+        _cleanup_free_ char *path = NULL;
+        int r = dm_osb_check_id(id, err);
+
+        if (r < 0)
+                return r;
+        if (asprintf(&path, "/sandboxes/%s%s", id, suffix) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        return dm_osb_api(o, method, path, body, ok_status, ret, err);
+}
+
+static int get_sandbox(struct osb *o, const char *id, struct json_object **ret, struct dm_error *err)
+{
+        return on_sandbox(o, "GET", id, "", NULL, 200, ret, err);
+}
+
+static const char *state_of(struct json_object *sb)
+{
+        const char *s = get_str(get(sb, "status"), "state");
+        return s ? s : "";
+}
+
+/* ---- execd endpoints ------------------------------------------------------------- */
+
+void dm_osb_execd_free(struct execd *e)
+{
+        if (!e)
+                return;
+        dm_http_free(e->http);
+        free(e->sandbox);
+        free(e);
+}
+
+/* The endpoint of the sandbox's execd: "host:port/path", no scheme (the
+ * protocol is ours), plus headers every request to it must carry. */
+static int execd_lookup(struct osb *o, const char *id, struct execd **ret, struct dm_error *err)
+{
+        _cleanup_free_ char *path = NULL, *url = NULL;
+        _cleanup_json_ struct json_object *res = NULL;
+        struct json_object *hdrs;
+        const char **headers = NULL;
+        size_t n = 0;
+        struct execd *e;
+        const char *ep;
+        int r;
+
+        if (asprintf(&path, "/sandboxes/%s/endpoints/%d", id, EXECD_PORT) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = dm_osb_api(o, "GET", path, NULL, 200, &res, err);
+        if (r < 0)
+                return dm_error_wrap(err, "look up the execd endpoint of sandbox '%s'", id);
+        ep = get_str(res, "endpoint");
+        if (!ep || !ep[0])
+                return dm_error_set(err, -EPROTO, "OpenSandbox answered the endpoint of '%s' without a URL", id);
+        if (strstr(ep, "://")) {
+                if (strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0)
+                        return dm_error_set(err, -EPROTO, "execd endpoint '%.200s' is not http(s)", ep);
+                url = strdup(ep);
+        } else if (asprintf(&url, "%s://%s", o->protocol, ep) < 0) {
+                url = NULL;
+        }
+        if (!url)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        for (size_t l = strlen(url); l && url[l - 1] == '/'; l--)
+                url[l - 1] = '\0';
+        hdrs = get(res, "headers");
+        if (hdrs && json_object_is_type(hdrs, json_type_object))
+                n = (size_t)json_object_object_length(hdrs);
+        headers = calloc(n + 1, sizeof(*headers));
+        e = calloc(1, sizeof(*e));
+        if (!headers || !e) {
+                free(headers);
+                free(e);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        r = 0;
+        n = 0;
+        if (hdrs && json_object_is_type(hdrs, json_type_object)) {
+                json_object_object_foreach(hdrs, key, val)
+                {
+                        const char *v = json_object_get_string(val);
+                        char *line = NULL;
+
+                        /* Never let an answer smuggle a header line in, nor
+                         * make us send the API key to execd. */
+                        if (strpbrk(key, "\r\n:") || !v || strpbrk(v, "\r\n") ||
+                            strcasecmp(key, "OPEN-SANDBOX-API-KEY") == 0) {
+                                r = dm_error_set(err, -EPROTO, "execd endpoint header '%.64s' refused", key);
+                                break;
+                        }
+                        if (asprintf(&line, "%s: %s", key, v) < 0) {
+                                r = dm_error_set(err, -ENOMEM, "out of memory");
+                                break;
+                        }
+                        headers[n++] = line;
+                }
+        }
+        if (r >= 0)
+                r = dm_http_new_url(url, o->response_max, "execd", headers, &e->http, err);
+        for (size_t i = 0; i < n; i++)
+                free((char *)headers[i]);
+        free(headers);
+        if (r >= 0 && !(e->sandbox = strdup(id)))
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+        if (r < 0) {
+                dm_osb_execd_free(e);
+                return r;
+        }
+        *ret = e;
+        return 0;
+}
+
+/* The execd client of sandbox id, looked up once and kept. */
+int dm_osb_execd(struct osb *o, const char *id, struct dm_http **ret, struct dm_error *err)
+{
+        struct execd *e = NULL;
+        int r;
+
+        pthread_mutex_lock(&o->lock);
+        for (struct execd *x = o->execds; x; x = x->next)
+                if (strcmp(x->sandbox, id) == 0)
+                        e = x;
+        pthread_mutex_unlock(&o->lock);
+        if (e) {
+                *ret = e->http;
+                return 0;
+        }
+        r = dm_osb_check_id(id, err);
+        if (r >= 0)
+                r = execd_lookup(o, id, &e, err);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&o->lock);
+        e->next = o->execds;
+        o->execds = e;
+        pthread_mutex_unlock(&o->lock);
+        *ret = e->http;
+        return 0;
+}
+
+/* Unlinked, not freed: an exec running now may still use it. Retired
+ * clients go with the backend; a reused id looks its execd up anew. */
+static void execd_forget(struct osb *o, const char *id)
+{
+        pthread_mutex_lock(&o->lock);
+        for (struct execd **p = &o->execds; *p; p = &(*p)->next)
+                if (strcmp((*p)->sandbox, id) == 0) {
+                        struct execd *e = *p;
+                        *p = e->next;
+                        e->next = o->retired;
+                        o->retired = e;
+                        break;
+                }
+        pthread_mutex_unlock(&o->lock);
+}
+
+/* Waits until the sandbox is Running and its execd answers /ping. */
+static int osb_start(struct dm_backend *b, const char *id, struct dm_error *err)
+{
+        struct osb *o = to_osb(b);
+        int64_t give_up = dm_now_ms() + RUNNING_WAIT_MS;
+        unsigned delay_ms = 50;
+        struct dm_http *x;
+        int r;
+
+        for (;;) {
+                _cleanup_json_ struct json_object *sb = NULL;
+                const char *state;
+
+                r = get_sandbox(o, id, &sb, err);
+                if (r < 0)
+                        return dm_error_wrap(err, "wait for sandbox '%s'", id);
+                state = state_of(sb);
+                if (strcmp(state, "Running") == 0)
+                        break;
+                if (strcmp(state, "Failed") == 0 || strcmp(state, "Terminated") == 0 ||
+                    strcmp(state, "Stopping") == 0) {
+                        const char *msg = get_str(get(sb, "status"), "message");
+                        return dm_error_set(err, -EIO, "sandbox '%s' is %s: %.300s", id, state, msg ? msg : "");
+                }
+                if (dm_now_ms() >= give_up)
+                        return dm_error_set(err, -ETIMEDOUT, "sandbox '%s' still %s after %d s", id, state,
+                                            RUNNING_WAIT_MS / 1000);
+                usleep(delay_ms * 1000);
+                if (delay_ms < 500)
+                        delay_ms *= 2;
+        }
+
+        r = dm_osb_execd(o, id, &x, err);
+        if (r < 0)
+                return r;
+        give_up = dm_now_ms() + EXECD_WAIT_MS;
+        for (delay_ms = 20;;) {
+                _cleanup_buf_ struct dm_buf out = { 0 };
+                long status = 0;
+
+                dm_buf_init(&out, 4096);
+                r = dm_http_request(x, "GET", "/ping", NULL, 5000, &status, &out, err);
+                if (r >= 0 && status == 200)
+                        return 0;
+                if (r >= 0)
+                        r = dm_osb_status_error(err, status, &out);
+                if (dm_now_ms() >= give_up)
+                        return dm_error_wrap(err, "execd of sandbox '%s' did not answer /ping within %d s", id,
+                                             EXECD_WAIT_MS / 1000);
+                dm_error_clear(err);
+                usleep(delay_ms * 1000);
+                if (delay_ms < 500)
+                        delay_ms *= 2;
+        }
+}
+
+static int osb_attach(struct dm_backend *b, const char *id, struct dm_stream **ret_stream, struct dm_error *err)
+{
+        (void)b;
+        (void)ret_stream;
+        return dm_error_set(err, -EOPNOTSUPP, "the opensandbox backend cannot attach to sandbox '%s': run commands "
+                                              "through exec", id);
+}
+
+static int osb_wait(struct dm_backend *b, const char *id, int *ret_exit_code, struct dm_error *err)
+{
+        (void)b;
+        (void)ret_exit_code;
+        return dm_error_set(err, -EOPNOTSUPP, "the opensandbox backend cannot wait for sandbox '%s' to exit: "
+                                              "wait for its commands instead", id);
+}
+
+static int osb_destroy(struct dm_backend *b, const char *id, struct dm_error *err)
+{
+        struct osb *o = to_osb(b);
+        int r = on_sandbox(o, "DELETE", id, "", NULL, 204, NULL, err);
+
+        if (r == -ENOENT) {
+                dm_error_clear(err);
+                r = 0;
+        }
+        execd_forget(o, id);
+        return r < 0 ? dm_error_wrap(err, "delete sandbox '%s'", id) : 0;
+}
+
+static int osb_inspect(struct dm_backend *b, const char *id, struct dm_container_info *info, struct dm_error *err)
+{
+        _cleanup_json_ struct json_object *sb = NULL;
+        const char *state, *uri;
+        int r;
+
+        r = get_sandbox(to_osb(b), id, &sb, err);
+        if (r < 0)
+                return dm_error_wrap(err, "inspect sandbox '%s'", id);
+        memset(info, 0, sizeof(*info));
+        state = state_of(sb);
+        uri = get_str(get(sb, "image"), "uri");
+        info->id = strdup(id);
+        info->image = strdup(uri ? uri : "");
+        /* Docker's words, for callers: Pending is "created", gone is "exited". */
+        info->status = strdup(strcmp(state, "Pending") == 0 ? "created"
+                              : strcmp(state, "Running") == 0 ? "running"
+                              : strcmp(state, "Paused") == 0  ? "paused"
+                              : (strcmp(state, "Terminated") == 0 || strcmp(state, "Failed") == 0 ||
+                                 strcmp(state, "Stopping") == 0)
+                                      ? "exited"
+                                      : state);
+        info->running = strcmp(state, "Running") == 0;
+        info->exit_code = strcmp(state, "Failed") == 0 ? 1 : 0;
+        info->created_unix = parse_time(get_str(sb, "createdAt"));
+        info->labels = dm_labels_from_json(get(sb, "metadata"));
+        if (!info->id || !info->image || !info->status || !info->labels) {
+                dm_container_info_release(info);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        return 0;
+}
+
+/* "key=value" filters on the server; a bare "key" (any value) is filtered
+ * here, since the metadata filter wants both. */
+static int osb_list(struct dm_backend *b, const char *label, char ***ret_ids, size_t *ret_n, struct dm_error *err)
+{
+        struct osb *o = to_osb(b);
+        _cleanup_free_ char *filter = NULL;
+        const char *eq = strchr(label, '=');
+        size_t klen = eq ? (size_t)(eq - label) : strlen(label), n = 0;
+        char **ids = NULL;
+        int r = 0;
+
+        if (eq && !(filter = dm_http_escape(label, false)))
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        for (int page = 1;; page++) {
+                _cleanup_json_ struct json_object *res = NULL;
+                _cleanup_free_ char *path = NULL;
+                struct json_object *items, *more;
+
+                if (asprintf(&path, "/sandboxes?page=%d&pageSize=%d%s%s", page, LIST_PAGE, filter ? "&metadata=" : "",
+                             filter ? filter : "") < 0) {
+                        r = dm_error_set(err, -ENOMEM, "out of memory");
+                        break;
+                }
+                r = dm_osb_api(o, "GET", path, NULL, 200, &res, err);
+                if (r < 0)
+                        break;
+                items = get(res, "items");
+                if (!items || !json_object_is_type(items, json_type_array)) {
+                        r = dm_error_set(err, -EPROTO, "OpenSandbox answered the list without items");
+                        break;
+                }
+                for (size_t i = 0; i < json_object_array_length(items); i++) {
+                        struct json_object *sb = json_object_array_get_idx(items, i), *meta = get(sb, "metadata");
+                        const char *id = get_str(sb, "id"), *st = state_of(sb);
+                        bool match = !!eq;
+                        char **grown;
+
+                        if (!id || strcmp(st, "Terminated") == 0)
+                                continue;
+                        if (!eq && meta && json_object_is_type(meta, json_type_object)) {
+                                json_object_object_foreach(meta, key, val)
+                                {
+                                        (void)val;
+                                        if (strlen(key) == klen && strncmp(key, label, klen) == 0)
+                                                match = true;
+                                }
+                        }
+                        if (!match)
+                                continue;
+                        grown = realloc(ids, (n + 2) * sizeof(char *));
+                        if (!grown || !(grown[n] = strdup(id))) {
+                                ids = grown ? grown : ids;
+                                r = dm_error_set(err, -ENOMEM, "out of memory");
+                                break;
+                        }
+                        ids = grown;
+                        ids[++n] = NULL;
+                }
+                more = get(get(res, "pagination"), "hasNextPage");
+                if (r < 0 || !more || !json_object_get_boolean(more))
+                        break;
+        }
+        if (r >= 0 && !ids && !(ids = calloc(1, sizeof(char *))))
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+        if (r < 0) {
+                for (size_t i = 0; i < n; i++)
+                        free(ids[i]);
+                free(ids);
+                return dm_error_wrap(err, "list sandboxes with metadata '%s'", label);
+        }
+        *ret_ids = ids;
+        *ret_n = n;
+        return 0;
+}
+
+static int osb_renew(struct dm_backend *b, const char *id, int64_t expires_unix, struct dm_error *err)
+{
+        _cleanup_json_ struct json_object *body = json_object_new_object();
+        char t[32];
+        int r;
+
+        iso_time(expires_unix, t, sizeof(t));
+        if (!body || dm_json_add(body, "expiresAt", json_object_new_string(t)) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = on_sandbox(to_osb(b), "POST", id, "/renew-expiration", body, 200, NULL, err);
+        return r < 0 ? dm_error_wrap(err, "renew sandbox '%s' until %s", id, t) : 0;
+}
+
+/* ---- lifetime ---------------------------------------------------------------------- */
+
+static void osb_free(struct dm_backend *b)
+{
+        struct osb *o = to_osb(b);
+
+        if (!o)
+                return;
+        dm_osb_execs_release(o);
+        for (struct execd *lists[2] = { o->execds, o->retired }, **l = lists; l < lists + 2; l++)
+                while (*l) {
+                        struct execd *next = (*l)->next;
+                        dm_osb_execd_free(*l);
+                        *l = next;
+                }
+        dm_http_free(o->api);
+        free(o->protocol);
+        pthread_mutex_destroy(&o->lock);
+        free(o);
+}
+
+static const struct dm_backend_ops osb_ops = {
+        .name = "opensandbox",
+        .caps = DM_CAP_TTL,
+        .ping = osb_ping,
+        .describe = osb_describe,
+        .image_exists = osb_image_exists,
+        .create = osb_create,
+        .attach = osb_attach,
+        .start = osb_start,
+        .wait = osb_wait,
+        .kill = dm_osb_kill,
+        .destroy = osb_destroy,
+        .inspect = osb_inspect,
+        .list = osb_list,
+        .exec = dm_osb_exec,
+        .exec_exit_code = dm_osb_exec_exit_code,
+        .exec_pid = NULL,
+        .put_archive = NULL,
+        .get_archive = NULL,
+        .exec_interrupt = dm_osb_exec_interrupt,
+        .put_file = dm_osb_put_file,
+        .get_file = dm_osb_get_file,
+        .renew = osb_renew,
+        .free = osb_free,
+};
+
+int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, struct dm_error *err)
+{
+        const char *domain = getenv("OPEN_SANDBOX_DOMAIN"), *proto = getenv("OPEN_SANDBOX_PROTOCOL"),
+                   *key = getenv("OPEN_SANDBOX_API_KEY");
+        _cleanup_free_ char *url = NULL, *key_header = NULL;
+        const char *headers[2] = { NULL, NULL };
+        struct osb *o;
+        int r;
+
+        if (!domain || !domain[0])
+                return dm_error_set(err, -EINVAL, "the opensandbox backend needs OPEN_SANDBOX_DOMAIN "
+                                                  "(host:port of the OpenSandbox server, e.g. localhost:8080)");
+        if (strstr(domain, "://") || strpbrk(domain, " \t\r\n?#"))
+                return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_DOMAIN '%s': give host[:port] only; the scheme goes "
+                                                  "in OPEN_SANDBOX_PROTOCOL", domain);
+        if (!proto || !proto[0])
+                proto = "http";
+        if (strcmp(proto, "http") != 0 && strcmp(proto, "https") != 0)
+                return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_PROTOCOL '%s': expected http or https", proto);
+        if (key && strpbrk(key, "\r\n"))
+                return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_API_KEY holds a line break");
+        {
+                int dl = (int)strlen(domain);
+
+                while (dl > 0 && domain[dl - 1] == '/')
+                        dl--;
+                if (asprintf(&url, "%s://%.*s/v1", proto, dl, domain) < 0)
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        if (key && key[0]) {
+                if (asprintf(&key_header, "OPEN-SANDBOX-API-KEY: %s", key) < 0)
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                headers[0] = key_header;
+        }
+        o = calloc(1, sizeof(*o));
+        if (!o || !(o->protocol = strdup(proto))) {
+                free(o);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        pthread_mutex_init(&o->lock, NULL);
+        o->base.ops = &osb_ops;
+        o->response_max = response_max > 0 ? (size_t)response_max : 16u << 20;
+        r = dm_http_new_url(url, o->response_max, "OpenSandbox server", headers, &o->api, err);
+        if (r < 0) {
+                osb_free(&o->base);
+                return r;
+        }
+        log_debug("opensandbox backend at '%s'%s", url, key_header ? " (with an API key)" : " (no API key)");
+        *ret = &o->base;
+        return 0;
+}

@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: MIT */
+/* The OpenSandbox backend through `demesne serve`, against the protocol
+ * fixture (tests/fixtures/opensandbox/server.mjs: a test double built from
+ * OpenSandbox's published specs, whose sandboxes are real Podman
+ * containers): sandbox_script, the persistent-sandbox tools, a timeout,
+ * clear errors for a wrong API key and a dead server, that the API key
+ * never reached execd, and that nothing is left behind. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tests/integration/stdio-client.h"
+
+static struct child *c;
+static int next_id = 1;
+static pid_t fixture_pid;
+static char state_file[PATH_MAX];
+
+static json_object *call_on(struct child *ch, const char *tool, const char *args)
+{
+        int id = next_id++;
+        send_call(ch, id, tool, args);
+        return recv_response(ch, id, 180000, NULL);
+}
+
+static json_object *call(const char *tool, const char *args)
+{
+        return call_on(c, tool, args);
+}
+
+static bool is_error(json_object *m)
+{
+        return !m || json_object_get_boolean(path(m, "result", "isError", NULL));
+}
+
+static bool error_says(json_object *m, const char *what)
+{
+        bool yes = is_error(m) && m && strstr(json_object_to_json_string(m), what) != NULL;
+
+        if (!yes)
+                diag("wanted an error saying '%s', got %s", what, m ? json_object_to_json_string(m) : "nothing");
+        return yes;
+}
+
+static int64_t int_at(json_object *o, const char *key)
+{
+        json_object *v = path(o, key, NULL, NULL);
+        return v ? json_object_get_int64(v) : -999;
+}
+
+/* Starts the fixture; fills the lifecycle port and the instance id. */
+static int fixture_start(const char *key, int *ret_port, char *instance, size_t len)
+{
+        const char *src = getenv("top_srcdir");
+        char script[PATH_MAX], line[256] = "";
+        int out[2];
+        FILE *f;
+
+        snprintf(script, sizeof(script), "%s/tests/fixtures/opensandbox/server.mjs", src ? src : DM_SRCDIR);
+        if (pipe2(out, O_CLOEXEC) < 0)
+                return -1;
+        fixture_pid = fork();
+        if (fixture_pid == 0) {
+                dup2(out[1], 1);
+                execlp("node", "node", script, "--api-key", key, "--state-file", state_file, (char *)NULL);
+                _exit(127);
+        }
+        close(out[1]);
+        f = fdopen(out[0], "r");
+        if (!f || !fgets(line, sizeof(line), f) || sscanf(line, "ready %d %*d %63s", ret_port, instance) != 2) {
+                if (f)
+                        fclose(f);
+                return -1;
+        }
+        (void)len;
+        fclose(f);
+        return 0;
+}
+
+static void fixture_stop(void)
+{
+        int status;
+
+        if (fixture_pid > 0) {
+                kill(fixture_pid, SIGTERM);
+                waitpid(fixture_pid, &status, 0);
+                fixture_pid = 0;
+        }
+}
+
+static json_object *stats(void)
+{
+        return json_object_from_file(state_file);
+}
+
+static struct child *serve_with(const char *domain, const char *key)
+{
+        static char d[128], k[128];
+        const char *env[] = { "DEMESNE_BACKEND=opensandbox", d, k, NULL };
+        struct child *ch = calloc(1, sizeof(*ch));
+
+        snprintf(d, sizeof(d), "OPEN_SANDBOX_DOMAIN=%s", domain);
+        snprintf(k, sizeof(k), "OPEN_SANDBOX_API_KEY=%s", key);
+        if (!ch || spawn(ch, env) < 0) {
+                free(ch);
+                return NULL;
+        }
+        return ch;
+}
+
+/* A server started with this configuration answers sandbox_script with an
+ * error that says what. */
+static void bad_config(const char *domain, const char *key, const char *says, const char *name)
+{
+        struct child *ch = serve_with(domain, key);
+        json_object *m = ch ? call_on(ch, "sandbox_script", "{\"image\":\"base\",\"command\":\"true\",\"egress\":\"none\"}")
+                            : NULL;
+
+        ok(error_says(m, says), "%s", name);
+        json_object_put(m);
+        if (ch) {
+                finish(ch, 30000);
+                free(ch);
+        }
+}
+
+int main(void)
+{
+        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
+        struct dm_error err = { 0 };
+        struct dm_backend *engine = NULL;
+        char allowed[PATH_MAX], p[PATH_MAX + 64], args[8192], sb[64], domain[64], instance[64] = "", label[128];
+        const char *key = "test-key-5f2a";
+        json_object *m, *st;
+        int port = 0;
+
+        test_env_setup("opensandbox");
+        snprintf(allowed, sizeof(allowed), "%s/allowed", test_root);
+        mkdir(allowed, 0755);
+        setenv("DEMESNE_ALLOWED_PATHS", allowed, 1);
+        snprintf(state_file, sizeof(state_file), "%s/fixture-state.json", test_root);
+        /* The engine the fixture uses, to check what is left behind. */
+        if (dm_backend_open(&ec, &engine, &err) < 0) {
+                printf("Bail out! %s\n", err.msg);
+                return 1;
+        }
+        if (fixture_start(key, &port, instance, sizeof(instance)) < 0) {
+                printf("Bail out! the OpenSandbox fixture did not start (node missing?)\n");
+                return 1;
+        }
+        snprintf(domain, sizeof(domain), "127.0.0.1:%d", port);
+        snprintf(label, sizeof(label), "opensandbox.fixture=%s", instance);
+        c = serve_with(domain, key);
+        if (!c) {
+                printf("Bail out! cannot start $DEMESNE serve\n");
+                fixture_stop();
+                return 1;
+        }
+
+        /* sandbox_script: output, exit code, /out on the host. */
+        m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"echo hello; echo oops >&2; echo made > /out/f.txt; "
+                                    "exit 7\",\"egress\":\"none\"}");
+        ok(!is_error(m), "sandbox_script through opensandbox");
+        is_str(str_at(structured(m), "stdout"), "hello\n", "stdout");
+        is_str(str_at(structured(m), "stderr"), "oops\n", "stderr");
+        is_int(int_at(structured(m), "exit_code"), 7, "exit code from the error event's evalue");
+        snprintf(p, sizeof(p), "%s/f.txt", str_at(structured(m), "output_dir"));
+        {
+                FILE *f = fopen(p, "r");
+                char line[32] = "";
+                ok(f && fgets(line, sizeof(line), f) && strcmp(line, "made\n") == 0, "/out is the host output dir");
+                if (f)
+                        fclose(f);
+        }
+        json_object_put(m);
+        m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"true\",\"egress\":\"none\"}");
+        is_int(int_at(structured(m), "exit_code"), 0, "exit 0 from execution_complete");
+        json_object_put(m);
+
+        /* A timeout stops the command through execd's interrupt. */
+        {
+                int64_t t0 = dm_now_ms();
+                m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"echo start; sleep 60\",\"timeout_seconds\":2,"
+                                            "\"egress\":\"none\"}");
+                ok(!is_error(m) && json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL)),
+                   "timed_out after timeout_seconds");
+                ok(dm_now_ms() - t0 < 30000, "and within seconds (%lld ms)", (long long)(dm_now_ms() - t0));
+                is_str(str_at(structured(m), "stdout"), "start\n", "output before the timeout kept");
+                json_object_put(m);
+        }
+
+        /* Persistent sandboxes: create, exec with env and workdir, state. */
+        m = call("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\",\"env\":{\"GREETING\":\"hi there\"}}");
+        ok(!is_error(m), "sandbox_create");
+        snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo \\\"$GREETING $X\\\"; pwd; "
+                                     "echo kept > /workspace/s\",\"workdir\":\"/tmp\",\"env\":{\"X\":\"it's\"}}", sb);
+        m = call("sandbox_exec", args);
+        is_str(str_at(structured(m), "stdout"), "hi there it's\n/tmp\n", "exec: env (quoted), workdir");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"cat /workspace/s\"}", sb);
+        m = call("sandbox_exec", args);
+        is_str(str_at(structured(m), "stdout"), "kept\n", "state persists across execs");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"cat\",\"stdin\":\"x\"}", sb);
+        m = call("sandbox_exec", args);
+        ok(error_says(m, "cannot pass stdin"), "stdin: a clear capability error");
+        json_object_put(m);
+
+        /* Upload and download: multipart in, plain file out. */
+        snprintf(p, sizeof(p), "%s/data.txt", allowed);
+        {
+                FILE *f = fopen(p, "w");
+                if (f) {
+                        fputs("line one\nline 'two'\n", f);
+                        fclose(f);
+                }
+        }
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s\",\"dst\":\"/workspace/sub/d.txt\"}", sb, p);
+        m = call("sandbox_upload", args);
+        ok(!is_error(m), "sandbox_upload");
+        is_int(int_at(structured(m), "bytes"), 20, "bytes uploaded");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"sed -n 2p /workspace/sub/d.txt; "
+                                     "cp /workspace/sub/d.txt /workspace/back.txt\"}", sb);
+        m = call("sandbox_exec", args);
+        is_str(str_at(structured(m), "stdout"), "line 'two'\n", "the uploaded file is there");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/back.txt\"}", sb);
+        m = call("sandbox_download", args);
+        ok(!is_error(m), "sandbox_download");
+        {
+                FILE *f = fopen(str_at(structured(m), "host_path"), "r");
+                char buf[64] = "";
+                size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+                buf[n] = '\0';
+                is_str(buf, "line one\nline 'two'\n", "downloaded bytes match");
+                if (f)
+                        fclose(f);
+        }
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/nope\"}", sb);
+        m = call("sandbox_download", args);
+        ok(error_says(m, "does not exist"), "download of a missing file: clear error");
+        json_object_put(m);
+
+        m = call("sandbox_list", "{}");
+        ok(strstr(json_object_to_json_string(m), sb) != NULL, "sandbox_list shows it");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
+        m = call("sandbox_destroy", args);
+        ok(!is_error(m), "sandbox_destroy");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", sb);
+        m = call("sandbox_exec", args);
+        ok(error_says(m, "unknown sandbox"), "exec after destroy: unknown sandbox");
+        json_object_put(m);
+
+        is_int(finish(c, 30000), 0, "server exits cleanly");
+
+        /* What the fixture saw. */
+        st = stats();
+        ok(st && int_at(st, "execd_requests") > 0, "execd was used (%lld requests)", (long long)int_at(st, "execd_requests"));
+        is_int(int_at(st, "execd_api_key_seen"), 0, "the API key never reached execd");
+        is_int(int_at(st, "lifecycle_unauthorized"), 0, "every lifecycle call carried the key");
+        ok(int_at(st, "interrupts") >= 1, "the timeout went through execd's interrupt");
+        ok(int_at(st, "renewed") >= 1, "sandbox_exec renewed the expiration");
+        ok(int_at(st, "uploads") == 1 && int_at(st, "downloads") == 1, "one multipart upload, one download");
+        json_object_put(st);
+
+        /* Bad configuration and a dead server: clear errors. */
+        bad_config(domain, "wrong-key", "401", "a wrong API key: the server's 401 in the error");
+        bad_config("127.0.0.1:1", key, "not reachable", "a dead server: not reachable");
+        bad_config("http://x:1", key, "OPEN_SANDBOX_PROTOCOL", "a scheme in OPEN_SANDBOX_DOMAIN: says where it goes");
+
+        /* Nothing left: the script containers are removed after their
+         * results, the sandbox by destroy (the fixture's own sweep at
+         * SIGTERM must find nothing). */
+        usleep(500 * 1000);
+        is_int(count_label(engine, label), 0, "no container left by this run");
+        fixture_stop();
+        is_int(count_label(engine, label), 0, "none after the fixture stopped");
+        dm_backend_free(engine);
+        return done_testing();
+}
