@@ -18,7 +18,7 @@ h.requireNodeModules();
 const DEMESNE = h.demesneBinary();
 h.trackSpawnsOf(DEMESNE);
 
-const PLAN = 23;
+const PLAN = 26;
 if (process.getuid() !== 0) {
   process.stdout.write(`1..0 # SKIP needs root: it makes a network namespace and veth pairs\n`);
   process.exit(77);
@@ -184,7 +184,36 @@ await h.run(async () => {
     h.ok(clash.isError && /overlaps the host's route/.test(h.firstText(clash)),
       'DEMESNE_SANDBOX_SUBNET on a host route: a clear error', h.firstText(clash));
     h.ok(!ifnames().some((n) => n.startsWith('dm-') && !linksBefore.has(n)), 'and no veth left behind');
-    await client3.close();
+
+    // 24-26: a server killed with -9 in the middle of a call leaves the container and its pair
+    // behind; the next server's orphan sweep removes the container, and the pair goes with it.
+    const t3 = new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' });
+    const client4 = new Client({ name: 'demesne-e2e-egress-4', version: '0.0.0' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
+    await client4.connect(t3, { timeout: 30_000 });
+    client4.callTool({ name: 'sandbox_script', arguments: { command: 'sleep 120', ...allow } },
+      { timeout: CALL_TIMEOUT_MS }).catch(() => {});
+    let orphan = [];
+    for (let i = 0; i < 100 && orphan.length === 0; i += 1) {
+      await new Promise((r) => setTimeout(r, 200));
+      orphan = ifnames().filter((n) => n.startsWith('dm-') && !linksBefore.has(n));
+    }
+    h.equal(orphan.length, 1, 'a running call has its veth');
+    process.kill(t3.pid, 'SIGKILL');
+    await new Promise((r) => setTimeout(r, 500));
+    h.ok(ifnames().some((n) => orphan.includes(n)), 'after kill -9 the pair is still there (its container runs)');
+    await client3.close().catch(() => {});
+    const client5 = new Client({ name: 'demesne-e2e-egress-5', version: '0.0.0' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
+    await client5.connect(new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' }),
+      { timeout: 30_000 });
+    let gone = false;
+    for (let i = 0; i < 150 && !gone; i += 1) {
+      await new Promise((r) => setTimeout(r, 200));
+      gone = !ifnames().some((n) => orphan.includes(n));
+    }
+    h.ok(gone, 'the next server removes the dead one\'s container, and the pair goes with it');
+    await client5.close();
   } finally {
     removeTestHost();
   }
