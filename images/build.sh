@@ -14,6 +14,14 @@
 # cheap. A child also records its parent's image id (demesne.parent), so a
 # forced rebuild of base makes python stale too.
 #
+# Each image also carries demesne.package-hosts: the hosts its own package
+# managers are configured to use (apt sources, pip, npm, conda and Go
+# settings), read from the built image by running it with no network; the
+# server's egress package-managers lets them through its proxy. The label is
+# added by a second, layer-less build FROM the image, so it describes what
+# the image really holds. (v2 of the inputs hash: images built before the
+# label existed are rebuilt once.)
+#
 # The script depends only on the folder it lives in, so it works from a git
 # checkout, from $DEMESNE_IMAGES_DIR or from <pkgdatadir>/images, whatever the
 # current directory.
@@ -212,7 +220,7 @@ inputs_hash() {
 		done < <(cd "$dir" && find . -type f ! -name smoke.sh -print0 | LC_ALL=C sort -z)
 	fi
 	{
-		printf 'demesne images inputs v1\nimage %s\n' "$name"
+		printf 'demesne images inputs v2\nimage %s\n' "$name"
 		printf '%s\n' "$section"
 		if declare -F "${name}_extra_inputs" >/dev/null; then
 			"${name}_extra_inputs"
@@ -226,6 +234,33 @@ inputs_hash() {
 			cat -- "$dir/$rel"
 		done
 	} | sha256sum | cut -d' ' -f1
+}
+
+# The hosts the image's package managers use, as "a,b,c": run inside the
+# image (no network) so that it reads the image's own configuration.
+PACKAGE_HOSTS_PROBE='
+{
+	cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk "/^deb/ { for (i = 2; i <= NF; i++) if (\$i ~ /:\/\//) { print \$i; break } }"
+	cat /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n "s/^URIs: *//p" | tr " " "\n"
+	cat /etc/pip.conf /root/.pip/pip.conf /root/.config/pip/pip.conf 2>/dev/null | sed -n "s/^ *\(extra-\)\{0,1\}index-url *= *//p"
+	cat /root/.npmrc /usr/etc/npmrc /etc/npmrc 2>/dev/null | sed -n "s/^ *registry *= *//p"
+	command -v npm >/dev/null 2>&1 && echo https://registry.npmjs.org/
+	cat /root/.condarc /opt/conda/.condarc 2>/dev/null | sed -n "s/^ *- *\(https\{0,1\}:.*\)/\1/p"
+	command -v go >/dev/null 2>&1 && go env GOPROXY 2>/dev/null | tr ",|" "\n\n"
+} | sed -n "s#^[a-z+]*://\([^/:@]*@\)\{0,1\}\([A-Za-z0-9.-]*\).*#\2#p" | sort -u | paste -sd, -
+'
+
+label_package_hosts() {
+	local name=$1 ref=$2 hosts dir
+	hosts=$("$ENGINE" run --rm --network none --entrypoint /bin/sh "$ref" -c "$PACKAGE_HOSTS_PROBE") ||
+		dm_die "$name: cannot read the package managers' hosts from $ref"
+	[[ $hosts =~ ^[A-Za-z0-9.,-]*$ ]] || dm_die "$name: odd package hosts from $ref: $hosts"
+	dir="$WORK/label-$name"
+	mkdir -p "$dir"
+	printf 'FROM %s\nLABEL demesne.package-hosts="%s"\n' "$ref" "$hosts" >"$dir/Containerfile"
+	local -a args=(build --file "$dir/Containerfile" --tag "$ref")
+	[[ $ENGINE != podman ]] || args+=(--pull=never --layers=false)
+	step "$name" "label package hosts ($hosts)" "$ENGINE" "${args[@]}" "$dir"
 }
 
 # Print one field of an image (Go template), or nothing if it does not exist.
@@ -295,6 +330,7 @@ ensure_image() {
 	dm_log "$name: building $ref ($why)"
 	start=$(date +%s)
 	"${name}_build" "$ref" "$hash" "$parent_id"
+	label_package_hosts "$name" "$ref"
 	secs=$(($(date +%s) - start))
 	new_id=$(image_id "$ref")
 	[[ -n $new_id ]] || dm_die "$name: build finished but $ref does not exist"

@@ -447,7 +447,8 @@ int dm_cli_doctor(int argc, char **argv)
 
                 for (const char *const *h = dm_egress_package_hosts(); *h && len < sizeof(hosts) - 1; h++)
                         len += (size_t)snprintf(hosts + len, sizeof(hosts) - len, "%s%s", len ? ", " : "", *h);
-                check(true, "egress package-managers hosts", hosts, NULL);
+                check(true, "egress package-managers hosts (with each image's label demesne.package-hosts)", hosts,
+                      NULL);
                 if (dm_cidr_parse(pool_s && *pool_s ? pool_s : DM_NETLINK_POOL_DEFAULT, &pool, &err) < 0 ||
                     (geteuid() == 0 && dm_netlink_pool_check(&pool, &err) < 0)) {
                         check(false, "sandbox subnet (DEMESNE_SANDBOX_SUBNET)", err.msg,

@@ -16,6 +16,7 @@
 #include "netpolicy/nat.h"
 #include "netpolicy/proxy.h"
 #include "netpolicy/tc.h"
+#include "src/launch.h"
 #include "src/util/log.h"
 #include "src/util/timeutil.h"
 
@@ -26,12 +27,15 @@ struct dm_egress_run {
         char **env;
 };
 
-/* Debian's mirrors, PyPI, npm, conda and Go's module proxy: what the images'
- * package managers use. */
+/* The public PyPI, conda and Go module proxy hosts: package-managers gets
+ * them whatever the image says. */
 static const char *const builtin_package_hosts[] = {
-        "deb.debian.org", "security.debian.org", "pypi.org", "files.pythonhosted.org", "registry.npmjs.org",
-        "repo.anaconda.com", "conda.anaconda.org", "proxy.golang.org", "sum.golang.org", NULL,
+        "pypi.org", "files.pythonhosted.org", "repo.anaconda.com", "conda.anaconda.org", "proxy.golang.org",
+        "sum.golang.org", NULL,
 };
+
+/* For an image built before images/build.sh labelled its hosts. */
+static const char fallback_image_hosts[] = "deb.debian.org,security.debian.org";
 
 static const char *package_hosts[64];
 static char package_buf[2048];
@@ -60,6 +64,31 @@ const char *const *dm_egress_package_hosts(void)
         return package_hosts;
 }
 
+const char *dm_egress_default(struct dm_context *ctx)
+{
+        static bool told;
+        struct dm_error err = { 0 };
+        struct dm_backend *b;
+        const char *why = NULL;
+
+        if (geteuid() != 0)
+                why = "demesne does not run as root";
+        else if (dm_context_backend(ctx, &b, &err) < 0)
+                return "none"; /* the call fails on the engine anyway */
+        else if (!(b->ops->caps & DM_CAP_HOST_NETNS))
+                why = "the backend's containers are not on this host";
+        else if (!dm_launch_use_shim(b))
+                why = "demesne-shim is off";
+        if (!why)
+                return "package-managers";
+        pthread_mutex_lock(&ctx->egress_lock);
+        if (!told)
+                log_info("egress defaults to none instead of package-managers: %s", why);
+        told = true;
+        pthread_mutex_unlock(&ctx->egress_lock);
+        return "none";
+}
+
 bool dm_egress_needed(const struct dm_policy *policy)
 {
         return policy && dm_policy_needs_network(policy);
@@ -82,7 +111,8 @@ static int proxy_of(struct dm_context *ctx, struct dm_proxy **ret, struct dm_err
         return r;
 }
 
-static int proxy_policy(const struct dm_policy *policy, struct dm_proxy_policy *pp, struct dm_error *err)
+static int proxy_policy(const struct dm_policy *policy, const char *image_hosts, struct dm_proxy_policy *pp,
+                        struct dm_error *err)
 {
         int r = 0;
 
@@ -97,17 +127,25 @@ static int proxy_policy(const struct dm_policy *policy, struct dm_proxy_policy *
         for (size_t i = 0; r >= 0 && i < policy->n_cidrs; i++)
                 r = dm_proxy_policy_add_cidr(pp, policy->cidrs[i].net, policy->cidrs[i].prefix, policy->cidrs[i].port,
                                              err);
-        if (r >= 0 && policy->mode == DM_EGRESS_PACKAGE_MANAGERS)
+        if (r >= 0 && policy->mode == DM_EGRESS_PACKAGE_MANAGERS) {
+                char buf[2048];
+
                 for (const char *const *h = dm_egress_package_hosts(); r >= 0 && *h; h++)
                         r = dm_proxy_policy_add_host(pp, *h, 0, err);
+                snprintf(buf, sizeof(buf), "%s", image_hosts && *image_hosts ? image_hosts : fallback_image_hosts);
+                for (char *save = NULL, *t = strtok_r(buf, ", ", &save); r >= 0 && t; t = strtok_r(NULL, ", ", &save))
+                        r = dm_proxy_policy_add_host(pp, t, 0, err);
+                if (r < 0)
+                        dm_error_wrap(err, "the image's label demesne.package-hosts");
+        }
         if (r < 0)
                 dm_proxy_policy_release(pp);
         return r;
 }
 
 /* The listener on the host side of the pair, and the sandbox's environment. */
-static int start_proxy(struct dm_context *ctx, const struct dm_policy *policy, struct dm_egress_run *e,
-                       const char *outdir, struct dm_error *err)
+static int start_proxy(struct dm_context *ctx, const struct dm_policy *policy, const char *image_hosts,
+                       struct dm_egress_run *e, const char *outdir, struct dm_error *err)
 {
         struct dm_proxy_policy pp;
         struct dm_proxy *proxy;
@@ -118,7 +156,7 @@ static int start_proxy(struct dm_context *ctx, const struct dm_policy *policy, s
         r = proxy_of(ctx, &proxy, err);
         if (r < 0)
                 return r;
-        r = proxy_policy(policy, &pp, err);
+        r = proxy_policy(policy, image_hosts, &pp, err);
         if (r < 0)
                 return r;
         snprintf(path, sizeof(path), "%s/egress.log", outdir);
@@ -211,7 +249,8 @@ static int pool_checked(struct dm_context *ctx, const struct dm_cidr *pool, stru
 }
 
 int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, const char *owner,
-                    int pid, const char *outdir, struct dm_egress_run **ret, struct dm_error *err)
+                    int pid, const char *image_hosts, const char *outdir, struct dm_egress_run **ret,
+                    struct dm_error *err)
 {
         struct dm_egress_run *e;
         struct dm_cidr *routes = NULL;
@@ -266,7 +305,7 @@ int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, cons
         r = attach_filter(policy, e, err);
         /* open goes out directly: no proxy, no proxy variables. */
         if (r >= 0 && policy->mode != DM_EGRESS_OPEN)
-                r = start_proxy(ctx, policy, e, outdir, err);
+                r = start_proxy(ctx, policy, image_hosts, e, outdir, err);
         if (r < 0) {
                 dm_egress_stop(ctx, e, true);
                 return r;
@@ -278,7 +317,8 @@ int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, cons
 }
 
 int dm_egress_adopt(struct dm_context *ctx, const struct dm_policy *policy, const char *tag,
-                    const struct dm_netlink *net, const char *outdir, struct dm_egress_run **ret, struct dm_error *err)
+                    const struct dm_netlink *net, const char *image_hosts, const char *outdir,
+                    struct dm_egress_run **ret, struct dm_error *err)
 {
         struct dm_egress_run *e = calloc(1, sizeof(*e));
         int r;
@@ -288,7 +328,7 @@ int dm_egress_adopt(struct dm_context *ctx, const struct dm_policy *policy, cons
                 return dm_error_set(err, -ENOMEM, "out of memory");
         snprintf(e->tag, sizeof(e->tag), "%s", tag);
         e->net = *net;
-        r = policy->mode == DM_EGRESS_OPEN ? 0 : start_proxy(ctx, policy, e, outdir, err);
+        r = policy->mode == DM_EGRESS_OPEN ? 0 : start_proxy(ctx, policy, image_hosts, e, outdir, err);
         if (r < 0) {
                 dm_egress_stop(ctx, e, false);
                 return r;

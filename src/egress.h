@@ -22,6 +22,12 @@
 
 struct dm_egress_run;
 
+/* The egress a tool call gets when it names none: package-managers where
+ * this server can set a network up (root, the shim, a backend whose
+ * containers' namespaces are on this host), else none, which is stricter,
+ * with a notice in the log once. */
+const char *dm_egress_default(struct dm_context *ctx);
+
 /* Whether policy needs any of this (anything but plain `none`). */
 bool dm_egress_needed(const struct dm_policy *policy);
 
@@ -30,12 +36,14 @@ bool dm_egress_needed(const struct dm_policy *policy);
  * persistent sandbox), and outdir the host directory that gets egress.log.
  * On error nothing is left behind. */
 int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, const char *owner,
-                    int pid, const char *outdir, struct dm_egress_run **ret, struct dm_error *err);
+                    int pid, const char *image_hosts, const char *outdir, struct dm_egress_run **ret,
+                    struct dm_error *err);
 
 /* For a sandbox a later server adopts: the pair and the filter are still
  * there (they live with the container); only the proxy listener comes back. */
 int dm_egress_adopt(struct dm_context *ctx, const struct dm_policy *policy, const char *tag,
-                    const struct dm_netlink *net, const char *outdir, struct dm_egress_run **ret, struct dm_error *err);
+                    const struct dm_netlink *net, const char *image_hosts, const char *outdir,
+                    struct dm_egress_run **ret, struct dm_error *err);
 
 /* What every command in the sandbox gets on top of its environment: the
  * proxy variables (NULL-terminated; owned by e). */
@@ -49,9 +57,12 @@ void dm_egress_stop(struct dm_context *ctx, struct dm_egress_run *e, bool remove
 /* Releases the server's proxy (at exit). */
 void dm_egress_shutdown(struct dm_context *ctx);
 
-/* The hosts `package-managers` lets through the proxy: Debian's, PyPI's,
- * npm's, conda's and Go's, plus DEMESNE_EGRESS_PACKAGE_HOSTS (comma or
- * space separated). NULL-terminated, static. */
+/* The hosts `package-managers` lets through the proxy besides the image's
+ * own (its label demesne.package-hosts, written by images/build.sh from the
+ * image's apt, pip, npm, conda and Go settings; image_hosts below): the
+ * public PyPI, conda and Go module proxy hosts, plus
+ * DEMESNE_EGRESS_PACKAGE_HOSTS (comma or space separated). NULL-terminated,
+ * static. */
 const char *const *dm_egress_package_hosts(void);
 
 #endif

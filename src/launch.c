@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "src/runner.h"
@@ -52,7 +53,7 @@ int dm_launch_shim_prepare(const char *dir, struct dm_container_spec *spec, stru
 }
 
 int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct dm_shimhost *h,
-                         int64_t deadline_ms, int *ret_pid, struct dm_error *err)
+                         int64_t deadline_ms, struct dm_launched *ret, struct dm_error *err)
 {
         struct dm_container_info info = { 0 };
         int r;
@@ -67,8 +68,16 @@ int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct 
         /* A command in the container can reach the socket too: only PID 1
          * may pass for the shim. */
         dm_shimhost_set_peer_pid(h, info.pid);
-        if (ret_pid)
-                *ret_pid = info.pid;
+        if (ret) {
+                const char *key = "demesne.package-hosts=";
+
+                ret->pid = info.pid;
+                ret->package_hosts[0] = '\0';
+                for (size_t i = 0; info.labels && info.labels[i]; i++)
+                        if (strncmp(info.labels[i], key, strlen(key)) == 0)
+                                snprintf(ret->package_hosts, sizeof(ret->package_hosts), "%s",
+                                         info.labels[i] + strlen(key));
+        }
         dm_container_info_release(&info);
         r = dm_shimhost_wait_ready(h, deadline_ms, err);
         return r < 0 ? dm_error_wrap(err, "wait for demesne-shim") : 0;

@@ -42,7 +42,11 @@ int dm_launch_shim_prepare(const char *dir, struct dm_container_spec *spec, stru
 /* After the container started (or for a running one a later server adopts):
  * accepts only the container's PID 1 from now on and waits for its hello
  * until the monotonic deadline_ms. */
+struct dm_launched {
+        int pid;                        /* the container's PID 1 on the host */
+        char package_hosts[2048];       /* the image's label demesne.package-hosts ("" = none) */
+};
 int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct dm_shimhost *h,
-                         int64_t deadline_ms, int *ret_pid, struct dm_error *err);
+                         int64_t deadline_ms, struct dm_launched *ret, struct dm_error *err);
 
 #endif

@@ -207,14 +207,16 @@ static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id
         };
         struct dm_shim_result sres;
         struct dm_egress_run *egress = NULL;
-        int pid = 0, r;
+        struct dm_launched l;
+        int r;
 
-        r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, &pid, err);
+        r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, &l, err);
         if (r < 0)
                 return r;
         /* The network, before the command can send anything. */
         if (dm_egress_needed(req->policy)) {
-                r = dm_egress_start(ctx, req->policy, res->run_id, ctx->owner, pid, res->output_dir, &egress, err);
+                r = dm_egress_start(ctx, req->policy, res->run_id, ctx->owner, l.pid, l.package_hosts, res->output_dir,
+                                    &egress, err);
                 if (r < 0)
                         return r;
                 sreq.env = dm_egress_env(egress);

@@ -203,8 +203,8 @@ static int sandbox_policy(const struct dm_sandbox *sb, struct dm_policy **ret, s
 /* Brings a sandbox's network back for this server: the proxy listener on
  * the pair that lives with the container, or the whole network when the
  * container was restarted (a new namespace has no pair). Updates sb. */
-static int sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, int pid, struct dm_egress_run **ret,
-                       struct dm_error *err)
+static int sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, const struct dm_launched *l,
+                       struct dm_egress_run **ret, struct dm_error *err)
 {
         struct dm_policy *policy = NULL;
         int r;
@@ -219,9 +219,9 @@ static int sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, int pid, s
                 struct dm_netlink net = { .host_addr = sb->net_host, .peer_addr = sb->net_peer };
 
                 snprintf(net.host_ifname, sizeof(net.host_ifname), "%s", sb->net_ifname);
-                r = dm_egress_adopt(ctx, policy, sb->id, &net, sb->output_dir, ret, err);
+                r = dm_egress_adopt(ctx, policy, sb->id, &net, l->package_hosts, sb->output_dir, ret, err);
         } else {
-                r = dm_egress_start(ctx, policy, sb->id, "-", pid, sb->output_dir, ret, err);
+                r = dm_egress_start(ctx, policy, sb->id, "-", l->pid, l->package_hosts, sb->output_dir, ret, err);
                 if (r >= 0) {
                         const struct dm_netlink *net = dm_egress_net(*ret);
 
@@ -291,7 +291,8 @@ static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct d
         struct dm_shimhost *host = NULL;
         struct dm_egress_run *egress = NULL;
         struct dm_sandbox copy;
-        int pid = 0, r;
+        struct dm_launched l;
+        int r;
 
         /* Held across adoption, which takes about a second: two execs into
          * an adopted sandbox must not both try to take its socket over. */
@@ -305,10 +306,10 @@ static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct d
                 }
         r = dm_shimhost_new(sb->shim_dir, &host, err);
         if (r >= 0)
-                r = dm_launch_shim_ready(b, sb->container, host, dm_now_ms() + SHIM_READY_MS, &pid, err);
+                r = dm_launch_shim_ready(b, sb->container, host, dm_now_ms() + SHIM_READY_MS, &l, err);
         if (r >= 0) {
                 copy = *sb;
-                r = sandbox_net(ctx, &copy, pid, &egress, err);
+                r = sandbox_net(ctx, &copy, &l, &egress, err);
                 if (r >= 0 && copy.net_host != sb->net_host)
                         r = record_write(ctx, &copy, err);
         }
@@ -367,7 +368,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         static const char *const sleep_argv[] = { "sleep", "infinity", NULL };
         struct dm_egress_run *egress = NULL;
         bool need_net = dm_egress_needed(req->policy);
-        int pid = 0;
+        struct dm_launched l = { 0 };
         struct dm_shimhost *host = NULL;
         struct dm_sandbox_shim *entry = NULL;
         const struct dm_image_info *img;
@@ -462,10 +463,10 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 r = b->ops->start(b, id, err);
         }
         if (r >= 0 && host)
-                r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, &pid, err);
+                r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, &l, err);
         /* The network before any command runs. */
         if (r >= 0 && need_net)
-                r = sandbox_net(ctx, sb, pid, &egress, err);
+                r = sandbox_net(ctx, sb, &l, &egress, err);
         if (r >= 0)
                 r = record_write(ctx, sb, err);
         if (r >= 0 && host) {

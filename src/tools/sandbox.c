@@ -10,6 +10,7 @@
 
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/policy.h"
+#include "src/egress.h"
 #include "src/images.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
@@ -29,9 +30,10 @@ static const struct dm_arg_spec create_args[] = {
         { .name = "image", .type = DM_ARG_STRING, .enum_values = dm_image_names, .enum_aliases = dm_image_aliases,
           .has_default = true, .def_str = "python", .description = "Container image (as for sandbox_script)." },
         { .name = "egress", .type = DM_ARG_STRING, .enum_values = dm_egress_names, .has_default = true,
-          .def_str = "none", .description = "Network egress: none (loopback only), package-managers (the package "
-          "registries through demesne's proxy), or open (anything but the host and link-local, NATed). With 'allow', none means: only those "
-          "entries." },
+          .def_str = "package-managers",
+          .description = "Network egress (as for sandbox_script): package-managers (the default where the server "
+                         "can set networks up, else none), none (loopback only), or open. With 'allow', none "
+                         "means: only those entries." },
         { .name = "allow", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
           .description = "Extra egress entries; refused unless the server permits them." },
         { .name = "files", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
@@ -104,6 +106,7 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         struct dm_error err = { 0 };
         struct dm_sandbox sb;
         struct dm_policy *policy = NULL;
+        const char *egress;
         _cleanup_free_ const char **allow = NULL, **files = NULL, **dirs = NULL;
         char **env = NULL;
         int r;
@@ -111,7 +114,9 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         if (dm_args_check(create_args, N(create_args), args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
         allow = dm_args_strv(args, "allow");
-        if (dm_policy_parse(dm_args_str(create_args, N(create_args), args, "egress"), allow,
+        egress = json_object_object_get_ex(args, "egress", NULL) ? dm_args_str(create_args, N(create_args), args, "egress")
+                                                                 : dm_egress_default(dm_call_context(call));
+        if (dm_policy_parse(egress, allow,
                             dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
 
@@ -120,7 +125,7 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         env = dm_args_env(args, "env");
         struct dm_sandbox_create req = {
                 .image = dm_args_str(create_args, N(create_args), args, "image"),
-                .egress = dm_args_str(create_args, N(create_args), args, "egress"),
+                .egress = egress,
                 .allow = allow,
                 .policy = policy,
                 .files = files,

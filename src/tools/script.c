@@ -8,6 +8,7 @@
 
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/policy.h"
+#include "src/egress.h"
 #include "src/images.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
@@ -30,11 +31,11 @@ static const struct dm_arg_spec script_args[] = {
           .description = "Container image: base, python (default; alias anaconda), node, go, browser, media, "
                          "twine, webgamedev." },
         { .name = "egress", .type = DM_ARG_STRING, .enum_values = dm_egress_names, .has_default = true,
-          .def_str = "none",
-          .description = "Network egress: none (loopback only), package-managers (the package registries, "
-                         "through demesne's proxy: HTTP_PROXY and friends are set), or open (anything but the host itself and "
-                         "link-local, NATed). "
-                         "With 'allow', none means: only those entries." },
+          .def_str = "package-managers",
+          .description = "Network egress: package-managers (the package registries through demesne's proxy, "
+                         "HTTP_PROXY and friends set; the default where the server can set networks up, else "
+                         "none), none (loopback only), or open (anything but the host itself and link-local, "
+                         "NATed). With 'allow', none means: only those entries." },
         { .name = "allow", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
           .description = "Extra egress entries (host, *.host, host:port, CIDR, CIDR:port); refused unless the "
                          "server permits caller-supplied entries." },
@@ -145,7 +146,11 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
                 *ret_r = dm_error_set(err, -ENOMEM, "out of memory");
                 return NULL;
         }
-        r = dm_policy_parse(dm_args_str(script_args, N_ARGS, args, "egress"), allow,
+        /* Not named: package-managers where this server can do it. */
+        r = dm_policy_parse(json_object_object_get_ex(args, "egress", NULL)
+                                    ? dm_args_str(script_args, N_ARGS, args, "egress")
+                                    : dm_egress_default(ctx),
+                            allow,
                             dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy, err);
         if (r < 0) {
                 dm_args_strv_free(env);

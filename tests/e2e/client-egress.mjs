@@ -18,7 +18,7 @@ h.requireNodeModules();
 const DEMESNE = h.demesneBinary();
 h.trackSpawnsOf(DEMESNE);
 
-const PLAN = 26;
+const PLAN = 29;
 if (process.getuid() !== 0) {
   process.stdout.write(`1..0 # SKIP needs root: it makes a network namespace and veth pairs\n`);
   process.exit(77);
@@ -72,7 +72,9 @@ await h.run(async () => {
   const root = h.makeOutputRoot('egress');
   const udpLog = path.join(root, 'udp-count');
   const hostsFile = path.join(root, 'pinned.hosts');
-  fs.writeFileSync(hostsFile, `${TEST_IP} allowed.test other.test\n`);
+  // deb.debian.org too: the python image's label names it (its apt source), so package-managers
+  // must let it through; pinned here to the test host, nothing leaves the machine.
+  fs.writeFileSync(hostsFile, `${TEST_IP} allowed.test other.test deb.debian.org\n`);
   removeTestHost();
   makeTestHost();
   try {
@@ -83,7 +85,9 @@ await h.run(async () => {
     });
     const linksBefore = new Set(ifnames().filter((n) => n.startsWith('dm-')));
 
-    const env = h.serverEnv(root, { DEMESNE_ALLOW_CALLER_EGRESS: '1', DEMESNE_PROXY_HOSTS: hostsFile });
+    const env = h.serverEnv(root, {
+      DEMESNE_ALLOW_CALLER_EGRESS: '1', DEMESNE_PROXY_HOSTS: hostsFile, DEMESNE_EGRESS_PACKAGE_HOSTS: 'allowed.test',
+    });
     const client = new Client({ name: 'demesne-e2e-egress', version: '0.0.0' },
       { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
     await h.within(60_000, 'connect', client.connect(
@@ -131,12 +135,24 @@ await h.run(async () => {
       'the run\'s veth pair is gone after the call', ifnames().join(' '));
 
     // 11-12: none reaches nothing; an allow entry is refused without the server's consent
-    const none = await script('cat /proc/net/dev | grep -c eth0; echo; curl -s -m 2 --noproxy "*" http://198.18.213.2:8080/; echo rc=$?');
+    const none = await script('cat /proc/net/dev | grep -c eth0; echo; curl -s -m 2 --noproxy "*" http://198.18.213.2:8080/; echo rc=$?',
+      { egress: 'none' });
     h.ok(/^0\n/.test(none.out) && /rc=7/.test(none.out), 'egress none: no eth0, nothing reachable', none.out);
     const bad = await call('sandbox_script', { command: 'true', allow: ['fe80::1'] });
     h.ok(bad.isError && /IPv6/.test(h.firstText(bad)), 'an IPv6 allow entry is a clear error', h.firstText(bad));
 
-    // 13-15: open: anything but the host and link-local, with the pool's source NATed (the
+    // 13-14: no egress named: package-managers (root here), whose hosts DEMESNE_EGRESS_PACKAGE_HOSTS
+    // extends with the pinned test name.
+    const dflt = await script('curl -s -m 5 http://allowed.test:8080/; curl -s -m 5 http://other.test:8080/; echo');
+    h.ok(/^hello from 8080\n'other\.test' is not in this sandbox's egress allowlist/.test(dflt.out),
+      'the default is package-managers: its hosts through the proxy, nothing else', dflt.out);
+    const fromLabel = await script('curl -s -m 5 http://deb.debian.org:8080/');
+    h.equal(fromLabel.out, 'hello from 8080\n',
+      "package-managers lets through the image's own apt host (its label demesne.package-hosts)");
+    const pmNoDirect = await script(`curl -s -m 2 --noproxy '*' http://${TEST_IP}:8080/; echo rc=$?`);
+    h.ok(/rc=7/.test(pmNoDirect.out), 'and no direct route anywhere (only the proxy)', pmNoDirect.out);
+
+    // 15-17: open: anything but the host and link-local, with the pool's source NATed (the
     // test host sees the host side of its own link, not a 10.213.x.x address).
     const open = await script([
       `curl -s -m 5 --noproxy '*' http://${TEST_IP}:8082/; echo open=$?`,
@@ -148,7 +164,7 @@ await h.run(async () => {
     h.ok(/host=28/.test(open.out), 'but not the host\'s own addresses (dropped by the filter)', open.out);
     h.ok(/^0$/m.test(open.out), 'and gets no proxy variables (it goes out directly)', open.out);
 
-    // 16-20: a persistent sandbox keeps its policy across servers.
+    // 18-22: a persistent sandbox keeps its policy across servers.
     const created = await call('sandbox_create', allow);
     const id = created.structuredContent?.sandbox_id;
     h.ok(!created.isError && id, 'sandbox_create with an allowlist', JSON.stringify(created));
@@ -172,7 +188,7 @@ await h.run(async () => {
     h.ok(!d.isError, 'sandbox_destroy', JSON.stringify(d));
     h.ok(!ifnames().some((n) => sbLinks.includes(n)), 'and its veth is gone', ifnames().join(' '));
 
-    // 21-22: a pool that collides with a host route: a clear error, nothing left.
+    // 23-24: a pool that collides with a host route: a clear error, nothing left.
     await client2.close();
     const client3 = new Client({ name: 'demesne-e2e-egress-3', version: '0.0.0' },
       { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
@@ -185,7 +201,7 @@ await h.run(async () => {
       'DEMESNE_SANDBOX_SUBNET on a host route: a clear error', h.firstText(clash));
     h.ok(!ifnames().some((n) => n.startsWith('dm-') && !linksBefore.has(n)), 'and no veth left behind');
 
-    // 24-26: a server killed with -9 in the middle of a call leaves the container and its pair
+    // 25-27: a server killed with -9 in the middle of a call leaves the container and its pair
     // behind; the next server's orphan sweep removes the container, and the pair goes with it.
     const t3 = new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' });
     const client4 = new Client({ name: 'demesne-e2e-egress-4', version: '0.0.0' },

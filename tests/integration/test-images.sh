@@ -13,6 +13,16 @@ done
 out=$(bash "$dir/build.sh" base python 2>&1); rc=$?
 [ $rc = 0 ] && printf '%s\n' "$out" | grep -q 'python: up to date'
 ok $? "build.sh on unchanged inputs is a no-op"
+# The hosts the images' package managers use, read from the images at build
+# time (apt's sources name deb.debian.org in both).
+engine=podman
+[ -n "${DEMESNE_ENGINE:-}" ] && engine=$DEMESNE_ENGINE
+for image in base python; do
+	hosts=$("$engine" image inspect --format '{{index .Config.Labels "demesne.package-hosts"}}' \
+		"localhost/demesne/$image:latest" 2>/dev/null)
+	case ",$hosts," in *,deb.debian.org,*) r=0 ;; *) r=1 ;; esac
+	ok $r "$image carries demesne.package-hosts with its apt host ($hosts)"
+done
 bash "$dir/build.sh" nosuchimage >/dev/null 2>&1; [ $? = 2 ]
 ok $? "build.sh refuses an unknown image with a usage error"
 echo "1..$n"
