@@ -13,6 +13,8 @@
 #   --storage-driver D dockerd's storage driver (default overlay2; vfs works
 #                      but copies the whole image for every container)
 #   --keep             leave the daemon's directory behind, and say where
+#   --only PROG        run only this integration program (repeatable), e.g.
+#                      --only test-backend-conformance; no script or e2e test
 # Needs root and what `./setup.sh --test-deps` installs (docker.io). Output
 # is TAP, one line per test program; each program's log, dockerd's and
 # containerd's logs go to BUILD/dockerd-tests/.
@@ -29,7 +31,7 @@
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
-images=all build='' storage=overlay2 keep=0
+images=all build='' storage=overlay2 keep=0 only=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--images)
@@ -38,7 +40,8 @@ while [ $# -gt 0 ]; do
 	--build-dir) build=$(cd -- "${2:?--build-dir wants a directory}" && pwd -P); shift ;;
 	--storage-driver) storage=${2:?--storage-driver wants a name}; shift ;;
 	--keep) keep=1 ;;
-	-h | --help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--only) only+=("${2:?--only wants a program name, e.g. test-jobs}"); shift ;;
+	-h | --help) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "tests/run-dockerd.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -73,8 +76,10 @@ for src in "$here"/tests/integration/test-*.c; do
 	# test-opensandbox runs its own fixture, and the netpolicy tests need
 	# no engine: neither says anything about dockerd.
 	case $prog in test-engine-restart | test-opensandbox | test-netpolicy-*) continue ;; esac
+	[ ${#only[@]} = 0 ] || [[ " ${only[*]} " == *" $prog "* ]] || continue
 	grep -Eq "tests/integration/$prog([[:space:]]|\$)" "$here/Makefile.am" && programs+=("$prog")
 done
+[ ${#programs[@]} -gt 0 ] || die "--only ${only[*]}: no such integration program in Makefile.am"
 make -C "$build" -j"$(nproc)" >/dev/null
 make -C "$build" -j"$(nproc)" "${programs[@]/#/tests/integration/}" >/dev/null
 logs=$build/dockerd-tests
@@ -264,9 +269,10 @@ events_pid=$!
 for _ in $(seq 50); do [ -s "$tmp/events.head" ] && break; sleep 0.1; done
 t_tests=$(date +%s)
 for prog in "${programs[@]}"; do
-	# These two take DEMESNE_TEST_IMAGE; the others use the server's default.
+	# These ask for the base image (DEMESNE_TEST_IMAGE, or base always);
+	# the others use the server's default, python.
 	case $prog in
-	test-docker-backend | test-script) ;;
+	test-docker-backend | test-script | test-backend-conformance) ;;
 	*)
 		if [ "$images" = base ]; then
 			skip "$prog" "the server's default image is python (--images base)"
@@ -275,14 +281,17 @@ for prog in "${programs[@]}"; do
 	esac
 	run_test "$prog" "$build/tests/integration/$prog"
 done
-run_test test-cli.sh bash "$here/tests/integration/test-cli.sh"
-if [ "$images" = all ]; then
-	run_test test-images.sh bash "$here/tests/integration/test-images.sh"
-	# The sandbox tools through real npm MCP clients (both eras), on dockerd.
-	run_test client-sandbox.mjs node "$here/tests/e2e/client-sandbox.mjs"
-	run_test client-egress.mjs node "$here/tests/e2e/client-egress.mjs"
-else
-	run_plain base-smoke bash "$here/images/base/smoke.sh" --engine docker
+# The scripts and the npm clients: not with --only.
+if [ ${#only[@]} = 0 ]; then
+	run_test test-cli.sh bash "$here/tests/integration/test-cli.sh"
+	if [ "$images" = all ]; then
+		run_test test-images.sh bash "$here/tests/integration/test-images.sh"
+		# The sandbox tools through real npm MCP clients (both eras), on dockerd.
+		run_test client-sandbox.mjs node "$here/tests/e2e/client-sandbox.mjs"
+		run_test client-egress.mjs node "$here/tests/e2e/client-egress.mjs"
+	else
+		run_plain base-smoke bash "$here/images/base/smoke.sh" --engine docker
+	fi
 fi
 
 # Proof that the tests talked to this daemon, and that they cleaned up.

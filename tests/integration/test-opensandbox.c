@@ -12,12 +12,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tests/integration/opensandbox-fixture.h"
 #include "tests/integration/stdio-client.h"
 
 static struct child *c;
 static int next_id = 1;
-static pid_t fixture_pid;
-static char state_file[PATH_MAX];
+static struct os_fixture fx;
 
 static json_object *call_on(struct child *ch, const char *tool, const char *args)
 {
@@ -49,51 +49,6 @@ static int64_t int_at(json_object *o, const char *key)
 {
         json_object *v = path(o, key, NULL, NULL);
         return v ? json_object_get_int64(v) : -999;
-}
-
-/* Starts the fixture; fills the lifecycle port and the instance id. */
-static int fixture_start(const char *key, int *ret_port, char *instance, size_t len)
-{
-        const char *src = getenv("top_srcdir");
-        char script[PATH_MAX], line[256] = "";
-        int out[2];
-        FILE *f;
-
-        snprintf(script, sizeof(script), "%s/tests/fixtures/opensandbox/server.mjs", src ? src : DM_SRCDIR);
-        if (pipe2(out, O_CLOEXEC) < 0)
-                return -1;
-        fixture_pid = fork();
-        if (fixture_pid == 0) {
-                dup2(out[1], 1);
-                execlp("node", "node", script, "--api-key", key, "--state-file", state_file, (char *)NULL);
-                _exit(127);
-        }
-        close(out[1]);
-        f = fdopen(out[0], "r");
-        if (!f || !fgets(line, sizeof(line), f) || sscanf(line, "ready %d %*d %63s", ret_port, instance) != 2) {
-                if (f)
-                        fclose(f);
-                return -1;
-        }
-        (void)len;
-        fclose(f);
-        return 0;
-}
-
-static void fixture_stop(void)
-{
-        int status;
-
-        if (fixture_pid > 0) {
-                kill(fixture_pid, SIGTERM);
-                waitpid(fixture_pid, &status, 0);
-                fixture_pid = 0;
-        }
-}
-
-static json_object *stats(void)
-{
-        return json_object_from_file(state_file);
 }
 
 static struct child *serve_with(const char *domain, const char *key)
@@ -132,10 +87,9 @@ int main(void)
         struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
         struct dm_error err = { 0 };
         struct dm_backend *engine = NULL;
-        char allowed[PATH_MAX], p[PATH_MAX + 64], args[8192], sb[64], domain[64], instance[64] = "", label[128];
+        char allowed[PATH_MAX], p[PATH_MAX + 64], args[8192], sb[64], state_file[PATH_MAX];
         const char *key = "test-key-5f2a";
         json_object *m, *st;
-        int port = 0;
 
         test_env_setup("opensandbox");
         snprintf(allowed, sizeof(allowed), "%s/allowed", test_root);
@@ -147,16 +101,14 @@ int main(void)
                 printf("Bail out! %s\n", err.msg);
                 return 1;
         }
-        if (fixture_start(key, &port, instance, sizeof(instance)) < 0) {
+        if (os_fixture_start(&fx, key, state_file) < 0) {
                 printf("Bail out! the OpenSandbox fixture did not start (node missing?)\n");
                 return 1;
         }
-        snprintf(domain, sizeof(domain), "127.0.0.1:%d", port);
-        snprintf(label, sizeof(label), "opensandbox.fixture=%s", instance);
-        c = serve_with(domain, key);
+        c = serve_with(fx.domain, key);
         if (!c) {
                 printf("Bail out! cannot start $DEMESNE serve\n");
-                fixture_stop();
+                os_fixture_stop(&fx);
                 return 1;
         }
 
@@ -263,7 +215,7 @@ int main(void)
         is_int(finish(c, 30000), 0, "server exits cleanly");
 
         /* What the fixture saw. */
-        st = stats();
+        st = os_fixture_stats(&fx);
         ok(st && int_at(st, "execd_requests") > 0, "execd was used (%lld requests)", (long long)int_at(st, "execd_requests"));
         is_int(int_at(st, "execd_api_key_seen"), 0, "the API key never reached execd");
         is_int(int_at(st, "lifecycle_unauthorized"), 0, "every lifecycle call carried the key");
@@ -273,7 +225,7 @@ int main(void)
         json_object_put(st);
 
         /* Bad configuration and a dead server: clear errors. */
-        bad_config(domain, "wrong-key", "401", "a wrong API key: the server's 401 in the error");
+        bad_config(fx.domain, "wrong-key", "401", "a wrong API key: the server's 401 in the error");
         bad_config("127.0.0.1:1", key, "not reachable", "a dead server: not reachable");
         bad_config("http://x:1", key, "OPEN_SANDBOX_PROTOCOL", "a scheme in OPEN_SANDBOX_DOMAIN: says where it goes");
 
@@ -281,9 +233,9 @@ int main(void)
          * results, the sandbox by destroy (the fixture's own sweep at
          * SIGTERM must find nothing). */
         usleep(500 * 1000);
-        is_int(count_label(engine, label), 0, "no container left by this run");
-        fixture_stop();
-        is_int(count_label(engine, label), 0, "none after the fixture stopped");
+        is_int(count_label(engine, fx.label), 0, "no container left by this run");
+        os_fixture_stop(&fx);
+        is_int(count_label(engine, fx.label), 0, "none after the fixture stopped");
         dm_backend_free(engine);
         return done_testing();
 }
