@@ -27,6 +27,7 @@ struct osb {
         struct dm_backend base;
         struct dm_http *api;            /* lifecycle, with the API key */
         char *protocol;                 /* "http" or "https", also for execd */
+        bool server_proxy;              /* reach execd through the server (OPEN_SANDBOX_USE_SERVER_PROXY) */
         size_t response_max;
 
         pthread_mutex_t lock;           /* guards execds and execs */

@@ -313,7 +313,10 @@ static int execd_lookup(struct osb *o, const char *id, struct execd **ret, struc
         const char *ep;
         int r;
 
-        if (asprintf(&path, "/sandboxes/%s/endpoints/%d", id, EXECD_PORT) < 0)
+        /* Through the server's proxy when the sandboxes' own endpoints are
+         * not reachable from here (a cluster network, say). */
+        if (asprintf(&path, "/sandboxes/%s/endpoints/%d%s", id, EXECD_PORT,
+                     o->server_proxy ? "?use_server_proxy=true" : "") < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = dm_osb_api(o, "GET", path, NULL, 200, &res, err);
         if (r < 0)
@@ -687,7 +690,7 @@ static const struct dm_backend_ops osb_ops = {
 int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, struct dm_error *err)
 {
         const char *domain = getenv("OPEN_SANDBOX_DOMAIN"), *proto = getenv("OPEN_SANDBOX_PROTOCOL"),
-                   *key = getenv("OPEN_SANDBOX_API_KEY");
+                   *key = getenv("OPEN_SANDBOX_API_KEY"), *proxy = getenv("OPEN_SANDBOX_USE_SERVER_PROXY");
         _cleanup_free_ char *url = NULL, *key_header = NULL;
         const char *headers[2] = { NULL, NULL };
         struct osb *o;
@@ -703,6 +706,9 @@ int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, st
                 proto = "http";
         if (strcmp(proto, "http") != 0 && strcmp(proto, "https") != 0)
                 return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_PROTOCOL '%s': expected http or https", proto);
+        if (proxy && *proxy && strcmp(proxy, "0") != 0 && strcmp(proxy, "1") != 0 && strcmp(proxy, "true") != 0 &&
+            strcmp(proxy, "false") != 0)
+                return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_USE_SERVER_PROXY '%s': expected 1/true or 0/false", proxy);
         if (key && strpbrk(key, "\r\n"))
                 return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_API_KEY holds a line break");
         {
@@ -723,6 +729,7 @@ int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, st
                 free(o);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
+        o->server_proxy = proxy && (strcmp(proxy, "1") == 0 || strcmp(proxy, "true") == 0);
         pthread_mutex_init(&o->lock, NULL);
         o->base.ops = &osb_ops;
         o->response_max = response_max > 0 ? (size_t)response_max : 16u << 20;

@@ -469,10 +469,34 @@ int dm_cli_doctor(int argc, char **argv)
                 check(false, "container engine", err.msg,
                       "install Podman (apt-get install podman runc), or start one and set DOCKER_HOST");
         } else {
-                b->ops->describe(b, &desc, &err);
+                static const struct {
+                        unsigned cap;
+                        const char *what;
+                } lacks[] = {
+                        { DM_CAP_SHIM, "demesne-shim (commands go through the backend's exec; no demesne seccomp filter)" },
+                        { DM_CAP_ATTACH, "attach (sandbox_script runs as one exec in an idle sandbox)" },
+                        { DM_CAP_EXEC_STDIN, "stdin for commands (sandbox_exec refuses 'stdin': upload the input)" },
+                        { DM_CAP_HOST_NETNS, "a network namespace on this host (egress is none or the backend's own)" },
+                        { DM_CAP_IMAGES, "an image store demesne can ask (images are pulled by the server at create)" },
+                };
+                char missing[1024] = "";
+                size_t len = 0;
+
+                if (b->ops->describe(b, &desc, &err) < 0) {
+                        check(false, "container engine", err.msg, "check the server's address and credentials");
+                        dm_context_release(&ctx);
+                        printf("some checks failed\n");
+                        return 1;
+                }
                 check(true, "container engine", desc, NULL);
                 free(desc);
-                for (size_t i = 0; i < dm_images_count; i++) {
+                for (size_t i = 0; i < sizeof(lacks) / sizeof(lacks[0]); i++)
+                        if (!(b->ops->caps & lacks[i].cap))
+                                len += (size_t)snprintf(missing + len, len < sizeof(missing) ? sizeof(missing) - len : 0,
+                                                        "%s%s", len ? "; " : "", lacks[i].what);
+                if (len)
+                        check(true, "what this backend lacks", missing, NULL);
+                for (size_t i = 0; i < dm_images_count && (b->ops->caps & DM_CAP_IMAGES); i++) {
                         const struct dm_image_info *img = &dm_images[i];
                         bool exists = false;
                         char what[128], fix[128];

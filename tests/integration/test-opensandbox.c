@@ -228,6 +228,51 @@ int main(void)
         bad_config(fx.domain, "wrong-key", "401", "a wrong API key: the server's 401 in the error");
         bad_config("127.0.0.1:1", key, "not reachable", "a dead server: not reachable");
         bad_config("http://x:1", key, "OPEN_SANDBOX_PROTOCOL", "a scheme in OPEN_SANDBOX_DOMAIN: says where it goes");
+        setenv("OPEN_SANDBOX_USE_SERVER_PROXY", "maybe", 1);
+        bad_config(fx.domain, key, "OPEN_SANDBOX_USE_SERVER_PROXY", "a bad OPEN_SANDBOX_USE_SERVER_PROXY: a clear error");
+
+        /* Through the server's proxy: execd reached by way of the lifecycle
+         * server, still without the API key. */
+        setenv("OPEN_SANDBOX_USE_SERVER_PROXY", "1", 1);
+        {
+                struct child *ch = serve_with(fx.domain, key);
+                json_object *r = ch ? call_on(ch, "sandbox_script",
+                                              "{\"image\":\"base\",\"command\":\"echo proxied\",\"egress\":\"none\"}")
+                                    : NULL;
+
+                is_str(str_at(structured(r), "stdout"), "proxied\n", "OPEN_SANDBOX_USE_SERVER_PROXY=1: a command runs");
+                json_object_put(r);
+                if (ch) {
+                        is_int(finish(ch, 30000), 0, "that server exits cleanly");
+                        free(ch);
+                }
+        }
+        unsetenv("OPEN_SANDBOX_USE_SERVER_PROXY");
+
+        /* doctor names the server and what the backend lacks. */
+        {
+                char cmd[PATH_MAX + 256], out[8192] = "";
+                FILE *f;
+                size_t n = 0;
+
+                snprintf(cmd, sizeof(cmd), "DEMESNE_BACKEND=opensandbox OPEN_SANDBOX_DOMAIN='%s' "
+                                           "OPEN_SANDBOX_API_KEY='%s' '%s' doctor 2>&1", fx.domain, key, getenv("DEMESNE"));
+                f = popen(cmd, "r");
+                if (f) {
+                        n = fread(out, 1, sizeof(out) - 1, f);
+                        pclose(f);
+                }
+                out[n] = '\0';
+                ok(strstr(out, "container engine: opensandbox (lifecycle API v1) at") != NULL,
+                   "doctor names the OpenSandbox server");
+                ok(strstr(out, "what this backend lacks: demesne-shim") && strstr(out, "stdin for commands"),
+                   "and what the backend lacks: %.300s", out);
+        }
+        st = os_fixture_stats(&fx);
+        ok(st && int_at(st, "proxied") > 0, "execd was reached through the server proxy (%lld requests)",
+           (long long)int_at(st, "proxied"));
+        is_int(int_at(st, "execd_api_key_seen"), 0, "and the API key never reached execd that way either");
+        json_object_put(st);
 
         /* Nothing left: the script containers are removed after their
          * results, the sandbox by destroy (the fixture's own sweep at
