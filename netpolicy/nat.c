@@ -46,12 +46,12 @@ static void batch_close(struct batch *bt)
         free(bt->buf);
 }
 
-static struct nftnl_table *table_obj(void)
+static struct nftnl_table *table_obj(const char *table)
 {
         struct nftnl_table *t = nftnl_table_alloc();
 
         if (t) {
-                nftnl_table_set_str(t, NFTNL_TABLE_NAME, DM_NAT_TABLE);
+                nftnl_table_set_str(t, NFTNL_TABLE_NAME, table);
                 nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_IPV4);
         }
         return t;
@@ -139,7 +139,7 @@ static void match_addr(struct nftnl_rule *r, uint32_t offset, const struct dm_ci
         add_expr(r, e);
 }
 
-int dm_nat_ensure(const struct dm_cidr *pool, struct dm_error *err)
+int dm_nat_ensure_in(const char *table, const struct dm_cidr *pool, struct dm_error *err)
 {
         struct batch bt = { 0 };
         struct nftnl_table *t = NULL;
@@ -151,7 +151,7 @@ int dm_nat_ensure(const struct dm_cidr *pool, struct dm_error *err)
         r = batch_open(&bt, err);
         if (r < 0)
                 return r;
-        t = table_obj();
+        t = table_obj(table);
         c = nftnl_chain_alloc();
         flush = nftnl_rule_alloc();
         rule = nftnl_rule_alloc();
@@ -165,7 +165,7 @@ int dm_nat_ensure(const struct dm_cidr *pool, struct dm_error *err)
         mnl_nlmsg_batch_next(bt.b);
         bt.msgs++;
 
-        nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, DM_NAT_TABLE);
+        nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, table);
         nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, CHAIN);
         nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, "nat");
         nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, NF_INET_POST_ROUTING);
@@ -177,7 +177,7 @@ int dm_nat_ensure(const struct dm_cidr *pool, struct dm_error *err)
         bt.msgs++;
 
         /* Whatever the chain held (an older pool) goes, in the same batch. */
-        nftnl_rule_set_str(flush, NFTNL_RULE_TABLE, DM_NAT_TABLE);
+        nftnl_rule_set_str(flush, NFTNL_RULE_TABLE, table);
         nftnl_rule_set_str(flush, NFTNL_RULE_CHAIN, CHAIN);
         nlh = nftnl_rule_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt.b), NFT_MSG_DELRULE, NFPROTO_IPV4, NLM_F_ACK,
                                          bt.seq++);
@@ -185,7 +185,7 @@ int dm_nat_ensure(const struct dm_cidr *pool, struct dm_error *err)
         mnl_nlmsg_batch_next(bt.b);
         bt.msgs++;
 
-        nftnl_rule_set_str(rule, NFTNL_RULE_TABLE, DM_NAT_TABLE);
+        nftnl_rule_set_str(rule, NFTNL_RULE_TABLE, table);
         nftnl_rule_set_str(rule, NFTNL_RULE_CHAIN, CHAIN);
         nftnl_rule_set_u32(rule, NFTNL_RULE_FAMILY, NFPROTO_IPV4);
         match_addr(rule, 12, pool, NFT_CMP_EQ);         /* ip saddr in pool */
@@ -211,7 +211,7 @@ out:
         return r;
 }
 
-int dm_nat_remove(struct dm_error *err)
+int dm_nat_remove_in(const char *table, struct dm_error *err)
 {
         struct batch bt = { 0 };
         struct nftnl_table *t;
@@ -221,7 +221,7 @@ int dm_nat_remove(struct dm_error *err)
         r = batch_open(&bt, err);
         if (r < 0)
                 return r;
-        t = table_obj();
+        t = table_obj(table);
         if (!t) {
                 batch_close(&bt);
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -241,12 +241,12 @@ int dm_nat_remove(struct dm_error *err)
         return r;
 }
 
-bool dm_nat_present(void)
+bool dm_nat_present_in(const char *table)
 {
         struct mnl_socket *nl = mnl_socket_open(NETLINK_NETFILTER);
         struct timeval tv = { .tv_sec = 5 };
         char buf[MNL_SOCKET_BUFFER_SIZE];
-        struct nftnl_table *t = table_obj();
+        struct nftnl_table *t = table_obj(table);
         struct nlmsghdr *nlh;
         bool found = false;
         int n;
@@ -274,4 +274,19 @@ out:
         if (nl)
                 mnl_socket_close(nl);
         return found;
+}
+
+int dm_nat_ensure(const struct dm_cidr *pool, struct dm_error *err)
+{
+        return dm_nat_ensure_in(DM_NAT_TABLE, pool, err);
+}
+
+int dm_nat_remove(struct dm_error *err)
+{
+        return dm_nat_remove_in(DM_NAT_TABLE, err);
+}
+
+bool dm_nat_present(void)
+{
+        return dm_nat_present_in(DM_NAT_TABLE);
 }

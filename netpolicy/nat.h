@@ -25,4 +25,9 @@ int dm_nat_remove(struct dm_error *err);
 /* Whether the table exists. */
 bool dm_nat_present(void);
 
+/* The same on a table of another name (tests use their own). */
+int dm_nat_ensure_in(const char *table, const struct dm_cidr *pool, struct dm_error *err);
+int dm_nat_remove_in(const char *table, struct dm_error *err);
+bool dm_nat_present_in(const char *table);
+
 #endif

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "netpolicy/bpf.h"
@@ -215,17 +216,17 @@ static void egress_free(struct dm_egress_run *e)
         }
 }
 
-/* The pool's source NAT: made (or the pool's rule replaced) once per
- * server; the table stays while any demesne link does. */
+/* The pool's source NAT, made sure of after the sandbox's pair exists:
+ * a server that removes the table (dm_egress_shutdown) does so under the
+ * machine-wide lock and only when no pair is left, so once ours exists the
+ * table cannot go away under it. Each time, not once per server: another
+ * server may have removed it since. */
 static int nat_ensured(struct dm_context *ctx, const struct dm_cidr *pool, struct dm_error *err)
 {
-        int r = 0;
+        int r = dm_nat_ensure(pool, err);
 
         pthread_mutex_lock(&ctx->egress_lock);
-        if (!ctx->nat_done) {
-                r = dm_nat_ensure(pool, err);
-                ctx->nat_done = r >= 0;
-        }
+        ctx->nat_done |= r >= 0;
         pthread_mutex_unlock(&ctx->egress_lock);
         return r;
 }
@@ -268,13 +269,7 @@ int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, cons
                 r = pool_checked(ctx, &pool, err);
         if (r < 0)
                 return dm_error_wrap(err, "DEMESNE_SANDBOX_SUBNET");
-        /* Traffic that leaves the host directly (open, CIDR rules) needs a
-         * source the world routes back to. */
-        if (policy->mode == DM_EGRESS_OPEN || policy->n_cidrs) {
-                r = nat_ensured(ctx, &pool, err);
-                if (r < 0)
-                        return r;
-        }
+
         e = calloc(1, sizeof(*e));
         routes = calloc(policy->n_cidrs + 1, sizeof(*routes));
         if (!e || !routes) {
@@ -302,7 +297,11 @@ int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, cons
                 free(e);
                 return dm_error_wrap(err, "set up the sandbox's network");
         }
-        r = attach_filter(policy, e, err);
+        /* Traffic that leaves the host directly (open, CIDR rules) needs a
+         * source the world routes back to. */
+        r = policy->mode == DM_EGRESS_OPEN || policy->n_cidrs ? nat_ensured(ctx, &pool, err) : 0;
+        if (r >= 0)
+                r = attach_filter(policy, e, err);
         /* open goes out directly: no proxy, no proxy variables. */
         if (r >= 0 && policy->mode != DM_EGRESS_OPEN)
                 r = start_proxy(ctx, policy, image_hosts, e, outdir, err);
@@ -378,7 +377,15 @@ void dm_egress_shutdown(struct dm_context *ctx)
         /* The NAT table goes with the last sandbox network on the machine
          * (another server's, or a persistent sandbox's, keeps it): whichever
          * server that used egress sees none left removes it. */
-        if ((nat || p) && geteuid() == 0 && dm_netlink_list(NULL, NULL, &err) == 0 && dm_nat_present() &&
-            dm_nat_remove(&err) < 0)
-                log_warning("%s", err.msg);
+        if ((nat || p) && geteuid() == 0) {
+                /* Under the lock that sandbox set-ups take: none can add a
+                 * pair between the count and the removal. */
+                int fd = open(DM_NETLINK_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+                if (fd >= 0 && flock(fd, LOCK_EX) == 0 && dm_netlink_list(NULL, NULL, &err) == 0 &&
+                    dm_nat_present() && dm_nat_remove(&err) < 0)
+                        log_warning("%s", err.msg);
+                if (fd >= 0)
+                        close(fd);
+        }
 }
