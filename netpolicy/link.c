@@ -532,8 +532,15 @@ int dm_netlink_setup(const struct dm_netlink_spec *spec, struct dm_netlink *ret,
                 goto out;
         }
         rtnl_link_set_name(veth, ret->host_ifname);
-        rtnl_link_set_name(rtnl_link_veth_get_peer(veth), PEER_IFNAME);
-        rtnl_link_set_ns_fd(rtnl_link_veth_get_peer(veth), in.nsfd);
+        {
+                /* get_peer takes a reference: one call, one put (two
+                 * unreleased references leaked both links under ASan). */
+                struct rtnl_link *peer = rtnl_link_veth_get_peer(veth);
+
+                rtnl_link_set_name(peer, PEER_IFNAME);
+                rtnl_link_set_ns_fd(peer, in.nsfd);
+                rtnl_link_put(peer);
+        }
         r = rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL);
         if (r < 0) {
                 r = dm_error_set(err, r == -NLE_EXIST ? -EEXIST : -EIO, "cannot create the veth pair %s: %s",
