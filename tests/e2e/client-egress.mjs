@@ -64,6 +64,15 @@ function startServers(udpLog) {
   return h.spawnGroup('ip', ['netns', 'exec', NS, process.execPath, '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
 }
 
+// The demesne links whose alias ("demesne <run or sandbox id> <owner>") contains `what`: other
+// tests running beside this one (make check is parallel) make links of their own, so this test
+// only ever looks at its own, by id or by its server's pid in the owner.
+function linksOf(what) {
+  return sh('ip -o link show').split('\n')
+    .filter((l) => /alias demesne /.test(l) && l.split('alias demesne ')[1].includes(what))
+    .map((l) => l.split(': ')[1]?.split('@')[0]);
+}
+
 function ifnames() {
   return sh('ip -o link show').split('\n').map((l) => l.split(': ')[1]?.split('@')[0]).filter(Boolean);
 }
@@ -83,7 +92,6 @@ await h.run(async () => {
       servers.stdout.on('data', (d) => { if (String(d).includes('ready')) resolve(); });
       servers.on('exit', (c) => reject(new Error(`test servers exited ${c}`)));
     });
-    const linksBefore = new Set(ifnames().filter((n) => n.startsWith('dm-')));
 
     const env = h.serverEnv(root, {
       DEMESNE_ALLOW_CALLER_EGRESS: '1', DEMESNE_PROXY_HOSTS: hostsFile, DEMESNE_EGRESS_PACKAGE_HOSTS: 'allowed.test',
@@ -131,8 +139,7 @@ await h.run(async () => {
     h.ok((capEff & (1n << 12n)) === 0n, 'no CAP_NET_ADMIN: the sandbox cannot change its routes or filters', t.out);
 
     // 10: nothing left of the run's network.
-    h.ok(runId && !ifnames().some((n) => n.startsWith('dm-') && !linksBefore.has(n)),
-      'the run\'s veth pair is gone after the call', ifnames().join(' '));
+    h.ok(runId && linksOf(runId).length === 0, 'the run\'s veth pair is gone after the call', ifnames().join(' '));
 
     // 11-12: none reaches nothing; an allow entry is refused without the server's consent
     const none = await script('cat /proc/net/dev | grep -c eth0; echo; curl -s -m 2 --noproxy "*" http://198.18.213.2:8080/; echo rc=$?',
@@ -182,7 +189,7 @@ await h.run(async () => {
     });
     h.ok(/hello from 8080\n.*not in this sandbox's egress allowlist/s.test(e2.structuredContent?.stdout ?? ''),
       'a later server adopts it: the proxy is back with the same policy', JSON.stringify(e2.structuredContent));
-    const sbLinks = ifnames().filter((n) => n.startsWith('dm-') && !linksBefore.has(n));
+    const sbLinks = linksOf(id);
     h.equal(sbLinks.length, 1, 'the sandbox has its veth while it lives');
     const d = await call2('sandbox_destroy', { sandbox_id: id });
     h.ok(!d.isError, 'sandbox_destroy', JSON.stringify(d));
@@ -192,14 +199,15 @@ await h.run(async () => {
     await client2.close();
     const client3 = new Client({ name: 'demesne-e2e-egress-3', version: '0.0.0' },
       { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
-    await client3.connect(new StdioClientTransport({
+    const t3server = new StdioClientTransport({
       command: DEMESNE, args: ['serve'], env: { ...env, DEMESNE_SANDBOX_SUBNET: '198.18.213.0/29' }, stderr: 'inherit',
-    }), { timeout: 30_000 });
+    });
+    await client3.connect(t3server, { timeout: 30_000 });
     const clash = await client3.callTool({ name: 'sandbox_script', arguments: { command: 'true', ...allow } },
       { timeout: CALL_TIMEOUT_MS });
     h.ok(clash.isError && /overlaps the host's route/.test(h.firstText(clash)),
       'DEMESNE_SANDBOX_SUBNET on a host route: a clear error', h.firstText(clash));
-    h.ok(!ifnames().some((n) => n.startsWith('dm-') && !linksBefore.has(n)), 'and no veth left behind');
+    h.equal(linksOf(`-${t3server.pid}-`).length, 0, 'and no veth left behind');
 
     // 25-27: a server killed with -9 in the middle of a call leaves the container and its pair
     // behind; the next server's orphan sweep removes the container, and the pair goes with it.
@@ -212,7 +220,7 @@ await h.run(async () => {
     let orphan = [];
     for (let i = 0; i < 100 && orphan.length === 0; i += 1) {
       await new Promise((r) => setTimeout(r, 200));
-      orphan = ifnames().filter((n) => n.startsWith('dm-') && !linksBefore.has(n));
+      orphan = linksOf(`-${t3.pid}-`);
     }
     h.equal(orphan.length, 1, 'a running call has its veth');
     process.kill(t3.pid, 'SIGKILL');
