@@ -173,4 +173,59 @@ static inline const char *str_at(json_object *o, const char *key)
         return v ? json_object_get_string(v) : "";
 }
 
+/* ---- results of tools/call (shared by the tool tests) -------------------- */
+
+/* A tool error result, or no response at all. */
+static inline bool result_is_error(json_object *m)
+{
+        return !m || json_object_get_boolean(path(m, "result", "isError", NULL));
+}
+
+/* An error result whose text says what; otherwise says what came. */
+static inline bool result_error_says(json_object *m, const char *what)
+{
+        bool yes = result_is_error(m) && m && strstr(json_object_to_json_string(m), what) != NULL;
+
+        if (!yes)
+                diag("wanted an error saying '%s', got %s", what, m ? json_object_to_json_string(m) : "nothing");
+        return yes;
+}
+
+/* An integer field, -999 when missing. */
+static inline int64_t int_at(json_object *o, const char *key)
+{
+        json_object *v = path(o, key, NULL, NULL);
+        return v ? json_object_get_int64(v) : -999;
+}
+
+/* The notifications/message about job_id among collected notifications. */
+static inline json_object *job_end_message(json_object *notes, const char *job_id)
+{
+        for (size_t i = 0; i < json_object_array_length(notes); i++) {
+                json_object *n = json_object_array_get_idx(notes, i);
+                if (strcmp(str_at(n, "method"), "notifications/message") == 0 &&
+                    strcmp(json_object_get_string(path(n, "params", "data", "job_id")) ?: "", job_id) == 0)
+                        return n;
+        }
+        return NULL;
+}
+
+/* The stdout of one sandbox_exec made through call, "<error>" when it
+ * failed (and then why, as a diag line). Free it. */
+static inline char *sandbox_exec_stdout(json_object *(*call)(const char *tool, const char *args), const char *sb,
+                                        const char *cmd)
+{
+        char args[4096];
+        json_object *m;
+        char *out;
+
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"%s\"}", sb, cmd);
+        m = call("sandbox_exec", args);
+        if (result_is_error(m))
+                diag("sandbox_exec '%s': %s", cmd, m ? json_object_to_json_string(m) : "no response");
+        out = strdup(result_is_error(m) ? "<error>" : str_at(structured(m), "stdout"));
+        json_object_put(m);
+        return out;
+}
+
 #endif

@@ -76,26 +76,6 @@ static json_object *call(const char *tool, const char *args)
         return call_timeout(tool, args, 120000, NULL);
 }
 
-static bool is_error(json_object *m)
-{
-        return !m || json_object_get_boolean(path(m, "result", "isError", NULL));
-}
-
-static bool error_says(json_object *m, const char *what)
-{
-        bool yes = is_error(m) && m && strstr(json_object_to_json_string(m), what) != NULL;
-
-        if (!yes)
-                diag("wanted an error saying '%s', got %s", what, m ? json_object_to_json_string(m) : "nothing");
-        return yes;
-}
-
-static int64_t int_at(json_object *o, const char *key)
-{
-        json_object *v = path(o, key, NULL, NULL);
-        return v ? json_object_get_int64(v) : -999;
-}
-
 static bool bool_at(json_object *o, const char *key)
 {
         return json_object_get_boolean(path(o, key, NULL, NULL));
@@ -114,17 +94,7 @@ static void start_server(void)
 /* The stdout of one sandbox_exec, "<error>" when the call failed. */
 static char *exec_out(const char *sb, const char *cmd)
 {
-        char args[4096];
-        json_object *m;
-        char *out;
-
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"%s\"}", sb, cmd);
-        m = call("sandbox_exec", args);
-        if (is_error(m))
-                diag("sandbox_exec '%s': %s", cmd, m ? json_object_to_json_string(m) : "no response");
-        out = strdup(is_error(m) ? "<error>" : str_at(structured(m), "stdout"));
-        json_object_put(m);
-        return out;
+        return sandbox_exec_stdout(call, sb, cmd);
 }
 
 static char *read_text(const char *file, size_t *ret_len)
@@ -174,7 +144,7 @@ static void script_cases(void)
                  "(echo x > /in/input.txt) 2>/dev/null || echo in-is-read-only; echo made > /out/f.txt; exit 7\"}",
                  allowed);
         m = call("sandbox_script", args);
-        check(!is_error(m), "sandbox_script runs");
+        check(!result_is_error(m), "sandbox_script runs");
         check_str(str_at(structured(m), "stdout"), "hello\nline one\nline 'two'\nhi /out\nin-is-read-only\n",
                   "script: stdout, /in input (read-only), env, working directory /out");
         check_str(str_at(structured(m), "stderr"), "oops\n", "script: stderr apart");
@@ -193,13 +163,13 @@ static void script_cases(void)
         json_object_put(m);
 
         m = call("sandbox_script", "{\"image\":\"base\",\"egress\":\"none\",\"command\":\"true\"}");
-        check(!is_error(m) && int_at(structured(m), "exit_code") == 0, "script: exit 0");
+        check(!result_is_error(m) && int_at(structured(m), "exit_code") == 0, "script: exit 0");
         json_object_put(m);
 
         t0 = dm_now_ms();
         m = call("sandbox_script", "{\"image\":\"base\",\"egress\":\"none\",\"command\":\"echo start; sleep 60\","
                                     "\"timeout_seconds\":2}");
-        check(!is_error(m) && bool_at(structured(m), "timed_out"), "script: timed_out after timeout_seconds");
+        check(!result_is_error(m) && bool_at(structured(m), "timed_out"), "script: timed_out after timeout_seconds");
         check(dm_now_ms() - t0 < 30000, "script: the timeout ends it within seconds (%lld ms)", (long long)(dm_now_ms() - t0));
         check_str(str_at(structured(m), "stdout"), "start\n", "script: output before the timeout is kept");
         json_object_put(m);
@@ -217,7 +187,7 @@ static void file_cases(const char *sb)
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s/input.txt\",\"dst\":\"/workspace/sub/d.txt\"}",
                  sb, allowed);
         m = call("sandbox_upload", args);
-        check(!is_error(m), "upload: a text file into a directory that does not exist yet");
+        check(!result_is_error(m), "upload: a text file into a directory that does not exist yet");
         check_int(int_at(structured(m), "bytes"), 20, "upload: bytes");
         check_str(str_at(structured(m), "sandbox_path"), "/workspace/sub/d.txt", "upload: sandbox_path");
         json_object_put(m);
@@ -236,7 +206,7 @@ static void file_cases(const char *sb)
 
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/back.txt\"}", sb);
         m = call("sandbox_download", args);
-        check(!is_error(m), "download: a text file");
+        check(!result_is_error(m), "download: a text file");
         check_int(int_at(structured(m), "bytes"), 20, "download: bytes");
         check(strstr(str_at(structured(m), "host_path"), "/downloads/") != NULL, "download: host_path under downloads/");
         s = read_text(str_at(structured(m), "host_path"), NULL);
@@ -249,14 +219,14 @@ static void file_cases(const char *sb)
         snprintf(p, sizeof(p), "%s/big.bin", allowed);
         want = read_text(p, NULL);
         got = read_text(str_at(structured(m), "host_path"), &n);
-        check(!is_error(m) && n == BIG_LEN && memcmp(want, got, BIG_LEN) == 0, "download: binary round trip (%zu bytes)", n);
+        check(!result_is_error(m) && n == BIG_LEN && memcmp(want, got, BIG_LEN) == 0, "download: binary round trip (%zu bytes)", n);
         free(want);
         free(got);
         json_object_put(m);
 
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/nope\"}", sb);
         m = call("sandbox_download", args);
-        check(error_says(m, "does not exist"), "download: a missing file is a clear error");
+        check(result_error_says(m, "does not exist"), "download: a missing file is a clear error");
         json_object_put(m);
 }
 
@@ -268,7 +238,7 @@ static void sandbox_cases(void)
         int64_t t0;
 
         m = call("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\",\"env\":{\"GREETING\":\"hi there\"}}");
-        check(!is_error(m), "sandbox_create");
+        check(!result_is_error(m), "sandbox_create");
         snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
         check(strncmp(sb, "sbx-", 4) == 0 && *str_at(structured(m), "expires_at") &&
                       *str_at(structured(m), "output_dir") == '/',
@@ -295,7 +265,7 @@ static void sandbox_cases(void)
         if (t->caps & DM_CAP_EXEC_STDIN)
                 check_str(str_at(structured(m), "stdout"), "ABC\n", "exec: stdin reaches the command");
         else
-                check(error_says(m, "cannot pass stdin") && error_says(m, "sandbox_upload"),
+                check(result_error_says(m, "cannot pass stdin") && result_error_says(m, "sandbox_upload"),
                       "exec: stdin refused with a clear error naming the way around it (no DM_CAP_EXEC_STDIN)");
         json_object_put(m);
 
@@ -327,32 +297,21 @@ static void sandbox_cases(void)
 
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
         m = call("sandbox_destroy", args);
-        check(!is_error(m) && bool_at(structured(m), "destroyed"), "sandbox_destroy");
+        check(!result_is_error(m) && bool_at(structured(m), "destroyed"), "sandbox_destroy");
         json_object_put(m);
         check_int(sandbox_containers(sb), 0, "destroy removes its container");
         m = call("sandbox_destroy", args);
-        check(error_says(m, "unknown sandbox"), "destroy twice: unknown sandbox");
+        check(result_error_says(m, "unknown sandbox"), "destroy twice: unknown sandbox");
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", sb);
         m = call("sandbox_exec", args);
-        check(error_says(m, "unknown sandbox"), "exec after destroy: unknown sandbox");
+        check(result_error_says(m, "unknown sandbox"), "exec after destroy: unknown sandbox");
         json_object_put(m);
 }
 
 /* ---- background jobs ---------------------------------------------------------------- */
 
 /* A notifications/message about job_id among the collected notifications. */
-static json_object *end_message(json_object *notes, const char *job_id)
-{
-        for (size_t i = 0; i < json_object_array_length(notes); i++) {
-                json_object *n = json_object_array_get_idx(notes, i);
-                if (strcmp(str_at(n, "method"), "notifications/message") == 0 &&
-                    strcmp(json_object_get_string(path(n, "params", "data", "job_id")) ?: "", job_id) == 0)
-                        return n;
-        }
-        return NULL;
-}
-
 static char *start_job(const char *command, int timeout_s)
 {
         char args[1024];
@@ -411,7 +370,7 @@ static void job_cases(void)
         check(int_at(structured(m), "exit_code") == 4 && !strcmp(str_at(structured(m), "stdout"), "start\nend\n"),
               "job: the final result has exit_code and the whole stdout");
         json_object_put(m);
-        m = end_message(notes, job);
+        m = job_end_message(notes, job);
         check(m && !strcmp(json_object_get_string(path(m, "params", "data", "status")) ?: "", "failed"),
               "job: a notifications/message says it failed");
         json_object_put(notes);
@@ -436,7 +395,7 @@ static void job_cases(void)
         check_str(str_at(structured(m), "status"), "cancelled", "job: it ends cancelled");
         json_object_put(m);
         m = call_timeout("sandbox_cancel", args, 15000, NULL);
-        check(!is_error(m) && !strcmp(str_at(structured(m), "status"), "cancelled"), "job: cancel again is idempotent");
+        check(!result_is_error(m) && !strcmp(str_at(structured(m), "status"), "cancelled"), "job: cancel again is idempotent");
         json_object_put(m);
         check_int(await_containers(c->pid, 0), 0, "job: the cancelled job's container is removed");
         free(job);
@@ -494,7 +453,7 @@ static void cancel_cases(void)
         free(s);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
         m = call("sandbox_destroy", args);
-        check(!is_error(m) && sandbox_containers(sb) == 0, "cancel: the sandbox is destroyed");
+        check(!result_is_error(m) && sandbox_containers(sb) == 0, "cancel: the sandbox is destroyed");
         json_object_put(m);
 }
 

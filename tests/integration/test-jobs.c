@@ -27,18 +27,6 @@ static char *job_of(json_object *m)
         return strdup(str_at(structured(m), "job_id"));
 }
 
-/* A notifications/message about job_id among the collected notifications. */
-static json_object *end_message(json_object *notes, const char *job_id)
-{
-        for (size_t i = 0; i < json_object_array_length(notes); i++) {
-                json_object *n = json_object_array_get_idx(notes, i);
-                if (strcmp(str_at(n, "method"), "notifications/message") == 0 &&
-                    strcmp(json_object_get_string(path(n, "params", "data", "job_id")) ?: "", job_id) == 0)
-                        return n;
-        }
-        return NULL;
-}
-
 int main(void)
 {
         struct dm_backend *b;
@@ -86,7 +74,7 @@ int main(void)
         is_str(str_at(structured(m), "stdout"), "start\nend\n", "final result has the whole stdout");
         ok(*str_at(structured(m), "output_dir") == '/', "final result has output_dir");
         json_object_put(m);
-        m = end_message(notes, job);
+        m = job_end_message(notes, job);
         ok(m != NULL, "notifications/message when the job ended");
         is_str(json_object_get_string(path(m, "params", "data", "status")), "failed", "the message says failed");
         json_object_put(notes);

@@ -31,26 +31,6 @@ static json_object *call(const char *tool, const char *args)
         return call_on(c, tool, args);
 }
 
-static bool is_error(json_object *m)
-{
-        return !m || json_object_get_boolean(path(m, "result", "isError", NULL));
-}
-
-static bool error_says(json_object *m, const char *what)
-{
-        bool yes = is_error(m) && m && strstr(json_object_to_json_string(m), what) != NULL;
-
-        if (!yes)
-                diag("wanted an error saying '%s', got %s", what, m ? json_object_to_json_string(m) : "nothing");
-        return yes;
-}
-
-static int64_t int_at(json_object *o, const char *key)
-{
-        json_object *v = path(o, key, NULL, NULL);
-        return v ? json_object_get_int64(v) : -999;
-}
-
 static struct child *serve_with(const char *domain, const char *key)
 {
         static char d[128], k[128];
@@ -74,7 +54,7 @@ static void bad_config(const char *domain, const char *key, const char *says, co
         json_object *m = ch ? call_on(ch, "sandbox_script", "{\"image\":\"base\",\"command\":\"true\",\"egress\":\"none\"}")
                             : NULL;
 
-        ok(error_says(m, says), "%s", name);
+        ok(result_error_says(m, says), "%s", name);
         json_object_put(m);
         if (ch) {
                 finish(ch, 30000);
@@ -115,7 +95,7 @@ int main(void)
         /* sandbox_script: output, exit code, /out on the host. */
         m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"echo hello; echo oops >&2; echo made > /out/f.txt; "
                                     "exit 7\",\"egress\":\"none\"}");
-        ok(!is_error(m), "sandbox_script through opensandbox");
+        ok(!result_is_error(m), "sandbox_script through opensandbox");
         is_str(str_at(structured(m), "stdout"), "hello\n", "stdout");
         is_str(str_at(structured(m), "stderr"), "oops\n", "stderr");
         is_int(int_at(structured(m), "exit_code"), 7, "exit code from the error event's evalue");
@@ -137,7 +117,7 @@ int main(void)
                 int64_t t0 = dm_now_ms();
                 m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"echo start; sleep 60\",\"timeout_seconds\":2,"
                                             "\"egress\":\"none\"}");
-                ok(!is_error(m) && json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL)),
+                ok(!result_is_error(m) && json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL)),
                    "timed_out after timeout_seconds");
                 ok(dm_now_ms() - t0 < 30000, "and within seconds (%lld ms)", (long long)(dm_now_ms() - t0));
                 is_str(str_at(structured(m), "stdout"), "start\n", "output before the timeout kept");
@@ -146,7 +126,7 @@ int main(void)
 
         /* Persistent sandboxes: create, exec with env and workdir, state. */
         m = call("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\",\"env\":{\"GREETING\":\"hi there\"}}");
-        ok(!is_error(m), "sandbox_create");
+        ok(!result_is_error(m), "sandbox_create");
         snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo \\\"$GREETING $X\\\"; pwd; "
@@ -160,7 +140,7 @@ int main(void)
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"cat\",\"stdin\":\"x\"}", sb);
         m = call("sandbox_exec", args);
-        ok(error_says(m, "cannot pass stdin"), "stdin: a clear capability error");
+        ok(result_error_says(m, "cannot pass stdin"), "stdin: a clear capability error");
         json_object_put(m);
 
         /* Upload and download: multipart in, plain file out. */
@@ -174,7 +154,7 @@ int main(void)
         }
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s\",\"dst\":\"/workspace/sub/d.txt\"}", sb, p);
         m = call("sandbox_upload", args);
-        ok(!is_error(m), "sandbox_upload");
+        ok(!result_is_error(m), "sandbox_upload");
         is_int(int_at(structured(m), "bytes"), 20, "bytes uploaded");
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"sed -n 2p /workspace/sub/d.txt; "
@@ -184,7 +164,7 @@ int main(void)
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/back.txt\"}", sb);
         m = call("sandbox_download", args);
-        ok(!is_error(m), "sandbox_download");
+        ok(!result_is_error(m), "sandbox_download");
         {
                 FILE *f = fopen(str_at(structured(m), "host_path"), "r");
                 char buf[64] = "";
@@ -197,7 +177,7 @@ int main(void)
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/nope\"}", sb);
         m = call("sandbox_download", args);
-        ok(error_says(m, "does not exist"), "download of a missing file: clear error");
+        ok(result_error_says(m, "does not exist"), "download of a missing file: clear error");
         json_object_put(m);
 
         m = call("sandbox_list", "{}");
@@ -205,11 +185,11 @@ int main(void)
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
         m = call("sandbox_destroy", args);
-        ok(!is_error(m), "sandbox_destroy");
+        ok(!result_is_error(m), "sandbox_destroy");
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", sb);
         m = call("sandbox_exec", args);
-        ok(error_says(m, "unknown sandbox"), "exec after destroy: unknown sandbox");
+        ok(result_error_says(m, "unknown sandbox"), "exec after destroy: unknown sandbox");
         json_object_put(m);
 
         is_int(finish(c, 30000), 0, "server exits cleanly");

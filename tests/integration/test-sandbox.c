@@ -23,27 +23,9 @@ static json_object *call(const char *tool, const char *args)
         return recv_response(c, id, 120000, NULL);
 }
 
-static bool is_error(json_object *m)
-{
-        return !m || json_object_get_boolean(path(m, "result", "isError", NULL));
-}
-
-static bool error_says(json_object *m, const char *what)
-{
-        return is_error(m) && m && strstr(json_object_to_json_string(m), what) != NULL;
-}
-
 static char *exec_out(const char *sb, const char *cmd)
 {
-        char args[4096];
-        json_object *m;
-        char *out;
-
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"%s\"}", sb, cmd);
-        m = call("sandbox_exec", args);
-        out = strdup(is_error(m) ? "<error>" : str_at(structured(m), "stdout"));
-        json_object_put(m);
-        return out;
+        return sandbox_exec_stdout(call, sb, cmd);
 }
 
 static void write_file(const char *path, const char *text)
@@ -104,7 +86,7 @@ int main(void)
 
         /* Create, keep state across execs, stdin, workdir, env. */
         m = call("sandbox_create", "{\"env\":{\"GREETING\":\"hello\"}}");
-        ok(!is_error(m), "sandbox_create");
+        ok(!result_is_error(m), "sandbox_create");
         snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
         ok(strncmp(sb, "sbx-", 4) == 0, "id %s", sb);
         ok(*str_at(structured(m), "expires_at") && *str_at(structured(m), "output_dir") == '/', "expires_at and output_dir");
@@ -183,46 +165,46 @@ int main(void)
         m = call("sandbox_download", args);
         host = str_at(structured(m), "host_path");
         snprintf(cmd, sizeof(cmd), "cmp -s /etc/shadow '%s'", host);
-        ok(!is_error(m) && strstr(host, "/downloads/shadow") && system(cmd) != 0,
+        ok(!result_is_error(m) && strstr(host, "/downloads/shadow") && system(cmd) != 0,
            "a link to /etc/shadow downloads the sandbox's own file, not the host's");
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/../../../etc/hostname\"}", sb);
         m = call("sandbox_download", args);
-        ok(!is_error(m) && strstr(str_at(structured(m), "host_path"), "/downloads/hostname"),
+        ok(!result_is_error(m) && strstr(str_at(structured(m), "host_path"), "/downloads/hostname"),
            "'..' is resolved inside the sandbox; the file lands in downloads/");
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/\"}", sb);
         m = call("sandbox_download", args);
-        ok(error_says(m, "not a regular file"), "downloading / is refused");
+        ok(result_error_says(m, "not a regular file"), "downloading / is refused");
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"relative.txt\"}", sb);
         m = call("sandbox_download", args);
-        ok(error_says(m, "must be absolute"), "a relative sandbox path is refused");
+        ok(result_error_says(m, "must be absolute"), "a relative sandbox path is refused");
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/nope/missing\"}", sb);
         m = call("sandbox_download", args);
-        ok(error_says(m, "does not exist"), "a missing file is refused");
+        ok(result_error_says(m, "does not exist"), "a missing file is refused");
         json_object_put(m);
         s = exec_out(sb, "rm -rf /out/downloads && ln -s /etc /out/downloads && echo swapped");
         free(s);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/etc/hostname\"}", sb);
         m = call("sandbox_download", args);
-        ok(error_says(m, "not a plain directory"), "downloads/ replaced by a link to /etc: refused");
+        ok(result_error_says(m, "not a plain directory"), "downloads/ replaced by a link to /etc: refused");
         json_object_put(m);
         ok(access("/etc/hostname", F_OK) == 0, "and the host's /etc/hostname is untouched");
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/etc/passwd\",\"dst\":\"/workspace/p\"}", sb);
         m = call("sandbox_upload", args);
-        ok(error_says(m, "outside DEMESNE_ALLOWED_PATHS"), "upload of a host file outside the allowed paths refused");
+        ok(result_error_says(m, "outside DEMESNE_ALLOWED_PATHS"), "upload of a host file outside the allowed paths refused");
         json_object_put(m);
         snprintf(p, sizeof(p), "%s/escape", allowed);
         symlink("/etc/passwd", p);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s\",\"dst\":\"/workspace/p\"}", sb, p);
         m = call("sandbox_upload", args);
-        ok(error_says(m, "resolves to"), "upload through a symlink escape refused");
+        ok(result_error_says(m, "resolves to"), "upload through a symlink escape refused");
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s/blob.bin\",\"dst\":\"/workspace/\"}", sb, allowed);
         m = call("sandbox_upload", args);
-        ok(error_says(m, "must name a file"), "upload to a directory path refused");
+        ok(result_error_says(m, "must name a file"), "upload to a directory path refused");
         json_object_put(m);
 
         /* The shim's seccomp filter holds for every command in the sandbox;
@@ -231,7 +213,7 @@ int main(void)
         write_file(p, probe_syscalls);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s\",\"dst\":\"/workspace/probe.py\"}", sb, p);
         m = call("sandbox_upload", args);
-        ok(!is_error(m), "upload the system-call probe");
+        ok(!result_is_error(m), "upload the system-call probe");
         json_object_put(m);
         s = exec_out(sb, "python3 /workspace/probe.py");
         is_int(probe_failures(s), 0, "unshare, setns, mount, ptrace, keyctl, bpf and the rest fail with EPERM");
@@ -264,17 +246,17 @@ int main(void)
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
         m = call("sandbox_destroy", args);
-        ok(!is_error(m) && json_object_get_boolean(path(structured(m), "destroyed", NULL, NULL)), "sandbox_destroy");
+        ok(!result_is_error(m) && json_object_get_boolean(path(structured(m), "destroyed", NULL, NULL)), "sandbox_destroy");
         json_object_put(m);
         is_int(sandbox_containers(b, sb), 0, "its container is removed");
         m = call("sandbox_destroy", args);
-        ok(error_says(m, "unknown sandbox"), "destroy twice: a clear error");
+        ok(result_error_says(m, "unknown sandbox"), "destroy twice: a clear error");
         json_object_put(m);
         m = call("sandbox_exec", "{\"sandbox_id\":\"sbx-000000000000\",\"command\":\"true\"}");
-        ok(error_says(m, "unknown sandbox"), "exec in an unknown sandbox: a clear error");
+        ok(result_error_says(m, "unknown sandbox"), "exec in an unknown sandbox: a clear error");
         json_object_put(m);
         m = call("sandbox_exec", "{\"sandbox_id\":\"../../etc\",\"command\":\"true\"}");
-        ok(error_says(m, "unknown sandbox"), "a hostile id is just unknown");
+        ok(result_error_says(m, "unknown sandbox"), "a hostile id is just unknown");
         json_object_put(m);
 
         /* Outliving the server, and adoption by the next one. */
@@ -300,7 +282,7 @@ int main(void)
                                              "unshare -r true 2>&1\"}", sb);
                 send_call(c2, 1, "sandbox_exec", args);
                 m = recv_response(c2, 1, 120000, NULL);
-                s = strdup(is_error(m) ? "<error>" : str_at(structured(m), "stdout"));
+                s = strdup(result_is_error(m) ? "<error>" : str_at(structured(m), "stdout"));
                 ok(strncmp(s, "across\n", 7) == 0 && strstr(s, "Operation not permitted"),
                    "a second server execs in it too, under the filter: %s", s);
                 free(s);
@@ -320,7 +302,7 @@ int main(void)
         is_int(sandbox_containers(b, short_sb), 0, "a sandbox past its TTL is destroyed by the reaper");
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", short_sb);
         m = call("sandbox_exec", args);
-        ok(error_says(m, "unknown sandbox"), "and exec into it says unknown");
+        ok(result_error_says(m, "unknown sandbox"), "and exec into it says unknown");
         json_object_put(m);
 
         /* Size caps. */
@@ -329,11 +311,11 @@ int main(void)
         spawn(c, small);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s/blob.bin\",\"dst\":\"/workspace/b\"}", sb, allowed);
         m = call("sandbox_upload", args);
-        ok(error_says(m, "limit"), "upload over DEMESNE_TRANSFER_MAX refused");
+        ok(result_error_says(m, "limit"), "upload over DEMESNE_TRANSFER_MAX refused");
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/big\"}", sb);
         m = call("sandbox_download", args);
-        ok(error_says(m, "limit"), "download over DEMESNE_TRANSFER_MAX refused");
+        ok(result_error_says(m, "limit"), "download over DEMESNE_TRANSFER_MAX refused");
         json_object_put(m);
         s = exec_out(sb, "echo still; ls /out/downloads 2>/dev/null | grep -c big || true");
         is_str(s, "still\n0\n", "and no partial file is left in downloads/");
