@@ -38,7 +38,7 @@ readonly SELF="$IMAGES_DIR/build.sh"
 . "$IMAGES_DIR/lib.sh"
 
 # Every image this script knows, parents before children.
-readonly ALL_IMAGES=(base python)
+readonly ALL_IMAGES=(base python node)
 
 ENGINE=
 WORK=
@@ -182,10 +182,44 @@ python_parent() { echo base; }
 python_build() { build_containerfile python "$@"; }
 # <<< image: python
 
+# >>> image: node
+# Node.js 22 LTS and npm, both from the npm registry (bookworm's nodejs is 18,
+# too old for Vite 7, Playwright and Claude Code): see node/Containerfile.
+node_parent() { echo base; }
+node_build() { build_containerfile node "$@"; }
+# <<< image: node
+
+# npm packages for an image are fetched here, on the host, not inside the
+# build: no registry is reachable from a container on every machine (an
+# intercepting TLS proxy's CA is trusted by the host only), and a lock file
+# with integrity hashes pins every byte anyway. images/NAME/npm/ holds a
+# package.json and package-lock.json; `npm ci` installs them into the build
+# context's npm/node_modules with lifecycle scripts off (nothing from the
+# registry runs on the host; a Containerfile that needs a package's script
+# runs `npm rebuild` inside the image). The npm cache is kept between builds
+# in $DEMESNE_NPM_CACHE (default ~/.cache/demesne/npm).
+stage_npm() {
+	local name=$1 ctx=$2 cache
+	[[ -f $ctx/npm/package.json ]] || return 0
+	[[ -f $ctx/npm/package-lock.json ]] || dm_die "$name: npm/package.json has no package-lock.json next to it"
+	command -v npm >/dev/null 2>&1 || dm_die "$name: npm is not on PATH (Debian: apt-get install npm)"
+	cache=${DEMESNE_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/demesne/npm}
+	mkdir -p "$cache"
+	step "$name" "npm ci on the host ($(grep -c '"node_modules/' "$ctx/npm/package-lock.json") packages)" \
+		npm ci --prefix "$ctx/npm" --ignore-scripts --no-audit --no-fund --loglevel=error \
+		--cache "$cache"
+}
+
 # Build images/NAME/Containerfile FROM its parent's tag. $1 name, $2 ref,
-# $3 inputs hash, $4 parent image id.
+# $3 inputs hash, $4 parent image id. The context is a copy of the folder
+# (without its smoke test) plus whatever stage_npm fetched.
 build_containerfile() {
-	local name=$1 ref=$2 hash=$3 parent_id=$4 dir="$IMAGES_DIR/$1"
+	local name=$1 ref=$2 hash=$3 parent_id=$4 dir="$WORK/ctx-$1"
+	mkdir -p "$dir"
+	(cd "$IMAGES_DIR/$name" && find . -mindepth 1 -maxdepth 1 ! -name smoke ! -name smoke.sh \
+		! -name node_modules -exec cp -a -t "$dir" {} +)
+	rm -rf "$dir/npm/node_modules"
+	stage_npm "$name" "$dir"
 	local -a args=(
 		build --file "$dir/Containerfile" --tag "$ref"
 		--build-arg "BASE_IMAGE=$(dm_image_ref "$("${name}_parent")")"
@@ -217,7 +251,8 @@ inputs_hash() {
 	if [[ -d $dir ]]; then
 		while IFS= read -r -d '' rel; do
 			files+=("$rel")
-		done < <(cd "$dir" && find . -type f ! -name smoke.sh -print0 | LC_ALL=C sort -z)
+		done < <(cd "$dir" && find . \( -path ./smoke -o -path ./smoke.sh -o -name node_modules \) -prune \
+			-o -type f -print0 | LC_ALL=C sort -z)
 	fi
 	{
 		printf 'demesne images inputs v2\nimage %s\n' "$name"
