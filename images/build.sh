@@ -47,13 +47,17 @@ usage() {
 	cat <<EOF
 usage: build.sh [--engine podman|docker] [--force] NAME...
        build.sh [--engine podman|docker] [--force] --all
+       build.sh [--engine podman|docker] --list
        build.sh --help
 
 Builds demesne's container images as $DM_IMAGE_REPO/NAME:latest.
 NAME is one of: ${ALL_IMAGES[*]}   (--all builds every one)
 
 A requested image's parents are built first when they are missing or stale.
-An image whose inputs hash matches the tagged image is skipped.
+An image whose inputs hash matches the tagged image is skipped. Each image
+is tagged :latest and :<first 12 hex digits of its inputs hash>.
+--list prints, per image, tab-separated: name, reference, inputs tag,
+state (built, stale: why, missing) and size in bytes; it builds nothing.
 
   --engine E   podman or docker (default: \$DEMESNE_ENGINE, else podman if it
                is on PATH, else docker)
@@ -340,17 +344,48 @@ image_is_current() {
 	return 0
 }
 
+# Besides :latest, every image is tagged with the first 12 hex digits of its
+# inputs hash, so `images list` (and a person) can tell which inputs a
+# built image came from. Idempotent.
+tag_inputs() {
+	local name=$1 hash=$2
+	"$ENGINE" tag "$(dm_image_ref "$name")" "$DM_IMAGE_REPO/$name:${hash:0:12}" >/dev/null 2>&1 ||
+		dm_log "$name: warning: could not tag $DM_IMAGE_REPO/$name:${hash:0:12}"
+}
+
+# --list: one tab-separated line per image on stdout: name, reference, the
+# inputs tag it should have, state (built, stale: <why>, missing) and size in
+# bytes (0 when missing). Nothing is built.
+list_images() {
+	local name hash ref why state size
+	for name in "${ALL_IMAGES[@]}"; do
+		hash=$(inputs_hash "$name")
+		ref=$(dm_image_ref "$name")
+		size=0
+		if why=$(image_is_current "$name" "$hash"); then
+			state=built
+		elif [[ -z $(image_id "$ref") ]]; then
+			state=missing
+		else
+			state="stale: $why"
+		fi
+		[[ $state == missing ]] || size=$(image_field "$ref" '{{.Size}}')
+		printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$ref" "${hash:0:12}" "$state" "${size:-0}"
+	done
+}
+
 human_size() {
 	numfmt --to=iec-i --suffix=B --format='%.1f' "$1" 2>/dev/null || printf '%s bytes\n' "$1"
 }
 
 # Build (or skip) one image. $1 name, $2 1 to force.
 ensure_image() {
-	local name=$1 force=$2 hash ref why old_id new_id parent parent_id='' start secs
+	local name=$1 force=$2 hash ref why old_id old_tag new_id parent parent_id='' start secs
 	hash=$(inputs_hash "$name")
 	ref=$(dm_image_ref "$name")
 	if why=$(image_is_current "$name" "$hash"); then
 		if ((!force)); then
+			tag_inputs "$name" "$hash"
 			dm_log "$name: up to date (inputs ${hash:0:12})"
 			return 0
 		fi
@@ -362,6 +397,7 @@ ensure_image() {
 		[[ -n $parent_id ]] || dm_die "$name: parent image $(dm_image_ref "$parent") is missing"
 	fi
 	old_id=$(image_id "$ref")
+	old_tag=$(image_label "$ref" demesne.inputs)
 	dm_log "$name: building $ref ($why)"
 	start=$(date +%s)
 	"${name}_build" "$ref" "$hash" "$parent_id"
@@ -371,8 +407,14 @@ ensure_image() {
 	[[ -n $new_id ]] || dm_die "$name: build finished but $ref does not exist"
 	[[ $(image_label "$ref" demesne.inputs) == "$hash" ]] ||
 		dm_die "$name: $ref lacks label demesne.inputs=$hash"
-	# The replaced image is now untagged; drop it unless a container still
-	# uses it, in which case the engine refuses and it stays for its owner.
+	tag_inputs "$name" "$hash"
+	# The replaced image is now untagged (its inputs tag goes first); drop it
+	# unless a container still uses it, in which case the engine refuses and
+	# it stays for its owner.
+	if [[ -n $old_tag && ${old_tag:0:12} != "${hash:0:12}" ]]; then
+		"$ENGINE" untag "$DM_IMAGE_REPO/$name:${old_tag:0:12}" >/dev/null 2>&1 ||
+			"$ENGINE" rmi --no-prune "$DM_IMAGE_REPO/$name:${old_tag:0:12}" >/dev/null 2>&1 || true
+	fi
 	if [[ -n $old_id && $old_id != "$new_id" ]]; then
 		if "$ENGINE" image rm "$old_id" >/dev/null 2>&1; then
 			dm_log "$name: removed the previous image $old_id"
@@ -406,7 +448,7 @@ is_known() {
 }
 
 main() {
-	local engine_arg='' force=0 all=0 name p
+	local engine_arg='' force=0 all=0 list=0 name p
 	local -a names=()
 	while (($#)); do
 		case $1 in
@@ -422,6 +464,7 @@ main() {
 		--engine=*) engine_arg=${1#--engine=} ;;
 		--force) force=1 ;;
 		--all) all=1 ;;
+		--list) list=1 ;;
 		-*) usage_error "unknown option '$1'" ;;
 		*)
 			is_known "$1" || usage_error "unknown image '$1' (known: ${ALL_IMAGES[*]})"
@@ -430,6 +473,11 @@ main() {
 		esac
 		shift
 	done
+	if ((list)); then
+		ENGINE=$(dm_pick_engine "$engine_arg")
+		list_images
+		return 0
+	fi
 	((all)) && names=("${ALL_IMAGES[@]}")
 	((${#names[@]})) || usage_error "no image named (known: ${ALL_IMAGES[*]}, or --all)"
 

@@ -9,7 +9,8 @@
 
 # The fully qualified tag of an image: "localhost/" keeps both podman and
 # docker from ever asking a registry (none is reachable here).
-readonly DM_IMAGE_REPO=localhost/demesne
+# DEMESNE_IMAGE_REPO moves every image elsewhere (the server reads it too).
+readonly DM_IMAGE_REPO=${DEMESNE_IMAGE_REPO:-localhost/demesne}
 
 dm_log() {
 	printf 'images: %s\n' "$*" >&2

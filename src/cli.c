@@ -15,6 +15,7 @@
 #include "src/context.h"
 #include "src/egress.h"
 #include "src/images.h"
+#include "src/util/cancel.h"
 #include "src/mcp/http-guard.h"
 #include "src/mcp/http.h"
 #include "src/mcp/server.h"
@@ -496,6 +497,9 @@ int dm_cli_doctor(int argc, char **argv)
                                                         "%s%s", len ? "; " : "", lacks[i].what);
                 if (len)
                         check(true, "what this backend lacks", missing, NULL);
+                const char *ab = getenv("DEMESNE_IMAGES_AUTOBUILD");
+                bool autobuild_off = ab && strcmp(ab, "0") == 0;
+
                 for (size_t i = 0; i < dm_images_count && (b->ops->caps & DM_CAP_IMAGES); i++) {
                         const struct dm_image_info *img = &dm_images[i];
                         bool exists = false;
@@ -506,10 +510,13 @@ int dm_cli_doctor(int argc, char **argv)
                         snprintf(what, sizeof(what), "image %s", img->name);
                         snprintf(fix, sizeof(fix), "demesne images build %s", img->name);
                         err.msg[0] = '\0';
-                        if (b->ops->image_exists(b, img->ref, &exists, &err) < 0)
+                        if (b->ops->image_exists(b, dm_image_ref(img), &exists, &err) < 0)
                                 check(false, what, err.msg, fix);
+                        else if (!exists && !autobuild_off)
+                                /* Not a problem: the first call that names it builds it. */
+                                printf("note    %s: not built yet (built on first use, or now with `%s`)\n", what, fix);
                         else
-                                check(exists, what, exists ? img->ref : "not built", fix);
+                                check(exists, what, exists ? dm_image_ref(img) : "not built", fix);
                 }
         }
         dm_context_release(&ctx);
@@ -523,17 +530,55 @@ static const char images_usage[] =
         "Usage: demesne images build [--force] [NAME...|--all]\n"
         "       demesne images list\n"
         "\n"
-        "Images are built from Debian packages with no container registry: base with\n"
-        "mmdebstrap, the others on top of it. An image whose inputs did not change is\n"
-        "not rebuilt unless --force is given.\n";
+        "Images are built from Debian packages and npm packages with no container\n"
+        "registry: base with mmdebstrap, the others on top of it (npm packages are\n"
+        "fetched on the host against lock files). Each is tagged :latest and with a\n"
+        "hash of its inputs; an image whose inputs did not change is not rebuilt\n"
+        "unless --force is given. A tool call that names a missing image builds it.\n"
+        "\n"
+        "Images: base python node go browser media twine webgamedev claude-code codex\n"
+        "`list` shows each image's reference, inputs tag, size and state (built,\n"
+        "stale: why, or missing).\n";
+
+static struct dm_cancel cli_cancel = { .fd = -1 };
+
+static void cli_cancel_fire(int signo)
+{
+        (void)signo;
+        dm_cancel_fire(&cli_cancel);
+}
 
 int dm_cli_images(int argc, char **argv)
 {
         struct dm_error err = { 0 };
+        struct dm_context ctx;
+        char engine[16] = "", host[512] = "";
+        sigset_t mask;
 
         if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
                 fputs(images_usage, argc < 2 ? stderr : stdout);
                 return argc < 2 ? 2 : 0;
+        }
+        if (strcmp(argv[1], "build") != 0 && strcmp(argv[1], "list") != 0) {
+                fprintf(stderr, "demesne images: unknown subcommand '%s'\n\n%s", argv[1], images_usage);
+                return 2;
+        }
+        /* Build with the engine the server talks to; with no engine up yet,
+         * build.sh picks one itself (podman, else docker). */
+        block_signals(&mask);
+        if (dm_context_init(&ctx, &err) == 0) {
+                struct dm_backend *b = NULL;
+
+                if (dm_context_backend(&ctx, &b, &err) == 0)
+                        dm_image_engine(b, engine, host, sizeof(host));
+                dm_context_release(&ctx);
+        }
+        /* Ctrl-C stops the build (it runs in its own process group). */
+        pthread_sigmask(SIG_UNBLOCK, &mask, NULL);
+        if (dm_cancel_init(&cli_cancel) == 0) {
+                signal(SIGINT, cli_cancel_fire);
+                signal(SIGTERM, cli_cancel_fire);
+                signal(SIGHUP, cli_cancel_fire);
         }
         if (strcmp(argv[1], "build") == 0) {
                 const char **names = calloc((size_t)argc, sizeof(*names));
@@ -548,45 +593,55 @@ int dm_cli_images(int argc, char **argv)
                                 force = true;
                         else if (strcmp(argv[i], "--all") == 0)
                                 all = true;
-                        else if (argv[i][0] == '-') {
+                        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+                                fputs(images_usage, stdout);
+                                free(names);
+                                return 0;
+                        } else if (argv[i][0] == '-') {
                                 fprintf(stderr, "demesne images build: unknown option '%s'\n", argv[i]);
                                 free(names);
                                 return 2;
                         } else
                                 names[n++] = argv[i];
                 }
-                r = dm_images_build(all ? NULL : names, force, &err);
+                if (!all && n == 0) {
+                        fprintf(stderr, "demesne images build: name images or give --all\n");
+                        free(names);
+                        return 2;
+                }
+                r = dm_images_build(all ? NULL : names, force, engine[0] ? engine : NULL, host[0] ? host : NULL,
+                                    &(struct dm_image_build_watch){ .cancel = &cli_cancel }, &err);
                 free(names);
                 if (r < 0) {
                         fprintf(stderr, "demesne images build: %s\n", err.msg);
-                        return 1;
+                        return r == -EINVAL || r == -ENOTSUP ? 2 : r == -ECANCELED ? 130 : 1;
                 }
-                return 0;
-        }
-        if (strcmp(argv[1], "list") == 0) {
-                struct dm_context ctx;
-                struct dm_backend *b = NULL;
-                sigset_t mask;
+        } else {
+                char *out = NULL;
+                char *line, *save = NULL;
 
-                block_signals(&mask);
-                if (dm_context_init(&ctx, &err) < 0 || dm_context_backend(&ctx, &b, &err) < 0) {
+                if (dm_images_list(engine[0] ? engine : NULL, host[0] ? host : NULL, &out, &err) < 0) {
                         fprintf(stderr, "demesne images list: %s\n", err.msg);
                         return 1;
                 }
-                printf("%-12s %-40s %s\n", "NAME", "REFERENCE", "STATE");
-                for (size_t i = 0; i < dm_images_count; i++) {
-                        bool exists = false;
-                        const char *state;
+                printf("%-12s %-38s %-13s %9s  %s\n", "NAME", "REFERENCE", "INPUTS TAG", "SIZE", "STATE");
+                for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                        char *f[5] = { 0 }, *p = line, size[32] = "-";
+                        int k = 0;
 
-                        if (b->ops->image_exists(b, dm_images[i].ref, &exists, &err) < 0)
-                                state = "unknown (engine error)";
-                        else
-                                state = exists ? "built" : dm_images[i].buildable ? "missing" : "not yet available";
-                        printf("%-12s %-40s %s\n", dm_images[i].name, dm_images[i].ref, state);
+                        for (; k < 5 && p; k++) {
+                                f[k] = p;
+                                p = strchr(p, '\t');
+                                if (p)
+                                        *p++ = '\0';
+                        }
+                        if (k < 5 || !f[4])
+                                continue;
+                        if (strcmp(f[3], "missing") != 0)
+                                snprintf(size, sizeof(size), "%.0f MiB", strtod(f[4], NULL) / (1024.0 * 1024.0));
+                        printf("%-12s %-38s %-13s %9s  %s\n", f[0], f[1], f[2], size, f[3]);
                 }
-                dm_context_release(&ctx);
-                return 0;
+                free(out);
         }
-        fprintf(stderr, "demesne images: unknown subcommand '%s'\n\n%s", argv[1], images_usage);
-        return 2;
+        return 0;
 }

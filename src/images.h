@@ -9,37 +9,66 @@
 #include <stddef.h>
 
 #include "backends/backend.h"
+#include "src/util/cancel.h"
 #include "src/util/error.h"
 
 struct dm_image_info {
         const char *name;       /* "python" */
-        const char *ref;        /* "localhost/demesne/python:latest" */
-        bool buildable;         /* false: arrives with the image-set issue */
+        bool buildable;         /* images/build.sh knows it */
+        bool tool_image;        /* in the tools' `image` enum (the agent CLIs' images are not) */
         const char *summary;
 };
 
-/* Every name the tool schemas list, in order (aliases excluded). */
+/* Where a build on first use reports: each line build.sh prints (already
+ * on the server's stderr too), and a cancel that stops the build. */
+struct dm_image_build_watch {
+        void (*on_line)(void *userdata, const char *line);
+        void *userdata;
+        struct dm_cancel *cancel;       /* may be NULL */
+};
+
+/* Every image demesne knows, in build order; dm_image_names are the ones
+ * the tool schemas list (aliases excluded). */
 extern const struct dm_image_info dm_images[];
 extern const size_t dm_images_count;
 /* The same names as a NULL-terminated list, and the accepted aliases. */
 extern const char *const dm_image_names[];
 extern const char *const dm_image_aliases[];
 
+/* The engine reference: "<repo>/<name>:latest" with repo
+ * $DEMESNE_IMAGE_REPO, default "localhost/demesne" ("localhost/" keeps both
+ * engines from asking a registry). */
+const char *dm_image_ref(const struct dm_image_info *img);
+
 /* Resolves a caller's name (aliases such as "anaconda" included). -EINVAL
  * with the list of valid names when unknown. */
 int dm_image_lookup(const char *name, const struct dm_image_info **ret, struct dm_error *err);
 
-/* Fails with a message naming the command that builds the image when the
- * engine does not have it, -ENOENT. */
-int dm_image_require(struct dm_backend *b, const struct dm_image_info *img, struct dm_error *err);
+/* Makes sure the engine has the image. A missing one is built on first use
+ * (build.sh, with the engine the backend talks to), its lines going to
+ * watch (may be NULL), unless DEMESNE_IMAGES_AUTOBUILD=0 or the backend has
+ * no image store of ours; then -ENOENT with the command that builds it.
+ * -ECANCELED when watch->cancel fires (the build is stopped). */
+int dm_image_require(struct dm_backend *b, const struct dm_image_info *img, const struct dm_image_build_watch *watch,
+                     struct dm_error *err);
 
 /* The directory holding build.sh: $DEMESNE_IMAGES_DIR, else the installed
  * pkgdatadir, else the source tree this binary was built from. */
 const char *dm_images_dir(void);
 
 /* Runs build.sh for the given names (NULL-terminated; NULL = all buildable)
- * with the build's own output on stderr. Returns the script's exit status
- * (0 = built or up to date) or a negative errno. */
-int dm_images_build(const char *const *names, bool force, struct dm_error *err);
+ * with the build's own output on stderr (and to watch, may be NULL).
+ * engine: "podman", "docker" or NULL (build.sh picks); docker_host: the
+ * DOCKER_HOST the docker CLI must use, or NULL. 0 when built or up to date,
+ * else a negative errno with the failing step in err. */
+int dm_images_build(const char *const *names, bool force, const char *engine, const char *docker_host,
+                    const struct dm_image_build_watch *watch, struct dm_error *err);
+
+/* The engine backend b talks to, as build.sh wants it: "podman" or
+ * "docker" (with its address for DOCKER_HOST in host), or "" when unknown. */
+void dm_image_engine(struct dm_backend *b, char engine[16], char *host, size_t host_size);
+
+/* `build.sh --list`: fills *ret with its tab-separated output. */
+int dm_images_list(const char *engine, const char *docker_host, char **ret, struct dm_error *err);
 
 #endif

@@ -283,7 +283,12 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         r = dm_context_backend(ctx, &b, err);
         if (r < 0)
                 goto out;
-        r = dm_image_require(b, img, err);
+        {
+                struct dm_image_build_watch watch = {
+                        .on_line = req->on_message, .userdata = req->userdata, .cancel = req->cancel
+                };
+                r = dm_image_require(b, img, &watch, err);
+        }
         if (r < 0)
                 goto out;
 
@@ -345,7 +350,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
 
         struct dm_container_spec spec = {
                 .name = run_id,
-                .image = img->ref,
+                .image = dm_image_ref(img),
                 .argv = req->command ? bash_argv : req->argv,
                 .env = req->env,
                 .workdir = "/out",

@@ -30,6 +30,9 @@ struct dm_run_request {
         int (*on_output)(void *userdata, int stream, const char *data, size_t len);
         /* Optional: called about once a second while the command runs. */
         void (*on_progress)(void *userdata, int64_t elapsed_ms, uint64_t output_bytes);
+        /* Optional: a line of news before the command starts (an image
+         * being built on first use). */
+        void (*on_message)(void *userdata, const char *message);
         void *userdata;
 };
 

@@ -392,7 +392,11 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         if (r >= 0)
                 r = dm_context_backend(ctx, &b, err);
         if (r >= 0)
-                r = dm_image_require(b, img, err);
+                r = dm_image_require(b, img,
+                                     &(struct dm_image_build_watch){ .on_line = req->on_message,
+                                                                      .userdata = req->userdata,
+                                                                      .cancel = req->cancel },
+                                     err);
         if (r >= 0)
                 r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
         if (r < 0)
@@ -442,7 +446,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         labels[2] = NULL;
         struct dm_container_spec spec = {
                 .name = sb->id,
-                .image = img->ref,
+                .image = dm_image_ref(img),
                 .argv = sleep_argv,
                 .env = req->env,
                 .workdir = "/out",

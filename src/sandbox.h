@@ -45,6 +45,11 @@ struct dm_sandbox_create {
         const char *const *dirs;
         const char *const *env;
         int64_t ttl_s;
+        /* Optional: news before the container starts (an image built on
+         * first use), and a cancel that stops such a build. */
+        void (*on_message)(void *userdata, const char *message);
+        void *userdata;
+        struct dm_cancel *cancel;
 };
 
 int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *req, struct dm_sandbox *ret,

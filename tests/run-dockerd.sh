@@ -290,7 +290,7 @@ if [ ${#only[@]} = 0 ]; then
 		run_test client-sandbox.mjs node "$here/tests/e2e/client-sandbox.mjs"
 		run_test client-egress.mjs node "$here/tests/e2e/client-egress.mjs"
 	else
-		run_plain base-smoke bash "$here/images/base/smoke.sh" --engine docker
+		run_test image-smoke.mjs node "$here/tests/e2e/image-smoke.mjs" base
 	fi
 fi
 

@@ -12,6 +12,7 @@
 #include "src/mcp/registry.h"
 #include "src/util/cancel.h"
 #include "src/util/log.h"
+#include "src/util/timeutil.h"
 
 #define TOOLS_PAGE_SIZE 20
 #define META_VERSION "io.modelcontextprotocol/protocolVersion"
@@ -57,6 +58,8 @@ struct dm_call {
         bool modern;
         struct dm_cancel cancel;
         double last_progress;
+        double progress_base;           /* added to dm_call_progress values (after notes) */
+        int64_t last_note_ms;
         struct dm_call *next;
 };
 
@@ -223,6 +226,7 @@ void dm_call_progress(struct dm_call *call, double progress, double total, const
 {
         json_object *p;
 
+        progress += call->progress_base;
         if (!call->progress_token || progress <= call->last_progress)
                 return;
         call->last_progress = progress;
@@ -234,6 +238,17 @@ void dm_call_progress(struct dm_call *call, double progress, double total, const
         if (message)
                 json_object_object_add(p, "message", json_object_new_string(message));
         send_msg(call->session, dm_rpc_notification("notifications/progress", p));
+}
+
+void dm_call_note(struct dm_call *call, const char *message)
+{
+        int64_t now = dm_now_ms();
+
+        if (!call->progress_token || (call->last_note_ms && now - call->last_note_ms < 500))
+                return;
+        call->last_note_ms = now;
+        call->progress_base = call->last_progress + 1;
+        dm_call_progress(call, 0, 0, message);
 }
 
 /* ---- era handling --------------------------------------------------------- */

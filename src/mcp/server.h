@@ -50,6 +50,10 @@ struct dm_cancel *dm_call_cancel(struct dm_call *call);
 /* Sends notifications/progress when the caller gave a progressToken;
  * progress must grow from call to call. */
 void dm_call_progress(struct dm_call *call, double progress, double total, const char *message);
+/* A progress notification carrying only news (an image build's line): at
+ * most two a second, the rest dropped. Later dm_call_progress values are
+ * counted on from it, so progress still only grows. */
+void dm_call_note(struct dm_call *call, const char *message);
 
 /* Jobs outlive the call that started them; they name its session by id and
  * notify it later, if it still exists (-ENOENT otherwise). level filters

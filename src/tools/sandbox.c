@@ -101,6 +101,11 @@ static int64_t transfer_max(void)
         return v && dm_parse_size(v, &x) == 0 && x > 0 ? x : DM_TRANSFER_MAX_DEFAULT;
 }
 
+static void create_message(void *userdata, const char *message)
+{
+        dm_call_note(userdata, message);
+}
+
 static json_object *create_call(struct dm_call *call, json_object *args)
 {
         struct dm_error err = { 0 };
@@ -132,6 +137,9 @@ static json_object *create_call(struct dm_call *call, json_object *args)
                 .dirs = dirs,
                 .env = (const char *const *)env,
                 .ttl_s = dm_args_int(create_args, N(create_args), args, "ttl_seconds"),
+                .on_message = create_message,
+                .userdata = call,
+                .cancel = dm_call_cancel(call),
         };
         r = dm_sandbox_create(dm_call_context(call), &req, &sb, &err);
         dm_args_strv_free(env);

@@ -119,6 +119,14 @@ static void on_progress(void *userdata, int64_t elapsed_ms, uint64_t output_byte
         dm_call_progress(k->call, (double)elapsed_ms / 1000.0, 0, msg);
 }
 
+static void on_message(void *userdata, const char *message)
+{
+        struct sink *k = userdata;
+
+        if (k->call)
+                dm_call_note(k->call, message);
+}
+
 static int on_output(void *userdata, int stream, const char *data, size_t len)
 {
         struct sink *k = userdata;
@@ -168,6 +176,7 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
                 .cancel = cancel,
                 .on_output = on_output,
                 .on_progress = on_progress,
+                .on_message = on_message,
                 .userdata = sink,
         };
         r = dm_run(ctx, &req, &res, err);

@@ -69,10 +69,14 @@ DEMESNE_ENGINE_HOST=unix:///nonexistent/engine.sock DEMESNE_START_PODMAN=0 "$bin
 [ "$rc" = 125 ] && grep -q 'nonexistent/engine.sock' "$tmp/err"; ok $? "run with a dead engine socket: clear error (rc $rc)"
 
 "$bin" images list >"$tmp/list" 2>/dev/null
-grep -Eq "^$img +localhost/demesne/$img:latest +built" "$tmp/list"; ok $? "images list shows $img built"
-grep -Eq '^node +.* not yet available' "$tmp/list"; ok $? "images list says which images are not available yet"
-"$bin" images build node >/dev/null 2>"$tmp/err"; rc=$?
-[ "$rc" = 1 ] && grep -q "cannot be built by this version" "$tmp/err"; ok $? "building an image that does not exist yet is refused"
+grep -Eq "^$img +localhost/demesne/$img:latest +[0-9a-f]{12} +[0-9]+ MiB +built\$" "$tmp/list"
+ok $? "images list shows $img built, with its inputs tag and size"
+[ "$(grep -Ec '^(base|python|node|go|browser|media|twine|webgamedev|claude-code|codex) ' "$tmp/list")" = 10 ]
+ok $? "images list names all ten images"
+"$bin" images build nosuchimage >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" = 2 ] && grep -q "unknown image 'nosuchimage'" "$tmp/err"; ok $? "building an unknown image is refused (rc $rc)"
+"$bin" images build >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" = 2 ] && grep -q "name images or give --all" "$tmp/err"; ok $? "images build with no name says what to give (rc $rc)"
 
 echo "1..$n"
 echo "cli: $((n - failed)) passed, $failed failed"

@@ -1,18 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-#
-# Smoke test of localhost/demesne/base: the tools every sandbox command
-# expects are there and work, with no network.
-# usage: images/base/smoke.sh [--engine podman|docker]
-set -euo pipefail
-
-here=$(cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")" && pwd -P)
-# shellcheck source=images/lib.sh
-. "$here/../lib.sh"
-
-# Runs inside the container; prints one "ok"/"FAIL" line per check and exits
-# with the number of failures, so one run reports every broken thing at once.
-read -r -d '' CHECKS <<'SH' || true
+# Smoke test of the base image, run in a sandbox by tests/e2e/image-smoke.mjs.
 fails=0
 check() {
 	local what=$1
@@ -39,17 +27,3 @@ check "apt lists cleaned" bash -c '! ls /var/lib/apt/lists/ | grep -q _Packages'
 check "apt consistent" apt-get check -qq
 check "policy-rc.d" bash -c '/usr/sbin/policy-rc.d; test $? = 101'
 exit "$fails"
-SH
-
-main() {
-	dm_smoke_init base "$@"
-	dm_log "base smoke: running checks in $REF ($ENGINE, --network none)"
-	if dm_smoke_run -- bash -c "$CHECKS" 2>&1 | sed 's/^/images: base smoke: /' >&2; then
-		dm_log "base smoke: PASS"
-	else
-		dm_log "base smoke: FAIL (see the FAIL lines above)"
-		exit 1
-	fi
-}
-
-main "$@"
