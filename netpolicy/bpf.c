@@ -155,7 +155,10 @@ static void emit_host(struct prog *p, const struct dm_bpf_host *host)
                 stmt(p, BPF_LD | BPF_MEM, M_PROTO);
                 b = emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, 0, IPPROTO_TCP);
                 stmt(p, BPF_LD | BPF_MEM, M_DPORT);
-                c = emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, 0, host->proxy_port);
+                /* Either port: the first match skips the second test. */
+                if (host->vendor_port)
+                        emit(p, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, host->proxy_port);
+                c = emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, 0, host->vendor_port ? host->vendor_port : host->proxy_port);
                 stmt(p, BPF_LD | BPF_B | BPF_ABS, OFF_IP); /* version 4, IHL 5: no options */
                 d = emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 0x45);
                 stmt(p, BPF_RET | BPF_K, DM_BPF_PASS);

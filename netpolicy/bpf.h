@@ -29,6 +29,8 @@
 struct dm_bpf_host {
         struct in_addr proxy_addr;        /* network byte order; INADDR_ANY = no proxy */
         uint16_t proxy_port;              /* host byte order */
+        uint16_t vendor_port;             /* a second port on the proxy address (the
+                                           * vendor proxy of an agent run); 0 = none */
         const struct in_addr *host_addrs; /* the host's own IPv4 addresses */
         size_t n_host_addrs;
 };

@@ -184,7 +184,8 @@ static int start_proxy(struct dm_context *ctx, const struct dm_policy *policy, c
         return 0;
 }
 
-static int attach_filter(const struct dm_policy *policy, struct dm_egress_run *e, struct dm_error *err)
+static int attach_filter(const struct dm_policy *policy, struct dm_egress_run *e, uint16_t vendor_port,
+                         struct dm_error *err)
 {
         struct sock_filter *prog = NULL;
         uint32_t *addrs = NULL;
@@ -197,6 +198,7 @@ static int attach_filter(const struct dm_policy *policy, struct dm_egress_run *e
         struct dm_bpf_host host = {
                 .proxy_addr = { .s_addr = e->net.host_addr },
                 .proxy_port = DM_EGRESS_PROXY_PORT,
+                .vendor_port = vendor_port,
                 .host_addrs = (const struct in_addr *)addrs,
                 .n_host_addrs = n_addrs,
         };
@@ -253,6 +255,13 @@ int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, cons
                     int pid, const char *image_hosts, const char *outdir, struct dm_egress_run **ret,
                     struct dm_error *err)
 {
+        return dm_egress_start_vendor(ctx, policy, tag, owner, pid, image_hosts, outdir, 0, ret, err);
+}
+
+int dm_egress_start_vendor(struct dm_context *ctx, const struct dm_policy *policy, const char *tag,
+                           const char *owner, int pid, const char *image_hosts, const char *outdir,
+                           uint16_t vendor_port, struct dm_egress_run **ret, struct dm_error *err)
+{
         struct dm_egress_run *e;
         struct dm_cidr *routes = NULL;
         const char *pool_s = getenv("DEMESNE_SANDBOX_SUBNET");
@@ -262,8 +271,9 @@ int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, cons
 
         *ret = NULL;
         if (geteuid() != 0)
-                return dm_error_set(err, -EPERM, "egress other than 'none' needs demesne running as root with a "
-                                                 "rootful engine (it makes a veth pair per sandbox)");
+                return dm_error_set(err, -EPERM, "%s needs demesne running as root with a rootful engine (it makes "
+                                                 "a veth pair per sandbox)",
+                                    vendor_port ? "an agent's vendor proxy" : "egress other than 'none'");
         r = dm_cidr_parse(pool_s && *pool_s ? pool_s : DM_NETLINK_POOL_DEFAULT, &pool, err);
         if (r >= 0)
                 r = pool_checked(ctx, &pool, err);
@@ -301,7 +311,7 @@ int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, cons
          * source the world routes back to. */
         r = policy->mode == DM_EGRESS_OPEN || policy->n_cidrs ? nat_ensured(ctx, &pool, err) : 0;
         if (r >= 0)
-                r = attach_filter(policy, e, err);
+                r = attach_filter(policy, e, vendor_port, err);
         /* open goes out directly: no proxy, no proxy variables. */
         if (r >= 0 && policy->mode != DM_EGRESS_OPEN)
                 r = start_proxy(ctx, policy, image_hosts, e, outdir, err);

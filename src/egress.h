@@ -13,12 +13,15 @@
  * the proxy listener with dm_egress_stop or the server. */
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "netpolicy/link.h"
 #include "netpolicy/policy.h"
 #include "src/context.h"
 
 #define DM_EGRESS_PROXY_PORT 3128
+/* Where an agent run's vendor proxy listens, on the same host-side address. */
+#define DM_EGRESS_VENDOR_PORT 3129
 
 struct dm_egress_run;
 
@@ -38,6 +41,13 @@ bool dm_egress_needed(const struct dm_policy *policy);
 int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, const char *owner,
                     int pid, const char *image_hosts, const char *outdir, struct dm_egress_run **ret,
                     struct dm_error *err);
+/* The same, with TCP to vendor_port on the host-side address let through
+ * as well (an agent run's vendor proxy; 0 = none). The pair is made even
+ * for the policy none, whose sandbox then reaches that port and nothing
+ * else. */
+int dm_egress_start_vendor(struct dm_context *ctx, const struct dm_policy *policy, const char *tag,
+                           const char *owner, int pid, const char *image_hosts, const char *outdir,
+                           uint16_t vendor_port, struct dm_egress_run **ret, struct dm_error *err);
 
 /* For a sandbox a later server adopts: the pair and the filter are still
  * there (they live with the container); only the proxy listener comes back. */

@@ -191,6 +191,42 @@ static void on_tick(void *userdata)
                                  t->cap->ht[1].total + t->cap->ht[2].total);
 }
 
+static void strv_free(char **v)
+{
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+/* first's entries, then those of second whose names first does not set
+ * (so an agent's NO_PROXY wins over the egress proxy's). The strings stay
+ * theirs; the array is malloc'd. */
+static char **env_merge(const char *const *first, const char *const *second)
+{
+        size_t n = 0, k = 0;
+        char **out;
+
+        for (size_t i = 0; first && first[i]; i++)
+                n++;
+        for (size_t i = 0; second && second[i]; i++)
+                n++;
+        out = calloc(n + 1, sizeof(*out));
+        if (!out)
+                return NULL;
+        for (size_t i = 0; first && first[i]; i++)
+                out[k++] = (char *)first[i];
+        for (size_t i = 0; second && second[i]; i++) {
+                size_t len = strcspn(second[i], "=");
+                bool shadowed = false;
+
+                for (size_t j = 0; first && first[j] && !shadowed; j++)
+                        shadowed = strncmp(first[j], second[i], len) == 0 && first[j][len] == '=';
+                if (!shadowed)
+                        out[k++] = (char *)second[i];
+        }
+        return out;
+}
+
 /* The command through demesne-shim: it runs under the seccomp filter, and
  * the shim kills its whole process group at the timeout. */
 static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id, struct dm_shimhost *host,
@@ -208,18 +244,33 @@ static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id
         struct dm_shim_result sres;
         struct dm_egress_run *egress = NULL;
         struct dm_launched l;
+        char **extra = NULL, **env = NULL;
         int r;
 
         r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, &l, err);
         if (r < 0)
                 return r;
         /* The network, before the command can send anything. */
-        if (dm_egress_needed(req->policy)) {
-                r = dm_egress_start(ctx, req->policy, res->run_id, ctx->owner, l.pid, l.package_hosts, res->output_dir,
-                                    &egress, err);
+        if (dm_egress_needed(req->policy) || req->vendor_port) {
+                r = dm_egress_start_vendor(ctx, req->policy, res->run_id, ctx->owner, l.pid, l.package_hosts,
+                                           res->output_dir, req->vendor_port, &egress, err);
                 if (r < 0)
                         return r;
                 sreq.env = dm_egress_env(egress);
+        }
+        if (egress && req->on_network) {
+                r = req->on_network(req->userdata, dm_egress_net(egress), &extra, err);
+                if (r >= 0 && extra) {
+                        env = env_merge((const char *const *)extra, dm_egress_env(egress));
+                        if (!env)
+                                r = dm_error_set(err, -ENOMEM, "out of memory");
+                        sreq.env = (const char *const *)env;
+                }
+                if (r < 0) {
+                        strv_free(extra);
+                        dm_egress_stop(ctx, egress, false);
+                        return r;
+                }
         }
         /* timeout_seconds limits the command, not the engine's set-up. */
         tick.t0 = dm_now_ms();
@@ -228,6 +279,8 @@ static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id
         /* The pair goes with the container's namespace when the reaper
          * removes it; only the proxy listener goes now. */
         dm_egress_stop(ctx, egress, false);
+        free(env);
+        strv_free(extra);
         if (r == -ECANCELED) {
                 dm_error_clear(err);
                 res->cancelled = true;
@@ -250,7 +303,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         _cleanup_free_ struct dm_mount *mounts = NULL;
         _cleanup_free_ char **owned = NULL;
         size_t n_mounts = 0, n_owned = 0;
-        char run_id[64], label_owner[160], label_run[128], outdir[PATH_MAX], scratch[PATH_MAX];
+        char run_id[64], label_owner[160], label_run[128], label_kind[64], outdir[PATH_MAX], scratch[PATH_MAX];
         char workspace[PATH_MAX + 16], shimdir[PATH_MAX + 16];
         struct dm_shimhost *host = NULL;
         const char *labels[4], *bash_argv[4];
@@ -270,7 +323,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         if (r < 0)
                 return r;
 
-        mounts = calloc(n_in + 4, sizeof(*mounts));
+        mounts = calloc(n_in + 4 + req->n_mounts, sizeof(*mounts));
         owned = calloc(2 * n_in + 1, sizeof(*owned));
         if (!mounts || !owned)
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -336,12 +389,15 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
 
         mounts[n_mounts++] = (struct dm_mount){ .host = outdir, .target = "/out", .readonly = false };
         mounts[n_mounts++] = (struct dm_mount){ .host = workspace, .target = "/workspace", .readonly = false };
+        for (size_t i = 0; i < req->n_mounts; i++)
+                mounts[n_mounts++] = req->mounts[i];
 
         snprintf(label_owner, sizeof(label_owner), "%s", ctx->owner_label);
         snprintf(label_run, sizeof(label_run), "%s=%s", DM_LABEL_RUN, run_id);
         labels[0] = label_owner;
         labels[1] = label_run;
-        labels[2] = DM_LABEL_KIND "=script";
+        snprintf(label_kind, sizeof(label_kind), "%s=%s", DM_LABEL_KIND, req->kind ? req->kind : "script");
+        labels[2] = label_kind;
         labels[3] = NULL;
         bash_argv[0] = "/bin/bash";
         bash_argv[1] = "-c";
@@ -373,7 +429,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 r = dm_launch_shim_prepare(shimdir, &spec, mounts, &n_mounts, &host, err);
                 if (r < 0)
                         goto out;
-        } else if (dm_egress_needed(req->policy)) {
+        } else if (dm_egress_needed(req->policy) || req->vendor_port) {
                 /* Without the shim a command could run before the network is
                  * in place: refuse rather than run it with less. */
                 r = dm_error_set(err, -ENOTSUP, "egress other than 'none' needs demesne-shim, which is off "

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backends/backend.h"
+#include "netpolicy/link.h"
 #include "netpolicy/policy.h"
 #include "src/context.h"
 #include "src/util/cancel.h"
@@ -34,6 +36,20 @@ struct dm_run_request {
          * being built on first use). */
         void (*on_message)(void *userdata, const char *message);
         void *userdata;
+
+        /* Agent runs. kind labels the container (default "script").
+         * mounts are extra bind mounts. vendor_port makes the sandbox's
+         * network even for the policy none, with TCP to that port on the
+         * host-side address let through; once it exists, on_network is
+         * called with the addresses (before the command starts) to start
+         * what listens there, and may return environment entries
+         * ("K=V", malloc'd, NULL-terminated; freed by the runner) that the
+         * command gets on top of the egress proxy's. Needs the shim. */
+        const char *kind;
+        const struct dm_mount *mounts;
+        size_t n_mounts;
+        uint16_t vendor_port;
+        int (*on_network)(void *userdata, const struct dm_netlink *net, char ***ret_env, struct dm_error *err);
 };
 
 struct dm_run_result {

@@ -280,6 +280,27 @@ static void test_none(void)
         }
 }
 
+/* An agent run: none, plus the vendor proxy's port on the proxy address. */
+static void test_vendor_port(void)
+{
+        struct dm_bpf_host saved = host;
+
+        host.vendor_port = 3129;
+        if (compile("none", NULL) == 0) {
+                is_int(run(TCP("10.200.0.1", 3129)), PASS, "vendor: TCP to the vendor port passes");
+                is_int(run(TCP("10.200.0.1", 3128)), PASS, "vendor: TCP to the egress proxy still passes");
+                is_int(run(TCP("10.200.0.1", 3130)), DROP, "vendor: another port on the proxy address is dropped");
+                is_int(run(UDP("10.200.0.1", 3129)), DROP, "vendor: UDP to the vendor port is dropped");
+                is_int(run(TCP("192.168.1.10", 3129)), DROP, "vendor: the port on a host address is dropped");
+                is_int(run(TCP("8.8.8.8", 443)), DROP, "vendor: anything else is dropped");
+                is_int(run(build((struct spec){ .ethertype = 0x0800, .ihl = 6, .proto = IPPROTO_TCP,
+                                                .dst = "10.200.0.1", .dport = 3129, .opt_fill = 0x01 })),
+                       DROP, "vendor: IP options to the vendor port are dropped");
+                mutate(TCP("10.200.0.1", 3129), "vendor port", true);
+        }
+        host = saved;
+}
+
 static void test_limit(void)
 {
         static char entries[DM_POLICY_MAX_ENTRIES][32];
@@ -328,6 +349,7 @@ int main(void)
         test_allowlist();
         test_open();
         test_none();
+        test_vendor_port();
         test_limit();
         free(prog);
         return done_testing();
