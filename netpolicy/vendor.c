@@ -1,0 +1,965 @@
+/* SPDX-License-Identifier: MIT */
+/* The vendor proxy's server: an accept thread and a thread per client
+ * connection, each with its own curl easy handle (kept across the
+ * connection's keep-alive requests so the upstream TLS session is reused).
+ * The response goes to the client as curl hands it over: head when curl has
+ * the headers, then each body piece as one HTTP chunk, so server-sent events
+ * arrive when the vendor sends them. Every client wait is a poll() that also
+ * watches the stop eventfd; curl's sockets are tracked so that stop can shut
+ * them down and curl returns at once. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "netpolicy/proxy-internal.h"
+#include "netpolicy/vendor-internal.h"
+#include "src/util/cleanup.h"
+#include "src/util/log.h"
+#include "src/util/timeutil.h"
+
+#define HEAD_MAX (64 * 1024)
+#define IN_MAX (HEAD_MAX + 16 * 1024)
+#define RESPONSE_HEAD_MAX (64 * 1024)
+#define FIRST_HEAD_TIMEOUT_MS (30 * 1000)
+#define IDLE_TIMEOUT_MS (120 * 1000)
+#define SEND_TIMEOUT_MS (300 * 1000)
+#define CONNECT_TIMEOUT_MS (10 * 1000)
+#define UP_FDS 4
+
+struct conn {
+        struct dm_vendor_proxy *p;
+        pthread_t thread;
+        int fd;               /* under p->lock once the thread runs */
+        int up_fds[UP_FDS];   /* curl's sockets, under p->lock */
+        bool done;
+        struct conn *next;
+};
+
+struct dm_vendor_proxy {
+        enum dm_vendor provider;
+        struct sockaddr_in addr;
+        char *upstream, *token, *usage_path;
+        struct dm_vendor_cred cred;
+        struct dm_vendor_prices prices;
+        unsigned max_conns;
+        size_t max_body;
+        int log_fd, listen_fd, stop_fd, reap_fd;
+        atomic_bool stopping;
+        pthread_t accept_thread;
+        pthread_mutex_t lock;   /* conns, active, usage, log writes */
+        struct conn *conns;
+        unsigned active;
+        struct dm_vendor_usage usage;
+};
+
+/* One request and its answer. */
+struct exchange {
+        struct conn *c;
+        CURL *curl;
+        struct dm_vendor_request req;
+        char method[24], path[200], reason[256];
+        int status;
+        bool forwarded, keep_alive, chunked, no_body, head_sent, client_failed;
+        struct dm_buf head;   /* the response head being collected */
+        int up_status;
+        struct dm_vendor_meter meter;
+        bool metering;
+        unsigned long long down;
+        int64_t start_ms;
+};
+
+/* --- the decision log ------------------------------------------------------ */
+
+static void decision_log(struct exchange *x, const struct dm_vendor_sample *s)
+{
+        struct dm_vendor_proxy *p = x->c->p;
+        char line[1024], ts[32];
+        struct timespec now;
+        struct tm tm;
+        int n;
+
+        if (p->log_fd < 0)
+                return;
+        clock_gettime(CLOCK_REALTIME, &now);
+        gmtime_r(&now.tv_sec, &tm);
+        strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+        n = snprintf(line, sizeof(line),
+                     "%s.%03ldZ %s %s %d %s model=%s in=%llu out=%llu cache_read=%llu cache_write=%llu down=%llu "
+                     "ms=%lld reason=\"%s\"\n",
+                     ts, now.tv_nsec / 1000000, x->method, x->path, x->status,
+                     x->forwarded ? "forwarded" : "refused", s && s->model[0] ? s->model : "-",
+                     s ? (unsigned long long)s->tokens.input : 0ULL, s ? (unsigned long long)s->tokens.output : 0ULL,
+                     s ? (unsigned long long)s->tokens.cache_read : 0ULL,
+                     s ? (unsigned long long)s->tokens.cache_write : 0ULL, x->down,
+                     (long long)(dm_now_ms() - x->start_ms), x->reason);
+        if (n < 0)
+                return;
+        if ((size_t)n >= sizeof(line)) {
+                n = sizeof(line) - 1;
+                line[n - 1] = '\n';
+        }
+        pthread_mutex_lock(&p->lock);
+        if (write(p->log_fd, line, (size_t)n) < 0)
+                log_warning("vendor proxy: cannot write the request log: %s", strerror(errno));
+        pthread_mutex_unlock(&p->lock);
+}
+
+/* Printable ASCII only: the reason goes into a log line. */
+static void set_reason(struct exchange *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_reason(struct exchange *x, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(x->reason, sizeof(x->reason), fmt, ap);
+        va_end(ap);
+        for (char *c = x->reason; *c; c++)
+                if (*c < 0x20 || *c > 0x7e || *c == '"')
+                        *c = '?';
+}
+
+/* --- the client socket ----------------------------------------------------- */
+
+/* 1 when ready, 0 on timeout, -ECANCELED when stopping. */
+static int wait_fd(struct dm_vendor_proxy *p, int fd, short events, int timeout_ms)
+{
+        struct pollfd f[2] = { { .fd = fd, .events = events }, { .fd = p->stop_fd, .events = POLLIN } };
+        int r;
+
+        do
+                r = poll(f, 2, timeout_ms < 0 ? 0 : timeout_ms);
+        while (r < 0 && errno == EINTR);
+        if (r < 0)
+                return -errno;
+        if (f[1].revents)
+                return -ECANCELED;
+        return r > 0;
+}
+
+static int send_iov(struct dm_vendor_proxy *p, int fd, struct iovec *iov, int n)
+{
+        while (n > 0) {
+                struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+                ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL);
+
+                if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+                        int r = wait_fd(p, fd, POLLOUT, SEND_TIMEOUT_MS);
+                        if (r <= 0)
+                                return r < 0 ? r : -ETIMEDOUT;
+                        continue;
+                }
+                if (w < 0)
+                        return -errno;
+                while (n > 0 && (size_t)w >= iov->iov_len) {
+                        w -= (ssize_t)iov->iov_len;
+                        iov++, n--;
+                }
+                if (n > 0) {
+                        iov->iov_base = (char *)iov->iov_base + w;
+                        iov->iov_len -= (size_t)w;
+                }
+        }
+        return 0;
+}
+
+static int send_all(struct dm_vendor_proxy *p, int fd, const void *data, size_t n)
+{
+        struct iovec v = { .iov_base = (void *)data, .iov_len = n };
+
+        return n ? send_iov(p, fd, &v, 1) : 0;
+}
+
+/* Receives more into in (capped). 1 with bytes, 0 at EOF, -ETIMEDOUT,
+ * -ECANCELED, -E2BIG when in is full, -errno. */
+static int recv_more(struct dm_vendor_proxy *p, int fd, struct dm_buf *in, int timeout_ms)
+{
+        int64_t deadline = dm_now_ms() + timeout_ms;
+
+        for (;;) {
+                char chunk[16384];
+                size_t room = in->max - in->len;
+                ssize_t n;
+                int r;
+
+                if (room == 0)
+                        return -E2BIG;
+                n = recv(fd, chunk, room < sizeof(chunk) ? room : sizeof(chunk), 0);
+                if (n > 0)
+                        return dm_buf_append(in, chunk, (size_t)n) < 0 ? -ENOMEM : 1;
+                if (n == 0)
+                        return 0;
+                if (errno != EAGAIN && errno != EINTR)
+                        return -errno;
+                r = wait_fd(p, fd, POLLIN, (int)(deadline - dm_now_ms()));
+                if (r <= 0)
+                        return r < 0 ? r : -ETIMEDOUT;
+        }
+}
+
+static void consume(struct dm_buf *in, size_t n)
+{
+        memmove(in->data, in->data + n, in->len - n);
+        in->len -= n;
+        in->data[in->len] = '\0';
+}
+
+/* Answers with a JSON error and Connection: close, then lets the client read
+ * it before the socket closes (closing with unread input would reset the
+ * connection and lose the answer). */
+static void refuse(struct exchange *x, int status, const char *type, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static void refuse(struct exchange *x, int status, const char *type, const char *fmt, ...)
+{
+        struct dm_vendor_proxy *p = x->c->p;
+        char msg[512];
+        struct dm_buf out;
+        va_list ap;
+        int64_t deadline = dm_now_ms() + 2000;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        set_reason(x, "%s", msg);
+        x->status = status;
+        x->keep_alive = false;
+        decision_log(x, NULL);
+        dm_buf_init(&out, 4096);
+        if (dm_vendor_error_response(&out, status, type, msg) == 0 && send_all(p, x->c->fd, out.data, out.len) == 0) {
+                shutdown(x->c->fd, SHUT_WR);
+                while (dm_now_ms() < deadline && wait_fd(p, x->c->fd, POLLIN, (int)(deadline - dm_now_ms())) > 0) {
+                        char sink[16384];
+                        ssize_t n = recv(x->c->fd, sink, sizeof(sink), 0);
+                        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                                break;
+                }
+        }
+        dm_buf_release(&out);
+}
+
+/* --- reading the request --------------------------------------------------- */
+
+/* Reads a head into in; *ret_end is its length. 0, 1 when the client is
+ * gone or idle (nothing to answer), -1 when refused. */
+static int read_head(struct exchange *x, struct dm_buf *in, bool first, size_t *ret_end)
+{
+        int timeout = first ? FIRST_HEAD_TIMEOUT_MS : IDLE_TIMEOUT_MS;
+
+        for (;;) {
+                size_t end = in->len ? dm_proxy_head_end(in->data, in->len) : 0;
+                int r;
+
+                if (end) {
+                        *ret_end = end;
+                        return 0;
+                }
+                if (in->len >= HEAD_MAX) {
+                        refuse(x, 431, "invalid_request_error", "request head larger than %d bytes", HEAD_MAX);
+                        return -1;
+                }
+                r = recv_more(x->c->p, x->c->fd, in, timeout);
+                if (r == -ETIMEDOUT && in->len) {
+                        refuse(x, 408, "invalid_request_error", "no complete request head within %d ms", timeout);
+                        return -1;
+                }
+                if (r <= 0)
+                        return 1;
+        }
+}
+
+/* The body, from what in already holds and then the socket; what follows
+ * it stays in in. 0, or -1 when refused or the client went away. */
+static int read_body(struct exchange *x, struct dm_buf *in, struct dm_buf *body)
+{
+        struct dm_vendor_proxy *p = x->c->p;
+        const char *te = dm_vendor_request_header(&x->req, "transfer-encoding");
+        const char *cl = dm_vendor_request_header(&x->req, "content-length");
+        unsigned long long len = 0;
+        char *end;
+        int r;
+
+        if (te && strcasecmp(te, "chunked") != 0) {
+                refuse(x, 501, "invalid_request_error", "transfer-encoding '%.40s' is not supported", te);
+                return -1;
+        }
+        if (te) {
+                for (;;) {
+                        char *nl;
+                        unsigned long long size;
+
+                        while (!(nl = memchr(in->data ? in->data : "", '\n', in->len))) {
+                                if (in->len > 1024 || (r = recv_more(p, x->c->fd, in, IDLE_TIMEOUT_MS)) <= 0)
+                                        goto broken;
+                        }
+                        errno = 0;
+                        size = strtoull(in->data, &end, 16);
+                        if (end == in->data || errno || (*end != ';' && *end != '\r' && *end != '\n'))
+                                goto broken;
+                        consume(in, (size_t)(nl - in->data) + 1);
+                        if (size == 0)
+                                break;
+                        if (size > p->max_body || body->len + size > p->max_body)
+                                goto too_big;
+                        while (size > 0) {
+                                size_t k;
+                                if (in->len == 0 && (r = recv_more(p, x->c->fd, in, IDLE_TIMEOUT_MS)) <= 0)
+                                        goto broken;
+                                k = in->len < size ? in->len : (size_t)size;
+                                if (dm_buf_append(body, in->data, k) < 0)
+                                        goto too_big;
+                                consume(in, k);
+                                size -= k;
+                        }
+                        while (in->len < 2)
+                                if ((r = recv_more(p, x->c->fd, in, IDLE_TIMEOUT_MS)) <= 0)
+                                        goto broken;
+                        consume(in, in->data[0] == '\r' ? 2 : 1);
+                }
+                /* Trailer fields, up to the blank line; dropped. */
+                for (;;) {
+                        char *nl;
+                        while (!(nl = memchr(in->data ? in->data : "", '\n', in->len)))
+                                if (in->len > 8192 || (r = recv_more(p, x->c->fd, in, IDLE_TIMEOUT_MS)) <= 0)
+                                        goto broken;
+                        bool blank = nl == in->data || (nl == in->data + 1 && in->data[0] == '\r');
+                        consume(in, (size_t)(nl - in->data) + 1);
+                        if (blank)
+                                return 0;
+                }
+        }
+        if (cl) {
+                errno = 0;
+                len = strtoull(cl, &end, 10);
+                if (!*cl || *end || errno || cl[0] == '-') {
+                        refuse(x, 400, "invalid_request_error", "malformed content-length");
+                        return -1;
+                }
+        } else if (strcmp(x->req.method, "POST") == 0) {
+                refuse(x, 411, "invalid_request_error", "a POST needs content-length or chunked encoding");
+                return -1;
+        }
+        if (len > p->max_body)
+                goto too_big;
+        while (body->len < len) {
+                size_t k;
+                if (in->len == 0 && (r = recv_more(p, x->c->fd, in, IDLE_TIMEOUT_MS)) <= 0)
+                        goto broken;
+                k = in->len < len - body->len ? in->len : (size_t)(len - body->len);
+                if (dm_buf_append(body, in->data, k) < 0)
+                        goto too_big;
+                consume(in, k);
+        }
+        return 0;
+too_big:
+        refuse(x, 413, "request_too_large", "request body larger than %zu bytes", p->max_body);
+        return -1;
+broken:
+        set_reason(x, "client sent a broken or incomplete body");
+        x->keep_alive = false;
+        x->status = 400;
+        decision_log(x, NULL);
+        return -1;
+}
+
+/* --- curl ------------------------------------------------------------------ */
+
+static curl_socket_t open_socket(void *userp, curlsocktype purpose, struct curl_sockaddr *a)
+{
+        struct conn *c = userp;
+        bool tracked = false;
+        int fd;
+
+        (void)purpose;
+        fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+        if (fd < 0)
+                return CURL_SOCKET_BAD;
+        pthread_mutex_lock(&c->p->lock);
+        for (int i = 0; i < UP_FDS && !tracked; i++)
+                if (c->up_fds[i] < 0) {
+                        c->up_fds[i] = fd;
+                        tracked = true;
+                }
+        if (tracked && c->p->stopping)
+                shutdown(fd, SHUT_RDWR);
+        pthread_mutex_unlock(&c->p->lock);
+        if (!tracked) {   /* a socket that stop could not reach: refuse it */
+                close(fd);
+                return CURL_SOCKET_BAD;
+        }
+        return fd;
+}
+
+static int close_socket(void *userp, curl_socket_t fd)
+{
+        struct conn *c = userp;
+
+        pthread_mutex_lock(&c->p->lock);
+        for (int i = 0; i < UP_FDS; i++)
+                if (c->up_fds[i] == fd)
+                        c->up_fds[i] = -1;
+        pthread_mutex_unlock(&c->p->lock);
+        return close(fd);
+}
+
+static int progress(void *userp, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+        struct exchange *x = userp;
+
+        (void)dt, (void)dn, (void)ut, (void)un;
+        return x->c->p->stopping ? 1 : 0;
+}
+
+static int send_head(struct exchange *x)
+{
+        char line[128];
+        struct iovec v[3];
+        int n;
+
+        x->no_body = x->up_status == 204 || x->up_status == 304;
+        x->chunked = !x->req.http10 && !x->no_body;
+        if (x->req.http10)
+                x->keep_alive = false;
+        n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", x->up_status, dm_vendor_status_text(x->up_status));
+        v[0] = (struct iovec){ line, (size_t)n };
+        v[1] = (struct iovec){ x->head.data ? x->head.data : "", x->head.len };
+        v[2].iov_base = (void *)(x->chunked ? (x->keep_alive ? "Transfer-Encoding: chunked\r\n\r\n"
+                                                             : "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+                                            : "Connection: close\r\n\r\n");
+        if (!x->chunked)
+                x->keep_alive = x->no_body && x->keep_alive;
+        if (x->no_body && x->keep_alive)
+                v[2].iov_base = (void *)"Content-Length: 0\r\n\r\n";
+        v[2].iov_len = strlen(v[2].iov_base);
+        x->head_sent = true;
+        x->status = x->up_status;
+        if (send_iov(x->c->p, x->c->fd, v, 3) < 0) {
+                x->client_failed = true;
+                return -1;
+        }
+        return 0;
+}
+
+static size_t on_header(char *buf, size_t size, size_t nmemb, void *userp)
+{
+        struct exchange *x = userp;
+        size_t len = size * nmemb, l = len, name_len;
+        const char *colon;
+
+        while (l && (buf[l - 1] == '\n' || buf[l - 1] == '\r'))
+                l--;
+        if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
+                long code = 0;
+                curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &code);
+                x->up_status = code ? (int)code : 502;
+                dm_buf_reset(&x->head);
+                return len;
+        }
+        if (l == 0) {
+                if (x->up_status >= 100 && x->up_status < 200)
+                        return len;   /* an interim response: the final one follows */
+                return send_head(x) < 0 ? 0 : len;
+        }
+        if (buf[0] == ' ' || buf[0] == '\t' || !(colon = memchr(buf, ':', l)))
+                return len;   /* folded or malformed: dropped */
+        name_len = (size_t)(colon - buf);
+        if (name_len == 12 && strncasecmp(buf, "content-type", 12) == 0 && !x->metering) {
+                const char *v = colon + 1;
+                while (*v == ' ')
+                        v++;
+                x->metering = true;
+                dm_vendor_meter_init(&x->meter, x->c->p->provider,
+                                     strncasecmp(v, "text/event-stream", 17) == 0);
+        }
+        if (!dm_vendor_response_header_keep(buf, name_len))
+                return len;
+        if (dm_buf_append(&x->head, buf, l) < 0 || dm_buf_append(&x->head, "\r\n", 2) < 0) {
+                set_reason(x, "upstream response head larger than %d bytes", RESPONSE_HEAD_MAX);
+                return 0;
+        }
+        return len;
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userp)
+{
+        struct exchange *x = userp;
+        size_t len = size * nmemb;
+        char prefix[24];
+        struct iovec v[3];
+        int n;
+
+        if (!x->head_sent && send_head(x) < 0)
+                return 0;
+        if (x->client_failed)
+                return 0;
+        if (x->metering)
+                dm_vendor_meter_feed(&x->meter, data, len);
+        if (x->no_body || len == 0)
+                return len;
+        if (!x->chunked) {
+                if (send_all(x->c->p, x->c->fd, data, len) < 0)
+                        goto failed;
+        } else {
+                n = snprintf(prefix, sizeof(prefix), "%zx\r\n", len);
+                v[0] = (struct iovec){ prefix, (size_t)n };
+                v[1] = (struct iovec){ data, len };
+                v[2] = (struct iovec){ (void *)"\r\n", 2 };
+                if (send_iov(x->c->p, x->c->fd, v, 3) < 0)
+                        goto failed;
+        }
+        x->down += len;
+        return len;
+failed:
+        x->client_failed = true;
+        return 0;
+}
+
+static void account(struct exchange *x, const struct dm_vendor_sample *s)
+{
+        struct dm_vendor_proxy *p = x->c->p;
+        struct dm_error err = { 0 };
+        int r;
+
+        pthread_mutex_lock(&p->lock);
+        r = dm_vendor_usage_add(&p->usage, &p->prices, s);
+        if (r == 0 && p->usage_path)
+                r = dm_vendor_usage_write(&p->usage, p->usage_path, &err);
+        pthread_mutex_unlock(&p->lock);
+        if (r < 0)
+                log_warning("vendor proxy: usage: %s", err.code ? err.msg : strerror(-r));
+}
+
+static void forward(struct exchange *x, const char *path, struct dm_buf *body)
+{
+        struct dm_vendor_proxy *p = x->c->p;
+        struct curl_slist *headers = NULL;
+        struct dm_vendor_sample sample;
+        char errbuf[CURL_ERROR_SIZE] = "", *url = NULL;
+        bool have_sample = false;
+        CURLcode rc;
+
+        if (dm_vendor_upstream_headers(&x->req, p->provider, &p->cred, &headers) < 0 ||
+            asprintf(&url, "%s%s", p->upstream, path) < 0) {
+                url = NULL;
+                refuse(x, 500, "api_error", "out of memory");
+                goto out;
+        }
+        curl_easy_reset(x->curl);
+        curl_easy_setopt(x->curl, CURLOPT_URL, url);
+        curl_easy_setopt(x->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(x->curl, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(x->curl, CURLOPT_ERRORBUFFER, errbuf);
+        curl_easy_setopt(x->curl, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(x->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
+        /* Models may think for minutes before the first byte: only a
+         * connection silent for ten minutes is given up. */
+        curl_easy_setopt(x->curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(x->curl, CURLOPT_LOW_SPEED_TIME, 600L);
+        curl_easy_setopt(x->curl, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_easy_setopt(x->curl, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(x->curl, CURLOPT_HEADERDATA, x);
+        curl_easy_setopt(x->curl, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(x->curl, CURLOPT_WRITEDATA, x);
+        curl_easy_setopt(x->curl, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(x->curl, CURLOPT_XFERINFOFUNCTION, progress);
+        curl_easy_setopt(x->curl, CURLOPT_XFERINFODATA, x);
+        curl_easy_setopt(x->curl, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+        curl_easy_setopt(x->curl, CURLOPT_OPENSOCKETDATA, x->c);
+        curl_easy_setopt(x->curl, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+        curl_easy_setopt(x->curl, CURLOPT_CLOSESOCKETDATA, x->c);
+        if (strcmp(x->req.method, "POST") == 0) {
+                curl_easy_setopt(x->curl, CURLOPT_POST, 1L);
+                curl_easy_setopt(x->curl, CURLOPT_POSTFIELDS, body->data ? body->data : "");
+                curl_easy_setopt(x->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
+        } else {
+                curl_easy_setopt(x->curl, CURLOPT_HTTPGET, 1L);
+        }
+        x->forwarded = true;
+        rc = curl_easy_perform(x->curl);
+        if (x->metering)
+                have_sample = dm_vendor_meter_finish(&x->meter, &sample) == 1;
+        if (rc == CURLE_OK) {
+                if (!x->head_sent && send_head(x) < 0)
+                        x->keep_alive = false;
+                else if (x->chunked && !x->client_failed && send_all(p, x->c->fd, "0\r\n\r\n", 5) < 0)
+                        x->keep_alive = false;
+                set_reason(x, "%s", x->client_failed ? "client went away" : "ok");
+                if (!x->chunked)
+                        x->keep_alive = x->keep_alive && x->no_body;
+        } else if (p->stopping) {
+                x->keep_alive = false;
+                set_reason(x, "vendor proxy stopping");
+                if (!x->status)
+                        x->status = 503;
+        } else if (x->client_failed) {
+                x->keep_alive = false;
+                set_reason(x, "client went away");
+        } else if (x->head_sent) {
+                /* Too late for a status: a cut chunked body tells the client. */
+                x->keep_alive = false;
+                set_reason(x, "upstream failed mid-response: %s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        } else {
+                refuse(x, rc == CURLE_OPERATION_TIMEDOUT ? 504 : 502, "api_error", "upstream %s unreachable: %s",
+                       p->upstream, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+                goto out;
+        }
+        if (have_sample)
+                account(x, &sample);
+        decision_log(x, have_sample ? &sample : NULL);
+out:
+        if (x->metering)
+                dm_vendor_meter_release(&x->meter);
+        x->metering = false;
+        /* The header list and the easy handle's copy of it hold the secret. */
+        curl_easy_setopt(x->curl, CURLOPT_HTTPHEADER, NULL);
+        dm_vendor_slist_free_wipe(headers);
+        free(url);
+}
+
+/* --- one connection -------------------------------------------------------- */
+
+/* Serves one request. true when the connection may carry another. */
+static bool serve_one(struct conn *c, CURL *curl, struct dm_buf *in, bool first)
+{
+        struct dm_vendor_proxy *p = c->p;
+        struct exchange x = { .c = c, .curl = curl, .method = "-", .path = "-", .start_ms = dm_now_ms() };
+        struct dm_buf body;
+        const char *path;
+        char why[128];
+        size_t end = 0;
+        int r;
+
+        dm_buf_init(&x.head, RESPONSE_HEAD_MAX);
+        dm_buf_init(&body, p->max_body);
+        r = read_head(&x, in, first, &end);
+        if (r != 0)
+                goto out;
+        r = dm_vendor_request_parse(in->data, end, &x.req, why, sizeof(why));
+        consume(in, end);
+        if (r < 0) {
+                refuse(&x, 400, "invalid_request_error", "%s", why);
+                goto out;
+        }
+        x.start_ms = dm_now_ms();
+        x.keep_alive = dm_vendor_request_keep_alive(&x.req);
+        snprintf(x.method, sizeof(x.method), "%s", x.req.method);
+        snprintf(x.path, sizeof(x.path), "%.*s", (int)strcspn(x.req.target, "?"), x.req.target);
+        switch (dm_vendor_token_check(&x.req, p->token)) {
+        case DM_VENDOR_TOKEN_MISSING:
+                refuse(&x, 401, "authentication_error",
+                       "no token: send this run's token in x-api-key or Authorization: Bearer");
+                goto out;
+        case DM_VENDOR_TOKEN_WRONG:
+                refuse(&x, 403, "permission_error", "wrong token: this is not the token of this run");
+                goto out;
+        case DM_VENDOR_TOKEN_OK:
+                break;
+        }
+        if (!(path = dm_vendor_route(p->provider, p->cred.auth, x.req.method, x.req.target))) {
+                refuse(&x, 403, "forbidden", "%s %s is not a model endpoint", x.method, x.path);
+                goto out;
+        }
+        if (read_body(&x, in, &body) < 0)
+                goto out;
+        forward(&x, path, &body);
+out:
+        if (body.data)
+                explicit_bzero(body.data, body.len);
+        dm_buf_release(&body);
+        dm_buf_release(&x.head);
+        dm_vendor_request_release(&x.req);
+        return r == 0 && x.keep_alive && x.status != 0 && !p->stopping;
+}
+
+static void *conn_main(void *arg)
+{
+        struct conn *c = arg;
+        struct dm_vendor_proxy *p = c->p;
+        CURL *curl = curl_easy_init();
+        struct dm_buf in;
+        uint64_t one = 1;
+        int fd;
+
+        dm_buf_init(&in, IN_MAX);
+        if (curl) {
+                for (bool first = true; serve_one(c, curl, &in, first); first = false)
+                        ;
+                curl_easy_cleanup(curl);
+        } else {
+                log_warning("vendor proxy: cannot make a curl handle");
+        }
+        dm_buf_release(&in);
+        pthread_mutex_lock(&p->lock);
+        fd = c->fd;
+        c->fd = -1;
+        c->done = true;
+        p->active--;
+        pthread_mutex_unlock(&p->lock);
+        close(fd);
+        if (write(p->reap_fd, &one, sizeof(one)) < 0)
+                log_warning("vendor proxy: cannot wake the accept thread: %s", strerror(errno));
+        return NULL;
+}
+
+static void reap(struct dm_vendor_proxy *p, bool all)
+{
+        struct conn *list = NULL, **pp;
+
+        pthread_mutex_lock(&p->lock);
+        for (pp = &p->conns; *pp;) {
+                struct conn *c = *pp;
+                if (all || c->done) {
+                        *pp = c->next;
+                        c->next = list;
+                        list = c;
+                } else {
+                        pp = &c->next;
+                }
+        }
+        pthread_mutex_unlock(&p->lock);
+        while (list) {
+                struct conn *c = list;
+                list = c->next;
+                pthread_join(c->thread, NULL);
+                free(c);
+        }
+}
+
+static void refuse_early(struct dm_vendor_proxy *p, int fd, const char *msg)
+{
+        struct conn c = { .p = p, .fd = fd };
+        struct exchange x = { .c = &c, .method = "-", .path = "-", .start_ms = dm_now_ms() };
+
+        refuse(&x, 503, "overloaded_error", "%s", msg);
+        close(fd);
+}
+
+static void accept_one(struct dm_vendor_proxy *p)
+{
+        struct conn *c;
+        int fd = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+        if (fd < 0) {
+                if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+                        log_warning("vendor proxy: accept: %s", strerror(errno));
+                        wait_fd(p, -1, 0, 100);
+                }
+                return;
+        }
+        pthread_mutex_lock(&p->lock);
+        if (p->active >= p->max_conns) {
+                pthread_mutex_unlock(&p->lock);
+                refuse_early(p, fd, "too many open connections");
+                return;
+        }
+        if ((c = calloc(1, sizeof(*c)))) {
+                c->p = p;
+                c->fd = fd;
+                for (int i = 0; i < UP_FDS; i++)
+                        c->up_fds[i] = -1;
+                if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
+                        free(c);
+                        c = NULL;
+                }
+        }
+        if (c) {
+                c->next = p->conns;
+                p->conns = c;
+                p->active++;
+        }
+        pthread_mutex_unlock(&p->lock);
+        if (!c)
+                refuse_early(p, fd, "cannot take another connection now");
+}
+
+static void *accept_main(void *arg)
+{
+        struct dm_vendor_proxy *p = arg;
+
+        for (;;) {
+                struct pollfd f[3] = {
+                        { .fd = p->listen_fd, .events = POLLIN },
+                        { .fd = p->stop_fd, .events = POLLIN },
+                        { .fd = p->reap_fd, .events = POLLIN },
+                };
+                if (poll(f, 3, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        log_error("vendor proxy: poll: %s", strerror(errno));
+                        break;
+                }
+                if (f[1].revents)
+                        break;
+                if (f[2].revents) {
+                        uint64_t v;
+                        if (read(p->reap_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                                log_warning("vendor proxy: read eventfd: %s", strerror(errno));
+                        reap(p, false);
+                }
+                if (f[0].revents)
+                        accept_one(p);
+        }
+        reap(p, true);
+        return NULL;
+}
+
+/* --- lifecycle ------------------------------------------------------------- */
+
+static void proxy_free(struct dm_vendor_proxy *p)
+{
+        int fds[] = { p->log_fd, p->listen_fd, p->stop_fd, p->reap_fd };
+
+        for (size_t i = 0; i < DM_ARRAY_SIZE(fds); i++)
+                if (fds[i] >= 0)
+                        close(fds[i]);
+        dm_vendor_cred_release(&p->cred);
+        if (p->token) {
+                explicit_bzero(p->token, strlen(p->token));
+                free(p->token);
+        }
+        dm_vendor_prices_release(&p->prices);
+        dm_vendor_usage_release(&p->usage);
+        pthread_mutex_destroy(&p->lock);
+        free(p->upstream);
+        free(p->usage_path);
+        free(p);
+}
+
+static const char *default_upstream(enum dm_vendor provider, enum dm_vendor_auth auth)
+{
+        if (provider == DM_VENDOR_ANTHROPIC)
+                return "https://api.anthropic.com";
+        return auth == DM_VENDOR_AUTH_CHATGPT ? "https://chatgpt.com/backend-api/codex" : "https://api.openai.com";
+}
+
+static int load_prices(struct dm_vendor_proxy *p, const char *path, struct dm_error *err)
+{
+        const char *use = path ? path : dm_vendor_prices_path();
+        int r = dm_vendor_prices_load(use, &p->prices, err);
+
+        if (r == 0 || (r == -ENOENT && !path)) {
+                if (r < 0)
+                        log_warning("vendor proxy: no price table at '%s': costs will be 0", use);
+                dm_error_clear(err);
+                return 0;
+        }
+        return r;
+}
+
+int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **ret, struct dm_error *err)
+{
+        struct dm_vendor_proxy *p = calloc(1, sizeof(*p));
+        const char *up = conf->upstream;
+        socklen_t len = sizeof(p->addr);
+        char a[INET_ADDRSTRLEN];
+        int one = 1, r;
+
+        if (!p)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        p->log_fd = p->listen_fd = p->stop_fd = p->reap_fd = -1;
+        pthread_mutex_init(&p->lock, NULL);
+        p->provider = conf->provider;
+        p->max_conns = conf->max_conns ? conf->max_conns : 32;
+        p->max_body = conf->max_body ? conf->max_body : 32 * 1024 * 1024;
+        if (!conf->token || strlen(conf->token) < 16)
+                r = dm_error_set(err, -EINVAL, "vendor proxy needs a token of at least 16 characters");
+        else if (!conf->cred.secret || conf->cred.auth == DM_VENDOR_AUTH_NONE)
+                r = dm_error_set(err, -EINVAL, "vendor proxy needs a credential");
+        else if (up && strncmp(up, "https://", 8) != 0 && strncmp(up, "http://", 7) != 0)
+                r = dm_error_set(err, -EINVAL, "upstream '%s' is not an http(s) URL", up);
+        else
+                r = 0;
+        if (r < 0)
+                goto fail;
+        if (!up)
+                up = default_upstream(conf->provider, conf->cred.auth);
+        if (!(p->upstream = strndup(up, strlen(up) - (up[strlen(up) - 1] == '/'))) ||
+            !(p->token = strdup(conf->token)) || (conf->usage_path && !(p->usage_path = strdup(conf->usage_path))) ||
+            dm_vendor_cred_copy(&p->cred, &conf->cred) < 0) {
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+                goto fail;
+        }
+        if ((r = load_prices(p, conf->prices_path, err)) < 0)
+                goto fail;
+        if (conf->log_path && (p->log_fd = open(conf->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
+                r = dm_error_set(err, -errno, "cannot open '%s': %s", conf->log_path, strerror(errno));
+                goto fail;
+        }
+        inet_ntop(AF_INET, &conf->bind.sin_addr, a, sizeof(a));
+        p->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        p->reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        p->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (p->stop_fd < 0 || p->reap_fd < 0 || p->listen_fd < 0 ||
+            setsockopt(p->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+            bind(p->listen_fd, (const struct sockaddr *)&conf->bind, sizeof(conf->bind)) < 0 ||
+            listen(p->listen_fd, 64) < 0 || getsockname(p->listen_fd, (struct sockaddr *)&p->addr, &len) < 0) {
+                r = dm_error_set(err, -errno, "vendor proxy: listen on %s:%u: %s", a, ntohs(conf->bind.sin_port),
+                                 strerror(errno));
+                goto fail;
+        }
+        r = -pthread_create(&p->accept_thread, NULL, accept_main, p);
+        if (r < 0) {
+                dm_error_set(err, r, "vendor proxy: start thread: %s", strerror(-r));
+                goto fail;
+        }
+        *ret = p;
+        return 0;
+fail:
+        proxy_free(p);
+        return r;
+}
+
+void dm_vendor_address(const struct dm_vendor_proxy *p, struct sockaddr_in *ret)
+{
+        *ret = p->addr;
+}
+
+int dm_vendor_usage(struct dm_vendor_proxy *p, struct dm_vendor_usage *ret)
+{
+        int r;
+
+        pthread_mutex_lock(&p->lock);
+        r = dm_vendor_usage_copy(ret, &p->usage);
+        pthread_mutex_unlock(&p->lock);
+        return r;
+}
+
+void dm_vendor_stop(struct dm_vendor_proxy *p)
+{
+        struct dm_error err = { 0 };
+        uint64_t one = 1;
+
+        if (!p)
+                return;
+        /* Wake everything: waits on the client poll the stop eventfd; curl
+         * sees its sockets shut down (and the progress callback says stop). */
+        pthread_mutex_lock(&p->lock);
+        p->stopping = true;
+        for (struct conn *c = p->conns; c; c = c->next) {
+                if (c->fd >= 0)
+                        shutdown(c->fd, SHUT_RDWR);
+                for (int i = 0; i < UP_FDS; i++)
+                        if (c->up_fds[i] >= 0)
+                                shutdown(c->up_fds[i], SHUT_RDWR);
+        }
+        pthread_mutex_unlock(&p->lock);
+        if (write(p->stop_fd, &one, sizeof(one)) < 0)
+                log_error("vendor proxy: cannot signal stop: %s", strerror(errno));
+        pthread_join(p->accept_thread, NULL);
+        if (p->usage_path && dm_vendor_usage_write(&p->usage, p->usage_path, &err) < 0)
+                log_warning("vendor proxy: %s", err.msg);
+        proxy_free(p);
+}

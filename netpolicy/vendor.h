@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_NETPOLICY_VENDOR_H
+#define DM_NETPOLICY_VENDOR_H
+
+/* The vendor proxy: a reverse proxy, on the host side of a sandbox's network,
+ * that an agent CLI inside the sandbox (Claude Code, Codex) uses as its API
+ * base URL. The agent holds a per-run random token, never a key: the proxy
+ * accepts only requests carrying that token, forwards only model endpoints,
+ * puts the host's real credential on the upstream request, streams the
+ * response back as it arrives and counts the tokens the responses report
+ * into usage.json. See docs/reference/vendor-proxy.md.
+ *
+ * Threads: one accept thread, one thread per connection (capped); a
+ * connection may carry several keep-alive requests. dm_vendor_stop wakes and
+ * joins every thread and closes every fd before it returns. Every fd is
+ * close-on-exec. Credentials live in memory only and are wiped when freed. */
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "src/util/error.h"
+
+enum dm_vendor {
+        DM_VENDOR_ANTHROPIC,
+        DM_VENDOR_OPENAI,
+};
+
+/* How the credential goes upstream. */
+enum dm_vendor_auth {
+        DM_VENDOR_AUTH_NONE = 0,
+        DM_VENDOR_AUTH_API_KEY,   /* Anthropic: x-api-key; OpenAI: Authorization: Bearer */
+        DM_VENDOR_AUTH_OAUTH,     /* Anthropic: Authorization: Bearer + anthropic-beta: oauth-2025-04-20 */
+        DM_VENDOR_AUTH_CHATGPT,   /* OpenAI via a ChatGPT login: Bearer + chatgpt-account-id */
+};
+
+struct dm_vendor_cred {
+        enum dm_vendor_auth auth;
+        char *secret;       /* owned; key or access token */
+        char *account_id;   /* owned; DM_VENDOR_AUTH_CHATGPT only */
+        char source[128];   /* where it came from, for logs: "ANTHROPIC_API_KEY", "~/.codex/auth.json"... */
+};
+
+/* Loads the host's credential for provider, in this order:
+ *   Anthropic: $ANTHROPIC_API_KEY, $CLAUDE_CODE_OAUTH_TOKEN, the Claude login
+ *     file ($DEMESNE_CLAUDE_CREDENTIALS, default ~/.claude/.credentials.json,
+ *     claudeAiOauth.accessToken).
+ *   OpenAI: $OPENAI_API_KEY, the Codex login file ($DEMESNE_CODEX_AUTH,
+ *     default ~/.codex/auth.json: OPENAI_API_KEY, else tokens.access_token
+ *     and tokens.account_id).
+ * Empty values count as absent. -ENOENT with dm_vendor_unavailable's sentence
+ * when there is none, -EINVAL when a login file is there but malformed,
+ * -ENOMEM. *ret is written only on success; release it with
+ * dm_vendor_cred_release. Login files larger than 1 MiB are refused. */
+int dm_vendor_cred_load(enum dm_vendor provider, struct dm_vendor_cred *ret, struct dm_error *err);
+/* Wipes (explicit_bzero) and frees the strings. NULL is fine. */
+void dm_vendor_cred_release(struct dm_vendor_cred *c);
+/* Deep copy; 0 or -ENOMEM. */
+int dm_vendor_cred_copy(struct dm_vendor_cred *dst, const struct dm_vendor_cred *src);
+/* NULL when dm_vendor_cred_load would find a credential, else a static
+ * sentence saying what is missing ("no ANTHROPIC_API_KEY, ..."), for tool
+ * descriptions. Reads the environment and the file system. */
+const char *dm_vendor_unavailable(enum dm_vendor provider);
+/* "anthropic" or "openai". */
+const char *dm_vendor_name(enum dm_vendor provider);
+
+/* 32 bytes from getrandom() as 64 lowercase hex digits and a NUL.
+ * 0 or -errno. */
+int dm_vendor_token_new(char out[65]);
+
+/* The price table: $DEMESNE_PRICES, else prices.json in pkgdatadir, else
+ * data/prices.json in the source tree (uninstalled runs and tests). */
+const char *dm_vendor_prices_path(void);
+
+struct dm_vendor_conf {
+        enum dm_vendor provider;
+        struct sockaddr_in bind;      /* port 0: the kernel picks */
+        const char *upstream;         /* base URL without trailing slash; NULL: the provider's (and the
+                                       * ChatGPT backend for DM_VENDOR_AUTH_CHATGPT). http:// is for tests. */
+        const char *token;            /* the per-run token the agent presents; required; copied */
+        struct dm_vendor_cred cred;   /* copied; the caller still owns and releases its own */
+        const char *usage_path;       /* usage.json, rewritten (tmp + rename) after each response; NULL: none */
+        const char *log_path;         /* one line per request decision, O_APPEND; NULL: none */
+        const char *prices_path;      /* NULL: dm_vendor_prices_path(); a missing default file only warns */
+        unsigned max_conns;           /* open connections at once; more → 503; 0: 32 */
+        size_t max_body;              /* request body cap; larger → 413; 0: 32 MiB */
+};
+
+struct dm_vendor_proxy;
+
+/* Loads the prices, binds, and starts the accept thread. Errors with a
+ * message: -EINVAL (no token, no credential, bad upstream URL, malformed
+ * prices file), bind failures (-EADDRINUSE...), -ENOMEM. */
+int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **ret, struct dm_error *err);
+/* The address the listener is bound to (with the port the kernel chose). */
+void dm_vendor_address(const struct dm_vendor_proxy *p, struct sockaddr_in *ret);
+
+struct dm_vendor_tokens {
+        uint64_t input;         /* uncached input tokens */
+        uint64_t output;
+        uint64_t cache_read;
+        uint64_t cache_write;
+        uint64_t requests;      /* responses that reported usage */
+        double cost_usd;
+};
+
+struct dm_vendor_model_usage {
+        char *model;            /* owned */
+        struct dm_vendor_tokens tokens;
+        bool priced;            /* false: no price table entry matched; cost 0 */
+};
+
+struct dm_vendor_usage {
+        struct dm_vendor_tokens total;
+        struct dm_vendor_model_usage *models;   /* owned, n_models entries, in first-seen order */
+        size_t n_models;
+};
+
+/* A snapshot of the counts so far. 0 or -ENOMEM; release with
+ * dm_vendor_usage_release. */
+int dm_vendor_usage(struct dm_vendor_proxy *p, struct dm_vendor_usage *ret);
+void dm_vendor_usage_release(struct dm_vendor_usage *u);
+
+/* Stops accepting, aborts requests in flight (client and upstream sockets
+ * shut down), joins every thread, writes usage.json a last time, wipes the
+ * credential and frees. NULL is fine. */
+void dm_vendor_stop(struct dm_vendor_proxy *p);
+
+#endif
