@@ -259,7 +259,7 @@ static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id
                 sreq.env = dm_egress_env(egress);
         }
         if (egress && req->on_network) {
-                r = req->on_network(req->userdata, dm_egress_net(egress), &extra, err);
+                r = req->on_network(req->network_userdata, dm_egress_net(egress), res->output_dir, &extra, err);
                 if (r >= 0 && extra) {
                         env = env_merge((const char *const *)extra, dm_egress_env(egress));
                         if (!env)

@@ -49,7 +49,9 @@ struct dm_run_request {
         const struct dm_mount *mounts;
         size_t n_mounts;
         uint16_t vendor_port;
-        int (*on_network)(void *userdata, const struct dm_netlink *net, char ***ret_env, struct dm_error *err);
+        int (*on_network)(void *userdata, const struct dm_netlink *net, const char *output_dir, char ***ret_env,
+                          struct dm_error *err);
+        void *network_userdata;         /* on_network's */
 };
 
 struct dm_run_result {

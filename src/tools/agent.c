@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: MIT */
+/* sandbox_agent and sandbox_research: a prompt handed to Claude Code or
+ * Codex in a sandbox (src/agent.c), in the foreground or as a job. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netpolicy/netpolicy.h"
+#include "netpolicy/policy.h"
+#include "netpolicy/vendor.h"
+#include "src/agent.h"
+#include "src/jobs.h"
+#include "src/mcp/registry.h"
+#include "src/mcp/server.h"
+#include "src/tools/args.h"
+#include "src/tools/tools.h"
+#include "src/util/buf.h"
+#include "src/util/cleanup.h"
+#include "src/util/log.h"
+
+#define MAX_INPUTS 64
+
+/* The models each provider's schema lists: the short names and current full
+ * ids. Any claude-*, gpt-*, o<digit>* or codex-* id is accepted too. */
+static const char *const anthropic_models[] = { "sonnet", "opus", "haiku", "claude-sonnet-4-5", "claude-opus-4-5",
+                                                "claude-haiku-4-5", "claude-opus-4-1", NULL };
+static const char *const openai_models[] = { "gpt-5.5", "gpt-5", "gpt-5-codex", "gpt-5-mini", "gpt-4.1", "o3", "o4-mini", NULL };
+static const char *available_models[16];
+
+static const char *const agent_egress[] = { "none", "package-managers", "open", NULL };
+
+#define COMMON_ARGS(prompt_text)                                                                                    \
+        { .name = "prompt", .type = DM_ARG_STRING, .required = true, .max = 1 << 20, .description = prompt_text }, \
+        { .name = "model", .type = DM_ARG_STRING, .max = 128,                                                      \
+          .description = "Claude Code: sonnet, opus, haiku or a full claude-* id; Codex: gpt-*, o* or codex-* "    \
+                         "ids. Default: the first provider with credentials on the host (Claude Code, then "      \
+                         "Codex), with its own default model." },                                                   \
+        { .name = "preamble", .type = DM_ARG_STRING, .max = 64 << 10,                                               \
+          .description = "Replaces the opening paragraph of the agent's instructions file." },                       \
+        { .name = "output_path", .type = DM_ARG_STRING, .max = 1024,                                                \
+          .description = "Where the agent must write its deliverable, inside /out (e.g. report.md); the result "   \
+                         "says whether the file exists (output_exists)." },                                         \
+        { .name = "output_format", .type = DM_ARG_STRING, .max = 256,                                               \
+          .description = "The deliverable's format (markdown, json, csv...), told to the agent." },                 \
+        { .name = "success_criteria", .type = DM_ARG_STRING_ARRAY, .max = 32, .has_default = true,                  \
+          .description = "What must hold when the agent is done; written into its instructions as the "            \
+                         "definition of done." },                                                                    \
+        { .name = "timeout_seconds", .type = DM_ARG_INT, .min = 1, .max = 172800, .has_default = true,              \
+          .def_int = 3600, .description = "Stop the agent after this many seconds (timed_out: true)." },           \
+        { .name = "background", .type = DM_ARG_BOOL, .has_default = true, .def_bool = false,                        \
+          .description = "Return {job_id, status: running} at once; follow with sandbox_status, sandbox_wait, "     \
+                         "sandbox_cancel." }
+
+static struct dm_arg_spec agent_args[] = {
+        COMMON_ARGS("The task for the coding agent (Claude Code or Codex) running inside the sandbox."),
+        { .name = "egress", .type = DM_ARG_STRING, .enum_values = agent_egress, .has_default = true,
+          .def_str = "none",
+          .description = "The sandbox's network besides the model API: none (default), package-managers, or open "
+                         "(when the server allows it)." },
+        { .name = "files", .type = DM_ARG_STRING_ARRAY, .max = MAX_INPUTS, .has_default = true,
+          .description = "Absolute host files, mounted read-only at /in/<basename>." },
+        { .name = "directories", .type = DM_ARG_STRING_ARRAY, .max = MAX_INPUTS, .has_default = true,
+          .description = "Absolute host directories, mounted read-only at /in/<basename>." },
+};
+static struct dm_arg_spec research_args[] = {
+        COMMON_ARGS("The research question; the agent has open internet access and no host inputs."),
+};
+#define N_AGENT (sizeof(agent_args) / sizeof(agent_args[0]))
+#define N_RESEARCH (sizeof(research_args) / sizeof(research_args[0]))
+
+static const char output_schema[] =
+        "{\"type\":\"object\",\"properties\":{"
+        "\"exit_code\":{\"type\":\"integer\"},"
+        "\"result\":{\"type\":\"string\",\"description\":\"the agent's final answer\"},"
+        "\"output_dir\":{\"type\":\"string\",\"description\":\"host directory of /out, with transcript.jsonl and "
+        "usage.json\"},"
+        "\"run_id\":{\"type\":\"string\"},"
+        "\"cost_usd\":{\"type\":\"number\",\"description\":\"indicative, from demesne's price table\"},"
+        "\"usage\":{\"type\":\"object\",\"properties\":{\"input_tokens\":{\"type\":\"integer\"},"
+        "\"output_tokens\":{\"type\":\"integer\"},\"cache_read_tokens\":{\"type\":\"integer\"},"
+        "\"cache_write_tokens\":{\"type\":\"integer\"},\"per_model\":{\"type\":\"object\"}}},"
+        "\"stderr\":{\"type\":\"string\"},"
+        "\"output_exists\":{\"type\":\"boolean\"},"
+        "\"timed_out\":{\"type\":\"boolean\"},"
+        "\"duration_ms\":{\"type\":\"integer\"},"
+        "\"provider\":{\"type\":\"string\"},"
+        "\"model\":{\"type\":\"string\"},"
+        "\"job_id\":{\"type\":\"string\"},"
+        "\"status\":{\"type\":\"string\",\"enum\":[\"running\"]}},"
+        "\"anyOf\":[{\"required\":[\"exit_code\",\"result\",\"output_dir\",\"run_id\",\"cost_usd\",\"usage\","
+        "\"stderr\"]},{\"required\":[\"job_id\",\"status\"]}]}";
+
+struct agent_call {
+        bool research;
+        json_object *args;
+        struct dm_call *call;   /* foreground */
+        struct dm_job *job;     /* background */
+};
+
+static const struct dm_arg_spec *specs_of(bool research, size_t *n)
+{
+        *n = research ? N_RESEARCH : N_AGENT;
+        return research ? research_args : agent_args;
+}
+
+static void on_progress(void *userdata, int64_t elapsed_ms, uint64_t output_bytes)
+{
+        struct agent_call *a = userdata;
+        char msg[128];
+
+        if (!a->call)
+                return;
+        snprintf(msg, sizeof(msg), "agent running for %lld s, %llu bytes of events", (long long)(elapsed_ms / 1000),
+                 (unsigned long long)output_bytes);
+        dm_call_progress(a->call, (double)elapsed_ms / 1000.0, 0, msg);
+}
+
+static void on_message(void *userdata, const char *message)
+{
+        struct agent_call *a = userdata;
+
+        if (a->call)
+                dm_call_note(a->call, message);
+}
+
+static int on_output(void *userdata, int stream, const char *data, size_t len)
+{
+        struct agent_call *a = userdata;
+
+        if (a->job)
+                dm_job_add_output(a->job, stream, data, len);
+        return 0;
+}
+
+static json_object *result_json(const struct dm_agent_result *res)
+{
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "exit_code", json_object_new_int(res->exit_code));
+        json_object_object_add(o, "result", dm_tools_text_field(res->result, strlen(res->result)));
+        json_object_object_add(o, "output_dir", json_object_new_string(res->output_dir));
+        json_object_object_add(o, "run_id", json_object_new_string(res->run_id));
+        json_object_object_add(o, "cost_usd", json_object_new_double(res->cost_usd));
+        json_object_object_add(o, "usage", json_object_get(res->usage));
+        json_object_object_add(o, "stderr", dm_tools_text_field(res->stderr_text, res->stderr_len));
+        json_object_object_add(o, "output_exists", json_object_new_boolean(res->output_exists));
+        json_object_object_add(o, "timed_out", json_object_new_boolean(res->timed_out));
+        json_object_object_add(o, "duration_ms", json_object_new_int64(res->duration_ms));
+        json_object_object_add(o, "provider", json_object_new_string(res->provider));
+        json_object_object_add(o, "model", json_object_new_string(res->model));
+        return o;
+}
+
+/* Runs the (checked) call; NULL with *ret_r (-ECANCELED for a cancel) and
+ * err on failure. */
+static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, struct dm_cancel *cancel, int *ret_r,
+                              struct dm_error *err)
+{
+        size_t n;
+        const struct dm_arg_spec *specs = specs_of(a->research, &n);
+        _cleanup_free_ const char **files = a->research ? calloc(1, sizeof(char *)) : dm_args_strv(a->args, "files");
+        _cleanup_free_ const char **dirs = a->research ? calloc(1, sizeof(char *))
+                                                       : dm_args_strv(a->args, "directories");
+        _cleanup_free_ const char **criteria = dm_args_strv(a->args, "success_criteria");
+        struct dm_policy *policy = NULL;
+        struct dm_agent_result res;
+        json_object *out;
+        int r;
+
+        if (!files || !dirs || !criteria) {
+                *ret_r = dm_error_set(err, -ENOMEM, "out of memory");
+                return NULL;
+        }
+        /* research: always open. Otherwise as asked; open only where the
+         * server allows caller egress, as for sandbox_script. */
+        r = dm_policy_parse(a->research ? "open" : dm_args_str(specs, n, a->args, "egress"), NULL,
+                            a->research || dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy,
+                            err);
+        if (r < 0) {
+                *ret_r = r;
+                return NULL;
+        }
+        struct dm_agent_request req = {
+                .prompt = dm_args_str(specs, n, a->args, "prompt"),
+                .model = dm_args_str(specs, n, a->args, "model"),
+                .preamble = dm_args_str(specs, n, a->args, "preamble"),
+                .success_criteria = criteria,
+                .output_path = dm_args_str(specs, n, a->args, "output_path"),
+                .output_format = dm_args_str(specs, n, a->args, "output_format"),
+                .files = files,
+                .dirs = dirs,
+                .policy = policy,
+                .research = a->research,
+                .timeout_s = dm_args_int(specs, n, a->args, "timeout_seconds"),
+                .cancel = cancel,
+                .on_output = on_output,
+                .on_progress = on_progress,
+                .on_message = on_message,
+                .userdata = a,
+        };
+        r = dm_agent_run(ctx, &req, &res, err);
+        dm_policy_free(policy);
+        *ret_r = r;
+        if (r < 0)
+                return NULL;
+        if (res.cancelled) {
+                *ret_r = -ECANCELED;
+                dm_agent_result_release(&res);
+                return NULL;
+        }
+        out = result_json(&res);
+        dm_agent_result_release(&res);
+        return out;
+}
+
+/* ---- background ------------------------------------------------------------ */
+
+struct agent_job {
+        struct dm_context *ctx;
+        struct dm_mcp_server *srv;
+        uint64_t session;
+        struct agent_call a;
+};
+
+static void agent_job_free(void *userdata)
+{
+        struct agent_job *j = userdata;
+
+        json_object_put(j->a.args);
+        free(j);
+}
+
+static json_object *agent_job_run(struct dm_job *job, void *userdata, enum dm_job_status *ret_status, char *error,
+                                  size_t error_len)
+{
+        struct agent_job *j = userdata;
+        struct dm_error err = { 0 };
+        json_object *out, *v;
+        int r;
+
+        j->a.job = job;
+        out = run_agent(j->ctx, &j->a, dm_job_cancel_signal(job), &r, &err);
+        if (!out) {
+                *ret_status = r == -ECANCELED ? DM_JOB_CANCELLED : DM_JOB_FAILED;
+                if (r != -ECANCELED)
+                        snprintf(error, error_len, "%s failed: %s", j->a.research ? "sandbox_research" : "sandbox_agent",
+                                 err.msg);
+                return NULL;
+        }
+        if (json_object_object_get_ex(out, "timed_out", &v) && json_object_get_boolean(v))
+                *ret_status = DM_JOB_TIMED_OUT;
+        else if (json_object_object_get_ex(out, "exit_code", &v) && json_object_get_int(v) == 0)
+                *ret_status = DM_JOB_SUCCEEDED;
+        else
+                *ret_status = DM_JOB_FAILED;
+        return out;
+}
+
+static void agent_job_done(struct dm_job *job, enum dm_job_status status, bool has_exit, int exit_code,
+                           void *userdata)
+{
+        struct agent_job *j = userdata;
+
+        dm_tools_job_notify_end(job, j->srv, j->session, status, has_exit, exit_code);
+}
+
+static json_object *start_background(struct dm_call *call, json_object *args, bool research)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        struct agent_job *j = calloc(1, sizeof(*j));
+        const char *tool = research ? "sandbox_research" : "sandbox_agent";
+        json_object *out;
+        char id[32];
+        int r;
+
+        if (!j || json_object_deep_copy(args, &j->a.args, NULL) < 0) {
+                free(j);
+                return dm_tool_result_error("out of memory");
+        }
+        j->ctx = ctx;
+        j->srv = dm_call_server(call);
+        j->session = dm_call_session_id(call);
+        j->a.research = research;
+        r = dm_jobs_start(ctx->jobs, tool, NULL, agent_job_run, agent_job_done, j, agent_job_free, id);
+        if (r < 0) {
+                agent_job_free(j);
+                return dm_tool_result_error(r == -EAGAIN ? "too many jobs (%d): wait for some to end or cancel them"
+                                                         : "cannot start a background job (error %d)",
+                                            r == -EAGAIN ? DM_JOB_MAX : r);
+        }
+        out = json_object_new_object();
+        json_object_object_add(out, "job_id", json_object_new_string(id));
+        json_object_object_add(out, "status", json_object_new_string("running"));
+        return dm_tool_result_ok(out);
+}
+
+/* ---- the tools ----------------------------------------------------------------- */
+
+static json_object *call_common(struct dm_call *call, json_object *args, bool research)
+{
+        const char *tool = research ? "sandbox_research" : "sandbox_agent";
+        struct dm_error err = { 0 };
+        struct agent_call a = { .research = research, .args = args, .call = call };
+        enum dm_vendor provider;
+        const char *model;
+        size_t n;
+        const struct dm_arg_spec *specs = specs_of(research, &n);
+        json_object *out;
+        int r;
+
+        if (dm_args_check(specs, n, args, &err) < 0)
+                return dm_tool_result_error("invalid arguments: %s", err.msg);
+        /* Before any job starts: a bad model or no credentials is the
+         * caller's to fix now. */
+        model = dm_args_str(specs, n, args, "model");
+        if (dm_agent_pick_provider(model, &provider, &err) < 0)
+                return dm_tool_result_error("%s", err.msg);
+        if (dm_args_bool(specs, n, args, "background"))
+                return start_background(call, args, research);
+        out = run_agent(dm_call_context(call), &a, dm_call_cancel(call), &r, &err);
+        if (r == -ECANCELED)
+                return NULL;
+        if (!out)
+                return dm_tool_result_error("%s failed: %s", tool, err.msg);
+        return dm_tool_result_ok(out);
+}
+
+static json_object *agent_call(struct dm_call *call, json_object *args)
+{
+        return call_common(call, args, false);
+}
+
+static json_object *research_call(struct dm_call *call, json_object *args)
+{
+        return call_common(call, args, true);
+}
+
+static struct dm_tool agent_tools[] = {
+        {
+                .name = "sandbox_agent",
+                .title = "Hand a task to a coding agent in a sandbox",
+                .output_schema = output_schema,
+                .read_only = false,
+                .destructive = false,
+                .idempotent = false,
+                .open_world = true,
+                .handler = agent_call,
+        },
+        {
+                .name = "sandbox_research",
+                .title = "Hand a research question to an agent with internet access",
+                .output_schema = output_schema,
+                .read_only = false,
+                .destructive = false,
+                .idempotent = false,
+                .open_world = true,
+                .handler = research_call,
+        },
+};
+
+/* The descriptions and the model enum depend on which credentials the host
+ * has, read once when the server starts. */
+static char *describe(const char *what, const char *why_anthropic, const char *why_openai)
+{
+        struct dm_buf b;
+
+        dm_buf_init(&b, 8192);
+        dm_buf_printf(&b, "%s The agent's CLI reaches its model API only through demesne's vendor proxy, which "
+                          "holds the host's credential: the key never enters the container. The result has the "
+                          "agent's final answer (result), its output directory (transcript.jsonl, usage.json and "
+                          "its files) and cost_usd (indicative).",
+                      what);
+        if (why_anthropic)
+                dm_buf_printf(&b, " Claude Code is unavailable: %s.", why_anthropic);
+        if (why_openai)
+                dm_buf_printf(&b, " Codex is unavailable: %s.", why_openai);
+        return b.data;
+}
+
+void dm_tools_agent_register(void)
+{
+        static char *agent_schema, *research_schema;
+        const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC), *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI);
+        size_t k = 0;
+
+        if (!why_a)
+                for (size_t i = 0; anthropic_models[i]; i++)
+                        available_models[k++] = anthropic_models[i];
+        if (!why_o)
+                for (size_t i = 0; openai_models[i]; i++)
+                        available_models[k++] = openai_models[i];
+        available_models[k] = NULL;
+        /* The schema lists what this host can run; any id of an available
+         * provider passes the check (call_common). */
+        for (size_t i = 0; i < N_AGENT; i++)
+                if (!strcmp(agent_args[i].name, "model"))
+                        agent_args[i].enum_values = k ? available_models : NULL;
+        for (size_t i = 0; i < N_RESEARCH; i++)
+                if (!strcmp(research_args[i].name, "model"))
+                        research_args[i].enum_values = k ? available_models : NULL;
+        if (!agent_schema) {
+                agent_schema = dm_args_schema(agent_args, N_AGENT);
+                research_schema = dm_args_schema(research_args, N_RESEARCH);
+        }
+        for (size_t i = 0; i < N_AGENT; i++)
+                agent_args[i].enum_values = !strcmp(agent_args[i].name, "model") ? NULL : agent_args[i].enum_values;
+        for (size_t i = 0; i < N_RESEARCH; i++)
+                research_args[i].enum_values = NULL;
+        agent_tools[0].input_schema = agent_schema;
+        agent_tools[1].input_schema = research_schema;
+        agent_tools[0].description =
+                describe("Hand a task to a coding agent (Claude Code or Codex) that runs it to completion, with no "
+                         "permission prompts, in a disposable container: host files/directories read-only under "
+                         "/in, its output in /out, egress none unless asked.",
+                         why_a, why_o);
+        agent_tools[1].description =
+                describe("Hand a research question to an agent (Claude Code or Codex) in a disposable container "
+                         "with open internet access and no host inputs.",
+                         why_a, why_o);
+        dm_registry_add(agent_tools, sizeof(agent_tools) / sizeof(agent_tools[0]));
+}
