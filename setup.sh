@@ -89,7 +89,7 @@ if [ $test_deps = 1 ]; then
 fi
 
 say "images (built from Debian packages; a no-op when up to date)"
-DEMESNE_IMAGES_DIR=$here/images "$demesne" images build base python node
+DEMESNE_IMAGES_DIR=$here/images "$demesne" images build base python node claude-code codex
 
 if [ $run = 1 ]; then
 	say "first sandbox run"
