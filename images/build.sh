@@ -38,7 +38,7 @@ readonly SELF="$IMAGES_DIR/build.sh"
 . "$IMAGES_DIR/lib.sh"
 
 # Every image this script knows, parents before children.
-readonly ALL_IMAGES=(base python node browser)
+readonly ALL_IMAGES=(base python node browser twine)
 
 ENGINE=
 WORK=
@@ -196,7 +196,12 @@ browser_parent() { echo node; }
 browser_build() { build_containerfile browser "$@"; }
 # <<< image: browser
 
-
+# >>> image: twine
+# The extwee Twee compiler and Twine 2 story formats from npm packages, under
+# /opt/story-formats: see twine/Containerfile.
+twine_parent() { echo browser; }
+twine_build() { build_containerfile twine "$@"; }
+# <<< image: twine
 
 # npm packages for an image are fetched here, on the host, not inside the
 # build: no registry is reachable from a container on every machine (an
