@@ -38,7 +38,7 @@ readonly SELF="$IMAGES_DIR/build.sh"
 . "$IMAGES_DIR/lib.sh"
 
 # Every image this script knows, parents before children.
-readonly ALL_IMAGES=(base python node browser twine)
+readonly ALL_IMAGES=(base python node browser twine webgamedev)
 
 ENGINE=
 WORK=
@@ -202,6 +202,13 @@ browser_build() { build_containerfile browser "$@"; }
 twine_parent() { echo browser; }
 twine_build() { build_containerfile twine "$@"; }
 # <<< image: twine
+
+# >>> image: webgamedev
+# A Phaser + Vite + TypeScript project with its node_modules installed, at
+# /opt/game-template: see webgamedev/Containerfile.
+webgamedev_parent() { echo browser; }
+webgamedev_build() { build_containerfile webgamedev "$@"; }
+# <<< image: webgamedev
 
 # npm packages for an image are fetched here, on the host, not inside the
 # build: no registry is reachable from a container on every machine (an
