@@ -38,7 +38,7 @@ readonly SELF="$IMAGES_DIR/build.sh"
 . "$IMAGES_DIR/lib.sh"
 
 # Every image this script knows, parents before children.
-readonly ALL_IMAGES=(base python node)
+readonly ALL_IMAGES=(base python node browser twine webgamedev)
 
 ENGINE=
 WORK=
@@ -192,6 +192,27 @@ python_build() { build_containerfile python "$@"; }
 node_parent() { echo base; }
 node_build() { build_containerfile node "$@"; }
 # <<< image: node
+
+# >>> image: browser
+# Debian's Chromium (bookworm-security) with playwright-core, React, Vite and
+# @vitejs/plugin-react from npm, installed globally: see browser/Containerfile.
+browser_parent() { echo node; }
+browser_build() { build_containerfile browser "$@"; }
+# <<< image: browser
+
+# >>> image: twine
+# The extwee Twee compiler and Twine 2 story formats from npm packages, under
+# /opt/story-formats: see twine/Containerfile.
+twine_parent() { echo browser; }
+twine_build() { build_containerfile twine "$@"; }
+# <<< image: twine
+
+# >>> image: webgamedev
+# A Phaser + Vite + TypeScript project with its node_modules installed, at
+# /opt/game-template: see webgamedev/Containerfile.
+webgamedev_parent() { echo browser; }
+webgamedev_build() { build_containerfile webgamedev "$@"; }
+# <<< image: webgamedev
 
 # npm packages for an image are fetched here, on the host, not inside the
 # build: no registry is reachable from a container on every machine (an
