@@ -218,83 +218,12 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
 
 /* ---- background ------------------------------------------------------------ */
 
-struct agent_job {
-        struct dm_context *ctx;
-        struct dm_mcp_server *srv;
-        uint64_t session;
-        struct agent_call a;
-};
-
-static void agent_job_free(void *userdata)
+static json_object *agent_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
+                               struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
-        struct agent_job *j = userdata;
+        struct agent_call a = { .research = arg != NULL, .args = args, .job = job };
 
-        json_object_put(j->a.args);
-        free(j);
-}
-
-static json_object *agent_job_run(struct dm_job *job, void *userdata, enum dm_job_status *ret_status, char *error,
-                                  size_t error_len)
-{
-        struct agent_job *j = userdata;
-        struct dm_error err = { 0 };
-        json_object *out, *v;
-        int r;
-
-        j->a.job = job;
-        out = run_agent(j->ctx, &j->a, dm_job_cancel_signal(job), &r, &err);
-        if (!out) {
-                *ret_status = r == -ECANCELED ? DM_JOB_CANCELLED : DM_JOB_FAILED;
-                if (r != -ECANCELED)
-                        snprintf(error, error_len, "%s failed: %s", j->a.research ? "sandbox_research" : "sandbox_agent",
-                                 err.msg);
-                return NULL;
-        }
-        if (json_object_object_get_ex(out, "timed_out", &v) && json_object_get_boolean(v))
-                *ret_status = DM_JOB_TIMED_OUT;
-        else if (json_object_object_get_ex(out, "exit_code", &v) && json_object_get_int(v) == 0)
-                *ret_status = DM_JOB_SUCCEEDED;
-        else
-                *ret_status = DM_JOB_FAILED;
-        return out;
-}
-
-static void agent_job_done(struct dm_job *job, enum dm_job_status status, bool has_exit, int exit_code,
-                           void *userdata)
-{
-        struct agent_job *j = userdata;
-
-        dm_tools_job_notify_end(job, j->srv, j->session, status, has_exit, exit_code);
-}
-
-static json_object *start_background(struct dm_call *call, json_object *args, bool research)
-{
-        struct dm_context *ctx = dm_call_context(call);
-        struct agent_job *j = calloc(1, sizeof(*j));
-        const char *tool = research ? "sandbox_research" : "sandbox_agent";
-        json_object *out;
-        char id[32];
-        int r;
-
-        if (!j || json_object_deep_copy(args, &j->a.args, NULL) < 0) {
-                free(j);
-                return dm_tool_result_error("out of memory");
-        }
-        j->ctx = ctx;
-        j->srv = dm_call_server(call);
-        j->session = dm_call_session_id(call);
-        j->a.research = research;
-        r = dm_jobs_start(ctx->jobs, tool, NULL, agent_job_run, agent_job_done, j, agent_job_free, id);
-        if (r < 0) {
-                agent_job_free(j);
-                return dm_tool_result_error(r == -EAGAIN ? "too many jobs (%d): wait for some to end or cancel them"
-                                                         : "cannot start a background job (error %d)",
-                                            r == -EAGAIN ? DM_JOB_MAX : r);
-        }
-        out = json_object_new_object();
-        json_object_object_add(out, "job_id", json_object_new_string(id));
-        json_object_object_add(out, "status", json_object_new_string("running"));
-        return dm_tool_result_ok(out);
+        return run_agent(ctx, &a, cancel, ret_r, err);
 }
 
 /* ---- the tools ----------------------------------------------------------------- */
@@ -319,7 +248,7 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
         if (dm_agent_pick_provider(model, &provider, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
         if (dm_args_bool(specs, n, args, "background"))
-                return start_background(call, args, research);
+                return dm_tools_start_background(call, tool, args, agent_work, research ? (void *)1 : NULL);
         out = run_agent(dm_call_context(call), &a, dm_call_cancel(call), &r, &err);
         if (r == -ECANCELED)
                 return NULL;

@@ -214,3 +214,87 @@ void dm_tools_jobs_register(void)
         job_tools[2].handler = cancel_call;
         dm_registry_add(job_tools, N(job_tools));
 }
+
+/* ---- background work of other tools ------------------------------------------ */
+
+struct background {
+        struct dm_context *ctx;
+        struct dm_mcp_server *srv;
+        uint64_t session;
+        const char *tool;       /* static */
+        json_object *args;      /* a deep copy: the call's own is freed when it returns */
+        dm_tools_job_work work;
+        void *arg;
+};
+
+static void background_free(void *userdata)
+{
+        struct background *bg = userdata;
+
+        json_object_put(bg->args);
+        free(bg);
+}
+
+static json_object *background_run(struct dm_job *job, void *userdata, enum dm_job_status *ret_status, char *error,
+                                   size_t error_len)
+{
+        struct background *bg = userdata;
+        struct dm_error err = { 0 };
+        json_object *out, *v;
+        int r;
+
+        out = bg->work(bg->ctx, bg->args, bg->arg, job, dm_job_cancel_signal(job), &r, &err);
+        if (!out) {
+                *ret_status = r == -ECANCELED ? DM_JOB_CANCELLED : DM_JOB_FAILED;
+                if (r != -ECANCELED)
+                        snprintf(error, error_len, "%s failed: %s", bg->tool, err.msg);
+                return NULL;
+        }
+        if (json_object_object_get_ex(out, "timed_out", &v) && json_object_get_boolean(v))
+                *ret_status = DM_JOB_TIMED_OUT;
+        else if (json_object_object_get_ex(out, "exit_code", &v) && json_object_get_int(v) == 0)
+                *ret_status = DM_JOB_SUCCEEDED;
+        else
+                *ret_status = DM_JOB_FAILED;
+        return out;
+}
+
+static void background_done(struct dm_job *job, enum dm_job_status status, bool has_exit, int exit_code,
+                            void *userdata)
+{
+        struct background *bg = userdata;
+
+        dm_tools_job_notify_end(job, bg->srv, bg->session, status, has_exit, exit_code);
+}
+
+json_object *dm_tools_start_background(struct dm_call *call, const char *tool, json_object *args,
+                                       dm_tools_job_work work, void *arg)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        struct background *bg = calloc(1, sizeof(*bg));
+        json_object *out;
+        char id[32];
+        int r;
+
+        if (!bg || json_object_deep_copy(args, &bg->args, NULL) < 0) {
+                free(bg);
+                return dm_tool_result_error("out of memory");
+        }
+        bg->ctx = ctx;
+        bg->srv = dm_call_server(call);
+        bg->session = dm_call_session_id(call);
+        bg->tool = tool;
+        bg->work = work;
+        bg->arg = arg;
+        r = dm_jobs_start(ctx->jobs, tool, NULL, background_run, background_done, bg, background_free, id);
+        if (r < 0) {
+                background_free(bg);
+                return dm_tool_result_error(r == -EAGAIN ? "too many jobs (%d): wait for some to end or cancel them"
+                                                         : "cannot start a background job (error %d)",
+                                            r == -EAGAIN ? DM_JOB_MAX : r);
+        }
+        out = json_object_new_object();
+        json_object_object_add(out, "job_id", json_object_new_string(id));
+        json_object_object_add(out, "status", json_object_new_string("running"));
+        return dm_tool_result_ok(out);
+}

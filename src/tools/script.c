@@ -202,80 +202,13 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
 
 /* ---- background ------------------------------------------------------------ */
 
-struct script_job {
-        struct dm_context *ctx;
-        struct dm_mcp_server *srv;
-        uint64_t session;
-        json_object *args;      /* a deep copy: the call's own is freed when it returns */
-};
-
-static void script_job_free(void *userdata)
+static json_object *script_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
+                                struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
-        struct script_job *sj = userdata;
-
-        json_object_put(sj->args);
-        free(sj);
-}
-
-static json_object *script_job_run(struct dm_job *job, void *userdata, enum dm_job_status *ret_status, char *error,
-                                   size_t error_len)
-{
-        struct script_job *sj = userdata;
         struct sink sink = { .job = job };
-        struct dm_error err = { 0 };
-        json_object *out, *v;
-        int r;
 
-        out = run_script(sj->ctx, sj->args, dm_job_cancel_signal(job), &sink, &r, &err);
-        if (!out) {
-                *ret_status = r == -ECANCELED ? DM_JOB_CANCELLED : DM_JOB_FAILED;
-                if (r != -ECANCELED)
-                        snprintf(error, error_len, "sandbox_script failed: %s", err.msg);
-                return NULL;
-        }
-        if (json_object_object_get_ex(out, "timed_out", &v) && json_object_get_boolean(v))
-                *ret_status = DM_JOB_TIMED_OUT;
-        else if (json_object_object_get_ex(out, "exit_code", &v) && json_object_get_int(v) == 0)
-                *ret_status = DM_JOB_SUCCEEDED;
-        else
-                *ret_status = DM_JOB_FAILED;
-        return out;
-}
-
-static void script_job_done(struct dm_job *job, enum dm_job_status status, bool has_exit, int exit_code,
-                            void *userdata)
-{
-        struct script_job *sj = userdata;
-
-        dm_tools_job_notify_end(job, sj->srv, sj->session, status, has_exit, exit_code);
-}
-
-static json_object *start_background(struct dm_call *call, json_object *args)
-{
-        struct dm_context *ctx = dm_call_context(call);
-        struct script_job *sj = calloc(1, sizeof(*sj));
-        json_object *out;
-        char id[32];
-        int r;
-
-        if (!sj || json_object_deep_copy(args, &sj->args, NULL) < 0) {
-                free(sj);
-                return dm_tool_result_error("out of memory");
-        }
-        sj->ctx = ctx;
-        sj->srv = dm_call_server(call);
-        sj->session = dm_call_session_id(call);
-        r = dm_jobs_start(ctx->jobs, "sandbox_script", NULL, script_job_run, script_job_done, sj, script_job_free, id);
-        if (r < 0) {
-                script_job_free(sj);
-                return dm_tool_result_error(r == -EAGAIN ? "too many jobs (%d): wait for some to end or cancel them"
-                                                         : "cannot start a background job (error %d)",
-                                            r == -EAGAIN ? DM_JOB_MAX : r);
-        }
-        out = json_object_new_object();
-        json_object_object_add(out, "job_id", json_object_new_string(id));
-        json_object_object_add(out, "status", json_object_new_string("running"));
-        return dm_tool_result_ok(out);
+        (void)arg;
+        return run_script(ctx, args, cancel, &sink, ret_r, err);
 }
 
 /* ---- the tool -------------------------------------------------------------------- */
@@ -295,7 +228,7 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         if (dm_netpolicy_parse(dm_args_str(script_args, N_ARGS, args, "egress"), allow, &egress, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
         if (dm_args_bool(script_args, N_ARGS, args, "background"))
-                return start_background(call, args);
+                return dm_tools_start_background(call, "sandbox_script", args, script_work, NULL);
 
         out = run_script(dm_call_context(call), args, dm_call_cancel(call), &sink, &r, &err);
         if (r == -ECANCELED)

@@ -7,7 +7,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "src/context.h"
 #include "src/jobs.h"
+#include "src/util/cancel.h"
+#include "src/util/error.h"
+
+struct dm_call;
 
 struct dm_mcp_server;
 
@@ -28,6 +33,19 @@ json_object *dm_tools_exec_result(int exit_code, const char *out, size_t out_len
  * holds job_id, tool, status and exit_code. */
 void dm_tools_job_notify_end(struct dm_job *job, struct dm_mcp_server *srv, uint64_t session,
                              enum dm_job_status status, bool has_exit, int exit_code);
+
+/* A tool's work as a background job: returns the structured result, or
+ * NULL with *ret_r set (-ECANCELED for a cancel) and err filled. job
+ * collects the output tail; cancel fires when the job is cancelled. */
+typedef json_object *(*dm_tools_job_work)(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
+                                          struct dm_cancel *cancel, int *ret_r, struct dm_error *err);
+
+/* Starts work on a deep copy of args as a job of the call's session and
+ * answers {job_id, status: "running"}. The job's status comes from the
+ * result: timed_out → timed_out, exit_code 0 → succeeded, else failed; a
+ * NULL result is failed ("<tool> failed: ...") or cancelled. */
+json_object *dm_tools_start_background(struct dm_call *call, const char *tool, json_object *args,
+                                       dm_tools_job_work work, void *arg);
 
 /* All families, in the order tools/list shows them. */
 static inline void dm_tools_register_all(void)
