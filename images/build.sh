@@ -38,7 +38,7 @@ readonly SELF="$IMAGES_DIR/build.sh"
 . "$IMAGES_DIR/lib.sh"
 
 # Every image this script knows, parents before children.
-readonly ALL_IMAGES=(base python node)
+readonly ALL_IMAGES=(base python node go)
 
 ENGINE=
 WORK=
@@ -192,6 +192,13 @@ python_build() { build_containerfile python "$@"; }
 node_parent() { echo base; }
 node_build() { build_containerfile node "$@"; }
 # <<< image: node
+
+# >>> image: go
+# The Go toolchain from Debian (bookworm-backports' newest golang-1.NN, as
+# bookworm's own is 1.19): see go/Containerfile.
+go_parent() { echo base; }
+go_build() { build_containerfile go "$@"; }
+# <<< image: go
 
 # npm packages for an image are fetched here, on the host, not inside the
 # build: no registry is reachable from a container on every machine (an
