@@ -38,7 +38,7 @@ readonly SELF="$IMAGES_DIR/build.sh"
 . "$IMAGES_DIR/lib.sh"
 
 # Every image this script knows, parents before children.
-readonly ALL_IMAGES=(base python node go)
+readonly ALL_IMAGES=(base python node go media)
 
 ENGINE=
 WORK=
@@ -199,6 +199,13 @@ node_build() { build_containerfile node "$@"; }
 go_parent() { echo base; }
 go_build() { build_containerfile go "$@"; }
 # <<< image: go
+
+# >>> image: media
+# ffmpeg, ImageMagick, libvips, sox and command-line audio codecs, all from
+# Debian: see media/Containerfile.
+media_parent() { echo base; }
+media_build() { build_containerfile media "$@"; }
+# <<< image: media
 
 # npm packages for an image are fetched here, on the host, not inside the
 # build: no registry is reachable from a container on every machine (an
