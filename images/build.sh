@@ -38,7 +38,7 @@ readonly SELF="$IMAGES_DIR/build.sh"
 . "$IMAGES_DIR/lib.sh"
 
 # Every image this script knows, parents before children.
-readonly ALL_IMAGES=(base python node browser twine webgamedev)
+readonly ALL_IMAGES=(base python node go media browser twine webgamedev claude-code codex)
 
 ENGINE=
 WORK=
@@ -213,6 +213,34 @@ twine_build() { build_containerfile twine "$@"; }
 webgamedev_parent() { echo browser; }
 webgamedev_build() { build_containerfile webgamedev "$@"; }
 # <<< image: webgamedev
+
+# >>> image: go
+# The Go toolchain from Debian (bookworm-backports' newest golang-1.NN, as
+# bookworm's own is 1.19): see go/Containerfile.
+go_parent() { echo base; }
+go_build() { build_containerfile go "$@"; }
+# <<< image: go
+
+# >>> image: media
+# ffmpeg, ImageMagick, libvips, sox and command-line audio codecs, all from
+# Debian: see media/Containerfile.
+media_parent() { echo base; }
+media_build() { build_containerfile media "$@"; }
+# <<< image: media
+
+# >>> image: claude-code
+# The Claude Code CLI (npm @anthropic-ai/claude-code, fetched on the host by
+# stage_npm): see claude-code/Containerfile.
+claude-code_parent() { echo node; }
+claude-code_build() { build_containerfile claude-code "$@"; }
+# <<< image: claude-code
+
+# >>> image: codex
+# The OpenAI Codex CLI (npm @openai/codex, fetched on the host by stage_npm):
+# see codex/Containerfile.
+codex_parent() { echo node; }
+codex_build() { build_containerfile codex "$@"; }
+# <<< image: codex
 
 # npm packages for an image are fetched here, on the host, not inside the
 # build: no registry is reachable from a container on every machine (an

@@ -39,7 +39,9 @@ const struct dm_image_info dm_images[] = {
 };
 const size_t dm_images_count = sizeof(dm_images) / sizeof(dm_images[0]);
 const char *const dm_image_names[] = { "base", "python", "node", "go", "browser", "media", "twine", "webgamedev", NULL };
-const char *const dm_image_aliases[] = { "anaconda", NULL };
+/* Accepted but not listed in the schemas: the alias, and the agent CLIs'
+ * images (sandbox_agent's, usable by hand, e.g. to check a CLI's version). */
+const char *const dm_image_aliases[] = { "anaconda", "claude-code", "codex", NULL };
 
 static char refs[sizeof(dm_images) / sizeof(dm_images[0])][256];
 static pthread_once_t refs_once = PTHREAD_ONCE_INIT;
