@@ -86,7 +86,7 @@ async function until(ms, what, fn) {
   }
 }
 
-h.plan(33);
+h.plan(35);
 
 await h.run(async () => {
   const root = h.makeOutputRoot('agents');
@@ -186,7 +186,25 @@ await h.run(async () => {
   }
   await client.close();
 
-  // 23-33: a run held mid-call (the fixture stalls): inspect the live
+  // 23-24: only Codex has credentials: the schema lists only its models,
+  // the description says why Claude Code is missing, and asking for it fails.
+  {
+    const only = { ...env };
+    delete only.ANTHROPIC_API_KEY;
+    const c1 = await connect(only);
+    const t = (await c1.listTools()).tools.find((x) => x.name === 'sandbox_agent');
+    const e = t?.inputSchema?.properties?.model?.enum ?? [];
+    h.ok(e.includes('gpt-5.5') && !e.includes('sonnet') &&
+      /Claude Code is unavailable: no ANTHROPIC_API_KEY/.test(t?.description ?? ''),
+    'with only OpenAI credentials the model enum lists Codex models and the description says why Claude Code is not there',
+    `${JSON.stringify(e)}\n${t?.description}`);
+    const res = await call(c1, 'sandbox_agent', { prompt: 'x', model: 'opus' });
+    h.ok(res.isError && /needs Anthropic \(Claude Code\) credentials/.test(h.firstText(res)),
+      'asking for a Claude model then says which credentials are missing', h.firstText(res));
+    await c1.close();
+  }
+
+  // 25-35: a run held mid-call (the fixture stalls): inspect the live
   // container, probe the proxy from inside it, then cancel.
   const stallKey = `sk-ant-api03-demesne-stall-${crypto.randomBytes(12).toString('hex')}`;
   const stall = await startFixture(root, 'stall', stallKey, ['--stall']);
