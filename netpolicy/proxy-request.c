@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "netpolicy/http-head.h"
 #include "netpolicy/proxy-internal.h"
 #include "src/util/cleanup.h"
 
@@ -26,54 +27,19 @@ size_t dm_proxy_head_end(const char *buf, size_t len)
         return 0;
 }
 
-static bool is_tchar(char c)
-{
-        return isalnum((unsigned char)c) || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-static bool token_ok(const char *s, size_t max)
-{
-        size_t n = 0;
-        for (; *s; s++, n++)
-                if (!is_tchar(*s))
-                        return false;
-        return n > 0 && n <= max;
-}
-
 /* Splits a NUL-terminated head into lines in place (CRLF or LF), up to the
  * blank line. -1 when there are more than max lines. */
 static int split_lines(char *s, char **lines, size_t max, size_t *ret_n)
 {
         size_t n = 0;
 
-        while (*s) {
-                char *nl = strchr(s, '\n');
-                if (nl)
-                        *nl = '\0';
-                if (nl && nl > s && nl[-1] == '\r')
-                        nl[-1] = '\0';
-                if (*s == '\0')
-                        break;
+        for (char *line; (line = dm_http_next_line(&s));) {
                 if (n == max)
                         return -1;
-                lines[n++] = s;
-                if (!nl)
-                        break;
-                s = nl + 1;
+                lines[n++] = line;
         }
         *ret_n = n;
         return 0;
-}
-
-static char *trim(char *s)
-{
-        char *e;
-        while (*s == ' ' || *s == '\t')
-                s++;
-        e = s + strlen(s);
-        while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
-                *--e = '\0';
-        return s;
 }
 
 /* Splits host[:port] in place; port stays def when absent. */
@@ -145,7 +111,7 @@ static int parse_absolute(char *target, struct dm_proxy_request *r, struct dm_pr
 
 int dm_proxy_request_parse(const char *head, size_t len, struct dm_proxy_request *r, struct dm_proxy_verdict *v)
 {
-        char *lines[DM_PROXY_MAX_HEADERS + 1], *method, *target, *version, *sp;
+        char *lines[DM_PROXY_MAX_HEADERS + 1], *method, *target, *version;
         size_t n;
 
         memset(r, 0, sizeof(*r));
@@ -160,25 +126,15 @@ int dm_proxy_request_parse(const char *head, size_t len, struct dm_proxy_request
         if (n == 0)
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "empty request");
 
-        method = lines[0];
-        sp = strchr(method, ' ');
-        if (!sp)
+        if (dm_http_request_line(lines[0], &method, &target, &version) < 0)
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "malformed request line");
-        *sp = '\0';
-        target = sp + 1;
-        sp = strchr(target, ' ');
-        if (!sp)
-                return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "malformed request line");
-        *sp = '\0';
-        version = sp + 1;
-        if (!token_ok(method, 32))
+        if (!dm_http_token_ok(method, 32))
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "malformed method");
         if (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0)
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "unsupported protocol version '%.16s'",
                                             version);
-        for (const char *c = target; *c; c++)
-                if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
-                        return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "bad character in request target");
+        if (!dm_http_target_chars_ok(target))
+                return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "bad character in request target");
         if (target[0] == '\0')
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "empty request target");
         r->method = method;
@@ -192,22 +148,22 @@ int dm_proxy_request_parse(const char *head, size_t len, struct dm_proxy_request
         }
 
         for (size_t i = 1; i < n; i++) {
-                char *line = lines[i], *colon;
+                struct dm_proxy_header *h = &r->headers[r->n_headers];
 
-                if (line[0] == ' ' || line[0] == '\t')
+                switch (dm_http_field(lines[i], 256, &h->name, &h->value)) {
+                case DM_HTTP_FIELD_OK:
+                        break;
+                case DM_HTTP_FIELD_FOLDED:
                         return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "folded header lines are not accepted");
-                colon = strchr(line, ':');
-                if (!colon)
+                case DM_HTTP_FIELD_NO_COLON:
                         return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "header line without a colon");
-                *colon = '\0';
-                if (!token_ok(line, 256))
+                case DM_HTTP_FIELD_EMPTY_NAME:
+                case DM_HTTP_FIELD_BAD_NAME:
                         return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "malformed header name");
-                for (const char *c = colon + 1; *c; c++)
-                        if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
-                                return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST,
-                                                            "control character in header '%s'", line);
-                r->headers[r->n_headers].name = line;
-                r->headers[r->n_headers].value = trim(colon + 1);
+                case DM_HTTP_FIELD_CONTROL:
+                        return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "control character in header '%s'",
+                                                    h->name);
+                }
                 r->n_headers++;
         }
         return dm_proxy_verdict_set(v, DM_PROXY_OK, "parsed");
@@ -224,23 +180,6 @@ void dm_proxy_request_release(struct dm_proxy_request *r)
 
 /* --- forwarding heads ------------------------------------------------------ */
 
-/* Whether a comma-separated Connection value names header name. */
-static bool listed(const char *list, const char *name)
-{
-        size_t n = strlen(name);
-
-        while (*list) {
-                size_t len;
-                while (*list == ' ' || *list == '\t' || *list == ',')
-                        list++;
-                len = strcspn(list, ", \t");
-                if (len == n && strncasecmp(list, name, n) == 0)
-                        return true;
-                list += len;
-        }
-        return false;
-}
-
 static bool hop_by_hop(const char *name, const struct dm_proxy_header *h, size_t n)
 {
         static const char *const fixed[] = { "connection", "keep-alive", "te", "trailer", "upgrade" };
@@ -251,7 +190,7 @@ static bool hop_by_hop(const char *name, const struct dm_proxy_header *h, size_t
                 if (strcasecmp(name, fixed[i]) == 0)
                         return true;
         for (size_t i = 0; i < n; i++)
-                if (strcasecmp(h[i].name, "connection") == 0 && listed(h[i].value, name))
+                if (strcasecmp(h[i].name, "connection") == 0 && dm_http_list_has(h[i].value, name))
                         return true;
         return false;
 }
@@ -301,7 +240,7 @@ int dm_proxy_response_build(const char *head, size_t len, struct dm_buf *out)
                         goto out;
                 *colon = '\0';
                 h[nh].name = lines[i];
-                h[nh].value = trim(colon + 1);
+                h[nh].value = dm_http_trim(colon + 1);
                 nh++;
         }
         ret = dm_buf_printf(out, "%s\r\n", lines[0]);

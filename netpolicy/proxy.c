@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The egress proxy's server: a listener and accept thread per sandbox, a
- * thread per connection. A thread per connection keeps each connection's
- * state on its own stack and its blocking steps (DNS, connect) out of
- * everyone else's way; the per-sandbox cap bounds the thread count. Every
- * socket is non-blocking and every wait is a poll() that also watches the
- * sandbox's stop eventfd, so removal wakes everything at once. */
+/* The egress proxy's server: a listener (listener.h: accept thread, thread
+ * per connection) per sandbox. A thread per connection keeps each
+ * connection's state on its own stack and its blocking steps (DNS, connect)
+ * out of everyone else's way; the per-sandbox cap bounds the thread count.
+ * Every socket is non-blocking and every wait is a poll() that also watches
+ * the listener's stop eventfd, so removal wakes everything at once. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -17,11 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "netpolicy/listener.h"
 #include "netpolicy/proxy-internal.h"
 #include "src/util/cleanup.h"
 #include "src/util/log.h"
@@ -38,25 +38,20 @@ struct dm_proxy {
         struct dm_proxy_sandbox *sandboxes;
 };
 
+/* One client connection, on its thread's stack. */
 struct conn {
         struct dm_proxy_sandbox *sb;
-        pthread_t thread;
         int fd;
-        bool done;   /* under sb->lock */
-        struct conn *next;
 };
 
 struct dm_proxy_sandbox {
         struct dm_proxy *proxy;
         char *id;
-        struct sockaddr_in addr;
         struct in_addr source;
         struct dm_proxy_policy policy;
-        int log_fd, listen_fd, stop_fd, reap_fd;
-        pthread_t accept_thread;
-        pthread_mutex_t lock;   /* conns, active, log writes */
-        struct conn *conns;
-        unsigned active;
+        int log_fd;
+        struct dm_listener *listener;
+        pthread_mutex_t lock;   /* log writes */
         struct dm_proxy_sandbox *next;
 };
 
@@ -115,29 +110,12 @@ static void egress_log(struct dm_proxy_sandbox *sb, const struct session *s)
 
 /* --- waiting and writing --------------------------------------------------- */
 
-/* 1 when fd is ready for events, 0 on timeout, -ECANCELED when the sandbox is
- * being removed. */
-static int wait_fd(struct dm_proxy_sandbox *sb, int fd, short events, int timeout_ms)
-{
-        struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = sb->stop_fd, .events = POLLIN } };
-        int r;
-
-        do
-                r = poll(p, 2, timeout_ms < 0 ? 0 : timeout_ms);
-        while (r < 0 && errno == EINTR);
-        if (r < 0)
-                return -errno;
-        if (p[1].revents)
-                return -ECANCELED;
-        return r > 0;
-}
-
 static int send_all(struct dm_proxy_sandbox *sb, int fd, const char *data, size_t n, int timeout_ms)
 {
         while (n > 0) {
                 ssize_t w = send(fd, data, n, MSG_NOSIGNAL);
                 if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-                        int r = wait_fd(sb, fd, POLLOUT, timeout_ms);
+                        int r = dm_listener_wait(sb->listener, fd, POLLOUT, timeout_ms);
                         if (r <= 0)
                                 return r < 0 ? r : -ETIMEDOUT;
                         continue;
@@ -168,7 +146,7 @@ static void refuse(struct session *s, int fd)
         if (send_all(sb, fd, resp, (size_t)n, 1000) < 0)
                 return;
         shutdown(fd, SHUT_WR);
-        for (int i = 0; i < 16 && wait_fd(sb, fd, POLLIN, 500) > 0; i++) {
+        for (int i = 0; i < 16 && dm_listener_wait(sb->listener, fd, POLLIN, 500) > 0; i++) {
                 char sink[4096];
                 if (recv(fd, sink, sizeof(sink), 0) <= 0)
                         break;
@@ -191,7 +169,7 @@ static int read_head(struct session *s, struct dm_buf *head, size_t *ret_end)
                 ssize_t n = recv(s->c->fd, chunk, room < sizeof(chunk) ? room : sizeof(chunk), 0);
 
                 if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-                        int r = wait_fd(sb, s->c->fd, POLLIN, (int)(deadline - dm_now_ms()));
+                        int r = dm_listener_wait(sb->listener, s->c->fd, POLLIN, (int)(deadline - dm_now_ms()));
                         if (r < 0)
                                 return -2;
                         if (r == 0)
@@ -298,7 +276,7 @@ static int connect_upstream(struct session *s, const struct in_addr *addrs, size
                         last = errno;
                         continue;
                 }
-                r = wait_fd(sb, fd, POLLOUT, (int)(deadline - dm_now_ms()));
+                r = dm_listener_wait(sb->listener, fd, POLLOUT, (int)(deadline - dm_now_ms()));
                 if (r < 0)
                         return dm_proxy_verdict_set(&s->v, DM_PROXY_CONNECT_FAILED, "proxy shutting down");
                 if (r == 0)
@@ -432,7 +410,11 @@ static int relay(struct session *s, int up_fd, struct pipe *up, struct pipe *dow
 
         dm_buf_init(&head, RESPONSE_HEAD_MAX);
         for (;;) {
-                struct pollfd p[3] = { { .fd = cfd }, { .fd = up_fd }, { .fd = sb->stop_fd, .events = POLLIN } };
+                struct pollfd p[3] = {
+                        { .fd = cfd },
+                        { .fd = up_fd },
+                        { .fd = dm_listener_stop_fd(sb->listener), .events = POLLIN },
+                };
                 int r;
 
                 if (up->eof && !pending(up) && !up->shut) {
@@ -558,50 +540,13 @@ out:
         dm_proxy_request_release(&req);
 }
 
-static void *conn_main(void *arg)
+static void serve_conn(void *owner, struct dm_listener_conn *lc, int fd)
 {
-        struct conn *c = arg;
-        struct dm_proxy_sandbox *sb = c->sb;
-        struct session s = { .c = c, .method = "-", .target = "-", .start_ms = dm_now_ms() };
-        uint64_t one = 1;
+        struct conn c = { .sb = owner, .fd = fd };
+        struct session s = { .c = &c, .method = "-", .target = "-", .start_ms = dm_now_ms() };
 
+        (void)lc;
         serve(&s);
-        close(c->fd);
-        pthread_mutex_lock(&sb->lock);
-        c->fd = -1;
-        c->done = true;
-        sb->active--;
-        pthread_mutex_unlock(&sb->lock);
-        /* The accept thread joins finished connections when woken. */
-        if (write(sb->reap_fd, &one, sizeof(one)) < 0)
-                log_warning("egress proxy: sandbox '%s': cannot wake the accept thread: %s", sb->id, strerror(errno));
-        return NULL;
-}
-
-/* Joins finished connections, or all of them (which the stop eventfd has
- * woken) when all is set. */
-static void reap(struct dm_proxy_sandbox *sb, bool all)
-{
-        struct conn *list = NULL, **pp;
-
-        pthread_mutex_lock(&sb->lock);
-        for (pp = &sb->conns; *pp;) {
-                struct conn *c = *pp;
-                if (all || c->done) {
-                        *pp = c->next;
-                        c->next = list;
-                        list = c;
-                } else {
-                        pp = &c->next;
-                }
-        }
-        pthread_mutex_unlock(&sb->lock);
-        while (list) {
-                struct conn *c = list;
-                list = c->next;
-                pthread_join(c->thread, NULL);
-                free(c);
-        }
 }
 
 /* Refusals decided before a connection gets its thread. */
@@ -612,88 +557,31 @@ static void refuse_early(struct dm_proxy_sandbox *sb, int fd, enum dm_proxy_code
 
         dm_proxy_verdict_set(&s.v, code, "%s", reason);
         refuse(&s, fd);
-        close(fd);
 }
 
-static void accept_one(struct dm_proxy_sandbox *sb)
+static bool admit_conn(void *owner, int fd, const struct sockaddr_in *peer)
 {
-        struct sockaddr_in peer;
-        socklen_t len = sizeof(peer);
-        struct conn *c;
-        int fd = accept4(sb->listen_fd, (struct sockaddr *)&peer, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        char a[INET_ADDRSTRLEN];
+        struct dm_proxy_sandbox *sb = owner;
+        char a[INET_ADDRSTRLEN], reason[128];
 
-        if (fd < 0) {
-                if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
-                        log_warning("egress proxy: sandbox '%s': accept: %s", sb->id, strerror(errno));
-                        wait_fd(sb, -1, 0, 100);   /* let connections finish rather than spin */
-                }
-                return;
-        }
-        if (sb->source.s_addr != htonl(INADDR_ANY) && peer.sin_addr.s_addr != sb->source.s_addr) {
-                char reason[128];
-                snprintf(reason, sizeof(reason), "connection from %s, which is not this sandbox's address",
-                         inet_ntop(AF_INET, &peer.sin_addr, a, sizeof(a)));
-                refuse_early(sb, fd, DM_PROXY_UNKNOWN_SOURCE, reason);
-                return;
-        }
-        pthread_mutex_lock(&sb->lock);
-        if (sb->active >= sb->proxy->limits.max_conns) {
-                pthread_mutex_unlock(&sb->lock);
+        if (sb->source.s_addr == htonl(INADDR_ANY) || peer->sin_addr.s_addr == sb->source.s_addr)
+                return true;
+        snprintf(reason, sizeof(reason), "connection from %s, which is not this sandbox's address",
+                 inet_ntop(AF_INET, &peer->sin_addr, a, sizeof(a)));
+        refuse_early(sb, fd, DM_PROXY_UNKNOWN_SOURCE, reason);
+        return false;
+}
+
+static void refuse_conn(void *owner, int fd, enum dm_listener_refusal why)
+{
+        struct dm_proxy_sandbox *sb = owner;
+
+        if (why == DM_LISTENER_FULL) {
                 refuse_early(sb, fd, DM_PROXY_TOO_MANY, "too many open connections for this sandbox");
                 return;
         }
-        c = calloc(1, sizeof(*c));
-        if (c) {
-                c->sb = sb;
-                c->fd = fd;
-                if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
-                        free(c);
-                        c = NULL;
-                }
-        }
-        if (c) {
-                c->next = sb->conns;
-                sb->conns = c;
-                sb->active++;
-        }
-        pthread_mutex_unlock(&sb->lock);
-        if (!c) {
-                log_warning("egress proxy: sandbox '%s': cannot start a connection thread", sb->id);
-                refuse_early(sb, fd, DM_PROXY_TOO_MANY, "the proxy cannot take another connection now");
-        }
-}
-
-static void *accept_main(void *arg)
-{
-        struct dm_proxy_sandbox *sb = arg;
-
-        for (;;) {
-                struct pollfd p[3] = {
-                        { .fd = sb->listen_fd, .events = POLLIN },
-                        { .fd = sb->stop_fd, .events = POLLIN },
-                        { .fd = sb->reap_fd, .events = POLLIN },
-                };
-                if (poll(p, 3, -1) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        log_error("egress proxy: sandbox '%s': poll: %s", sb->id, strerror(errno));
-                        break;
-                }
-                if (p[1].revents)
-                        break;
-                if (p[2].revents) {
-                        uint64_t v;
-                        if (read(sb->reap_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-                                log_warning("egress proxy: read eventfd: %s", strerror(errno));
-                        reap(sb, false);
-                }
-                if (p[0].revents)
-                        accept_one(sb);
-        }
-        /* The stop eventfd stays readable: every connection sees it. */
-        reap(sb, true);
-        return NULL;
+        log_warning("egress proxy: sandbox '%s': cannot start a connection thread", sb->id);
+        refuse_early(sb, fd, DM_PROXY_TOO_MANY, "the proxy cannot take another connection now");
 }
 
 /* --- lifecycle ------------------------------------------------------------- */
@@ -720,13 +608,12 @@ int dm_proxy_new(const struct dm_proxy_limits *limits, const char *hosts_file, s
         return 0;
 }
 
+/* Stops the listener first: it joins every thread that uses sb. */
 static void sandbox_free(struct dm_proxy_sandbox *sb)
 {
-        int fds[] = { sb->log_fd, sb->listen_fd, sb->stop_fd, sb->reap_fd };
-
-        for (size_t i = 0; i < DM_ARRAY_SIZE(fds); i++)
-                if (fds[i] >= 0)
-                        close(fds[i]);
+        dm_listener_free(sb->listener);
+        if (sb->log_fd >= 0)
+                close(sb->log_fd);
         dm_proxy_policy_release(&sb->policy);
         pthread_mutex_destroy(&sb->lock);
         free(sb->id);
@@ -737,13 +624,20 @@ int dm_proxy_add(struct dm_proxy *p, const struct dm_proxy_sandbox_conf *conf, s
                  struct dm_error *err)
 {
         struct dm_proxy_sandbox *sb = calloc(1, sizeof(*sb));
-        socklen_t len = sizeof(sb->addr);
-        char a[INET_ADDRSTRLEN];
-        int one = 1, r;
+        struct dm_listener_conf lc = {
+                .max_conns = p->limits.max_conns,
+                .backlog = 128,
+                .owner = sb,
+                .admit = admit_conn,
+                .refuse = refuse_conn,
+                .serve = serve_conn,
+        };
+        char a[INET_ADDRSTRLEN], *what = NULL;
+        int r;
 
         if (!sb)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        sb->log_fd = sb->listen_fd = sb->stop_fd = sb->reap_fd = -1;
+        sb->log_fd = -1;
         pthread_mutex_init(&sb->lock, NULL);
         sb->proxy = p;
         sb->source = conf->source;
@@ -757,19 +651,19 @@ int dm_proxy_add(struct dm_proxy *p, const struct dm_proxy_sandbox_conf *conf, s
                 sandbox_free(sb);
                 return dm_error_set(err, r, "egress proxy for '%s': dup log fd: %s", conf->id, strerror(-r));
         }
-        sb->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        sb->reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        sb->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (sb->stop_fd < 0 || sb->reap_fd < 0 || sb->listen_fd < 0 ||
-            setsockopt(sb->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-            bind(sb->listen_fd, (const struct sockaddr *)&conf->listen, sizeof(conf->listen)) < 0 ||
-            listen(sb->listen_fd, 128) < 0 || getsockname(sb->listen_fd, (struct sockaddr *)&sb->addr, &len) < 0) {
-                r = -errno;
+        if (asprintf(&what, "egress proxy: sandbox '%s'", sb->id) < 0) {
+                sandbox_free(sb);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        lc.what = what;
+        r = dm_listener_new(&lc, &conf->listen, &sb->listener);
+        free(what);
+        if (r < 0) {
                 sandbox_free(sb);
                 return dm_error_set(err, r, "egress proxy for '%s': listen on %s:%u: %s", conf->id, a,
                                     ntohs(conf->listen.sin_port), strerror(-r));
         }
-        r = -pthread_create(&sb->accept_thread, NULL, accept_main, sb);
+        r = dm_listener_start(sb->listener);
         if (r < 0) {
                 sandbox_free(sb);
                 return dm_error_set(err, r, "egress proxy for '%s': start thread: %s", conf->id, strerror(-r));
@@ -784,23 +678,17 @@ int dm_proxy_add(struct dm_proxy *p, const struct dm_proxy_sandbox_conf *conf, s
 
 void dm_proxy_sandbox_address(const struct dm_proxy_sandbox *s, struct sockaddr_in *ret)
 {
-        *ret = s->addr;
+        dm_listener_address(s->listener, ret);
 }
 
 unsigned dm_proxy_sandbox_connections(struct dm_proxy_sandbox *s)
 {
-        unsigned n;
-
-        pthread_mutex_lock(&s->lock);
-        n = s->active;
-        pthread_mutex_unlock(&s->lock);
-        return n;
+        return dm_listener_connections(s->listener);
 }
 
 void dm_proxy_remove(struct dm_proxy *p, struct dm_proxy_sandbox *s)
 {
         struct dm_proxy_sandbox **pp;
-        uint64_t one = 1;
 
         if (!s)
                 return;
@@ -811,10 +699,7 @@ void dm_proxy_remove(struct dm_proxy *p, struct dm_proxy_sandbox *s)
                         break;
                 }
         pthread_mutex_unlock(&p->lock);
-        if (write(s->stop_fd, &one, sizeof(one)) < 0)
-                log_error("egress proxy: sandbox '%s': cannot signal stop: %s", s->id, strerror(errno));
-        pthread_join(s->accept_thread, NULL);
-        sandbox_free(s);
+        sandbox_free(s);   /* stops the listener and joins its threads */
 }
 
 void dm_proxy_free(struct dm_proxy *p)

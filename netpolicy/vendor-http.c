@@ -7,30 +7,15 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "netpolicy/http-head.h"
 #include "netpolicy/vendor-internal.h"
 #include "src/util/cleanup.h"
-
-static bool is_tchar(char c)
-{
-        return isalnum((unsigned char)c) || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-static char *trim(char *s)
-{
-        char *e;
-
-        while (*s == ' ' || *s == '\t')
-                s++;
-        e = s + strlen(s);
-        while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
-                *--e = '\0';
-        return s;
-}
 
 static int fail(char *why, size_t whylen, const char *msg)
 {
@@ -40,69 +25,50 @@ static int fail(char *why, size_t whylen, const char *msg)
 
 int dm_vendor_request_parse(const char *head, size_t len, struct dm_vendor_request *r, char *why, size_t whylen)
 {
-        char *s, *line, *next, *sp, *target, *version;
+        char *s, *line, *field, *method, *target, *version;
 
         memset(r, 0, sizeof(*r));
         if (memchr(head, '\0', len))
                 return fail(why, whylen, "NUL byte in the request head");
         if (!(r->storage = strndup(head, len)))
                 return fail(why, whylen, "out of memory");
-        for (s = r->storage, line = NULL; s && *s; s = next) {
-                char *nl = strchr(s, '\n'), *colon;
+        s = r->storage;
+        line = dm_http_next_line(&s);
+        while (line && (field = dm_http_next_line(&s))) {
+                struct dm_vendor_header *h;
 
-                next = nl ? nl + 1 : NULL;
-                if (nl)
-                        *nl = '\0';
-                if (nl && nl > s && nl[-1] == '\r')
-                        nl[-1] = '\0';
-                if (*s == '\0')
-                        break;
-                if (!line) {
-                        line = s;
-                        continue;
-                }
                 if (r->n_headers == DM_VENDOR_MAX_HEADERS)
                         return fail(why, whylen, "too many header fields");
-                if (*s == ' ' || *s == '\t')
+                h = &r->headers[r->n_headers];
+                switch (dm_http_field(field, SIZE_MAX, &h->name, &h->value)) {
+                case DM_HTTP_FIELD_OK:
+                        break;
+                case DM_HTTP_FIELD_FOLDED:
                         return fail(why, whylen, "folded header lines are not accepted");
-                if (!(colon = strchr(s, ':')))
+                case DM_HTTP_FIELD_NO_COLON:
                         return fail(why, whylen, "header line without a colon");
-                *colon = '\0';
-                if (!*s)
+                case DM_HTTP_FIELD_EMPTY_NAME:
                         return fail(why, whylen, "empty header name");
-                for (const char *c = s; *c; c++)
-                        if (!is_tchar(*c))
-                                return fail(why, whylen, "malformed header name");
-                for (const char *c = colon + 1; *c; c++)
-                        if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
-                                return fail(why, whylen, "control character in a header value");
-                r->headers[r->n_headers].name = s;
-                r->headers[r->n_headers].value = trim(colon + 1);
+                case DM_HTTP_FIELD_BAD_NAME:
+                        return fail(why, whylen, "malformed header name");
+                case DM_HTTP_FIELD_CONTROL:
+                        return fail(why, whylen, "control character in a header value");
+                }
                 r->n_headers++;
         }
         if (!line)
                 return fail(why, whylen, "empty request");
-        if (!(sp = strchr(line, ' ')))
+        if (dm_http_request_line(line, &method, &target, &version) < 0)
                 return fail(why, whylen, "malformed request line");
-        *sp = '\0';
-        target = sp + 1;
-        if (!(sp = strchr(target, ' ')))
-                return fail(why, whylen, "malformed request line");
-        *sp = '\0';
-        version = sp + 1;
-        if (!*line || strlen(line) > 16)
+        if (!dm_http_token_ok(method, 16))
                 return fail(why, whylen, "malformed method");
-        for (const char *c = line; *c; c++)
-                if (!is_tchar(*c))
-                        return fail(why, whylen, "malformed method");
         if (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0)
                 return fail(why, whylen, "unsupported protocol version");
         if (target[0] != '/')
                 return fail(why, whylen, "the request target must be a path (this is not a forward proxy)");
-        for (const char *c = target; *c; c++)
-                if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
-                        return fail(why, whylen, "bad character in the request target");
-        r->method = line;
+        if (!dm_http_target_chars_ok(target))
+                return fail(why, whylen, "bad character in the request target");
+        r->method = method;
         r->target = target;
         r->http10 = strcmp(version, "HTTP/1.0") == 0;
         return 0;
@@ -124,30 +90,13 @@ const char *dm_vendor_request_header(const struct dm_vendor_request *r, const ch
         return NULL;
 }
 
-/* Whether a comma-separated list names token. */
-static bool listed(const char *list, const char *token)
-{
-        size_t n = strlen(token);
-
-        while (list && *list) {
-                size_t len;
-                while (*list == ' ' || *list == '\t' || *list == ',')
-                        list++;
-                len = strcspn(list, ", \t");
-                if (len == n && strncasecmp(list, token, n) == 0)
-                        return true;
-                list += len;
-        }
-        return false;
-}
-
 bool dm_vendor_request_keep_alive(const struct dm_vendor_request *r)
 {
         const char *c = dm_vendor_request_header(r, "connection");
 
         if (r->http10)
-                return listed(c, "keep-alive");
-        return !listed(c, "close");
+                return dm_http_list_has(c, "keep-alive");
+        return !dm_http_list_has(c, "close");
 }
 
 /* --- routes ---------------------------------------------------------------- */
@@ -278,7 +227,7 @@ static bool dropped_upstream(const struct dm_vendor_request *r, const char *name
                                              "cookie", "chatgpt-account-id", "anthropic-beta" };
         const char *conn = dm_vendor_request_header(r, "connection");
 
-        if (hop_by_hop(name, strlen(name)) || listed(conn, name))
+        if (hop_by_hop(name, strlen(name)) || dm_http_list_has(conn, name))
                 return true;
         for (size_t i = 0; i < DM_ARRAY_SIZE(fixed); i++)
                 if (strcasecmp(name, fixed[i]) == 0)
@@ -339,7 +288,7 @@ int dm_vendor_upstream_headers(const struct dm_vendor_request *r, enum dm_vendor
         if (k == 0 && cred->auth == DM_VENDOR_AUTH_CHATGPT && cred->account_id)
                 k = add(&l, "chatgpt-account-id: %s", cred->account_id);
         if (k == 0 && provider == DM_VENDOR_ANTHROPIC && cred->auth == DM_VENDOR_AUTH_OAUTH) {
-                if (beta && *beta && !listed(beta, "oauth-2025-04-20"))
+                if (beta && *beta && !dm_http_list_has(beta, "oauth-2025-04-20"))
                         k = add(&l, "anthropic-beta: %s,oauth-2025-04-20", beta);
                 else if (beta && *beta)
                         k = add(&l, "anthropic-beta: %s", beta);

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* The vendor proxy's server: an accept thread and a thread per client
- * connection, each with its own curl easy handle (kept across the
- * connection's keep-alive requests so the upstream TLS session is reused).
+/* The vendor proxy's server: a listener (listener.h: an accept thread and a
+ * thread per client connection), each connection with its own curl easy
+ * handle (kept across the connection's keep-alive requests so the upstream
+ * TLS session is reused).
  * The response goes to the client as curl hands it over: head when curl has
  * the headers, then each body piece as one HTTP chunk, so server-sent events
  * arrive when the vendor sends them. Every client wait is a poll() that also
- * watches the stop eventfd; curl's sockets are tracked so that stop can shut
- * them down and curl returns at once. */
+ * watches the stop eventfd; client sockets and curl's sockets are shut down
+ * on stop (curl's are tracked with the listener) so curl returns at once. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -14,18 +15,17 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "netpolicy/listener.h"
 #include "netpolicy/proxy-internal.h"
 #include "netpolicy/vendor-internal.h"
 #include "src/util/cleanup.h"
@@ -39,31 +39,25 @@
 #define IDLE_TIMEOUT_MS (120 * 1000)
 #define SEND_TIMEOUT_MS (300 * 1000)
 #define CONNECT_TIMEOUT_MS (10 * 1000)
-#define UP_FDS 4
 
+/* One client connection, on its thread's stack (lc is NULL for a refusal
+ * before the thread). */
 struct conn {
         struct dm_vendor_proxy *p;
-        pthread_t thread;
-        int fd;               /* under p->lock once the thread runs */
-        int up_fds[UP_FDS];   /* curl's sockets, under p->lock */
-        bool done;
-        struct conn *next;
+        struct dm_listener_conn *lc;
+        int fd;
 };
 
 struct dm_vendor_proxy {
         enum dm_vendor provider;
-        struct sockaddr_in addr;
         char *upstream, *token, *usage_path;
         struct dm_vendor_cred cred;
         struct dm_vendor_prices prices;
         unsigned max_conns;
         size_t max_body;
-        int log_fd, listen_fd, stop_fd, reap_fd;
-        atomic_bool stopping;
-        pthread_t accept_thread;
-        pthread_mutex_t lock;   /* conns, active, usage, log writes */
-        struct conn *conns;
-        unsigned active;
+        int log_fd;
+        struct dm_listener *listener;
+        pthread_mutex_t lock;   /* usage, log writes */
         struct dm_vendor_usage usage;
 };
 
@@ -135,22 +129,6 @@ static void set_reason(struct exchange *x, const char *fmt, ...)
 
 /* --- the client socket ----------------------------------------------------- */
 
-/* 1 when ready, 0 on timeout, -ECANCELED when stopping. */
-static int wait_fd(struct dm_vendor_proxy *p, int fd, short events, int timeout_ms)
-{
-        struct pollfd f[2] = { { .fd = fd, .events = events }, { .fd = p->stop_fd, .events = POLLIN } };
-        int r;
-
-        do
-                r = poll(f, 2, timeout_ms < 0 ? 0 : timeout_ms);
-        while (r < 0 && errno == EINTR);
-        if (r < 0)
-                return -errno;
-        if (f[1].revents)
-                return -ECANCELED;
-        return r > 0;
-}
-
 static int send_iov(struct dm_vendor_proxy *p, int fd, struct iovec *iov, int n)
 {
         while (n > 0) {
@@ -158,7 +136,7 @@ static int send_iov(struct dm_vendor_proxy *p, int fd, struct iovec *iov, int n)
                 ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL);
 
                 if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-                        int r = wait_fd(p, fd, POLLOUT, SEND_TIMEOUT_MS);
+                        int r = dm_listener_wait(p->listener, fd, POLLOUT, SEND_TIMEOUT_MS);
                         if (r <= 0)
                                 return r < 0 ? r : -ETIMEDOUT;
                         continue;
@@ -205,7 +183,7 @@ static int recv_more(struct dm_vendor_proxy *p, int fd, struct dm_buf *in, int t
                         return 0;
                 if (errno != EAGAIN && errno != EINTR)
                         return -errno;
-                r = wait_fd(p, fd, POLLIN, (int)(deadline - dm_now_ms()));
+                r = dm_listener_wait(p->listener, fd, POLLIN, (int)(deadline - dm_now_ms()));
                 if (r <= 0)
                         return r < 0 ? r : -ETIMEDOUT;
         }
@@ -241,7 +219,8 @@ static void refuse(struct exchange *x, int status, const char *type, const char 
         dm_buf_init(&out, 4096);
         if (dm_vendor_error_response(&out, status, type, msg) == 0 && send_all(p, x->c->fd, out.data, out.len) == 0) {
                 shutdown(x->c->fd, SHUT_WR);
-                while (dm_now_ms() < deadline && wait_fd(p, x->c->fd, POLLIN, (int)(deadline - dm_now_ms())) > 0) {
+                while (dm_now_ms() < deadline &&
+                       dm_listener_wait(p->listener, x->c->fd, POLLIN, (int)(deadline - dm_now_ms())) > 0) {
                         char sink[16384];
                         ssize_t n = recv(x->c->fd, sink, sizeof(sink), 0);
                         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
@@ -380,23 +359,13 @@ broken:
 static curl_socket_t open_socket(void *userp, curlsocktype purpose, struct curl_sockaddr *a)
 {
         struct conn *c = userp;
-        bool tracked = false;
         int fd;
 
         (void)purpose;
         fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
         if (fd < 0)
                 return CURL_SOCKET_BAD;
-        pthread_mutex_lock(&c->p->lock);
-        for (int i = 0; i < UP_FDS && !tracked; i++)
-                if (c->up_fds[i] < 0) {
-                        c->up_fds[i] = fd;
-                        tracked = true;
-                }
-        if (tracked && c->p->stopping)
-                shutdown(fd, SHUT_RDWR);
-        pthread_mutex_unlock(&c->p->lock);
-        if (!tracked) {   /* a socket that stop could not reach: refuse it */
+        if (dm_listener_track(c->lc, fd) < 0) {   /* a socket that stop could not reach: refuse it */
                 close(fd);
                 return CURL_SOCKET_BAD;
         }
@@ -407,11 +376,7 @@ static int close_socket(void *userp, curl_socket_t fd)
 {
         struct conn *c = userp;
 
-        pthread_mutex_lock(&c->p->lock);
-        for (int i = 0; i < UP_FDS; i++)
-                if (c->up_fds[i] == fd)
-                        c->up_fds[i] = -1;
-        pthread_mutex_unlock(&c->p->lock);
+        dm_listener_untrack(c->lc, fd);
         return close(fd);
 }
 
@@ -420,7 +385,7 @@ static int progress(void *userp, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
         struct exchange *x = userp;
 
         (void)dt, (void)dn, (void)ut, (void)un;
-        return x->c->p->stopping ? 1 : 0;
+        return dm_listener_stopping(x->c->p->listener) ? 1 : 0;
 }
 
 static int send_head(struct exchange *x)
@@ -599,7 +564,7 @@ static void forward(struct exchange *x, const char *path, struct dm_buf *body)
                 set_reason(x, "%s", x->client_failed ? "client went away" : "ok");
                 if (!x->chunked)
                         x->keep_alive = x->keep_alive && x->no_body;
-        } else if (p->stopping) {
+        } else if (dm_listener_stopping(p->listener)) {
                 x->keep_alive = false;
                 set_reason(x, "vendor proxy stopping");
                 if (!x->status)
@@ -681,150 +646,42 @@ out:
         dm_buf_release(&body);
         dm_buf_release(&x.head);
         dm_vendor_request_release(&x.req);
-        return r == 0 && x.keep_alive && x.status != 0 && !p->stopping;
+        return r == 0 && x.keep_alive && x.status != 0 && !dm_listener_stopping(p->listener);
 }
 
-static void *conn_main(void *arg)
+static void serve_conn(void *owner, struct dm_listener_conn *lc, int fd)
 {
-        struct conn *c = arg;
-        struct dm_vendor_proxy *p = c->p;
+        struct conn c = { .p = owner, .lc = lc, .fd = fd };
         CURL *curl = curl_easy_init();
         struct dm_buf in;
-        uint64_t one = 1;
-        int fd;
 
         dm_buf_init(&in, IN_MAX);
         if (curl) {
-                for (bool first = true; serve_one(c, curl, &in, first); first = false)
+                for (bool first = true; serve_one(&c, curl, &in, first); first = false)
                         ;
                 curl_easy_cleanup(curl);
         } else {
                 log_warning("vendor proxy: cannot make a curl handle");
         }
         dm_buf_release(&in);
-        pthread_mutex_lock(&p->lock);
-        fd = c->fd;
-        c->fd = -1;
-        c->done = true;
-        p->active--;
-        pthread_mutex_unlock(&p->lock);
-        close(fd);
-        if (write(p->reap_fd, &one, sizeof(one)) < 0)
-                log_warning("vendor proxy: cannot wake the accept thread: %s", strerror(errno));
-        return NULL;
 }
 
-static void reap(struct dm_vendor_proxy *p, bool all)
+static void refuse_conn(void *owner, int fd, enum dm_listener_refusal why)
 {
-        struct conn *list = NULL, **pp;
-
-        pthread_mutex_lock(&p->lock);
-        for (pp = &p->conns; *pp;) {
-                struct conn *c = *pp;
-                if (all || c->done) {
-                        *pp = c->next;
-                        c->next = list;
-                        list = c;
-                } else {
-                        pp = &c->next;
-                }
-        }
-        pthread_mutex_unlock(&p->lock);
-        while (list) {
-                struct conn *c = list;
-                list = c->next;
-                pthread_join(c->thread, NULL);
-                free(c);
-        }
-}
-
-static void refuse_early(struct dm_vendor_proxy *p, int fd, const char *msg)
-{
-        struct conn c = { .p = p, .fd = fd };
+        struct conn c = { .p = owner, .fd = fd };
         struct exchange x = { .c = &c, .method = "-", .path = "-", .start_ms = dm_now_ms() };
 
-        refuse(&x, 503, "overloaded_error", "%s", msg);
-        close(fd);
-}
-
-static void accept_one(struct dm_vendor_proxy *p)
-{
-        struct conn *c;
-        int fd = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-
-        if (fd < 0) {
-                if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
-                        log_warning("vendor proxy: accept: %s", strerror(errno));
-                        wait_fd(p, -1, 0, 100);
-                }
-                return;
-        }
-        pthread_mutex_lock(&p->lock);
-        if (p->active >= p->max_conns) {
-                pthread_mutex_unlock(&p->lock);
-                refuse_early(p, fd, "too many open connections");
-                return;
-        }
-        if ((c = calloc(1, sizeof(*c)))) {
-                c->p = p;
-                c->fd = fd;
-                for (int i = 0; i < UP_FDS; i++)
-                        c->up_fds[i] = -1;
-                if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
-                        free(c);
-                        c = NULL;
-                }
-        }
-        if (c) {
-                c->next = p->conns;
-                p->conns = c;
-                p->active++;
-        }
-        pthread_mutex_unlock(&p->lock);
-        if (!c)
-                refuse_early(p, fd, "cannot take another connection now");
-}
-
-static void *accept_main(void *arg)
-{
-        struct dm_vendor_proxy *p = arg;
-
-        for (;;) {
-                struct pollfd f[3] = {
-                        { .fd = p->listen_fd, .events = POLLIN },
-                        { .fd = p->stop_fd, .events = POLLIN },
-                        { .fd = p->reap_fd, .events = POLLIN },
-                };
-                if (poll(f, 3, -1) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        log_error("vendor proxy: poll: %s", strerror(errno));
-                        break;
-                }
-                if (f[1].revents)
-                        break;
-                if (f[2].revents) {
-                        uint64_t v;
-                        if (read(p->reap_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-                                log_warning("vendor proxy: read eventfd: %s", strerror(errno));
-                        reap(p, false);
-                }
-                if (f[0].revents)
-                        accept_one(p);
-        }
-        reap(p, true);
-        return NULL;
+        refuse(&x, 503, "overloaded_error", "%s",
+               why == DM_LISTENER_FULL ? "too many open connections" : "cannot take another connection now");
 }
 
 /* --- lifecycle ------------------------------------------------------------- */
 
 static void proxy_free(struct dm_vendor_proxy *p)
 {
-        int fds[] = { p->log_fd, p->listen_fd, p->stop_fd, p->reap_fd };
-
-        for (size_t i = 0; i < DM_ARRAY_SIZE(fds); i++)
-                if (fds[i] >= 0)
-                        close(fds[i]);
+        dm_listener_free(p->listener);   /* first: it joins every thread that uses p */
+        if (p->log_fd >= 0)
+                close(p->log_fd);
         dm_vendor_cred_release(&p->cred);
         if (p->token) {
                 explicit_bzero(p->token, strlen(p->token));
@@ -863,13 +720,20 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
 {
         struct dm_vendor_proxy *p = calloc(1, sizeof(*p));
         const char *up = conf->upstream;
-        socklen_t len = sizeof(p->addr);
+        struct dm_listener_conf lc = {
+                .what = "vendor proxy",
+                .backlog = 64,
+                .shutdown_on_stop = true,
+                .owner = p,
+                .refuse = refuse_conn,
+                .serve = serve_conn,
+        };
         char a[INET_ADDRSTRLEN];
-        int one = 1, r;
+        int r;
 
         if (!p)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        p->log_fd = p->listen_fd = p->stop_fd = p->reap_fd = -1;
+        p->log_fd = -1;
         pthread_mutex_init(&p->lock, NULL);
         p->provider = conf->provider;
         p->max_conns = conf->max_conns ? conf->max_conns : 32;
@@ -899,18 +763,14 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
                 goto fail;
         }
         inet_ntop(AF_INET, &conf->bind.sin_addr, a, sizeof(a));
-        p->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        p->reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        p->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (p->stop_fd < 0 || p->reap_fd < 0 || p->listen_fd < 0 ||
-            setsockopt(p->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-            bind(p->listen_fd, (const struct sockaddr *)&conf->bind, sizeof(conf->bind)) < 0 ||
-            listen(p->listen_fd, 64) < 0 || getsockname(p->listen_fd, (struct sockaddr *)&p->addr, &len) < 0) {
-                r = dm_error_set(err, -errno, "vendor proxy: listen on %s:%u: %s", a, ntohs(conf->bind.sin_port),
-                                 strerror(errno));
+        lc.max_conns = p->max_conns;
+        r = dm_listener_new(&lc, &conf->bind, &p->listener);
+        if (r < 0) {
+                dm_error_set(err, r, "vendor proxy: listen on %s:%u: %s", a, ntohs(conf->bind.sin_port),
+                             strerror(-r));
                 goto fail;
         }
-        r = -pthread_create(&p->accept_thread, NULL, accept_main, p);
+        r = dm_listener_start(p->listener);
         if (r < 0) {
                 dm_error_set(err, r, "vendor proxy: start thread: %s", strerror(-r));
                 goto fail;
@@ -924,7 +784,7 @@ fail:
 
 void dm_vendor_address(const struct dm_vendor_proxy *p, struct sockaddr_in *ret)
 {
-        *ret = p->addr;
+        dm_listener_address(p->listener, ret);
 }
 
 int dm_vendor_usage(struct dm_vendor_proxy *p, struct dm_vendor_usage *ret)
@@ -940,25 +800,14 @@ int dm_vendor_usage(struct dm_vendor_proxy *p, struct dm_vendor_usage *ret)
 void dm_vendor_stop(struct dm_vendor_proxy *p)
 {
         struct dm_error err = { 0 };
-        uint64_t one = 1;
 
         if (!p)
                 return;
-        /* Wake everything: waits on the client poll the stop eventfd; curl
-         * sees its sockets shut down (and the progress callback says stop). */
-        pthread_mutex_lock(&p->lock);
-        p->stopping = true;
-        for (struct conn *c = p->conns; c; c = c->next) {
-                if (c->fd >= 0)
-                        shutdown(c->fd, SHUT_RDWR);
-                for (int i = 0; i < UP_FDS; i++)
-                        if (c->up_fds[i] >= 0)
-                                shutdown(c->up_fds[i], SHUT_RDWR);
-        }
-        pthread_mutex_unlock(&p->lock);
-        if (write(p->stop_fd, &one, sizeof(one)) < 0)
-                log_error("vendor proxy: cannot signal stop: %s", strerror(errno));
-        pthread_join(p->accept_thread, NULL);
+        /* Wakes everything (waits on the client poll the stop eventfd; curl
+         * sees its sockets shut down and the progress callback says stop)
+         * and joins every thread. */
+        dm_listener_free(p->listener);
+        p->listener = NULL;
         if (p->usage_path && dm_vendor_usage_write(&p->usage, p->usage_path, &err) < 0)
                 log_warning("vendor proxy: %s", err.msg);
         proxy_free(p);
