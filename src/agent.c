@@ -3,6 +3,7 @@
 #include "src/agent.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -400,8 +401,12 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                 goto out;
         }
         dir_made = true;
+        /* Whose it is, for the sweep after a crash (dm_agent_sweep). */
+        snprintf(path, sizeof(path), "%s/owner", dir);
+        r = write_file(path, ctx->owner, strlen(ctx->owner), err);
         snprintf(path, sizeof(path), "%s/instructions.md", dir);
-        r = write_instructions(path, req, err);
+        if (r >= 0)
+                r = write_instructions(path, req, err);
         if (r >= 0) {
                 snprintf(path, sizeof(path), "%s/prompt.txt", dir);
                 r = write_file(path, req->prompt, strlen(req->prompt), err);
@@ -491,4 +496,43 @@ void dm_agent_result_release(struct dm_agent_result *res)
         free(res->stderr_text);
         json_object_put(res->usage);
         memset(res, 0, sizeof(*res));
+}
+
+void dm_agent_sweep(struct dm_context *ctx)
+{
+        char dir[PATH_MAX - 512], path[PATH_MAX];
+        DIR *d;
+        struct dirent *de;
+        size_t removed = 0;
+
+        snprintf(dir, sizeof(dir), "%s/.agents", ctx->cfg.output_root);
+        d = opendir(dir);
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                char owner[128] = "";
+                ssize_t n = -1;
+                int fd;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s/owner", dir, de->d_name);
+                fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd >= 0) {
+                        n = read(fd, owner, sizeof(owner) - 1);
+                        close(fd);
+                }
+                /* No owner file yet: a live server is making it. */
+                if (n <= 0)
+                        continue;
+                owner[n] = '\0';
+                if (!strcmp(owner, ctx->owner) || dm_owner_alive(owner, ctx->owner))
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+                if (dm_remove_tree(path) == 0)
+                        removed++;
+        }
+        closedir(d);
+        if (removed)
+                log_info("removed the files of %zu agent run(s) left by servers that are gone", removed);
 }

@@ -72,4 +72,8 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                  struct dm_error *err);
 void dm_agent_result_release(struct dm_agent_result *res);
 
+/* Removes the run files (instructions, launcher) that servers which are
+ * gone left under <output root>/.agents; a live server's are left alone. */
+void dm_agent_sweep(struct dm_context *ctx);
+
 #endif

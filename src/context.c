@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 #include "src/context.h"
+#include "src/agent.h"
 #include "src/egress.h"
 #include "src/sandbox.h"
 
@@ -115,8 +116,10 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
                                 else if (strncmp(info.labels[k], DM_LABEL_RUN "=", sizeof(DM_LABEL_RUN)) == 0)
                                         run = info.labels[k] + sizeof(DM_LABEL_RUN);
                         }
-                        if (owner && kind && strcmp(kind, "script") == 0 && strcmp(owner, ctx->owner) != 0 &&
-                            !dm_owner_alive(owner, ctx->owner)) {
+                        /* One-off runs (scripts and agents) belong to their
+                         * server; persistent sandboxes outlive it. */
+                        if (owner && kind && (strcmp(kind, "script") == 0 || strcmp(kind, "agent") == 0) &&
+                            strcmp(owner, ctx->owner) != 0 && !dm_owner_alive(owner, ctx->owner)) {
                                 if (b->ops->destroy(b, ids[i], &err) == 0) {
                                         removed++;
                                         remove_scratch(ctx, run);
@@ -130,6 +133,7 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
         free(ids);
         if (removed)
                 log_info("removed %zu container(s) left by servers that are gone", removed);
+        dm_agent_sweep(ctx);
 }
 
 static void *reaper_main(void *arg)

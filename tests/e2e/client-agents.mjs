@@ -68,9 +68,16 @@ const costOf = (u, p) => (u.input_tokens * p.input + u.output_tokens * p.output
 
 async function connect(env) {
   const client = new Client({ name: 'demesne-e2e-agents', version: '0.0.0' });
-  await h.within(60_000, 'connect', client.connect(
-    new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' })));
+  const transport = new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' });
+  await h.within(60_000, 'connect', client.connect(transport));
+  client.serverPid = transport.pid;
   return client;
+}
+/** The running agent container of the server with this pid (its owner label holds the pid). */
+function agentOf(pid) {
+  const ids = engine('ps', '-q', '--filter', 'label=demesne.kind=agent').stdout.trim().split('\n').filter(Boolean);
+  return ids.find((id) => new RegExp(`-${pid}-`).test(
+    engine('inspect', '--format', '{{index .Config.Labels "demesne.owner"}}', id).stdout));
 }
 const call = (client, name, args, timeout = 300_000) => client.callTool({ name, arguments: args }, undefined,
   { timeout });
@@ -86,7 +93,7 @@ async function until(ms, what, fn) {
   }
 }
 
-h.plan(35);
+h.plan(38);
 
 await h.run(async () => {
   const root = h.makeOutputRoot('agents');
@@ -218,8 +225,7 @@ await h.run(async () => {
   h.ok(jobId && started.structuredContent?.status === 'running', 'a background agent run starts', h.firstText(started));
   await until(120_000, 'the stalled call reaches the fixture',
     () => fixtureLog(stall).some((e) => e.phase === 'stalling'));
-  // The only agent container: no other test runs agents.
-  const cid = engine('ps', '-q', '--filter', 'label=demesne.kind=agent').stdout.trim().split('\n')[0];
+  const cid = agentOf(client2.serverPid);
   h.ok(cid, 'the agent\'s container runs, labelled demesne.kind=agent');
   const inC = (script) => engine('exec', cid, 'sh', '-c', script);
   const procEnv = inC('cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n"').stdout;
@@ -249,4 +255,33 @@ await h.run(async () => {
   h.ok(!links.includes(`inet ${host}/`), 'cancel removed the container and its veth');
   h.ok(fs.readdirSync(path.join(root, '.agents')).length === 0, 'and the run\'s own files');
   await client2.close();
+
+  // 36-38: a server killed with -9 mid-run leaves its agent's container and
+  // files behind; the next server removes both (its vendor proxy died with it).
+  const stalls = () => fixtureLog(stall).filter((e) => e.phase === 'stalling').length;
+  const seenStalls = stalls();
+  const t3 = new StdioClientTransport({ command: DEMESNE, args: ['serve'], stderr: 'inherit',
+    env: { ...env, ANTHROPIC_API_KEY: stallKey, DEMESNE_VENDOR_UPSTREAM_ANTHROPIC: `http://127.0.0.1:${stall.port}` } });
+  const client3 = new Client({ name: 'demesne-e2e-agents-3', version: '0.0.0' });
+  await client3.connect(t3);
+  await call(client3, 'sandbox_agent', { prompt: 'Write the answer.', model: 'sonnet', background: true });
+  await until(120_000, 'the second stalled call reaches the fixture', () => stalls() > seenStalls);
+  const orphan = agentOf(t3.pid);
+  h.ok(orphan && fs.readdirSync(path.join(root, '.agents')).length === 1,
+    'a running agent has its container and its run files');
+  process.kill(t3.pid, 'SIGKILL');
+  await new Promise((r) => setTimeout(r, 500));
+  h.ok(engine('ps', '-q', '--filter', `id=${orphan}`).stdout.trim() !== '',
+    'after kill -9 of its server the agent\'s container is still there');
+  const client4 = await connect(env);
+  let gone = false;
+  try {
+    await until(60_000, 'the orphan goes', () => engine('ps', '-aq', '--filter', `id=${orphan}`).stdout.trim() === '' &&
+      fs.readdirSync(path.join(root, '.agents')).length === 0);
+    gone = true;
+  } catch (err) {
+    h.diag(String(err));
+  }
+  h.ok(gone, 'the next server removes the dead one\'s agent container and run files');
+  await client4.close();
 });
