@@ -264,6 +264,9 @@ json_object *dm_jobs_status(struct dm_jobs *jobs, const char *id, bool include_t
                 json_object_object_add(o, "output_bytes", json_object_new_int64((int64_t)j->output_bytes));
                 if (j->final && json_object_object_get_ex(j->final, "exit_code", &v))
                         json_object_object_add(o, "exit_code", json_object_get(v));
+                /* Agent runs: what the run cost (TOOLS.md). */
+                if (j->final && json_object_object_get_ex(j->final, "cost_usd", &v))
+                        json_object_object_add(o, "cost_usd", json_object_get(v));
                 if (j->error[0])
                         json_object_object_add(o, "error", json_object_new_string(j->error));
                 if (include_tail) {

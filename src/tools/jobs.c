@@ -49,6 +49,7 @@ static const char status_schema[] =
         "\"output_bytes\":{\"type\":\"integer\"},"
         "\"stdout_tail\":{\"type\":\"string\"},"
         "\"exit_code\":{\"type\":\"integer\"},"
+        "\"cost_usd\":{\"type\":\"number\",\"description\":\"agent jobs: the run's cost, indicative\"},"
         "\"error\":{\"type\":\"string\"}},"
         "\"required\":[\"job_id\",\"status\",\"elapsed_seconds\"]}";
 

@@ -93,7 +93,7 @@ async function until(ms, what, fn) {
   }
 }
 
-h.plan(38);
+h.plan(39);
 
 await h.run(async () => {
   const root = h.makeOutputRoot('agents');
@@ -180,6 +180,21 @@ await h.run(async () => {
       'sandbox_research: the agent answers, with cost_usd', res.isError ? h.firstText(res) : sc.stderr);
     const bad = await call(client, 'sandbox_research', { prompt: 'x', files: ['/etc/hostname'] });
     h.ok(bad.isError && /files/.test(h.firstText(bad)), 'sandbox_research takes no host inputs', h.firstText(bad));
+  }
+
+  // A background run: sandbox_wait gives its result, sandbox_status its cost.
+  {
+    const bg = await call(client, 'sandbox_agent', { prompt: 'Write the answer.', model: 'gpt-5.5', background: true });
+    const id = bg.structuredContent?.job_id;
+    let fin = {};
+    await until(240_000, 'the background agent ends', async () => {
+      fin = (await call(client, 'sandbox_wait', { job_id: id, timeout_seconds: 60 })).structuredContent ?? {};
+      return fin.status !== 'running';
+    });
+    const st = (await call(client, 'sandbox_status', { job_id: id })).structuredContent ?? {};
+    h.ok(fin.status === 'succeeded' && fin.result === 'The answer is 42.' && st.status === 'succeeded' &&
+      typeof st.cost_usd === 'number' && Math.abs(st.cost_usd - fin.cost_usd) < 1e-12 && st.cost_usd > 0,
+    'a background agent: sandbox_wait has its answer, sandbox_status its cost_usd', JSON.stringify({ fin, st }));
   }
 
   // 21-22: bad input gets a clear error, before anything starts.
