@@ -37,6 +37,14 @@ static const char default_preamble[] =
 
 int dm_agent_provider_of(const char *model, enum dm_vendor *ret, struct dm_error *err)
 {
+        /* It goes into the launcher and Codex's config: letters, digits,
+         * '.', '_', '-' only. */
+        size_t len = strspn(model, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
+
+        if (model[len] || len == 0 || len > 128)
+                return dm_error_set(err, -EINVAL,
+                                    "model '%.64s' is not a model name: use letters, digits, '.', '_' and '-' only",
+                                    model);
         if (!strcmp(model, "sonnet") || !strcmp(model, "opus") || !strcmp(model, "haiku") ||
             !strncmp(model, "claude-", 7)) {
                 *ret = DM_VENDOR_ANTHROPIC;

@@ -106,6 +106,7 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
         for (size_t i = 0; i < n; i++) {
                 struct dm_container_info info = { 0 };
                 const char *owner = NULL, *kind = NULL, *run = NULL;
+                bool other_root = false;
 
                 if (b->ops->inspect(b, ids[i], &info, &err) == 0) {
                         for (size_t k = 0; info.labels && info.labels[k]; k++) {
@@ -115,11 +116,15 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
                                         kind = info.labels[k] + sizeof(DM_LABEL_KIND);
                                 else if (strncmp(info.labels[k], DM_LABEL_RUN "=", sizeof(DM_LABEL_RUN)) == 0)
                                         run = info.labels[k] + sizeof(DM_LABEL_RUN);
+                                else if (strncmp(info.labels[k], DM_LABEL_ROOT "=", sizeof(DM_LABEL_ROOT)) == 0)
+                                        other_root = strcmp(info.labels[k], ctx->root_label) != 0;
                         }
                         /* One-off runs (scripts and agents) belong to their
-                         * server; persistent sandboxes outlive it. */
+                         * server; persistent sandboxes outlive it. Runs of
+                         * another output root are its servers' to sweep
+                         * (those without the label predate it: anyone's). */
                         if (owner && kind && (strcmp(kind, "script") == 0 || strcmp(kind, "agent") == 0) &&
-                            strcmp(owner, ctx->owner) != 0 && !dm_owner_alive(owner, ctx->owner)) {
+                            !other_root && strcmp(owner, ctx->owner) != 0 && !dm_owner_alive(owner, ctx->owner)) {
                                 if (b->ops->destroy(b, ids[i], &err) == 0) {
                                         removed++;
                                         remove_scratch(ctx, run);
@@ -218,6 +223,15 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
         }
         compute_owner(ctx->owner, sizeof(ctx->owner));
         snprintf(ctx->owner_label, sizeof(ctx->owner_label), "%s=%s", DM_LABEL_OWNER, ctx->owner);
+        {
+                /* FNV-1a of the output root as configured: a name, not a secret. */
+                uint64_t h = 1469598103934665603ull;
+
+                for (const char *p = ctx->cfg.output_root; p && *p; p++)
+                        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+                snprintf(ctx->root_label, sizeof(ctx->root_label), "%s=%016llx", DM_LABEL_ROOT,
+                         (unsigned long long)h);
+        }
         pthread_mutex_init(&ctx->lock, NULL);
         pthread_mutex_init(&ctx->shim_lock, NULL);
         pthread_mutex_init(&ctx->egress_lock, NULL);

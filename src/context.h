@@ -15,6 +15,9 @@
 #include "src/util/paths.h"
 
 #define DM_LABEL_OWNER "demesne.owner"
+/* Which output root a one-off run's server served: a server sweeps up only
+ * after dead servers of its own output root (its predecessors). */
+#define DM_LABEL_ROOT "demesne.root"
 #define DM_LABEL_RUN "demesne.run"
 #define DM_LABEL_KIND "demesne.kind"
 
@@ -28,6 +31,7 @@ struct dm_context {
         struct dm_jobs *jobs;           /* background jobs of this server */
         char owner[96];                 /* boot id + pid + start time */
         char owner_label[128];          /* "demesne.owner=<owner>" */
+        char root_label[64];            /* "demesne.root=<hash of the output root>" */
 
         pthread_mutex_t lock;           /* guards backend and the reap queue */
         struct dm_backend *backend;

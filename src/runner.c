@@ -306,7 +306,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         char run_id[64], label_owner[160], label_run[128], label_kind[64], outdir[PATH_MAX], scratch[PATH_MAX];
         char workspace[PATH_MAX + 16], shimdir[PATH_MAX + 16];
         struct dm_shimhost *host = NULL;
-        const char *labels[4], *bash_argv[4];
+        const char *labels[5], *bash_argv[4];
         _cleanup_close_ int dirfd = -1;
         struct dm_stream *stream = NULL;
         static const char *const idle_argv[] = { "sleep", "infinity", NULL };
@@ -398,7 +398,8 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         labels[1] = label_run;
         snprintf(label_kind, sizeof(label_kind), "%s=%s", DM_LABEL_KIND, req->kind ? req->kind : "script");
         labels[2] = label_kind;
-        labels[3] = NULL;
+        labels[3] = ctx->root_label;
+        labels[4] = NULL;
         bash_argv[0] = "/bin/bash";
         bash_argv[1] = "-c";
         bash_argv[2] = req->command;

@@ -93,7 +93,7 @@ async function until(ms, what, fn) {
   }
 }
 
-h.plan(39);
+h.plan(40);
 
 await h.run(async () => {
   const root = h.makeOutputRoot('agents');
@@ -202,6 +202,9 @@ await h.run(async () => {
     const res = await call(client, 'sandbox_agent', { prompt: 'x', model: 'llama-3' });
     h.ok(res.isError && /unknown model 'llama-3'/.test(h.firstText(res)), 'an unknown model is refused by name',
       h.firstText(res));
+    const res3 = await call(client, 'sandbox_agent', { prompt: 'x', model: 'claude-x";id;"' });
+    h.ok(res3.isError && /is not a model name/.test(h.firstText(res3)), 'a model name with shell characters is refused',
+      h.firstText(res3));
     const res2 = await call(client, 'sandbox_agent', { prompt: 'x', model: 'sonnet', output_path: '../../etc/x' });
     h.ok(res2.isError && /output_path/.test(h.firstText(res2)), 'an output_path outside /out is refused',
       h.firstText(res2));
@@ -285,12 +288,18 @@ await h.run(async () => {
   h.ok(orphan && fs.readdirSync(path.join(root, '.agents')).length === 1,
     'a running agent has its container and its run files');
   process.kill(t3.pid, 'SIGKILL');
-  await new Promise((r) => setTimeout(r, 500));
-  // A server another test starts now may sweep it at once: while the
-  // container runs, its run files must be there.
-  const still = engine('ps', '-q', '--filter', `id=${orphan}`).stdout.trim() !== '';
-  h.ok(!still || fs.readdirSync(path.join(root, '.agents')).length === 1,
-    `after kill -9 of its server the run files stay while its container runs (${still ? 'still running' : 'already swept'})`);
+  // A server of another output root (as every other test's is) does not
+  // sweep it: only this root's next server does.
+  const otherRoot = path.join(root, 'other-root');
+  fs.mkdirSync(otherRoot);
+  const other = await connect({ ...env, DEMESNE_OUTPUT_ROOT: otherRoot });
+  const ran = await call(other, 'sandbox_script', { command: 'true', image: 'base', egress: 'none' });
+  await new Promise((r) => setTimeout(r, 2000));
+  h.ok(!ran.isError && engine('ps', '-q', '--filter', `id=${orphan}`).stdout.trim() !== '' &&
+    fs.readdirSync(path.join(root, '.agents')).length === 1,
+  'after kill -9 its container and run files stay, and a server of another output root leaves them alone',
+  h.firstText(ran));
+  await other.close();
   const client4 = await connect(env);
   let gone = false;
   try {
