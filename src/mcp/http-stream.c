@@ -264,6 +264,11 @@ ssize_t dm_http_ex_read(void *cls, uint64_t pos, char *buf, size_t max)
                 }
                 if (ex->final_framed) {
                         pthread_mutex_unlock(&ex->lock);
+                        /* The answer is all written: the stream's slot is
+                         * free now, not when libmicrohttpd's completion
+                         * callback runs, which can come after the client
+                         * has read the end and sent its next request. */
+                        dm_http_slot_put(ex);
                         return MHD_CONTENT_READER_END_OF_STREAM;
                 }
                 if (ex->final) {
