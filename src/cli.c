@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include "src/mcp/registry.h"
 #include "src/runner.h"
 #include "src/sandbox.h"
+#include "src/shimhost.h"
 #include "src/tools/tools.h"
 #include "src/util/log.h"
 
@@ -416,6 +418,34 @@ static void check_dir(const char *what, const char *path)
         check(good, what, msg, "make it writable, or point the variable elsewhere");
 }
 
+/* Which seccomp mode is in force: demesne-shim's filter, or (DEMESNE_SHIM=off)
+ * the engine's default profile alone. */
+static void check_shim(const struct dm_context *ctx)
+{
+        const char *bin = dm_shim_binary_find(ctx->cfg.shim_path);
+        char detail[PATH_MAX + 200];
+
+        if (ctx->cfg.shim_off) {
+                check(true, "seccomp (DEMESNE_SHIM=off)",
+                      "demesne-shim is off: commands run under the engine's default seccomp profile only, "
+                      "without demesne's filter (user namespaces, io_uring, setuid modes stay as the engine "
+                      "allows); egress other than none is unavailable",
+                      NULL);
+                return;
+        }
+        if (!bin || access(bin, X_OK) < 0) {
+                struct dm_error err = { 0 };
+
+                dm_shim_binary_missing(bin, &err);
+                check(false, "seccomp (demesne-shim)", err.msg,
+                      "reinstall demesne or set DEMESNE_SHIM_PATH; DEMESNE_SHIM=off runs commands under the "
+                      "engine's default profile only");
+                return;
+        }
+        snprintf(detail, sizeof(detail), "on: every command runs under demesne-shim's seccomp filter ('%s')", bin);
+        check(true, "seccomp (demesne-shim)", detail, NULL);
+}
+
 int dm_cli_doctor(int argc, char **argv)
 {
         struct dm_context ctx;
@@ -465,6 +495,7 @@ int dm_cli_doctor(int argc, char **argv)
         check_dir("state directory (DEMESNE_STATE_DIR)", ctx.cfg.state_dir);
         check(true, "allowed host paths (DEMESNE_ALLOWED_PATHS)",
               ctx.roots.n ? ctx.cfg.allowed_paths : "none: MCP callers cannot mount host files", NULL);
+        check_shim(&ctx);
 
         if (dm_context_backend(&ctx, &b, &err) < 0) {
                 check(false, "container engine", err.msg,

@@ -78,7 +78,7 @@ const char *dm_egress_default(struct dm_context *ctx)
                 return "none"; /* the call fails on the engine anyway */
         else if (!(b->ops->caps & DM_CAP_HOST_NETNS))
                 why = "the backend's containers are not on this host";
-        else if (!dm_launch_use_shim(b))
+        else if (!dm_launch_use_shim(ctx, b))
                 why = "demesne-shim is off";
         if (!why)
                 return "package-managers";

@@ -3,6 +3,7 @@
 #include "src/launch.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,23 +23,55 @@ void dm_launch_harden(const struct dm_context *ctx, struct dm_container_spec *sp
         spec->init = true;
 }
 
-bool dm_launch_use_shim(const struct dm_backend *b)
+int dm_launch_shim_mode(const struct dm_context *ctx, const struct dm_backend *b, struct dm_error *err)
 {
-        const char *v = getenv("DEMESNE_SHIM");
+        const char *bin;
 
+        /* The operator's choice, by name: the only way to run without. */
+        if (ctx->cfg.shim_off)
+                return 0;
         if (!dm_backend_can(b, DM_CAP_SHIM))
-                return false;
-        if (v && strcmp(v, "off") == 0)
-                return false;
-        return dm_shim_binary_path() != NULL;
+                return dm_error_set(err, -ENOTSUP,
+                                    "the %s backend cannot run demesne-shim, so commands would run without its "
+                                    "seccomp filter; set DEMESNE_SHIM=off to accept the backend's own profile",
+                                    b->ops->name);
+        bin = dm_shim_binary_find(ctx->cfg.shim_path);
+        if (!bin || access(bin, X_OK) < 0)
+                return dm_shim_binary_missing(bin, err);
+        return 1;
 }
 
-int dm_launch_shim_prepare(const char *dir, struct dm_container_spec *spec, struct dm_mount *mounts, size_t *n,
-                           struct dm_shimhost **ret, struct dm_error *err)
+bool dm_launch_use_shim(const struct dm_context *ctx, const struct dm_backend *b)
+{
+        struct dm_error err = { 0 };
+
+        return dm_launch_shim_mode(ctx, b, &err) == 1;
+}
+
+int dm_launch_check_workdir(const char *dir, struct dm_error *err)
+{
+        if (!dir || dir[0] != '/')
+                return dm_error_set(err, -EINVAL, "the working directory must be an absolute path in the sandbox");
+        /* "/proc/self/fd/3", "//proc", "/out/../proc": the runc
+         * CVE-2024-21626 pattern, where a working directory under
+         * /proc/self/fd reaches a directory outside the container through an
+         * fd the runtime leaked. The shim also checks the directory it lands
+         * in; this covers the engine's exec API too, whose runtime resolves
+         * the path before anything of ours runs. */
+        if (dm_shim_path_under_proc(dir))
+                return dm_error_set(err, -EPERM,
+                                    "the working directory '%s' is under /proc, which is refused: a path there can "
+                                    "lead outside the sandbox",
+                                    dir);
+        return 0;
+}
+
+int dm_launch_shim_prepare(const struct dm_context *ctx, const char *dir, struct dm_container_spec *spec,
+                           struct dm_mount *mounts, size_t *n, struct dm_shimhost **ret, struct dm_error *err)
 {
         int r;
 
-        r = dm_shimhost_new(dir, ret, err);
+        r = dm_shimhost_new(dir, dm_shim_binary_find(ctx->cfg.shim_path), ret, err);
         if (r < 0)
                 return dm_error_wrap(err, "listen for demesne-shim");
         dm_shimhost_mounts(*ret, &mounts[*n]);
@@ -66,7 +99,12 @@ int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct 
                 return dm_error_set(err, -ESRCH, "the container stopped before demesne-shim connected");
         }
         /* A command in the container can reach the socket too: only PID 1
-         * may pass for the shim. */
+         * may pass for the shim. Without its pid, any peer could. */
+        if (info.pid <= 0) {
+                dm_container_info_release(&info);
+                return dm_error_set(err, -EPROTO, "the engine did not say which process is the container's PID 1, "
+                                                  "so demesne-shim cannot be told from a command");
+        }
         dm_shimhost_set_peer_pid(h, info.pid);
         if (ret) {
                 const char *key = "demesne.package-hosts=";

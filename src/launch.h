@@ -8,13 +8,14 @@
  *
  * With the shim:
  *   dm_launch_harden(ctx, &spec);
- *   dm_launch_shim_prepare(dir, &spec, mounts, &n, &host, err);   before create
+ *   dm_launch_shim_prepare(ctx, dir, &spec, mounts, &n, &host, err);   before create
  *   create, start;
  *   dm_launch_shim_ready(b, id, host, deadline, err);             after start
  *   dm_shim_exec(host, ...) as often as needed
- * Without it (DEMESNE_SHIM=off, no binary, or a backend without DM_CAP_SHIM:
- * dm_launch_use_shim() false) the caller uses the engine's attach or exec
- * API instead (exec alone on a backend without DM_CAP_ATTACH). */
+ * Without it (only when the operator set DEMESNE_SHIM=off:
+ * dm_launch_shim_mode() 0) the caller uses the engine's attach or exec
+ * API instead (exec alone on a backend without DM_CAP_ATTACH); when
+ * dm_launch_shim_mode() fails, the caller runs nothing. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,17 +28,26 @@
 /* Capabilities kept, memory, pids, nofile and nproc limits, no network. */
 void dm_launch_harden(const struct dm_context *ctx, struct dm_container_spec *spec);
 
-/* Whether containers run demesne-shim: the backend can host it
- * (DM_CAP_SHIM: OpenSandbox cannot), DEMESNE_SHIM is not "off" and a
- * binary was found (dm_shim_binary_path). */
-bool dm_launch_use_shim(const struct dm_backend *b);
+/* Whether containers run demesne-shim. Security fails closed: 1 = yes;
+ * 0 = no, because the operator set DEMESNE_SHIM=off; else an error that
+ * says why there is no shim and names DEMESNE_SHIM=off as the way out (no
+ * binary found, or a backend without DM_CAP_SHIM, as OpenSandbox): the
+ * caller must then refuse to run anything. */
+int dm_launch_shim_mode(const struct dm_context *ctx, const struct dm_backend *b, struct dm_error *err);
+/* dm_launch_shim_mode() == 1, for callers that only choose defaults. */
+bool dm_launch_use_shim(const struct dm_context *ctx, const struct dm_backend *b);
+
+/* Refuses a command's working directory that is not absolute or lies under
+ * /proc however spelled ("/proc/self/fd/3", "//proc", "/./proc"): -EINVAL
+ * or -EPERM with the sentence in *err. */
+int dm_launch_check_workdir(const char *dir, struct dm_error *err);
 
 /* Listens for the shim in dir (made 0700, or taken over from an earlier
  * server), appends its two read-only mounts at mounts[*n] (the array needs
  * room for them) and makes the shim the container's entrypoint in place of
  * the engine's init. On error nothing is left listening. */
-int dm_launch_shim_prepare(const char *dir, struct dm_container_spec *spec, struct dm_mount *mounts, size_t *n,
-                           struct dm_shimhost **ret, struct dm_error *err);
+int dm_launch_shim_prepare(const struct dm_context *ctx, const char *dir, struct dm_container_spec *spec,
+                           struct dm_mount *mounts, size_t *n, struct dm_shimhost **ret, struct dm_error *err);
 
 /* After the container started (or for a running one a later server adopts):
  * accepts only the container's PID 1 from now on and waits for its hello

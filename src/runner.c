@@ -426,8 +426,12 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                  * limit plus time to make and remove the sandbox. */
                 spec.ttl_s = req->timeout_s + 600;
         }
-        if (dm_launch_use_shim(b)) {
-                r = dm_launch_shim_prepare(shimdir, &spec, mounts, &n_mounts, &host, err);
+        /* No shim, no run, unless the operator turned it off by name. */
+        r = dm_launch_shim_mode(ctx, b, err);
+        if (r < 0)
+                goto out;
+        if (r == 1) {
+                r = dm_launch_shim_prepare(ctx, shimdir, &spec, mounts, &n_mounts, &host, err);
                 if (r < 0)
                         goto out;
         } else if (dm_egress_needed(req->policy) || req->vendor_port) {

@@ -25,6 +25,7 @@
 #include "src/util/headtail.h"
 #include "src/util/io.h"
 #include "src/util/log.h"
+#include "src/util/pidfd.h"
 #include "src/util/timeutil.h"
 
 #define DRAIN_AFTER_KILL_MS 5000
@@ -304,7 +305,7 @@ static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct d
                         pthread_mutex_unlock(&ctx->shim_lock);
                         return 0;
                 }
-        r = dm_shimhost_new(sb->shim_dir, &host, err);
+        r = dm_shimhost_new(sb->shim_dir, dm_shim_binary_find(ctx->cfg.shim_path), &host, err);
         if (r >= 0)
                 r = dm_launch_shim_ready(b, sb->container, host, dm_now_ms() + SHIM_READY_MS, &l, err);
         if (r >= 0) {
@@ -379,7 +380,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         char dir[PATH_MAX], label_id[64], *id = NULL;
         unsigned char rnd[6];
         const char *labels[3];
-        int r;
+        int r, use_shim;
 
         memset(sb, 0, sizeof(*sb));
         if (!mounts || !owned)
@@ -416,7 +417,13 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 }
                 len += (size_t)n;
         }
-        if (need_net && !dm_launch_use_shim(b)) {
+        /* No shim, no sandbox, unless the operator turned it off by name. */
+        use_shim = dm_launch_shim_mode(ctx, b, err);
+        if (use_shim < 0) {
+                r = use_shim;
+                goto out;
+        }
+        if (need_net && !use_shim) {
                 r = dm_error_set(err, -ENOTSUP, "egress other than 'none' needs demesne-shim, which is off "
                                                 "(DEMESNE_SHIM=off) or which this backend cannot mount");
                 goto out;
@@ -456,9 +463,9 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 .ttl_s = sb->ttl_s,
         };
         dm_launch_harden(ctx, &spec);
-        if (dm_launch_use_shim(b)) {
+        if (use_shim) {
                 snprintf(sb->shim_dir, sizeof(sb->shim_dir), "%.4000s/%s.shim", dir, sb->id);
-                r = dm_launch_shim_prepare(sb->shim_dir, &spec, mounts, &n_mounts, &host, err);
+                r = dm_launch_shim_prepare(ctx, sb->shim_dir, &spec, mounts, &n_mounts, &host, err);
         }
         if (r >= 0)
                 r = b->ops->create(b, &spec, &id, err);
@@ -574,13 +581,38 @@ static int on_data(void *userdata, int stream, const char *data, size_t len)
 
 /* One SIGKILL to a process group can miss children forked while it is
  * delivered (a fork bomb refills the group faster than that), so repeat
- * until the group is empty: a killed process forks no more. */
-static void kill_group(int pgid)
+ * until the group is empty: a killed process forks no more. Through the
+ * pidfd, never the bare number: by now the leader may be gone and its pid
+ * reused by an unrelated process of the host. */
+static void kill_group(int pidfd, int pgid)
 {
         int64_t deadline = dm_now_ms() + 5000;
 
-        while (kill(-pgid, SIGKILL) == 0 && dm_now_ms() < deadline)
+        while (dm_pidfd_kill_group(pidfd, pgid, SIGKILL) == 0 && dm_now_ms() < deadline)
                 usleep(10 * 1000);
+}
+
+/* A pidfd for the exec's leader, taken while the engine says that pid is
+ * the exec's and running: the pid is asked for, the pidfd opened, and the
+ * pid asked for again. If the exec still runs with that pid after the
+ * pidfd exists, the pidfd is its process (a pid is not reused while its
+ * process exists). -1 when the engine reports no pid or it changed. */
+static int exec_pidfd(struct dm_backend *b, const char *exec_id, int *ret_pgid)
+{
+        struct dm_error e2 = { 0 };
+        int pid = 0, again = 0, fd;
+
+        if (!dm_backend_can(b, DM_CAP_EXEC_PID) || b->ops->exec_pid(b, exec_id, &pid, &e2) < 0 || pid <= 1)
+                return -1;
+        fd = dm_pidfd_open(pid);
+        if (fd < 0)
+                return -1;
+        if (b->ops->exec_pid(b, exec_id, &again, &e2) < 0 || again != pid || dm_pidfd_alive(fd) < 0) {
+                close(fd);
+                return -1;
+        }
+        *ret_pgid = pid;
+        return fd;
 }
 
 struct tick {
@@ -666,9 +698,22 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
         struct dm_backend *b;
         char *exec_id = NULL;
         int64_t t0 = dm_now_ms();
+        _cleanup_close_ int pidfd = -1;
         int pgid = 0, r;
 
         memset(res, 0, sizeof(*res));
+        r = dm_launch_check_workdir(spec.workdir, err);
+        if (r < 0)
+                return r;
+        /* A sandbox made while the shim was off has no filter to put its
+         * commands under: it runs them only while the operator still says
+         * so. */
+        if (!sb->shim_dir[0] && !ctx->cfg.shim_off)
+                return dm_error_set(err, -EPERM,
+                                    "sandbox '%s' was created without demesne-shim (DEMESNE_SHIM=off), so its "
+                                    "commands would run without the seccomp filter: destroy it and create a new "
+                                    "one, or set DEMESNE_SHIM=off",
+                                    sb->id);
         r = dm_context_backend(ctx, &b, err);
         if (r < 0)
                 return r;
@@ -700,19 +745,15 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
         /* The leader's pid now, while it surely runs: by the timeout it may
          * have exited and left its group (a fork bomb, say) holding the
          * stream open, and the engine no longer reports a pid then. */
-        if (dm_backend_can(b, DM_CAP_EXEC_PID)) {
-                struct dm_error e2 = { 0 };
-                if (b->ops->exec_pid(b, exec_id, &pgid, &e2) < 0)
-                        pgid = 0;
-        }
+        pidfd = exec_pidfd(b, exec_id, &pgid);
         r = dm_stream_pump(stream, &sink, req->cancel ? req->cancel->fd : -1, t0 + req->timeout_s * 1000, err);
         if (r == -ETIMEDOUT || r == -ECANCELED) {
                 struct dm_error e2 = { 0 };
 
                 res->timed_out = r == -ETIMEDOUT;
                 /* The exec's process leads its own group: the whole group goes. */
-                if (pgid > 1)
-                        kill_group(pgid);
+                if (pidfd >= 0)
+                        kill_group(pidfd, pgid);
                 else if (b->ops->exec_interrupt && b->ops->exec_interrupt(b, exec_id, &e2) < 0)
                         log_warning("sandbox %s: stopping the command: %s", sb->id, e2.msg);
                 dm_stream_pump(stream, &sink, -1, dm_now_ms() + DRAIN_AFTER_KILL_MS, &e2);

@@ -67,6 +67,32 @@ static int env_size(const char *name, int64_t def, int64_t min, int64_t max, int
         return 0;
 }
 
+/* DEMESNE_SHIM is "on" (the default) or "off"; an absolute path there is
+ * the older spelling of DEMESNE_SHIM_PATH. Anything else is a typo that
+ * must not silently leave the filter on or off. */
+static int shim_settings(struct dm_config *cfg, struct dm_error *err)
+{
+        const char *mode = getenv("DEMESNE_SHIM");
+        const char *path = getenv("DEMESNE_SHIM_PATH");
+
+        if (mode && *mode == '/' && !(path && *path))
+                path = mode;
+        else if (mode && *mode && *mode != '/' && strcmp(mode, "on") != 0 && strcmp(mode, "off") != 0)
+                return dm_error_set(err, -EINVAL,
+                                    "DEMESNE_SHIM='%s' is neither 'on' nor 'off' (the shim's path goes in "
+                                    "DEMESNE_SHIM_PATH)",
+                                    mode);
+        cfg->shim_off = mode && strcmp(mode, "off") == 0;
+        if (path && *path) {
+                if (*path != '/')
+                        return dm_error_set(err, -EINVAL, "DEMESNE_SHIM_PATH='%s' must be an absolute path", path);
+                cfg->shim_path = strdup(path);
+                if (!cfg->shim_path)
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        return 0;
+}
+
 static char *dup_env_or(const char *name, const char *fallback)
 {
         const char *v = getenv(name);
@@ -101,6 +127,11 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
                 dm_config_release(cfg);
                 return r;
         }
+        r = shim_settings(cfg, err);
+        if (r < 0) {
+                dm_config_release(cfg);
+                return r;
+        }
         start = getenv("DEMESNE_START_PODMAN");
         cfg->may_start_podman = !(start && strcmp(start, "0") == 0);
 
@@ -125,5 +156,6 @@ void dm_config_release(struct dm_config *cfg)
         free(cfg->state_dir);
         free(cfg->allowed_paths);
         free(cfg->engine_host);
+        free(cfg->shim_path);
         memset(cfg, 0, sizeof(*cfg));
 }

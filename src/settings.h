@@ -25,6 +25,8 @@ struct dm_config {
         int64_t engine_response_max; /* cap on one engine answer, default 16 MiB */
         int64_t max_timeout_s;    /* 172800 */
         int64_t default_timeout_s;/* 3600 */
+        bool shim_off;            /* DEMESNE_SHIM=off: no demesne-shim, the engine's seccomp profile only */
+        char *shim_path;          /* DEMESNE_SHIM_PATH (or an absolute DEMESNE_SHIM); NULL = search */
 };
 
 /* Fills cfg from the environment. Bad values are errors naming the variable. */

@@ -70,13 +70,12 @@ struct dm_shim_exec {
         uint8_t rbuf[DM_SHIM_DATA_MAX];
 };
 
-const char *dm_shim_binary_path(void)
+const char *dm_shim_binary_find(const char *configured)
 {
-        const char *env = getenv("DEMESNE_SHIM");
         const char *candidates[] = { DM_PKGLIBEXECDIR "/demesne-shim", DM_BUILDDIR "/src/shim/demesne-shim" };
 
-        if (env && *env)
-                return env;
+        if (configured && *configured)
+                return configured;
         for (size_t i = 0; i < DM_ARRAY_SIZE(candidates); i++)
                 if (access(candidates[i], X_OK) == 0)
                         return candidates[i];
@@ -140,18 +139,29 @@ static int bind_socket(int dir_fd, const char *dir, int *ret_fd, struct dm_error
         return 0;
 }
 
-int dm_shimhost_new(const char *dir, struct dm_shimhost **ret, struct dm_error *err)
+int dm_shim_binary_missing(const char *bin, struct dm_error *err)
 {
-        const char *bin = dm_shim_binary_path();
+        if (bin)
+                return dm_error_set(err, -ENOENT,
+                                    "demesne-shim not found at '%s' (DEMESNE_SHIM_PATH): no command runs without "
+                                    "its seccomp filter; fix the path, or set DEMESNE_SHIM=off to run commands "
+                                    "under the engine's default seccomp profile only",
+                                    bin);
+        return dm_error_set(err, -ENOENT,
+                            "demesne-shim not found (looked at '%s' and '%s'): no command runs without its "
+                            "seccomp filter; reinstall demesne, set DEMESNE_SHIM_PATH, or set DEMESNE_SHIM=off to "
+                            "run commands under the engine's default seccomp profile only",
+                            DM_PKGLIBEXECDIR "/demesne-shim", DM_BUILDDIR "/src/shim/demesne-shim");
+}
+
+int dm_shimhost_new(const char *dir, const char *bin, struct dm_shimhost **ret, struct dm_error *err)
+{
         struct dm_shimhost *h;
         char resolved[PATH_MAX];
         int r;
 
-        if (!bin || !realpath(bin, resolved))
-                return dm_error_set(err, -ENOENT,
-                                    "demesne-shim not found (looked at $DEMESNE_SHIM, '%s' and '%s'): "
-                                    "reinstall demesne",
-                                    DM_PKGLIBEXECDIR "/demesne-shim", DM_BUILDDIR "/src/shim/demesne-shim");
+        if (!bin || !realpath(bin, resolved) || access(resolved, X_OK) < 0)
+                return dm_shim_binary_missing(bin, err);
         h = calloc(1, sizeof(*h));
         if (!h)
                 return dm_error_set(err, -ENOMEM, "out of memory");

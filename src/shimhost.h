@@ -34,22 +34,28 @@
 #include "src/shim/protocol.h"
 #include "src/util/error.h"
 
-/* The shim binary: $DEMESNE_SHIM, else the installed
+/* The shim binary: configured (the setting DEMESNE_SHIM_PATH, returned as
+ * is even when missing, so the error names it), else the installed
  * <pkglibexecdir>/demesne-shim, else the one in the build tree this server
  * was built in. NULL when none exists. */
-const char *dm_shim_binary_path(void);
+const char *dm_shim_binary_find(const char *configured);
+
+/* Sets *err to "demesne-shim not found" naming bin (NULL: the places
+ * searched) and the operator's ways out; returns -ENOENT. */
+int dm_shim_binary_missing(const char *bin, struct dm_error *err);
 
 /* The container's command: { DM_SHIM_BIN_PATH, NULL }. */
 extern const char *const dm_shim_container_argv[];
 
 struct dm_shimhost;
 
-/* Makes dir (0700, parents too) or takes over one a previous server made
+/* bin: the shim binary (dm_shim_binary_find), bind-mounted into the
+ * container. Makes dir (0700, parents too) or takes over one a previous server made
  * (it must be a directory of this user that nobody else can write), and
  * listens on dir/shim.sock (0600, close-on-exec). -EBUSY while another live
  * server (or another dm_shimhost) holds the directory; -ENOENT when no shim
  * binary was found. */
-int dm_shimhost_new(const char *dir, struct dm_shimhost **ret, struct dm_error *err);
+int dm_shimhost_new(const char *dir, const char *bin, struct dm_shimhost **ret, struct dm_error *err);
 
 /* The two read-only mounts the container needs: the shim binary at
  * DM_SHIM_BIN_PATH and the socket's directory at DM_SHIM_SOCK_DIR. The

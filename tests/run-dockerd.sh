@@ -205,7 +205,7 @@ done
 
 # ---- tests --------------------------------------------------------------------
 export DEMESNE=$build/src/demesne DEMESNE_IMAGES_DIR=$here/images top_srcdir=$here
-export DEMESNE_SHIM=$build/src/shim/demesne-shim
+export DEMESNE_SHIM_PATH=$build/src/shim/demesne-shim
 [ "$images" = base ] && export DEMESNE_TEST_IMAGE=base
 
 n=0 failed=0

@@ -4,11 +4,17 @@
  * that profile leaves open to a root process without capabilities: user
  * namespaces (`unshare -r` works under Podman's default profile, and inside
  * one a process holds every capability again), ptrace of its siblings, the
- * kernel keyring, BPF, and the mount APIs. */
+ * kernel keyring, BPF, io_uring, file handles, the mount APIs, setuid and
+ * setgid modes, and every ABI but the native one. Without the engine's
+ * profile (an engine run unconfined) it still denies all Docker's default
+ * profile denies. docs/explanation/seccomp.md compares the two. */
 #include "config.h"
 
 #include <errno.h>
+#include <linux/audit.h>
 #include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/syscall.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdlib.h>
@@ -21,17 +27,44 @@
 #include "src/shim/shim.h"
 
 /* Denied with EPERM, as if the capability they need were missing, which is
- * the answer programs already handle. */
+ * the answer programs already handle. Every call Docker's default profile
+ * denies to a container without CAP_SYS_ADMIN and friends is here (see
+ * docs/explanation/seccomp.md for the comparison), and a few it allows. */
 static const char *const denied[] = {
+        /* namespaces and mounts */
         "unshare", "setns",
-        "mount", "umount", "umount2", "pivot_root",
+        "mount", "umount", "umount2", "pivot_root", "chroot",
         "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
-        "ptrace", "process_vm_readv", "process_vm_writev",
+        /* other processes' memory and files (Docker allows ptrace on 4.8+) */
+        "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_getfd",
+        /* kernel keyring, BPF, perf, userfaultfd, io_uring (its own syscall
+         * surface, reached without any of the calls above) */
         "keyctl", "add_key", "request_key",
-        "bpf", "perf_event_open", "userfaultfd", "open_by_handle_at",
-        "kexec_load", "kexec_file_load",
-        "init_module", "finit_module", "delete_module",
+        "bpf", "perf_event_open", "userfaultfd", "fanotify_init", "lookup_dcookie",
+        "io_uring_setup", "io_uring_enter", "io_uring_register",
+        /* file handles: open_by_handle_at is the "shocker" escape */
+        "open_by_handle_at",
+        /* the machine itself */
+        "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+        "create_module", "get_kernel_syms", "query_module",
+        "reboot", "swapon", "swapoff", "acct", "syslog", "vhangup",
+        "quotactl", "quotactl_fd", "sethostname", "setdomainname",
+        "settimeofday", "clock_settime",
+        "iopl", "ioperm", "_sysctl", "sysfs", "ustat", "uselib", "nfsservctl",
+        "vm86", "vm86old",
+        /* NUMA placement (Docker wants CAP_SYS_NICE) */
+        "get_mempolicy", "set_mempolicy", "set_mempolicy_home_node", "mbind", "migrate_pages", "move_pages",
+        /* never implemented */
+        "afs_syscall", "tuxcall", "security", "vserver", "getpmsg", "putpmsg",
 };
+
+/* Calls newer than libseccomp 2.5 knows by name. From 5.1 on, a new call
+ * has one number on every architecture but alpha (x86_64 and arm64 alike). */
+static const int denied_nr[] = {
+        459, 460, 461,  /* lsm_get_self_attr, lsm_set_self_attr, lsm_list_modules: CAP_SYS_ADMIN in Docker */
+        467,            /* open_tree_attr: the mount API */
+};
+#define NR_FCHMODAT2 452
 
 /* clone() may fork and make threads, but not enter new namespaces. (The
  * low byte is the exit signal, so CLONE_NEWTIME cannot be asked for here;
@@ -40,34 +73,63 @@ static const unsigned long clone_new[] = {
         CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
 };
 
-static int add_arches(scmp_filter_ctx ctx)
+static int deny_name(scmp_filter_ctx ctx, const char *name, int err)
 {
-        /* A 64-bit x86 process can make 32-bit (int 0x80) and x32 system
-         * calls: the same rules must hold there, or a static i386 binary
-         * would walk around them. */
-        if (seccomp_arch_native() == SCMP_ARCH_X86_64) {
-                int r = seccomp_arch_add(ctx, SCMP_ARCH_X86);
+        int nr = seccomp_syscall_resolve_name(name), r;
 
-                if (r < 0 && r != -EEXIST)
-                        return r;
-                r = seccomp_arch_add(ctx, SCMP_ARCH_X32);
-                if (r < 0 && r != -EEXIST)
-                        return r;
+        if (nr == __NR_SCMP_ERROR)
+                return 0; /* not a system call of this architecture: nothing to close */
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(err), nr, 0);
+        if (r < 0)
+                shim_log("seccomp rule for %s: %s", name, strerror(-r));
+        return r;
+}
+
+/* chmod and friends may not set the setuid or setgid bit: a file the
+ * sandbox writes to /out must give no host user a privilege. (The host
+ * strips such bits too; this is the layer inside.) */
+static int deny_setid_modes(scmp_filter_ctx ctx)
+{
+        static const struct { const char *name; int nr; unsigned arg; } calls[] = {
+                { "chmod", -1, 1 }, { "fchmod", -1, 1 }, { "fchmodat", -1, 2 }, { NULL, NR_FCHMODAT2, 2 },
+        };
+        static const unsigned long bits[] = { S_ISUID, S_ISGID };
+        int r;
+
+        for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+                int nr = calls[i].name ? seccomp_syscall_resolve_name(calls[i].name) : calls[i].nr;
+
+                if (nr == __NR_SCMP_ERROR)
+                        continue;
+                for (size_t j = 0; j < 2; j++) {
+                        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+                                             SCMP_CMP(calls[i].arg, SCMP_CMP_MASKED_EQ, bits[j], bits[j]));
+                        if (r < 0) {
+                                shim_log("seccomp rule for the mode of %s: %s",
+                                         calls[i].name ? calls[i].name : "fchmodat2", strerror(-r));
+                                return r;
+                        }
+                }
         }
         return 0;
 }
 
 static int add_rules(scmp_filter_ctx ctx)
 {
-        int r, nr;
+        int r;
 
-        for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
-                nr = seccomp_syscall_resolve_name(denied[i]);
-                if (nr == __NR_SCMP_ERROR)
-                        continue; /* not a system call this libseccomp knows: nothing to close */
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+        for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++)
+                if ((r = deny_name(ctx, denied[i], EPERM)) < 0)
+                        return r;
+        /* name_to_handle_at hands out the handles open_by_handle_at takes
+         * (and inode numbers of the host's files). EOPNOTSUPP is what a
+         * file system without handles answers: callers fall back. */
+        if ((r = deny_name(ctx, "name_to_handle_at", EOPNOTSUPP)) < 0)
+                return r;
+        for (size_t i = 0; i < sizeof(denied_nr) / sizeof(denied_nr[0]); i++) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), denied_nr[i], 0);
                 if (r < 0) {
-                        shim_log("seccomp rule for %s: %s", denied[i], strerror(-r));
+                        shim_log("seccomp rule for system call %d: %s", denied_nr[i], strerror(-r));
                         return r;
                 }
         }
@@ -79,6 +141,16 @@ static int add_rules(scmp_filter_ctx ctx)
                         return r;
                 }
         }
+        /* AF_KCM (38) and AF_VSOCK (40), as Docker. */
+        for (unsigned long fam = 38; fam <= 40; fam += 2) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, fam));
+                if (r < 0) {
+                        shim_log("seccomp rule for socket: %s", strerror(-r));
+                        return r;
+                }
+        }
+        if ((r = deny_setid_modes(ctx)) < 0)
+                return r;
         /* clone3 passes its flags in memory a filter cannot read. ENOSYS
          * (not EPERM) makes glibc fall back to clone, which the rules above
          * can judge; threads and posix_spawn keep working. */
@@ -87,6 +159,43 @@ static int add_rules(scmp_filter_ctx ctx)
                 shim_log("seccomp rule for clone3: %s", strerror(-r));
         return r;
 }
+
+/* personality() only with the values Docker allows: PER_LINUX (0),
+ * PER_LINUX32 (8), either with UNAME26 (0x20000), and the query
+ * 0xffffffff. The others turn address randomisation off
+ * (ADDR_NO_RANDOMIZE), map page zero (MMAP_PAGE_ZERO) or make every
+ * readable mapping executable (READ_IMPLIES_EXEC). libseccomp cannot say
+ * "none of these values" with an ALLOW default, so this is a second,
+ * hand-written filter; the kernel runs both and takes the stricter answer.
+ * The kernel reads the argument as an unsigned int: so does this. */
+#if defined(__x86_64__)
+#define NATIVE_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define NATIVE_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define ARG0_LO offsetof(struct seccomp_data, args[0])
+#else
+#define ARG0_LO (offsetof(struct seccomp_data, args[0]) + 4)
+#endif
+
+#ifdef NATIVE_AUDIT_ARCH
+static struct sock_filter personality_insns[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        /* Other ABIs: the main filter refuses them altogether. */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 0, 8),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_personality, 0, 6),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG0_LO),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0, 4, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x8, 3, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x20000, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x20008, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffffffff, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+};
+#endif
 
 int shim_filter_build(struct sock_fprog *ret)
 {
@@ -99,8 +208,13 @@ int shim_filter_build(struct sock_fprog *ret)
                 return -ENOMEM;
         /* The child sets no_new_privs itself right before loading. */
         r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
+        /* Only the native ABI. A 64-bit x86 process can also make 32-bit
+         * (int 0x80) and x32 system calls, whose compat code is a surface
+         * of its own and whose numbers differ: rather than repeat every
+         * rule there, such calls fail with ENOSYS, as on a kernel built
+         * without them (libseccomp also sends x32 numbers here). */
         if (r >= 0)
-                r = add_arches(ctx);
+                r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS));
         if (r >= 0)
                 r = add_rules(ctx);
         if (r < 0)
@@ -150,6 +264,17 @@ int shim_filter_install(const struct sock_fprog *prog)
          * no_new_privs; the container has it already, this makes sure. */
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return -errno;
+#ifdef NATIVE_AUDIT_ARCH
+        {
+                struct sock_fprog pers = {
+                        .len = sizeof(personality_insns) / sizeof(personality_insns[0]),
+                        .filter = personality_insns,
+                };
+
+                if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &pers) < 0)
+                        return -errno;
+        }
+#endif
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog) < 0)
                 return -errno;
         return 0;

@@ -560,3 +560,33 @@ int dm_shim_decode_error(const struct dm_shim_frame *f, uint32_t *ret_errno, cha
         msg[n] = '\0';
         return 0;
 }
+
+bool dm_shim_path_under_proc(const char *path)
+{
+        /* Walks the path as text: "." and empty parts are skipped, ".."
+         * drops the part before it (at most to the root). Only the first
+         * surviving part decides, so no buffer is needed: track it. */
+        const char *first = NULL;
+        size_t first_len = 0, depth = 0;
+
+        for (const char *p = path; p && *p;) {
+                size_t len;
+
+                while (*p == '/')
+                        p++;
+                len = strcspn(p, "/");
+                if (len == 0 || (len == 1 && p[0] == '.')) {
+                        /* nothing */
+                } else if (len == 2 && p[0] == '.' && p[1] == '.') {
+                        if (depth > 0 && --depth == 0)
+                                first = NULL;
+                } else {
+                        if (depth++ == 0) {
+                                first = p;
+                                first_len = len;
+                        }
+                }
+                p += len;
+        }
+        return first && first_len == 4 && memcmp(first, "proc", 4) == 0;
+}

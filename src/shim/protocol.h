@@ -176,4 +176,9 @@ int dm_shim_decode_exit(const struct dm_shim_frame *f, struct dm_shim_exit *ret)
 /* msg gets the text with anything but printable ASCII replaced by '?'. */
 int dm_shim_decode_error(const struct dm_shim_frame *f, uint32_t *ret_errno, char msg[DM_SHIM_MSG_MAX + 1]);
 
+/* Whether an absolute path lies under /proc once ".", ".." and repeated
+ * slashes are resolved as text ("/proc/self/fd/3", "//proc", "/x/../proc").
+ * Symlinks are not followed: the shim also checks where it lands. */
+bool dm_shim_path_under_proc(const char *path);
+
 #endif

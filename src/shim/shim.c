@@ -746,6 +746,18 @@ static int exec_filtered(char **argv)
 {
         int r;
 
+        /* The engine's runtime resolved the working directory; see where
+         * it landed before anything runs there. */
+        r = shim_check_cwd();
+        if (r < 0) {
+                fprintf(stderr, "demesne-shim: the working directory is refused: %s\n",
+                        r == -EPERM   ? "it is on /proc, which can lead outside the sandbox"
+                        : r == -EXDEV ? "it lies outside the sandbox's file system"
+                                      : strerror(-r));
+                return 126;
+        }
+        /* Whatever the runtime left open stays behind. */
+        shim_close_inherited(-1);
         r = shim_filter_build(&filter);
         if (r >= 0)
                 r = shim_filter_install(&filter);

@@ -22,6 +22,14 @@ int shim_filter_build(struct sock_fprog *ret);
 /* In the child: no_new_privs, then the filter. 0 or -errno. */
 int shim_filter_install(const struct sock_fprog *prog);
 
+/* In the command's process, after chdir: 0 when the working directory is
+ * fine, -EPERM when it is on procfs, -EXDEV when it lies outside the root
+ * (reached through an fd), another -errno when it cannot be examined. */
+int shim_check_cwd(void);
+/* Closes every fd from 3 up but keep (-1: none): close_range, else one by
+ * one up to RLIMIT_NOFILE. */
+void shim_close_inherited(int keep);
+
 struct shim_child {
         pid_t pid;              /* leads its own process group */
         int out_fd, err_fd;     /* read ends, non-blocking, close-on-exec */

@@ -27,7 +27,7 @@ void shim_spawn_set_base_env(char **environ_copy)
         base_env = environ_copy;
 }
 
-enum stage { STAGE_RLIMIT = 1, STAGE_CHDIR, STAGE_FILTER, STAGE_STDIO };
+enum stage { STAGE_RLIMIT = 1, STAGE_CHDIR, STAGE_FILTER, STAGE_STDIO, STAGE_CWD_CHECK };
 
 struct child_report {
         int stage;
@@ -171,6 +171,11 @@ static void child(const struct dm_shim_exec_msg *m, const struct sock_fprog *fil
         }
         if (m->cwd[0] && chdir(m->cwd) < 0)
                 report(rep_w, STAGE_CHDIR, errno, 0);
+        e = shim_check_cwd();
+        if (e < 0)
+                report(rep_w, STAGE_CWD_CHECK, -e, 0);
+        /* Only 0-2 and the report pipe (close-on-exec) reach execve. */
+        shim_close_inherited(rep_w);
         /* Last before execve: from here on the command's rules apply. */
         e = shim_filter_install(filter);
         if (e < 0)
@@ -196,6 +201,20 @@ static void close_all(int *fds, size_t n)
                 }
 }
 
+static void cwd_refused(const char *cwd, int e, char *msg, size_t msg_len)
+{
+        const char *dir = cwd[0] ? cwd : "(the container's working directory)";
+
+        if (e == EPERM)
+                snprintf(msg, msg_len, "the working directory '%s' is on /proc, which is refused: it can lead "
+                         "outside the sandbox", dir);
+        else if (e == EXDEV)
+                snprintf(msg, msg_len, "the working directory '%s' lies outside the sandbox's file system, which "
+                         "is refused", dir);
+        else
+                snprintf(msg, msg_len, "cannot examine the working directory '%s': %s", dir, strerror(e));
+}
+
 int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter, struct shim_child *ret,
                char *msg, size_t msg_len)
 {
@@ -209,6 +228,11 @@ int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter
         pid_t pid;
         int r = 0;
 
+        /* Up front, before anything resolves it: /proc/self/fd/N and the like. */
+        if (m->cwd[0] && dm_shim_path_under_proc(m->cwd)) {
+                cwd_refused(m->cwd, EPERM, msg, msg_len);
+                return -EPERM;
+        }
         envp = merge_env(m, &path);
         if (!envp) {
                 snprintf(msg, msg_len, "out of memory");
@@ -255,6 +279,9 @@ int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter
                         break;
                 case STAGE_RLIMIT:
                         snprintf(msg, msg_len, "cannot set resource limit %d: %s", rep.detail, strerror(rep.err));
+                        break;
+                case STAGE_CWD_CHECK:
+                        cwd_refused(m->cwd, rep.err, msg, msg_len);
                         break;
                 case STAGE_FILTER:
                         snprintf(msg, msg_len, "cannot install the seccomp filter: %s", strerror(rep.err));
