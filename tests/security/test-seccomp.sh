@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The seccomp filter and demesne-shim's checks, attacked from inside real
+# sandboxes (`demesne run`, the sandbox_script path): each case asserts the
+# attack fails and that nothing is left behind. The probe is a static
+# helper built with the tests and mounted read-only at /in/seccomp-probe.
+set -u
+n=0 failed=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi; }
+bin=${DEMESNE:?DEMESNE must name the binary}
+probe=$(dirname "$bin")/../tests/security/seccomp-probe
+[ -x "$probe" ] || { echo "Bail out! $probe is not built"; exit 99; }
+command -v podman >/dev/null || { echo "1..0 # SKIP podman CLI missing"; exit 77; }
+tmp=$(mktemp -d /tmp/dm-seccomp-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+export DEMESNE_OUTPUT_ROOT=$tmp/out DEMESNE_STATE_DIR=$tmp/state
+unset DEMESNE_ALLOWED_PATHS DEMESNE_SHIM
+: "${DEMESNE_SHIM_PATH:?DEMESNE_SHIM_PATH must name the built demesne-shim}"
+
+# Runs a command in a fresh sandbox; stdout in $tmp/out.txt, stderr in
+# $tmp/err.txt, the exit code in $rc, the run id in $run.
+run() {
+	"$bin" run "$@" >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
+	run=$(sed -n 's|^demesne: output in .*/||p' "$tmp/err.txt")
+}
+# Nothing of run $1 is left: no container, no scratch directory, no process.
+left_behind() {
+	local c
+	c=$(podman ps -a -q --filter "label=demesne.run=$1" 2>/dev/null)
+	[ -z "$c" ] && [ ! -e "$DEMESNE_STATE_DIR/work/$1" ] && ! pgrep -f "demesne-shim.*$1" >/dev/null
+}
+
+cp "$probe" "$tmp/seccomp-probe"
+run -f "$tmp/seccomp-probe" -- /in/seccomp-probe
+sed 's/^/# /' "$tmp/out.txt"
+for c in unshare-newuser x32-unshare i386-unshare clone3-enosys io_uring_setup personality-read-implies-exec \
+	personality-query-allowed proc1-mem proc1-fd-readlink proc1-fd-open proc1-environ no-inherited-fds \
+	chmod-4755 chmod-2755 fchmod-6755 fchmodat-4755 fchmodat2-2755 chmod-0755-allowed no-setid-bit; do
+	grep -qx "$c ok" "$tmp/out.txt"; ok $? "probe: $c"
+done
+[ "$rc" = 0 ]; ok $? "the probe found no hole (exit $rc)"
+[ -n "$run" ] && left_behind "$run"; ok $? "nothing left of the probe's run"
+
+run -- unshare -Ur true
+[ "$rc" != 0 ] && grep -q "Operation not permitted" "$tmp/err.txt"; ok $? "\`unshare -Ur\` is refused (exit $rc)"
+[ -n "$run" ] && left_behind "$run"; ok $? "nothing left of the unshare run"
+
+run --image python -- python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.unshare(0x10000000)
+print(r, ctypes.get_errno())'
+[ "$(cat "$tmp/out.txt")" = "-1 1" ]; ok $? "unshare(CLONE_NEWUSER) from python: EPERM ($(cat "$tmp/out.txt"))"
+
+# No shim, no run: a clear error naming the way out, and no container.
+DEMESNE_SHIM_PATH=$tmp/no-such-shim "$bin" run -- bash -c 'echo ran' >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
+[ "$rc" != 0 ] && ! grep -q ran "$tmp/out.txt"; ok $? "a missing shim binary: no run (exit $rc)"
+grep -q "demesne-shim not found at '$tmp/no-such-shim'" "$tmp/err.txt" && grep -q "DEMESNE_SHIM=off" "$tmp/err.txt"
+ok $? "the error names the path and DEMESNE_SHIM=off: $(grep -v '^demesne: info' "$tmp/err.txt" | head -1)"
+[ ! -d "$DEMESNE_STATE_DIR/work" ] || [ -z "$(ls -A "$DEMESNE_STATE_DIR/work")" ]; ok $? "no scratch directory left"
+
+DEMESNE_SHIM=maybe "$bin" run -- true >/dev/null 2>"$tmp/err.txt"; rc=$?
+[ "$rc" != 0 ] && grep -q "DEMESNE_SHIM='maybe' is neither 'on' nor 'off'" "$tmp/err.txt"; ok $? "DEMESNE_SHIM=maybe is refused by name"
+
+# The operator's opt-out, by name: runs, and doctor says what it means.
+DEMESNE_SHIM=off DEMESNE_SHIM_PATH=$tmp/no-such-shim "$bin" run -- bash -c 'echo ran' >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
+[ "$rc" = 0 ] && grep -qx ran "$tmp/out.txt"; ok $? "DEMESNE_SHIM=off runs without the shim (exit $rc)"
+run=$(sed -n 's|^demesne: output in .*/||p' "$tmp/err.txt")
+[ -n "$run" ] && left_behind "$run"; ok $? "nothing left of the unfiltered run"
+DEMESNE_SHIM=off "$bin" doctor >"$tmp/doctor" 2>&1
+grep -q "^ok      seccomp (DEMESNE_SHIM=off): demesne-shim is off: commands run under the engine's default seccomp profile only" "$tmp/doctor"
+ok $? "doctor says DEMESNE_SHIM=off means the engine's default profile only"
+"$bin" doctor >"$tmp/doctor" 2>&1
+grep -q "^ok      seccomp (demesne-shim): on: every command runs under demesne-shim's seccomp filter" "$tmp/doctor"
+ok $? "doctor says the filter is on by default"
+DEMESNE_SHIM_PATH=$tmp/no-such-shim "$bin" doctor >"$tmp/doctor" 2>&1; rc=$?
+[ "$rc" != 0 ] && grep -q "^PROBLEM seccomp (demesne-shim): demesne-shim not found" "$tmp/doctor"
+ok $? "doctor reports a missing shim as a problem (exit $rc)"
+
+echo "1..$n"
+[ "$failed" = 0 ]
