@@ -31,10 +31,13 @@ static json_object *call(const char *tool, const char *args)
         return call_on(c, tool, args);
 }
 
+/* OpenSandbox cannot host demesne-shim: the operator must say so by name. */
+static const char *shim_env = "DEMESNE_SHIM=off";
+
 static struct child *serve_with(const char *domain, const char *key)
 {
         static char d[128], k[128];
-        const char *env[] = { "DEMESNE_BACKEND=opensandbox", d, k, NULL };
+        const char *env[] = { "DEMESNE_BACKEND=opensandbox", d, k, shim_env, NULL };
         struct child *ch = calloc(1, sizeof(*ch));
 
         snprintf(d, sizeof(d), "OPEN_SANDBOX_DOMAIN=%s", domain);
@@ -91,6 +94,12 @@ int main(void)
                 os_fixture_stop(&fx);
                 return 1;
         }
+
+        /* Without DEMESNE_SHIM=off nothing runs: no shim, no run. */
+        shim_env = "DEMESNE_SHIM=on";
+        bad_config(fx.domain, key, "cannot run demesne-shim",
+                   "without DEMESNE_SHIM=off the opensandbox backend refuses to run, naming the variable");
+        shim_env = "DEMESNE_SHIM=off";
 
         /* sandbox_script: output, exit code, /out on the host. */
         m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"echo hello; echo oops >&2; echo made > /out/f.txt; "
@@ -235,7 +244,7 @@ int main(void)
                 FILE *f;
                 size_t n = 0;
 
-                snprintf(cmd, sizeof(cmd), "DEMESNE_BACKEND=opensandbox OPEN_SANDBOX_DOMAIN='%s' "
+                snprintf(cmd, sizeof(cmd), "DEMESNE_BACKEND=opensandbox DEMESNE_SHIM=off OPEN_SANDBOX_DOMAIN='%s' "
                                            "OPEN_SANDBOX_API_KEY='%s' '%s' doctor 2>&1", fx.domain, key, getenv("DEMESNE"));
                 f = popen(cmd, "r");
                 if (f) {
