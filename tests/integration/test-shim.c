@@ -210,6 +210,29 @@ static void test_stdin_cwd_env(void)
            r.err.msg);
         run_release(&r);
 
+        /* The shim's own checks, without the server's text check in front. */
+        req.cwd = "/proc/self/fd/3";
+        run_req(&req, -1, 30000, &r);
+        ok(r.rc == -EPERM && strstr(r.err.msg, "'/proc/self/fd/3' is on /proc, which is refused"),
+           "a cwd under /proc is refused up front ('%s')", r.err.msg);
+        run_release(&r);
+        req.cwd = "/proc/../proc/1/";
+        run_req(&req, -1, 30000, &r);
+        ok(r.rc == -EPERM, "so is one spelled with '..' ('%s')", r.err.msg);
+        run_release(&r);
+        {
+                const char *mk[] = { "ln", "-sfn", "/proc/self", "/tmp/procdir", NULL };
+
+                req = (struct dm_shim_request){ .argv = mk };
+                run_req(&req, -1, 30000, &r);
+                run_release(&r);
+        }
+        req = (struct dm_shim_request){ .argv = pwd, .cwd = "/tmp/procdir/fd" };
+        run_req(&req, -1, 30000, &r);
+        ok(r.rc == -EPERM && strstr(r.err.msg, "is on /proc, which is refused"),
+           "a cwd that lands on procfs through a symlink is refused where it landed ('%s')", r.err.msg);
+        run_release(&r);
+
         req = (struct dm_shim_request){ .argv = show, .env = envp };
         run_req(&req, -1, 30000, &r);
         ok(strncmp(out(&r), "baz:1:/", 7) == 0,

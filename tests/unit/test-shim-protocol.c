@@ -418,6 +418,19 @@ static void test_fixed_frames(void)
         is_int(dm_shim_encode_error(buf, 5, text), DM_SHIM_HDR_LEN + 4 + DM_SHIM_MSG_MAX, "error: text cut at the cap");
 }
 
+static void test_path_under_proc(void)
+{
+        static const char *const yes[] = { "/proc", "/proc/", "/proc/self/fd/3", "//proc", "/./proc/1",
+                                           "/out/../proc/self/cwd", "/../proc", "/a/b/../../proc/x", "/proc/." };
+        static const char *const no[] = { "/", "/out", "/procs", "/xproc", "/out/proc", "/proc/..", "/proc/../out",
+                                          "/a/proc", "" };
+
+        for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+                ok(dm_shim_path_under_proc(yes[i]), "'%s' is under /proc", yes[i]);
+        for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+                ok(!dm_shim_path_under_proc(no[i]), "'%s' is not under /proc", no[i]);
+}
+
 int main(void)
 {
         test_exec_roundtrip();
@@ -427,5 +440,6 @@ int main(void)
         test_exec_decode_hostile();
         test_exec_encode_caps();
         test_fixed_frames();
+        test_path_under_proc();
         return done_testing();
 }
