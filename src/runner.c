@@ -313,7 +313,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         char *id = NULL, *exec_id = NULL;
         bool scratch_made = false, exec_only = false;
         int64_t t0;
-        int r;
+        int r, shim_mode;
 
         memset(res, 0, sizeof(*res));
         if (req->timeout_s <= 0 || req->timeout_s > ctx->cfg.max_timeout_s)
@@ -336,6 +336,13 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         r = dm_context_backend(ctx, &b, err);
         if (r < 0)
                 goto out;
+        /* No shim, no run, unless the operator turned it off by name:
+         * before anything is made for the run. */
+        shim_mode = dm_launch_shim_mode(ctx, b, err);
+        if (shim_mode < 0) {
+                r = shim_mode;
+                goto out;
+        }
         {
                 struct dm_image_build_watch watch = {
                         .on_line = req->on_message, .userdata = req->userdata, .cancel = req->cancel
@@ -426,11 +433,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                  * limit plus time to make and remove the sandbox. */
                 spec.ttl_s = req->timeout_s + 600;
         }
-        /* No shim, no run, unless the operator turned it off by name. */
-        r = dm_launch_shim_mode(ctx, b, err);
-        if (r < 0)
-                goto out;
-        if (r == 1) {
+        if (shim_mode == 1) {
                 r = dm_launch_shim_prepare(ctx, shimdir, &spec, mounts, &n_mounts, &host, err);
                 if (r < 0)
                         goto out;

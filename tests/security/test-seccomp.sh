@@ -58,6 +58,9 @@ DEMESNE_SHIM_PATH=$tmp/no-such-shim "$bin" run -- bash -c 'echo ran' >"$tmp/out.
 grep -q "demesne-shim not found at '$tmp/no-such-shim'" "$tmp/err.txt" && grep -q "DEMESNE_SHIM=off" "$tmp/err.txt"
 ok $? "the error names the path and DEMESNE_SHIM=off: $(grep -v '^demesne: info' "$tmp/err.txt" | head -1)"
 [ ! -d "$DEMESNE_STATE_DIR/work" ] || [ -z "$(ls -A "$DEMESNE_STATE_DIR/work")" ]; ok $? "no scratch directory left"
+outs_before=$(ls "$DEMESNE_OUTPUT_ROOT" | wc -l)
+DEMESNE_SHIM_PATH=$tmp/no-such-shim "$bin" run -- true >/dev/null 2>&1
+[ "$(ls "$DEMESNE_OUTPUT_ROOT" | wc -l)" = "$outs_before" ]; ok $? "nor an output directory: the refusal comes first"
 
 DEMESNE_SHIM=maybe "$bin" run -- true >/dev/null 2>"$tmp/err.txt"; rc=$?
 [ "$rc" != 0 ] && grep -q "DEMESNE_SHIM='maybe' is neither 'on' nor 'off'" "$tmp/err.txt"; ok $? "DEMESNE_SHIM=maybe is refused by name"
