@@ -3,10 +3,10 @@
 #include "src/launch.h"
 
 #include <errno.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "src/runner.h"
 

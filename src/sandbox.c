@@ -380,7 +380,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         char dir[PATH_MAX], label_id[64], *id = NULL;
         unsigned char rnd[6];
         const char *labels[3];
-        int r, use_shim;
+        int r, use_shim = 0;
 
         memset(sb, 0, sizeof(*sb));
         if (!mounts || !owned)
@@ -392,6 +392,9 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, err);
         if (r >= 0)
                 r = dm_context_backend(ctx, &b, err);
+        /* No shim, no sandbox, unless the operator turned it off by name. */
+        if (r >= 0 && (use_shim = dm_launch_shim_mode(ctx, b, err)) < 0)
+                r = use_shim;
         if (r >= 0)
                 r = dm_image_require(b, img,
                                      &(struct dm_image_build_watch){ .on_line = req->on_message,
@@ -416,12 +419,6 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                         goto out;
                 }
                 len += (size_t)n;
-        }
-        /* No shim, no sandbox, unless the operator turned it off by name. */
-        use_shim = dm_launch_shim_mode(ctx, b, err);
-        if (use_shim < 0) {
-                r = use_shim;
-                goto out;
         }
         if (need_net && !use_shim) {
                 r = dm_error_set(err, -ENOTSUP, "egress other than 'none' needs demesne-shim, which is off "
