@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
-/* Run inside a sandbox by test-seccomp.sh (static, copied in read-only):
+/* Run inside a sandbox by test-seccomp.sh and test-seccomp-sandbox.c (static):
  * each probe prints "NAME RESULT" where RESULT is "ok" when the attack
  * failed as it must, or what went wrong. Exit 0 when all held. */
 #include <errno.h>
