@@ -13,15 +13,15 @@
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/seccomp.h>
-#include <stddef.h>
-#include <sys/syscall.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "src/shim/shim.h"
