@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 #include "src/context.h"
+#include "src/inputs.h"
 #include "src/agent.h"
 #include "src/egress.h"
 #include "src/sandbox.h"
@@ -139,6 +140,7 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
         if (removed)
                 log_info("removed %zu container(s) left by servers that are gone", removed);
         dm_agent_sweep(ctx);
+        dm_inputs_sweep(ctx);
 }
 
 static void *reaper_main(void *arg)
@@ -211,6 +213,16 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
         if (r < 0)
                 return r;
         r = dm_allowed_roots_parse(ctx->cfg.allowed_paths, &ctx->roots, err);
+        if (r >= 0) {
+                /* Sandboxes write these trees: never an input. */
+                const char *const forbidden[] = { ctx->cfg.output_root, "DEMESNE_OUTPUT_ROOT", ctx->cfg.state_dir,
+                                                  "DEMESNE_STATE_DIR", NULL };
+
+                r = dm_allowed_roots_protect(&ctx->roots, forbidden, ctx->cfg.home, ctx->cfg.allow_credential_paths,
+                                             err);
+                if (r < 0)
+                        dm_allowed_roots_release(&ctx->roots);
+        }
         if (r < 0) {
                 dm_config_release(&ctx->cfg);
                 return r;

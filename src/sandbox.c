@@ -375,7 +375,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         struct dm_backend *b;
         size_t n_in = count(req->files) + count(req->dirs), n_mounts = 0, n_owned = 0;
         _cleanup_free_ struct dm_mount *mounts = calloc(n_in + 4, sizeof(*mounts));
-        _cleanup_free_ char **owned = calloc(2 * n_in + 1, sizeof(char *));
+        _cleanup_free_ char **owned = calloc(3 * n_in + 1, sizeof(char *));
+        struct dm_inputs_stage stage = { .n = 0 };
         char dir[PATH_MAX], label_id[64], *id = NULL;
         unsigned char rnd[6];
         const char *labels[3];
@@ -386,9 +387,9 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = dm_image_lookup(req->image ? req->image : "python", &img, err);
         if (r >= 0)
-                r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, err);
+                r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, &stage, err);
         if (r >= 0)
-                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, err);
+                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, &stage, err);
         if (r >= 0)
                 r = dm_context_backend(ctx, &b, err);
         if (r >= 0)
@@ -466,6 +467,9 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 snprintf(sb->container, sizeof(sb->container), "%s", id);
                 r = b->ops->start(b, id, err);
         }
+        /* Started (or not): the container has its own copies of the inputs'
+         * mounts. A restart by the engine finds the staged ones gone. */
+        dm_inputs_unstage(&stage);
         if (r >= 0 && host)
                 r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, &l, err);
         /* The network before any command runs. */
@@ -500,6 +504,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 dm_error_wrap(err, "create sandbox");
         }
 out:
+        dm_inputs_unstage(&stage);
         free(id);
         for (size_t i = 0; i < n_owned; i++)
                 free(owned[i]);
