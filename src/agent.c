@@ -319,37 +319,43 @@ static int answer_line(void *userdata, char *line, size_t len)
 }
 
 /* The last answer in the transcript: Claude Code's {"type":"result",
- * "result":...} line, or Codex's last item.completed agent_message. The
- * file is in the agent's /out: opened beneath the output directory, no link
- * followed, regular files only, lines and total capped. */
-static char *final_answer(int dirfd, const char *name, enum dm_vendor provider)
+ * "result":...} line, or Codex's last item.completed agent_message. fd is
+ * stdout.log as dm_io_open_beneath opened it; lines and total are capped. */
+static char *final_answer(int fd, enum dm_vendor provider)
 {
         struct answer_scan a = { .provider = provider };
-        _cleanup_close_ int fd = dm_io_open_beneath(dirfd, name, O_RDONLY, 0);
 
-        if (fd < 0) {
-                log_warning("the agent's %s %s: no answer taken from it", name, dm_io_strerror(fd));
-                return strdup("");
-        }
-        dm_io_for_each_line(fd, LINE_MAX_BYTES, TRANSCRIPT_MAX_BYTES, answer_line, &a);
+        if (fd >= 0)
+                dm_io_for_each_line(fd, LINE_MAX_BYTES, TRANSCRIPT_MAX_BYTES, answer_line, &a);
         return a.answer ? a.answer : strdup("");
 }
 
-/* transcript.jsonl as a second name of stdout.log: linked under a fresh
- * name, then renamed over whatever the sandbox put there (never followed). */
-static void link_transcript(int dirfd, const char *outdir)
+/* The run's stdout.log, opened beneath the output directory (no link, no
+ * FIFO, a regular file), and transcript.jsonl made a second name of that
+ * very file: linked from the fd under a fresh name, then renamed over
+ * whatever the sandbox put there (never followed). -errno when stdout.log
+ * is not the server's file any more. */
+static int open_transcript(int dirfd, const char *outdir)
 {
-        char tmp[64];
+        int fd = dm_io_open_beneath(dirfd, "stdout.log", O_RDONLY, 0);
+        char tmp[64], proc[64];
         unsigned char rnd[6];
 
+        if (fd < 0) {
+                log_warning("%s/stdout.log %s: no answer or transcript taken from it", outdir, dm_io_strerror(fd));
+                return fd;
+        }
         if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
-                return;
+                return fd;
         snprintf(tmp, sizeof(tmp), ".transcript.%02x%02x%02x%02x%02x%02x.tmp", rnd[0], rnd[1], rnd[2], rnd[3],
                  rnd[4], rnd[5]);
-        if (linkat(dirfd, "stdout.log", dirfd, tmp, 0) < 0 || renameat(dirfd, tmp, dirfd, "transcript.jsonl") < 0) {
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        if (linkat(AT_FDCWD, proc, dirfd, tmp, AT_SYMLINK_FOLLOW) < 0 ||
+            renameat(dirfd, tmp, dirfd, "transcript.jsonl") < 0) {
                 log_warning("cannot link %s/stdout.log to transcript.jsonl: %s", outdir, strerror(errno));
                 unlinkat(dirfd, tmp, 0);
         }
+        return fd;
 }
 
 static json_object *usage_json(const struct dm_vendor_usage *u)
@@ -503,8 +509,9 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
          * transcript.jsonl, is read: the server made that name. */
         outfd = dm_io_open_dir(res->output_dir);
         if (outfd >= 0) {
-                link_transcript(outfd, res->output_dir);
-                res->result = final_answer(outfd, "stdout.log", st.provider);
+                _cleanup_close_ int fd = open_transcript(outfd, res->output_dir);
+
+                res->result = final_answer(fd, st.provider);
         } else {
                 res->result = strdup("");
         }
