@@ -292,6 +292,18 @@ int dm_path_open(const struct dm_allowed_roots *roots, const char *path, enum dm
         struct stat st;
         int r;
 
+        /* Named through a forbidden tree: refused by that name, whatever
+         * the sandbox there makes it resolve to at this moment. */
+        for (size_t i = 0; path && path[0] == '/' && i < roots->n_forbidden; i++) {
+                char rf[PATH_MAX];
+
+                if (dm_path_is_under(path, roots->forbidden[i]) ||
+                    (realpath(roots->forbidden[i], rf) && dm_path_is_under(path, rf)))
+                        return dm_error_set(err, -EACCES,
+                                            "path '%s' is inside '%s' (%s), where sandboxes write: inputs must "
+                                            "come from elsewhere",
+                                            path, roots->forbidden[i], roots->forbidden_var[i]);
+        }
         r = dm_path_check(roots, path, kind, &resolved, err);
         if (r < 0)
                 return r;
