@@ -91,11 +91,11 @@ static size_t count(const char *const *v)
 
 static int open_log(int dirfd, const char *name, const char *dir, struct dm_error *err)
 {
-        /* O_EXCL|O_NOFOLLOW: the directory is new and ours; nothing may be
-         * there yet, and a link would be an attack. */
-        int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        /* O_EXCL: the directory is new and ours; nothing may be there yet,
+         * and a link would be an attack. */
+        int fd = dm_io_open_beneath(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
         if (fd < 0)
-                return dm_error_set(err, -errno, "cannot create '%s/%s': %s", dir, name, strerror(errno));
+                return dm_error_set(err, fd, "cannot create '%s/%s': it %s", dir, name, dm_io_strerror(fd));
         return fd;
 }
 

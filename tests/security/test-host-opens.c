@@ -286,6 +286,33 @@ static void test_staged_mount(void)
         dm_allowed_roots_release(&ctx.roots);
 }
 
+/* A workspace's removal never follows what the sandbox left in it. */
+static void test_remove_tree(void)
+{
+        char tree[PATH_MAX], p[PATH_MAX], victim[PATH_MAX], link[PATH_MAX];
+
+        snprintf(victim, sizeof(victim), "%s/victim", base);
+        mkdir(victim, 0755);
+        snprintf(p, sizeof(p), "%s/keep", victim);
+        put(p, "keep\n");
+        snprintf(tree, sizeof(tree), "%s/workspace", base);
+        mkdir(tree, 0755);
+        snprintf(p, sizeof(p), "%s/a", tree);
+        mkdir(p, 0755);
+        snprintf(p, sizeof(p), "%s/a/b", tree);
+        symlink(victim, p);
+        snprintf(p, sizeof(p), "%s/a/fifo", tree);
+        mkfifo(p, 0644);
+        is_int(dm_remove_tree(tree), 0, "a workspace with links and FIFOs inside is removed");
+        ok(access(tree, F_OK) != 0, "gone");
+        snprintf(p, sizeof(p), "%s/keep", victim);
+        is_str(slurp(p), "keep\n", "what its links pointed at is untouched");
+        snprintf(link, sizeof(link), "%s/ws-link", base);
+        symlink(victim, link);
+        is_int(dm_remove_tree(link), 0, "a link where the tree was is removed");
+        ok(access(p, F_OK) == 0, "and never followed");
+}
+
 int main(void)
 {
         char dir[PATH_MAX];
@@ -301,6 +328,7 @@ int main(void)
         mkdir(dir, 0755);
         test_vendor(dir);
         test_paths();
+        test_remove_tree();
         test_staged_mount();
         dm_remove_tree(base);
         return done_testing();
