@@ -543,6 +543,10 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb
                 /* Its new shim has a new pid: take the socket anew. */
                 shim_forget(ctx, id);
                 r = b->ops->start(b, sb->container, err);
+                /* Its host inputs were staged for its first start only. */
+                if (r < 0)
+                        dm_error_wrap(err, "start sandbox '%s' again (one made with files or directories "
+                                           "cannot be restarted: destroy it and create it anew)", id);
         }
         dm_container_info_release(&info);
         return r;
