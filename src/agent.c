@@ -342,7 +342,7 @@ static int open_transcript(int dirfd, const char *outdir)
         unsigned char rnd[6];
 
         if (fd < 0) {
-                log_warning("%s/stdout.log %s: no answer or transcript taken from it", outdir, dm_io_strerror(fd));
+                log_warning("%s/stdout.log: %s: no answer or transcript taken from it", outdir, dm_io_strerror(fd));
                 return fd;
         }
         if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))

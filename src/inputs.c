@@ -63,7 +63,6 @@ static int stage_one(const struct dm_context *ctx, struct dm_inputs_stage *stage
                         return 1;
                 return dm_error_set(err, r, "cannot stage the input at '%s': %s", target, strerror(-r));
         }
-        stage->mounted[i] = true;
         /* Nothing of it propagates to other mount namespaces. */
         if (mount(NULL, target, NULL, MS_PRIVATE | MS_REC, NULL) < 0)
                 log_debug("make '%s' private: %s", target, strerror(errno));
@@ -89,7 +88,6 @@ int dm_inputs_add(const struct dm_context *ctx, const char *const *paths, enum d
                 owned[(*n_owned)++] = resolved;
                 k = stage->n++;
                 stage->fds[k] = fd;
-                stage->mounted[k] = false;
                 base = dm_path_basename(resolved);
                 for (size_t j = 0; j < *n; j++) {
                         const char *other = strrchr(mounts[j].target, '/') + 1;

@@ -20,15 +20,14 @@
 #include "src/util/error.h"
 #include "src/util/paths.h"
 
+/* Maximum inputs of one call (files + directories, 64 each). */
+#define DM_INPUTS_MAX 128
+
 struct dm_inputs_stage {
         char dir[PATH_MAX - 64];        /* "" until the first staged mount */
-        int fds[64];                    /* the checked inputs, O_PATH */
-        bool mounted[64];               /* fds[i] is bind-mounted at dir/<i> */
+        int fds[DM_INPUTS_MAX];          /* the checked inputs, O_PATH */
         size_t n;
 };
-
-/* Maximum inputs of one call (files + directories). */
-#define DM_INPUTS_MAX 64
 
 /* Checks host inputs (TOOLS.md's order, and dm_path_open's refusals) and
  * appends one read-only mount per input at /in/<basename> to mounts[*n];

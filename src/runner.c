@@ -95,7 +95,7 @@ static int open_log(int dirfd, const char *name, const char *dir, struct dm_erro
          * and a link would be an attack. */
         int fd = dm_io_open_beneath(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
         if (fd < 0)
-                return dm_error_set(err, fd, "cannot create '%s/%s': it %s", dir, name, dm_io_strerror(fd));
+                return dm_error_set(err, fd, "cannot create '%s/%s': %s", dir, name, dm_io_strerror(fd));
         return fd;
 }
 

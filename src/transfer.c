@@ -202,7 +202,7 @@ static int download_file(struct dm_backend *b, const struct dm_sandbox *sb, cons
         unlinkat(dl, name, 0);
         out = dm_io_open_beneath(dl, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
         if (out < 0)
-                return dm_error_set(err, out, "cannot create '%s/downloads/%s': it %s", sb->output_dir, name,
+                return dm_error_set(err, out, "cannot create '%s/downloads/%s': %s", sb->output_dir, name,
                                     dm_io_strerror(out));
         r = b->ops->get_file(b, sb->container, resolved, out, max_bytes, err);
         if (r == -EFBIG)
@@ -312,7 +312,7 @@ int dm_transfer_download(struct dm_context *ctx, const struct dm_sandbox *sb, co
         unlinkat(dl, name, 0);
         out = dm_io_open_beneath(dl, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
         if (out < 0) {
-                r = dm_error_set(err, out, "cannot create '%s/downloads/%s': it %s", sb->output_dir, name,
+                r = dm_error_set(err, out, "cannot create '%s/downloads/%s': %s", sb->output_dir, name,
                                  dm_io_strerror(out));
                 goto done;
         }

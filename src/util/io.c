@@ -201,11 +201,11 @@ int dm_io_replace(int dirfd, const char *dst, const void *data, size_t len, mode
 const char *dm_io_strerror(int r)
 {
         switch (r) {
-        case -ELOOP: return "is a symbolic link (or goes through one)";
-        case -EXDEV: return "leaves its directory";
-        case -ENXIO: return "is a FIFO or device";
-        case -DM_IO_EBADTYPE: return "is not a regular file";
-        case -EFBIG: return "is over its size limit";
+        case -ELOOP: return "a symbolic link (or a path through one), not followed";
+        case -EXDEV: return "a path that leaves its directory";
+        case -ENXIO: return "a FIFO or device, not opened";
+        case -DM_IO_EBADTYPE: return "not a regular file";
+        case -EFBIG: return "over its size limit";
         default: return strerror(-r);
         }
 }

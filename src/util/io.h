@@ -52,8 +52,8 @@ int dm_io_for_each_line(int fd, size_t max_line, uint64_t max_total,
  * followed). 0 or -errno. */
 int dm_io_replace(int dirfd, const char *dst, const void *data, size_t len, mode_t mode);
 
-/* A short word for the errors above ("is a symbolic link", "is not a regular
- * file", ...), for messages. */
+/* A few words for the errors above ("a symbolic link ...", "not a regular
+ * file", ...), else strerror, for messages. */
 const char *dm_io_strerror(int r);
 
 #endif
