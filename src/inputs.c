@@ -44,6 +44,19 @@ static int stage_one(const struct dm_context *ctx, struct dm_inputs_stage *stage
                         stage->dir[0] = '\0';
                         return r;
                 }
+                /* A private mount of its own first: what is mounted below it
+                 * never propagates to another mount namespace (where /run is
+                 * shared, a copy there would outlive the unmount here). */
+                if (mount(stage->dir, stage->dir, NULL, MS_BIND, NULL) < 0 ||
+                    mount(NULL, stage->dir, NULL, MS_PRIVATE, NULL) < 0) {
+                        r = -errno;
+                        umount2(stage->dir, MNT_DETACH | UMOUNT_NOFOLLOW);
+                        rmdir(stage->dir);
+                        stage->dir[0] = '\0';
+                        if (r == -EPERM)
+                                return 1;
+                        return dm_error_set(err, r, "cannot make the staging directory private: %s", strerror(-r));
+                }
         }
         snprintf(target, sizeof(target), "%s/%zu", stage->dir, i);
         if (kind == DM_PATH_DIR ? mkdir(target, 0700) < 0
@@ -133,6 +146,8 @@ static void unstage_dir(const char *dir)
                         unlink(p);
         }
         closedir(d);
+        if (umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
+                log_warning("unmount '%s': %s", dir, strerror(errno));
         if (rmdir(dir) < 0 && errno != ENOENT)
                 log_warning("remove '%s': %s", dir, strerror(errno));
 }
