@@ -769,7 +769,7 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
                 if (dirfd >= 0)
                         close(dirfd);
                 if (p->log_fd < 0) {
-                        r = dm_error_set(err, p->log_fd, "cannot open '%s': it %s", conf->log_path,
+                        r = dm_error_set(err, p->log_fd, "cannot open '%s': %s", conf->log_path,
                                          dm_io_strerror(p->log_fd));
                         p->log_fd = -1;
                         goto fail;
