@@ -469,34 +469,26 @@ json_object *dm_vendor_usage_json(const struct dm_vendor_usage *u)
 
 int dm_vendor_usage_write(const struct dm_vendor_usage *u, const char *path, struct dm_error *err)
 {
-        _cleanup_free_ char *tmp = NULL;
         json_object *o = dm_vendor_usage_json(u);
-        const char *s;
-        int fd, r;
+        _cleanup_free_ char *text = NULL;
+        const char *base;
+        int dirfd, r;
 
-        if (!o || asprintf(&tmp, "%s.tmp", path) < 0) {
+        if (!o || asprintf(&text, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+                                                                                 JSON_C_TO_STRING_SPACED |
+                                                                                 JSON_C_TO_STRING_NOSLASHESCAPE)) < 0) {
                 json_object_put(o);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
-        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                      JSON_C_TO_STRING_NOSLASHESCAPE);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-        if (fd < 0) {
-                r = -errno;
-                json_object_put(o);
-                return dm_error_set(err, r, "cannot write '%s': %s", tmp, strerror(-r));
-        }
-        r = dm_write_all(fd, s, strlen(s));
-        if (r == 0)
-                r = dm_write_all(fd, "\n", 1);
         json_object_put(o);
-        if (close(fd) < 0 && r == 0)
-                r = -errno;
-        if (r == 0 && rename(tmp, path) < 0)
-                r = -errno;
-        if (r < 0) {
-                unlink(tmp);
-                return dm_error_set(err, r, "cannot write '%s': %s", path, strerror(-r));
-        }
+        /* usage.json is in the agent's /out, written under the proxy's lock:
+         * a fresh randomly named temporary file (O_EXCL, no link followed,
+         * no FIFO opened), renamed over whatever the sandbox left there. */
+        dirfd = dm_io_open_parent(path, &base);
+        r = dirfd < 0 ? dirfd : dm_io_replace(dirfd, base, text, strlen(text), 0644);
+        if (dirfd >= 0)
+                close(dirfd);
+        if (r < 0)
+                return dm_error_set(err, r, "cannot write '%s': %s", path, dm_io_strerror(r));
         return 0;
 }

@@ -29,6 +29,7 @@
 #include "netpolicy/proxy-internal.h"
 #include "netpolicy/vendor-internal.h"
 #include "src/util/cleanup.h"
+#include "src/util/io.h"
 #include "src/util/log.h"
 #include "src/util/timeutil.h"
 
@@ -758,9 +759,21 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
         }
         if ((r = load_prices(p, conf->prices_path, err)) < 0)
                 goto fail;
-        if (conf->log_path && (p->log_fd = open(conf->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
-                r = dm_error_set(err, -errno, "cannot open '%s': %s", conf->log_path, strerror(errno));
-                goto fail;
+        /* The log sits in the agent's /out: never follow or block on what
+         * the sandbox may have put there. */
+        if (conf->log_path) {
+                const char *base;
+                int dirfd = dm_io_open_parent(conf->log_path, &base);
+
+                p->log_fd = dirfd < 0 ? dirfd : dm_io_open_beneath(dirfd, base, O_WRONLY | O_CREAT | O_APPEND, 0644);
+                if (dirfd >= 0)
+                        close(dirfd);
+                if (p->log_fd < 0) {
+                        r = dm_error_set(err, p->log_fd, "cannot open '%s': %s", conf->log_path,
+                                         dm_io_strerror(p->log_fd));
+                        p->log_fd = -1;
+                        goto fail;
+                }
         }
         inet_ntop(AF_INET, &conf->bind.sin_addr, a, sizeof(a));
         lc.max_conns = p->max_conns;

@@ -282,44 +282,80 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
         return 0;
 }
 
-/* The last answer in the transcript: Claude Code's {"type":"result",
- * "result":...} line, or Codex's last item.completed agent_message. */
-static char *final_answer(const char *transcript, enum dm_vendor provider)
+/* Bytes of transcript looked through for the answer: a sandbox can make
+ * its stdout.log as large (or sparse) as it likes. */
+#define TRANSCRIPT_MAX_BYTES (1ull << 30)
+
+struct answer_scan {
+        enum dm_vendor provider;
+        char *answer;
+};
+
+static int answer_line(void *userdata, char *line, size_t len)
 {
-        FILE *f = fopen(transcript, "re");
-        char *line = NULL, *answer = NULL;
-        size_t cap = 0;
-        ssize_t len;
+        struct answer_scan *a = userdata;
+        json_object *o, *v, *item;
+        const char *type;
 
-        if (!f)
-                return strdup("");
-        while ((len = getline(&line, &cap, f)) > 0) {
-                json_object *o, *v, *item;
-                const char *type;
-
-                if ((size_t)len > LINE_MAX_BYTES || line[0] != '{')
-                        continue;
-                o = json_tokener_parse(line);
-                if (!o)
-                        continue;
-                type = json_object_object_get_ex(o, "type", &v) ? json_object_get_string(v) : "";
-                if (provider == DM_VENDOR_ANTHROPIC && !strcmp(type, "result") &&
-                    json_object_object_get_ex(o, "result", &v) && json_object_is_type(v, json_type_string)) {
-                        free(answer);
-                        answer = strdup(json_object_get_string(v));
-                } else if (provider == DM_VENDOR_OPENAI && !strcmp(type, "item.completed") &&
-                           json_object_object_get_ex(o, "item", &item) &&
-                           json_object_object_get_ex(item, "type", &v) &&
-                           !strcmp(json_object_get_string(v), "agent_message") &&
-                           json_object_object_get_ex(item, "text", &v)) {
-                        free(answer);
-                        answer = strdup(json_object_get_string(v));
-                }
-                json_object_put(o);
+        if (len == 0 || line[0] != '{')
+                return 0;
+        o = json_tokener_parse(line);
+        if (!o)
+                return 0;
+        type = json_object_object_get_ex(o, "type", &v) ? json_object_get_string(v) : "";
+        if (a->provider == DM_VENDOR_ANTHROPIC && !strcmp(type, "result") &&
+            json_object_object_get_ex(o, "result", &v) && json_object_is_type(v, json_type_string)) {
+                free(a->answer);
+                a->answer = strdup(json_object_get_string(v));
+        } else if (a->provider == DM_VENDOR_OPENAI && !strcmp(type, "item.completed") &&
+                   json_object_object_get_ex(o, "item", &item) && json_object_object_get_ex(item, "type", &v) &&
+                   !strcmp(json_object_get_string(v), "agent_message") &&
+                   json_object_object_get_ex(item, "text", &v)) {
+                free(a->answer);
+                a->answer = strdup(json_object_get_string(v));
         }
-        free(line);
-        fclose(f);
-        return answer ? answer : strdup("");
+        json_object_put(o);
+        return 0;
+}
+
+/* The last answer in the transcript: Claude Code's {"type":"result",
+ * "result":...} line, or Codex's last item.completed agent_message. fd is
+ * stdout.log as dm_io_open_beneath opened it; lines and total are capped. */
+static char *final_answer(int fd, enum dm_vendor provider)
+{
+        struct answer_scan a = { .provider = provider };
+
+        if (fd >= 0)
+                dm_io_for_each_line(fd, LINE_MAX_BYTES, TRANSCRIPT_MAX_BYTES, answer_line, &a);
+        return a.answer ? a.answer : strdup("");
+}
+
+/* The run's stdout.log, opened beneath the output directory (no link, no
+ * FIFO, a regular file), and transcript.jsonl made a second name of that
+ * very file: linked from the fd under a fresh name, then renamed over
+ * whatever the sandbox put there (never followed). -errno when stdout.log
+ * is not the server's file any more. */
+static int open_transcript(int dirfd, const char *outdir)
+{
+        int fd = dm_io_open_beneath(dirfd, "stdout.log", O_RDONLY, 0);
+        char tmp[64], proc[64];
+        unsigned char rnd[6];
+
+        if (fd < 0) {
+                log_warning("%s/stdout.log: %s: no answer or transcript taken from it", outdir, dm_io_strerror(fd));
+                return fd;
+        }
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+                return fd;
+        snprintf(tmp, sizeof(tmp), ".transcript.%02x%02x%02x%02x%02x%02x.tmp", rnd[0], rnd[1], rnd[2], rnd[3],
+                 rnd[4], rnd[5]);
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        if (linkat(AT_FDCWD, proc, dirfd, tmp, AT_SYMLINK_FOLLOW) < 0 ||
+            renameat(dirfd, tmp, dirfd, "transcript.jsonl") < 0) {
+                log_warning("cannot link %s/stdout.log to transcript.jsonl: %s", outdir, strerror(errno));
+                unlinkat(dirfd, tmp, 0);
+        }
+        return fd;
 }
 
 static json_object *usage_json(const struct dm_vendor_usage *u)
@@ -374,7 +410,8 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
 {
         struct run_state st = { .req = req };
         struct dm_run_result run = { 0 };
-        char dir[PATH_MAX - 64], path[PATH_MAX], transcript[PATH_MAX];
+        char dir[PATH_MAX - 64], path[PATH_MAX];
+        _cleanup_close_ int outfd = -1;
         unsigned char rnd[6];
         const char *out_rel = NULL;
         struct dm_vendor_usage usage = { 0 };
@@ -468,19 +505,25 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         res->stderr_len = run.stderr_len;
         res->stderr_truncated = run.stderr_truncated;
         run.stderr_text = NULL;
-        /* The CLI's event stream is the transcript. */
-        snprintf(path, sizeof(path), "%s/stdout.log", res->output_dir);
-        snprintf(transcript, sizeof(transcript), "%s/transcript.jsonl", res->output_dir);
-        if (link(path, transcript) < 0 && errno != EEXIST)
-                log_warning("cannot link %s to %s: %s", path, transcript, strerror(errno));
-        res->result = final_answer(transcript, st.provider);
+        /* The CLI's event stream is the transcript. stdout.log, not
+         * transcript.jsonl, is read: the server made that name. */
+        outfd = dm_io_open_dir(res->output_dir);
+        if (outfd >= 0) {
+                _cleanup_close_ int fd = open_transcript(outfd, res->output_dir);
+
+                res->result = final_answer(fd, st.provider);
+        } else {
+                res->result = strdup("");
+        }
         res->usage = usage_json(&usage);
         res->cost_usd = usage.total.cost_usd;
-        if (out_rel) {
-                struct stat sb;
+        if (out_rel && outfd >= 0) {
+                /* Through no link at any level of the relative path. */
+                int fd = dm_io_open_beneath(outfd, out_rel, O_PATH, 0);
 
-                snprintf(path, sizeof(path), "%s/%s", res->output_dir, out_rel);
-                res->output_exists = lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+                res->output_exists = fd >= 0;
+                if (fd >= 0)
+                        close(fd);
         }
         if (!res->result || !res->usage)
                 r = dm_error_set(err, -ENOMEM, "out of memory");

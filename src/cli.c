@@ -350,9 +350,17 @@ int dm_cli_run(int argc, char **argv)
                 log_error("%s", err.msg);
                 return 1;
         }
-        if (ctx.roots.n == 0 && !getenv("DEMESNE_ALLOWED_PATHS"))
-                /* The person at the terminal names the paths: no allowlist needed. */
-                dm_allowed_roots_parse("/", &ctx.roots, &err);
+        if (ctx.roots.n == 0 && !getenv("DEMESNE_ALLOWED_PATHS")) {
+                /* The person at the terminal names the paths: no allowlist
+                 * needed. The refusals (output root, state dir, credential
+                 * folders) stay. */
+                struct dm_allowed_roots all = { 0 };
+
+                if (dm_allowed_roots_parse("/", &all, &err) == 0) {
+                        ctx.roots.roots = all.roots;
+                        ctx.roots.n = all.n;
+                }
+        }
         dm_cancel_init(&cancel);
         rs.cancel = &cancel;
         pthread_create(&sig_thread, NULL, run_signal_thread, &rs);

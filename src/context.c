@@ -1,19 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 #include "src/context.h"
+#include "src/inputs.h"
 #include "src/agent.h"
 #include "src/egress.h"
 #include "src/sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "src/util/cleanup.h"
+#include "src/util/io.h"
 #include "src/util/log.h"
 
 struct dm_reap_item {
@@ -139,6 +143,7 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
         if (removed)
                 log_info("removed %zu container(s) left by servers that are gone", removed);
         dm_agent_sweep(ctx);
+        dm_inputs_sweep(ctx);
 }
 
 static void *reaper_main(void *arg)
@@ -211,6 +216,16 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
         if (r < 0)
                 return r;
         r = dm_allowed_roots_parse(ctx->cfg.allowed_paths, &ctx->roots, err);
+        if (r >= 0) {
+                /* Sandboxes write these trees: never an input. */
+                const char *const forbidden[] = { ctx->cfg.output_root, "DEMESNE_OUTPUT_ROOT", ctx->cfg.state_dir,
+                                                  "DEMESNE_STATE_DIR", NULL };
+
+                r = dm_allowed_roots_protect(&ctx->roots, forbidden, ctx->cfg.home, ctx->cfg.allow_credential_paths,
+                                             err);
+                if (r < 0)
+                        dm_allowed_roots_release(&ctx->roots);
+        }
         if (r < 0) {
                 dm_config_release(&ctx->cfg);
                 return r;
@@ -379,17 +394,71 @@ void dm_context_release(struct dm_context *ctx)
         dm_config_release(&ctx->cfg);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* Deeper than this, a tree a sandbox built is left (with a warning) rather
+ * than holding a directory fd per level. */
+#define REMOVE_MAX_DEPTH 256
+
+/* Removes name below dirfd: everything by directory fd and unlinkat, so a
+ * sandbox that swaps a directory for a link while this runs (its container
+ * may still live when its removal failed) only gets its link removed. Stays
+ * on the device it started on (like FTW_MOUNT). */
+static int remove_at(int parent, const char *name, dev_t dev, int depth)
 {
-        (void)st;
-        (void)ftw;
-        if (flag == FTW_DP)
-                return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
-        return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+        struct stat st;
+        struct dirent *de;
+        DIR *d;
+        int fd, r = 0;
+
+        fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) {
+                if (errno == ENOTDIR || errno == ELOOP)
+                        return unlinkat(parent, name, 0) < 0 && errno != ENOENT ? -1 : 0;
+                return errno == ENOENT ? 0 : -1;
+        }
+        if (fstat(fd, &st) < 0 || st.st_dev != dev || depth > REMOVE_MAX_DEPTH) {
+                close(fd);
+                errno = depth > REMOVE_MAX_DEPTH ? ELOOP : EXDEV;
+                return -1;
+        }
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return -1;
+        }
+        while ((de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
+                        if (remove_at(dirfd(d), de->d_name, dev, depth + 1) < 0)
+                                r = -1;
+                } else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
+                        r = -1;
+                }
+        }
+        closedir(d);
+        if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                r = -1;
+        return r;
 }
 
 int dm_remove_tree(const char *path)
 {
-        /* FTW_PHYS: a symlink a container left is removed, never followed. */
-        return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+        const char *base;
+        struct stat st;
+        int parent = dm_io_open_parent(path, &base), r;
+
+        if (parent < 0) {
+                errno = -parent;
+                return -1;
+        }
+        if (fstatat(parent, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                r = errno == ENOENT ? 0 : -1;
+        } else if (!S_ISDIR(st.st_mode)) {
+                /* A link or a file where the tree was: removed, never followed. */
+                r = unlinkat(parent, base, 0);
+        } else {
+                r = remove_at(parent, base, st.st_dev, 0);
+        }
+        close(parent);
+        return r;
 }

@@ -18,6 +18,7 @@
 #include "netpolicy/proxy.h"
 #include "netpolicy/tc.h"
 #include "src/launch.h"
+#include "src/util/io.h"
 #include "src/util/log.h"
 #include "src/util/timeutil.h"
 
@@ -152,7 +153,7 @@ static int start_proxy(struct dm_context *ctx, const struct dm_policy *policy, c
         struct dm_proxy *proxy;
         struct sockaddr_in bound;
         char path[PATH_MAX];
-        int logfd, r;
+        int dirfd, logfd, r;
 
         r = proxy_of(ctx, &proxy, err);
         if (r < 0)
@@ -160,10 +161,17 @@ static int start_proxy(struct dm_context *ctx, const struct dm_policy *policy, c
         r = proxy_policy(policy, image_hosts, &pp, err);
         if (r < 0)
                 return r;
+        /* The sandbox writes this directory: never follow what it put at
+         * egress.log, and never block on a FIFO there (adoption runs under
+         * the shim lock). */
         snprintf(path, sizeof(path), "%s/egress.log", outdir);
-        logfd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        dirfd = dm_io_open_dir(outdir);
+        logfd = dirfd < 0 ? dirfd : dm_io_open_beneath(dirfd, "egress.log", O_WRONLY | O_APPEND | O_CREAT, 0644);
+        if (dirfd >= 0)
+                close(dirfd);
         if (logfd < 0)
-                log_warning("%s: cannot open '%s' (%s): proxy decisions go unlogged", e->tag, path, strerror(errno));
+                log_warning("%s: cannot open '%s' (%s): proxy decisions go unlogged", e->tag, path,
+                            dm_io_strerror(logfd));
         struct dm_proxy_sandbox_conf conf = {
                 .id = e->tag,
                 .listen = { .sin_family = AF_INET, .sin_port = htons(DM_EGRESS_PROXY_PORT),

@@ -81,38 +81,6 @@ static int on_data(void *userdata, int stream, const char *data, size_t len)
         return 0;
 }
 
-int dm_inputs_add(const struct dm_context *ctx, const char *const *paths, enum dm_path_kind kind,
-                      struct dm_mount *mounts, size_t *n, char **owned, size_t *n_owned, struct dm_error *err)
-{
-        for (size_t i = 0; paths && paths[i]; i++) {
-                char *resolved = NULL, *target;
-                const char *base;
-                int r;
-
-                r = dm_path_check(&ctx->roots, paths[i], kind, &resolved, err);
-                if (r < 0)
-                        return r;
-                owned[(*n_owned)++] = resolved;
-                base = dm_path_basename(resolved);
-                for (size_t j = 0; j < *n; j++) {
-                        const char *other = strrchr(mounts[j].target, '/') + 1;
-                        if (strncmp(mounts[j].target, "/in/", 4) == 0 && strcmp(other, base) == 0)
-                                return dm_error_set(err, -EEXIST,
-                                                    "two inputs share the name '%s' ('%s' and another): "
-                                                    "each lands at /in/<name>, so names must be unique",
-                                                    base, paths[i]);
-                }
-                if (asprintf(&target, "/in/%s", base) < 0)
-                        return dm_error_set(err, -ENOMEM, "out of memory");
-                owned[(*n_owned)++] = target;
-                mounts[*n].host = resolved;
-                mounts[*n].target = target;
-                mounts[*n].readonly = true;
-                (*n)++;
-        }
-        return 0;
-}
-
 static size_t count(const char *const *v)
 {
         size_t n = 0;
@@ -123,11 +91,11 @@ static size_t count(const char *const *v)
 
 static int open_log(int dirfd, const char *name, const char *dir, struct dm_error *err)
 {
-        /* O_EXCL|O_NOFOLLOW: the directory is new and ours; nothing may be
-         * there yet, and a link would be an attack. */
-        int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        /* O_EXCL: the directory is new and ours; nothing may be there yet,
+         * and a link would be an attack. */
+        int fd = dm_io_open_beneath(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
         if (fd < 0)
-                return dm_error_set(err, -errno, "cannot create '%s/%s': %s", dir, name, strerror(errno));
+                return dm_error_set(err, fd, "cannot create '%s/%s': %s", dir, name, dm_io_strerror(fd));
         return fd;
 }
 
@@ -302,6 +270,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         size_t n_in = count(req->files) + count(req->dirs);
         _cleanup_free_ struct dm_mount *mounts = NULL;
         _cleanup_free_ char **owned = NULL;
+        struct dm_inputs_stage stage = { .n = 0 };
         size_t n_mounts = 0, n_owned = 0;
         char run_id[64], label_owner[160], label_run[128], label_kind[64], outdir[PATH_MAX], scratch[PATH_MAX];
         char workspace[PATH_MAX + 16], shimdir[PATH_MAX + 16];
@@ -324,12 +293,12 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 return r;
 
         mounts = calloc(n_in + 4 + req->n_mounts, sizeof(*mounts));
-        owned = calloc(2 * n_in + 1, sizeof(*owned));
+        owned = calloc(3 * n_in + 1, sizeof(*owned));
         if (!mounts || !owned)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, err);
+        r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, &stage, err);
         if (r >= 0)
-                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, err);
+                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, &stage, err);
         if (r < 0)
                 goto out;
 
@@ -459,6 +428,8 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 }
         }
         r = b->ops->start(b, id, err);
+        /* The container has its own copies of the inputs' mounts now. */
+        dm_inputs_unstage(&stage);
         if (r < 0) {
                 dm_error_wrap(err, "start the container");
                 goto out;
@@ -522,6 +493,7 @@ out:
         /* The socket goes now; its directory with the scratch tree, after
          * the container. */
         dm_shimhost_free(host);
+        dm_inputs_unstage(&stage);
         for (int i = 1; i <= 2; i++) {
                 if (cap.fd[i] >= 0)
                         close(cap.fd[i]);

@@ -15,6 +15,7 @@
 #include "netpolicy/link.h"
 #include "netpolicy/policy.h"
 #include "src/context.h"
+#include "src/inputs.h"
 #include "src/util/cancel.h"
 
 struct dm_run_request {
@@ -80,13 +81,6 @@ void dm_run_result_release(struct dm_run_result *res);
 
 /* The capabilities every sandbox keeps (all others are dropped). */
 extern const char *const dm_kept_caps[];
-
-/* Checks host inputs (TOOLS.md's order) and appends one read-only mount per
- * input at /in/<basename> to mounts[*n]; basenames must not collide with
- * mounts already there. The strings it allocates go to owned[*n_owned]
- * (room for two per input), for the caller to free. */
-int dm_inputs_add(const struct dm_context *ctx, const char *const *paths, enum dm_path_kind kind,
-                  struct dm_mount *mounts, size_t *n, char **owned, size_t *n_owned, struct dm_error *err);
 
 /* "run-20261202T130501-1a2b3c": sortable, unique enough for one user. */
 int dm_run_id_new(char *buf, size_t len);

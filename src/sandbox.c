@@ -376,7 +376,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         struct dm_backend *b;
         size_t n_in = count(req->files) + count(req->dirs), n_mounts = 0, n_owned = 0;
         _cleanup_free_ struct dm_mount *mounts = calloc(n_in + 4, sizeof(*mounts));
-        _cleanup_free_ char **owned = calloc(2 * n_in + 1, sizeof(char *));
+        _cleanup_free_ char **owned = calloc(3 * n_in + 1, sizeof(char *));
+        struct dm_inputs_stage stage = { .n = 0 };
         char dir[PATH_MAX], label_id[64], *id = NULL;
         unsigned char rnd[6];
         const char *labels[3];
@@ -387,9 +388,9 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = dm_image_lookup(req->image ? req->image : "python", &img, err);
         if (r >= 0)
-                r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, err);
+                r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, &stage, err);
         if (r >= 0)
-                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, err);
+                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, &stage, err);
         if (r >= 0)
                 r = dm_context_backend(ctx, &b, err);
         /* No shim, no sandbox, unless the operator turned it off by name. */
@@ -470,6 +471,9 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 snprintf(sb->container, sizeof(sb->container), "%s", id);
                 r = b->ops->start(b, id, err);
         }
+        /* Started (or not): the container has its own copies of the inputs'
+         * mounts. A restart by the engine finds the staged ones gone. */
+        dm_inputs_unstage(&stage);
         if (r >= 0 && host)
                 r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, &l, err);
         /* The network before any command runs. */
@@ -504,6 +508,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 dm_error_wrap(err, "create sandbox");
         }
 out:
+        dm_inputs_unstage(&stage);
         free(id);
         for (size_t i = 0; i < n_owned; i++)
                 free(owned[i]);
@@ -542,6 +547,10 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb
                 /* Its new shim has a new pid: take the socket anew. */
                 shim_forget(ctx, id);
                 r = b->ops->start(b, sb->container, err);
+                /* Its host inputs were staged for its first start only. */
+                if (r < 0)
+                        dm_error_wrap(err, "start sandbox '%s' again (one made with files or directories "
+                                           "cannot be restarted: destroy it and create it anew)", id);
         }
         dm_container_info_release(&info);
         return r;

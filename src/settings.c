@@ -117,8 +117,11 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
                 snprintf(path, sizeof(path), "%s/.demesne/run", home_dir());
         cfg->state_dir = dup_env_or("DEMESNE_STATE_DIR", path);
         cfg->allowed_paths = dup_env_or("DEMESNE_ALLOWED_PATHS", "");
+        cfg->allow_credential_paths = dup_env_or("DEMESNE_ALLOW_CREDENTIAL_PATHS", "");
+        cfg->home = strdup(home_dir());
         cfg->engine_host = getenv("DEMESNE_ENGINE_HOST") ? strdup(getenv("DEMESNE_ENGINE_HOST")) : NULL;
-        if (!cfg->output_root || !cfg->state_dir || !cfg->allowed_paths) {
+        if (!cfg->output_root || !cfg->state_dir || !cfg->allowed_paths || !cfg->allow_credential_paths ||
+            !cfg->home) {
                 dm_config_release(cfg);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
@@ -155,6 +158,8 @@ void dm_config_release(struct dm_config *cfg)
         free(cfg->output_root);
         free(cfg->state_dir);
         free(cfg->allowed_paths);
+        free(cfg->allow_credential_paths);
+        free(cfg->home);
         free(cfg->engine_host);
         free(cfg->shim_path);
         memset(cfg, 0, sizeof(*cfg));

@@ -14,6 +14,8 @@ struct dm_config {
         char *output_root;        /* DEMESNE_OUTPUT_ROOT, default ~/.demesne/out */
         char *state_dir;          /* DEMESNE_STATE_DIR, default $XDG_RUNTIME_DIR/demesne or ~/.demesne/run */
         char *allowed_paths;      /* DEMESNE_ALLOWED_PATHS, colon-separated, default empty */
+        char *allow_credential_paths; /* DEMESNE_ALLOW_CREDENTIAL_PATHS, colon-separated, default empty */
+        char *home;               /* $HOME (else the passwd entry): where the credential folders are */
         char *engine_host;        /* DEMESNE_ENGINE_HOST (else DOCKER_HOST, ... by discovery) */
         bool may_start_podman;    /* DEMESNE_START_PODMAN=0 disables the embedded default */
         int64_t memory_bytes;     /* DEMESNE_MEMORY, default 2g */

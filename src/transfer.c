@@ -69,7 +69,8 @@ int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, cons
                        int64_t max_bytes, int64_t *ret_bytes, struct dm_error *err)
 {
         _cleanup_free_ char *resolved = NULL, *dir = NULL;
-        _cleanup_close_ int in = -1, tar = -1;
+        _cleanup_close_ int in = -1, tar = -1, checked = -1;
+        char proc[64];
         const char *name;
         struct archive *a = NULL;
         struct archive_entry *e = NULL;
@@ -86,12 +87,16 @@ int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, cons
         if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
                 return dm_error_set(err, -EINVAL, "sandbox path '%s' must name a file, not a directory", dst);
         dir = name - dst > 1 ? strndup(dst, (size_t)(name - dst - 1)) : strdup("/");
-        r = dm_path_check(&ctx->roots, src, DM_PATH_FILE, &resolved, err);
+        r = dm_path_open(&ctx->roots, src, DM_PATH_FILE, &resolved, &checked, err);
         if (r < 0)
                 return r;
-        in = open(resolved, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        /* Reopened through the checked fd: the file that was checked, not
+         * whatever its path names now; never blocking on a FIFO. */
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", checked);
+        in = open(proc, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode))
                 return dm_error_set(err, -EINVAL, "cannot read '%s' as a regular file", src);
+        fcntl(in, F_SETFL, fcntl(in, F_GETFL) & ~O_NONBLOCK);
         if (st.st_size > max_bytes)
                 return dm_error_set(err, -EFBIG, "'%s' is %lld bytes, over the %lld-byte limit (DEMESNE_TRANSFER_MAX)",
                                     src, (long long)st.st_size, (long long)max_bytes);
@@ -166,14 +171,14 @@ out:
  * a link the sandbox may have put there. */
 static int open_downloads(const char *output_dir, struct dm_error *err)
 {
-        _cleanup_close_ int out = open(output_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int out = dm_io_open_dir(output_dir);
         int fd;
 
         if (out < 0)
-                return dm_error_set(err, -errno, "cannot open output directory '%s': %s", output_dir, strerror(errno));
+                return dm_error_set(err, out, "cannot open output directory '%s': %s", output_dir, strerror(-out));
         if (mkdirat(out, "downloads", 0755) < 0 && errno != EEXIST)
                 return dm_error_set(err, -errno, "cannot create '%s/downloads': %s", output_dir, strerror(errno));
-        fd = openat(out, "downloads", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        fd = dm_io_open_beneath(out, "downloads", O_RDONLY | O_DIRECTORY, 0);
         if (fd < 0)
                 return dm_error_set(err, -EPERM,
                                     "'%s/downloads' is not a plain directory (the sandbox replaced it with a link "
@@ -195,10 +200,10 @@ static int download_file(struct dm_backend *b, const struct dm_sandbox *sb, cons
         if (dl < 0)
                 return dl;
         unlinkat(dl, name, 0);
-        out = openat(dl, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        out = dm_io_open_beneath(dl, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
         if (out < 0)
-                return dm_error_set(err, -errno, "cannot create '%s/downloads/%s': %s", sb->output_dir, name,
-                                    strerror(errno));
+                return dm_error_set(err, out, "cannot create '%s/downloads/%s': %s", sb->output_dir, name,
+                                    dm_io_strerror(out));
         r = b->ops->get_file(b, sb->container, resolved, out, max_bytes, err);
         if (r == -EFBIG)
                 r = dm_error_set(err, -EFBIG, "'%s' is over the %lld-byte limit (DEMESNE_TRANSFER_MAX)", src,
@@ -259,8 +264,10 @@ int dm_transfer_download(struct dm_context *ctx, const struct dm_sandbox *sb, co
         resolved[res.stdout_len] = '\0';
         dm_sandbox_exec_result_release(&res);
 
-        base = strrchr(resolved, '/') + 1;
-        if (!*base || strlen(base) >= sizeof(name))
+        /* The sandbox answered that: it may say anything. */
+        base = strrchr(resolved, '/');
+        base = base ? base + 1 : "";
+        if (!*base || !strcmp(base, ".") || !strcmp(base, "..") || strlen(base) >= sizeof(name))
                 return dm_error_set(err, -EINVAL, "cannot name a download after '%s'", resolved);
         snprintf(name, sizeof(name), "%s", base);
 
@@ -303,9 +310,10 @@ int dm_transfer_download(struct dm_context *ctx, const struct dm_sandbox *sb, co
         }
         /* Replace a previous download of the same name; never follow a link. */
         unlinkat(dl, name, 0);
-        out = openat(dl, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        out = dm_io_open_beneath(dl, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
         if (out < 0) {
-                r = dm_error_set(err, -errno, "cannot create '%s/downloads/%s': %s", sb->output_dir, name, strerror(errno));
+                r = dm_error_set(err, out, "cannot create '%s/downloads/%s': %s", sb->output_dir, name,
+                                 dm_io_strerror(out));
                 goto done;
         }
         for (;;) {

@@ -6,18 +6,98 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "src/util/cleanup.h"
 #include "src/util/log.h"
+
+const char *const dm_credential_dirs[] = {
+        ".claude", ".codex", ".ssh", ".aws", ".config/gcloud", ".docker", ".kube", ".gnupg", NULL,
+};
 
 void dm_allowed_roots_release(struct dm_allowed_roots *r)
 {
         for (size_t i = 0; i < r->n; i++)
                 free(r->roots[i]);
         free(r->roots);
-        r->roots = NULL;
-        r->n = 0;
+        for (size_t i = 0; i < r->n_forbidden; i++)
+                free(r->forbidden[i]);
+        free(r->forbidden);
+        free(r->forbidden_var);
+        for (size_t i = 0; i < r->n_credentials; i++)
+                free(r->credentials[i]);
+        free(r->credentials);
+        memset(r, 0, sizeof(*r));
+}
+
+static int strv_push(char ***v, size_t *n, const char *s)
+{
+        char **grown = realloc(*v, (*n + 1) * sizeof(**v));
+
+        if (!grown)
+                return -ENOMEM;
+        *v = grown;
+        if (!(grown[*n] = strdup(s)))
+                return -ENOMEM;
+        (*n)++;
+        return 0;
+}
+
+/* Two names of one place: equal as written, or equal once resolved. */
+static bool same_place(const char *a, const char *b)
+{
+        char ra[PATH_MAX], rb[PATH_MAX];
+
+        if (strcmp(a, b) == 0)
+                return true;
+        return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
+}
+
+static bool credential_allowed(const char *dir, const char *allow)
+{
+        _cleanup_free_ char *copy = allow ? strdup(allow) : NULL;
+        char *save = NULL;
+
+        for (char *t = copy ? strtok_r(copy, ":", &save) : NULL; t; t = strtok_r(NULL, ":", &save))
+                if (same_place(t, dir))
+                        return true;
+        return false;
+}
+
+int dm_allowed_roots_protect(struct dm_allowed_roots *r, const char *const *forbidden, const char *home,
+                             const char *allow_credentials, struct dm_error *err)
+{
+        _cleanup_free_ char *copy = allow_credentials ? strdup(allow_credentials) : NULL;
+        char *save = NULL;
+
+        for (char *t = copy ? strtok_r(copy, ":", &save) : NULL; t; t = strtok_r(NULL, ":", &save))
+                if (t[0] != '/')
+                        return dm_error_set(err, -EINVAL,
+                                            "DEMESNE_ALLOW_CREDENTIAL_PATHS entry '%s' is not an absolute path", t);
+        for (size_t i = 0; forbidden && forbidden[i] && forbidden[i + 1]; i += 2) {
+                const char **grown = realloc(r->forbidden_var, (r->n_forbidden + 1) * sizeof(*grown));
+
+                if (!grown)
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                r->forbidden_var = grown;
+                grown[r->n_forbidden] = forbidden[i + 1];
+                if (strv_push(&r->forbidden, &r->n_forbidden, forbidden[i]) < 0)
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; home && home[0] == '/' && dm_credential_dirs[i]; i++) {
+                char dir[PATH_MAX];
+
+                snprintf(dir, sizeof(dir), "%s/%s", strcmp(home, "/") ? home : "", dm_credential_dirs[i]);
+                if (credential_allowed(dir, allow_credentials))
+                        continue;
+                if (strv_push(&r->credentials, &r->n_credentials, dir) < 0)
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        return 0;
 }
 
 int dm_allowed_roots_parse(const char *spec, struct dm_allowed_roots *ret, struct dm_error *err)
@@ -123,6 +203,142 @@ int dm_path_check(const struct dm_allowed_roots *roots, const char *path, enum d
         *ret_resolved = strdup(resolved);
         if (!*ret_resolved)
                 return dm_error_set(err, -ENOMEM, "out of memory");
+        return 0;
+}
+
+/* Opens resolved (absolute, no links, no "." or "..") from / one component
+ * at a time, O_PATH|O_NOFOLLOW, and fails if any directory on the way, or
+ * the end, is one of the n places in dev/ino (*ret_hit is its index). */
+static int walk(const char *resolved, const dev_t *dev, const ino_t *ino, size_t n, int *ret_fd, size_t *ret_hit)
+{
+        _cleanup_close_ int cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        const char *p = resolved;
+
+        *ret_hit = SIZE_MAX;
+        if (cur < 0)
+                return -errno;
+        for (;;) {
+                char name[NAME_MAX + 1];
+                struct stat st;
+                size_t len;
+                int next;
+
+                if (fstat(cur, &st) < 0)
+                        return -errno;
+                for (size_t i = 0; i < n; i++)
+                        if (st.st_dev == dev[i] && st.st_ino == ino[i]) {
+                                *ret_hit = i;
+                                return -EACCES;
+                        }
+                while (*p == '/')
+                        p++;
+                if (!*p)
+                        break;
+                if (!S_ISDIR(st.st_mode))
+                        return -ENOTDIR;
+                len = strcspn(p, "/");
+                if (len > NAME_MAX)
+                        return -ENAMETOOLONG;
+                memcpy(name, p, len);
+                name[len] = '\0';
+                p += len;
+                next = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                if (next < 0)
+                        return -errno;
+                close(cur);
+                cur = next;
+                if (fstat(cur, &st) < 0)
+                        return -errno;
+                /* Resolved a moment ago without links: one now is a swap. */
+                if (S_ISLNK(st.st_mode))
+                        return -ELOOP;
+        }
+        *ret_fd = TAKE_FD(cur);
+        return 0;
+}
+
+static int protected_check(const struct dm_allowed_roots *roots, const char *path, const char *resolved,
+                           enum dm_path_kind kind, struct dm_error *err)
+{
+        for (size_t i = 0; i < roots->n_credentials; i++) {
+                char rc[PATH_MAX];
+                struct stat st;
+                const char *c = realpath(roots->credentials[i], rc) ? rc : roots->credentials[i];
+
+                if (dm_path_is_under(resolved, c))
+                        return dm_error_set(err, -EACCES,
+                                            "path '%s' is inside the credential folder '%s', which is never mounted "
+                                            "(name that folder in DEMESNE_ALLOW_CREDENTIAL_PATHS to allow it)",
+                                            path, roots->credentials[i]);
+                if (kind == DM_PATH_DIR && dm_path_is_under(c, resolved) && lstat(c, &st) == 0)
+                        return dm_error_set(err, -EACCES,
+                                            "directory '%s' contains the credential folder '%s': give a folder "
+                                            "that does not contain it, or name '%s' in "
+                                            "DEMESNE_ALLOW_CREDENTIAL_PATHS",
+                                            path, roots->credentials[i], roots->credentials[i]);
+        }
+        return 0;
+}
+
+int dm_path_open(const struct dm_allowed_roots *roots, const char *path, enum dm_path_kind kind,
+                 char **ret_resolved, int *ret_fd, struct dm_error *err)
+{
+        _cleanup_free_ char *resolved = NULL;
+        _cleanup_free_ dev_t *dev = NULL;
+        _cleanup_free_ ino_t *ino = NULL;
+        _cleanup_free_ size_t *which = NULL;
+        _cleanup_close_ int fd = -1;
+        size_t n = 0, hit;
+        struct stat st;
+        int r;
+
+        /* Named through a forbidden tree: refused by that name, whatever
+         * the sandbox there makes it resolve to at this moment. */
+        for (size_t i = 0; path && path[0] == '/' && i < roots->n_forbidden; i++) {
+                char rf[PATH_MAX];
+
+                if (dm_path_is_under(path, roots->forbidden[i]) ||
+                    (realpath(roots->forbidden[i], rf) && dm_path_is_under(path, rf)))
+                        return dm_error_set(err, -EACCES,
+                                            "path '%s' is inside '%s' (%s), where sandboxes write: inputs must "
+                                            "come from elsewhere",
+                                            path, roots->forbidden[i], roots->forbidden_var[i]);
+        }
+        r = dm_path_check(roots, path, kind, &resolved, err);
+        if (r < 0)
+                return r;
+        r = protected_check(roots, path, resolved, kind, err);
+        if (r < 0)
+                return r;
+        dev = calloc(roots->n_forbidden + 1, sizeof(*dev));
+        ino = calloc(roots->n_forbidden + 1, sizeof(*ino));
+        which = calloc(roots->n_forbidden + 1, sizeof(*which));
+        if (!dev || !ino || !which)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        /* The trees as they are now (one not made yet holds nothing). */
+        for (size_t i = 0; i < roots->n_forbidden; i++)
+                if (stat(roots->forbidden[i], &st) == 0) {
+                        dev[n] = st.st_dev;
+                        ino[n] = st.st_ino;
+                        which[n++] = i;
+                }
+        r = walk(resolved, dev, ino, n, &fd, &hit);
+        if (r == -EACCES && hit != SIZE_MAX)
+                return dm_error_set(err, -EACCES,
+                                    "path '%s' is inside '%s' (%s), where sandboxes write: inputs must come from "
+                                    "elsewhere",
+                                    path, roots->forbidden[which[hit]], roots->forbidden_var[which[hit]]);
+        if (r == -ELOOP)
+                return dm_error_set(err, -ELOOP, "path '%s' changed while it was checked (a link appeared in it)",
+                                    path);
+        if (r < 0)
+                return dm_error_set(err, r, "path '%s' cannot be opened: %s", path, strerror(-r));
+        if (fstat(fd, &st) < 0)
+                return dm_error_set(err, -errno, "path '%s': %s", path, strerror(errno));
+        if (kind == DM_PATH_FILE ? !S_ISREG(st.st_mode) : !S_ISDIR(st.st_mode))
+                return dm_error_set(err, -EINVAL, "path '%s' changed while it was checked", path);
+        *ret_resolved = TAKE_PTR(resolved);
+        *ret_fd = TAKE_FD(fd);
         return 0;
 }
 

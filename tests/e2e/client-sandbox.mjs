@@ -28,8 +28,11 @@ h.plan(15);
 const sha256 = (file) => crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
 
 await h.run(async () => {
-  const root = h.makeOutputRoot('sandbox');
-  const allowed = path.join(root, 'allowed');
+  // Inputs may not come from the output root (sandboxes write there): the
+  // output root and the allowed folder are siblings.
+  const base = h.makeOutputRoot('sandbox');
+  const root = path.join(base, 'out');
+  const allowed = path.join(base, 'allowed');
   fs.mkdirSync(allowed);
   const env = h.serverEnv(root, { DEMESNE_ALLOWED_PATHS: allowed });
   const blob = path.join(allowed, 'blob.bin');
