@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "netpolicy/blocked.h"
 #include "netpolicy/bpf.h"
 #include "netpolicy/policy.h"
 #include "netpolicy/tc.h"
@@ -200,6 +201,12 @@ int main(void)
         if (system("ip -V >/dev/null 2>&1") != 0)
                 return skip_all("needs the ip command (iproute2) to set up test namespaces");
 
+        /* The test hosts live in 10.77.0.0/24, a private range sandboxes
+         * reach only where the operator allows it. */
+        if (dm_blocked_set_private_allowed("10.77.0.0/24", &err) < 0) {
+                printf("Bail out! %s\n", err.msg);
+                return 1;
+        }
         snprintf(ns_s, sizeof(ns_s), "dm-bpf-%d-s", (int)getpid());
         snprintf(ns_h, sizeof(ns_h), "dm-bpf-%d-h", (int)getpid());
         atexit(cleanup);
