@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // Egress policies as a real MCP client (@modelcontextprotocol/client 2.x)
 // sees them, against a test host this script makes in a network namespace
-// of its own (veth, addresses in 198.18.213.0/30, a web server on two
-// ports, a UDP listener). Traffic goes only to that test host and to the
+// of its own (veth, addresses in 198.18.213.0/30, a web server on three
+// ports and on 80, a UDP listener). Traffic goes only to that test host and to the
 // proxy on the sandbox's own veth; other destinations are refused by the
 // sandbox's routes before anything is sent. Needs root (CI runs as root).
 //
@@ -56,7 +56,7 @@ function removeTestHost() {
 function startServers(udpLog) {
   const code = `
     const http = require('http'), dgram = require('dgram'), fs = require('fs');
-    for (const port of [8080, 8081]) http.createServer((q, r) => r.end('hello from ' + port + '\\n')).listen(port, '${TEST_IP}');
+    for (const port of [80, 8080, 8081]) http.createServer((q, r) => r.end('hello from ' + port + '\\n')).listen(port, '${TEST_IP}');
     http.createServer((q, r) => r.end('you are ' + q.socket.remoteAddress + '\\n')).listen(8082, '${TEST_IP}');
     const u = dgram.createSocket('udp4'); let n = 0;
     u.on('message', () => fs.writeFileSync(${JSON.stringify(udpLog)}, String(++n)));
@@ -94,7 +94,7 @@ await h.run(async () => {
     });
 
     const env = h.serverEnv(root, {
-      DEMESNE_ALLOW_CALLER_EGRESS: '1', DEMESNE_PROXY_HOSTS: hostsFile, DEMESNE_EGRESS_PACKAGE_HOSTS: 'allowed.test',
+      DEMESNE_ALLOW_CALLER_EGRESS: '1', DEMESNE_PROXY_HOSTS: hostsFile, DEMESNE_EGRESS_PACKAGE_HOSTS: 'allowed.test:8080',
     });
     const client = new Client({ name: 'demesne-e2e-egress', version: '0.0.0' },
       { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
@@ -153,9 +153,10 @@ await h.run(async () => {
     const dflt = await script('curl -s -m 5 http://allowed.test:8080/; curl -s -m 5 http://other.test:8080/; echo');
     h.ok(/^hello from 8080\n'other\.test' is not in this sandbox's egress allowlist/.test(dflt.out),
       'the default is package-managers: its hosts through the proxy, nothing else', dflt.out);
-    const fromLabel = await script('curl -s -m 5 http://deb.debian.org:8080/');
-    h.equal(fromLabel.out, 'hello from 8080\n',
-      "package-managers lets through the image's own apt host (its label demesne.package-hosts)");
+    const fromLabel = await script('curl -s -m 5 http://deb.debian.org/; curl -s -m 5 http://deb.debian.org:8080/');
+    h.ok(/^hello from 80\nport 8080 is not allowed for 'deb\.debian\.org': a package host/.test(fromLabel.out),
+      "package-managers lets through the image's own apt host (its label demesne.package-hosts), on port 80 only",
+      fromLabel.out);
     const pmNoDirect = await script(`curl -s -m 2 --noproxy '*' http://${TEST_IP}:8080/; echo rc=$?`);
     h.ok(/rc=7/.test(pmNoDirect.out), 'and no direct route anywhere (only the proxy)', pmNoDirect.out);
 
