@@ -26,6 +26,7 @@
 #include "netpolicy/policy.h"
 #include "netpolicy/tc.h"
 #include "tests/tap.h"
+#include "tests/netns.h"
 
 #define P_PROXY 3128
 #define P_OK 8443
@@ -34,22 +35,6 @@
 
 static char ns_s[64], ns_h[64];
 static int fd_orig = -1, fd_s = -1, fd_h = -1;
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-        char cmd[512];
-        va_list ap;
-        int r;
-
-        va_start(ap, fmt);
-        vsnprintf(cmd, sizeof(cmd), fmt, ap);
-        va_end(ap);
-        r = system(cmd);
-        if (r != 0)
-                diag("command failed (%d): %s", r, cmd);
-        return r;
-}
 
 static void cleanup(void)
 {

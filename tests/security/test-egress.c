@@ -35,6 +35,7 @@
 #include "src/egress.h"
 #include "src/util/timeutil.h"
 #include "tests/tap.h"
+#include "tests/netns.h"
 
 #define WAIT_MS 800
 #define PUB_IP "198.18.99.2"
@@ -42,57 +43,6 @@
 #define LATE_IP "203.0.113.50"
 
 static int test_ns = -1;
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-        char cmd[512];
-        va_list ap;
-        int r;
-
-        va_start(ap, fmt);
-        vsnprintf(cmd, sizeof(cmd), fmt, ap);
-        va_end(ap);
-        r = system(cmd);
-        if (r != 0)
-                diag("command failed (%d): %s", r, cmd);
-        return r;
-}
-
-/* A process in a network namespace of its own: a sandbox's container, or
- * the public test host. */
-static pid_t spawn_netns(void)
-{
-        int p[2];
-        char c;
-        pid_t pid;
-
-        if (pipe(p) < 0)
-                return -1;
-        pid = fork();
-        if (pid == 0) {
-                close(p[0]);
-                if (unshare(CLONE_NEWNET) < 0 || write(p[1], "x", 1) != 1)
-                        _exit(1);
-                pause();
-                _exit(0);
-        }
-        close(p[1]);
-        if (pid < 0 || read(p[0], &c, 1) != 1) {
-                close(p[0]);
-                return -1;
-        }
-        close(p[0]);
-        return pid;
-}
-
-static void end(pid_t pid)
-{
-        if (pid > 0) {
-                kill(pid, SIGKILL);
-                waitpid(pid, NULL, 0);
-        }
-}
 
 /* Moves the calling thread into pid's namespace (pid 0: the test's). */
 static int enter(pid_t pid)
@@ -321,7 +271,7 @@ int main(void)
         if (unshare(CLONE_NEWNET) < 0)
                 return skip_all("cannot make a network namespace (needs CAP_SYS_ADMIN)");
         test_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-        pid_pub = spawn_netns();
+        pid_pub = netns_spawn();
         if (!mkdtemp(dir) || test_ns < 0 || pid_pub < 0 || sh("ip link set lo up") ||
             sh("echo 1 > /proc/sys/net/ipv4/ip_forward") ||
             sh("ip addr add " META_IP "/32 dev lo") ||
@@ -330,7 +280,7 @@ int main(void)
             enter(pid_pub) < 0 ||
             sh("ip link set lo up && ip addr add " PUB_IP "/30 dev eth0 && ip link set eth0 up") || enter(0) < 0) {
                 printf("Bail out! could not set up the test's namespaces\n");
-                end(pid_pub);
+                netns_end(pid_pub);
                 return 1;
         }
         ok(service_start(&host_any, 0, "0.0.0.0", 7001, "host-service-any") &&
@@ -351,8 +301,8 @@ int main(void)
         pthread_mutex_init(&ctx.egress_lock, NULL);
         snprintf(tag_a, sizeof(tag_a), "sec-egress-a-%d", (int)getpid());
         snprintf(tag_b, sizeof(tag_b), "sec-egress-b-%d", (int)getpid());
-        pid_a = spawn_netns();
-        pid_b = spawn_netns();
+        pid_a = netns_spawn();
+        pid_b = netns_spawn();
         const char *allow_b[] = { "pub.test:8080", "loop.test", "meta.test", NULL };
         a = start(&ctx, "open", NULL, tag_a, pid_a, dir);
         b = start(&ctx, "package-managers", allow_b, tag_b, pid_b, dir);
@@ -425,13 +375,13 @@ out:
         dm_egress_stop(&ctx, a, true);
         dm_egress_stop(&ctx, b, true);
         dm_egress_shutdown(&ctx);
-        end(pid_a);
-        end(pid_b);
+        netns_end(pid_a);
+        netns_end(pid_b);
         service_stop(&host_any);
         service_stop(&host_lo);
         service_stop(&meta);
         service_stop(&pub);
-        end(pid_pub);
+        netns_end(pid_pub);
         sh("ip link del dmt-pub 2>/dev/null; true");
         is_int(count_links(), 0, "no sandbox veth left");
         ok(!dm_guard_present() && !dm_nat_present(), "no nf_tables table of demesne left");
