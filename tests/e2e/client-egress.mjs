@@ -73,6 +73,15 @@ function linksOf(what) {
     .map((l) => l.split(': ')[1]?.split('@')[0]);
 }
 
+// Polls cond for up to 10 s: a pair goes when the kernel dismantles its namespace.
+async function gone(cond) {
+  for (let i = 0; i < 100; i += 1) {
+    if (cond()) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return cond();
+}
+
 function ifnames() {
   return sh('ip -o link show').split('\n').map((l) => l.split(': ')[1]?.split('@')[0]).filter(Boolean);
 }
@@ -138,8 +147,10 @@ await h.run(async () => {
     const capEff = BigInt(`0x${(/CapEff:\s*([0-9a-f]+)/.exec(t.out) ?? [])[1] ?? 'ffff'}`);
     h.ok((capEff & (1n << 12n)) === 0n, 'no CAP_NET_ADMIN: the sandbox cannot change its routes or filters', t.out);
 
-    // 10: nothing left of the run's network.
-    h.ok(runId && linksOf(runId).length === 0, 'the run\'s veth pair is gone after the call', ifnames().join(' '));
+    // 10: nothing left of the run's network. The pair goes with the container's namespace, which
+    // the server's reaper removes after the result is sent: wait for it, as for the orphan below.
+    h.ok(runId && await gone(() => linksOf(runId).length === 0), 'the run\'s veth pair is gone after the call',
+      ifnames().join(' '));
 
     // 11-12: none reaches nothing; an allow entry is refused without the server's consent
     const none = await script('cat /proc/net/dev | grep -c eth0; echo; curl -s -m 2 --noproxy "*" http://198.18.213.2:8080/; echo rc=$?',
@@ -194,7 +205,7 @@ await h.run(async () => {
     h.equal(sbLinks.length, 1, 'the sandbox has its veth while it lives');
     const d = await call2('sandbox_destroy', { sandbox_id: id });
     h.ok(!d.isError, 'sandbox_destroy', JSON.stringify(d));
-    h.ok(!ifnames().some((n) => sbLinks.includes(n)), 'and its veth is gone', ifnames().join(' '));
+    h.ok(await gone(() => !ifnames().some((n) => sbLinks.includes(n))), 'and its veth is gone', ifnames().join(' '));
 
     // 23-24: a pool that collides with a host route: a clear error, nothing left.
     await client2.close();

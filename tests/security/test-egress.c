@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -370,6 +371,23 @@ int main(void)
         snprintf(req, sizeof(req), "CONNECT " LATE_IP ":7001 HTTP/1.1\r\n\r\n");
         proxy_refuses(pid_b, nb->host_addr, req, "not covered", "a host address by literal");
         service_stop(&in_b);
+
+        /* A's pair goes with its namespace, as a container's does when the
+         * engine removes it (the guard must not hold it up). */
+        {
+                char ifname[IF_NAMESIZE];
+                int64_t t0;
+                snprintf(ifname, sizeof(ifname), "%s", na->host_ifname);
+                dm_egress_stop(&ctx, a, false);
+                a = NULL;
+                t0 = dm_now_ms();
+                netns_end(pid_a);
+                pid_a = -1;
+                while (dm_netlink_exists(ifname, tag_a) && dm_now_ms() - t0 < 10000)
+                        usleep(5000);
+                ok(!dm_netlink_exists(ifname, tag_a), "A's pair went with its namespace in %lld ms",
+                   (long long)(dm_now_ms() - t0));
+        }
 
 out:
         dm_egress_stop(&ctx, a, true);

@@ -9,7 +9,7 @@
 // the sandboxes' own pairs and to nothing else (the only name involved is
 // refused before any lookup). Needs root (CI runs as root).
 //
-//   DEMESNE=/abs/path/to/demesne node tests/security/test-egress.mjs
+//   DEMESNE=/abs/path/to/demesne node tests/security/test-egress-containers.mjs
 
 import cp from 'node:child_process';
 import fs from 'node:fs';
