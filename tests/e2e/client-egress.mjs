@@ -74,7 +74,7 @@ function linksOf(what) {
 }
 
 // Polls cond for up to 10 s: a pair goes when the kernel dismantles its namespace.
-async function gone(cond) {
+async function eventually(cond) {
   for (let i = 0; i < 100; i += 1) {
     if (cond()) return true;
     await new Promise((r) => setTimeout(r, 100));
@@ -149,7 +149,7 @@ await h.run(async () => {
 
     // 10: nothing left of the run's network. The pair goes with the container's namespace, which
     // the server's reaper removes after the result is sent: wait for it, as for the orphan below.
-    h.ok(runId && await gone(() => linksOf(runId).length === 0), 'the run\'s veth pair is gone after the call',
+    h.ok(runId && await eventually(() => linksOf(runId).length === 0), 'the run\'s veth pair is gone after the call',
       ifnames().join(' '));
 
     // 11-12: none reaches nothing; an allow entry is refused without the server's consent
@@ -205,7 +205,7 @@ await h.run(async () => {
     h.equal(sbLinks.length, 1, 'the sandbox has its veth while it lives');
     const d = await call2('sandbox_destroy', { sandbox_id: id });
     h.ok(!d.isError, 'sandbox_destroy', JSON.stringify(d));
-    h.ok(await gone(() => !ifnames().some((n) => sbLinks.includes(n))), 'and its veth is gone', ifnames().join(' '));
+    h.ok(await eventually(() => !ifnames().some((n) => sbLinks.includes(n))), 'and its veth is gone', ifnames().join(' '));
 
     // 23-24: a pool that collides with a host route: a clear error, nothing left.
     await client2.close();
