@@ -128,7 +128,14 @@ await h.run(async () => {
 
     // 13-14: nothing left behind.
     for (const id of [idA, idB]) if (id) await call('sandbox_destroy', { sandbox_id: id });
-    h.equal([idA, idB].flatMap((id) => (id ? linksOf(id) : [])).length, 0, 'no veth of the sandboxes is left');
+    // The pairs go when the kernel dismantles the containers' namespaces.
+    let links = [];
+    for (let i = 0; i < 100; i += 1) {
+      links = [idA, idB].flatMap((id) => (id ? linksOf(id) : []));
+      if (links.length === 0) break;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    h.equal(links.length, 0, 'no veth of the sandboxes is left');
     const engine = process.env.DEMESNE_ENGINE ?? 'podman';
     const left = [idA, idB].filter(Boolean).flatMap((id) => cp.spawnSync(engine,
       ['ps', '-aq', '--filter', `label=demesne.sandbox=${id}`], { encoding: 'utf8' }).stdout.trim().split('\n')
