@@ -22,7 +22,7 @@ h.requireNodeModules();
 const DEMESNE = h.demesneBinary();
 h.trackSpawnsOf(DEMESNE);
 
-const PLAN = 14;
+const PLAN = 15;
 if (process.getuid() !== 0) {
   process.stdout.write('1..0 # SKIP needs root: sandboxes with egress get veth pairs\n');
   process.exit(77);
@@ -69,13 +69,18 @@ await h.run(async () => {
       new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' }), { timeout: 30_000 }));
     const call = (name, args) => client.callTool({ name, arguments: args }, { timeout: CALL_TIMEOUT_MS });
 
-    // 1-2: the reproduction's policy no longer exists.
-    const wide = await call('sandbox_script', { command: 'true', allow: ['0.0.0.0/0', 'example.com'] });
+    // 1-3: the reproduction, as reported: its policy is refused, and the service never answers.
+    const wide = await call('sandbox_script', {
+      allow: ['0.0.0.0/0', 'example.com'],
+      command: `curl -s -m 5 --noproxy "" -x "$HTTP_PROXY" http://127.0.0.1:${PORT}/`,
+    });
     h.ok(wide.isError && /allow entry '0\.0\.0\.0\/0' overlaps/.test(h.firstText(wide)),
       'allow ["0.0.0.0/0", "example.com"] is refused', h.firstText(wide));
     h.ok(/never reaches/.test(h.firstText(wide)), 'and the message says why', h.firstText(wide));
+    h.ok(!h.firstText(wide).includes(BANNER) && !(wide.structuredContent?.stdout ?? '').includes(BANNER),
+      'the reproduction does not reach the host\'s loopback service', JSON.stringify(wide.structuredContent));
 
-    // 3-6: the reproduction's request, and its neighbours, through the proxy.
+    // 4-7: the same request, and its neighbours, through the proxy of an allowed policy.
     const r = await call('sandbox_script', {
       allow: ['example.com'],
       command: [
@@ -96,48 +101,52 @@ await h.run(async () => {
     h.ok(/ ssh=[1-9]/.test(out) && /CONNECT deb\.debian\.org:22 denied 403/.test(log),
       'CONNECT to port 22 of a package host (telnet://) is refused', `${out}\n${log}`);
 
-    // 7-12: sandbox A (egress open) against sandbox B (the default policy).
+    // 8-14: sandbox A (egress open) against sandbox B (the default policy) and C (open).
     const a = await call('sandbox_create', { egress: 'open' });
     const b = await call('sandbox_create', {});
+    const c = await call('sandbox_create', { egress: 'open' });
     const idA = a.structuredContent?.sandbox_id;
     const idB = b.structuredContent?.sandbox_id;
-    h.ok(idA && idB, 'two sandboxes: A open, B package-managers', JSON.stringify([a, b]));
+    const idC = c.structuredContent?.sandbox_id;
+    h.ok(idA && idB && idC, 'three sandboxes: A open, B package-managers, C open', JSON.stringify([a, b, c]));
     const exec = async (id, command) => (await call('sandbox_exec', { sandbox_id: id, command })).structuredContent ?? {};
-    const addrs = await exec(idB, [
+    const addrs = await exec(idB, 'h=${HTTP_PROXY#http://}; echo "${h%%:*}"');
+    const bHost = (addrs.stdout ?? '').trim();
+    // C (open, so its replies could route back) serves on its own address.
+    const cAddrs = await exec(idC, [
       'nohup python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 &',
-      'h=${HTTP_PROXY#http://}; h=${h%%:*}; echo "$h"',
-      'python3 -c "import socket,sys; s=socket.socket(2,2); s.connect((sys.argv[1],9)); print(s.getsockname()[0])" "$h"',
+      'python3 -c "import socket; s=socket.socket(2,2); s.connect((\'192.0.2.1\',9)); print(s.getsockname()[0])"',
       'sleep 1; curl -s -m 2 --noproxy "*" -o /dev/null -w "%{http_code}\\n" http://127.0.0.1:8000/',
     ].join('\n'));
-    const [bHost, bPeer, bServes] = (addrs.stdout ?? '').trim().split('\n');
-    h.ok(/^10\.213\./.test(bHost ?? '') && /^10\.213\./.test(bPeer ?? '') && bServes === '200',
-      `B's host side ${bHost}, container ${bPeer}, a web server inside B`, JSON.stringify(addrs));
+    const [cPeer, cServes] = (cAddrs.stdout ?? '').trim().split('\n');
+    h.ok(/^10\.213\./.test(bHost) && /^10\.213\./.test(cPeer ?? '') && cServes === '200',
+      `B's host side ${bHost}, C's container ${cPeer} with a web server`, JSON.stringify([addrs, cAddrs]));
     const fromA = await exec(idA, [
       `curl -s -m 2 --noproxy "*" http://${bHost}:3128/; echo " proxy=$?"`,
-      `curl -s -m 2 --noproxy "*" http://${bPeer}:8000/; echo " peer=$?"`,
+      `curl -s -m 2 --noproxy "*" http://${cPeer}:8000/; echo " peer=$?"`,
       `curl -s -m 2 --noproxy "*" http://${bHost}:${ANY}/; echo " hostside=$?"`,
     ].join('; '));
     const outA = fromA.stdout ?? '';
     h.ok(/ proxy=28/.test(outA), 'A cannot reach B\'s proxy (dropped)', outA);
-    h.ok(/ peer=28/.test(outA) && !/Directory listing/.test(outA), 'A cannot reach B\'s container address', outA);
+    h.ok(/ peer=28/.test(outA) && !/Directory listing/.test(outA), 'A cannot reach C\'s container address', outA);
     h.ok(/ hostside=28/.test(outA) && !outA.includes(BANNER),
       'A cannot reach a host service (on 0.0.0.0) at B\'s host-side address', outA);
     const direct = await exec(idB, `curl -s -m 2 --noproxy "*" http://${bHost}:${ANY}/; echo " direct=$?"`);
     h.ok(/ direct=(7|28)/.test(direct.stdout ?? '') && !(direct.stdout ?? '').includes(BANNER),
       'B cannot reach another port of its own host side', JSON.stringify(direct));
 
-    // 13-14: nothing left behind.
-    for (const id of [idA, idB]) if (id) await call('sandbox_destroy', { sandbox_id: id });
+    // 14-15: nothing left behind.
+    for (const id of [idA, idB, idC]) if (id) await call('sandbox_destroy', { sandbox_id: id });
     // The pairs go when the kernel dismantles the containers' namespaces.
     let links = [];
     for (let i = 0; i < 100; i += 1) {
-      links = [idA, idB].flatMap((id) => (id ? linksOf(id) : []));
+      links = [idA, idB, idC].flatMap((id) => (id ? linksOf(id) : []));
       if (links.length === 0) break;
       await new Promise((res) => setTimeout(res, 100));
     }
     h.equal(links.length, 0, 'no veth of the sandboxes is left');
     const engine = process.env.DEMESNE_ENGINE ?? 'podman';
-    const left = [idA, idB].filter(Boolean).flatMap((id) => cp.spawnSync(engine,
+    const left = [idA, idB, idC].filter(Boolean).flatMap((id) => cp.spawnSync(engine,
       ['ps', '-aq', '--filter', `label=demesne.sandbox=${id}`], { encoding: 'utf8' }).stdout.trim().split('\n')
       .filter(Boolean));
     h.equal(left.length, 0, 'no container of the sandboxes is left');
