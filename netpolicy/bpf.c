@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "netpolicy/blocked.h"
+
 /* Classic BPF ends a program with return value 0 when a load falls outside
  * the packet, and 0 is TC_ACT_OK here: a truncated frame would pass. So
  * every load below is guarded by a length check, and tests run the program
@@ -134,13 +136,46 @@ static void emit_headers(struct prog *p)
         land_jf(p, too_short);
 }
 
+static void drop_range(struct prog *p, uint32_t net, unsigned prefix)
+{
+        stmt(p, BPF_LD | BPF_MEM, M_DST);
+        if (prefix < 32)
+                stmt(p, BPF_ALU | BPF_AND | BPF_K, mask_of(prefix));
+        ret_if(p, BPF_JEQ, net, DM_BPF_DROP);
+}
+
 static void emit_blocked(struct prog *p)
 {
-        for (size_t i = 0; i < dm_policy_n_blocked_ranges; i++) {
-                const struct dm_policy_blocked *b = &dm_policy_blocked_ranges[i];
+        for (size_t i = 0; i < dm_blocked_n_always; i++)
+                drop_range(p, dm_blocked_always[i].net, dm_blocked_always[i].prefix);
+}
+
+/* After the proxy's own address and ports passed: the rest of the pool
+ * (other sandboxes, the host side of every pair), then the private ranges
+ * but the parts the operator allowed. */
+static void emit_pool_private(struct prog *p)
+{
+        struct dm_cidr pool, allowed[DM_BLOCKED_MAX_PRIVATE];
+        size_t n = dm_blocked_get_private_allowed(allowed, DM_BLOCKED_MAX_PRIVATE);
+        size_t skips[DM_BLOCKED_MAX_PRIVATE];
+
+        dm_blocked_get_pool(&pool);
+        drop_range(p, ntohl(pool.addr), (unsigned)pool.prefix);
+        for (size_t i = 0; i < n; i++) {
                 stmt(p, BPF_LD | BPF_MEM, M_DST);
-                stmt(p, BPF_ALU | BPF_AND | BPF_K, mask_of(b->prefix));
-                ret_if(p, BPF_JEQ, b->net, DM_BPF_DROP);
+                if (allowed[i].prefix < 32)
+                        stmt(p, BPF_ALU | BPF_AND | BPF_K, mask_of((unsigned)allowed[i].prefix));
+                skips[i] = emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, 0, ntohl(allowed[i].addr));
+        }
+        for (size_t i = 0; i < dm_blocked_n_private; i++)
+                drop_range(p, dm_blocked_private[i].net, dm_blocked_private[i].prefix);
+        /* here: an allowed private address jumps to the policy's rules */
+        for (size_t i = 0; i < n; i++) {
+                size_t d = p->n - skips[i] - 1;
+                if (d > 255)
+                        p->far_jump = true;
+                else if (skips[i] < DM_BPF_MAX_INSNS)
+                        p->ins[skips[i]].jt = (uint8_t)d;
         }
 }
 
@@ -210,6 +245,7 @@ int dm_bpf_compile(const struct dm_policy *pol, const struct dm_bpf_host *host, 
         emit_headers(&p);
         emit_blocked(&p);
         emit_host(&p, host);
+        emit_pool_private(&p);
         if (pol->mode == DM_EGRESS_OPEN)
                 stmt(&p, BPF_RET | BPF_K, DM_BPF_PASS);
         else

@@ -8,19 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "netpolicy/blocked.h"
 #include "src/util/cleanup.h"
-
-/* Ranges a sandbox never reaches whatever its policy: the compiled filter
- * drops them first (bpf.c uses the same table), so an entry inside one of
- * them could never work and is refused rather than silently ignored. */
-const struct dm_policy_blocked dm_policy_blocked_ranges[] = {
-        { 0x00000000u, 8, "the 'this network' range 0.0.0.0/8" },
-        { 0x7f000000u, 8, "loopback (127.0.0.0/8)" },
-        { 0xa9fe0000u, 16, "link-local (169.254.0.0/16, where cloud metadata services live)" },
-        { 0xe0000000u, 4, "multicast (224.0.0.0/4)" },
-        { 0xf0000000u, 4, "reserved or broadcast (240.0.0.0/4)" },
-};
-const size_t dm_policy_n_blocked_ranges = sizeof(dm_policy_blocked_ranges) / sizeof(dm_policy_blocked_ranges[0]);
 
 static uint32_t prefix_mask(unsigned prefix)
 {
@@ -86,12 +75,12 @@ static int parse_cidr(const char *entry, char *host, uint16_t port, struct dm_po
                 return dm_error_set(err, -EINVAL, "allow entry '%s': host bits are set after the /%lu prefix: did you mean "
                                     "'%s/%lu'?", entry, prefix, buf, prefix);
         }
-        for (size_t i = 0; i < dm_policy_n_blocked_ranges; i++) {
-                const struct dm_policy_blocked *b = &dm_policy_blocked_ranges[i];
-                if (prefix >= b->prefix && (h & prefix_mask(b->prefix)) == b->net)
-                        return dm_error_set(err, -EINVAL, "allow entry '%s' is inside %s, which a sandbox never reaches",
-                                            entry, b->what);
-        }
+        /* Containing a blocked range is as bad as lying in one: the filter
+         * drops it anyway, and the proxy must never take the entry as leave
+         * to reach it. */
+        char why[256];
+        if (dm_blocked_overlap(h, (unsigned)prefix, why, sizeof(why)))
+                return dm_error_set(err, -EINVAL, "allow entry '%s' overlaps %s", entry, why);
         ret->net = a;
         ret->prefix = (uint8_t)prefix;
         ret->port = port;

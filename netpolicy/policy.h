@@ -47,16 +47,6 @@ struct dm_policy {
         size_t n_names;
 };
 
-/* Ranges no policy reaches (the filter drops them before any allow rule, and
- * the parser refuses entries inside them). net is in host byte order. */
-struct dm_policy_blocked {
-        uint32_t net;
-        uint8_t prefix;
-        const char *what;
-};
-extern const struct dm_policy_blocked dm_policy_blocked_ranges[];
-extern const size_t dm_policy_n_blocked_ranges;
-
 /* flags of dm_policy_parse */
 #define DM_POLICY_CALLER_ALLOWED 0x1u /* the server accepts caller `allow` entries */
 
@@ -65,8 +55,9 @@ bool dm_policy_caller_egress_allowed(void);
 
 /* Parses a mode (NULL means "none") and a NULL-terminated list of allow
  * entries (NULL for none). Fails with -EINVAL and a message that quotes the
- * entry for an unknown mode or a malformed, IPv6 or never-reachable entry
- * (loopback, link-local, multicast, 0/8, 240/4); with -EPERM when there are
+ * entry for an unknown mode or a malformed or IPv6 entry, or one that
+ * overlaps (contains or lies in) a blocked range of netpolicy/blocked.h (the
+ * message names the range and why it is blocked); with -EPERM when there are
  * entries and flags lack DM_POLICY_CALLER_ALLOWED; with -E2BIG past the
  * limits above. On success *ret_policy is a new policy for dm_policy_free.
  * With mode "none", allow entries make an allowlist: only those entries. */

@@ -46,22 +46,28 @@ int dm_proxy_verdict_set(struct dm_proxy_verdict *v, enum dm_proxy_code code, co
  * at most 253; last label not all digits). */
 int dm_proxy_normalize_name(const char *in, char *out, size_t outlen);
 
-/* First decision on a request's host:port, before any lookup. host as sent.
- * Returns 0 when host is a name the policy allows (resolve it, then check
- * each address with dm_proxy_check_address), 1 when it is an IPv4 literal an
- * allowed CIDR covers (*ret_literal set), -1 when refused (v filled). On 0,
- * ret_name (>= 256 bytes) holds the normalised name. */
-int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uint16_t port, char *ret_name,
-                          struct in_addr *ret_literal, struct dm_proxy_verdict *v);
+/* First decision on a request's host:port, before any lookup. host as sent;
+ * is_connect tells CONNECT from plain HTTP (package hosts take 443 and 80
+ * respectively). Returns 0 when host is a name the policy allows (resolve
+ * it, then check each address with dm_proxy_check_address), 1 when it is an
+ * IPv4 literal an allowed CIDR covers and no blocked range holds
+ * (*ret_literal set; still check it against the host's addresses), -1 when
+ * refused (v filled). On 0, ret_name (>= 256 bytes) holds the normalised
+ * name. */
+int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uint16_t port, bool is_connect,
+                          char *ret_name, struct in_addr *ret_literal, struct dm_proxy_verdict *v);
 
 /* Whether a CIDR rule covers addr and port. */
 bool dm_proxy_cidr_allows(const struct dm_proxy_policy *p, struct in_addr addr, uint16_t port);
 
-/* The rebinding rule for an address that an allowed name resolved to: 0 when
- * it may be used, -1 (v filled) when it is loopback, link-local, unspecified,
- * multicast/reserved or one of own[] and no CIDR rule covers it. */
-int dm_proxy_check_address(const struct dm_proxy_policy *p, const char *name, struct in_addr addr, uint16_t port,
-                           const struct in_addr *own, size_t n_own, struct dm_proxy_verdict *v);
+/* The rule for every address the proxy would connect to (what a name
+ * resolved to, or a literal): 0 when it may be used, -1 (v filled) when it
+ * is in a blocked range (netpolicy/blocked.h: loopback, link-local, the
+ * sandbox pool, metadata, private ranges the operator did not allow...) or
+ * one of own[] (the host's addresses). No allow rule overrides it. name is
+ * for the message. */
+int dm_proxy_check_address(const char *name, struct in_addr addr, const struct in_addr *own, size_t n_own,
+                           struct dm_proxy_verdict *v);
 
 /* Looks name (normalised) up in a hosts(5) file: IPv4 lines only, names
  * case-insensitive, '#' comments. Returns 1 with up to max addresses in file

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "netpolicy/blocked.h"
 #include "netpolicy/proxy-internal.h"
 #include "src/util/cleanup.h"
 
@@ -120,7 +121,7 @@ int dm_proxy_normalize_name(const char *in, char *out, size_t outlen)
         return 0;
 }
 
-int dm_proxy_policy_add_host(struct dm_proxy_policy *p, const char *pattern, uint16_t port, struct dm_error *err)
+static int add_host(struct dm_proxy_policy *p, const char *pattern, uint16_t port, bool web, struct dm_error *err)
 {
         char name[256];
         const char *body = pattern;
@@ -141,8 +142,19 @@ int dm_proxy_policy_add_host(struct dm_proxy_policy *p, const char *pattern, uin
         if (asprintf(&h->pattern, "%s%s", wild ? "*." : "", name) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         h->port = port;
+        h->web = web;
         p->n_hosts++;
         return 0;
+}
+
+int dm_proxy_policy_add_host(struct dm_proxy_policy *p, const char *pattern, uint16_t port, struct dm_error *err)
+{
+        return add_host(p, pattern, port, false, err);
+}
+
+int dm_proxy_policy_add_web_host(struct dm_proxy_policy *p, const char *pattern, struct dm_error *err)
+{
+        return add_host(p, pattern, 0, true, err);
 }
 
 int dm_proxy_policy_add_cidr(struct dm_proxy_policy *p, struct in_addr net, unsigned prefix, uint16_t port,
@@ -226,6 +238,7 @@ int dm_proxy_policy_copy(struct dm_proxy_policy *dst, const struct dm_proxy_poli
                         return -ENOMEM;
                 for (size_t i = 0; i < src->n_hosts; i++) {
                         dst->hosts[i].port = src->hosts[i].port;
+                        dst->hosts[i].web = src->hosts[i].web;
                         dst->hosts[i].pattern = strdup(src->hosts[i].pattern);
                         dst->n_hosts++;
                         if (!dst->hosts[i].pattern) {
@@ -274,16 +287,32 @@ bool dm_proxy_cidr_allows(const struct dm_proxy_policy *p, struct in_addr addr, 
         return false;
 }
 
-int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uint16_t port, char *ret_name,
-                          struct in_addr *ret_literal, struct dm_proxy_verdict *v)
+/* A web-only rule (a package host) takes CONNECT to 443 and plain HTTP to
+ * 80: nothing else a package manager needs, and no way to an SSH or SMTP
+ * port of a host that happens to be on the list. */
+static bool rule_port_ok(const struct dm_proxy_host_rule *h, uint16_t port, bool is_connect)
+{
+        if (h->web)
+                return port == (is_connect ? 443 : 80);
+        return h->port == 0 || h->port == port;
+}
+
+int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uint16_t port, bool is_connect,
+                          char *ret_name, struct in_addr *ret_literal, struct dm_proxy_verdict *v)
 {
         struct in_addr a;
-        bool name_matched = false, covered = false;
+        bool name_matched = false, web_only = true, covered = false;
+        const char *why;
 
         if (host[0] == '[' || strchr(host, ':'))
                 return dm_proxy_verdict_set(v, DM_PROXY_IPV6, "IPv6 destination '%.80s' refused: sandboxes have no IPv6",
                                             host);
         if (inet_pton(AF_INET, host, &a) == 1) {
+                /* Before the rules: no CIDR reaches a blocked address. */
+                why = dm_blocked_why(ntohl(a.s_addr));
+                if (why)
+                        return dm_proxy_verdict_set(v, DM_PROXY_FORBIDDEN_ADDRESS, "address %s is in %s, which no sandbox "
+                                                    "reaches", host, why);
                 if (dm_proxy_cidr_allows(p, a, port)) {
                         *ret_literal = a;
                         return dm_proxy_verdict_set(v, DM_PROXY_OK, "address %s:%u is covered by an allowed CIDR",
@@ -303,11 +332,16 @@ int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uin
         for (size_t i = 0; i < p->n_hosts; i++) {
                 if (!pattern_matches(p->hosts[i].pattern, ret_name))
                         continue;
-                if (p->hosts[i].port == 0 || p->hosts[i].port == port)
+                if (rule_port_ok(&p->hosts[i], port, is_connect))
                         return dm_proxy_verdict_set(v, DM_PROXY_OK, "'%s' matches '%s'", ret_name,
                                                     p->hosts[i].pattern);
                 name_matched = true;
+                web_only = web_only && p->hosts[i].web;
         }
+        if (name_matched && web_only)
+                return dm_proxy_verdict_set(v, DM_PROXY_PORT_NOT_ALLOWED, "port %u is not allowed for '%s': a package "
+                                            "host is reached by CONNECT to port 443 or plain HTTP to port 80 only",
+                                            port, ret_name);
         if (name_matched)
                 return dm_proxy_verdict_set(v, DM_PROXY_PORT_NOT_ALLOWED, "port %u is not allowed for '%s'", port,
                                             ret_name);
@@ -317,33 +351,27 @@ int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uin
 
 static const char *address_class(struct in_addr addr, const struct in_addr *own, size_t n_own)
 {
-        uint32_t h = ntohl(addr.s_addr);
+        const char *why = dm_blocked_why(ntohl(addr.s_addr));
 
-        if ((h >> 24) == 127)
-                return "loopback";
-        if ((h >> 16) == 0xa9fe)
-                return "link-local";
-        if ((h >> 24) == 0)
-                return "unspecified";
-        if ((h >> 28) >= 0xe)
-                return "multicast or reserved";
+        if (why)
+                return why;
         for (size_t i = 0; i < n_own; i++)
                 if (own[i].s_addr == addr.s_addr)
                         return "an address of this host";
         return NULL;
 }
 
-int dm_proxy_check_address(const struct dm_proxy_policy *p, const char *name, struct in_addr addr, uint16_t port,
-                           const struct in_addr *own, size_t n_own, struct dm_proxy_verdict *v)
+int dm_proxy_check_address(const char *name, struct in_addr addr, const struct in_addr *own, size_t n_own,
+                           struct dm_proxy_verdict *v)
 {
         const char *cls = address_class(addr, own, n_own);
         char a[INET_ADDRSTRLEN];
 
-        if (!cls || dm_proxy_cidr_allows(p, addr, port))
+        if (!cls)
                 return 0;
         inet_ntop(AF_INET, &addr, a, sizeof(a));
-        return dm_proxy_verdict_set(v, DM_PROXY_FORBIDDEN_ADDRESS,
-                                    "'%s' resolves to %s (%s), which only an allowed CIDR can reach", name, a, cls);
+        return dm_proxy_verdict_set(v, DM_PROXY_FORBIDDEN_ADDRESS, "'%s' resolves to %s (%s), which no sandbox reaches",
+                                    name, a, cls);
 }
 
 /* --- hosts(5) -------------------------------------------------------------- */

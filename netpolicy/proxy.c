@@ -194,26 +194,46 @@ static int read_head(struct session *s, struct dm_buf *head, size_t *ret_end)
         }
 }
 
-static size_t own_addresses(struct in_addr *ret, size_t max)
+/* The host's IPv4 addresses now (addresses come and go: read per request),
+ * malloc'ed; NULL with *ret_n 0 when they cannot be read. */
+static struct in_addr *own_addresses(size_t *ret_n)
 {
         struct ifaddrs *ifa, *i;
-        size_t n = 0;
+        struct in_addr *ret = NULL;
+        size_t n = 0, max = 0;
 
+        *ret_n = 0;
         if (getifaddrs(&ifa) < 0)
-                return 0;
-        for (i = ifa; i && n < max; i = i->ifa_next)
+                return NULL;
+        for (i = ifa; i; i = i->ifa_next)
+                max += i->ifa_addr && i->ifa_addr->sa_family == AF_INET;
+        ret = calloc(max ? max : 1, sizeof(*ret));
+        for (i = ifa; ret && i; i = i->ifa_next)
                 if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
                         ret[n++] = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
         freeifaddrs(ifa);
-        return n;
+        *ret_n = n;
+        return ret;
+}
+
+/* An IP literal a CIDR rule allowed: still never one of the host's. */
+static int literal_checked(struct session *s, struct in_addr a)
+{
+        size_t n_own;
+        _cleanup_free_ struct in_addr *own = own_addresses(&n_own);
+        char text[INET_ADDRSTRLEN];
+
+        inet_ntop(AF_INET, &a, text, sizeof(text));
+        return dm_proxy_check_address(text, a, own, n_own, &s->v);
 }
 
 /* The addresses to try for an allowed name: the hosts file first, then DNS,
  * then the rebinding rule. 0 with at least one address, or -1 with s->v. */
-static int resolve(struct session *s, const char *name, uint16_t port, struct in_addr *ret, size_t *ret_n)
+static int resolve(struct session *s, const char *name, struct in_addr *ret, size_t *ret_n)
 {
         struct dm_proxy_sandbox *sb = s->c->sb;
-        struct in_addr found[MAX_ADDRS], own[64];
+        struct in_addr found[MAX_ADDRS];
+        _cleanup_free_ struct in_addr *own = NULL;
         struct dm_proxy_verdict first = { 0 };
         size_t n = 0, n_own, k = 0;
         int r = 0;
@@ -234,10 +254,10 @@ static int resolve(struct session *s, const char *name, uint16_t port, struct in
                         found[n++] = ((struct sockaddr_in *)a->ai_addr)->sin_addr;
                 freeaddrinfo(res);
         }
-        n_own = own_addresses(own, DM_ARRAY_SIZE(own));
+        own = own_addresses(&n_own);
         for (size_t i = 0; i < n; i++) {
                 struct dm_proxy_verdict v;
-                if (dm_proxy_check_address(&sb->policy, name, found[i], port, own, n_own, &v) == 0)
+                if (dm_proxy_check_address(name, found[i], own, n_own, &v) == 0)
                         ret[k++] = found[i];
                 else if (first.code == DM_PROXY_OK)
                         first = v;
@@ -494,8 +514,8 @@ static void serve(struct session *s)
         }
         snprintf(s->method, sizeof(s->method), "%s", req.method);
         snprintf(s->target, sizeof(s->target), "%.255s:%u", req.host, req.port);
-        r = dm_proxy_check_target(&sb->policy, req.host, req.port, name, &addrs[0], &s->v);
-        if (r < 0 || (r == 0 && resolve(s, name, req.port, addrs, &n) < 0)) {
+        r = dm_proxy_check_target(&sb->policy, req.host, req.port, req.is_connect, name, &addrs[0], &s->v);
+        if (r < 0 || (r == 0 && resolve(s, name, addrs, &n) < 0) || (r == 1 && literal_checked(s, addrs[0]) < 0)) {
                 refuse(s, s->c->fd);
                 goto out;
         }

@@ -15,6 +15,7 @@
  * return. Every fd is close-on-exec. See docs/reference/egress-proxy.md. */
 
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,12 +29,13 @@
 struct dm_proxy_host_rule {
         char *pattern;
         uint16_t port;
+        bool web;      /* a package host: CONNECT to 443 and plain HTTP to 80 only (port is 0) */
 };
 
 /* An address rule: IPv4 network (network byte order, host bits zero) and
- * prefix length; port 0 = any. It allows IP literals it covers, and names
- * that resolve to addresses it covers even where the rebinding rule (no
- * loopback, link-local or host's own addresses) would refuse them. */
+ * prefix length; port 0 = any. It allows IP literals it covers. It never
+ * opens a blocked address (netpolicy/blocked.h) or one of the host's: those
+ * are refused before any rule is looked at. */
 struct dm_proxy_cidr_rule {
         struct in_addr net;
         uint8_t prefix;
@@ -53,6 +55,9 @@ void dm_proxy_policy_release(struct dm_proxy_policy *p);
  * -EINVAL (with a message) for a name that is not a valid host name or an
  * IP literal (those belong in CIDR rules). */
 int dm_proxy_policy_add_host(struct dm_proxy_policy *p, const char *pattern, uint16_t port, struct dm_error *err);
+/* Adds a package host: a name rule that takes CONNECT to port 443 and
+ * plain HTTP to port 80 only. Errors as dm_proxy_policy_add_host. */
+int dm_proxy_policy_add_web_host(struct dm_proxy_policy *p, const char *pattern, struct dm_error *err);
 /* Adds an address rule; -EINVAL for prefix > 32 or host bits set. */
 int dm_proxy_policy_add_cidr(struct dm_proxy_policy *p, struct in_addr net, unsigned prefix, uint16_t port,
                              struct dm_error *err);

@@ -13,6 +13,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "netpolicy/blocked.h"
 #include "netpolicy/bpf.h"
 #include "netpolicy/nat.h"
 #include "netpolicy/proxy.h"
@@ -113,6 +114,23 @@ static int proxy_of(struct dm_context *ctx, struct dm_proxy **ret, struct dm_err
         return r;
 }
 
+/* "host" (web ports only) or "host:port" (that port) from the operator. */
+static int add_package_host(struct dm_proxy_policy *pp, const char *h, struct dm_error *err)
+{
+        const char *colon = strchr(h, ':');
+        char name[300];
+        char *end;
+        unsigned long port;
+
+        if (!colon)
+                return dm_proxy_policy_add_web_host(pp, h, err);
+        port = strtoul(colon + 1, &end, 10);
+        if (colon == h || (size_t)(colon - h) >= sizeof(name) || *end || port == 0 || port > 65535)
+                return dm_error_set(err, -EINVAL, "'%s' is not host or host:port", h);
+        snprintf(name, sizeof(name), "%.*s", (int)(colon - h), h);
+        return dm_proxy_policy_add_host(pp, name, (uint16_t)port, err);
+}
+
 static int proxy_policy(const struct dm_policy *policy, const char *image_hosts, struct dm_proxy_policy *pp,
                         struct dm_error *err)
 {
@@ -132,11 +150,15 @@ static int proxy_policy(const struct dm_policy *policy, const char *image_hosts,
         if (r >= 0 && policy->mode == DM_EGRESS_PACKAGE_MANAGERS) {
                 char buf[2048];
 
+                /* Package hosts are web hosts: 443 by CONNECT, 80 by plain
+                 * HTTP; only the operator's list may name another port. */
                 for (const char *const *h = dm_egress_package_hosts(); r >= 0 && *h; h++)
-                        r = dm_proxy_policy_add_host(pp, *h, 0, err);
+                        r = add_package_host(pp, *h, err);
+                if (r < 0)
+                        dm_error_wrap(err, "DEMESNE_EGRESS_PACKAGE_HOSTS");
                 snprintf(buf, sizeof(buf), "%s", image_hosts && *image_hosts ? image_hosts : fallback_image_hosts);
                 for (char *save = NULL, *t = strtok_r(buf, ", ", &save); r >= 0 && t; t = strtok_r(NULL, ", ", &save))
-                        r = dm_proxy_policy_add_host(pp, t, 0, err);
+                        r = dm_proxy_policy_add_web_host(pp, t, err);
                 if (r < 0)
                         dm_error_wrap(err, "the image's label demesne.package-hosts");
         }
@@ -241,6 +263,28 @@ static int nat_ensured(struct dm_context *ctx, const struct dm_cidr *pool, struc
         return r;
 }
 
+/* The nf_tables guard that keeps every sandbox off the host's own
+ * addresses (those it gets later too) and off other sandboxes. Made sure of
+ * for each sandbox, since another server may have removed it: written once
+ * per server and pool (replacing its rules costs ~15 ms of RCU grace), then
+ * only looked for (a netlink round trip). */
+static int guard_ensured(struct dm_context *ctx, const struct dm_cidr *pool, struct dm_error *err)
+{
+        static const uint16_t ports[] = { DM_EGRESS_PROXY_PORT, DM_EGRESS_VENDOR_PORT };
+        static struct dm_cidr written = { .prefix = -1 };
+        int r = 0;
+
+        pthread_mutex_lock(&ctx->egress_lock);
+        if (written.prefix != pool->prefix || written.addr != pool->addr || !dm_guard_present()) {
+                r = dm_guard_ensure(pool, ports, sizeof(ports) / sizeof(ports[0]), err);
+                if (r >= 0)
+                        written = *pool;
+        }
+        ctx->nat_done |= r >= 0;
+        pthread_mutex_unlock(&ctx->egress_lock);
+        return r;
+}
+
 /* The pool against the host's routes: once per server (and pool), not per
  * sandbox; a route added later is caught by the next server. */
 static int pool_checked(struct dm_context *ctx, const struct dm_cidr *pool, struct dm_error *err)
@@ -319,6 +363,8 @@ int dm_egress_start_vendor(struct dm_context *ctx, const struct dm_policy *polic
          * source the world routes back to. */
         r = policy->mode == DM_EGRESS_OPEN || policy->n_cidrs ? nat_ensured(ctx, &pool, err) : 0;
         if (r >= 0)
+                r = guard_ensured(ctx, &pool, err);
+        if (r >= 0)
                 r = attach_filter(policy, e, vendor_port, err);
         /* open goes out directly: no proxy, no proxy variables. */
         if (r >= 0 && policy->mode != DM_EGRESS_OPEN)
@@ -345,7 +391,12 @@ int dm_egress_adopt(struct dm_context *ctx, const struct dm_policy *policy, cons
                 return dm_error_set(err, -ENOMEM, "out of memory");
         snprintf(e->tag, sizeof(e->tag), "%s", tag);
         e->net = *net;
-        r = policy->mode == DM_EGRESS_OPEN ? 0 : start_proxy(ctx, policy, image_hosts, e, outdir, err);
+        /* A sandbox made before the guard existed gets it now. */
+        struct dm_cidr pool;
+        dm_blocked_get_pool(&pool);
+        r = guard_ensured(ctx, &pool, err);
+        if (r >= 0 && policy->mode != DM_EGRESS_OPEN)
+                r = start_proxy(ctx, policy, image_hosts, e, outdir, err);
         if (r < 0) {
                 dm_egress_stop(ctx, e, false);
                 return r;
@@ -400,9 +451,12 @@ void dm_egress_shutdown(struct dm_context *ctx)
                  * pair between the count and the removal. */
                 int fd = open(DM_NETLINK_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 
-                if (fd >= 0 && flock(fd, LOCK_EX) == 0 && dm_netlink_list(NULL, NULL, &err) == 0 &&
-                    dm_nat_present() && dm_nat_remove(&err) < 0)
-                        log_warning("%s", err.msg);
+                if (fd >= 0 && flock(fd, LOCK_EX) == 0 && dm_netlink_list(NULL, NULL, &err) == 0) {
+                        if (dm_nat_present() && dm_nat_remove(&err) < 0)
+                                log_warning("%s", err.msg);
+                        if (dm_guard_present() && dm_guard_remove(&err) < 0)
+                                log_warning("%s", err.msg);
+                }
                 if (fd >= 0)
                         close(fd);
         }

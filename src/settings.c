@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "netpolicy/blocked.h"
+
 int dm_parse_size(const char *s, int64_t *ret)
 {
         char *end;
@@ -99,6 +101,20 @@ static char *dup_env_or(const char *name, const char *fallback)
         return strdup(v && *v ? v : fallback);
 }
 
+/* The process-wide parts of the egress blocklist (netpolicy/blocked.h): the
+ * pool (a bad DEMESNE_SANDBOX_SUBNET is reported where egress is set up, so
+ * the default stays blocked here) and DEMESNE_EGRESS_ALLOW_PRIVATE. */
+static int egress_blocklist(struct dm_error *err)
+{
+        const char *pool_s = getenv("DEMESNE_SANDBOX_SUBNET");
+        struct dm_error ignored = { 0 };
+        struct dm_cidr pool;
+
+        if (pool_s && *pool_s && dm_cidr_parse(pool_s, &pool, &ignored) == 0)
+                dm_blocked_set_pool(&pool);
+        return dm_blocked_set_private_allowed(getenv("DEMESNE_EGRESS_ALLOW_PRIVATE"), err);
+}
+
 int dm_config_load(struct dm_config *cfg, struct dm_error *err)
 {
         char path[PATH_MAX];
@@ -143,7 +159,8 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
             (r = env_size("DEMESNE_NOFILE", 4096, 64, 1 << 20, &cfg->nofile, err)) < 0 ||
             (r = env_size("DEMESNE_NPROC", 4096, 64, 1 << 22, &cfg->nproc, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_MESSAGE", 4 << 20, 4096, 1LL << 30, &cfg->max_message, err)) < 0 ||
-            (r = env_size("DEMESNE_OUTPUT_CAP", 64 << 10, 256, 64 << 20, &cfg->output_cap, err)) < 0) {
+            (r = env_size("DEMESNE_OUTPUT_CAP", 64 << 10, 256, 64 << 20, &cfg->output_cap, err)) < 0 ||
+            (r = egress_blocklist(err)) < 0) {
                 dm_config_release(cfg);
                 return r;
         }

@@ -34,11 +34,13 @@ static const struct dm_arg_spec script_args[] = {
           .def_str = "package-managers",
           .description = "Network egress: package-managers (the package registries through demesne's proxy, "
                          "HTTP_PROXY and friends set; the default where the server can set networks up, else "
-                         "none), none (loopback only), or open (anything but the host itself and link-local, "
-                         "NATed). With 'allow', none means: only those entries." },
+                         "none), none (loopback only), or open (public addresses, NATed: never the host, other "
+                         "sandboxes, cloud metadata or private ranges). With 'allow', none means: only those "
+                         "entries." },
         { .name = "allow", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
           .description = "Extra egress entries (host, *.host, host:port, CIDR, CIDR:port); refused unless the "
-                         "server permits caller-supplied entries." },
+                         "server permits caller-supplied entries, and an address entry overlapping a blocked range "
+                         "(loopback, link-local, metadata, the sandbox pool, private ranges) is refused." },
         { .name = "files", .type = DM_ARG_STRING_ARRAY, .max = MAX_INPUTS, .has_default = true,
           .description = "Absolute host files, mounted read-only at /in/<basename>; must lie inside "
                          "DEMESNE_ALLOWED_PATHS." },

@@ -24,40 +24,7 @@
 
 #include "netpolicy/link.h"
 #include "tests/tap.h"
-
-/* A process in a network namespace of its own: the test's "container". */
-static pid_t spawn_netns(void)
-{
-        int p[2];
-        char c;
-        pid_t pid;
-
-        if (pipe(p) < 0)
-                return -1;
-        pid = fork();
-        if (pid == 0) {
-                close(p[0]);
-                if (unshare(CLONE_NEWNET) < 0)
-                        _exit(1);
-                if (write(p[1], "x", 1) != 1)
-                        _exit(1);
-                pause();
-                _exit(0);
-        }
-        close(p[1]);
-        if (pid < 0 || read(p[0], &c, 1) != 1) {
-                close(p[0]);
-                return -1;
-        }
-        close(p[0]);
-        return pid;
-}
-
-static void end(pid_t pid)
-{
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-}
+#include "tests/netns.h"
 
 static char *run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *run(const char *fmt, ...)
@@ -224,7 +191,7 @@ int main(void)
         free(s);
 
         /* A namespace, and the pair into it. */
-        ns = spawn_netns();
+        ns = netns_spawn();
         if (!ok(ns > 0, "a process in a network namespace of its own"))
                 return done_testing();
         dm_cidr_parse("198.51.100.0/24", &allowed, &err);
@@ -238,7 +205,7 @@ int main(void)
                 .lock_path = DM_NETLINK_LOCK,
         };
         if (!ok(dm_netlink_setup(&spec, &net, &err) == 0, "set up the veth pair (%s)", err.msg)) {
-                end(ns);
+                netns_end(ns);
                 return done_testing();
         }
         inet_ntop(AF_INET, &net.host_addr, host, sizeof(host));
@@ -290,7 +257,7 @@ int main(void)
 
         /* The kernel removes the pair with the namespace. */
         ok(dm_netlink_setup(&spec, &net, &err) == 0, "set up again (%s)", err.msg);
-        end(ns);
+        netns_end(ns);
         for (int i = 0; i < 50 && count_tag(tag, NULL) > 0; i++)
                 usleep(100 * 1000);
         is_int(count_tag(tag, NULL), 0, "the pair went with the namespace");

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The egress proxy over real sockets, all on loopback: a tiny HTTP server and
- * a TCP echo server as upstreams, names pinned to 127.0.0.1 through a
- * DEMESNE_PROXY_HOSTS file, and proxies for sandboxes with and without the
- * 127.0.0.1/32 CIDR that loopback destinations need. */
+/* The egress proxy over real sockets, in network namespaces of the test's
+ * own: the proxy and its clients in one (listeners on its loopback), a tiny
+ * HTTP server and a TCP echo server as upstreams in a second one reached
+ * over a veth pair (198.18.77.2: the proxy never connects to loopback, to
+ * the host's own addresses or to private ranges), names pinned through a
+ * DEMESNE_PROXY_HOSTS file. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -102,15 +105,19 @@ static void *upstream_main(void *arg)
         return NULL;
 }
 
-static int listen_loopback(int backlog, uint16_t *ret_port)
+#define UPSTREAM_IP "198.18.77.2"
+
+/* A listener on the upstream host (the calling thread is in its namespace). */
+static int listen_upstream(int backlog, uint16_t *ret_port)
 {
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        struct sockaddr_in a = { .sin_family = AF_INET };
         socklen_t len = sizeof(a);
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
+        inet_pton(AF_INET, UPSTREAM_IP, &a.sin_addr);
         if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, backlog) < 0 ||
             getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-                perror("listen_loopback");
+                perror("listen_upstream");
                 exit(1);
         }
         *ret_port = ntohs(a.sin_port);
@@ -121,7 +128,7 @@ static void upstream_start(struct upstream *u, bool http)
 {
         memset(u, 0, sizeof(*u));
         u->http = http;
-        u->fd = listen_loopback(128, &u->port);
+        u->fd = listen_upstream(128, &u->port);
         pthread_create(&u->thread, NULL, upstream_main, u);
 }
 
@@ -255,6 +262,37 @@ static int count_dir(const char *path)
         return n - (strcmp(path, "/proc/self/fd") == 0);   /* opendir's own fd */
 }
 
+static int sh(const char *cmd)
+{
+        int r = system(cmd);
+        if (r != 0)
+                diag("'%s' failed (%d)", cmd, r);
+        return r;
+}
+
+/* The test's own namespaces: this thread moves into a fresh one (the
+ * proxy's; nothing of the host is touched) and *ret_up is a second one
+ * behind a veth pair, 198.18.77.1 here and UPSTREAM_IP there. */
+static int make_namespaces(int *ret_proxy, int *ret_up)
+{
+        char cmd[256];
+
+        if (unshare(CLONE_NEWNET) < 0)
+                return -errno;
+        *ret_proxy = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (sh("ip link set lo up") != 0 || unshare(CLONE_NEWNET) < 0)
+                return -1;
+        *ret_up = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (sh("ip link set lo up") != 0 || setns(*ret_proxy, CLONE_NEWNET) < 0)
+                return -1;
+        snprintf(cmd, sizeof(cmd), "ip link add dmtp0 type veth peer name dmtp1 netns /proc/%d/fd/%d", (int)getpid(),
+                 *ret_up);
+        if (sh(cmd) != 0 || sh("ip addr add 198.18.77.1/30 dev dmtp0 && ip link set dmtp0 up") != 0 ||
+            setns(*ret_up, CLONE_NEWNET) < 0 || sh("ip addr add " UPSTREAM_IP "/30 dev dmtp1 && ip link set dmtp1 up"))
+                return -1;
+        return setns(*ret_proxy, CLONE_NEWNET);
+}
+
 static void *nothing(void *arg)
 {
         return arg;
@@ -320,7 +358,7 @@ int main(void)
         struct dm_proxy_sandbox *a, *b, *c, *d;
         struct sockaddr_in pa, pb, pc, pd;
         struct dm_error err = { 0 };
-        int fds0, tasks0, log_fd, hold[8], full[2];
+        int fds0, tasks0, log_fd, hold[8], full[2], proxy_ns = -1, up_ns = -1;
         uint16_t dead_port, full_port;
         FILE *f;
 
@@ -330,21 +368,35 @@ int main(void)
          * have it running before the baseline is taken. */
         pthread_create(&warm, NULL, nothing, NULL);
         pthread_join(warm, NULL);
+        if (geteuid() != 0)
+                return skip_all("needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) for network namespaces of its own");
+        int r = make_namespaces(&proxy_ns, &up_ns);
+        if (r == -EPERM)
+                return skip_all("cannot make network namespaces (needs CAP_SYS_ADMIN)");
+        if (r < 0) {
+                ok(0, "the test's network namespaces and veth pair are made");
+                return done_testing();
+        }
         fds0 = count_dir("/proc/self/fd");
         tasks0 = count_dir("/proc/self/task");
         if (!mkdtemp(dir))
                 return skip_all("mkdtemp failed");
+        if (setns(up_ns, CLONE_NEWNET) < 0)
+                return skip_all("setns into the test's namespace failed (needs CAP_SYS_ADMIN)");
         upstream_start(&echo, false);
         upstream_start(&web, true);
         /* A port nothing listens on (502), and a listener whose accept queue
          * is full, which drops SYNs (504). */
-        close(listen_loopback(1, &dead_port));
-        full[0] = listen_loopback(0, &full_port);
+        close(listen_upstream(1, &dead_port));
+        full[0] = listen_upstream(0, &full_port);
+        if (setns(proxy_ns, CLONE_NEWNET) < 0)
+                return skip_all("setns into the test's namespace failed (needs CAP_SYS_ADMIN)");
 
         snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
         f = fopen(hosts, "we");
-        fprintf(f, "# pinned for the test\n127.0.0.1 allowed.test web.test down.test full.test\n"
-                   "127.0.0.1 notallowed.test\n");
+        fprintf(f, "# pinned for the test\n" UPSTREAM_IP " allowed.test web.test down.test full.test\n"
+                   UPSTREAM_IP " notallowed.test\n127.0.0.1 loop.test\n10.213.0.1 pool.test\n"
+                   "169.254.169.254 meta.test\n");
         fclose(f);
         setenv("DEMESNE_PROXY_HOSTS", hosts, 1);
         snprintf(log_path, sizeof(log_path), "%s/egress.log", dir);
@@ -360,8 +412,9 @@ int main(void)
         snprintf(echo_allow, sizeof(echo_allow), "allowed.test:%u", echo.port);
         snprintf(web_allow, sizeof(web_allow), "WEB.test.:%u", web.port);
         {
-                const char *with_cidr[] = { echo_allow, web_allow, "down.test", "full.test", "127.0.0.1/32", NULL };
-                const char *no_cidr[] = { echo_allow, NULL };
+                const char *with_cidr[] = { echo_allow, web_allow, "down.test", "full.test", "127.0.0.1/32",
+                                            "198.18.77.0/30", NULL };
+                const char *no_cidr[] = { echo_allow, "loop.test", "pool.test", "meta.test", NULL };
                 a = add(proxy, "sb-a", "127.0.0.1", "127.0.0.1", with_cidr, log_fd);
                 b = add(proxy, "sb-b", "127.0.0.2", "127.0.0.1", no_cidr, log_fd);
                 c = add(proxy, "sb-c", "127.0.0.1", "127.0.0.9", with_cidr, log_fd);
@@ -456,9 +509,9 @@ int main(void)
 
         {
                 /* Fill the accept queue of the backlog-0 listener. */
-                struct sockaddr_in fa = { .sin_family = AF_INET, .sin_port = htons(full_port),
-                                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+                struct sockaddr_in fa = { .sin_family = AF_INET, .sin_port = htons(full_port) };
                 int q[2];
+                inet_pton(AF_INET, UPSTREAM_IP, &fa.sin_addr);
                 for (int i = 0; i < 2; i++) {
                         q[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
                         connect(q[i], (struct sockaddr *)&fa, sizeof(fa));
@@ -471,12 +524,25 @@ int main(void)
                         close(q[i]);
         }
 
-        /* Without the CIDR, an allowed name that resolves to loopback is refused. */
-        snprintf(req, sizeof(req), "CONNECT allowed.test:%u HTTP/1.1\r\n\r\n", echo.port);
-        ask(&pb, req, buf, sizeof(buf));
-        ok(strstr(buf, "403 Forbidden") && strstr(buf, "resolves to 127.0.0.1 (loopback)"),
-           "rebinding rule: loopback refused without a CIDR");
-        ok(log_has("allowed.test", "(loopback)"), "logged");
+        /* Names that resolve where no sandbox goes are refused, and no CIDR
+         * rule opens loopback (sb-a has 127.0.0.1/32, as 0.0.0.0/0 once did). */
+        ask(&pb, "CONNECT loop.test:22 HTTP/1.1\r\n\r\n", buf, sizeof(buf));
+        ok(strstr(buf, "403 Forbidden") && strstr(buf, "resolves to 127.0.0.1 (loopback"),
+           "rebinding rule: a name resolving to loopback is refused");
+        ok(log_has("loop.test", "(loopback"), "logged");
+        ask(&pb, "GET http://pool.test:3128/ HTTP/1.1\r\n\r\n", buf, sizeof(buf));
+        ok(strstr(buf, "403 Forbidden") && strstr(buf, "sandbox pool"), "a name resolving into the sandbox pool: 403");
+        ask(&pb, "GET http://meta.test/latest/meta-data/ HTTP/1.1\r\n\r\n", buf, sizeof(buf));
+        ok(strstr(buf, "403 Forbidden") && strstr(buf, "link-local"), "a name resolving to the metadata address: 403");
+        ask(&pa, "GET http://127.0.0.1:22/ HTTP/1.1\r\n\r\n", buf, sizeof(buf));
+        ok(strstr(buf, "403 Forbidden") && strstr(buf, "loopback"), "a loopback literal a CIDR covers: still 403");
+        ask(&pa, "CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n", buf, sizeof(buf));
+        ok(strstr(buf, "403 Forbidden") && strstr(buf, "link-local"), "the metadata literal: 403");
+        ask(&pa, "CONNECT [::ffff:127.0.0.1]:22 HTTP/1.1\r\n\r\n", buf, sizeof(buf));
+        ok(strstr(buf, "403 Forbidden") && strstr(buf, "IPv6"), "a v4-mapped loopback literal: 403");
+        ask(&pa, "CONNECT 198.18.77.1:22 HTTP/1.1\r\n\r\n", buf, sizeof(buf));
+        ok(strstr(buf, "403 Forbidden") && strstr(buf, "an address of this host"),
+           "an address of the proxy's own host a CIDR covers: 403");
 
         /* Source address check. */
         ask(&pc, req, buf, sizeof(buf));
@@ -523,7 +589,7 @@ int main(void)
 
         /* The connection cap. */
         {
-                const char *allow[] = { echo_allow, "127.0.0.1/32", NULL };
+                const char *allow[] = { echo_allow, NULL };
                 struct dm_proxy_limits tight = limits;
                 struct dm_proxy *p2 = NULL;
                 int x, y;
@@ -571,6 +637,8 @@ int main(void)
         is_int(count_dir("/proc/self/fd"), fds0, "no fd left");
         is_int(count_dir("/proc/self/task"), tasks0, "no thread left");
 
+        close(proxy_ns);
+        close(up_ns);
         if (getenv("DM_TEST_KEEP")) {   /* to read the log by hand */
                 diag("kept %s", dir);
         } else {

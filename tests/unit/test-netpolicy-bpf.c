@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 
+#include "netpolicy/blocked.h"
 #include "netpolicy/bpf.h"
 #include "netpolicy/policy.h"
 #include "src/util/cleanup.h"
@@ -256,6 +257,17 @@ static void test_open(void)
         is_int(run(TCP("192.168.1.10", 22)), DROP, "open: host addresses are still dropped");
         is_int(run(TCP("10.200.0.1", 22)), DROP, "open: the proxy address on another port is dropped");
         is_int(run(TCP("10.200.0.1", 3128)), PASS, "open: the proxy passes");
+        is_int(run(TCP("10.200.0.5", 80)), DROP, "open: another sandbox (the pool) is dropped");
+        is_int(run(TCP("10.200.0.9", 3128)), DROP, "open: another sandbox's proxy (host side) is dropped");
+        is_int(run(UDP("10.200.255.255", 53)), DROP, "open: anywhere in the pool is dropped");
+        is_int(run(TCP("100.100.100.200", 80)), DROP, "open: Alibaba metadata is dropped");
+        is_int(run(TCP("168.63.129.16", 80)), DROP, "open: Azure wireserver is dropped");
+        is_int(run(TCP("10.9.9.9", 443)), DROP, "open: 10/8 is dropped");
+        is_int(run(TCP("172.16.5.5", 443)), DROP, "open: 172.16/12 is dropped");
+        is_int(run(TCP("192.168.50.1", 443)), DROP, "open: 192.168/16 is dropped");
+        is_int(run(TCP("100.64.1.1", 443)), DROP, "open: 100.64/10 is dropped");
+        is_int(run(TCP("10.1.7.7", 443)), PASS, "open: the private range the operator allowed passes");
+        is_int(run(TCP("203.0.113.9", 22)), PASS, "open: a public address passes");
         is_int(run(build((struct spec){ .ethertype = 0x86dd })), DROP, "open: IPv6 is dropped");
         is_int(run(build((struct spec){ .ethertype = 0x0806 })), PASS, "open: ARP passes");
         mutate(TCP("8.8.8.8", 443), "open", false);
@@ -272,11 +284,12 @@ static void test_none(void)
                 is_int(run(build((struct spec){ .ethertype = 0x0806 })), PASS, "none: ARP passes");
         }
         host = saved;
-        const char *all[] = { "0.0.0.0/0", NULL };
-        if (compile("none", all) == 0) {
-                is_int(run(TCP("8.8.8.8", 443)), PASS, "0.0.0.0/0: any address passes");
-                is_int(run(TCP("169.254.169.254", 80)), DROP, "0.0.0.0/0: link-local is still dropped");
-                is_int(run(TCP("192.168.1.10", 80)), DROP, "0.0.0.0/0: host addresses are still dropped");
+        const char *wide[] = { "8.0.0.0/7", NULL };
+        if (compile("none", wide) == 0) {
+                is_int(run(TCP("8.8.8.8", 443)), PASS, "8.0.0.0/7: an address in it passes");
+                is_int(run(TCP("169.254.169.254", 80)), DROP, "8.0.0.0/7: link-local is still dropped");
+                is_int(run(TCP("192.168.1.10", 80)), DROP, "8.0.0.0/7: host addresses are still dropped");
+                is_int(run(TCP("10.200.0.5", 80)), DROP, "8.0.0.0/7: the pool is still dropped");
         }
 }
 
@@ -313,7 +326,7 @@ static void test_limit(void)
         size_t n = 0;
 
         for (int i = 0; i < DM_POLICY_MAX_ENTRIES; i++) {
-                snprintf(entries[i], sizeof(entries[i]), "10.%d.%d.0/24:%d", i / 200, i % 200, 1000 + i);
+                snprintf(entries[i], sizeof(entries[i]), "11.%d.%d.0/24:%d", i / 200, i % 200, 1000 + i);
                 allow[i] = entries[i];
         }
         is_int(dm_policy_parse("package-managers", allow, DM_POLICY_CALLER_ALLOWED, &pol, &err), 0,
@@ -337,6 +350,15 @@ static void test_limit(void)
 
 int main(void)
 {
+        struct dm_error err = { 0 };
+        struct dm_cidr pool = { 0 };
+
+        /* As DEMESNE_SANDBOX_SUBNET=10.200.0.0/16 and
+         * DEMESNE_EGRESS_ALLOW_PRIVATE=10.1.0.0/16 would: the proxy address
+         * below is in the pool. */
+        if (dm_cidr_parse("10.200.0.0/16", &pool, &err) == 0)
+                dm_blocked_set_pool(&pool);
+        is_int(dm_blocked_set_private_allowed("10.1.0.0/16", &err), 0, "operator's private range set");
         inet_pton(AF_INET, "10.200.0.1", &host.proxy_addr);
         host.proxy_port = 3128;
         inet_pton(AF_INET, "192.168.1.10", &host_addrs[0]);

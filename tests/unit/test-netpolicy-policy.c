@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 
+#include "netpolicy/blocked.h"
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/policy.h"
 #include "tests/tap.h"
@@ -92,8 +93,8 @@ static void test_caller_gate(void)
 
 static void test_good_entries(void)
 {
-        const char *allow[] = { "Example.COM", "*.Pythonhosted.org:443", "registry.npmjs.org:443", "10.0.0.0/8",
-                                "192.0.2.7:8080", "198.51.100.0/24:53", "0.0.0.0/0", "host.example.", NULL };
+        const char *allow[] = { "Example.COM", "*.Pythonhosted.org:443", "registry.npmjs.org:443", "10.1.0.0/16",
+                                "192.0.2.7:8080", "198.51.100.0/24:53", "8.0.0.0/7", "host.example.", NULL };
 
         is_int(dm_policy_parse("none", allow, DM_POLICY_CALLER_ALLOWED, &pol, &err), 0, "good entries parse: %s",
                err.msg);
@@ -108,12 +109,12 @@ static void test_good_entries(void)
         ok(pol->names[1].wildcard && pol->names[1].port == 443, "wildcard with port");
         is_int(pol->names[2].port, 443, "host:port keeps the port");
         is_str(pol->names[3].host, "host.example", "a trailing dot is dropped");
-        is_str(ip(pol->cidrs[0].net), "10.0.0.0", "CIDR network");
-        ok(pol->cidrs[0].prefix == 8 && pol->cidrs[0].port == 0, "CIDR prefix, any port");
+        is_str(ip(pol->cidrs[0].net), "10.1.0.0", "CIDR network (a private range the operator allowed)");
+        ok(pol->cidrs[0].prefix == 16 && pol->cidrs[0].port == 0, "CIDR prefix, any port");
         is_str(ip(pol->cidrs[1].net), "192.0.2.7", "bare address");
         ok(pol->cidrs[1].prefix == 32 && pol->cidrs[1].port == 8080, "bare address is /32, with its port");
         ok(pol->cidrs[2].prefix == 24 && pol->cidrs[2].port == 53, "CIDR:port");
-        ok(pol->cidrs[3].prefix == 0, "0.0.0.0/0 is accepted");
+        ok(pol->cidrs[3].prefix == 7, "a wide range clear of every blocked one is accepted");
         dm_policy_free(pol);
         pol = NULL;
 }
@@ -147,6 +148,23 @@ static void test_bad_entries(void)
         refused("224.0.0.251:5353", -EINVAL, "multicast");
         refused("255.255.255.255", -EINVAL, "broadcast");
         refused("0.0.0.0", -EINVAL, "'this network'");
+
+        /* Entries that contain a blocked range are refused as those inside
+         * one: each was a way to the host or to metadata through the proxy. */
+        refused("0.0.0.0/0", -EINVAL, "overlaps the 'this network' range 0.0.0.0/8, which a sandbox never reaches");
+        refused("126.0.0.0/7", -EINVAL, "overlaps loopback (127.0.0.0/8");
+        refused("168.0.0.0/6", -EINVAL, "overlaps link-local (169.254.0.0/16");
+        refused("128.0.0.0/1", -EINVAL, "link-local");
+        refused("168.63.0.0/16", -EINVAL, "Azure host address 168.63.129.16");
+        refused("100.100.100.200", -EINVAL, "Alibaba Cloud metadata");
+        refused("10.213.7.0/24", -EINVAL, "overlaps the sandbox pool (10.213.0.0/16");
+        refused("10.0.0.0/8", -EINVAL, "sandbox pool");
+        refused("10.2.0.0/16", -EINVAL, "the private range 10.0.0.0/8, which sandboxes reach only where the operator "
+                "allows it in DEMESNE_EGRESS_ALLOW_PRIVATE");
+        refused("172.20.0.0/16:443", -EINVAL, "172.16.0.0/12");
+        refused("192.168.1.10", -EINVAL, "192.168.0.0/16");
+        refused("100.64.0.0/10", -EINVAL, "100.64.0.0/10");
+        refused("10.0.0.0/15", -EINVAL, "DEMESNE_EGRESS_ALLOW_PRIVATE");
         refused("example.com/24", -EINVAL, "a '/' prefix needs an IPv4 address");
         refused("*", -EINVAL, "would allow every host: use egress 'open'");
         refused("*:443", -EINVAL, "would allow every host");
@@ -173,7 +191,7 @@ static void test_bad_entries(void)
         refused(longname, -E2BIG, "is longer than 260 bytes");
 
         /* One bad entry among good ones fails the whole policy, naming it. */
-        const char *mixed[] = { "example.com", "10.0.0.0/8", "bad_host", NULL };
+        const char *mixed[] = { "example.com", "10.1.0.0/16", "bad_host", NULL };
         is_int(dm_policy_parse("package-managers", mixed, DM_POLICY_CALLER_ALLOWED, &pol, &err), -EINVAL,
                "a bad entry among good ones fails the policy");
         ok(strstr(err.msg, "'bad_host'") != NULL, "and the message names it: %s", err.msg);
@@ -204,6 +222,13 @@ static void test_compat(void)
 
 int main(void)
 {
+        /* As DEMESNE_EGRESS_ALLOW_PRIVATE=10.1.0.0/16 would. */
+        is_int(dm_blocked_set_private_allowed("10.1.0.0/16", &err), 0, "operator's private range set");
+        is_int(dm_blocked_set_private_allowed("10.1.0.0/16,8.8.8.0/24", &err), -EINVAL, "a public range is refused");
+        ok(strstr(err.msg, "DEMESNE_EGRESS_ALLOW_PRIVATE") && strstr(err.msg, "'8.8.8.0/24' is not inside a private"),
+           "message names the variable and the entry: %s", err.msg);
+        is_int(dm_blocked_set_private_allowed("10.1.0.0/16,bogus", &err), -EINVAL, "a malformed range is refused");
+        ok(strstr(err.msg, "DEMESNE_EGRESS_ALLOW_PRIVATE") != NULL, "naming the variable: %s", err.msg);
         test_modes();
         test_caller_gate();
         test_good_entries();

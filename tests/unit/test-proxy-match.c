@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "netpolicy/blocked.h"
 #include "netpolicy/proxy-internal.h"
 #include "src/util/cleanup.h"
 #include "tests/tap.h"
@@ -26,14 +27,19 @@ static struct in_addr ip(const char *s)
 
 /* The code check_target gives host:port (DM_PROXY_OK for allowed names and
  * literals alike). */
-static enum dm_proxy_code target(const char *host, uint16_t port, struct dm_proxy_verdict *v)
+static enum dm_proxy_code target_m(const char *host, uint16_t port, bool is_connect, struct dm_proxy_verdict *v)
 {
         char name[256];
         struct in_addr lit;
 
         memset(v, 0, sizeof(*v));
-        dm_proxy_check_target(&pol, host, port, name, &lit, v);
+        dm_proxy_check_target(&pol, host, port, is_connect, name, &lit, v);
         return v->code;
+}
+
+static enum dm_proxy_code target(const char *host, uint16_t port, struct dm_proxy_verdict *v)
+{
+        return target_m(host, port, true, v);
 }
 
 static void test_policy(void)
@@ -76,7 +82,7 @@ static void test_policy(void)
         is_int(target("example.com", 443, &v), DM_PROXY_HOST_NOT_ALLOWED, "name not in the list");
         ok(strstr(v.reason, "'example.com' is not in") != NULL, "reason names the host: %s", v.reason);
         is_int(target("10.1.200.3", 443, &v), DM_PROXY_OK, "IP literal inside an allowed CIDR");
-        is_int(target("10.2.0.1", 443, &v), DM_PROXY_IP_LITERAL, "IP literal outside every CIDR");
+        is_int(target("203.0.113.5", 443, &v), DM_PROXY_IP_LITERAL, "IP literal outside every CIDR");
         ok(strstr(v.reason, "not covered by an allowed CIDR") != NULL, "reason: %s", v.reason);
         is_int(target("192.0.2.7", 1, &v), DM_PROXY_OK, "bare address is a /32, any port");
         is_int(target("198.51.100.9", 8080, &v), DM_PROXY_OK, "CIDR:port on its port");
@@ -86,47 +92,80 @@ static void test_policy(void)
         is_int(target("2130706433", 80, &v), DM_PROXY_HOST_NOT_ALLOWED, "integer-form address is not a name");
         is_int(target("::1", 443, &v), DM_PROXY_IPV6, "IPv6 literal refused");
         is_int(target("bad_host!", 443, &v), DM_PROXY_HOST_NOT_ALLOWED, "garbage host refused");
+
+        /* Blocked addresses: no CIDR rule opens them (127.0.0.1/32 is in the
+         * list above, as 0.0.0.0/0 once let through). */
+        is_int(target("127.0.0.1", 80, &v), DM_PROXY_FORBIDDEN_ADDRESS, "loopback literal refused despite its CIDR");
+        ok(strstr(v.reason, "loopback") != NULL, "reason names loopback: %s", v.reason);
+        is_int(target("169.254.169.254", 80, &v), DM_PROXY_FORBIDDEN_ADDRESS, "metadata address refused");
+        is_int(target("100.100.100.200", 80, &v), DM_PROXY_FORBIDDEN_ADDRESS, "Alibaba metadata refused");
+        is_int(target("168.63.129.16", 80, &v), DM_PROXY_FORBIDDEN_ADDRESS, "Azure wireserver refused");
+        is_int(target("10.213.0.1", 3128, &v), DM_PROXY_FORBIDDEN_ADDRESS, "the sandbox pool refused");
+        ok(strstr(v.reason, "sandbox pool") != NULL, "reason names the pool: %s", v.reason);
+        is_int(target("10.2.0.1", 443, &v), DM_PROXY_FORBIDDEN_ADDRESS, "a private address the operator did not allow");
+        is_int(target("0.0.0.0", 80, &v), DM_PROXY_FORBIDDEN_ADDRESS, "0.0.0.0 refused");
+        is_int(target("255.255.255.255", 80, &v), DM_PROXY_FORBIDDEN_ADDRESS, "broadcast refused");
+        is_int(target("::ffff:127.0.0.1", 80, &v), DM_PROXY_IPV6, "v4-mapped loopback refused");
+        is_int(target("[::ffff:127.0.0.1]", 80, &v), DM_PROXY_IPV6, "bracketed v4-mapped loopback refused");
+        is_int(target("fe80::1", 80, &v), DM_PROXY_IPV6, "IPv6 link-local refused");
+        is_int(target("fd00:ec2::254", 80, &v), DM_PROXY_IPV6, "AWS IPv6 metadata refused");
+        is_int(target("fc00::1", 80, &v), DM_PROXY_IPV6, "IPv6 unique-local refused");
+
+        /* A package host: CONNECT to 443, plain HTTP to 80, nothing else. */
+        {
+                struct dm_error e2 = { 0 };
+                is_int(dm_proxy_policy_add_web_host(&pol, "pkgs.example.net", &e2), 0, "web host added");
+        }
+        is_int(target_m("pkgs.example.net", 443, true, &v), DM_PROXY_OK, "package host: CONNECT 443");
+        is_int(target_m("pkgs.example.net", 80, false, &v), DM_PROXY_OK, "package host: plain HTTP 80");
+        is_int(target_m("pkgs.example.net", 22, true, &v), DM_PROXY_PORT_NOT_ALLOWED, "package host: CONNECT 22 refused");
+        ok(strstr(v.reason, "port 22") && strstr(v.reason, "443"), "reason says which ports: %s", v.reason);
+        is_int(target_m("pkgs.example.net", 80, true, &v), DM_PROXY_PORT_NOT_ALLOWED, "package host: CONNECT 80 refused");
+        is_int(target_m("pkgs.example.net", 443, false, &v), DM_PROXY_PORT_NOT_ALLOWED,
+               "package host: plain HTTP to 443 refused");
         {
                 char name[256];
                 struct in_addr lit = { 0 };
-                is_int(dm_proxy_check_target(&pol, "10.1.2.3", 5, name, &lit, &v), 1, "literal: returns 1");
+                is_int(dm_proxy_check_target(&pol, "10.1.2.3", 5, true, name, &lit, &v), 1, "literal: returns 1");
                 ok(lit.s_addr == ip("10.1.2.3").s_addr, "and the address");
-                is_int(dm_proxy_check_target(&pol, "Deb.Debian.Org", 5, name, &lit, &v), 0, "name: returns 0");
+                is_int(dm_proxy_check_target(&pol, "Deb.Debian.Org", 5, true, name, &lit, &v), 0, "name: returns 0");
                 is_str(name, "deb.debian.org", "and the normalised name");
         }
 }
 
 static void test_rebinding(void)
 {
-        struct dm_proxy_policy none;
         struct dm_proxy_verdict v;
-        struct in_addr own[] = { ip("192.168.7.2") };
+        struct in_addr own[] = { ip("203.0.113.77") };
         struct { const char *addr; int want; const char *what; } cases[] = {
                 { "93.184.216.34", 0, "public address" },
-                { "10.9.9.9", 0, "private address (no rule against it)" },
+                { "10.1.9.9", 0, "private address the operator allowed" },
+                { "10.9.9.9", -1, "private address the operator did not allow" },
+                { "172.16.0.1", -1, "172.16/12" },
+                { "192.168.1.1", -1, "192.168/16" },
+                { "100.64.0.1", -1, "100.64/10" },
+                { "10.213.0.1", -1, "the sandbox pool (host side of a pair)" },
+                { "10.213.0.2", -1, "the sandbox pool (another sandbox)" },
                 { "127.0.0.1", -1, "loopback" },
                 { "127.53.0.1", -1, "loopback /8" },
                 { "169.254.169.254", -1, "link-local (metadata)" },
+                { "100.100.100.200", -1, "Alibaba metadata" },
+                { "168.63.129.16", -1, "Azure wireserver" },
                 { "0.0.0.0", -1, "unspecified" },
                 { "224.0.0.1", -1, "multicast" },
                 { "255.255.255.255", -1, "broadcast" },
-                { "192.168.7.2", -1, "the host's own address" },
+                { "203.0.113.77", -1, "the host's own address" },
         };
 
-        dm_proxy_policy_init(&none);
         for (size_t i = 0; i < DM_ARRAY_SIZE(cases); i++) {
                 memset(&v, 0, sizeof(v));
-                is_int(dm_proxy_check_address(&none, "x.test", ip(cases[i].addr), 443, own, 1, &v), cases[i].want,
+                is_int(dm_proxy_check_address("x.test", ip(cases[i].addr), own, 1, &v), cases[i].want,
                        "resolved to %s: %s", cases[i].addr, cases[i].what);
                 if (cases[i].want)
                         is_int(v.code, DM_PROXY_FORBIDDEN_ADDRESS, "  code is forbidden-address: %s", v.reason);
         }
-        is_int(dm_proxy_check_address(&pol, "x.test", ip("127.0.0.1"), 443, own, 1, &v), 0,
-               "loopback allowed when a CIDR covers it");
-        is_int(dm_proxy_check_address(&pol, "x.test", ip("127.0.0.2"), 443, own, 1, &v), -1,
-               "but only the covered address");
-        ok(strstr(v.reason, "127.0.0.2 (loopback)") != NULL, "reason: %s", v.reason);
-        dm_proxy_policy_release(&none);
+        is_int(dm_proxy_check_address("x.test", ip("127.0.0.2"), own, 1, &v), -1, "loopback, whatever the rules");
+        ok(strstr(v.reason, "127.0.0.2 (loopback") != NULL, "reason: %s", v.reason);
 }
 
 static void test_hosts_file(void)
@@ -310,6 +349,10 @@ static void test_env(void)
 
 int main(void)
 {
+        struct dm_error err = { 0 };
+
+        /* As DEMESNE_EGRESS_ALLOW_PRIVATE=10.1.0.0/16 would. */
+        is_int(dm_blocked_set_private_allowed("10.1.0.0/16", &err), 0, "operator's private range set");
         test_policy();
         test_rebinding();
         test_hosts_file();
