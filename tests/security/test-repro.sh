@@ -218,7 +218,7 @@ is_error=$(field 'm.result?.isError' <"$tmp/b1.json")
 text=$(field 'm.result?.content?.[0]?.text' <"$tmp/b1.json")
 ran=$(field 'm.result?.structuredContent?.exit_code' <"$tmp/b1.json")
 [ "$is_error" = true ] && [ -z "$ran" ]; ok $? "b: allow 0.0.0.0/0 is refused before anything runs"
-grep -q '0\.0\.0\.0/0' <<<"$text" && grep -Eqi 'loopback|range|block|refus|not allowed|forbidden' <<<"$text"
+grep -q '0\.0\.0\.0/0' <<<"$text" && grep -Eqi 'loopback|range|block|overlap|refus|not allowed|forbidden' <<<"$text"
 ok $? "b: the refusal names the entry and the blocked range"
 diag "answer: $(head -c 2000 <<<"$text")"
 ! grep -qF "$secret" "$tmp/b1.json"; ok $? "b: the secret is not in that answer"
