@@ -143,8 +143,11 @@ loose=$(find "$root" -mindepth 1 -maxdepth 1 -type d ! -perm 700 -printf '%m %p\
 [ -z "$loose" ]; ok $? "a: every run directory under the output root is 0700"
 [ -n "$loose" ] && diag "$loose"
 
-# The attack itself: another local user runs what the sandbox left.
-got=$(cd / && timeout 10 setpriv --reuid=65534 --regid=65534 --clear-groups -- "${dir:-/nonexistent}/s" -p -c 'id -u' 2>&1)
+# The attack itself: another local user runs what the sandbox left. Through a
+# shell: setpriv keeps root's capabilities until its own execve, so the path
+# must be looked up by a process that has none.
+got=$(cd / && timeout 10 setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+	/bin/sh -c '"$1" -p -c "id -u"' sh "${dir:-/nonexistent}/s" 2>&1)
 [ "$got" != 0 ]; ok $? "a: user nobody cannot become root through /out/s (got: $got)"
 nothing_left "a" "$(basename "${dir:-none}")" "$pid"
 
