@@ -37,6 +37,9 @@ root=$tmp/out
 export DEMESNE_OUTPUT_ROOT=$root DEMESNE_STATE_DIR=$tmp/state
 unset DEMESNE_ALLOWED_PATHS DEMESNE_ALLOW_CALLER_EGRESS DEMESNE_PROXY_HOSTS DEMESNE_EGRESS_PACKAGE_HOSTS
 engine=${DEMESNE_ENGINE_HOST:-${DOCKER_HOST:-${CONTAINER_HOST:-unix:///run/podman/podman.sock}}}
+# DEMESNE_TEST_IMAGE: run the sandboxes in that image instead of the default
+# (python); tests/run-dockerd.sh --images base uses it.
+img=${DEMESNE_TEST_IMAGE:-python}
 
 # Every process this test starts and has not reaped yet, killed by PID at the
 # end (a reaped PID may belong to someone else by then: it is dropped).
@@ -99,7 +102,7 @@ nothing_left() {
 
 # The control: while a run is going the query above does see its container,
 # so the "nothing left" checks below are not vacuous.
-"$bin" run -q -- sleep 4 >/dev/null 2>"$tmp/control.err" &
+"$bin" run -q --image "$img" -- sleep 4 >/dev/null 2>"$tmp/control.err" &
 control=$!
 live[$control]=1
 seen=
@@ -115,7 +118,7 @@ nothing_left "control" "" "$control"
 
 # --- a. a setuid file written to /out ----------------------------------------
 
-"$bin" run -- sh -c 'cp /bin/bash /out/s && chmod 4755 /out/s' >"$tmp/a.out" 2>"$tmp/a.err" &
+"$bin" run --image "$img" -- sh -c 'cp /bin/bash /out/s && chmod 4755 /out/s' >"$tmp/a.out" 2>"$tmp/a.err" &
 pid=$!
 live[$pid]=1
 wait "$pid"
@@ -215,7 +218,7 @@ rpc 1 '"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilit
 ok $? "b: demesne serve answers initialize over stdio"
 printf '%s\n' '{"jsonrpc":"2.0","method":"notifications/initialized"}' >&"$to_serve"
 
-call 2 "{\"command\":\"$(json_str "$probe")\",\"allow\":[\"0.0.0.0/0\",\"example.com\"]}" >"$tmp/b1.json"
+call 2 "{\"image\":\"$img\",\"command\":\"$(json_str "$probe")\",\"allow\":[\"0.0.0.0/0\",\"example.com\"]}" >"$tmp/b1.json"
 ok $? "b: the call with allow [0.0.0.0/0, example.com] is answered"
 is_error=$(field 'm.result?.isError' <"$tmp/b1.json")
 text=$(field 'm.result?.content?.[0]?.text' <"$tmp/b1.json")
@@ -226,7 +229,7 @@ ok $? "b: the refusal names the entry and the blocked range"
 diag "answer: $(head -c 2000 <<<"$text")"
 ! grep -qF "$secret" "$tmp/b1.json"; ok $? "b: the secret is not in that answer"
 
-call 3 "{\"command\":\"$(json_str "$probe")\",\"allow\":[\"example.com\"]}" >"$tmp/b2.json"
+call 3 "{\"image\":\"$img\",\"command\":\"$(json_str "$probe")\",\"allow\":[\"example.com\"]}" >"$tmp/b2.json"
 ok $? "b: the call with an allowed package host (example.com) is answered"
 out=$(field 'm.result?.structuredContent?.stdout' <"$tmp/b2.json")
 run=$(field 'm.result?.structuredContent?.run_id' <"$tmp/b2.json")
