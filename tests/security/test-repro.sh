@@ -117,9 +117,9 @@ nothing_left() {
 control=$!
 live[$control]=1
 seen=
-for ((i = 0; i < 40; i++)); do
-	sleep 0.25
+while kill -0 "$control" 2>/dev/null; do	# not reaped yet: still ours
 	seen=$(containers) && break
+	sleep 0.25
 done
 [ -n "$seen" ]; ok $? "control: the engine lists a running run's container by the label $label"
 wait "$control"; ok $? "control: the run succeeds"
@@ -249,8 +249,10 @@ diag "answer: $(head -c 2000 <<<"$text")"
 ! grep -qF "$secret" "$tmp/b1.json"; ok $? "b: the secret is not in that answer"
 
 call_send 3 "{\"image\":\"$img\",\"command\":\"$(json_str "$probe; sleep 2")\",\"allow\":[\"example.com\"]}"
-# The control for the veth checks: while the call runs, its pair is there.
-for ((i = 0; i < 100; i++)); do
+# The control for the veth checks: while the call runs, its pair is there
+# (looked for up to 60 s: setting a sandbox up is slow on a loaded machine).
+seen=
+for ((i = 0; i < 600; i++)); do
 	seen=$(links_of no-run-id "$serve") && break
 	sleep 0.1
 done
