@@ -77,7 +77,8 @@ static void *up_main(void *arg)
  * the whole response in buf. */
 static int ask(uint16_t port, const char *method, const char *target, const char *auth, char *buf, size_t max)
 {
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+        struct sockaddr_in a = { .sin_family = AF_INET,
+                                 .sin_port = htons(port),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         int64_t end = dm_now_ms() + 10000;
@@ -132,8 +133,8 @@ struct kind {
         const char *name;
         enum dm_vendor provider;
         enum dm_vendor_auth auth;
-        const char *model_path;          /* a model endpoint: forwarded with the token */
-        const char *const *admin;        /* "METHOD path" pairs that must get 403 */
+        const char *model_path;   /* a model endpoint: forwarded with the token */
+        const char *const *admin; /* "METHOD path" pairs that must get 403 */
 };
 
 static const char *const anthropic_admin[] = {
@@ -194,7 +195,8 @@ static void check_kind(const struct kind *k, const char *upstream, const char *d
                 .provider = k->provider,
                 .bind = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) },
                 .upstream = upstream,
-                .cred = { .auth = k->auth, .secret = REAL_SECRET,
+                .cred = { .auth = k->auth,
+                          .secret = REAL_SECRET,
                           .account_id = k->auth == DM_VENDOR_AUTH_CHATGPT ? "acct-1" : NULL },
                 .usage_path = usage,
                 .log_path = logp,
@@ -224,8 +226,8 @@ static void check_kind(const struct kind *k, const char *upstream, const char *d
         /* The control: the token on a model endpoint goes through, so the
          * refusals below are the proxy's doing and not a dead upstream. */
         before = up_requests;
-        snprintf(auth, sizeof(auth), "%s%s", k->provider == DM_VENDOR_ANTHROPIC ? "x-api-key: " : "Authorization: Bearer ",
-                 token);
+        snprintf(auth, sizeof(auth), "%s%s",
+                 k->provider == DM_VENDOR_ANTHROPIC ? "x-api-key: " : "Authorization: Bearer ", token);
         status = ask(port, "POST", k->model_path, auth, buf, sizeof(buf));
         ok(status == 200 && up_requests == before + 1, "%s: control: POST %s with the token reaches the upstream (%d)",
            k->name, k->model_path, status);
@@ -239,7 +241,7 @@ static void check_kind(const struct kind *k, const char *upstream, const char *d
 
                 snprintf(method, sizeof(method), "%.*s", (int)(target - 1 - *e), *e);
                 if (strstr(target, "%2") || strstr(target, ";") || strstr(target, "/.."))
-                        continue;   /* spellings: checked with the token below */
+                        continue; /* spellings: checked with the token below */
                 status = ask(port, method, target, NULL, buf, sizeof(buf));
                 if (status != 401 || !strstr(buf, "\"authentication_error\"")) {
                         diag("%s %s without a token: %d", method, target, status);
