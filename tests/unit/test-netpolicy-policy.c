@@ -47,6 +47,7 @@ static void test_modes(void)
         is_int(dm_policy_parse("package-managers", NULL, 0, &pol, &err), 0, "package-managers parses");
         ok(pol && pol->mode == DM_EGRESS_PACKAGE_MANAGERS && dm_policy_needs_network(pol), "and needs network");
         dm_policy_free(pol);
+        pol = NULL;
         is_int(dm_policy_parse("open", NULL, 0, &pol, &err), -EPERM, "open without the operator's permission refused");
         ok(strstr(err.msg, "egress 'open' is refused") && strstr(err.msg, "DEMESNE_ALLOW_CALLER_EGRESS=1"),
            "and the message names the variable: %s", err.msg);
