@@ -193,11 +193,12 @@ static void test_compat(void)
 
         is_int(dm_netpolicy_parse("none", NULL, &e, &err), 0, "dm_netpolicy_parse: none");
         is_int(e, DM_EGRESS_NONE, "is none");
-        is_int(dm_netpolicy_parse("open", NULL, &e, &err), 0, "dm_netpolicy_parse: open");
-        is_int(e, DM_EGRESS_OPEN, "is open");
+        is_int(dm_netpolicy_parse("open", NULL, &e, &err), -EPERM, "dm_netpolicy_parse: open needs the setting");
         is_int(dm_netpolicy_parse("nope", NULL, &e, &err), -EINVAL, "dm_netpolicy_parse: unknown mode");
         is_int(dm_netpolicy_parse("none", allow, &e, &err), -EPERM, "dm_netpolicy_parse: allow needs the setting");
         setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
+        is_int(dm_netpolicy_parse("open", NULL, &e, &err), 0, "dm_netpolicy_parse: open with the setting");
+        is_int(e, DM_EGRESS_OPEN, "is open");
         is_int(dm_netpolicy_parse("none", allow, &e, &err), 0, "dm_netpolicy_parse: with the setting, allow is accepted");
         is_int(e, DM_EGRESS_NONE, "as an allowlist on top of none");
         is_int(dm_netpolicy_parse("package-managers", NULL, &e, &err), 0, "dm_netpolicy_parse: package-managers");
