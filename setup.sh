@@ -5,7 +5,8 @@
 #   1. Debian packages (compiler, libraries, Podman with runc, mmdebstrap),
 #   2. Podman's configuration, if the machine has none,
 #   3. demesne itself (./configure && make && make install, to /usr/local),
-#   4. the base and python images, from Debian packages (no registry),
+#   4. the base, python, node, claude-code and codex images, from Debian and
+#      npm packages (no container registry; the others are built on first use),
 #   5. a first sandbox run, which finds or starts Podman by itself.
 # Run as root (or with sudo). Safe to run again: each step skips what is done.
 #
@@ -21,7 +22,7 @@ for arg in "$@"; do
 	--no-install) install=0 ;;
 	--no-run) run=0 ;;
 	--test-deps) test_deps=1 ;;
-	-h|--help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
 	esac
 done

@@ -206,6 +206,14 @@ int dm_policy_parse(const char *mode, const char *const *allow, unsigned flags, 
         r = parse_mode(mode ? mode : "none", &p->mode, err);
         if (r < 0)
                 goto fail;
+        /* The tool contract: open egress only for sandbox_research (which
+         * passes the flag) or where the operator permits it. */
+        if (p->mode == DM_EGRESS_OPEN && !(flags & DM_POLICY_CALLER_ALLOWED)) {
+                r = dm_error_set(err, -EPERM, "egress 'open' is refused: this server does not let callers open the "
+                                 "network (its operator can permit it with DEMESNE_ALLOW_CALLER_EGRESS=1; "
+                                 "sandbox_research always has open egress)");
+                goto fail;
+        }
         while (allow && allow[n])
                 n++;
         if (n > 0 && !(flags & DM_POLICY_CALLER_ALLOWED)) {

@@ -32,8 +32,8 @@ static const struct dm_arg_spec create_args[] = {
         { .name = "egress", .type = DM_ARG_STRING, .enum_values = dm_egress_names, .has_default = true,
           .def_str = "package-managers",
           .description = "Network egress (as for sandbox_script): package-managers (the default where the server "
-                         "can set networks up, else none), none (loopback only), or open. With 'allow', none "
-                         "means: only those entries." },
+                         "can set networks up, else none), none (loopback only), or open (only where the operator "
+                         "set DEMESNE_ALLOW_CALLER_EGRESS=1). With 'allow', none means: only those entries." },
         { .name = "allow", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
           .description = "Extra egress entries; refused unless the server permits them." },
         { .name = "files", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,

@@ -28,15 +28,15 @@ static const struct dm_arg_spec script_args[] = {
           .description = "Shell command run with bash -c inside the sandbox; its working directory is /out." },
         { .name = "image", .type = DM_ARG_STRING, .enum_values = dm_image_names, .enum_aliases = dm_image_aliases,
           .has_default = true, .def_str = "python",
-          .description = "Container image: base, python (default; alias anaconda), node, go, browser, media, "
-                         "twine, webgamedev." },
+          .description = "Container image: base, python (default; alias anaconda, which is the same image: pip, "
+                         "no conda), node, go, browser, media, twine, webgamedev." },
         { .name = "egress", .type = DM_ARG_STRING, .enum_values = dm_egress_names, .has_default = true,
           .def_str = "package-managers",
           .description = "Network egress: package-managers (the package registries through demesne's proxy, "
                          "HTTP_PROXY and friends set; the default where the server can set networks up, else "
                          "none), none (loopback only), or open (public addresses, NATed: never the host, other "
-                         "sandboxes, cloud metadata or private ranges). With 'allow', none means: only those "
-                         "entries." },
+                         "sandboxes, cloud metadata or private ranges; only where the operator set "
+                         "DEMESNE_ALLOW_CALLER_EGRESS=1). With 'allow', none means: only those entries." },
         { .name = "allow", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
           .description = "Extra egress entries (host, *.host, host:port, CIDR, CIDR:port); refused unless the "
                          "server permits caller-supplied entries, and an address entry overlapping a blocked range "
@@ -249,8 +249,9 @@ static struct dm_tool script_tools[] = {
                         "code, stdout and stderr. Host files/directories you list are mounted read-only under "
                         "/in; the working directory /out is a host output directory that stays after the run "
                         "(output_dir in the result, with stdout.log and stderr.log). /workspace is scratch space. "
-                        "No network by default (egress none); egress package-managers reaches the package registries "
-                        "through demesne's proxy. The container is removed afterwards.",
+                        "Egress defaults to package-managers (the package registries through demesne's proxy) where "
+                        "the server can set networks up, else none (loopback only). The container is removed "
+                        "afterwards.",
                 .output_schema = output_schema,
                 .read_only = false,
                 .destructive = false,

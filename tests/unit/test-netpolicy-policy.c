@@ -48,7 +48,12 @@ static void test_modes(void)
         is_int(dm_policy_parse("package-managers", NULL, 0, &pol, &err), 0, "package-managers parses");
         ok(pol && pol->mode == DM_EGRESS_PACKAGE_MANAGERS && dm_policy_needs_network(pol), "and needs network");
         dm_policy_free(pol);
-        is_int(dm_policy_parse("open", NULL, 0, &pol, &err), 0, "open parses");
+        pol = NULL;
+        is_int(dm_policy_parse("open", NULL, 0, &pol, &err), -EPERM, "open without the operator's permission refused");
+        ok(strstr(err.msg, "egress 'open' is refused") && strstr(err.msg, "DEMESNE_ALLOW_CALLER_EGRESS=1"),
+           "and the message names the variable: %s", err.msg);
+        ok(pol == NULL, "and no policy is returned");
+        is_int(dm_policy_parse("open", NULL, DM_POLICY_CALLER_ALLOWED, &pol, &err), 0, "open parses where permitted");
         ok(pol && pol->mode == DM_EGRESS_OPEN, "open is open");
         dm_policy_free(pol);
         pol = NULL;
@@ -206,11 +211,12 @@ static void test_compat(void)
 
         is_int(dm_netpolicy_parse("none", NULL, &e, &err), 0, "dm_netpolicy_parse: none");
         is_int(e, DM_EGRESS_NONE, "is none");
-        is_int(dm_netpolicy_parse("open", NULL, &e, &err), 0, "dm_netpolicy_parse: open");
-        is_int(e, DM_EGRESS_OPEN, "is open");
+        is_int(dm_netpolicy_parse("open", NULL, &e, &err), -EPERM, "dm_netpolicy_parse: open needs the setting");
         is_int(dm_netpolicy_parse("nope", NULL, &e, &err), -EINVAL, "dm_netpolicy_parse: unknown mode");
         is_int(dm_netpolicy_parse("none", allow, &e, &err), -EPERM, "dm_netpolicy_parse: allow needs the setting");
         setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
+        is_int(dm_netpolicy_parse("open", NULL, &e, &err), 0, "dm_netpolicy_parse: open with the setting");
+        is_int(e, DM_EGRESS_OPEN, "is open");
         is_int(dm_netpolicy_parse("none", allow, &e, &err), 0, "dm_netpolicy_parse: with the setting, allow is accepted");
         is_int(e, DM_EGRESS_NONE, "as an allowlist on top of none");
         is_int(dm_netpolicy_parse("package-managers", NULL, &e, &err), 0, "dm_netpolicy_parse: package-managers");
