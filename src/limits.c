@@ -272,6 +272,13 @@ bool dm_limits_watch_tripped(struct dm_limits_watch *w, struct dm_error *err)
 
         pthread_mutex_lock(&w->lock);
         tripped = w->err.code != 0;
+        pthread_mutex_unlock(&w->lock);
+        /* A command quicker than the watch's first walk is measured once
+         * more now that it has ended: what it left counts the same. */
+        if (!tripped && w->cap > 0)
+                check_disk(w);
+        pthread_mutex_lock(&w->lock);
+        tripped = w->err.code != 0;
         if (tripped)
                 dm_error_set(err, w->err.code, "%s", w->err.msg);
         pthread_mutex_unlock(&w->lock);

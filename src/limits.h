@@ -65,8 +65,9 @@ int dm_limits_watch_start(const struct dm_limits_watch_conf *conf, struct dm_lim
  * the outside limit. Pass it where a cancel fd goes. */
 int dm_limits_watch_fd(const struct dm_limits_watch *w);
 /* After the command ended: true when a limit (not the caller's cancel)
- * stopped it, with the sentence in err (-EDQUOT for the disk cap,
- * -ECONNABORTED for the outside limit). */
+ * stopped it, or when the trees hold more than the cap now (measured once
+ * more: a command may end before the first walk), with the sentence in err
+ * (-EDQUOT for the disk cap, -ECONNABORTED for the outside limit). */
 bool dm_limits_watch_tripped(struct dm_limits_watch *w, struct dm_error *err);
 /* The watch of a command in container id: trees plus what the engine says
  * holds the container's root file system writes (dm_container_info
