@@ -73,6 +73,8 @@ struct dm_container_info {
         int64_t created_unix;   /* seconds */
         char *upper_dir;        /* owned: the host directory holding what the container wrote to its root
                                    file system (overlay upperdir), NULL when the engine does not say */
+        char *hosts_path;       /* owned: the host files bound at /etc/hosts and the container's log */
+        char *log_path;         /* (HostsPath, LogPath); NULL when the engine does not say */
         char **labels;          /* owned "key=value" array, NULL-terminated */
 };
 

@@ -561,6 +561,8 @@ void dm_container_info_release(struct dm_container_info *info)
         free(info->image);
         free(info->status);
         free(info->upper_dir);
+        free(info->hosts_path);
+        free(info->log_path);
         for (char **l = info->labels; l && *l; l++)
                 free(*l);
         free(info->labels);
@@ -634,7 +636,11 @@ static int fill_info(struct json_object *o, struct dm_container_info *info, stru
         {
                 const char *upper = get_str(get(get(o, "GraphDriver"), "Data"), "UpperDir");
 
-                if (upper && upper[0] == '/' && !(info->upper_dir = strdup(upper)))
+                const char *hosts = get_str(o, "HostsPath"), *log = get_str(o, "LogPath");
+
+                if ((upper && upper[0] == '/' && !(info->upper_dir = strdup(upper))) ||
+                    (hosts && hosts[0] == '/' && !(info->hosts_path = strdup(hosts))) ||
+                    (log && log[0] == '/' && !(info->log_path = strdup(log))))
                         goto oom;
         }
 

@@ -302,14 +302,29 @@ int dm_limits_watch_container(struct dm_backend *b, const char *id, const struct
 {
         struct dm_limits_watch_conf c = *conf;
         struct dm_container_info info = { 0 };
-        const char *trees[8];
+        const char *trees[10];
+        char *slash;
         size_t n = 0;
         int r;
 
         for (; conf->trees && conf->trees[n] && n < 6; n++)
                 trees[n] = conf->trees[n];
-        if (conf->cap > 0 && b->ops->inspect(b, id, &info, err) == 0 && info.upper_dir)
-                trees[n++] = info.upper_dir;
+        if (conf->cap > 0 && b->ops->inspect(b, id, &info, err) == 0) {
+                if (info.upper_dir)
+                        trees[n++] = info.upper_dir;
+                /* The directories of /etc/hosts, /etc/hostname and the
+                 * container's log: container root can write the first two,
+                 * its PID 1's output fills the last. */
+                if (info.hosts_path && (slash = strrchr(info.hosts_path, '/')) && slash != info.hosts_path) {
+                        *slash = '\0';
+                        trees[n++] = info.hosts_path;
+                }
+                if (info.log_path && (slash = strrchr(info.log_path, '/')) && slash != info.log_path) {
+                        *slash = '\0';
+                        if (!info.hosts_path || strcmp(info.log_path, info.hosts_path) != 0)
+                                trees[n++] = info.log_path;
+                }
+        }
         dm_error_clear(err);
         trees[n] = NULL;
         c.trees = trees;

@@ -201,6 +201,45 @@ static void test_spec_applied(void)
         rmdir(dir);
 }
 
+/* DEMESNE_CPUS and DEMESNE_DISK_MAX as the engine applies them: the CFS
+ * quota in the container's own cgroup (v1 cpu.cfs_quota_us over the 100 ms
+ * period, or v2 cpu.max), RLIMIT_FSIZE on its processes. */
+static void test_cpu_and_fsize(void)
+{
+        const char *argv[] = { "sh", "-c",
+                               "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max; "
+                               "grep 'Max file size' /proc/self/limits | tr -s ' ' | cut -d' ' -f4,5; "
+                               "head -c 2000000 /dev/zero > /tmp/f; echo $?",
+                               NULL };
+        const char *labels[] = { test_label, NULL };
+        struct dm_container_spec spec;
+        struct dm_stream_sink sink;
+        struct dm_stream *s = NULL;
+        struct dm_error err = { 0 };
+        struct output o;
+        char *id = NULL;
+        int code = -1;
+
+        spec_init(&spec, argv, labels);
+        spec.nano_cpus = 500000000;
+        spec.fsize = 1 << 20;
+        output_init(&o);
+        sink = (struct dm_stream_sink){ collect, &o };
+        is_int(B->ops->create(B, &spec, &id, clr(&err)), 0, "create with NanoCpus and an fsize ulimit (%s)", err.msg);
+        if (id && B->ops->attach(B, id, &s, clr(&err)) == 0 && B->ops->start(B, id, &err) == 0 &&
+            dm_stream_pump(s, &sink, -1, dm_now_ms() + 30000, &err) == 0)
+                B->ops->wait(B, id, &code, &err);
+        is_str(str(&o.out[1]), "50000\n1048576 1048576\n153\n",
+               "CFS quota 0.5 CPU, RLIMIT_FSIZE 1 MiB, a 2 MB write dies of SIGXFSZ");
+        if (strcmp(str(&o.out[1]), "50000\n1048576 1048576\n153\n") != 0)
+                diag("stderr: %s", str(&o.out[2]));
+        dm_stream_free(s);
+        if (id)
+                B->ops->destroy(B, id, NULL);
+        free(id);
+        output_release(&o);
+}
+
 static void test_binary(void)
 {
         const char *argv[] = { "head", "-c", "1048576", "/dev/urandom", NULL };
@@ -756,6 +795,7 @@ int main(void)
 
         test_out_err_exit();
         test_spec_applied();
+        test_cpu_and_fsize();
         test_binary();
         test_fast_command();
         test_timeout_and_kill();

@@ -7,7 +7,8 @@
 //     and cpu.cfs_quota_us / cpu.max read back), the pids limit holds, and a
 //     sandbox_script echo in a third sandbox is still served in seconds;
 //   - disk: fallocate -l 500G /out/f, a flood of small files in /out, in the
-//     root file system and in a persistent sandbox's /workspace all end with
+//     root file system, /etc/hosts and /etc/hostname (host files the
+//     container can write) and a persistent sandbox's /workspace all end with
 //     the cap's error, fast, and the host holds no more than the cap (plus
 //     what one watch interval lets through); a full sandbox can still free
 //     space;
@@ -133,7 +134,7 @@ async function startFixture(root, key) {
   return { port, log, child };
 }
 
-h.plan(27);
+h.plan(28);
 
 await h.run(async () => {
   const root = h.makeOutputRoot('limits');
@@ -230,7 +231,18 @@ await h.run(async () => {
     }
   }
 
-  // 16-21: a persistent sandbox: the cap covers all it holds.
+  // /etc/hosts and /etc/hostname are host files container root can write:
+  // each stays under the cap, together they pass it.
+  {
+    const res = await call(client, 'sandbox_script', {
+      image: 'base', egress: 'none',
+      command: 'head -c 40m /dev/zero > /etc/hosts; head -c 40m /dev/zero > /etc/hostname; echo written',
+    });
+    h.ok(res.isError && CAP_RE.test(h.firstText(res)), '40 MiB each into /etc/hosts and /etc/hostname: the cap\'s error',
+      h.firstText(res).slice(0, 400));
+  }
+
+  // 17-22: a persistent sandbox: the cap covers all it holds.
   {
     const made = await call(client, 'sandbox_create', { image: 'base', egress: 'none' });
     const sid = made.structuredContent?.sandbox_id;
@@ -254,7 +266,7 @@ await h.run(async () => {
   await client.close();
   await h.killAll();
 
-  // 22-25: the spending cap, with the real Claude Code CLI.
+  // 23-26: the spending cap, with the real Claude Code CLI.
   {
     const key = `sk-ant-api03-demesne-limits-${crypto.randomBytes(12).toString('hex')}`;
     const fx = await startFixture(root, key);
@@ -292,7 +304,7 @@ await h.run(async () => {
     await h.killAll();
   }
 
-  // 26-27: nothing left behind.
+  // 27-28: nothing left behind.
   {
     const stray = [pid].filter((p) => { try { process.kill(p, 0); return true; } catch { return false; } });
     h.equal(stray.length, 0, 'the server is gone');
