@@ -23,6 +23,7 @@
  * fifth of the time in walks (a huge tree is walked less often). */
 #define WATCH_MIN_MS 200
 #define WATCH_MAX_MS 5000
+#define DM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static int64_t charge(const struct stat *st)
 {
@@ -87,6 +88,114 @@ int dm_disk_usage(const char *const *paths, int64_t *ret_bytes)
         return 0;
 }
 
+/* ---- files unlinked but still open ------------------------------------------- */
+
+#define UNLINKED_MAX_PIDS 65536
+#define UNLINKED_MAX_FILES 65536
+
+struct held {
+        dev_t dev;
+        ino_t ino;
+        int64_t bytes;
+};
+
+static int held_cmp(const void *a, const void *b)
+{
+        const struct held *x = a, *y = b;
+
+        if (x->dev != y->dev)
+                return x->dev < y->dev ? -1 : 1;
+        return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static void scan_fds(int pid, const dev_t *devs, size_t n_devs, struct held *v, size_t *n)
+{
+        char dir[64];
+        DIR *d;
+        struct dirent *e;
+
+        snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
+        d = opendir(dir);
+        if (!d)
+                return;
+        while (*n < UNLINKED_MAX_FILES && (e = readdir(d))) {
+                struct stat st;
+                bool ours = false;
+
+                /* stat through the magic link: the kernel's own file, no
+                 * path walked, nothing opened. */
+                if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, 0) < 0 || !S_ISREG(st.st_mode) ||
+                    st.st_nlink != 0)
+                        continue;
+                /* Only the trees' file systems: memfd and tmpfs are memory. */
+                for (size_t i = 0; i < n_devs && !ours; i++)
+                        ours = st.st_dev == devs[i];
+                if (ours)
+                        v[(*n)++] = (struct held){ st.st_dev, st.st_ino, (int64_t)st.st_blocks * 512 };
+        }
+        closedir(d);
+}
+
+int64_t dm_disk_unlinked_open(const char *procs_path, const dev_t *devs, size_t n_devs)
+{
+        struct held *v;
+        size_t n = 0, pids = 0;
+        int64_t sum = 0;
+        FILE *f;
+        int pid;
+
+        if (!procs_path || !(f = fopen(procs_path, "re")))
+                return 0;
+        v = malloc(UNLINKED_MAX_FILES * sizeof(*v));
+        while (v && pids++ < UNLINKED_MAX_PIDS && fscanf(f, "%d", &pid) == 1)
+                if (pid > 0)
+                        scan_fds(pid, devs, n_devs, v, &n);
+        fclose(f);
+        if (!v)
+                return 0;
+        qsort(v, n, sizeof(*v), held_cmp);
+        for (size_t i = 0; i < n; i++)
+                if (i == 0 || held_cmp(&v[i], &v[i - 1]) != 0)
+                        sum += v[i].bytes;
+        free(v);
+        return sum;
+}
+
+/* The cgroup.procs file of pid's cgroup (v1 pids hierarchy, else v2),
+ * malloc'd, or NULL. */
+static char *procs_file(int pid)
+{
+        char path[64], *line = NULL, *ret = NULL;
+        size_t cap = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+        if (pid <= 0 || !(f = fopen(path, "re")))
+                return NULL;
+        while (!ret && getline(&line, &cap, f) > 0) {
+                char *ctl = strchr(line, ':'), *cg = ctl ? strchr(ctl + 1, ':') : NULL;
+
+                if (!cg)
+                        continue;
+                *cg++ = '\0';
+                cg[strcspn(cg, "\n")] = '\0';
+                if (!strcmp(ctl + 1, "pids")) {
+                        if (asprintf(&ret, "/sys/fs/cgroup/pids%s/cgroup.procs", cg) < 0)
+                                ret = NULL;
+                } else if (ctl == line + 1 && line[0] == '0' && !ctl[1]) {
+                        /* v2 (or hybrid's unified tree, listed after the v1
+                         * lines): its cgroup.procs lists the same processes. */
+                        bool hybrid = access("/sys/fs/cgroup/unified", F_OK) == 0;
+
+                        if (asprintf(&ret, "/sys/fs/cgroup%s%s/cgroup.procs", hybrid ? "/unified" : "", cg) < 0)
+                                ret = NULL;
+                }
+        }
+        free(line);
+        fclose(f);
+        return ret;
+}
+
 void dm_format_size(int64_t bytes, char *buf, size_t len)
 {
         static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB" };
@@ -122,6 +231,9 @@ struct dm_limits_watch {
         int stop_fd, trip_fd;
         int cancel_fd, limit_fd;
         char **trees;
+        char *procs;                    /* the container's cgroup.procs, or NULL */
+        dev_t devs[8];                  /* the trees' file systems */
+        size_t n_devs;
         int64_t cap, baseline;
         pthread_mutex_t lock;           /* guards err */
         struct dm_error err;            /* code != 0 once a limit tripped */
@@ -146,6 +258,8 @@ static int check_disk(struct dm_limits_watch *w)
         char used[32];
         int64_t sum = 0;
         int r = dm_disk_usage((const char *const *)w->trees, &sum);
+
+        sum += dm_disk_unlinked_open(w->procs, w->devs, w->n_devs);
 
         if (r == -ELOOP) {
                 dm_disk_cap_error(&e, w->cap, "a directory tree is deeper than 256 levels; the command was stopped");
@@ -214,6 +328,7 @@ static void watch_free(struct dm_limits_watch *w)
         for (size_t i = 0; w->trees && w->trees[i]; i++)
                 free(w->trees[i]);
         free(w->trees);
+        free(w->procs);
         pthread_mutex_destroy(&w->lock);
         free(w);
 }
@@ -250,8 +365,18 @@ int dm_limits_watch_start(const struct dm_limits_watch_conf *conf, struct dm_lim
                 watch_free(w);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
+        for (size_t i = 0; i < n && w->n_devs < DM_ARRAY_LEN(w->devs); i++) {
+                struct stat st;
+
+                if (stat(w->trees[i], &st) == 0)
+                        w->devs[w->n_devs++] = st.st_dev;
+        }
+        if (w->cap > 0)
+                w->procs = procs_file(conf->pid);
         if (w->cap > 0 && dm_disk_usage((const char *const *)w->trees, &w->baseline) < 0)
                 w->baseline = 0;
+        if (w->cap > 0)
+                w->baseline += dm_disk_unlinked_open(w->procs, w->devs, w->n_devs);
         r = -pthread_create(&w->thread, NULL, watch_main, w);
         if (r < 0) {
                 watch_free(w);
@@ -310,6 +435,7 @@ int dm_limits_watch_container(struct dm_backend *b, const char *id, const struct
         for (; conf->trees && conf->trees[n] && n < 6; n++)
                 trees[n] = conf->trees[n];
         if (conf->cap > 0 && b->ops->inspect(b, id, &info, err) == 0) {
+                c.pid = info.pid;
                 if (info.upper_dir)
                         trees[n++] = info.upper_dir;
                 /* The directories of /etc/hosts, /etc/hostname and the

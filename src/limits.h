@@ -13,8 +13,10 @@
  *     fallocate beyond it fails at once (SIGXFSZ, EFBIG) before a block is
  *     used;
  *   - a watch thread that sums what the command's writable trees hold
- *     (/out, /workspace, the root file system's overlay upper directory) and
- *     ends the command when the sum passes the cap.
+ *     (/out, /workspace, the root file system's overlay upper directory, the
+ *     directories of /etc/hosts and of the engine log) and the files its
+ *     processes hold open after unlinking them, and ends the command when
+ *     the sum passes the cap.
  *
  * The walk runs as the server on trees a container writes: it goes through
  * directory fds only (openat O_NOFOLLOW|O_DIRECTORY, fstatat
@@ -24,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "src/util/error.h"
 
@@ -32,6 +35,12 @@
 #define DM_DISK_INODE_BYTES 256
 /* Deeper trees are not walked: they count as over the cap. */
 #define DM_DISK_MAX_DEPTH 256
+
+/* What regular files on devices devs[0..n_devs) that the processes listed
+ * in procs_path (a cgroup.procs file) hold open with no name left (unlinked)
+ * allocate, each counted once. Only stat()s /proc/PID/fd entries: no file
+ * is opened. 0 when the file cannot be read. */
+int64_t dm_disk_unlinked_open(const char *procs_path, const dev_t *devs, size_t n_devs);
 
 /* What the trees in paths (absolute host directories, NULL-terminated;
  * missing ones count 0) hold, in bytes. -ELOOP when a tree is deeper than
@@ -54,6 +63,9 @@ struct dm_limits_watch_conf {
         int cancel_fd;                  /* the caller's cancel (readable = cancelled); -1 = none */
         int limit_fd;                   /* an outside limit (the vendor proxy's spending cap)
                                            fired: readable = stop; -1 = none */
+        int pid;                        /* the container's PID 1 on this host, 0 = unknown: files
+                                           its processes hold open after unlinking them count
+                                           too (they are in no tree) */
 };
 
 /* Measures the trees once (the baseline: a sandbox already over its cap may

@@ -134,7 +134,7 @@ async function startFixture(root, key) {
   return { port, log, child };
 }
 
-h.plan(28);
+h.plan(29);
 
 await h.run(async () => {
   const root = h.makeOutputRoot('limits');
@@ -242,7 +242,18 @@ await h.run(async () => {
       h.firstText(res).slice(0, 400));
   }
 
-  // 17-22: a persistent sandbox: the cap covers all it holds.
+  // Files unlinked while held open are in no tree: they count all the same.
+  {
+    const res = await call(client, 'sandbox_script', {
+      image: 'base', egress: 'none', timeout_seconds: 60,
+      command: 'exec 3>/out/x 4>/workspace/y; rm /out/x /workspace/y; '
+        + 'head -c 40m /dev/zero >&3; head -c 40m /dev/zero >&4; sleep 30; echo survived',
+    });
+    h.ok(res.isError && CAP_RE.test(h.firstText(res)), '80 MiB in two unlinked files held open: the cap\'s error',
+      h.firstText(res).slice(0, 400));
+  }
+
+  // 18-23: a persistent sandbox: the cap covers all it holds.
   {
     const made = await call(client, 'sandbox_create', { image: 'base', egress: 'none' });
     const sid = made.structuredContent?.sandbox_id;
@@ -266,7 +277,7 @@ await h.run(async () => {
   await client.close();
   await h.killAll();
 
-  // 23-26: the spending cap, with the real Claude Code CLI.
+  // 24-27: the spending cap, with the real Claude Code CLI.
   {
     const key = `sk-ant-api03-demesne-limits-${crypto.randomBytes(12).toString('hex')}`;
     const fx = await startFixture(root, key);
@@ -304,7 +315,7 @@ await h.run(async () => {
     await h.killAll();
   }
 
-  // 27-28: nothing left behind.
+  // 28-29: nothing left behind.
   {
     const stray = [pid].filter((p) => { try { process.kill(p, 0); return true; } catch { return false; } });
     h.equal(stray.length, 0, 'the server is gone');

@@ -142,6 +142,34 @@ int main(void)
                 is_int(usage_of(deep), -1, "a tree deeper than %d levels: -ELOOP", DM_DISK_MAX_DEPTH);
         }
 
+        /* A file unlinked while held open is in no tree: counted through
+         * the fds of the processes a procs file lists (here: this one). */
+        {
+                char procs[160];
+                struct stat st;
+                int fd, pf;
+
+                snprintf(path, sizeof(path), "%s/held", tree);
+                put(path, 3 << 20);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                unlink(path);
+                snprintf(procs, sizeof(procs), "%s/procs", top);
+                pf = open(procs, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                dprintf(pf, "%d\n", (int)getpid());
+                close(pf);
+                stat(tree, &st);
+                n = dm_disk_unlinked_open(procs, &st.st_dev, 1);
+                ok(n >= 3 << 20 && n < (3 << 20) + (1 << 20), "an unlinked file held open counts (%lld)", (long long)n);
+                {
+                        dev_t other = st.st_dev + 1;
+
+                        ok(dm_disk_unlinked_open(procs, &other, 1) == 0, "only on the trees' file systems");
+                }
+                close(fd);
+                ok(dm_disk_unlinked_open(procs, &st.st_dev, 1) == 0, "and not once it is closed");
+                unlink(procs);
+        }
+
         /* The watch trips when the tree grows past the cap. */
         {
                 const char *trees[] = { tree, NULL };
