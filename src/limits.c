@@ -399,9 +399,14 @@ bool dm_limits_watch_tripped(struct dm_limits_watch *w, struct dm_error *err)
         tripped = w->err.code != 0;
         pthread_mutex_unlock(&w->lock);
         /* A command quicker than the watch's first walk is measured once
-         * more now that it has ended: what it left counts the same. */
-        if (!tripped && w->cap > 0)
-                check_disk(w);
+         * more now that it has ended: what it left counts the same. Not
+         * after a cancel: nobody waits for that answer. */
+        if (!tripped && w->cap > 0) {
+                struct pollfd p = { .fd = w->cancel_fd, .events = POLLIN };
+
+                if (w->cancel_fd < 0 || poll(&p, 1, 0) == 0)
+                        check_disk(w);
+        }
         pthread_mutex_lock(&w->lock);
         tripped = w->err.code != 0;
         if (tripped)
