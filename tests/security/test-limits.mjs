@@ -310,7 +310,9 @@ await h.run(async () => {
     const usage = usagePath && fs.existsSync(usagePath) ? JSON.parse(fs.readFileSync(usagePath, 'utf8')) : {};
     h.ok(usage.cost_usd >= 0.001, `usage.json records what was spent ($${usage.cost_usd})`, JSON.stringify(usage));
     await sleep(1000);
-    h.equal(containersOf(agent.serverPid).length, 0, 'the agent\'s container is gone');
+    const agentFiles = fs.existsSync(path.join(aroot, '.agents')) ? fs.readdirSync(path.join(aroot, '.agents')) : [];
+    h.ok(containersOf(agent.serverPid).length === 0 && agentFiles.length === 0,
+      'the agent\'s container and its run files (instructions, launcher) are gone', JSON.stringify(agentFiles));
     await agent.close();
     await h.killAll();
   }
