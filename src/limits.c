@@ -272,7 +272,8 @@ static int check_disk(struct dm_limits_watch *w)
         {
                 char why[128];
 
-                snprintf(why, sizeof(why), "/out, /workspace and the root file system hold %s; the command was stopped",
+                snprintf(why, sizeof(why), "the sandbox holds %s (/out, /workspace, its root file system and logs); "
+                                           "the command was stopped",
                          used);
                 dm_disk_cap_error(&e, w->cap, why);
         }
