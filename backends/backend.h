@@ -43,6 +43,8 @@ struct dm_container_spec {
         const char *const *cap_add;     /* capabilities kept (all others dropped), NULL-terminated */
         int64_t memory_bytes;           /* 0 = unlimited */
         int64_t pids_limit;             /* 0 = engine default */
+        int64_t nano_cpus;              /* CPU time in 1e-9 CPUs (1e9 = one CPU); 0 = unlimited */
+        int64_t fsize;                  /* RLIMIT_FSIZE, bytes one file may reach; 0 = unlimited */
         int64_t nofile;                 /* soft=hard; both nofile and nproc are always sent */
         int64_t nproc;                  /* (an explicit ulimit replaces the engine's defaults); 0 = 4096 */
         const char *network_mode;       /* "none" until netpolicy lands; NULL = "none" */
@@ -69,6 +71,10 @@ struct dm_container_info {
         int exit_code;          /* valid when status is "exited" */
         int pid;                /* host pid of PID 1 while running, else 0 */
         int64_t created_unix;   /* seconds */
+        char *upper_dir;        /* owned: the host directory holding what the container wrote to its root
+                                   file system (overlay upperdir), NULL when the engine does not say */
+        char *hosts_path;       /* owned: the host files bound at /etc/hosts and the container's log */
+        char *log_path;         /* (HostsPath, LogPath); NULL when the engine does not say */
         char **labels;          /* owned "key=value" array, NULL-terminated */
 };
 

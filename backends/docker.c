@@ -357,6 +357,10 @@ static int create_body(const struct dm_container_spec *spec, char **ret, struct 
         }
         if (spec->pids_limit > 0)
                 r |= dm_json_add(hc, "PidsLimit", json_object_new_int64(spec->pids_limit));
+        /* Both engines turn it into the CFS quota (cpu.cfs_quota_us over a
+         * 100 ms period on cgroup v1, cpu.max on v2). */
+        if (spec->nano_cpus > 0)
+                r |= dm_json_add(hc, "NanoCpus", json_object_new_int64(spec->nano_cpus));
         r |= dm_json_add(hc, "CapDrop", dm_json_strv((const char *const[]){ "ALL", NULL }));
         if (spec->cap_add)
                 r |= dm_json_add(hc, "CapAdd", dm_json_strv(spec->cap_add));
@@ -369,6 +373,8 @@ static int create_body(const struct dm_container_spec *spec, char **ret, struct 
         if (ulimits) {
                 r |= append(ulimits, ulimit_json("nofile", spec->nofile > 0 ? spec->nofile : DEFAULT_NOFILE));
                 r |= append(ulimits, ulimit_json("nproc", spec->nproc > 0 ? spec->nproc : DEFAULT_NPROC));
+                if (spec->fsize > 0)
+                        r |= append(ulimits, ulimit_json("fsize", spec->fsize));
         }
         if (r)
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -554,6 +560,9 @@ void dm_container_info_release(struct dm_container_info *info)
         free(info->id);
         free(info->image);
         free(info->status);
+        free(info->upper_dir);
+        free(info->hosts_path);
+        free(info->log_path);
         for (char **l = info->labels; l && *l; l++)
                 free(*l);
         free(info->labels);
@@ -622,6 +631,18 @@ static int fill_info(struct json_object *o, struct dm_container_info *info, stru
         info->exit_code = (v = get(state, "ExitCode")) ? json_object_get_int(v) : 0;
         info->pid = info->running && (v = get(state, "Pid")) ? json_object_get_int(v) : 0;
         info->created_unix = parse_rfc3339(get_str(o, "Created"));
+        /* overlay and overlay2 say where the container's own writes go
+         * (the disk cap counts them); vfs and others do not. */
+        {
+                const char *upper = get_str(get(get(o, "GraphDriver"), "Data"), "UpperDir");
+
+                const char *hosts = get_str(o, "HostsPath"), *log = get_str(o, "LogPath");
+
+                if ((upper && upper[0] == '/' && !(info->upper_dir = strdup(upper))) ||
+                    (hosts && hosts[0] == '/' && !(info->hosts_path = strdup(hosts))) ||
+                    (log && log[0] == '/' && !(info->log_path = strdup(log))))
+                        goto oom;
+        }
 
         labels = get(config, "Labels");
         info->labels = dm_labels_from_json(labels);

@@ -196,6 +196,11 @@ static int create_body(const struct dm_container_spec *spec, struct json_object 
                 snprintf(mem, sizeof(mem), "%lld", (long long)spec->memory_bytes);
                 r |= dm_json_add(limits, "memory", json_object_new_string(mem));
         }
+        /* Kubernetes quantities: millicores. */
+        if (spec->nano_cpus > 0) {
+                snprintf(mem, sizeof(mem), "%lldm", (long long)((spec->nano_cpus + 999999) / 1000000));
+                r |= dm_json_add(limits, "cpu", json_object_new_string(mem));
+        }
         /* OpenSandbox's minimum is 60 s; 0 = no expiry (null). */
         if (spec->ttl_s > 0)
                 r |= dm_json_add(o, "timeout", json_object_new_int64(spec->ttl_s < 60 ? 60 : spec->ttl_s));

@@ -319,6 +319,7 @@ const char *dm_vendor_status_text(int status)
                 { 200, "OK" },
                 { 400, "Bad Request" },
                 { 401, "Unauthorized" },
+                { 402, "Payment Required" },
                 { 403, "Forbidden" },
                 { 404, "Not Found" },
                 { 408, "Request Timeout" },

@@ -58,8 +58,12 @@ struct dm_vendor_proxy {
         size_t max_body;
         int log_fd;
         struct dm_listener *listener;
-        pthread_mutex_t lock;   /* usage, log writes */
+        pthread_mutex_t lock;   /* usage, log writes, cap_hit */
         struct dm_vendor_usage usage;
+        double max_usd;
+        bool cap_hit;
+        void (*on_cap)(void *userdata);
+        void *cap_userdata;
 };
 
 /* One request and its answer. */
@@ -499,13 +503,22 @@ static void account(struct exchange *x, const struct dm_vendor_sample *s)
         struct dm_error err = { 0 };
         int r;
 
+        bool capped = false;
+
         pthread_mutex_lock(&p->lock);
         r = dm_vendor_usage_add(&p->usage, &p->prices, s);
         if (r == 0 && p->usage_path)
                 r = dm_vendor_usage_write(&p->usage, p->usage_path, &err);
+        if (p->max_usd > 0 && !p->cap_hit && p->usage.total.cost_usd >= p->max_usd)
+                capped = p->cap_hit = true;
         pthread_mutex_unlock(&p->lock);
         if (r < 0)
                 log_warning("vendor proxy: usage: %s", err.code ? err.msg : strerror(-r));
+        if (capped) {
+                log_info("vendor proxy: spending cap of $%.6g reached (DEMESNE_AGENT_MAX_USD)", p->max_usd);
+                if (p->on_cap)
+                        p->on_cap(p->cap_userdata);
+        }
 }
 
 static void forward(struct exchange *x, const char *path, struct dm_buf *body)
@@ -638,6 +651,17 @@ static bool serve_one(struct conn *c, CURL *curl, struct dm_buf *in, bool first)
                 refuse(&x, 403, "forbidden", "%s %s is not a model endpoint", x.method, x.path);
                 goto out;
         }
+        {
+                double spent = 0;
+
+                if (dm_vendor_cap_reached(p, &spent)) {
+                        refuse(&x, 402, "billing_error",
+                               "spending cap of $%.6g for this run reached ($%.4f spent; DEMESNE_AGENT_MAX_USD): "
+                               "no further model requests are forwarded",
+                               p->max_usd, spent);
+                        goto out;
+                }
+        }
         if (read_body(&x, in, &body) < 0)
                 goto out;
         forward(&x, path, &body);
@@ -739,6 +763,9 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
         p->provider = conf->provider;
         p->max_conns = conf->max_conns ? conf->max_conns : 32;
         p->max_body = conf->max_body ? conf->max_body : 32 * 1024 * 1024;
+        p->max_usd = conf->max_usd > 0 ? conf->max_usd : 0;
+        p->on_cap = conf->on_cap;
+        p->cap_userdata = conf->cap_userdata;
         if (!conf->token || strlen(conf->token) < 16)
                 r = dm_error_set(err, -EINVAL, "vendor proxy needs a token of at least 16 characters");
         else if (!conf->cred.secret || conf->cred.auth == DM_VENDOR_AUTH_NONE)
@@ -808,6 +835,18 @@ int dm_vendor_usage(struct dm_vendor_proxy *p, struct dm_vendor_usage *ret)
         r = dm_vendor_usage_copy(ret, &p->usage);
         pthread_mutex_unlock(&p->lock);
         return r;
+}
+
+bool dm_vendor_cap_reached(struct dm_vendor_proxy *p, double *ret_spent)
+{
+        bool hit;
+
+        pthread_mutex_lock(&p->lock);
+        hit = p->cap_hit;
+        if (ret_spent)
+                *ret_spent = p->usage.total.cost_usd;
+        pthread_mutex_unlock(&p->lock);
+        return hit;
 }
 
 void dm_vendor_stop(struct dm_vendor_proxy *p)

@@ -84,6 +84,15 @@ struct dm_vendor_conf {
         const char *prices_path;      /* NULL: dm_vendor_prices_path(); a missing default file only warns */
         unsigned max_conns;           /* open connections at once; more → 503; 0: 32 */
         size_t max_body;              /* request body cap; larger → 413; 0: 32 MiB */
+        /* The run's spending cap in USD (0: none). Once the priced usage
+         * reaches it, every further request is refused (402 billing_error
+         * naming the cap and DEMESNE_AGENT_MAX_USD) and on_cap is called
+         * once, from a proxy thread. A request in flight when the cap is
+         * reached still completes: the cap can be passed by the requests
+         * already running. */
+        double max_usd;
+        void (*on_cap)(void *userdata);
+        void *cap_userdata;
 };
 
 struct dm_vendor_proxy;
@@ -120,6 +129,10 @@ struct dm_vendor_usage {
  * dm_vendor_usage_release. */
 int dm_vendor_usage(struct dm_vendor_proxy *p, struct dm_vendor_usage *ret);
 void dm_vendor_usage_release(struct dm_vendor_usage *u);
+
+/* Whether the spending cap was reached; *ret_spent (may be NULL) is the
+ * cost so far. */
+bool dm_vendor_cap_reached(struct dm_vendor_proxy *p, double *ret_spent);
 
 /* Stops accepting, aborts requests in flight (client and upstream sockets
  * shut down), joins every thread, writes usage.json a last time, wipes the

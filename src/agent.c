@@ -215,7 +215,16 @@ struct run_state {
         char token[65];
         struct dm_vendor_proxy *proxy;
         char usage_path[PATH_MAX];
+        double max_usd;                 /* DEMESNE_AGENT_MAX_USD */
+        struct dm_cancel limit;         /* fired by the proxy at the spending cap: ends the run */
 };
+
+static void on_cap(void *userdata)
+{
+        struct run_state *st = userdata;
+
+        dm_cancel_fire(&st->limit);
+}
 
 static char *env_entry(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *env_entry(const char *fmt, ...)
@@ -253,6 +262,9 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 .cred = st->cred,
                 .usage_path = st->usage_path,
                 .log_path = log_path,
+                .max_usd = st->max_usd,
+                .on_cap = on_cap,
+                .cap_userdata = st,
         };
         r = dm_vendor_start(&conf, &st->proxy, err);
         if (r < 0)
@@ -408,7 +420,7 @@ static int check_output_path(const char *p, const char **ret_rel, struct dm_erro
 int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, struct dm_agent_result *res,
                  struct dm_error *err)
 {
-        struct run_state st = { .req = req };
+        struct run_state st = { .req = req, .max_usd = ctx->cfg.agent_max_usd, .limit = { .fd = -1 } };
         struct dm_run_result run = { 0 };
         char dir[PATH_MAX - 64], path[PATH_MAX];
         _cleanup_close_ int outfd = -1;
@@ -427,6 +439,10 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         r = dm_vendor_cred_load(st.provider, &st.cred, err);
         if (r < 0)
                 return r;
+        if (dm_cancel_init(&st.limit) < 0) {
+                r = dm_error_set(err, -errno, "cannot make an eventfd: %s", strerror(errno));
+                goto out;
+        }
         res->provider = dm_vendor_name(st.provider);
         res->model = req->model ? req->model : "default";
         if (dm_vendor_token_new(st.token) < 0 || getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
@@ -483,11 +499,20 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                 .vendor_port = DM_EGRESS_VENDOR_PORT,
                 .on_network = on_network,
                 .network_userdata = &st,
+                .limit = &st.limit,
         };
         r = dm_run(ctx, &rreq, &run, err);
         /* Stopping writes usage.json a last time. */
         if (st.proxy) {
+                double spent = 0;
+
                 dm_vendor_usage(st.proxy, &usage);
+                /* Whether the proxy's refusal ended the CLI or the runner
+                 * stopped it, the run fails with the cap's sentence. */
+                if (dm_vendor_cap_reached(st.proxy, &spent) && r != -ECANCELED)
+                        r = dm_error_set(err, -EDQUOT, "spending cap of $%.6g reached (DEMESNE_AGENT_MAX_USD): the "
+                                                       "agent was stopped after $%.4f of model use; usage in '%s'",
+                                         st.max_usd, spent, st.usage_path);
                 dm_vendor_stop(st.proxy);
                 st.proxy = NULL;
         }
@@ -531,6 +556,7 @@ out:
         dm_vendor_usage_release(&usage);
         dm_run_result_release(&run);
         dm_vendor_cred_release(&st.cred);
+        dm_cancel_release(&st.limit);
         explicit_bzero(st.token, sizeof(st.token));
         if (dir_made && dm_remove_tree(dir) < 0)
                 log_warning("cannot remove '%s'", dir);

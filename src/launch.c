@@ -15,6 +15,11 @@ void dm_launch_harden(const struct dm_context *ctx, struct dm_container_spec *sp
         spec->cap_add = dm_kept_caps;
         spec->memory_bytes = ctx->cfg.memory_bytes;
         spec->pids_limit = ctx->cfg.pids_limit;
+        spec->nano_cpus = ctx->cfg.nano_cpus;
+        /* One file can never pass the disk cap: a write or fallocate beyond
+         * it fails at once (SIGXFSZ, else EFBIG) before any block is used.
+         * The sum of all files is the disk watch's (src/limits.c). */
+        spec->fsize = ctx->cfg.disk_max;
         spec->nofile = ctx->cfg.nofile;
         spec->nproc = ctx->cfg.nproc;
         spec->network_mode = "none";

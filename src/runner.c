@@ -17,6 +17,7 @@
 #include "src/egress.h"
 #include "src/images.h"
 #include "src/launch.h"
+#include "src/limits.h"
 #include "src/util/cleanup.h"
 #include "src/util/headtail.h"
 #include "src/util/io.h"
@@ -38,6 +39,7 @@ struct capture {
         bool write_failed[3];
         struct dm_headtail ht[3];
         const struct dm_run_request *req;
+        int stop_fd;                    /* the caller's cancel or a limit (src/limits.h) */
 };
 
 int dm_run_id_new(char *buf, size_t len)
@@ -104,7 +106,7 @@ static int pump(struct dm_backend *b, struct dm_stream *s, const char *id, struc
 {
         struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
         int64_t deadline = t0 + req->timeout_s * 1000;
-        int cancel_fd = req->cancel ? req->cancel->fd : -1;
+        int cancel_fd = cap->stop_fd;
         int r;
 
         for (;;) {
@@ -242,8 +244,7 @@ static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id
         }
         /* timeout_seconds limits the command, not the engine's set-up. */
         tick.t0 = dm_now_ms();
-        r = dm_shim_exec(host, &sreq, &sink, req->cancel ? req->cancel->fd : -1, tick.t0 + req->timeout_s * 1000,
-                         &sres, err);
+        r = dm_shim_exec(host, &sreq, &sink, cap->stop_fd, tick.t0 + req->timeout_s * 1000, &sres, err);
         /* The pair goes with the container's namespace when the reaper
          * removes it; only the proxy listener goes now. */
         dm_egress_stop(ctx, egress, false);
@@ -266,7 +267,8 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
 {
         const struct dm_image_info *img;
         struct dm_backend *b;
-        struct capture cap = { .fd = { -1, -1, -1 }, .req = req };
+        struct capture cap = { .fd = { -1, -1, -1 }, .req = req, .stop_fd = req->cancel ? req->cancel->fd : -1 };
+        struct dm_limits_watch *limits = NULL;
         size_t n_in = count(req->files) + count(req->dirs);
         _cleanup_free_ struct dm_mount *mounts = NULL;
         _cleanup_free_ char **owned = NULL;
@@ -434,6 +436,20 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 dm_error_wrap(err, "start the container");
                 goto out;
         }
+        {
+                const char *trees[] = { outdir, workspace, NULL };
+                struct dm_limits_watch_conf wc = {
+                        .trees = trees,
+                        .cap = ctx->cfg.disk_max,
+                        .cancel_fd = cap.stop_fd,
+                        .limit_fd = req->limit ? req->limit->fd : -1,
+                };
+
+                r = dm_limits_watch_container(b, id, &wc, &limits, err);
+                if (r < 0)
+                        goto out;
+                cap.stop_fd = dm_limits_watch_fd(limits);
+        }
         if (host) {
                 r = run_shim(ctx, b, id, host, req->command ? bash_argv : req->argv, &cap, req, res, err);
                 if (r < 0)
@@ -473,6 +489,14 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 dm_error_wrap(err, "wait for the command");
                 goto out;
         }
+        /* A limit, not the caller, stopped it: the run fails with the
+         * limit's sentence (the logs so far stay in the output directory). */
+        if (dm_limits_watch_tripped(limits, err) ||
+            (!res->cancelled && dm_limits_fsize_hit(ctx->cfg.disk_max, res->exit_code, err))) {
+                r = err->code;
+                log_info("run %s: %s", run_id, err->msg);
+                goto out;
+        }
         res->duration_ms = dm_now_ms() - t0;
         res->stdout_bytes = cap.ht[1].total;
         res->stderr_bytes = cap.ht[2].total;
@@ -487,6 +511,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 dm_error_set(err, r, "cancelled");
 
 out:
+        dm_limits_watch_stop(limits);
         if (stream)
                 dm_stream_free(stream);
         free(exec_id);

@@ -53,6 +53,10 @@ struct dm_run_request {
         int (*on_network)(void *userdata, const struct dm_netlink *net, const char *output_dir, char ***ret_env,
                           struct dm_error *err);
         void *network_userdata;         /* on_network's */
+        /* Optional: a limit outside the runner (the vendor proxy's spending
+         * cap) fires it to end the command; dm_run then fails with
+         * -ECONNABORTED "stopped by a limit" and the caller says which. */
+        struct dm_cancel *limit;
 };
 
 struct dm_run_result {
@@ -74,7 +78,9 @@ struct dm_run_result {
 
 /* Validates inputs, makes the output directory, creates, runs and removes
  * the container. 0 when the command ran (whatever its exit code, timeout
- * included); -ECANCELED when cancelled (result still filled); else an error. */
+ * included); -ECANCELED when cancelled (result still filled); -EDQUOT when
+ * the disk cap stopped it (src/limits.h; the output directory stays);
+ * else an error. */
 int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *ret,
            struct dm_error *err);
 void dm_run_result_release(struct dm_run_result *res);

@@ -20,6 +20,7 @@
 #include "src/egress.h"
 #include "src/images.h"
 #include "src/launch.h"
+#include "src/limits.h"
 #include "src/runner.h"
 #include "src/util/cleanup.h"
 #include "src/util/headtail.h"
@@ -638,7 +639,7 @@ static void on_tick(void *userdata)
  * the command's whole process group at the timeout or on cancel. 1 when
  * the shim is held by another server (use the exec API). */
 static int exec_shim(struct dm_context *ctx, struct dm_backend *b, const struct dm_sandbox *sb,
-                     const struct dm_sandbox_exec *req, const char *const *argv, struct capture *cap,
+                     const struct dm_sandbox_exec *req, const char *const *argv, int stop_fd, struct capture *cap,
                      struct dm_sandbox_exec_result *res, struct dm_error *err)
 {
         struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
@@ -675,8 +676,7 @@ static int exec_shim(struct dm_context *ctx, struct dm_backend *b, const struct 
                 }
                 sreq.env = env;
         }
-        r = dm_shim_exec(e->host, &sreq, &sink, req->cancel ? req->cancel->fd : -1,
-                         dm_now_ms() + req->timeout_s * 1000, &sres, err);
+        r = dm_shim_exec(e->host, &sreq, &sink, stop_fd, dm_now_ms() + req->timeout_s * 1000, &sres, err);
         shim_put(ctx, e);
         if (r < 0)
                 return r;
@@ -705,7 +705,8 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
         char *exec_id = NULL;
         int64_t t0 = dm_now_ms();
         _cleanup_close_ int pidfd = -1;
-        int pgid = 0, r;
+        struct dm_limits_watch *watch = NULL;
+        int pgid = 0, stop_fd, r;
 
         memset(res, 0, sizeof(*res));
         r = dm_launch_check_workdir(spec.workdir, err);
@@ -723,9 +724,26 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
         r = dm_context_backend(ctx, &b, err);
         if (r < 0)
                 return r;
+        {
+                /* The sandbox's cap covers all it holds, not one command's
+                 * share: a command may still free space in a full one. */
+                const char *trees[] = { sb->output_dir, sb->workspace, NULL };
+                struct dm_limits_watch_conf wc = {
+                        .trees = trees,
+                        .cap = ctx->cfg.disk_max,
+                        .cancel_fd = req->cancel ? req->cancel->fd : -1,
+                        .limit_fd = -1,
+                };
+
+                r = dm_limits_watch_container(b, sb->container, &wc, &watch, err);
+                if (r < 0)
+                        return r;
+                stop_fd = dm_limits_watch_fd(watch);
+        }
         if (dm_headtail_init(&cap.ht[1], (size_t)ctx->cfg.output_cap) < 0 ||
             dm_headtail_init(&cap.ht[2], (size_t)ctx->cfg.output_cap) < 0) {
                 dm_headtail_release(&cap.ht[1]);
+                dm_limits_watch_stop(watch);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
         if (req->stdin_len && !dm_backend_can(b, DM_CAP_EXEC_STDIN)) {
@@ -735,7 +753,7 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
                 goto out;
         }
         if (sb->shim_dir[0]) {
-                r = exec_shim(ctx, b, sb, req, argv, &cap, res, err);
+                r = exec_shim(ctx, b, sb, req, argv, stop_fd, &cap, res, err);
                 if (r <= 0)
                         goto finish;
         }
@@ -752,7 +770,7 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
          * have exited and left its group (a fork bomb, say) holding the
          * stream open, and the engine no longer reports a pid then. */
         pidfd = exec_pidfd(b, exec_id, &pgid);
-        r = dm_stream_pump(stream, &sink, req->cancel ? req->cancel->fd : -1, t0 + req->timeout_s * 1000, err);
+        r = dm_stream_pump(stream, &sink, stop_fd, t0 + req->timeout_s * 1000, err);
         if (r == -ETIMEDOUT || r == -ECANCELED) {
                 struct dm_error e2 = { 0 };
 
@@ -765,7 +783,7 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
                 dm_stream_pump(stream, &sink, -1, dm_now_ms() + DRAIN_AFTER_KILL_MS, &e2);
                 if (r == -ECANCELED) {
                         dm_error_set(err, r, "cancelled");
-                        goto out;
+                        goto finish;
                 }
                 r = 0;
         }
@@ -777,6 +795,11 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
         if (res->timed_out && res->exit_code < 128)
                 res->exit_code = 128 + SIGKILL;
 finish:
+        /* A limit, not the caller, stopped it: its sentence is the error. */
+        if ((r == -ECANCELED || r >= 0) && dm_limits_watch_tripped(watch, err))
+                r = err->code;
+        else if (r >= 0 && dm_limits_fsize_hit(ctx->cfg.disk_max, res->exit_code, err))
+                r = err->code;
         if (r < 0)
                 goto out;
         res->duration_ms = dm_now_ms() - t0;
@@ -785,6 +808,7 @@ finish:
         if (!res->stdout_text || !res->stderr_text)
                 r = dm_error_set(err, -ENOMEM, "out of memory");
 out:
+        dm_limits_watch_stop(watch);
         if (stream)
                 dm_stream_free(stream);
         free(exec_id);

@@ -95,6 +95,47 @@ static int shim_settings(struct dm_config *cfg, struct dm_error *err)
         return 0;
 }
 
+/* A decimal number such as "1.5" in [min, max]: CPUs and dollars. */
+static int env_decimal(const char *name, double def, double min, double max, const char *example, double *ret,
+                       struct dm_error *err)
+{
+        const char *v = getenv(name);
+        char *end;
+        double x;
+
+        if (!v || !*v) {
+                *ret = def;
+                return 0;
+        }
+        errno = 0;
+        x = strtod(v, &end);
+        if (errno || end == v || *end || !(x >= min && x <= max))
+                return dm_error_set(err, -EINVAL, "%s='%s' is not a number between %g and %g (e.g. %s)", name, v,
+                                    min, max, example);
+        *ret = x;
+        return 0;
+}
+
+static int load_limits(struct dm_config *cfg, struct dm_error *err)
+{
+        double cpus;
+        int r;
+
+        if ((r = env_decimal("DEMESNE_CPUS", 1.0, 0.0, 1024.0, "1.5; 0 = no limit", &cpus, err)) < 0)
+                return r;
+        if (cpus > 0 && cpus < 0.01)
+                return dm_error_set(err, -EINVAL, "DEMESNE_CPUS='%s' is below the engines' minimum of 0.01 CPU",
+                                    getenv("DEMESNE_CPUS"));
+        cfg->nano_cpus = (int64_t)(cpus * 1e9 + 0.5);
+        /* 1 MiB at least: the logs and a shell's history need room. */
+        if ((r = env_size("DEMESNE_DISK_MAX", 2LL << 30, 0, 1LL << 50, &cfg->disk_max, err)) < 0)
+                return r;
+        if (cfg->disk_max > 0 && cfg->disk_max < (1 << 20))
+                return dm_error_set(err, -EINVAL, "DEMESNE_DISK_MAX='%s' is below 1m (0 turns the cap off)",
+                                    getenv("DEMESNE_DISK_MAX"));
+        return env_decimal("DEMESNE_AGENT_MAX_USD", 10.0, 0.0, 1e6, "2.50; 0 = no cap", &cfg->agent_max_usd, err);
+}
+
 static char *dup_env_or(const char *name, const char *fallback)
 {
         const char *v = getenv(name);
@@ -160,7 +201,7 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
             (r = env_size("DEMESNE_NPROC", 4096, 64, 1 << 22, &cfg->nproc, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_MESSAGE", 4 << 20, 4096, 1LL << 30, &cfg->max_message, err)) < 0 ||
             (r = env_size("DEMESNE_OUTPUT_CAP", 64 << 10, 256, 64 << 20, &cfg->output_cap, err)) < 0 ||
-            (r = egress_blocklist(err)) < 0) {
+            (r = egress_blocklist(err)) < 0 || (r = load_limits(cfg, err)) < 0) {
                 dm_config_release(cfg);
                 return r;
         }

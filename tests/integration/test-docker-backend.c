@@ -129,6 +129,26 @@ static void test_out_err_exit(void)
         output_release(&o);
 }
 
+/* create + attach + start + pump + wait + destroy of a whole spec: 0 once
+ * created (*ret_code is -1 when it did not get to run). */
+static int run_spec(const struct dm_container_spec *spec, struct output *o, int *ret_code, struct dm_error *err)
+{
+        struct dm_stream_sink sink = { collect, o };
+        struct dm_stream *s = NULL;
+        char *id = NULL;
+        int r = B->ops->create(B, spec, &id, err);
+
+        if (r < 0)
+                return r;
+        if (B->ops->attach(B, id, &s, err) == 0 && B->ops->start(B, id, err) == 0 &&
+            dm_stream_pump(s, &sink, -1, dm_now_ms() + 30000, err) == 0)
+                B->ops->wait(B, id, ret_code, err);
+        dm_stream_free(s);
+        B->ops->destroy(B, id, NULL);
+        free(id);
+        return 0;
+}
+
 static void test_spec_applied(void)
 {
         char dir[] = "/tmp/dm-test-mounts-XXXXXX", in[64], out[64], file[96];
@@ -142,11 +162,8 @@ static void test_spec_applied(void)
         const char *caps[] = { "CAP_CHOWN", NULL };
         struct dm_mount mounts[2];
         struct dm_container_spec spec;
-        struct dm_stream_sink sink;
-        struct dm_stream *s = NULL;
         struct dm_error err = { 0 };
         struct output o;
-        char *id = NULL;
         int code = -1;
         FILE *f;
 
@@ -177,19 +194,11 @@ static void test_spec_applied(void)
         spec.init = true;
 
         output_init(&o);
-        sink = (struct dm_stream_sink){ collect, &o };
-        is_int(B->ops->create(B, &spec, &id, clr(&err)), 0, "create with mounts, caps, limits (%s)", err.msg);
-        if (id && B->ops->attach(B, id, &s, clr(&err)) == 0 && B->ops->start(B, id, &err) == 0 &&
-            dm_stream_pump(s, &sink, -1, dm_now_ms() + 30000, &err) == 0)
-                B->ops->wait(B, id, &code, &err);
+        is_int(run_spec(&spec, &o, &code, clr(&err)), 0, "create with mounts, caps, limits (%s)", err.msg);
         is_int(code, 0, "ran (%s; stderr '%s')", err.msg, str(&o.out[2]));
         is_str(str(&o.out[1]),
                "1000\nhello\nin-ro\nout-rw\nroot-ro\nCapEff:\t0000000000000001\nNoNewPrivs:\t1\nbar\n/tmp\n",
                "nofile, ro/rw binds, ro rootfs, only CAP_CHOWN, no-new-privileges, env, workdir");
-        dm_stream_free(s);
-        if (id)
-                B->ops->destroy(B, id, NULL);
-        free(id);
         output_release(&o);
         snprintf(file, sizeof(file), "%s/h", out);
         ok(access(file, F_OK) == 0, "the rw bind wrote to the host");
@@ -199,6 +208,34 @@ static void test_spec_applied(void)
         rmdir(in);
         rmdir(out);
         rmdir(dir);
+}
+
+/* DEMESNE_CPUS and DEMESNE_DISK_MAX as the engine applies them: the CFS
+ * quota in the container's own cgroup (v1 cpu.cfs_quota_us over the 100 ms
+ * period, or v2 cpu.max), RLIMIT_FSIZE on its processes. */
+static void test_cpu_and_fsize(void)
+{
+        const char *argv[] = { "sh", "-c",
+                               "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max; "
+                               "grep 'Max file size' /proc/self/limits | tr -s ' ' | cut -d' ' -f4,5; "
+                               "head -c 2000000 /dev/zero > /tmp/f; echo $?",
+                               NULL };
+        const char *labels[] = { test_label, NULL };
+        struct dm_container_spec spec;
+        struct dm_error err = { 0 };
+        struct output o;
+        int code = -1;
+
+        spec_init(&spec, argv, labels);
+        spec.nano_cpus = 500000000;
+        spec.fsize = 1 << 20;
+        output_init(&o);
+        is_int(run_spec(&spec, &o, &code, clr(&err)), 0, "create with NanoCpus and an fsize ulimit (%s)", err.msg);
+        is_str(str(&o.out[1]), "50000\n1048576 1048576\n153\n",
+               "CFS quota 0.5 CPU, RLIMIT_FSIZE 1 MiB, a 2 MB write dies of SIGXFSZ");
+        if (strcmp(str(&o.out[1]), "50000\n1048576 1048576\n153\n") != 0)
+                diag("stderr: %s", str(&o.out[2]));
+        output_release(&o);
 }
 
 static void test_binary(void)
@@ -756,6 +793,7 @@ int main(void)
 
         test_out_err_exit();
         test_spec_applied();
+        test_cpu_and_fsize();
         test_binary();
         test_fast_command();
         test_timeout_and_kill();

@@ -117,8 +117,12 @@ int main(void)
                         fclose(f);
         }
         json_object_put(m);
-        m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"true\",\"egress\":\"none\"}");
+        /* DEMESNE_CPUS (1) goes as resourceLimits.cpu "1000m": the
+         * fixture's container has the CFS quota of one CPU. */
+        m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us "
+                                    "2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max\",\"egress\":\"none\"}");
         is_int(int_at(structured(m), "exit_code"), 0, "exit 0 from execution_complete");
+        is_str(str_at(structured(m), "stdout"), "100000\n", "the CPU limit reaches the sandbox (cfs_quota_us)");
         json_object_put(m);
 
         /* A timeout stops the command through execd's interrupt. */

@@ -264,6 +264,14 @@ static struct dm_vendor_proxy *start(enum dm_vendor v, enum dm_vendor_auth auth,
         return p;
 }
 
+static atomic_int caps_seen;
+
+static void count_cap(void *userdata)
+{
+        (void)userdata;
+        caps_seen++;
+}
+
 static double num(json_object *o, const char *a, const char *b, const char *c)
 {
         json_object *v = o;
@@ -489,6 +497,50 @@ int main(void)
                 ok(num(u, "cost_usd", NULL, NULL) > 0.00689 && num(u, "cost_usd", NULL, NULL) < 0.00691,
                    "openai: cost (600*10 + 400*1 + 5*100)/1e6");
                 json_object_put(u);
+        }
+
+        /* The spending cap: one JSON message costs $0.0005 at the test
+         * prices; a cap of $0.0004 lets it through and nothing after it. */
+        {
+                struct dm_vendor_conf conf = {
+                        .provider = DM_VENDOR_ANTHROPIC,
+                        .bind = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) },
+                        .upstream = upstream,
+                        .token = token,
+                        .cred = { .auth = DM_VENDOR_AUTH_API_KEY, .secret = (char *)REAL_KEY },
+                        .prices_path = prices,
+                        .max_usd = 0.0004,
+                        .on_cap = count_cap,
+                };
+                struct dm_error err = { 0 };
+                struct sockaddr_in a;
+                double spent = 0;
+
+                snprintf(auth, sizeof(auth), "x-api-key: %s", token);
+                if (dm_vendor_start(&conf, &p, &err) < 0) {
+                        diag("start: %s", err.msg);
+                        return 1;
+                }
+                dm_vendor_address(p, &a);
+                port = ntohs(a.sin_port);
+                ok(!dm_vendor_cap_reached(p, NULL), "cap: not reached before any request");
+                status = request(port, "POST", "/v1/messages", auth, NULL, "{}", buf, sizeof(buf));
+                is_int(status, 200, "cap: the first request is forwarded");
+                ok(dm_vendor_cap_reached(p, &spent) && spent > 0.000499 && spent < 0.000501,
+                   "cap: reached after it ($%f spent)", spent);
+                is_int(caps_seen, 1, "cap: on_cap called once");
+                before = up.requests;
+                status = request(port, "POST", "/v1/messages", auth, NULL, "{}", buf, sizeof(buf));
+                is_int(status, 402, "cap: the next request is refused with 402");
+                ok(strstr(buf, "\"type\":\"billing_error\"") &&
+                   strstr(buf, "spending cap of $0.0004 for this run reached") &&
+                   strstr(buf, "DEMESNE_AGENT_MAX_USD"),
+                   "cap: a billing_error naming the cap and the variable");
+                status = request(port, "POST", "/v1/messages", auth, NULL, "{}", buf, sizeof(buf));
+                is_int(status, 402, "cap: and every one after it");
+                is_int(up.requests, before, "cap: none reached the upstream");
+                is_int(caps_seen, 1, "cap: on_cap still called only once");
+                dm_vendor_stop(p);
         }
 
         up.stop = 1;

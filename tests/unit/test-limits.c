@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/* The disk cap's walk and watch (src/limits.c) on real directories: what
+ * counts, that links are never followed, and when the watch trips. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/context.h"
+#include "src/limits.h"
+#include "tests/tap.h"
+
+static char top[64];
+
+static void put(const char *path, size_t bytes)
+{
+        static char block[65536];
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+        memset(block, 'x', sizeof(block));
+        while (fd >= 0 && bytes > 0) {
+                size_t n = bytes < sizeof(block) ? bytes : sizeof(block);
+                if (write(fd, block, n) != (ssize_t)n)
+                        break;
+                bytes -= n;
+        }
+        if (fd >= 0) {
+                fsync(fd);
+                close(fd);
+        }
+}
+
+static int64_t usage_of(const char *dir)
+{
+        const char *paths[] = { dir, NULL };
+        int64_t n = -1;
+
+        if (dm_disk_usage(paths, &n) < 0)
+                return -1;
+        return n;
+}
+
+static bool readable(int fd, int ms)
+{
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        return poll(&p, 1, ms) == 1;
+}
+
+int main(void)
+{
+        char tree[128], outside[128], path[512], buf[32];
+        struct dm_error err = { 0 };
+        int64_t base, n;
+
+        snprintf(top, sizeof(top), "/tmp/dm-limits-XXXXXX");
+        if (!mkdtemp(top))
+                return 1;
+        snprintf(tree, sizeof(tree), "%s/tree", top);
+        snprintf(outside, sizeof(outside), "%s/outside", top);
+        mkdir(tree, 0755);
+        mkdir(outside, 0755);
+
+        dm_format_size(2LL << 30, buf, sizeof(buf));
+        is_str(buf, "2 GiB", "format: 2 GiB");
+        dm_format_size(3LL << 19, buf, sizeof(buf));
+        is_str(buf, "1.5 MiB", "format: 1.5 MiB");
+        dm_format_size(100, buf, sizeof(buf));
+        is_str(buf, "100 bytes", "format: bytes");
+        dm_disk_cap_error(&err, 2LL << 30, "why");
+        is_str(err.msg, "disk cap of 2 GiB reached (DEMESNE_DISK_MAX): why", "the cap's sentence");
+        is_int(err.code, -EDQUOT, "as -EDQUOT");
+
+        base = usage_of(tree);
+        ok(base == 0, "an empty tree holds nothing (%lld)", (long long)base);
+        {
+                const char *missing[] = { "/nonexistent/dm-limits", NULL };
+                ok(dm_disk_usage(missing, &n) == 0 && n == 0, "a missing tree counts 0");
+        }
+
+        /* Many small files count by their blocks and inodes. */
+        snprintf(path, sizeof(path), "%s/small", tree);
+        mkdir(path, 0755);
+        for (int i = 0; i < 200; i++) {
+                snprintf(path, sizeof(path), "%s/small/%d", tree, i);
+                put(path, 1);
+        }
+        n = usage_of(tree);
+        ok(n >= 200 * (4096 + DM_DISK_INODE_BYTES), "200 one-byte files count %lld bytes (>= 200 blocks)",
+           (long long)n);
+        for (int i = 0; i < 50; i++) {
+                snprintf(path, sizeof(path), "%s/small/empty%d", tree, i);
+                put(path, 0);
+        }
+        ok(usage_of(tree) >= n + 50 * DM_DISK_INODE_BYTES, "empty files count their inode");
+
+        /* Links are not followed: a big file and a directory outside. */
+        snprintf(path, sizeof(path), "%s/big", outside);
+        put(path, 8 << 20);
+        n = usage_of(tree);
+        snprintf(path, sizeof(path), "%s/big", outside);
+        {
+                char link[512];
+                snprintf(link, sizeof(link), "%s/to-big", tree);
+                ok(symlink(path, link) == 0, "symlink to a file outside");
+                snprintf(link, sizeof(link), "%s/to-outside", tree);
+                ok(symlink(outside, link) == 0, "symlink to a directory outside");
+        }
+        ok(usage_of(tree) < n + 64 * 1024, "neither is followed (%lld -> %lld)", (long long)n,
+           (long long)usage_of(tree));
+        {
+                const char *link_as_root[] = { NULL, NULL };
+                char link[512];
+                snprintf(link, sizeof(link), "%s/to-outside", tree);
+                link_as_root[0] = link;
+                ok(dm_disk_usage(link_as_root, &n) == 0 && n == 0, "a tree given as a symlink is not entered");
+        }
+
+        /* A tree deeper than the walk goes counts as over the cap. */
+        {
+                char deep[128];
+                int fd;
+
+                snprintf(deep, sizeof(deep), "%s/deep", top);
+                mkdir(deep, 0755);
+                fd = open(deep, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                for (int i = 0; i < DM_DISK_MAX_DEPTH + 5 && fd >= 0; i++) {
+                        int next;
+                        mkdirat(fd, "d", 0755);
+                        next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        close(fd);
+                        fd = next;
+                }
+                if (fd >= 0)
+                        close(fd);
+                is_int(usage_of(deep), -1, "a tree deeper than %d levels: -ELOOP", DM_DISK_MAX_DEPTH);
+        }
+
+        /* A file unlinked while held open is in no tree: counted through
+         * the fds of the processes a procs file lists (here: this one). */
+        {
+                char procs[160];
+                struct stat st;
+                int fd, pf;
+
+                snprintf(path, sizeof(path), "%s/held", tree);
+                put(path, 3 << 20);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                unlink(path);
+                snprintf(procs, sizeof(procs), "%s/procs", top);
+                pf = open(procs, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                dprintf(pf, "%d\n", (int)getpid());
+                close(pf);
+                stat(tree, &st);
+                n = dm_disk_unlinked_open(procs, &st.st_dev, 1);
+                ok(n >= 3 << 20 && n < (3 << 20) + (1 << 20), "an unlinked file held open counts (%lld)", (long long)n);
+                {
+                        dev_t other = st.st_dev + 1;
+
+                        ok(dm_disk_unlinked_open(procs, &other, 1) == 0, "only on the trees' file systems");
+                }
+                close(fd);
+                ok(dm_disk_unlinked_open(procs, &st.st_dev, 1) == 0, "and not once it is closed");
+                unlink(procs);
+        }
+
+        /* The watch trips when the tree grows past the cap. */
+        {
+                const char *trees[] = { tree, NULL };
+                struct dm_limits_watch_conf c = { .trees = trees, .cap = 4 << 20, .cancel_fd = -1, .limit_fd = -1 };
+                struct dm_limits_watch *w = NULL;
+
+                dm_error_clear(&err);
+                ok(dm_limits_watch_start(&c, &w, &err) == 0, "watch starts");
+                ok(!readable(dm_limits_watch_fd(w), 500), "under the cap: not tripped");
+                snprintf(path, sizeof(path), "%s/grow", tree);
+                put(path, 6 << 20);
+                ok(readable(dm_limits_watch_fd(w), 3000), "past the cap: tripped within 3 s");
+                ok(dm_limits_watch_tripped(w, &err) && err.code == -EDQUOT &&
+                   strstr(err.msg, "disk cap of 4 MiB reached (DEMESNE_DISK_MAX)"),
+                   "with the cap's sentence: %s", err.msg);
+                dm_limits_watch_stop(w);
+        }
+
+        /* Already over the cap at the start: it may shrink, not grow. */
+        {
+                const char *trees[] = { tree, NULL };
+                struct dm_limits_watch_conf c = { .trees = trees, .cap = 4 << 20, .cancel_fd = -1, .limit_fd = -1 };
+                struct dm_limits_watch *w = NULL;
+
+                dm_error_clear(&err);
+                ok(dm_limits_watch_start(&c, &w, &err) == 0, "watch starts over the cap");
+                snprintf(path, sizeof(path), "%s/grow", tree);
+                truncate(path, 5 << 20);
+                ok(!readable(dm_limits_watch_fd(w), 600), "shrinking is allowed");
+                ok(!dm_limits_watch_tripped(w, &err), "and not a trip");
+                dm_limits_watch_stop(w);
+
+                ok(dm_limits_watch_start(&c, &w, &err) == 0, "a fresh watch");
+                snprintf(path, sizeof(path), "%s/more", tree);
+                put(path, 1 << 20);
+                /* The command ended before a walk: the last measure catches it. */
+                ok(dm_limits_watch_tripped(w, &err) && err.code == -EDQUOT, "growing is a trip, also measured at the end");
+                dm_limits_watch_stop(w);
+        }
+
+        /* The caller's cancel is passed on, and is not a limit; an outside
+         * limit is. */
+        {
+                const char *trees[] = { tree, NULL };
+                int cancel = eventfd(0, EFD_CLOEXEC), limit = eventfd(0, EFD_CLOEXEC);
+                uint64_t one = 1;
+                struct dm_limits_watch_conf c = { .trees = trees, .cap = 0, .cancel_fd = cancel, .limit_fd = limit };
+                struct dm_limits_watch *w = NULL;
+
+                dm_error_clear(&err);
+                ok(dm_limits_watch_start(&c, &w, &err) == 0, "watch without a disk cap");
+                ok(write(cancel, &one, sizeof(one)) == sizeof(one), "cancel fired");
+                ok(readable(dm_limits_watch_fd(w), 2000), "the watch fd says stop");
+                ok(!dm_limits_watch_tripped(w, &err), "but no limit tripped");
+                dm_limits_watch_stop(w);
+
+                c.cancel_fd = -1;
+                ok(dm_limits_watch_start(&c, &w, &err) == 0, "another watch");
+                ok(write(limit, &one, sizeof(one)) == sizeof(one), "outside limit fired");
+                ok(readable(dm_limits_watch_fd(w), 2000), "the watch fd says stop");
+                ok(dm_limits_watch_tripped(w, &err) && err.code == -ECONNABORTED, "as a limit");
+                dm_limits_watch_stop(w);
+                close(cancel);
+                close(limit);
+        }
+
+        dm_remove_tree(top);
+        ok(access(top, F_OK) < 0, "nothing left behind");
+        return done_testing();
+}
