@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 #include "src/agent.h"
+#include "src/ownership.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -476,6 +477,9 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         res->result = final_answer(transcript, st.provider);
         res->usage = usage_json(&usage);
         res->cost_usd = usage.total.cost_usd;
+        /* What the server wrote after the run (transcript.jsonl, usage.json,
+         * vendor.log) goes to the owner too. */
+        dm_owner_return(ctx->cfg.output_root, res->output_dir);
         if (out_rel) {
                 struct stat sb;
 

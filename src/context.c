@@ -3,6 +3,7 @@
 #include "src/context.h"
 #include "src/agent.h"
 #include "src/egress.h"
+#include "src/ownership.h"
 #include "src/sandbox.h"
 
 #include <errno.h>
@@ -19,6 +20,7 @@
 struct dm_reap_item {
         char *id;
         char *scratch;
+        char *output;
         struct dm_reap_item *next;
 };
 
@@ -90,6 +92,16 @@ static void remove_scratch(struct dm_context *ctx, const char *run)
                 log_warning("remove scratch directory '%s': %s", dir, strerror(errno));
 }
 
+/* A dead server's run: its output goes back to the owner all the same. */
+static void give_back_run(struct dm_context *ctx, const char *run)
+{
+        char dir[PATH_MAX];
+
+        if (run && strncmp(run, "run-", 4) == 0 && !strchr(run, '/') &&
+            (size_t)snprintf(dir, sizeof(dir), "%s/%s", ctx->cfg.output_root, run) < sizeof(dir))
+                dm_owner_return(ctx->cfg.output_root, dir);
+}
+
 /* Removes the script containers of servers that are gone (killed, crashed).
  * Persistent sandboxes are left for whoever adopts them; a live server's
  * containers are never touched. */
@@ -128,6 +140,7 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
                                 if (b->ops->destroy(b, ids[i], &err) == 0) {
                                         removed++;
                                         remove_scratch(ctx, run);
+                                        give_back_run(ctx, run);
                                 } else
                                         log_warning("remove container '%.12s' of a dead server: %s", ids[i], err.msg);
                         }
@@ -190,8 +203,11 @@ static void *reaper_main(void *arg)
                         log_warning("remove container '%.12s': %s", it->id, err.msg);
                 if (it->scratch && dm_remove_tree(it->scratch) < 0)
                         log_warning("remove scratch directory '%s': %s", it->scratch, strerror(errno));
+                if (it->output)
+                        dm_owner_return(ctx->cfg.output_root, it->output);
                 free(it->id);
                 free(it->scratch);
+                free(it->output);
                 free(it);
 
                 pthread_mutex_lock(&ctx->lock);
@@ -281,6 +297,11 @@ int dm_context_backend(struct dm_context *ctx, struct dm_backend **ret, struct d
 
 void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_dir)
 {
+        dm_context_reap_output(ctx, container_id, scratch_dir, NULL);
+}
+
+void dm_context_reap_output(struct dm_context *ctx, char *container_id, char *scratch_dir, char *output_dir)
+{
         struct dm_reap_item *it = calloc(1, sizeof(*it)), **tail;
 
         if (!it) {
@@ -290,12 +311,16 @@ void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_d
                         ctx->backend->ops->destroy(ctx->backend, container_id, &err);
                 if (scratch_dir)
                         dm_remove_tree(scratch_dir);
+                if (output_dir)
+                        dm_owner_return(ctx->cfg.output_root, output_dir);
                 free(container_id);
                 free(scratch_dir);
+                free(output_dir);
                 return;
         }
         it->id = container_id;
         it->scratch = scratch_dir;
+        it->output = output_dir;
         pthread_mutex_lock(&ctx->lock);
         for (tail = &ctx->reap_head; *tail; tail = &(*tail)->next)
                 ;

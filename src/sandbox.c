@@ -20,6 +20,7 @@
 #include "src/egress.h"
 #include "src/images.h"
 #include "src/launch.h"
+#include "src/ownership.h"
 #include "src/runner.h"
 #include "src/util/cleanup.h"
 #include "src/util/headtail.h"
@@ -377,6 +378,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         _cleanup_free_ struct dm_mount *mounts = calloc(n_in + 4, sizeof(*mounts));
         _cleanup_free_ char **owned = calloc(2 * n_in + 1, sizeof(char *));
         char dir[PATH_MAX], label_id[64], *id = NULL;
+        struct dm_launch_ids ids;
         unsigned char rnd[6];
         const char *labels[3];
         int r;
@@ -432,7 +434,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         sb->ttl_s = req->ttl_s > 0 ? req->ttl_s : DM_SANDBOX_TTL_DEFAULT;
         sb->created_at = dm_wall_ms() / 1000;
         sb->expires_at = sb->created_at + sb->ttl_s;
-        if (mkdir(sb->output_dir, 0755) < 0 || mkdir(sb->workspace, 0700) < 0) {
+        if (mkdir(sb->output_dir, 0700) < 0 || mkdir(sb->workspace, 0700) < 0) {
                 r = dm_error_set(err, -errno, "cannot create the sandbox's directories: %s", strerror(errno));
                 goto out;
         }
@@ -456,12 +458,16 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 .ttl_s = sb->ttl_s,
         };
         dm_launch_harden(ctx, &spec);
-        if (dm_launch_use_shim(b)) {
+        r = dm_launch_userns(ctx, b, &spec, &ids, err);
+        if (r >= 0 && dm_launch_use_shim(b)) {
                 snprintf(sb->shim_dir, sizeof(sb->shim_dir), "%.4000s/%s.shim", dir, sb->id);
                 r = dm_launch_shim_prepare(sb->shim_dir, &spec, mounts, &n_mounts, &host, err);
         }
         if (r >= 0)
                 r = b->ops->create(b, &spec, &id, err);
+        if (r >= 0)
+                r = dm_launch_lend(b, id, &ids, (const char *const[]){ sb->output_dir, sb->workspace, NULL }, host,
+                                   err);
         if (r >= 0) {
                 snprintf(sb->container, sizeof(sb->container), "%s", id);
                 r = b->ops->start(b, id, err);
@@ -776,6 +782,8 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
         }
         record_remove(ctx, id);
         dm_remove_tree(sb.workspace);
+        /* What it left goes to the owner; it can no longer write there. */
+        dm_owner_return(ctx->cfg.output_root, sb.output_dir);
         log_info("sandbox %s destroyed (output directory '%s' kept)", id, sb.output_dir);
         return 0;
 }
