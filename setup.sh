@@ -3,7 +3,8 @@
 #
 # Installs, builds and starts demesne on a Debian or Ubuntu machine:
 #   1. Debian packages (compiler, libraries, Podman with runc, mmdebstrap),
-#   2. Podman's configuration, if the machine has none,
+#   2. Podman's configuration, if the machine has none, and the host ids
+#      for sandboxes' user namespaces (/etc/subuid, /etc/subgid),
 #   3. demesne itself (./configure && make && make install, to /usr/local),
 #   4. the base and python images, from Debian packages (no registry),
 #   5. a first sandbox run, which finds or starts Podman by itself.
@@ -21,7 +22,7 @@ for arg in "$@"; do
 	--no-install) install=0 ;;
 	--no-run) run=0 ;;
 	--test-deps) test_deps=1 ;;
-	-h|--help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -61,6 +62,20 @@ if [ ! -e /etc/containers/containers.conf ]; then
 elif ! grep -q '^runtime *= *"runc"' /etc/containers/containers.conf; then
 	say "note: /etc/containers/containers.conf does not select runc; crun fails on hybrid cgroups (see docs)"
 fi
+
+# Rootful Podman runs each sandbox in a user namespace of its own
+# (userns=auto), with host ids from the "containers" lines: the range
+# Podman's documentation suggests, far above what useradd hands out to
+# people. Appended only when the file has no such line; nothing else in the
+# files is touched.
+for f in /etc/subuid /etc/subgid; do
+	[ -e "$f" ] || install -m 0644 /dev/null "$f"
+	if ! grep -q '^containers:' "$f"; then
+		say "adding 'containers:2147483647:2147483648' to $f (sandboxes' user namespaces)"
+		[ -z "$(tail -c1 "$f")" ] || echo >>"$f"
+		echo 'containers:2147483647:2147483648' >>"$f"
+	fi
+done
 
 cd "$here"
 if [ ! -x configure ] || [ configure.ac -nt configure ]; then
