@@ -68,14 +68,26 @@ fi
 # Podman's documentation suggests, far above what useradd hands out to
 # people. Appended only when the file has no such line; nothing else in the
 # files is touched.
-for f in /etc/subuid /etc/subgid; do
-	[ -e "$f" ] || install -m 0644 /dev/null "$f"
-	if ! grep -q '^containers:' "$f"; then
-		say "adding 'containers:2147483647:2147483648' to $f (sandboxes' user namespaces)"
-		[ -z "$(tail -c1 "$f")" ] || echo >>"$f"
-		echo 'containers:2147483647:2147483648' >>"$f"
-	fi
-done
+add_subids() { # name range
+	local f
+	for f in /etc/subuid /etc/subgid; do
+		[ -e "$f" ] || install -m 0644 /dev/null "$f"
+		if ! grep -q "^$1:" "$f"; then
+			say "adding '$1:$2' to $f (sandboxes' user namespaces)"
+			[ -z "$(tail -c1 "$f")" ] || echo >>"$f"
+			echo "$1:$2" >>"$f"
+		fi
+	done
+}
+add_subids containers 2147483647:2147483648
+# tests/run-dockerd.sh starts dockerd with --userns-remap=default, whose
+# user is dockremap: its range is fixed here, below the containers range
+# and above what useradd hands out (SUB_UID_MAX 600100000).
+if [ $test_deps = 1 ]; then
+	getent passwd dockremap >/dev/null ||
+		useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin dockremap
+	add_subids dockremap 1879048192:65536
+fi
 
 cd "$here"
 if [ ! -x configure ] || [ configure.ac -nt configure ]; then

@@ -100,13 +100,12 @@ static int open_private_dir(const char *dir, int *ret_fd, struct dm_error *err)
                 return dm_error_set(err, -errno, "cannot open '%s': %s", dir, strerror(errno));
         if (fstat(fd, &st) < 0)
                 return dm_error_set(err, -errno, "cannot read '%s': %s", dir, strerror(errno));
-        /* 0710 with the group of a sandbox's root: dm_shimhost_lend gave it
+        /* 0750 with the group of a sandbox's root: dm_shimhost_lend gave it
          * to a container in a user namespace. */
-        if (st.st_uid != geteuid() || (st.st_mode & 0067) ||
-            ((st.st_mode & 0010) && st.st_gid == getegid()))
+        if (st.st_uid != geteuid() || (st.st_mode & 0027) || ((st.st_mode & 0050) && st.st_gid == getegid()))
                 return dm_error_set(err, -EPERM,
                                     "'%s' must be a directory of this user that only it can open (mode 0700, or "
-                                    "0710 for a sandbox's group)", dir);
+                                    "0750 for a sandbox's group)", dir);
         *ret_fd = TAKE_FD(fd);
         return 0;
 }
@@ -120,7 +119,7 @@ static int socket_perms(int dir_fd)
 
         if (fstat(dir_fd, &st) < 0)
                 return -errno;
-        if (!(st.st_mode & 0010))
+        if (!(st.st_mode & 0050))
                 return fchmodat(dir_fd, DM_SHIM_SOCK_NAME, 0600, 0) < 0 ? -errno : 0;
         if (fchownat(dir_fd, DM_SHIM_SOCK_NAME, (uid_t)-1, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0 ||
             fchmodat(dir_fd, DM_SHIM_SOCK_NAME, 0660, 0) < 0)
@@ -211,7 +210,7 @@ void dm_shimhost_mounts(const struct dm_shimhost *h, struct dm_mount ret[2])
 
 int dm_shimhost_lend(struct dm_shimhost *h, unsigned gid, struct dm_error *err)
 {
-        if (fchown(h->dir_fd, (uid_t)-1, (gid_t)gid) < 0 || fchmod(h->dir_fd, 0710) < 0 || socket_perms(h->dir_fd) < 0)
+        if (fchown(h->dir_fd, (uid_t)-1, (gid_t)gid) < 0 || fchmod(h->dir_fd, 0750) < 0 || socket_perms(h->dir_fd) < 0)
                 return dm_error_set(err, -errno, "cannot open '%s' to the sandbox's root (host gid %u): %s", h->dir,
                                     gid, strerror(errno));
         return 0;

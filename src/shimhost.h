@@ -58,7 +58,7 @@ void dm_shimhost_mounts(const struct dm_shimhost *h, struct dm_mount ret[2]);
 const char *dm_shimhost_dir(const struct dm_shimhost *h);
 
 /* For a container whose root is not this user (a user namespace): the
- * directory becomes 0710 with group gid, the socket 0660 with that group,
+ * directory becomes 0750 with group gid, the socket 0660 with that group,
  * so the sandbox's root can connect and nothing else on the host can; a
  * socket a later server binds there gets the same. Before start. */
 int dm_shimhost_lend(struct dm_shimhost *h, unsigned gid, struct dm_error *err);

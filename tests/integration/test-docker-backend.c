@@ -146,6 +146,7 @@ static void test_spec_applied(void)
         struct dm_stream *s = NULL;
         struct dm_error err = { 0 };
         struct output o;
+        struct dm_userns u = { 0 };
         char *id = NULL;
         int code = -1;
         FILE *f;
@@ -178,7 +179,21 @@ static void test_spec_applied(void)
 
         output_init(&o);
         sink = (struct dm_stream_sink){ collect, &o };
+        /* The engine's user namespace, as src/launch.c uses it: the rw
+         * bind is lent to the container's root between create and start. */
+        is_int(B->ops->userns(B, &u, clr(&err)), 0, "the engine says how it maps ids: %s", u.detail[0] ? u.detail : err.msg);
+        spec.userns_mode = u.mode;
         is_int(B->ops->create(B, &spec, &id, clr(&err)), 0, "create with mounts, caps, limits (%s)", err.msg);
+        if (id && u.kind != DM_USERNS_ROOTLESS) {
+                unsigned ruid = 0, rgid = 0;
+
+                is_int(B->ops->container_root(B, id, &ruid, &rgid, clr(&err)), 0, "its root is host uid %u (%s)", ruid,
+                       err.msg);
+                ok(u.kind == DM_USERNS_HOST_ROOT ? ruid == 0 : ruid != 0 && rgid != 0,
+                   "with a user namespace, not the host's root (kind %d, uid %u, gid %u)", (int)u.kind, ruid, rgid);
+                if (chown(out, ruid, rgid) < 0)
+                        diag("chown %s: %s", out, strerror(errno));
+        }
         if (id && B->ops->attach(B, id, &s, clr(&err)) == 0 && B->ops->start(B, id, &err) == 0 &&
             dm_stream_pump(s, &sink, -1, dm_now_ms() + 30000, &err) == 0)
                 B->ops->wait(B, id, &code, &err);

@@ -18,9 +18,10 @@ command -v setpriv >/dev/null || { echo "1..0 # SKIP needs setpriv (util-linux) 
 user=4242 other=4243
 tmp=$(mktemp -d /tmp/dm-userns-XXXXXX)
 chmod 0755 "$tmp"
-coproc_pid=
+coproc_pid= fake_pid=
 cleanup() {
 	[ -z "$coproc_pid" ] || { kill "$coproc_pid" 2>/dev/null; wait "$coproc_pid" 2>/dev/null; }
+	[ -z "$fake_pid" ] || { kill "$fake_pid" 2>/dev/null; wait "$fake_pid" 2>/dev/null; }
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -123,6 +124,57 @@ DEMESNE_ALLOW_HOST_ROOT=maybe "$bin" run -q --image "$img" -- true >/dev/null 2>
 "$bin" doctor >"$tmp/doctor" 2>&1
 grep -Eq '^ok +sandboxes in a user namespace: yes: ' "$tmp/doctor"
 ok $? "doctor says sandboxes run in a user namespace ($(grep 'user namespace' "$tmp/doctor"))"
+
+# ---- an engine that would give the host's root: refused unless opted out --------
+# A stand-in for dockerd without --userns-remap, answering only what demesne
+# asks before it creates a container (its create fails, which is how the
+# opt-out shows it got past the refusal).
+cat >"$tmp/fake-dockerd.py" <<'PY'
+import json, os, socketserver, sys
+from http.server import BaseHTTPRequestHandler
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def reply(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Server", "Docker/20.10.24 (linux)")
+        self.send_header("Api-Version", "1.41")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def do_GET(self):
+        p = self.path.split("?")[0]
+        if p.endswith("/_ping"): self.reply(200, "OK")
+        elif p.endswith("/info"): self.reply(200, {"SecurityOptions": ["name=seccomp,profile=default"], "DockerRootDir": "/var/lib/docker"})
+        elif "/images/" in p: self.reply(200, {"Id": "sha256:0"})
+        elif p.endswith("/containers/json"): self.reply(200, [])
+        else: self.reply(404, {"message": "not in this stand-in"})
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.reply(500, {"message": "the stand-in creates nothing"})
+    def address_string(self): return "unix"
+    def log_message(self, *a): pass
+class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer): daemon_threads = True
+S(sys.argv[1], H).serve_forever()
+PY
+python3 "$tmp/fake-dockerd.py" "$tmp/fake.sock" &
+fake_pid=$!
+for _ in $(seq 50); do [ -S "$tmp/fake.sock" ] && break; sleep 0.1; done
+fake=(env DEMESNE_ENGINE_HOST="unix://$tmp/fake.sock" DEMESNE_START_PODMAN=0 DEMESNE_OUTPUT_ROOT="$tmp/fake-out")
+"${fake[@]}" "$bin" run -q --image "$img" -- true >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc != 0 ] && grep -q "refusing to run a sandbox whose root would be the host's root" "$tmp/err" &&
+	grep -q "DEMESNE_ALLOW_HOST_ROOT=1" "$tmp/err"
+ok $? "an engine without a user namespace is refused, naming DEMESNE_ALLOW_HOST_ROOT (rc $rc: $(grep -v ' info: ' "$tmp/err" | head -1))"
+"${fake[@]}" DEMESNE_ALLOW_HOST_ROOT=1 "$bin" run -q --image "$img" -- true >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc != 0 ] && ! grep -q "refusing" "$tmp/err" && grep -q "creates nothing" "$tmp/err"
+ok $? "DEMESNE_ALLOW_HOST_ROOT=1 gets past the refusal to the engine's create"
+"${fake[@]}" "$bin" doctor >"$tmp/doctor" 2>&1
+grep -q "^PROBLEM sandboxes in a user namespace: refusing" "$tmp/doctor"
+ok $? "doctor reports the engine's containers would run as the host's root"
+kill "$fake_pid" 2>/dev/null
+wait "$fake_pid" 2>/dev/null
+fake_pid=
 
 echo "1..$n"
 [ $failed = 0 ]
