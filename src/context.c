@@ -174,6 +174,14 @@ static void *reaper_main(void *arg)
                         if (dm_context_backend(ctx, &b, &err) < 0)
                                 log_warning("no container engine yet (%s); calls will say so until one answers",
                                             err.msg);
+                        else if (b->ops->userns) {
+                                /* Asked once per engine (GET /info, ~0.2 s on
+                                 * Podman): not on the first call's time. */
+                                struct dm_userns u;
+
+                                if (b->ops->userns(b, &u, &err) < 0)
+                                        log_warning("%s", err.msg);
+                        }
                         pthread_mutex_lock(&ctx->lock);
                         ctx->reap_busy--;
                         pthread_cond_broadcast(&ctx->reap_cond);
