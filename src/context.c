@@ -3,6 +3,7 @@
 #include "src/context.h"
 #include "src/agent.h"
 #include "src/egress.h"
+#include "src/idmap.h"
 #include "src/ownership.h"
 #include "src/sandbox.h"
 
@@ -79,6 +80,16 @@ bool dm_owner_alive(const char *owner, const char *my_owner)
         return process_start_time(pid) == start;
 }
 
+/* A run's scratch tree, with the inputs mounted in it (src/idmap.c). */
+static int remove_scratch_tree(const char *dir)
+{
+        char stage[PATH_MAX];
+
+        if ((size_t)snprintf(stage, sizeof(stage), "%s/in", dir) < sizeof(stage))
+                dm_idmap_remove(stage);
+        return dm_remove_tree(dir);
+}
+
 /* The run's scratch tree (/workspace and the shim's socket) under the
  * state directory, when its server died before removing it. */
 static void remove_scratch(struct dm_context *ctx, const char *run)
@@ -88,7 +99,7 @@ static void remove_scratch(struct dm_context *ctx, const char *run)
         if (!run || strncmp(run, "run-", 4) != 0 || strchr(run, '/') || strstr(run, ".."))
                 return;
         if ((size_t)snprintf(dir, sizeof(dir), "%s/work/%s", ctx->cfg.state_dir, run) < sizeof(dir) &&
-            dm_remove_tree(dir) < 0 && errno != ENOENT)
+            remove_scratch_tree(dir) < 0 && errno != ENOENT)
                 log_warning("remove scratch directory '%s': %s", dir, strerror(errno));
 }
 
@@ -209,7 +220,7 @@ static void *reaper_main(void *arg)
 
                 if (it->id && b && b->ops->destroy(b, it->id, &err) < 0)
                         log_warning("remove container '%.12s': %s", it->id, err.msg);
-                if (it->scratch && dm_remove_tree(it->scratch) < 0)
+                if (it->scratch && remove_scratch_tree(it->scratch) < 0)
                         log_warning("remove scratch directory '%s': %s", it->scratch, strerror(errno));
                 if (it->output)
                         dm_owner_return(ctx->cfg.output_root, it->output);
@@ -318,7 +329,7 @@ void dm_context_reap_output(struct dm_context *ctx, char *container_id, char *sc
                 if (container_id && ctx->backend)
                         ctx->backend->ops->destroy(ctx->backend, container_id, &err);
                 if (scratch_dir)
-                        dm_remove_tree(scratch_dir);
+                        remove_scratch_tree(scratch_dir);
                 if (output_dir)
                         dm_owner_return(ctx->cfg.output_root, output_dir);
                 free(container_id);

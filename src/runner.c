@@ -16,6 +16,7 @@
 
 #include "src/egress.h"
 #include "src/images.h"
+#include "src/idmap.h"
 #include "src/launch.h"
 #include "src/ownership.h"
 #include "src/util/cleanup.h"
@@ -314,6 +315,8 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         char *id = NULL, *exec_id = NULL;
         bool scratch_made = false, exec_only = false, outdir_made = false;
         struct dm_launch_ids ids;
+        struct dm_idmap im = { 0 };
+        char stage[PATH_MAX + 16];
         int64_t t0;
         int r;
 
@@ -424,6 +427,10 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         r = dm_launch_userns(ctx, b, &spec, &ids, err);
         if (r < 0)
                 goto out;
+        /* Inputs the sandbox's root could not read otherwise: idmapped. */
+        snprintf(stage, sizeof(stage), "%s/in", scratch);
+        if (ids.lend && (r = dm_idmap_prepare(&im, stage, mounts, n_mounts, err)) < 0)
+                goto out;
         /* Without attach (OpenSandbox) the container idles and the command
          * is an exec, whose exit code comes from the exec. */
         exec_only = !dm_backend_can(b, DM_CAP_ATTACH);
@@ -454,6 +461,8 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         }
         /* Before attach: Podman sets the container up (its mounts) there. */
         r = dm_launch_lend(b, id, &ids, (const char *const[]){ outdir, workspace, NULL }, host, err);
+        if (r >= 0 && ids.lend)
+                r = dm_idmap_attach(&im, ids.uid, ids.gid, err);
         if (r < 0)
                 goto out;
         if (!host && !exec_only) {
@@ -527,6 +536,7 @@ out:
         /* The socket goes now; its directory with the scratch tree, after
          * the container. */
         dm_shimhost_free(host);
+        dm_idmap_release(&im);
         for (int i = 1; i <= 2; i++) {
                 if (cap.fd[i] >= 0)
                         close(cap.fd[i]);

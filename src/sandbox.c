@@ -19,6 +19,7 @@
 
 #include "src/egress.h"
 #include "src/images.h"
+#include "src/idmap.h"
 #include "src/launch.h"
 #include "src/ownership.h"
 #include "src/runner.h"
@@ -41,6 +42,28 @@ int dm_sandbox_dir(struct dm_context *ctx, char *buf, size_t len, struct dm_erro
 static bool valid_id(const char *id)
 {
         return id && strncmp(id, "sbx-", 4) == 0 && strlen(id) == 16 && strspn(id + 4, "0123456789abcdef") == 12;
+}
+
+/* Where a sandbox's inputs are mounted (src/idmap.c): beside its workspace,
+ * "<id>.in" for "<id>.workspace". */
+static void stage_dir(const struct dm_sandbox *sb, char *buf, size_t len)
+{
+        size_t n = strlen(sb->workspace), suffix = strlen(".workspace");
+
+        if (n > suffix && strcmp(sb->workspace + n - suffix, ".workspace") == 0)
+                snprintf(buf, len, "%.*s.in", (int)(n - suffix), sb->workspace);
+        else
+                snprintf(buf, len, "%.4000s.in", sb->workspace);
+}
+
+/* The workspace and the inputs' mounts, once the container is gone. */
+static void remove_scratch(const struct dm_sandbox *sb)
+{
+        char stage[PATH_MAX + 16];
+
+        stage_dir(sb, stage, sizeof(stage));
+        dm_idmap_remove(stage);
+        dm_remove_tree(sb->workspace);
 }
 
 /* ---- records ------------------------------------------------------------------ */
@@ -379,6 +402,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         _cleanup_free_ char **owned = calloc(2 * n_in + 1, sizeof(char *));
         char dir[PATH_MAX], label_id[64], *id = NULL;
         struct dm_launch_ids ids;
+        struct dm_idmap im = { 0 };
+        char stage[PATH_MAX + 16];
         unsigned char rnd[6];
         const char *labels[3];
         int r;
@@ -459,6 +484,9 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         };
         dm_launch_harden(ctx, &spec);
         r = dm_launch_userns(ctx, b, &spec, &ids, err);
+        stage_dir(sb, stage, sizeof(stage));
+        if (r >= 0 && ids.lend)
+                r = dm_idmap_prepare(&im, stage, mounts, n_mounts, err);
         if (r >= 0 && dm_launch_use_shim(b)) {
                 snprintf(sb->shim_dir, sizeof(sb->shim_dir), "%.4000s/%s.shim", dir, sb->id);
                 r = dm_launch_shim_prepare(sb->shim_dir, &spec, mounts, &n_mounts, &host, err);
@@ -468,6 +496,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         if (r >= 0)
                 r = dm_launch_lend(b, id, &ids, (const char *const[]){ sb->output_dir, sb->workspace, NULL }, host,
                                    err);
+        if (r >= 0 && ids.lend)
+                r = dm_idmap_attach(&im, ids.uid, ids.gid, err);
         if (r >= 0) {
                 snprintf(sb->container, sizeof(sb->container), "%s", id);
                 r = b->ops->start(b, id, err);
@@ -502,10 +532,11 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 dm_shimhost_free(host);
                 if (sb->shim_dir[0])
                         dm_shimhost_remove_dir(sb->shim_dir, &e2);
-                dm_remove_tree(sb->workspace);
+                remove_scratch(sb);
                 dm_error_wrap(err, "create sandbox");
         }
 out:
+        dm_idmap_release(&im);
         free(id);
         for (size_t i = 0; i < n_owned; i++)
                 free(owned[i]);
@@ -532,7 +563,7 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb
                 if (sb->shim_dir[0])
                         dm_shimhost_remove_dir(sb->shim_dir, &e2);
                 record_remove(ctx, id);
-                dm_remove_tree(sb->workspace);
+                remove_scratch(sb);
                 return dm_error_set(err, -ENOENT, "unknown sandbox '%s': its container is gone (destroyed, expired, or removed "
                                                   "by hand)", id);
         }
@@ -781,7 +812,7 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
                 dm_error_clear(err);
         }
         record_remove(ctx, id);
-        dm_remove_tree(sb.workspace);
+        remove_scratch(&sb);
         /* What it left goes to the owner; it can no longer write there. */
         dm_owner_return(ctx->cfg.output_root, sb.output_dir);
         log_info("sandbox %s destroyed (output directory '%s' kept)", id, sb.output_dir);

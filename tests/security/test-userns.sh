@@ -56,9 +56,24 @@ out=$(as $user "$run/s" -p -c 'id -u' 2>&1)
 as $other ls "$run" >/dev/null 2>&1; [ $? != 0 ]; ok $? "another user cannot even list the run directory"
 as $user rm -rf "$run" && [ ! -e "$run" ]; ok $? "the owner deletes the run without root"
 
+# ---- inputs only their owner may read are read by the sandbox, read-only ----------
+mkdir -m 0700 "$tmp/in" "$tmp/in/dir"
+echo 'root only' >"$tmp/in/secret.txt"
+echo 'user only' >"$tmp/in/dir/mine.txt"
+chmod 0600 "$tmp/in/secret.txt" "$tmp/in/dir/mine.txt"
+chown $user:$user "$tmp/in/dir/mine.txt"
+out=$("$bin" run -q --image "$img" --file "$tmp/in/secret.txt" --dir "$tmp/in/dir" -- \
+	sh -c 'cat /in/secret.txt /in/dir/mine.txt; (echo x >/in/dir/new) 2>/dev/null || echo read-only' 2>"$tmp/err")
+[ "$out" = $'root only\nuser only\nread-only' ]
+ok $? "mode-0600 inputs of root and of uid $user are readable in the sandbox, and read-only (got '$(tr '\n' '|' <<<"$out")')"
+[ "$(stat -c '%u %a' "$tmp/in/secret.txt") $(stat -c '%u %a' "$tmp/in/dir/mine.txt")" = "0 600 $user 600" ] &&
+	[ ! -e "$tmp/in/dir/new" ]
+ok $? "the inputs on the host are unchanged"
+rm -rf "$tmp"/out/run-*
+
 # ---- a persistent sandbox, through MCP ------------------------------------------
 meta='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
-coproc SERVER { exec "$bin" serve 2>"$tmp/serve.log"; }
+coproc SERVER { DEMESNE_ALLOWED_PATHS=$tmp/in exec "$bin" serve 2>"$tmp/serve.log"; }
 coproc_pid=$SERVER_PID
 id=0
 call() { # tool args-json -> the response line on stdout
@@ -71,11 +86,14 @@ call() { # tool args-json -> the response line on stdout
 	done
 	return 1
 }
-resp=$(call sandbox_create "{\"image\":\"$img\",\"egress\":\"none\"}")
+resp=$(call sandbox_create "{\"image\":\"$img\",\"egress\":\"none\",\"files\":[\"$tmp/in/secret.txt\"]}")
 sb=$(jq -r '.result.structuredContent.sandbox_id // empty' <<<"$resp")
 dir=$(jq -r '.result.structuredContent.output_dir // empty' <<<"$resp")
 [ -n "$sb" ] && [ -d "$dir" ]; ok $? "sandbox_create ($sb)"
 [ "$(mode "$dir")" = 700 ]; ok $? "its output directory is 0700 ($(mode "$dir"))"
+resp=$(call sandbox_exec "{\"sandbox_id\":\"$sb\",\"command\":\"cat /in/secret.txt\"}")
+[ "$(jq -r '.result.structuredContent.stdout // empty' <<<"$resp")" = 'root only' ]
+ok $? "the sandbox reads its mode-0600 input"
 resp=$(call sandbox_exec "{\"sandbox_id\":\"$sb\",\"command\":\"cp /bin/bash /out/s && chmod 4755 /out/s && mkdir -p /out/d/e && chmod 2700 /out/d && echo made && head -1 /proc/self/uid_map\"}")
 text=$(jq -r '.result.structuredContent.stdout // empty' <<<"$resp")
 read -r _ cid hid _ <<<"$(tr '\n' ' ' <<<"$text")"
@@ -115,6 +133,8 @@ for _ in $(seq 50); do
 done
 [ -z "$left" ] && [ -z "$(ls -A "$tmp/state/work" 2>/dev/null)" ]
 ok $? "no container and no scratch directory is left${left:+: $left}"
+mounts=$(grep -c " $tmp/" /proc/self/mountinfo)
+[ "$mounts" = 0 ]; ok $? "no input mount is left ($mounts)"
 [ -z "$(ls -A "$tmp/out" | grep -v '^\.sandboxes$')" ] && [ -z "$(ls -A "$tmp/out/.sandboxes" 2>/dev/null)" ]
 ok $? "no run output or sandbox record is left"
 
