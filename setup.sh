@@ -3,7 +3,8 @@
 #
 # Installs, builds and starts demesne on a Debian or Ubuntu machine:
 #   1. Debian packages (compiler, libraries, Podman with runc, mmdebstrap),
-#   2. Podman's configuration, if the machine has none,
+#   2. Podman's configuration, if the machine has none, and the host ids
+#      for sandboxes' user namespaces (/etc/subuid, /etc/subgid),
 #   3. demesne itself (configure and make in build/, make install to /usr/local),
 #   4. the base, python, node, claude-code and codex images, from Debian and
 #      npm packages (no container registry; the others are built on first use),
@@ -25,7 +26,7 @@ for arg in "$@"; do
 	--no-run) run=0 ;;
 	--test-deps) test_deps=1 ;;
 	--no-build) build=0 ;;
-	-h|--help) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -64,6 +65,32 @@ if [ ! -e /etc/containers/containers.conf ]; then
 	install -D -m 0644 "$here/.ci/containers.conf" /etc/containers/containers.conf
 elif ! grep -q '^runtime *= *"runc"' /etc/containers/containers.conf; then
 	say "note: /etc/containers/containers.conf does not select runc; crun fails on hybrid cgroups (see docs)"
+fi
+
+# Rootful Podman runs each sandbox in a user namespace of its own
+# (userns=auto), with host ids from the "containers" lines: the range
+# Podman's documentation suggests, far above what useradd hands out to
+# people. Appended only when the file has no such line; nothing else in the
+# files is touched.
+add_subids() { # name range
+	local f
+	for f in /etc/subuid /etc/subgid; do
+		[ -e "$f" ] || install -m 0644 /dev/null "$f"
+		if ! grep -q "^$1:" "$f"; then
+			say "adding '$1:$2' to $f (sandboxes' user namespaces)"
+			[ -z "$(tail -c1 "$f")" ] || echo >>"$f"
+			echo "$1:$2" >>"$f"
+		fi
+	done
+}
+add_subids containers 2147483647:2147483648
+# tests/run-dockerd.sh starts dockerd with --userns-remap=default, whose
+# user is dockremap: its range is fixed here, below the containers range
+# and above what useradd hands out (SUB_UID_MAX 600100000).
+if [ $test_deps = 1 ]; then
+	getent passwd dockremap >/dev/null ||
+		useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin dockremap
+	add_subids dockremap 1879048192:65536
 fi
 
 if [ $test_deps = 1 ]; then

@@ -54,6 +54,8 @@ struct dm_container_spec {
                                            when the attached stream is half-closed */
         int64_t ttl_s;                  /* the backend removes it after this long; 0 = never.
                                            Only backends with DM_CAP_TTL honour it */
+        const char *userns_mode;        /* HostConfig.UsernsMode, e.g. "auto:size=65536"
+                                           (dm_userns.mode); NULL = the engine's default */
 };
 
 struct dm_exec_spec {
@@ -110,6 +112,21 @@ enum {
         DM_CAP_HARDENING = 1 << 6,
         /* The backend expires containers itself (spec ttl_s, renew). */
         DM_CAP_TTL = 1 << 7,
+};
+
+/* Who a container's root is on the engine's host. */
+enum dm_userns_kind {
+        DM_USERNS_HOST_ROOT,            /* no user namespace: the container's root is the host's */
+        DM_USERNS_ROOTLESS,             /* a rootless engine: root is the engine's own user */
+        DM_USERNS_DAEMON,               /* one daemon-wide map (dockerd --userns-remap): uid, gid */
+        DM_USERNS_PER_CONTAINER,        /* a range of its own per container (rootful Podman,
+                                           userns=auto): container_root tells it after create */
+};
+struct dm_userns {
+        enum dm_userns_kind kind;
+        unsigned uid, gid;              /* DM_USERNS_DAEMON: the host ids of the container's root */
+        const char *mode;               /* what to put in the spec's userns_mode, or NULL */
+        char detail[256];               /* one line for people: how the engine was judged */
 };
 
 struct dm_backend_ops {
@@ -180,6 +197,12 @@ struct dm_backend_ops {
                         struct dm_error *err);
         /* Pushes the container's expiry (DM_CAP_TTL) to expires_unix. */
         int (*renew)(struct dm_backend *b, const char *id, int64_t expires_unix, struct dm_error *err);
+        /* How the engine maps container ids to host ids (asked once, then
+         * remembered). A backend without it runs containers elsewhere. */
+        int (*userns)(struct dm_backend *b, struct dm_userns *ret, struct dm_error *err);
+        /* The host uid and gid of a created container's root. */
+        int (*container_root)(struct dm_backend *b, const char *id, unsigned *ret_uid, unsigned *ret_gid,
+                              struct dm_error *err);
 
         void (*free)(struct dm_backend *b);
 };

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <json-c/json.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ struct docker {
         size_t response_max;
         void (*release)(void *);
         void *owned;
+        struct dm_userns_cache userns;  /* backends/userns.c */
 };
 
 static struct docker *to_docker(struct dm_backend *b)
@@ -366,6 +368,8 @@ static int create_body(const struct dm_container_spec *spec, char **ret, struct 
                 r |= dm_json_add(hc, "CapAdd", dm_json_strv(spec->cap_add));
         r |= dm_json_add(hc, "SecurityOpt", dm_json_strv((const char *const[]){ "no-new-privileges", NULL }));
         r |= dm_json_add(hc, "ReadonlyRootfs", json_object_new_boolean(spec->readonly_rootfs));
+        if (spec->userns_mode)
+                r |= dm_json_add(hc, "UsernsMode", json_object_new_string(spec->userns_mode));
         if (spec->init)
                 r |= dm_json_add(hc, "Init", json_object_new_boolean(true));
         ulimits = json_object_new_array();
@@ -902,6 +906,7 @@ static void docker_free(struct dm_backend *b)
         if (!d)
                 return;
         dm_http_free(d->http);
+        pthread_mutex_destroy(&d->userns.lock);
         if (d->release)
                 d->release(d->owned);
         free(d);
@@ -927,12 +932,19 @@ static const struct dm_backend_ops docker_ops = {
         .exec_pid = dm_docker_exec_pid,
         .put_archive = dm_docker_put_archive,
         .get_archive = dm_docker_get_archive,
+        .userns = dm_docker_userns,
+        .container_root = dm_docker_container_root,
         .free = docker_free,
 };
 
 struct dm_http *dm_docker_http(struct dm_backend *b)
 {
         return to_docker(b)->http;
+}
+
+struct dm_userns_cache *dm_docker_userns_cache(struct dm_backend *b)
+{
+        return &to_docker(b)->userns;
 }
 
 int dm_docker_backend_new_owning(const char *host, int64_t response_max, void (*release)(void *), void *owned,
@@ -952,6 +964,7 @@ int dm_docker_backend_new_owning(const char *host, int64_t response_max, void (*
         }
         d->release = release;
         d->owned = owned;
+        pthread_mutex_init(&d->userns.lock, NULL);
         *ret = &d->base;
         return 0;
 }

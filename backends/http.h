@@ -7,6 +7,7 @@
  * hooks the backends' own files share. Never included outside backends/. */
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -114,6 +115,17 @@ int dm_json_kv(const char *const *kv, const char *what, struct json_object **ret
 
 /* The docker backend's HTTP client, for the ops that live in other files. */
 struct dm_http *dm_docker_http(struct dm_backend *b);
+
+/* backends/userns.c: how the engine maps ids, asked once per backend. */
+struct dm_userns_cache {
+        pthread_mutex_t lock;
+        bool known;
+        struct dm_userns value;
+};
+struct dm_userns_cache *dm_docker_userns_cache(struct dm_backend *b);
+int dm_docker_userns(struct dm_backend *b, struct dm_userns *ret, struct dm_error *err);
+int dm_docker_container_root(struct dm_backend *b, const char *id, unsigned *ret_uid, unsigned *ret_gid,
+                             struct dm_error *err);
 int dm_docker_put_archive(struct dm_backend *b, const char *id, const char *dir, int tar_fd, int64_t tar_len,
                           struct dm_error *err);
 int dm_docker_get_archive(struct dm_backend *b, const char *id, const char *path, int out_fd, int64_t max,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 #include "src/agent.h"
+#include "src/ownership.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -542,6 +543,9 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         }
         res->usage = usage_json(&usage);
         res->cost_usd = usage.total.cost_usd;
+        /* What the server wrote after the run (transcript.jsonl, usage.json,
+         * vendor.log) goes to the owner too. */
+        dm_owner_return(ctx->cfg.output_root, res->output_dir);
         if (out_rel && outfd >= 0) {
                 /* Through no link at any level of the relative path. */
                 int fd = dm_io_open_beneath(outfd, out_rel, O_PATH, 0);

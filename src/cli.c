@@ -16,6 +16,7 @@
 #include "src/context.h"
 #include "src/egress.h"
 #include "src/images.h"
+#include "src/launch.h"
 #include "src/util/cancel.h"
 #include "src/mcp/http-guard.h"
 #include "src/mcp/http.h"
@@ -416,11 +417,11 @@ static void check(bool good, const char *what, const char *detail, const char *f
         }
 }
 
-static void check_dir(const char *what, const char *path)
+static void check_dir(const char *what, const char *path, unsigned mode)
 {
         struct dm_error err = { 0 };
         char msg[2 * DM_ERROR_MSG_MAX];
-        bool good = dm_mkdir_p(path, 0755, &err) >= 0 && access(path, W_OK) == 0;
+        bool good = dm_mkdir_p(path, mode, &err) >= 0 && access(path, W_OK) == 0;
 
         snprintf(msg, sizeof(msg), "'%s'%s%s", path, good ? "" : " - ", good ? "" : err.msg[0] ? err.msg : strerror(errno));
         check(good, what, msg, "make it writable, or point the variable elsewhere");
@@ -452,6 +453,29 @@ static void check_shim(const struct dm_context *ctx)
         }
         snprintf(detail, sizeof(detail), "on: every command runs under demesne-shim's seccomp filter ('%s')", bin);
         check(true, "seccomp (demesne-shim)", detail, NULL);
+}
+
+/* Whether a sandbox's root is the host's root, and why. */
+static void check_userns(struct dm_context *ctx, struct dm_backend *b)
+{
+        static const char what[] = "sandboxes in a user namespace";
+        struct dm_container_spec spec = { 0 };
+        struct dm_launch_ids ids;
+        struct dm_userns u = { 0 };
+        struct dm_error err = { 0 };
+        char detail[sizeof(u.detail) + 64];
+
+        if (!b->ops->userns) {
+                check(true, what, "not this machine's concern: the backend runs them elsewhere", NULL);
+                return;
+        }
+        if (b->ops->userns(b, &u, &err) < 0 || dm_launch_userns(ctx, b, &spec, &ids, &err) < 0) {
+                check(false, what, err.msg, NULL);
+                return;
+        }
+        snprintf(detail, sizeof(detail), "%s: %s%s", u.kind == DM_USERNS_HOST_ROOT ? "no" : "yes", u.detail,
+                 u.kind == DM_USERNS_HOST_ROOT ? " (allowed by DEMESNE_ALLOW_HOST_ROOT=1)" : "");
+        check(true, what, detail, NULL);
 }
 
 int dm_cli_doctor(int argc, char **argv)
@@ -499,8 +523,8 @@ int dm_cli_doctor(int argc, char **argv)
                 }
                 dm_error_clear(&err);
         }
-        check_dir("output root (DEMESNE_OUTPUT_ROOT)", ctx.cfg.output_root);
-        check_dir("state directory (DEMESNE_STATE_DIR)", ctx.cfg.state_dir);
+        check_dir("output root (DEMESNE_OUTPUT_ROOT)", ctx.cfg.output_root, 0700);
+        check_dir("state directory (DEMESNE_STATE_DIR)", ctx.cfg.state_dir, 0755);
         check(true, "allowed host paths (DEMESNE_ALLOWED_PATHS)",
               ctx.roots.n ? ctx.cfg.allowed_paths : "none: MCP callers cannot mount host files", NULL);
         check_shim(&ctx);
@@ -530,6 +554,7 @@ int dm_cli_doctor(int argc, char **argv)
                 }
                 check(true, "container engine", desc, NULL);
                 free(desc);
+                check_userns(&ctx, b);
                 for (size_t i = 0; i < sizeof(lacks) / sizeof(lacks[0]); i++)
                         if (!(b->ops->caps & lacks[i].cap))
                                 len += (size_t)snprintf(missing + len, len < sizeof(missing) ? sizeof(missing) - len : 0,

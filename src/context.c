@@ -4,6 +4,8 @@
 #include "src/inputs.h"
 #include "src/agent.h"
 #include "src/egress.h"
+#include "src/idmap.h"
+#include "src/ownership.h"
 #include "src/sandbox.h"
 
 #include <dirent.h>
@@ -23,6 +25,7 @@
 struct dm_reap_item {
         char *id;
         char *scratch;
+        char *output;
         struct dm_reap_item *next;
 };
 
@@ -81,6 +84,16 @@ bool dm_owner_alive(const char *owner, const char *my_owner)
         return process_start_time(pid) == start;
 }
 
+/* A run's scratch tree, with the inputs mounted in it (src/idmap.c). */
+static int remove_scratch_tree(const char *dir)
+{
+        char stage[PATH_MAX];
+
+        if ((size_t)snprintf(stage, sizeof(stage), "%s/in", dir) < sizeof(stage))
+                dm_idmap_remove(stage);
+        return dm_remove_tree(dir);
+}
+
 /* The run's scratch tree (/workspace and the shim's socket) under the
  * state directory, when its server died before removing it. */
 static void remove_scratch(struct dm_context *ctx, const char *run)
@@ -90,8 +103,18 @@ static void remove_scratch(struct dm_context *ctx, const char *run)
         if (!run || strncmp(run, "run-", 4) != 0 || strchr(run, '/') || strstr(run, ".."))
                 return;
         if ((size_t)snprintf(dir, sizeof(dir), "%s/work/%s", ctx->cfg.state_dir, run) < sizeof(dir) &&
-            dm_remove_tree(dir) < 0 && errno != ENOENT)
+            remove_scratch_tree(dir) < 0 && errno != ENOENT)
                 log_warning("remove scratch directory '%s': %s", dir, strerror(errno));
+}
+
+/* A dead server's run: its output goes back to the owner all the same. */
+static void give_back_run(struct dm_context *ctx, const char *run)
+{
+        char dir[PATH_MAX];
+
+        if (run && strncmp(run, "run-", 4) == 0 && !strchr(run, '/') &&
+            (size_t)snprintf(dir, sizeof(dir), "%s/%s", ctx->cfg.output_root, run) < sizeof(dir))
+                dm_owner_return(ctx->cfg.output_root, dir);
 }
 
 /* Removes the script containers of servers that are gone (killed, crashed).
@@ -132,6 +155,7 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
                                 if (b->ops->destroy(b, ids[i], &err) == 0) {
                                         removed++;
                                         remove_scratch(ctx, run);
+                                        give_back_run(ctx, run);
                                 } else
                                         log_warning("remove container '%.12s' of a dead server: %s", ids[i], err.msg);
                         }
@@ -166,6 +190,14 @@ static void *reaper_main(void *arg)
                         if (dm_context_backend(ctx, &b, &err) < 0)
                                 log_warning("no container engine yet (%s); calls will say so until one answers",
                                             err.msg);
+                        else if (b->ops->userns) {
+                                /* Asked once per engine (GET /info, ~0.2 s on
+                                 * Podman): not on the first call's time. */
+                                struct dm_userns u;
+
+                                if (b->ops->userns(b, &u, &err) < 0)
+                                        log_warning("%s", err.msg);
+                        }
                         pthread_mutex_lock(&ctx->lock);
                         ctx->reap_busy--;
                         pthread_cond_broadcast(&ctx->reap_cond);
@@ -193,10 +225,13 @@ static void *reaper_main(void *arg)
 
                 if (it->id && b && b->ops->destroy(b, it->id, &err) < 0)
                         log_warning("remove container '%.12s': %s", it->id, err.msg);
-                if (it->scratch && dm_remove_tree(it->scratch) < 0)
+                if (it->scratch && remove_scratch_tree(it->scratch) < 0)
                         log_warning("remove scratch directory '%s': %s", it->scratch, strerror(errno));
+                if (it->output)
+                        dm_owner_return(ctx->cfg.output_root, it->output);
                 free(it->id);
                 free(it->scratch);
+                free(it->output);
                 free(it);
 
                 pthread_mutex_lock(&ctx->lock);
@@ -296,6 +331,11 @@ int dm_context_backend(struct dm_context *ctx, struct dm_backend **ret, struct d
 
 void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_dir)
 {
+        dm_context_reap_output(ctx, container_id, scratch_dir, NULL);
+}
+
+void dm_context_reap_output(struct dm_context *ctx, char *container_id, char *scratch_dir, char *output_dir)
+{
         struct dm_reap_item *it = calloc(1, sizeof(*it)), **tail;
 
         if (!it) {
@@ -304,13 +344,17 @@ void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_d
                 if (container_id && ctx->backend)
                         ctx->backend->ops->destroy(ctx->backend, container_id, &err);
                 if (scratch_dir)
-                        dm_remove_tree(scratch_dir);
+                        remove_scratch_tree(scratch_dir);
+                if (output_dir)
+                        dm_owner_return(ctx->cfg.output_root, output_dir);
                 free(container_id);
                 free(scratch_dir);
+                free(output_dir);
                 return;
         }
         it->id = container_id;
         it->scratch = scratch_dir;
+        it->output = output_dir;
         pthread_mutex_lock(&ctx->lock);
         for (tail = &ctx->reap_head; *tail; tail = &(*tail)->next)
                 ;

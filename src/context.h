@@ -65,6 +65,10 @@ int dm_context_backend(struct dm_context *ctx, struct dm_backend **ret, struct d
 /* Queues a container (and, optionally, a host scratch directory the server
  * made for it) for removal in the background. Takes ownership of both strings. */
 void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_dir);
+/* The same, and then gives output_dir (may be NULL; taken) back to the
+ * output root's owner (dm_owner_give_back): what the container's last
+ * processes wrote too. */
+void dm_context_reap_output(struct dm_context *ctx, char *container_id, char *scratch_dir, char *output_dir);
 
 /* Opens the engine in the background and then removes what dead servers
  * left, so a server cleans up at start without making its first answer

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "src/ownership.h"
 #include "src/runner.h"
+#include "src/util/log.h"
 
 void dm_launch_harden(const struct dm_context *ctx, struct dm_container_spec *spec)
 {
@@ -124,4 +126,97 @@ int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct 
         dm_container_info_release(&info);
         r = dm_shimhost_wait_ready(h, deadline_ms, err);
         return r < 0 ? dm_error_wrap(err, "wait for demesne-shim") : 0;
+}
+
+bool dm_launch_subids_present(const char *user)
+{
+        static const char *const files[] = { "/etc/subuid", "/etc/subgid" };
+        size_t len = strlen(user);
+
+        for (size_t i = 0; i < 2; i++) {
+                char line[512];
+                bool found = false;
+                FILE *f = fopen(files[i], "re");
+
+                while (f && !found && fgets(line, sizeof(line), f))
+                        found = strncmp(line, user, len) == 0 && line[len] == ':';
+                if (f)
+                        fclose(f);
+                if (!found)
+                        return false;
+        }
+        return true;
+}
+
+int dm_launch_userns(struct dm_context *ctx, struct dm_backend *b, struct dm_container_spec *spec,
+                     struct dm_launch_ids *ret, struct dm_error *err)
+{
+        struct dm_userns u;
+        int r;
+
+        memset(ret, 0, sizeof(*ret));
+        ret->kind = DM_USERNS_ROOTLESS;
+        if (!b->ops->userns)
+                return 0;
+        r = b->ops->userns(b, &u, err);
+        if (r < 0)
+                return r;
+        ret->kind = u.kind;
+        switch (u.kind) {
+        case DM_USERNS_ROOTLESS:
+                return 0;
+        case DM_USERNS_HOST_ROOT:
+                if (ctx->cfg.allow_host_root)
+                        return 0;
+                return dm_error_set(err, -EPERM,
+                                    "refusing to run a sandbox whose root would be the host's root (%s): start "
+                                    "dockerd with --userns-remap=default, or use Podman; "
+                                    "DEMESNE_ALLOW_HOST_ROOT=1 runs it anyway",
+                                    u.detail);
+        case DM_USERNS_DAEMON:
+                ret->uid = u.uid;
+                ret->gid = u.gid;
+                break;
+        case DM_USERNS_PER_CONTAINER:
+                if (!dm_launch_subids_present("containers"))
+                        return dm_error_set(err, -EPERM,
+                                            "rootful Podman needs host ids for the sandboxes' user namespaces: add "
+                                            "'containers:2147483647:2147483648' to /etc/subuid and /etc/subgid "
+                                            "(./setup.sh does)");
+                spec->userns_mode = u.mode;
+                break;
+        }
+        if (geteuid() != 0)
+                return dm_error_set(err, -EPERM,
+                                    "the engine maps a sandbox's root to host ids of its own (%s), and only root can "
+                                    "give it the run's directories: run demesne as root, or use rootless Podman",
+                                    u.detail);
+        ret->lend = true;
+        return 0;
+}
+
+int dm_launch_lend(struct dm_backend *b, const char *container_id, struct dm_launch_ids *ids,
+                   const char *const *dirs, struct dm_shimhost *host, struct dm_error *err)
+{
+        int r;
+
+        if (!ids->lend)
+                return 0;
+        if (ids->kind == DM_USERNS_PER_CONTAINER) {
+                r = b->ops->container_root(b, container_id, &ids->uid, &ids->gid, err);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; dirs && dirs[i]; i++) {
+                r = dm_owner_lend(dirs[i], ids->uid, ids->gid, err);
+                if (r < 0)
+                        return r;
+        }
+        if (host) {
+                r = dm_shimhost_lend(host, ids->gid, err);
+                if (r < 0)
+                        return r;
+        }
+        log_debug("container '%.12s': root is host uid %u, gid %u", container_id, ids->uid, ids->gid);
+        return 0;
 }

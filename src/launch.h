@@ -49,6 +49,34 @@ int dm_launch_check_workdir(const char *dir, struct dm_error *err);
 int dm_launch_shim_prepare(const struct dm_context *ctx, const char *dir, struct dm_container_spec *spec,
                            struct dm_mount *mounts, size_t *n, struct dm_shimhost **ret, struct dm_error *err);
 
+/* Whose ids a container runs with on the host, decided before create:
+ * with a user namespace its root is not the host's root, and the run's
+ * directories are lent to it between create and start. */
+struct dm_launch_ids {
+        enum dm_userns_kind kind;
+        bool lend;                      /* directories go to uid:gid before start */
+        unsigned uid, gid;              /* known at once for DM_USERNS_DAEMON, else after create */
+};
+
+/* Asks the engine (once) how it maps ids and sets spec->userns_mode. An
+ * engine whose containers' root is the host's root is refused (-EPERM, the
+ * message says how to fix it) unless DEMESNE_ALLOW_HOST_ROOT=1; so is a
+ * mapping this process cannot lend directories to (not root), and rootful
+ * Podman without "containers" lines in /etc/subuid and /etc/subgid. A
+ * backend that runs containers elsewhere (no userns op) lends nothing. */
+int dm_launch_userns(struct dm_context *ctx, struct dm_backend *b, struct dm_container_spec *spec,
+                     struct dm_launch_ids *ret, struct dm_error *err);
+
+/* After create, before start: gives dirs (NULL-terminated, each the host
+ * side of a writable mount) to the container's root, and opens the shim's
+ * socket (host may be NULL) to its group. Nothing when ids->lend is false. */
+int dm_launch_lend(struct dm_backend *b, const char *container_id, struct dm_launch_ids *ids,
+                   const char *const *dirs, struct dm_shimhost *host, struct dm_error *err);
+
+/* Whether /etc/subuid and /etc/subgid both have a line for user (rootful
+ * Podman's userns=auto takes its ranges from "containers"). */
+bool dm_launch_subids_present(const char *user);
+
 /* After the container started (or for a running one a later server adopts):
  * accepts only the container's PID 1 from now on and waits for its hello
  * until the monotonic deadline_ms. */

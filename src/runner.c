@@ -16,8 +16,10 @@
 
 #include "src/egress.h"
 #include "src/images.h"
+#include "src/idmap.h"
 #include "src/launch.h"
 #include "src/limits.h"
+#include "src/ownership.h"
 #include "src/util/cleanup.h"
 #include "src/util/headtail.h"
 #include "src/util/io.h"
@@ -282,7 +284,10 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         struct dm_stream *stream = NULL;
         static const char *const idle_argv[] = { "sleep", "infinity", NULL };
         char *id = NULL, *exec_id = NULL;
-        bool scratch_made = false, exec_only = false;
+        bool scratch_made = false, exec_only = false, outdir_made = false;
+        struct dm_launch_ids ids;
+        struct dm_idmap im = { 0 };
+        char idmap_stage[PATH_MAX + 16];
         int64_t t0;
         int r, shim_mode;
 
@@ -328,14 +333,17 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 dm_error_set(err, r, "cannot make a run id");
                 goto out;
         }
-        r = dm_mkdir_p(ctx->cfg.output_root, 0755, err);
+        /* 0700: what a sandbox leaves is its owner's alone, even before
+         * it is given back (dm_owner_give_back). */
+        r = dm_mkdir_p(ctx->cfg.output_root, 0700, err);
         if (r < 0)
                 goto out;
         snprintf(outdir, sizeof(outdir), "%s/%s", ctx->cfg.output_root, run_id);
-        if (mkdir(outdir, 0755) < 0) {
+        if (mkdir(outdir, 0700) < 0) {
                 r = dm_error_set(err, -errno, "cannot create output directory '%s': %s", outdir, strerror(errno));
                 goto out;
         }
+        outdir_made = true;
         res->run_id = strdup(run_id);
         res->output_dir = strdup(outdir);
         dirfd = open(outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -394,6 +402,13 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 .labels = labels,
         };
         dm_launch_harden(ctx, &spec);
+        r = dm_launch_userns(ctx, b, &spec, &ids, err);
+        if (r < 0)
+                goto out;
+        /* Inputs the sandbox's root could not read otherwise: idmapped. */
+        snprintf(idmap_stage, sizeof(idmap_stage), "%s/in", scratch);
+        if (ids.lend && (r = dm_idmap_prepare(&im, idmap_stage, mounts, n_mounts, err)) < 0)
+                goto out;
         /* Without attach (OpenSandbox) the container idles and the command
          * is an exec, whose exit code comes from the exec. */
         exec_only = !dm_backend_can(b, DM_CAP_ATTACH);
@@ -422,6 +437,12 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 dm_error_wrap(err, "create the container");
                 goto out;
         }
+        /* Before attach: Podman sets the container up (its mounts) there. */
+        r = dm_launch_lend(b, id, &ids, (const char *const[]){ outdir, workspace, NULL }, host, err);
+        if (r >= 0 && ids.lend)
+                r = dm_idmap_attach(&im, ids.uid, ids.gid, err);
+        if (r < 0)
+                goto out;
         if (!host && !exec_only) {
                 r = b->ops->attach(b, id, &stream, err);
                 if (r < 0) {
@@ -519,14 +540,20 @@ out:
          * the container. */
         dm_shimhost_free(host);
         dm_inputs_unstage(&stage);
+        dm_idmap_release(&im);
         for (int i = 1; i <= 2; i++) {
                 if (cap.fd[i] >= 0)
                         close(cap.fd[i]);
                 dm_headtail_release(&cap.ht[i]);
         }
+        /* Now for the result, and again once the container is gone
+         * (something it left running may still write). */
+        if (outdir_made)
+                dm_owner_return(ctx->cfg.output_root, outdir);
         if (id || scratch_made)
                 /* The result does not depend on the removal: do it after. */
-                dm_context_reap(ctx, id, scratch_made ? strdup(scratch) : NULL);
+                dm_context_reap_output(ctx, id, scratch_made ? strdup(scratch) : NULL,
+                                       id && outdir_made ? strdup(outdir) : NULL);
         for (size_t i = 0; i < n_owned; i++)
                 free(owned[i]);
         if (r < 0 && r != -ECANCELED) {

@@ -19,8 +19,10 @@
 
 #include "src/egress.h"
 #include "src/images.h"
+#include "src/idmap.h"
 #include "src/launch.h"
 #include "src/limits.h"
+#include "src/ownership.h"
 #include "src/runner.h"
 #include "src/util/cleanup.h"
 #include "src/util/headtail.h"
@@ -42,6 +44,28 @@ int dm_sandbox_dir(struct dm_context *ctx, char *buf, size_t len, struct dm_erro
 static bool valid_id(const char *id)
 {
         return id && strncmp(id, "sbx-", 4) == 0 && strlen(id) == 16 && strspn(id + 4, "0123456789abcdef") == 12;
+}
+
+/* Where a sandbox's inputs are mounted (src/idmap.c): beside its workspace,
+ * "<id>.in" for "<id>.workspace". */
+static void stage_dir(const struct dm_sandbox *sb, char *buf, size_t len)
+{
+        size_t n = strlen(sb->workspace), suffix = strlen(".workspace");
+
+        if (n > suffix && strcmp(sb->workspace + n - suffix, ".workspace") == 0)
+                snprintf(buf, len, "%.*s.in", (int)(n - suffix), sb->workspace);
+        else
+                snprintf(buf, len, "%.4000s.in", sb->workspace);
+}
+
+/* The workspace and the inputs' mounts, once the container is gone. */
+static void remove_scratch(const struct dm_sandbox *sb)
+{
+        char stage[PATH_MAX + 16];
+
+        stage_dir(sb, stage, sizeof(stage));
+        dm_idmap_remove(stage);
+        dm_remove_tree(sb->workspace);
 }
 
 /* ---- records ------------------------------------------------------------------ */
@@ -380,6 +404,9 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         _cleanup_free_ char **owned = calloc(3 * n_in + 1, sizeof(char *));
         struct dm_inputs_stage stage = { .n = 0 };
         char dir[PATH_MAX], label_id[64], *id = NULL;
+        struct dm_launch_ids ids;
+        struct dm_idmap im = { 0 };
+        char idmap_stage[PATH_MAX + 16];
         unsigned char rnd[6];
         const char *labels[3];
         int r, use_shim = 0;
@@ -438,7 +465,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         sb->ttl_s = req->ttl_s > 0 ? req->ttl_s : DM_SANDBOX_TTL_DEFAULT;
         sb->created_at = dm_wall_ms() / 1000;
         sb->expires_at = sb->created_at + sb->ttl_s;
-        if (mkdir(sb->output_dir, 0755) < 0 || mkdir(sb->workspace, 0700) < 0) {
+        if (mkdir(sb->output_dir, 0700) < 0 || mkdir(sb->workspace, 0700) < 0) {
                 r = dm_error_set(err, -errno, "cannot create the sandbox's directories: %s", strerror(errno));
                 goto out;
         }
@@ -462,12 +489,21 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 .ttl_s = sb->ttl_s,
         };
         dm_launch_harden(ctx, &spec);
-        if (use_shim) {
+        r = dm_launch_userns(ctx, b, &spec, &ids, err);
+        stage_dir(sb, idmap_stage, sizeof(idmap_stage));
+        if (r >= 0 && ids.lend)
+                r = dm_idmap_prepare(&im, idmap_stage, mounts, n_mounts, err);
+        if (r >= 0 && use_shim) {
                 snprintf(sb->shim_dir, sizeof(sb->shim_dir), "%.4000s/%s.shim", dir, sb->id);
                 r = dm_launch_shim_prepare(ctx, sb->shim_dir, &spec, mounts, &n_mounts, &host, err);
         }
         if (r >= 0)
                 r = b->ops->create(b, &spec, &id, err);
+        if (r >= 0)
+                r = dm_launch_lend(b, id, &ids, (const char *const[]){ sb->output_dir, sb->workspace, NULL }, host,
+                                   err);
+        if (r >= 0 && ids.lend)
+                r = dm_idmap_attach(&im, ids.uid, ids.gid, err);
         if (r >= 0) {
                 snprintf(sb->container, sizeof(sb->container), "%s", id);
                 r = b->ops->start(b, id, err);
@@ -505,11 +541,12 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 dm_shimhost_free(host);
                 if (sb->shim_dir[0])
                         dm_shimhost_remove_dir(sb->shim_dir, &e2);
-                dm_remove_tree(sb->workspace);
+                remove_scratch(sb);
                 dm_error_wrap(err, "create sandbox");
         }
 out:
         dm_inputs_unstage(&stage);
+        dm_idmap_release(&im);
         free(id);
         for (size_t i = 0; i < n_owned; i++)
                 free(owned[i]);
@@ -536,7 +573,7 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb
                 if (sb->shim_dir[0])
                         dm_shimhost_remove_dir(sb->shim_dir, &e2);
                 record_remove(ctx, id);
-                dm_remove_tree(sb->workspace);
+                remove_scratch(sb);
                 return dm_error_set(err, -ENOENT, "unknown sandbox '%s': its container is gone (destroyed, expired, or removed "
                                                   "by hand)", id);
         }
@@ -846,7 +883,9 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
                 dm_error_clear(err);
         }
         record_remove(ctx, id);
-        dm_remove_tree(sb.workspace);
+        remove_scratch(&sb);
+        /* What it left goes to the owner; it can no longer write there. */
+        dm_owner_return(ctx->cfg.output_root, sb.output_dir);
         log_info("sandbox %s destroyed (output directory '%s' kept)", id, sb.output_dir);
         return 0;
 }

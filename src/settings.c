@@ -194,6 +194,13 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
         }
         start = getenv("DEMESNE_START_PODMAN");
         cfg->may_start_podman = !(start && strcmp(start, "0") == 0);
+        start = getenv("DEMESNE_ALLOW_HOST_ROOT");
+        if (start && *start && strcmp(start, "0") != 0 && strcmp(start, "1") != 0) {
+                r = dm_error_set(err, -EINVAL, "DEMESNE_ALLOW_HOST_ROOT='%s' must be 1 (allow) or 0 (refuse)", start);
+                dm_config_release(cfg);
+                return r;
+        }
+        cfg->allow_host_root = start && strcmp(start, "1") == 0;
 
         if ((r = env_size("DEMESNE_MEMORY", 2LL << 30, 6LL << 20, INT64_MAX / 2, &cfg->memory_bytes, err)) < 0 ||
             (r = env_size("DEMESNE_PIDS_LIMIT", 512, 16, 1 << 22, &cfg->pids_limit, err)) < 0 ||

@@ -18,6 +18,8 @@ struct dm_config {
         char *home;               /* $HOME (else the passwd entry): where the credential folders are */
         char *engine_host;        /* DEMESNE_ENGINE_HOST (else DOCKER_HOST, ... by discovery) */
         bool may_start_podman;    /* DEMESNE_START_PODMAN=0 disables the embedded default */
+        bool allow_host_root;     /* DEMESNE_ALLOW_HOST_ROOT=1: run sandboxes on an engine whose
+                                     containers' root is the host's root (no user namespace) */
         int64_t memory_bytes;     /* DEMESNE_MEMORY, default 2g */
         int64_t pids_limit;       /* DEMESNE_PIDS_LIMIT, default 512 */
         int64_t nofile;           /* DEMESNE_NOFILE, default 4096 */

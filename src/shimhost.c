@@ -99,10 +99,30 @@ static int open_private_dir(const char *dir, int *ret_fd, struct dm_error *err)
                 return dm_error_set(err, -errno, "cannot open '%s': %s", dir, strerror(errno));
         if (fstat(fd, &st) < 0)
                 return dm_error_set(err, -errno, "cannot read '%s': %s", dir, strerror(errno));
-        if (st.st_uid != geteuid() || (st.st_mode & 0077))
+        /* 0750 with the group of a sandbox's root: dm_shimhost_lend gave it
+         * to a container in a user namespace. */
+        if (st.st_uid != geteuid() || (st.st_mode & 0027) || ((st.st_mode & 0050) && st.st_gid == getegid()))
                 return dm_error_set(err, -EPERM,
-                                    "'%s' must be a directory of this user that only it can open (mode 0700)", dir);
+                                    "'%s' must be a directory of this user that only it can open (mode 0700, or "
+                                    "0750 for a sandbox's group)", dir);
         *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* The socket's owner and mode follow its directory: 0600 for this user,
+ * or 0660 with the group of the sandbox's root (dm_shimhost_lend), so a
+ * later server adopting the sandbox needs nothing but the directory. */
+static int socket_perms(int dir_fd)
+{
+        struct stat st;
+
+        if (fstat(dir_fd, &st) < 0)
+                return -errno;
+        if (!(st.st_mode & 0050))
+                return fchmodat(dir_fd, DM_SHIM_SOCK_NAME, 0600, 0) < 0 ? -errno : 0;
+        if (fchownat(dir_fd, DM_SHIM_SOCK_NAME, (uid_t)-1, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+            fchmodat(dir_fd, DM_SHIM_SOCK_NAME, 0660, 0) < 0)
+                return -errno;
         return 0;
 }
 
@@ -130,7 +150,7 @@ static int bind_socket(int dir_fd, const char *dir, int *ret_fd, struct dm_error
         snprintf(a.sun_path, sizeof(a.sun_path), "/proc/self/fd/%d/%s", dir_fd, DM_SHIM_SOCK_NAME);
         if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
                 return dm_error_set(err, -errno, "cannot bind '%s/%s': %s", dir, DM_SHIM_SOCK_NAME, strerror(errno));
-        if (fchmodat(dir_fd, DM_SHIM_SOCK_NAME, 0600, 0) < 0 || listen(fd, 128) < 0) {
+        if (socket_perms(dir_fd) < 0 || listen(fd, 128) < 0) {
                 int e = errno;
                 unlinkat(dir_fd, DM_SHIM_SOCK_NAME, 0);
                 return dm_error_set(err, -e, "cannot listen on '%s/%s': %s", dir, DM_SHIM_SOCK_NAME, strerror(e));
@@ -196,6 +216,14 @@ void dm_shimhost_mounts(const struct dm_shimhost *h, struct dm_mount ret[2])
 {
         ret[0] = (struct dm_mount){ .host = h->bin, .target = DM_SHIM_BIN_PATH, .readonly = true };
         ret[1] = (struct dm_mount){ .host = h->dir, .target = DM_SHIM_SOCK_DIR, .readonly = true };
+}
+
+int dm_shimhost_lend(struct dm_shimhost *h, unsigned gid, struct dm_error *err)
+{
+        if (fchown(h->dir_fd, (uid_t)-1, (gid_t)gid) < 0 || fchmod(h->dir_fd, 0750) < 0 || socket_perms(h->dir_fd) < 0)
+                return dm_error_set(err, -errno, "cannot open '%s' to the sandbox's root (host gid %u): %s", h->dir,
+                                    gid, strerror(errno));
+        return 0;
 }
 
 const char *dm_shimhost_dir(const struct dm_shimhost *h)

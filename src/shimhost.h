@@ -63,6 +63,12 @@ int dm_shimhost_new(const char *dir, const char *bin, struct dm_shimhost **ret, 
 void dm_shimhost_mounts(const struct dm_shimhost *h, struct dm_mount ret[2]);
 const char *dm_shimhost_dir(const struct dm_shimhost *h);
 
+/* For a container whose root is not this user (a user namespace): the
+ * directory becomes 0750 with group gid, the socket 0660 with that group,
+ * so the sandbox's root can connect and nothing else on the host can; a
+ * socket a later server binds there gets the same. Before start. */
+int dm_shimhost_lend(struct dm_shimhost *h, unsigned gid, struct dm_error *err);
+
 /* From now on accept only connections made by this process (the
  * container's PID 1 as the engine reports it, State.Pid): a command inside
  * the container can reach the socket too, and must not pass for the shim.

