@@ -33,7 +33,17 @@ as() { local u=$1; shift; setpriv --reuid "$u" --regid "$u" --clear-groups "$@";
 mode() { stat -c %a "$1"; }
 
 # ---- the reproduction: a setuid shell written to /out -------------------------
-"$bin" run -q --image "$img" -- sh -c \
+# demesne-shim's filter refuses setuid and setgid modes in the sandbox
+# (test-seccomp.sh): the first layer.
+"$bin" run -q --image "$img" -- sh -c 'cp /bin/bash /out/s && chmod 4755 /out/s' >/dev/null 2>"$tmp/stderr"
+rc=$?
+[ $rc != 0 ] && grep -q "Operation not permitted" "$tmp/stderr" && [ -z "$(find "$tmp/out" -perm /6000)" ]
+ok $? "with the shim, chmod 4755 is refused in the sandbox (rc $rc: $(tail -1 "$tmp/stderr"))"
+rm -rf "$tmp"/out/run-*
+# The second layer must hold on its own: with the shim off, the engine's
+# profile lets chmod 4755 through, and the host gives everything back to the
+# owner without setuid bits.
+DEMESNE_SHIM=off "$bin" run -q --image "$img" -- sh -c \
 	'cp /bin/bash /out/s && chmod 4755 /out/s && cat /proc/self/uid_map >/out/uid_map && mkdir /out/g && chmod 2777 /out/g && cp /bin/bash /out/g/s2 && chmod 6755 /out/g/s2 && mkfifo /out/g/fifo && ln -s /etc/shadow /out/g/link' \
 	>"$tmp/stdout" 2>"$tmp/stderr"
 rc=$?
@@ -73,7 +83,8 @@ rm -rf "$tmp"/out/run-*
 
 # ---- a persistent sandbox, through MCP ------------------------------------------
 meta='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
-coproc SERVER { DEMESNE_ALLOWED_PATHS=$tmp/in exec "$bin" serve 2>"$tmp/serve.log"; }
+# With the shim off, as above: the engine lets chmod 4755 through.
+coproc SERVER { DEMESNE_SHIM=off DEMESNE_ALLOWED_PATHS=$tmp/in exec "$bin" serve 2>"$tmp/serve.log"; }
 coproc_pid=$SERVER_PID
 id=0
 call() { # tool args-json -> the response line on stdout
