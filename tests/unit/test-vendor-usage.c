@@ -379,6 +379,8 @@ static void test_http(void)
                         { DM_VENDOR_ANTHROPIC, DM_VENDOR_AUTH_API_KEY, "POST", "/v1/messages/batches", NULL },
                         { DM_VENDOR_ANTHROPIC, DM_VENDOR_AUTH_API_KEY, "POST", "/v1/messages/../files", NULL },
                         { DM_VENDOR_ANTHROPIC, DM_VENDOR_AUTH_API_KEY, "POST", "/v1/messages%2f", NULL },
+                        { DM_VENDOR_ANTHROPIC, DM_VENDOR_AUTH_API_KEY, "POST", "/v1/messages#x", NULL },
+                        { DM_VENDOR_OPENAI, DM_VENDOR_AUTH_API_KEY, "POST", "/v1/responses?..#admin", NULL },
                         { DM_VENDOR_OPENAI, DM_VENDOR_AUTH_API_KEY, "POST", "/v1/responses", "/v1/responses" },
                         { DM_VENDOR_OPENAI, DM_VENDOR_AUTH_API_KEY, "GET", "/v1/models", "/v1/models" },
                         { DM_VENDOR_OPENAI, DM_VENDOR_AUTH_API_KEY, "GET", "/v1/models/gpt-5", "/v1/models/gpt-5" },
