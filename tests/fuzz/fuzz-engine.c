@@ -1,21 +1,26 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target for what the docker backend reads from the engine: JSON
- * answers (container inspect, exec inspect, /version, container list), the
- * _ping headers that name the engine, error bodies, and the multiplexed
- * stream of a container's or exec's output (backends/demux.c).
+/* libFuzzer target for what the backends read from the engine: the docker
+ * backend's JSON answers (container inspect, exec inspect, /version,
+ * container list), the _ping headers that name the engine, error bodies,
+ * the multiplexed stream of a container's or exec's output
+ * (backends/demux.c), and the OpenSandbox backend's reader of execd's
+ * event stream (execd runs inside the sandbox: its events are untrusted).
  *
- * Input: byte 0 picks the reader (its value mod 7), byte 1 a parameter
- * (HTTP status for error bodies, chunk size for the stream); the rest is
+ * Input: byte 0 picks the reader (its value mod 8), byte 1 a parameter
+ * (HTTP status for error bodies, chunk size for the streams); the rest is
  * what the engine sent. */
 #include "config.h"
 
 #include <errno.h>
 #include <json-c/json.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "backends/http.h"
+#include "backends/opensandbox-internal.h"
 #include "tests/fuzz/fuzz.h"
 
-enum { R_INSPECT, R_EXEC_INSPECT, R_VERSION, R_LIST, R_PING_HEADERS, R_ERROR_BODY, R_STREAM, N_READERS };
+enum { R_INSPECT, R_EXEC_INSPECT, R_VERSION, R_LIST, R_PING_HEADERS, R_ERROR_BODY, R_STREAM, R_EXECD_EVENTS, N_READERS };
 
 static void inspect(const char *body, size_t len)
 {
@@ -168,6 +173,49 @@ static void stream(const char *data, size_t len, size_t chunk)
         free(pieces.tags);
 }
 
+/* --- execd's events: what reaches the reader is well-framed output ------ */
+
+static void execd_events(const char *data, size_t len, size_t chunk)
+{
+        struct osb_exec x = { .status = 200 };
+        struct collected got = { 0 };
+        char *copy = fuzz_strndup((const uint8_t *)data, len), buf[4096];
+        int sv[2];
+        ssize_t n;
+
+        FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        x.fd = sv[0];
+        pthread_mutex_init(&x.lock, NULL);
+        pthread_cond_init(&x.cond, NULL);
+        dm_buf_init(&x.event, EVENT_MAX);
+        dm_buf_init(&x.errbody, 4096);
+        for (size_t off = 0; off < len; off += chunk) {
+                size_t k = len - off < chunk ? len - off : chunk;
+                if (dm_osb_exec_on_body(copy + off, 1, k, &x) != k) {
+                        FUZZ_CHECK(x.err_code < 0 && x.err_msg[0]);
+                        break;
+                }
+        }
+        close(sv[0]);
+        /* Decoded JSON strings are never longer than their text. */
+        struct dm_demux d;
+        struct dm_stream_sink sink = { .on_data = collect, .userdata = &got };
+        dm_demux_init(&d);
+        while ((n = read(sv[1], buf, sizeof(buf))) > 0)
+                FUZZ_CHECK(dm_demux_feed(&d, buf, (size_t)n, &sink, NULL) == 0);
+        FUZZ_CHECK(got.len <= len && d.remaining == 0 && d.hdr_len == 0);
+        FUZZ_CHECK(memchr(x.id, '\0', sizeof(x.id)) && memchr(x.err_msg, '\0', sizeof(x.err_msg)));
+        FUZZ_CHECK(!x.final || (x.exit_code >= -1 && x.exit_code <= 255));
+        close(sv[1]);
+        dm_buf_release(&x.event);
+        dm_buf_release(&x.errbody);
+        pthread_mutex_destroy(&x.lock);
+        pthread_cond_destroy(&x.cond);
+        free(got.data);
+        free(got.tags);
+        free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         char *body;
@@ -184,7 +232,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case R_LIST: list(body, len); break;
         case R_PING_HEADERS: ping_headers(body); break;
         case R_ERROR_BODY: error_body(100 + data[1] * 2, body, len); break;
-        default: stream(body, len, 1 + data[1] % 64); break;
+        case R_STREAM: stream(body, len, 1 + data[1] % 64); break;
+        default: execd_events(body, len, 1 + data[1] % 64); break;
         }
         free(body);
         return 0;
