@@ -213,9 +213,16 @@ static void json_feed(struct dm_vendor_meter *m, const char *p, size_t n)
 
         if (m->broken || m->doc)
                 return;
-        if (!m->tok && !(m->tok = json_tokener_new())) {
-                m->broken = true;
-                return;
+        if (!m->tok) {
+                if (!(m->tok = json_tokener_new())) {
+                        m->broken = true;
+                        return;
+                }
+                /* Strict: otherwise a '/' after the document starts a
+                 * comment that json-c waits to see end, and a body fed whole
+                 * gives nothing where one cut after the document gives its
+                 * usage. What follows the document is ignored either way. */
+                json_tokener_set_flags(m->tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS);
         }
         m->fed += n;
         if (m->fed > DM_VENDOR_METER_MAX) {

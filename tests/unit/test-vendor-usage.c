@@ -108,6 +108,14 @@ static void test_meter(void)
         meter_all_splits("openai sse", DM_VENDOR_OPENAI, true, openai_sse, &o);
         meter_all_splits("anthropic json", DM_VENDOR_ANTHROPIC, false, anthropic_json, &aj);
         meter_all_splits("openai json", DM_VENDOR_OPENAI, false, openai_json, &oj);
+        {
+                /* What follows the document started a comment for json-c,
+                 * so whole it gave nothing, cut after the '}' it gave the
+                 * usage (found by tests/fuzz/fuzz-http-head.c). */
+                char trailing[sizeof(openai_json) + 4];
+                snprintf(trailing, sizeof(trailing), "%s//u", openai_json);
+                meter_all_splits("openai json then '//'", DM_VENDOR_OPENAI, false, trailing, &oj);
+        }
 
         dm_vendor_meter_init(&m, DM_VENDOR_ANTHROPIC, true);
         dm_vendor_meter_feed(&m, "event: ping\ndata: {}\n\n", 22);
