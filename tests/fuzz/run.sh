@@ -58,6 +58,10 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 [ -x "$here/configure" ] || (cd "$here" && autoreconf -fi >/dev/null)
 mkdir -p "$build"
 if [ ! -f "$build/Makefile" ]; then
+	[ ! -f "$here/config.status" ] || {
+		say "the source tree is configured in place (setup.sh builds there): run 'make distclean' in $here first"
+		exit 2
+	}
 	say "configuring a clang build in $build"
 	(cd "$build" && CC="$cc" "$here/configure" -q --disable-integration)
 fi
@@ -65,14 +69,18 @@ say "building the libraries with $cc, libFuzzer coverage, ASan and UBSan"
 libs="src/libdmserver.a netpolicy/libdmnetpolicy.a backends/libdmbackends.a src/shim/libdmshimproto.a src/util/libdmutil.a"
 # shellcheck disable=SC2086
 nice make -s -C "$build" -j2 CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $san" $libs >/dev/null
+# The external libraries, as configure found them.
+# shellcheck disable=SC2016
 ext_libs=$(printf 'fuzz-print-libs:\n\t@echo $(DM_EXT_LIBS) $(LIBS)\n' | make -s -C "$build" -f Makefile -f - fuzz-print-libs)
+lib_paths=()
+for l in $libs; do lib_paths+=("$build/$l"); done
 
 mkdir -p "$artifacts"
 failed=()
 for t in "${targets[@]}"; do
 	# shellcheck disable=SC2086
 	"$cc" -g -O1 -std=gnu11 -pthread -fsanitize=fuzzer $san -I"$build" -I"$here" \
-		"$here/tests/fuzz/fuzz-$t.c" $(for l in $libs; do echo "$build/$l"; done) $ext_libs \
+		"$here/tests/fuzz/fuzz-$t.c" "${lib_paths[@]}" $ext_libs \
 		-o "$work/fuzz-$t"
 	out=${FUZZ_CORPUS_OUT:+$FUZZ_CORPUS_OUT/$t}
 	out=${out:-$work/corpus-$t}
