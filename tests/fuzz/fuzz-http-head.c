@@ -111,11 +111,18 @@ static void vendor_request(const char *data, size_t len, unsigned param)
 
                 FUZZ_CHECK(r.target[0] == '/' && r.n_headers <= DM_VENDOR_MAX_HEADERS);
                 if (route) {
-                        /* A fixed path, then at most a query. */
+                        /* A path without dot segments, empty segments or
+                         * escapes, then at most a query. */
                         size_t plen = strcspn(route, "?");
-                        FUZZ_CHECK(route[0] == '/' && !strchr(route, '#'));
-                        FUZZ_CHECK(!memmem(route, plen, "..", 2) && !memmem(route, plen, "//", 2) &&
-                                   !memchr(route, '%', plen));
+                        FUZZ_CHECK(route[0] == '/' && !strchr(route, '#') && !memchr(route, '%', plen));
+                        for (size_t i = 0; i < plen; i++) {
+                                size_t seg;
+                                if (route[i] != '/')
+                                        continue;
+                                seg = strcspn(route + i + 1, "/?");
+                                FUZZ_CHECK(seg > 0 && !(seg == 1 && route[i + 1] == '.') &&
+                                           !(seg == 2 && route[i + 1] == '.' && route[i + 2] == '.'));
+                        }
                 }
                 (void)dm_vendor_request_keep_alive(&r);
                 if (dm_vendor_token_check(&r, TOKEN) == DM_VENDOR_TOKEN_OK)
