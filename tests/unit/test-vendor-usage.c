@@ -116,6 +116,21 @@ static void test_meter(void)
                 snprintf(trailing, sizeof(trailing), "%s//u", openai_json);
                 meter_all_splits("openai json then '//'", DM_VENDOR_OPENAI, false, trailing, &oj);
         }
+        {
+                /* Not JSON ("100-"): json-c refused it whole but read 100
+                 * when the cut fell inside the number. Now never counted. */
+                static const char bad[] = "{\"model\":\"gpt-5\",\"usage\":{\"input_tokens\":100-,\"output_tokens\":7}}";
+                size_t n = strlen(bad), counted = 0;
+
+                for (size_t cut = 0; cut <= n; cut++) {
+                        dm_vendor_meter_init(&m, DM_VENDOR_OPENAI, false);
+                        dm_vendor_meter_feed(&m, bad, cut);
+                        dm_vendor_meter_feed(&m, bad + cut, n - cut);
+                        counted += dm_vendor_meter_finish(&m, &s) == 1;
+                        dm_vendor_meter_release(&m);
+                }
+                is_int((int)counted, 0, "malformed JSON body: no usage, wherever it is cut");
+        }
 
         dm_vendor_meter_init(&m, DM_VENDOR_ANTHROPIC, true);
         dm_vendor_meter_feed(&m, "event: ping\ndata: {}\n\n", 22);
