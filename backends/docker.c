@@ -60,7 +60,7 @@ static int call(struct docker *d, const char *method, const char *path, const ch
         return dm_http_request(d->http, method, path, body, timeout_ms, ret_status, out, err);
 }
 
-static int parse_json(const struct dm_buf *b, struct json_object **ret, struct dm_error *err)
+int dm_docker_parse_json(const char *data, size_t len, struct json_object **ret, struct dm_error *err)
 {
         struct json_tokener *tok = json_tokener_new();
         struct json_object *o;
@@ -68,7 +68,7 @@ static int parse_json(const struct dm_buf *b, struct json_object **ret, struct d
 
         if (!tok)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        o = json_tokener_parse_ex(tok, b->data ? b->data : "", (int)b->len);
+        o = json_tokener_parse_ex(tok, data ? data : "", (int)len);
         je = json_tokener_get_error(tok);
         json_tokener_free(tok);
         if (!o || je != json_tokener_success) {
@@ -78,6 +78,11 @@ static int parse_json(const struct dm_buf *b, struct json_object **ret, struct d
         }
         *ret = o;
         return 0;
+}
+
+static int parse_json(const struct dm_buf *b, struct json_object **ret, struct dm_error *err)
+{
+        return dm_docker_parse_json(b->data, b->len, ret, err);
 }
 
 static struct json_object *get(struct json_object *o, const char *key)
@@ -168,7 +173,7 @@ static int docker_ping(struct dm_backend *b, struct dm_error *err)
 }
 
 /* "Server: Libpod/4.3.1 (linux)" or "Server: Docker/20.10.24 (linux)". */
-static bool describe_from_server(const char *server, const char *api, const char *host, char **ret)
+bool dm_docker_describe_from_server(const char *server, const char *api, const char *host, char **ret)
 {
         const char *slash = strchr(server, '/'), *end;
         const char *engine = strncmp(server, "Libpod/", 7) == 0 ? "podman"
@@ -192,14 +197,12 @@ static int docker_describe(struct dm_backend *b, char **ret_desc, struct dm_erro
         _cleanup_buf_ struct dm_buf out = { 0 };
         _cleanup_json_ struct json_object *o = NULL;
         struct dm_http_header hdr[2] = { { .name = "Server" }, { .name = "Api-Version" } };
-        struct json_object *comps;
-        const char *engine = "docker", *version, *api;
         long status;
         int r;
 
         dm_buf_init(&out, d->response_max);
         r = dm_http_request_headers(d->http, "GET", "/_ping", NULL, CALL_TIMEOUT_MS, &status, &out, hdr, 2, err);
-        if (r >= 0 && status == 200 && describe_from_server(hdr[0].value, hdr[1].value, dm_http_host(d->http), ret_desc))
+        if (r >= 0 && status == 200 && dm_docker_describe_from_server(hdr[0].value, hdr[1].value, dm_http_host(d->http), ret_desc))
                 return 0;
 
         r = call(d, "GET", "/version", NULL, CALL_TIMEOUT_MS, &status, &out, err);
@@ -209,6 +212,15 @@ static int docker_describe(struct dm_backend *b, char **ret_desc, struct dm_erro
                 r = parse_json(&out, &o, err);
         if (r < 0)
                 return dm_error_wrap(err, "engine version");
+        if (dm_docker_describe_version(o, dm_http_host(d->http), ret_desc) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        return 0;
+}
+
+int dm_docker_describe_version(struct json_object *o, const char *host, char **ret_desc)
+{
+        struct json_object *comps;
+        const char *engine = "docker", *version, *api;
 
         /* Podman names itself in Components ("Podman Engine"); its
          * Platform.Name is the OS ("linux/amd64/debian-12"). */
@@ -221,10 +233,9 @@ static int docker_describe(struct dm_backend *b, char **ret_desc, struct dm_erro
         }
         version = get_str(o, "Version");
         api = get_str(o, "ApiVersion");
-        if (asprintf(ret_desc, "%s %s (API %s) at %s", engine, version ? version : "?", api ? api : "?",
-                     dm_http_host(d->http)) < 0)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        return 0;
+        return asprintf(ret_desc, "%s %s (API %s) at %s", engine, version ? version : "?", api ? api : "?", host) < 0
+                       ? -ENOMEM
+                       : 0;
 }
 
 static int docker_image_exists(struct dm_backend *b, const char *image, bool *ret_exists, struct dm_error *err)
@@ -618,7 +629,7 @@ char **dm_labels_from_json(struct json_object *labels)
         return v;
 }
 
-static int fill_info(struct json_object *o, struct dm_container_info *info, struct dm_error *err)
+int dm_docker_fill_info(struct json_object *o, struct dm_container_info *info, struct dm_error *err)
 {
         struct json_object *state = get(o, "State"), *config = get(o, "Config"), *labels, *v;
         const char *status = get_str(state, "Status");
@@ -686,7 +697,7 @@ static int docker_inspect(struct dm_backend *b, const char *id, struct dm_contai
 
         r = inspect_json(to_docker(b), id, &o, err);
         if (r >= 0)
-                r = fill_info(o, ret_info, err);
+                r = dm_docker_fill_info(o, ret_info, err);
         if (r < 0)
                 return dm_error_wrap(err, "inspect container '%s'", id);
         return 0;
@@ -760,8 +771,6 @@ static int docker_list(struct dm_backend *b, const char *label, char ***ret_ids,
         _cleanup_buf_ struct dm_buf out = { 0 };
         _cleanup_free_ char *path = NULL, *esc = NULL;
         _cleanup_json_ struct json_object *filters = json_object_new_object(), *o = NULL;
-        char **ids;
-        size_t n;
         long status;
         int r;
 
@@ -774,11 +783,20 @@ static int docker_list(struct dm_backend *b, const char *label, char ***ret_ids,
                 r = dm_http_status_error(err, status, out.data, out.len);
         if (r >= 0)
                 r = parse_json(&out, &o, err);
-        if (r >= 0 && !json_object_is_type(o, json_type_array))
-                r = dm_error_set(err, -EPROTO, "engine answered with something other than a list");
+        if (r >= 0)
+                r = dm_docker_list_ids(o, ret_ids, ret_n, err);
         if (r < 0)
                 return dm_error_wrap(err, "list containers labelled '%s'", label);
+        return 0;
+}
 
+int dm_docker_list_ids(struct json_object *o, char ***ret_ids, size_t *ret_n, struct dm_error *err)
+{
+        char **ids;
+        size_t n;
+
+        if (!json_object_is_type(o, json_type_array))
+                return dm_error_set(err, -EPROTO, "engine answered with something other than a list");
         n = json_object_array_length(o);
         ids = calloc(n + 1, sizeof(char *));
         if (!ids)
@@ -875,7 +893,6 @@ static int docker_exec_exit_code(struct dm_backend *b, const char *exec_id, int 
         for (;;) {
                 _cleanup_buf_ struct dm_buf out = { 0 };
                 _cleanup_json_ struct json_object *o = NULL;
-                struct json_object *running, *code;
 
                 r = call(d, "GET", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
                 if (r >= 0 && status != 200)
@@ -884,17 +901,22 @@ static int docker_exec_exit_code(struct dm_backend *b, const char *exec_id, int 
                         r = parse_json(&out, &o, err);
                 if (r < 0)
                         return dm_error_wrap(err, "inspect exec '%s'", exec_id);
-                running = get(o, "Running");
-                code = get(o, "ExitCode");
-                if (!(running && json_object_get_boolean(running)) && code &&
-                    !json_object_is_type(code, json_type_null)) {
-                        *ret_exit_code = json_object_get_int(code);
+                if (dm_docker_exec_exited(o, ret_exit_code))
                         return 0;
-                }
                 usleep(delay_us);
                 if (delay_us < 50000)
                         delay_us *= 2;
         }
+}
+
+bool dm_docker_exec_exited(struct json_object *o, int *ret_exit_code)
+{
+        struct json_object *running = get(o, "Running"), *code = get(o, "ExitCode");
+
+        if ((running && json_object_get_boolean(running)) || !code || json_object_is_type(code, json_type_null))
+                return false;
+        *ret_exit_code = json_object_get_int(code);
+        return true;
 }
 
 /* ---- lifetime ---------------------------------------------------------------- */

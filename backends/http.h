@@ -132,6 +132,21 @@ int dm_docker_get_archive(struct dm_backend *b, const char *id, const char *path
                           struct dm_error *err);
 int dm_docker_exec_pid(struct dm_backend *b, const char *exec_id, int *ret_pid, struct dm_error *err);
 
+/* The docker backend's readers of engine answers, on bodies already read
+ * (the fuzz target tests/fuzz/fuzz-engine.c calls them directly). The body
+ * is JSON (-EPROTO otherwise); fill_info reads a container inspect (free
+ * with dm_container_info_release), list_ids a container list (a
+ * NULL-terminated malloc'd array of malloc'd ids), exec_exited an exec
+ * inspect (true with the exit code once it ended). describe_from_server
+ * reads _ping's Server and Api-Version headers, describe_version /version:
+ * both make "engine version (API x) at host", malloc'd. */
+int dm_docker_parse_json(const char *data, size_t len, struct json_object **ret, struct dm_error *err);
+int dm_docker_fill_info(struct json_object *o, struct dm_container_info *ret_info, struct dm_error *err);
+int dm_docker_list_ids(struct json_object *o, char ***ret_ids, size_t *ret_n, struct dm_error *err);
+bool dm_docker_exec_exited(struct json_object *o, int *ret_exit_code);
+bool dm_docker_describe_from_server(const char *server, const char *api, const char *host, char **ret);
+int dm_docker_describe_version(struct json_object *o, const char *host, char **ret);
+
 /* The docker backend, owning `owned` (released by release(owned) after the
  * backend's own teardown): how engine.c ties a private podman service's life
  * to the backend that uses it. */

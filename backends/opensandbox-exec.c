@@ -176,7 +176,7 @@ static int on_event(struct osb_exec *x, char *text, size_t len)
         return 0;
 }
 
-static size_t on_body(char *data, size_t size, size_t n, void *userdata)
+size_t dm_osb_exec_on_body(char *data, size_t size, size_t n, void *userdata)
 {
         struct osb_exec *x = userdata;
         size_t len = size * n;
@@ -275,7 +275,7 @@ static void *exec_thread(void *userdata)
                 curl_easy_setopt(c, CURLOPT_POST, 1L);
                 curl_easy_setopt(c, CURLOPT_POSTFIELDS, x->body);
                 curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(x->body));
-                curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+                curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, dm_osb_exec_on_body);
                 curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
                 curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
                 curl_easy_setopt(c, CURLOPT_HEADERDATA, x);

@@ -120,6 +120,12 @@ int dm_osb_exec(struct dm_backend *b, const char *id, const struct dm_exec_spec 
                 char **ret_exec_id, struct dm_error *err);
 int dm_osb_exec_exit_code(struct dm_backend *b, const char *exec_id, int *ret_exit_code, struct dm_error *err);
 int dm_osb_exec_interrupt(struct dm_backend *b, const char *exec_id, struct dm_error *err);
+/* libcurl's write callback for execd's /command answer (server-sent events
+ * from inside the sandbox: untrusted): userdata is the osb_exec, whose
+ * event buffer is capped; stdout and stderr go to x->fd as Docker frames.
+ * Returns n * size, or 0 to stop the transfer (x->err_code and err_msg
+ * say why, or x->abandoned). Used by tests/fuzz/fuzz-engine.c. */
+size_t dm_osb_exec_on_body(char *data, size_t size, size_t n, void *userdata);
 /* Interrupts every command this backend runs in sandbox id. */
 int dm_osb_kill(struct dm_backend *b, const char *id, int signo, struct dm_error *err);
 int dm_osb_put_file(struct dm_backend *b, const char *id, const char *path, int in_fd, int64_t len, unsigned mode,

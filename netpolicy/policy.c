@@ -88,10 +88,13 @@ static int parse_cidr(const char *entry, char *host, uint16_t port, struct dm_po
 }
 
 /* RFC 1123 labels: letters, digits and hyphens, 1-63 bytes, no hyphen at
- * either end; 253 bytes in all. Lowercases name in place. */
+ * either end; 253 bytes in all; the last label not all digits (the egress
+ * proxy refuses such a name: a resolver reads "0x7f.1" or "10.1" as an
+ * address). Lowercases name in place. */
 static int check_hostname(const char *entry, char *name, struct dm_error *err)
 {
         size_t len = strlen(name), label = 0;
+        bool all_digits = true;
 
         if (len > 0 && name[len - 1] == '.')
                 name[--len] = '\0';
@@ -106,7 +109,12 @@ static int check_hostname(const char *entry, char *name, struct dm_error *err)
                                 return dm_error_set(err, -EINVAL, "allow entry '%s': host name has an empty label", entry);
                         if (name[i - 1] == '-')
                                 return dm_error_set(err, -EINVAL, "allow entry '%s': a label ends with '-'", entry);
+                        if (c == '\0' && all_digits)
+                                return dm_error_set(err, -EINVAL, "allow entry '%s': the last label is a number, so "
+                                                    "this is no host name (addresses go in numeric form: A.B.C.D)",
+                                                    entry);
                         label = 0;
+                        all_digits = true;
                         continue;
                 }
                 if (c == '*')
@@ -117,6 +125,8 @@ static int check_hostname(const char *entry, char *name, struct dm_error *err)
                                             "'-' and '.')", entry, c);
                 if (label == 0 && c == '-')
                         return dm_error_set(err, -EINVAL, "allow entry '%s': a label starts with '-'", entry);
+                if (!isdigit((unsigned char)c))
+                        all_digits = false;
                 if (++label > 63)
                         return dm_error_set(err, -EINVAL, "allow entry '%s': a label is longer than 63 bytes", entry);
                 name[i] = (char)tolower((unsigned char)c);

@@ -152,7 +152,9 @@ const char *dm_vendor_route(enum dm_vendor provider, enum dm_vendor_auth auth, c
 {
         size_t plen = strcspn(target, "?#");
 
-        if (target[plen] == '#')
+        /* No fragment, after the path or inside the query (fuzz-http-head
+         * found "?x#y" passing): a request target has none. */
+        if (strchr(target + plen, '#'))
                 return NULL;
         if (provider == DM_VENDOR_ANTHROPIC)
                 return route_match(anthropic_routes, DM_ARRAY_SIZE(anthropic_routes), method, target, plen) ? target

@@ -96,12 +96,10 @@ struct dm_vendor_sample {
 struct dm_vendor_meter {
         enum dm_vendor provider;
         bool sse;
-        bool broken;            /* a cap was hit or the JSON did not parse */
-        json_tokener *tok;      /* JSON mode */
-        json_object *doc;
-        size_t fed;
+        bool broken;            /* a cap was hit */
+        json_object *doc;       /* JSON mode: the body, parsed at the end */
         struct dm_buf line;     /* SSE mode: the current line */
-        struct dm_buf data;     /* the current event's data lines */
+        struct dm_buf data;     /* SSE: the current event's data lines; JSON: the body */
         char event[64];
         bool skip_line, skip_event;
         bool found;

@@ -3,10 +3,15 @@
  * every file of its seed corpus, then deterministic mutations of each (bit
  * flips, truncations, length bytes set to extremes), so the target's checks
  * run on every build, under ASan and valgrind too. tests/fuzz/run.sh does
- * the real fuzzing with clang's libFuzzer. */
+ * the real fuzzing with clang's libFuzzer.
+ *
+ * The program tests/fuzz/test-fuzz-<name> replays the corpus
+ * $top_srcdir/tests/fuzz/corpus/<name>, or the directory given as argument:
+ * a crash input committed there keeps failing `make check`. */
 #include "config.h"
 
 #include <dirent.h>
+#include <libgen.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,10 +94,15 @@ int main(int argc, char **argv)
         DIR *d;
         int files = 0;
 
-        if (argc > 1)
+        if (argc > 1) {
                 snprintf(dir, sizeof(dir), "%s", argv[1]);
-        else
-                snprintf(dir, sizeof(dir), "%s/tests/fuzz/corpus/shim-frame", top ? top : ".");
+        } else {
+                const char *name = basename(argv[0]);
+
+                if (strncmp(name, "test-fuzz-", 10) == 0)
+                        name += 10;
+                snprintf(dir, sizeof(dir), "%s/tests/fuzz/corpus/%s", top ? top : ".", name);
+        }
         d = opendir(dir);
         if (!d) {
                 ok(0, "open the corpus '%s'", dir);

@@ -1,38 +1,99 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Fuzzes the shim protocol's frame reader and decoders (fuzz-shim-frame.c)
-# with clang's libFuzzer, ASan and UBSan, for a bounded time.
-#   tests/fuzz/run.sh [SECONDS]     default 30; CI calls it with the default
-# Starts from the seed corpus in tests/fuzz/corpus/shim-frame (left as it
-# is: new inputs go to a temporary directory). A crash leaves its input as
-# crash-* in $FUZZ_ARTIFACTS (default: the current directory) and fails.
-# Exits 77 when clang cannot build libFuzzer targets here.
+# Fuzzes the parsers of untrusted input with clang's libFuzzer, ASan and
+# UBSan, for a bounded time per target:
+#   tests/fuzz/run.sh [SECONDS] [TARGET...]
+# SECONDS per target (default 30; CI calls it with 30). TARGETs are the
+# names of tests/fuzz/fuzz-<name>.c (shim-frame, jsonrpc, args, http-head,
+# engine, policy, http-guard); default: all of them, one after the other.
+# Each starts from its seed corpus in tests/fuzz/corpus/<name> (left as it
+# is: new inputs go to a temporary directory, or to $FUZZ_CORPUS_OUT/<name>
+# when set). A crash, leak, timeout or broken property leaves its input as
+# <name>-crash-* (or -leak-, -timeout-) in $FUZZ_ARTIFACTS (default: the
+# current directory); the script goes on with the other targets and fails
+# at the end. Exits 77 when clang cannot build libFuzzer targets here.
+#
+# The libraries are built with clang and the sanitizers in a configured
+# tree of their own: $FUZZ_BUILD when set (kept, and reused by later runs),
+# else a temporary one. The source tree must not be configured in place.
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
 secs=${1:-30}
+shift || true
 cc=${CLANG:-clang}
 artifacts=${FUZZ_ARTIFACTS:-$PWD}
 work=$(mktemp -d /tmp/demesne-fuzz-XXXXXX)
 trap 'rm -rf "$work"' EXIT
+build=${FUZZ_BUILD:-$work/build}
 
 say() { printf 'fuzz: %s\n' "$*" >&2; }
+
+case $secs in
+'' | *[!0-9]*) say "SECONDS must be a number, not '$secs'"; exit 2 ;;
+esac
+if [ $# -gt 0 ]; then
+	targets=("$@")
+else
+	targets=()
+	for f in "$here"/tests/fuzz/fuzz-*.c; do
+		t=${f##*/fuzz-}
+		targets+=("${t%.c}")
+	done
+fi
+for t in "${targets[@]}"; do
+	[ -f "$here/tests/fuzz/fuzz-$t.c" ] || { say "no target '$t' (tests/fuzz/fuzz-$t.c)"; exit 2; }
+done
 
 command -v "$cc" >/dev/null || { say "no '$cc' on PATH: skipped"; exit 77; }
 echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' >"$work/probe.c"
 "$cc" -fsanitize=fuzzer "$work/probe.c" -o "$work/probe" 2>/dev/null ||
 	{ say "'$cc' cannot build libFuzzer targets (-fsanitize=fuzzer): skipped"; exit 77; }
 
-# The protocol code needs nothing from configure: an empty config.h lets
-# this run on an unconfigured tree.
-: >"$work/config.h"
-"$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	-I"$work" -I"$here" \
-	"$here/tests/fuzz/fuzz-shim-frame.c" "$here/src/shim/protocol.c" -o "$work/fuzz-shim-frame"
+# The libraries, instrumented for coverage (fuzzer-no-link) and checked by
+# the sanitizers. The sanitizers go to make, not configure: configure links
+# the static shim's probe, which ASan cannot.
+san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+[ -x "$here/configure" ] || (cd "$here" && autoreconf -fi >/dev/null)
+mkdir -p "$build"
+if [ ! -f "$build/Makefile" ]; then
+	[ ! -f "$here/config.status" ] || {
+		say "the source tree is configured in place: run 'make distclean' in $here first"
+		exit 2
+	}
+	say "configuring a clang build in $build"
+	(cd "$build" && CC="$cc" "$here/configure" -q --disable-integration)
+fi
+say "building the libraries with $cc, libFuzzer coverage, ASan and UBSan"
+libs="src/libdmserver.a netpolicy/libdmnetpolicy.a backends/libdmbackends.a src/shim/libdmshimproto.a src/util/libdmutil.a"
+# shellcheck disable=SC2086
+nice make -s -C "$build" -j2 CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $san" $libs >/dev/null
+# The external libraries, as configure found them.
+# shellcheck disable=SC2016
+ext_libs=$(printf 'fuzz-print-libs:\n\t@echo $(DM_EXT_LIBS) $(LIBS)\n' | make -s -C "$build" -f Makefile -f - fuzz-print-libs)
+lib_paths=()
+for l in $libs; do lib_paths+=("$build/$l"); done
 
-mkdir -p "$work/corpus" "$artifacts"
-say "fuzzing the shim frame parser for ${secs}s"
-"$work/fuzz-shim-frame" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
-	-print_final_stats=1 -artifact_prefix="$artifacts/" \
-	"$work/corpus" "$here/tests/fuzz/corpus/shim-frame"
+mkdir -p "$artifacts"
+failed=()
+for t in "${targets[@]}"; do
+	# shellcheck disable=SC2086
+	"$cc" -g -O1 -std=gnu11 -pthread -fsanitize=fuzzer $san -I"$build" -I"$here" \
+		"$here/tests/fuzz/fuzz-$t.c" "${lib_paths[@]}" $ext_libs \
+		-o "$work/fuzz-$t"
+	out=${FUZZ_CORPUS_OUT:+$FUZZ_CORPUS_OUT/$t}
+	out=${out:-$work/corpus-$t}
+	mkdir -p "$out"
+	say "fuzzing '$t' for ${secs}s"
+	if ! nice "$work/fuzz-$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+		-print_final_stats=1 -artifact_prefix="$artifacts/$t-" \
+		"$out" "$here/tests/fuzz/corpus/$t"; then
+		failed+=("$t")
+	fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+	say "FAILED: ${failed[*]} (inputs in $artifacts)"
+	exit 1
+fi
+say "all ${#targets[@]} targets ran ${secs}s without a finding"

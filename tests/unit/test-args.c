@@ -67,6 +67,11 @@ int main(void)
         is_int(check("{\"command\":\"x\",\"n\":\"5\"}", &err), -EINVAL, "int as string refused");
         is_int(check("{\"command\":\"x\",\"n\":5.0}", &err), 0, "5.0 is an integer");
         is_int(check("{\"command\":\"x\",\"n\":5.5}", &err), -EINVAL, "5.5 is not");
+        /* Integral doubles past int64 were cast (undefined behaviour). */
+        is_int(check("{\"command\":\"x\",\"n\":1e300}", &err), -ERANGE, "1e300 is out of range");
+        ok(strstr(err.msg, "'n' must be between 1 and 10, not 1e+300") != NULL, "message: %s", err.msg);
+        is_int(check("{\"command\":\"x\",\"n\":-9223372036854775809.0}", &err), -ERANGE, "below int64 too");
+        is_int(check("{\"command\":\"x\",\"n\":9.2233720368547758e18}", &err), -ERANGE, "2^63 too");
         is_int(check("{\"command\":\"x\",\"flag\":\"true\"}", &err), -EINVAL, "bool as string refused");
         is_int(check("{\"command\":\"x\",\"list\":[\"a\",1]}", &err), -EINVAL, "array with a non-string");
         is_int(check("{\"command\":\"x\",\"list\":[\"a\",\"b\",\"c\"]}", &err), -E2BIG, "array over max items");

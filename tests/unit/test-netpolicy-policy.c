@@ -182,6 +182,11 @@ static void test_bad_entries(void)
         refused(".example.com", -EINVAL, "host name has an empty label");
         refused("-a.example.com", -EINVAL, "a label starts with '-'");
         refused("a-.example.com", -EINVAL, "a label ends with '-'");
+        /* The egress proxy refuses these names (an address in some
+         * spelling): found by tests/fuzz/fuzz-policy.c. */
+        refused("0x7f.1", -EINVAL, "the last label is a number");
+        refused("foo.123:443", -EINVAL, "the last label is a number");
+        refused("*.example.08", -EINVAL, "the last label is a number");
         refused(".", -EINVAL, "has no host name");
         refused("*.", -EINVAL, "has no host name");
         memset(longname, 'a', 70);

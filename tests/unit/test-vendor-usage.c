@@ -108,6 +108,29 @@ static void test_meter(void)
         meter_all_splits("openai sse", DM_VENDOR_OPENAI, true, openai_sse, &o);
         meter_all_splits("anthropic json", DM_VENDOR_ANTHROPIC, false, anthropic_json, &aj);
         meter_all_splits("openai json", DM_VENDOR_OPENAI, false, openai_json, &oj);
+        {
+                /* What follows the document started a comment for json-c,
+                 * so whole it gave nothing, cut after the '}' it gave the
+                 * usage (found by tests/fuzz/fuzz-http-head.c). */
+                char trailing[sizeof(openai_json) + 4];
+                snprintf(trailing, sizeof(trailing), "%s//u", openai_json);
+                meter_all_splits("openai json then '//'", DM_VENDOR_OPENAI, false, trailing, &oj);
+        }
+        {
+                /* Not JSON ("100-"): json-c refused it whole but read 100
+                 * when the cut fell inside the number. Now never counted. */
+                static const char bad[] = "{\"model\":\"gpt-5\",\"usage\":{\"input_tokens\":100-,\"output_tokens\":7}}";
+                size_t n = strlen(bad), counted = 0;
+
+                for (size_t cut = 0; cut <= n; cut++) {
+                        dm_vendor_meter_init(&m, DM_VENDOR_OPENAI, false);
+                        dm_vendor_meter_feed(&m, bad, cut);
+                        dm_vendor_meter_feed(&m, bad + cut, n - cut);
+                        counted += dm_vendor_meter_finish(&m, &s) == 1;
+                        dm_vendor_meter_release(&m);
+                }
+                is_int((int)counted, 0, "malformed JSON body: no usage, wherever it is cut");
+        }
 
         dm_vendor_meter_init(&m, DM_VENDOR_ANTHROPIC, true);
         dm_vendor_meter_feed(&m, "event: ping\ndata: {}\n\n", 22);
@@ -379,6 +402,8 @@ static void test_http(void)
                         { DM_VENDOR_ANTHROPIC, DM_VENDOR_AUTH_API_KEY, "POST", "/v1/messages/batches", NULL },
                         { DM_VENDOR_ANTHROPIC, DM_VENDOR_AUTH_API_KEY, "POST", "/v1/messages/../files", NULL },
                         { DM_VENDOR_ANTHROPIC, DM_VENDOR_AUTH_API_KEY, "POST", "/v1/messages%2f", NULL },
+                        { DM_VENDOR_ANTHROPIC, DM_VENDOR_AUTH_API_KEY, "POST", "/v1/messages#x", NULL },
+                        { DM_VENDOR_OPENAI, DM_VENDOR_AUTH_API_KEY, "POST", "/v1/responses?..#admin", NULL },
                         { DM_VENDOR_OPENAI, DM_VENDOR_AUTH_API_KEY, "POST", "/v1/responses", "/v1/responses" },
                         { DM_VENDOR_OPENAI, DM_VENDOR_AUTH_API_KEY, "GET", "/v1/models", "/v1/models" },
                         { DM_VENDOR_OPENAI, DM_VENDOR_AUTH_API_KEY, "GET", "/v1/models/gpt-5", "/v1/models/gpt-5" },
