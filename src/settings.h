@@ -25,6 +25,8 @@ struct dm_config {
         int64_t engine_response_max; /* cap on one engine answer, default 16 MiB */
         int64_t max_timeout_s;    /* 172800 */
         int64_t default_timeout_s;/* 3600 */
+        char *http_token;         /* DEMESNE_HTTP_TOKEN: serve --http's bearer token, NULL = none given */
+        char *http_token_file;    /* DEMESNE_HTTP_TOKEN_FILE: ... read from this file (like --token-file) */
 };
 
 /* Fills cfg from the environment. Bad values are errors naming the variable. */

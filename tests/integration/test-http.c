@@ -363,7 +363,7 @@ int main(void)
                 printf("Bail out! demesne serve --http did not start (log: %s)\n", log);
                 return 1;
         }
-        hc_port = s.port;
+        hc_use(&s);
         diag("server pid %d on port %d", (int)s.pid, s.port);
 
         legacy(b, &s);
