@@ -448,6 +448,17 @@ static inline int server_stop(struct server *s, int timeout_ms, int64_t *ret_ms)
         return -1;
 }
 
+/* Polls the containers whose owner label names pid until there are want. */
+static inline long wait_containers(struct dm_backend *b, pid_t pid, long want, int timeout_ms)
+{
+        int64_t t0 = dm_now_ms();
+        long n;
+
+        while ((n = containers_of(b, pid)) != want && dm_now_ms() - t0 < timeout_ms)
+                usleep(100 * 1000);
+        return n;
+}
+
 static inline bool log_has(const struct server *s, const char *needle)
 {
         char cmd[4700];
