@@ -776,6 +776,32 @@ static int setup(struct dm_http *h, const struct dm_http_options *o, struct sock
         return 0;
 }
 
+/* Whether a TCP socket in TIME_WAIT, and no listener, has the port of addr
+ * as its local port (/proc/net/tcp{,6}: "sl local rem st", 06 = TIME_WAIT,
+ * 0A = LISTEN). */
+static bool time_wait_on(const struct sockaddr_storage *addr)
+{
+        static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
+        unsigned port = ntohs(addr->ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)addr)->sin6_port
+                                                          : ((const struct sockaddr_in *)addr)->sin_port);
+        bool waiting = false, listening = false;
+
+        for (size_t t = 0; t < DM_ARRAY_SIZE(tables); t++) {
+                FILE *f = fopen(tables[t], "re");
+                char line[512], local[64];
+                unsigned lport, st;
+
+                while (f && fgets(line, sizeof(line), f))
+                        if (sscanf(line, " %*u: %63[0-9A-Fa-f]:%x %*s %x", local, &lport, &st) == 3 && lport == port) {
+                                waiting |= st == 0x06;
+                                listening |= st == 0x0A;
+                        }
+                if (f)
+                        fclose(f);
+        }
+        return waiting && !listening;
+}
+
 static int open_listener(struct sockaddr_storage *addr, socklen_t len, const char *spec, unsigned *ret_port,
                          struct dm_error *err)
 {
@@ -785,8 +811,18 @@ static int open_listener(struct sockaddr_storage *addr, socklen_t len, const cha
         if (fd < 0)
                 return dm_error_set(err, -errno, "socket: %s", strerror(errno));
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, (struct sockaddr *)addr, len) < 0 || listen(fd, SOMAXCONN) < 0)
-                return dm_error_set(err, -errno, "cannot listen on %s: %s", spec, strerror(errno));
+        if (bind(fd, (struct sockaddr *)addr, len) < 0 || listen(fd, SOMAXCONN) < 0) {
+                int e = errno;
+                if (e == EADDRINUSE && time_wait_on(addr))
+                        /* SO_REUSEADDR covers our own closed connections, not
+                         * those of a client socket that lacked it. */
+                        return dm_error_set(err, -e,
+                                            "cannot listen on %s: a closed outgoing connection still holds the port "
+                                            "(TIME_WAIT, up to 60 s) and the kernel lets nothing bind it until then; "
+                                            "use a port outside net.ipv4.ip_local_port_range, or port 0 for a free one",
+                                            spec);
+                return dm_error_set(err, -e, "cannot listen on %s: %s", spec, strerror(e));
+        }
         if (getsockname(fd, (struct sockaddr *)addr, &len) < 0)
                 return dm_error_set(err, -errno, "getsockname: %s", strerror(errno));
         *ret_port = ntohs(addr->ss_family == AF_INET6 ? ((struct sockaddr_in6 *)addr)->sin6_port
