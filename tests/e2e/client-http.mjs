@@ -74,6 +74,19 @@ async function cancelChecks(label, serverPid, callTool) {
   }
 }
 
+/** A client that sends no token must not get in. */
+async function refusedWithoutToken(url, name) {
+  const anon = new Client2({ name: 'no-token', version: '0.0.0' });
+  try {
+    await h.within(30_000, `${name}: connect`, anon.connect(new Http2(url), { timeout: 20_000 }));
+    h.fail(name, 'it connected');
+  } catch (err) {
+    h.ok(/401|nauthori/i.test(String(err?.message ?? err)) || err?.status === 401 || err?.name === 'UnauthorizedError',
+      name, String(err?.stack ?? err));
+  }
+  await anon.close().catch(() => {});
+}
+
 await h.run(async () => {
   const outputRoot = h.makeOutputRoot('http');
   let server;
@@ -91,17 +104,7 @@ await h.run(async () => {
   h.diag(`token file ${server.tokenFile}`);
 
   /* ---------- no token: the server that made one refuses ---------- */
-  {
-    const anon = new Client2({ name: 'no-token', version: '0.0.0' });
-    try {
-      await h.within(30_000, 'connect without the made token', anon.connect(new Http2(url), { timeout: 20_000 }));
-      h.fail('loopback without the token the server made: connect fails (401)', 'it connected');
-    } catch (err) {
-      h.ok(/401|nauthori/i.test(String(err?.message ?? err)) || err?.status === 401 || err?.name === 'UnauthorizedError',
-        'loopback without the token the server made: connect fails (401)', String(err?.stack ?? err));
-    }
-    await anon.close().catch(() => {});
-  }
+  await refusedWithoutToken(url, 'loopback without the token the server made: connect fails (401)');
 
   /* ---------- 2.x, legacy era ---------- */
   {
@@ -193,15 +196,7 @@ await h.run(async () => {
       return;
     }
     const tokenUrl = new URL(tokenServer.url);
-    const without = new Client2({ name: 'no-token', version: '0.0.0' });
-    try {
-      await h.within(30_000, 'connect without a token', without.connect(new Http2(tokenUrl), { timeout: 20_000 }));
-      h.fail('without the token, connect fails (401)', 'it connected');
-    } catch (err) {
-      h.ok(/401|nauthori/i.test(String(err?.message ?? err)) || err?.status === 401 || err?.name === 'UnauthorizedError',
-        'without the token, connect fails (401)', String(err?.stack ?? err));
-    }
-    await without.close().catch(() => {});
+    await refusedWithoutToken(tokenUrl, 'without the token, connect fails (401)');
     const withToken = new Client2({ name: 'token', version: '0.0.0' });
     try {
       await h.within(30_000, 'connect with the token', withToken.connect(
