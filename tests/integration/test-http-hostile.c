@@ -3,8 +3,8 @@
  * (DNS rebinding), missing and wrong bearer tokens, oversized bodies, a
  * slowloris trickle, 500 idle connections, session floods and idle expiry.
  * Each is refused, and a legitimate call made meanwhile still succeeds.
- * Also the start-up refusals (no token off loopback, a readable token
- * file). Every socket is on 127.0.0.0/8. */
+ * Also the start-up refusals (a wildcard address without --allowed-host,
+ * a readable token file). Every socket is on 127.0.0.0/8. */
 #include "config.h"
 
 #include <json-c/json.h>
