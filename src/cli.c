@@ -69,9 +69,11 @@ static const char serve_usage[] =
         "                             (the log says which)\n"
         "\n"
         "HTTP options:\n"
-        "  --token-file FILE          require 'Authorization: Bearer TOKEN', TOKEN being\n"
-        "                             the first line of FILE (mode 600, 16+ characters);\n"
-        "                             required when ADDR is not a loopback address\n"
+        "  --token-file FILE          clients send 'Authorization: Bearer TOKEN', TOKEN\n"
+        "                             being the first line of FILE (mode 600, 16+\n"
+        "                             characters); without it (or DEMESNE_HTTP_TOKEN_FILE,\n"
+        "                             DEMESNE_HTTP_TOKEN) the server makes a token and\n"
+        "                             logs the 0600 file it is in\n"
         "  --allowed-host NAME        accept this Host name too (repeatable; '*' = any);\n"
         "                             localhost, 127.0.0.1, [::1] and ADDR always are\n"
         "  --allowed-origin ORIGIN    let web pages from ORIGIN in, e.g.\n"
@@ -213,6 +215,11 @@ int dm_cli_serve(int argc, char **argv)
         }
         if (http.listen) {
                 http.max_message = (size_t)ctx.cfg.max_message;
+                http.state_dir = ctx.cfg.state_dir;
+                if (!http.token_file)
+                        http.token_file = ctx.cfg.http_token_file;
+                if (!http.token_file)
+                        http.token = ctx.cfg.http_token;
                 log_info("output root '%s'", ctx.cfg.output_root);
                 r = dm_mcp_http_serve(srv, &http, &err);
                 if (r < 0)

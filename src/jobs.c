@@ -245,6 +245,13 @@ void dm_job_add_output(struct dm_job *job, int stream, const char *data, size_t 
         pthread_mutex_unlock(&jobs->lock);
 }
 
+static json_object *json_copy(json_object *v)
+{
+        json_object *copy = NULL;
+
+        return json_object_deep_copy(v, &copy, NULL) == 0 ? copy : NULL;
+}
+
 json_object *dm_jobs_status(struct dm_jobs *jobs, const char *id, bool include_tail)
 {
         json_object *o = NULL, *v;
@@ -262,11 +269,13 @@ json_object *dm_jobs_status(struct dm_jobs *jobs, const char *id, bool include_t
                 json_object_object_add(o, "status", json_object_new_string(dm_job_status_name(j->status)));
                 json_object_object_add(o, "elapsed_seconds", json_object_new_double((double)(end - j->t0) / 1000.0));
                 json_object_object_add(o, "output_bytes", json_object_new_int64((int64_t)j->output_bytes));
+                /* Copies: j->final is shared by every caller, and json-c's
+                 * reference counts are not atomic. */
                 if (j->final && json_object_object_get_ex(j->final, "exit_code", &v))
-                        json_object_object_add(o, "exit_code", json_object_get(v));
+                        json_object_object_add(o, "exit_code", json_copy(v));
                 /* Agent runs: what the run cost (TOOLS.md). */
                 if (j->final && json_object_object_get_ex(j->final, "cost_usd", &v))
-                        json_object_object_add(o, "cost_usd", json_object_get(v));
+                        json_object_object_add(o, "cost_usd", json_copy(v));
                 if (j->error[0])
                         json_object_object_add(o, "error", json_object_new_string(j->error));
                 if (include_tail) {

@@ -177,6 +177,13 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
         cfg->allow_credential_paths = dup_env_or("DEMESNE_ALLOW_CREDENTIAL_PATHS", "");
         cfg->home = strdup(home_dir());
         cfg->engine_host = getenv("DEMESNE_ENGINE_HOST") ? strdup(getenv("DEMESNE_ENGINE_HOST")) : NULL;
+        /* serve --http always wants a token; without these it makes one. */
+        cfg->http_token = getenv("DEMESNE_HTTP_TOKEN") && *getenv("DEMESNE_HTTP_TOKEN")
+                                  ? strdup(getenv("DEMESNE_HTTP_TOKEN")) : NULL;
+        cfg->http_token_file = getenv("DEMESNE_HTTP_TOKEN_FILE") && *getenv("DEMESNE_HTTP_TOKEN_FILE")
+                                       ? strdup(getenv("DEMESNE_HTTP_TOKEN_FILE")) : NULL;
+        /* A secret: not handed down to the processes the server starts. */
+        unsetenv("DEMESNE_HTTP_TOKEN");
         if (!cfg->output_root || !cfg->state_dir || !cfg->allowed_paths || !cfg->allow_credential_paths ||
             !cfg->home) {
                 dm_config_release(cfg);
@@ -227,5 +234,9 @@ void dm_config_release(struct dm_config *cfg)
         free(cfg->home);
         free(cfg->engine_host);
         free(cfg->shim_path);
+        if (cfg->http_token)
+                explicit_bzero(cfg->http_token, strlen(cfg->http_token));
+        free(cfg->http_token);
+        free(cfg->http_token_file);
         memset(cfg, 0, sizeof(*cfg));
 }

@@ -34,6 +34,8 @@ struct dm_config {
         int64_t default_timeout_s;/* 3600 */
         bool shim_off;            /* DEMESNE_SHIM=off: no demesne-shim, the engine's seccomp profile only */
         char *shim_path;          /* DEMESNE_SHIM_PATH (or an absolute DEMESNE_SHIM); NULL = search */
+        char *http_token;         /* DEMESNE_HTTP_TOKEN: serve --http's bearer token, NULL = none given */
+        char *http_token_file;    /* DEMESNE_HTTP_TOKEN_FILE: ... read from this file (like --token-file) */
 };
 
 /* Fills cfg from the environment. Bad values are errors naming the variable. */

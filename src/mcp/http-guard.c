@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,9 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/mcp/http-token.h"
 #include "src/util/cleanup.h"
 
-#define TOKEN_MIN 16
 #define TOKEN_FILE_MAX 4096
 
 /* ---- listening address ------------------------------------------------------- */
@@ -238,10 +239,11 @@ bool dm_http_bearer_ok(const char *authorization, const char *token, size_t toke
 int dm_http_read_token(const char *path, char **ret, struct dm_error *err)
 {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        char buf[TOKEN_FILE_MAX + 1];
+        char buf[TOKEN_FILE_MAX + 1], what[PATH_MAX + 16];
         struct stat st;
         size_t len = 0, start = 0;
         ssize_t n;
+        int r;
 
         if (fd < 0)
                 return dm_error_set(err, -errno, "token file '%s': %s", path, strerror(errno));
@@ -263,18 +265,13 @@ int dm_http_read_token(const char *path, char **ret, struct dm_error *err)
                 start++;
         while (len > start && isspace((unsigned char)buf[len - 1]))
                 len--;
-        for (size_t i = start; i < len; i++)
-                if (!isgraph((unsigned char)buf[i]))
-                        return dm_error_set(err, -EINVAL, "token file '%s': the token must be printable, without spaces",
-                                            path);
-        if (len - start < TOKEN_MIN)
-                return dm_error_set(err, -EINVAL,
-                                    "token file '%s': the token needs at least %d characters "
-                                    "(head -c 32 /dev/urandom | base64 makes one)",
-                                    path, TOKEN_MIN);
-        *ret = strndup(buf + start, len - start);
+        buf[len] = '\0';
+        snprintf(what, sizeof(what), "token file '%s'", path);
+        r = dm_http_token_check(buf + start, what, err);
+        if (r == 0 && !(*ret = strdup(buf + start)))
+                r = dm_error_set(err, -ENOMEM, "out of memory");
         explicit_bzero(buf, sizeof(buf));
-        return *ret ? 0 : dm_error_set(err, -ENOMEM, "out of memory");
+        return r;
 }
 
 /* ---- content negotiation -------------------------------------------------- */

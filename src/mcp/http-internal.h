@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "src/mcp/http.h"
 #include "src/util/buf.h"
@@ -90,6 +91,9 @@ struct dm_http {
         struct dm_http_options opt;
         char *token;
         size_t token_len;
+        bool token_made;                /* by the server: written to token_path */
+        char *token_path;
+        struct stat token_st;
         const char **hosts;             /* allowed Host names, NULL-terminated */
         char bind_host[64];
         struct MHD_Daemon *daemon;

@@ -22,6 +22,7 @@
 
 #include "src/mcp/http-guard.h"
 #include "src/mcp/http-internal.h"
+#include "src/mcp/http-token.h"
 #include "src/mcp/jsonrpc.h"
 #include "src/mcp/server.h"
 #include "src/util/cleanup.h"
@@ -638,7 +639,7 @@ static enum MHD_Result begin_request(struct dm_http *h, struct MHD_Connection *c
                                      "nothing at '%.100s': the MCP endpoint is " ENDPOINT, url);
         if (strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0)
                 return handle_options(c);
-        if (h->token && !dm_http_bearer_ok(header(c, "Authorization"), h->token, h->token_len)) {
+        if (!h->token || !dm_http_bearer_ok(header(c, "Authorization"), h->token, h->token_len)) {
                 static const char *const challenge[] = { "WWW-Authenticate", "Bearer realm=\"demesne\"", NULL };
                 dm_http_refused(h, "%s without a valid bearer token", method);
                 return respond_error(c, MHD_HTTP_UNAUTHORIZED, NULL, DM_RPC_INVALID_REQUEST, challenge,
@@ -735,19 +736,31 @@ static int setup(struct dm_http *h, const struct dm_http_options *o, struct sock
         if (r < 0)
                 return r;
         dm_http_addr_host((struct sockaddr *)addr, h->bind_host, sizeof(h->bind_host));
-        if (!dm_http_addr_is_loopback((struct sockaddr *)addr) && !o->token_file)
-                return dm_error_set(err, -EPERM,
-                                    "--http %s is not a loopback address: anyone who reaches it could run commands, "
-                                    "so --token-file FILE is required (clients send 'Authorization: Bearer TOKEN')",
-                                    o->listen);
         if (dm_http_addr_is_wildcard((struct sockaddr *)addr) && !o->allowed_hosts)
                 return dm_error_set(err, -EINVAL,
                                     "--http %s listens on every address: name the host names clients use with "
                                     "--allowed-host NAME (or --allowed-host '*' to leave the Host check to the token)",
                                     o->listen);
-        if (o->token_file && (r = dm_http_read_token(o->token_file, &h->token, err)) < 0)
-                return r;
-        h->token_len = h->token ? strlen(h->token) : 0;
+        if (o->token_file) {
+                if ((r = dm_http_read_token(o->token_file, &h->token, err)) < 0)
+                        return r;
+        } else if (o->token) {
+                if ((r = dm_http_token_check(o->token, "DEMESNE_HTTP_TOKEN", err)) < 0)
+                        return r;
+                h->token = strdup(o->token);
+        } else {
+                char made[65];
+                if ((r = dm_http_token_generate(made)) < 0)
+                        return dm_error_set(err, r, "cannot make a token: getrandom: %s", strerror(-r));
+                h->token = strdup(made);
+                explicit_bzero(made, sizeof(made));
+                if (!o->state_dir)
+                        return dm_error_set(err, -EINVAL, "no state directory to write the token to");
+                h->token_made = true;   /* written once the port is known */
+        }
+        if (!h->token)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        h->token_len = strlen(h->token);
         for (size_t i = 0; o->allowed_hosts && o->allowed_hosts[i]; i++)
                 extra++;
         h->hosts = calloc(extra + 5, sizeof(*h->hosts));
@@ -763,6 +776,32 @@ static int setup(struct dm_http *h, const struct dm_http_options *o, struct sock
         return 0;
 }
 
+/* Whether a TCP socket in TIME_WAIT, and no listener, has the port of addr
+ * as its local port (/proc/net/tcp{,6}: "sl local rem st", 06 = TIME_WAIT,
+ * 0A = LISTEN). */
+static bool time_wait_on(const struct sockaddr_storage *addr)
+{
+        static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
+        unsigned port = ntohs(addr->ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)addr)->sin6_port
+                                                          : ((const struct sockaddr_in *)addr)->sin_port);
+        bool waiting = false, listening = false;
+
+        for (size_t t = 0; t < DM_ARRAY_SIZE(tables); t++) {
+                FILE *f = fopen(tables[t], "re");
+                char line[512], local[64];
+                unsigned lport, st;
+
+                while (f && fgets(line, sizeof(line), f))
+                        if (sscanf(line, " %*u: %63[0-9A-Fa-f]:%x %*s %x", local, &lport, &st) == 3 && lport == port) {
+                                waiting |= st == 0x06;
+                                listening |= st == 0x0A;
+                        }
+                if (f)
+                        fclose(f);
+        }
+        return waiting && !listening;
+}
+
 static int open_listener(struct sockaddr_storage *addr, socklen_t len, const char *spec, unsigned *ret_port,
                          struct dm_error *err)
 {
@@ -772,13 +811,40 @@ static int open_listener(struct sockaddr_storage *addr, socklen_t len, const cha
         if (fd < 0)
                 return dm_error_set(err, -errno, "socket: %s", strerror(errno));
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, (struct sockaddr *)addr, len) < 0 || listen(fd, SOMAXCONN) < 0)
-                return dm_error_set(err, -errno, "cannot listen on %s: %s", spec, strerror(errno));
+        if (bind(fd, (struct sockaddr *)addr, len) < 0 || listen(fd, SOMAXCONN) < 0) {
+                int e = errno;
+                if (e == EADDRINUSE && time_wait_on(addr))
+                        /* SO_REUSEADDR covers our own closed connections, not
+                         * those of a client socket that lacked it. */
+                        return dm_error_set(err, -e,
+                                            "cannot listen on %s: a closed outgoing connection still holds the port "
+                                            "(TIME_WAIT, up to 60 s) and the kernel lets nothing bind it until then; "
+                                            "use a port outside net.ipv4.ip_local_port_range, or port 0 for a free one",
+                                            spec);
+                return dm_error_set(err, -e, "cannot listen on %s: %s", spec, strerror(e));
+        }
         if (getsockname(fd, (struct sockaddr *)addr, &len) < 0)
                 return dm_error_set(err, -errno, "getsockname: %s", strerror(errno));
         *ret_port = ntohs(addr->ss_family == AF_INET6 ? ((struct sockaddr_in6 *)addr)->sin6_port
                                                       : ((struct sockaddr_in *)addr)->sin_port);
         return TAKE_FD(fd);
+}
+
+/* A token the server made: local clients read it from a 0600 file named
+ * after the address, so servers on other ports keep theirs. */
+static int write_token(struct dm_http *h, const char *dir, unsigned port, struct dm_error *err)
+{
+        char name[128];
+        int r;
+
+        snprintf(name, sizeof(name), "http-%s-%u.token", h->bind_host, port);
+        r = dm_http_token_write(dir, name, h->token, &h->token_path, &h->token_st, err);
+        if (r < 0)
+                return r;
+        log_info("http: bearer token in '%s' (clients send 'Authorization: Bearer TOKEN'; --token-file or "
+                 "DEMESNE_HTTP_TOKEN_FILE chooses one)",
+                 h->token_path);
+        return 0;
 }
 
 static void wait_for_signal(void)
@@ -857,6 +923,8 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o
         r = setup(h, o, &addr, &addr_len, err);
         if (r >= 0)
                 r = h->listen_fd = open_listener(&addr, addr_len, o->listen, &port, err);
+        if (r >= 0 && h->token_made)
+                r = write_token(h, o->state_dir, port, err);
         if (r >= 0 && (r = dm_http_janitor_start(h, &janitor)) < 0)
                 dm_error_set(err, r, "cannot start a thread: %s", strerror(-r));
         if (r >= 0) {
@@ -876,8 +944,8 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o
                 }
         }
         if (r >= 0) {
-                log_info("serving MCP on http://%s:%u" ENDPOINT "%s (connections from %s)", h->bind_host, port,
-                         h->token ? " with a bearer token" : "",
+                log_info("serving MCP on http://%s:%u" ENDPOINT " with a bearer token (connections from %s)",
+                         h->bind_host, port,
                          dm_http_addr_is_loopback((struct sockaddr *)&addr) ? "this machine only" : "the network");
                 wait_for_signal();
                 stop(h);
@@ -886,6 +954,9 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o
         }
         if (h->listen_fd >= 0)
                 close(h->listen_fd);
+        if (h->token_path)
+                dm_http_token_remove(h->token_path, &h->token_st);
+        free(h->token_path);
         if (h->token)
                 explicit_bzero(h->token, h->token_len);
         free(h->token);

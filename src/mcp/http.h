@@ -13,8 +13,9 @@
  * tools/call answers as a server-sent-event stream (progress first, then the
  * result); everything else answers as plain JSON. A client that closes the
  * stream of a call cancels it. Host and Origin are checked (DNS rebinding),
- * a bearer token can be required (and must be, off loopback), and every
- * resource a client can tie up has a limit. */
+ * every request needs the bearer token (loopback too: whatever reaches
+ * 127.0.0.1, a browser page or a sandbox's proxy, is not the operator), and
+ * every resource a client can tie up has a limit. */
 
 #include <stddef.h>
 
@@ -24,7 +25,9 @@ struct dm_mcp_server;
 
 struct dm_http_options {
         const char *listen;                  /* "[ADDR:]PORT", ADDR default 127.0.0.1 */
-        const char *token_file;              /* NULL: no token (refused off loopback) */
+        const char *token_file;              /* the token is this file's first line (mode 0600) */
+        const char *token;                   /* else this token; NULL: make one and write it */
+        const char *state_dir;               /* where a token the server made is written */
         const char *const *allowed_hosts;    /* extra Host names, NULL-terminated; "*" = any */
         const char *const *allowed_origins;  /* extra exact Origins; "*" = any */
         size_t max_message;                  /* request body cap (DEMESNE_MAX_MESSAGE) */
@@ -44,6 +47,8 @@ void dm_http_options_init(struct dm_http_options *o);
 /* Serves until SIGTERM, SIGINT or SIGHUP; then refuses new requests,
  * cancels every call (the commands are killed) and waits for them before
  * it returns. The caller must have blocked those signals in every thread.
+ * A token it made is in STATE_DIR/http-ADDR-PORT.token (logged) while it
+ * serves, removed at the end.
  * 0, or a negative errno with err filled (bad address, port taken, token). */
 int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o, struct dm_error *err);
 

@@ -100,7 +100,13 @@ json_object *dm_registry_describe(const struct dm_tool *tool)
                 if (entries[i].tool == tool) {
                         if (!entries[i].described)
                                 entries[i].described = build(tool);
-                        d = json_object_get(entries[i].described);
+                        /* A copy, never a reference: json-c counts references
+                         * without atomics, and the caller's thread drops its
+                         * answer while other connections' threads take and
+                         * drop theirs (a lost update freed the cache under
+                         * a concurrent tools/list: SIGSEGV in json-c). */
+                        if (json_object_deep_copy(entries[i].described, &d, NULL) < 0)
+                                d = NULL;
                         break;
                 }
         pthread_mutex_unlock(&reg_lock);

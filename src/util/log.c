@@ -13,6 +13,8 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum dm_log_level log_level = DM_LOG_INFO;
 static dm_log_hook log_hook;
 static void *log_hook_data;
+static unsigned hook_calls;             /* hook calls running; guarded by log_lock */
+static pthread_cond_t hook_idle = PTHREAD_COND_INITIALIZER;
 
 static const struct {
         const char *name;
@@ -68,6 +70,11 @@ void dm_log_set_hook(dm_log_hook hook, void *userdata)
         pthread_mutex_lock(&log_lock);
         log_hook = hook;
         log_hook_data = userdata;
+        /* A call of the old hook may still run on another thread (a log
+         * line of the engine probe while the server quits at start): its
+         * userdata, the MCP server, is freed as soon as this returns. */
+        while (hook_calls)
+                pthread_cond_wait(&hook_idle, &log_lock);
         pthread_mutex_unlock(&log_lock);
 }
 
@@ -87,13 +94,19 @@ void dm_log(enum dm_log_level level, const char *fmt, ...)
         }
         hook = log_hook;
         data = log_hook_data;
+        hook_calls += hook != NULL;
         pthread_mutex_unlock(&log_lock);
 
         va_start(ap, fmt);
         vsnprintf(line, sizeof(line), fmt, ap);
         va_end(ap);
         fprintf(stderr, "demesne: %s: %s\n", dm_log_level_name(level), line);
-        if (hook)
+        if (hook) {
                 hook(level, line, data);
+                pthread_mutex_lock(&log_lock);
+                if (--hook_calls == 0)
+                        pthread_cond_broadcast(&hook_idle);
+                pthread_mutex_unlock(&log_lock);
+        }
         errno = saved;
 }

@@ -20,6 +20,8 @@ enum dm_log_level dm_log_get_level(void);
 /* Parses "debug".."error" (also MCP's syslog names); -EINVAL if unknown. */
 int dm_log_level_parse(const char *name, enum dm_log_level *ret);
 const char *dm_log_level_name(enum dm_log_level level);
+/* Replaces the hook; returns once no call of the old one runs, so the old
+ * userdata may be freed then. Never call it from a hook. */
 void dm_log_set_hook(dm_log_hook hook, void *userdata);
 
 void dm_log(enum dm_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

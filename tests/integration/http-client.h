@@ -5,8 +5,8 @@
 /* A small HTTP/1.1 client on raw sockets for the HTTP transport tests: the
  * hostile cases need control no library gives (a trickle of header bytes,
  * hundreds of idle sockets, a stream closed mid-call). Also starts
- * `demesne serve --http 127.0.0.1:0` and finds its port in the log. Only
- * loopback addresses are ever used. */
+ * `demesne serve --http 127.0.0.1:0` and finds its port and the file of
+ * its bearer token in the log. Only loopback addresses are ever used. */
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -29,6 +29,10 @@
 #include "tests/integration/common.h"
 
 static int hc_port;
+/* "Authorization: Bearer TOKEN\r\n" of the server under test, sent with
+ * every request whose headers do not name an Authorization of their own;
+ * "" sends none. */
+static char hc_auth[256];
 
 struct hc {
         int fd;
@@ -105,12 +109,13 @@ static inline int hc_request(struct hc *c, const char *method, const char *heade
         size_t blen = body ? strlen(body) : 0;
         int n, r;
         bool own_host = headers && strncasecmp(headers, "Host:", 5) == 0;
+        const char *auth = headers && strcasestr(headers, "authorization:") ? "" : hc_auth;
 
         if (own_host)
-                n = asprintf(&req, "%s /mcp HTTP/1.1\r\n%sContent-Length: %zu\r\n\r\n", method, headers, blen);
+                n = asprintf(&req, "%s /mcp HTTP/1.1\r\n%s%sContent-Length: %zu\r\n\r\n", method, headers, auth, blen);
         else
-                n = asprintf(&req, "%s /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%sContent-Length: %zu\r\n\r\n", method,
-                             hc_port, headers ? headers : "", blen);
+                n = asprintf(&req, "%s /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s%sContent-Length: %zu\r\n\r\n",
+                             method, hc_port, headers ? headers : "", auth, blen);
         if (n < 0)
                 return -1;
         r = hc_send(c, req, (size_t)n);
@@ -339,7 +344,36 @@ struct server {
         pid_t pid;
         int port;
         char log[4096];
+        char token_file[4096];  /* the token the server made, "" if it was given one */
+        char auth[256];         /* "Authorization: Bearer TOKEN\r\n" with that token */
 };
+
+/* The token file the log names ("bearer token in '...'"), read into s->auth. */
+static inline void server_read_token(struct server *s, const char *line)
+{
+        const char *p = strstr(line, "bearer token in '");
+        char tok[200] = "";
+        FILE *f;
+
+        if (!p)
+                return;
+        p += strlen("bearer token in '");
+        snprintf(s->token_file, sizeof(s->token_file), "%.*s", (int)strcspn(p, "'"), p);
+        f = fopen(s->token_file, "r");
+        if (f && fgets(tok, sizeof(tok), f)) {
+                tok[strcspn(tok, "\r\n")] = '\0';
+                snprintf(s->auth, sizeof(s->auth), "Authorization: Bearer %s\r\n", tok);
+        }
+        if (f)
+                fclose(f);
+}
+
+/* Points the client at s: its port and its token. */
+static inline void hc_use(const struct server *s)
+{
+        hc_port = s->port;
+        snprintf(hc_auth, sizeof(hc_auth), "%s", s->auth);
+}
 
 /* Starts $DEMESNE serve --http 127.0.0.1:0 ARGS..., stderr to log, and
  * waits for the "serving MCP on http://..." line. -1 if it did not come
@@ -350,6 +384,7 @@ static inline int server_start(struct server *s, const char *log_path, const cha
         int64_t deadline = dm_now_ms() + 30000;
 
         snprintf(s->log, sizeof(s->log), "%s", log_path);
+        s->token_file[0] = s->auth[0] = '\0';
         s->pid = fork();
         if (s->pid == 0) {
                 /* args may bring their own --http (then it comes first). */
@@ -369,6 +404,7 @@ static inline int server_start(struct server *s, const char *log_path, const cha
                 int status;
                 while (f && fgets(line, sizeof(line), f)) {
                         char *p = strstr(line, "serving MCP on http://127.0.0.1:");
+                        server_read_token(s, line);
                         if (p) {
                                 s->port = atoi(p + strlen("serving MCP on http://127.0.0.1:"));
                                 fclose(f);
@@ -410,6 +446,17 @@ static inline int server_stop(struct server *s, int timeout_ms, int64_t *ret_ms)
         waitpid(s->pid, &status, 0);
         s->pid = 0;
         return -1;
+}
+
+/* Polls the containers whose owner label names pid until there are want. */
+static inline long wait_containers(struct dm_backend *b, pid_t pid, long want, int timeout_ms)
+{
+        int64_t t0 = dm_now_ms();
+        long n;
+
+        while ((n = containers_of(b, pid)) != want && dm_now_ms() - t0 < timeout_ms)
+                usleep(100 * 1000);
+        return n;
 }
 
 static inline bool log_has(const struct server *s, const char *needle)

@@ -3,8 +3,8 @@
  * (DNS rebinding), missing and wrong bearer tokens, oversized bodies, a
  * slowloris trickle, 500 idle connections, session floods and idle expiry.
  * Each is refused, and a legitimate call made meanwhile still succeeds.
- * Also the start-up refusals (no token off loopback, a readable token
- * file). Every socket is on 127.0.0.0/8. */
+ * Also the start-up refusals (a wildcard address without --allowed-host,
+ * a readable token file). Every socket is on 127.0.0.0/8. */
 #include "config.h"
 
 #include <json-c/json.h>
@@ -169,11 +169,11 @@ static void sizes_and_methods(void)
         /* Chunked: no length up front, so the server can only hang up. */
         hc_connect(&c, NULL);
         {
-                char head[256];
+                char head[512];
                 int n = snprintf(head, sizeof(head),
                                  "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" CT ACCEPT_BOTH
-                                 "Transfer-Encoding: chunked\r\n\r\n",
-                                 hc_port);
+                                 "%sTransfer-Encoding: chunked\r\n\r\n",
+                                 hc_port, hc_auth);
                 hc_send(&c, head, (size_t)n);
                 for (int i = 0; i < 20; i++) {
                         char sz[16];
@@ -300,7 +300,8 @@ static void tokens(const char *dir)
         char path[PATH_MAX], log[PATH_MAX], auth[128];
         const char *token = "s3cret-token-for-the-test-0123456789";
         const char *args[] = { "--token-file", path, NULL };
-        int saved_port = hc_port, code = 0, bad_logged = 0, r;
+        struct server saved = { .port = hc_port };
+        int code = 0, bad_logged = 0, r;
         FILE *f;
 
         snprintf(path, sizeof(path), "%s/token", dir);
@@ -318,7 +319,9 @@ static void tokens(const char *dir)
                 ok(0, "the token server starts");
                 return;
         }
-        hc_port = t.port;
+        ok(t.token_file[0] == '\0', "a token given with --token-file: no token file is made");
+        snprintf(saved.auth, sizeof(saved.auth), "%s", hc_auth);
+        hc_use(&t);
         {
                 struct hresp resp;
                 char v[128];
@@ -352,7 +355,7 @@ static void tokens(const char *dir)
         }
         is_int(server_stop(&t, 15000, NULL), 0, "the token server exits cleanly");
         extra_auth = "";
-        hc_port = saved_port;
+        hc_use(&saved);
 }
 
 static void startup_refusals(const char *dir)
@@ -360,14 +363,14 @@ static void startup_refusals(const char *dir)
         struct server t = { 0 };
         char log[PATH_MAX];
         int code = 0, r;
-        const char *wild[] = { "--http", "0.0.0.0:0", NULL };
+        const char *wild[] = { "--http", "0.0.0.0:0", "--token-file", "/nonexistent", NULL };
         const char *bogus[] = { "--http", "nonsense:port", NULL };
 
         /* Refused before anything binds: no traffic leaves loopback. */
         snprintf(log, sizeof(log), "%s/wild.log", dir);
         r = server_start(&t, log, wild, &code);
-        ok(r < 0 && code == 1, "--http 0.0.0.0:0 without --token-file: exit 1 (%d)", code);
-        ok(log_has(&t, "--token-file FILE is required"), "... saying a token is required");
+        ok(r < 0 && code == 1, "--http 0.0.0.0:0 without --allowed-host: exit 1 (%d)", code);
+        ok(log_has(&t, "--allowed-host NAME"), "... saying which host names to allow");
         snprintf(log, sizeof(log), "%s/bogus.log", dir);
         code = 0;
         r = server_start(&t, log, bogus, &code);
@@ -397,7 +400,7 @@ int main(void)
                 printf("Bail out! demesne serve --http did not start (log: %s)\n", log);
                 return 1;
         }
-        hc_port = s.port;
+        hc_use(&s);
         diag("server pid %d on port %d", (int)s.pid, s.port);
 
         host_and_origin();

@@ -20,16 +20,6 @@
                   "\"capabilities\":{},\"clientInfo\":{\"name\":\"test-http\",\"version\":\"1\"}}}"
 
 
-static long wait_containers(struct dm_backend *b, pid_t pid, long want, int timeout_ms)
-{
-        int64_t t0 = dm_now_ms();
-        long n;
-
-        while ((n = containers_of(b, pid)) != want && dm_now_ms() - t0 < timeout_ms)
-                usleep(100 * 1000);
-        return n;
-}
-
 static char sid_hdr[128];
 
 static int initialize(char *ret_sid)
@@ -363,7 +353,7 @@ int main(void)
                 printf("Bail out! demesne serve --http did not start (log: %s)\n", log);
                 return 1;
         }
-        hc_port = s.port;
+        hc_use(&s);
         diag("server pid %d on port %d", (int)s.pid, s.port);
 
         legacy(b, &s);

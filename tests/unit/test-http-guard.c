@@ -5,12 +5,15 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "src/mcp/http-guard.h"
+#include "src/mcp/http-token.h"
 #include "tests/tap.h"
 
 static const char *const loopback[] = { "localhost", "127.0.0.1", "[::1]", NULL };
@@ -132,6 +135,58 @@ static void tokens(void)
         ok(dm_http_read_token(path, &tok, &err) < 0, "a missing file: an error");
 }
 
+/* The token the server makes, and the file it goes to. */
+static void made_tokens(void)
+{
+        char dir[] = "/tmp/dm-tokdir-XXXXXX", a[65], b[65], link[PATH_MAX], victim[PATH_MAX], buf[128] = "";
+        char *path = NULL;
+        struct dm_error err = { 0 };
+        struct stat st, now;
+        FILE *f;
+
+        ok(dm_http_token_generate(a) == 0 && dm_http_token_generate(b) == 0 && strlen(a) == 64 &&
+                   strspn(a, "0123456789abcdef") == 64 && strcmp(a, b) != 0,
+           "made tokens: 64 hex digits, different each time");
+        ok(dm_http_token_check(a, "x", &err) == 0, "a made token passes the check");
+        ok(dm_http_token_check("has space 0123456789", "DEMESNE_HTTP_TOKEN", &err) < 0 &&
+                   strstr(err.msg, "DEMESNE_HTTP_TOKEN"),
+           "a token with a blank: refused, naming its source");
+        if (!mkdtemp(dir)) {
+                ok(0, "mkdtemp");
+                return;
+        }
+        snprintf(victim, sizeof(victim), "%s/victim", dir);
+        snprintf(link, sizeof(link), "%s/http-127.0.0.1-1.token", dir);
+        f = fopen(victim, "w");
+        fputs("precious\n", f);
+        fclose(f);
+        ok(symlink(victim, link) == 0, "a symlink planted at the token's name");
+        ok(dm_http_token_write(dir, "http-127.0.0.1-1.token", a, &path, &st, &err) == 0, "the token is written (%s)",
+           err.msg);
+        ok(lstat(link, &now) == 0 && S_ISREG(now.st_mode) && (now.st_mode & 0777) == 0600,
+           "the name is now a regular file, mode 600");
+        f = fopen(victim, "r");
+        ok(f && fgets(buf, sizeof(buf), f) && strcmp(buf, "precious\n") == 0, "the link's target is untouched");
+        if (f)
+                fclose(f);
+        f = fopen(link, "r");
+        buf[0] = '\0';
+        ok(f && fgets(buf, sizeof(buf), f) && strncmp(buf, a, 64) == 0, "the file holds the token");
+        if (f)
+                fclose(f);
+        dm_http_token_remove(path, &st);
+        ok(access(link, F_OK) < 0, "removed at the end");
+        free(path);
+        path = NULL;
+        chmod(dir, 0777);
+        ok(dm_http_token_write(dir, "t.token", a, &path, &st, &err) == -EPERM && strstr(err.msg, "writable by others"),
+           "a directory others can write: refused");
+        chmod(dir, 0700);
+        unlink(victim);
+        rmdir(dir);
+        free(path);
+}
+
 static void negotiation(void)
 {
         char *v = NULL;
@@ -168,6 +223,7 @@ int main(void)
         listen_specs();
         hosts_and_origins();
         tokens();
+        made_tokens();
         negotiation();
         ok(dm_http_random_id(a) == 0 && dm_http_random_id(b) == 0 && strlen(a) == 32 && strcmp(a, b) != 0,
            "session ids: 32 hex digits, different each time");

@@ -1,5 +1,6 @@
 // Starting `demesne serve --http 127.0.0.1:0` for the HTTP e2e scripts: the
-// server picks a free port and says which in its log, read from stderr here.
+// server picks a free port and says which in its log, read from stderr here,
+// with the file of the bearer token it made (every request needs it).
 // The process is spawned through the harness, so it is killed (by PID) when
 // the script ends. Only loopback addresses are used.
 
@@ -8,7 +9,10 @@ import http from 'node:http';
 import { diag, spawnGroup } from './harness.mjs';
 
 /**
- * @returns {Promise<{child, url: string, port: number, log: string[], stop: () => Promise<number|null>}>}
+ * @returns {Promise<{child, url: string, port: number, log: string[], token?: string, tokenFile?: string,
+ *   headers: Record<string, string>, stop: () => Promise<number|null>}>}
+ * token and headers ({Authorization: 'Bearer TOKEN'}) come from the token
+ * file the log names; a server given its token (--token-file) has none.
  */
 export function startHttpServer(bin, { args = [], env = process.env, timeoutMs = 30_000, logFile } = {}) {
   const child = spawnGroup(bin, ['serve', '--http', '127.0.0.1:0', ...args], {
@@ -20,6 +24,7 @@ export function startHttpServer(bin, { args = [], env = process.env, timeoutMs =
   // when a test fails).
   if (logFile) child.stderr.pipe(fs.createWriteStream(logFile));
   let pending = '';
+  let tokenFile;
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`demesne serve --http did not start within ${timeoutMs} ms:\n${log.join('\n')}`)), timeoutMs);
     child.once('exit', (code) => {
@@ -33,15 +38,21 @@ export function startHttpServer(bin, { args = [], env = process.env, timeoutMs =
       pending = lines.pop();
       for (const line of lines) {
         log.push(line);
+        const t = /bearer token in '([^']+)'/.exec(line);
+        if (t) tokenFile = t[1];
         const m = /serving MCP on (http:\/\/127\.0\.0\.1:(\d+)\/mcp)/.exec(line);
         if (m) {
           clearTimeout(timer);
           child.removeAllListeners('exit');
+          const token = tokenFile ? fs.readFileSync(tokenFile, 'utf8').trim() : undefined;
           resolve({
             child,
             url: m[1],
             port: Number(m[2]),
             log,
+            token,
+            tokenFile,
+            headers: token ? { Authorization: `Bearer ${token}` } : {},
             stop: () => stopServer(child),
           });
         }
