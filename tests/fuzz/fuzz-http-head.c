@@ -65,8 +65,8 @@ static void egress_request(const char *data, size_t len)
                 dm_proxy_policy_init(&p);
                 FUZZ_CHECK(dm_proxy_policy_add_entry(&p, "*.pythonhosted.org", NULL) == 0);
                 FUZZ_CHECK(dm_proxy_policy_add_entry(&p, "pypi.org:443", NULL) == 0);
-                FUZZ_CHECK(dm_proxy_policy_add_entry(&p, "10.0.0.0/8:80", NULL) == 0);
-                dec = dm_proxy_check_target(&p, r.host, r.port, name, &lit, &v);
+                FUZZ_CHECK(dm_proxy_policy_add_entry(&p, "198.51.100.0/24:80", NULL) == 0);
+                dec = dm_proxy_check_target(&p, r.host, r.port, r.is_connect, name, &lit, &v);
                 FUZZ_CHECK(dec >= -1 && dec <= 1 && (dec < 0) == (v.code != DM_PROXY_OK));
                 if (dec == 0)
                         FUZZ_CHECK(strcmp(name, "pypi.org") == 0 ? r.port == 443
@@ -74,7 +74,7 @@ static void egress_request(const char *data, size_t len)
                                                                             strcmp(name + strlen(name) - 17,
                                                                                    ".pythonhosted.org") == 0);
                 if (dec == 1)
-                        FUZZ_CHECK((ntohl(lit.s_addr) >> 24) == 10 && r.port == 80);
+                        FUZZ_CHECK((ntohl(lit.s_addr) >> 8) == 0xc63364 && r.port == 80);
                 dm_proxy_policy_release(&p);
         } else {
                 FUZZ_CHECK(v.code != DM_PROXY_OK && dm_proxy_code_status(v.code) >= 400);

@@ -17,6 +17,7 @@
 
 #include "netpolicy/policy.h"
 #include "netpolicy/proxy-internal.h"
+#include "netpolicy/blocked.h"
 #include "tests/fuzz/fuzz.h"
 
 #define MAX_ENTRIES (DM_POLICY_MAX_ENTRIES + 8)
@@ -38,7 +39,7 @@ static void check_name_rule(const struct dm_policy_name *n, struct dm_proxy_poli
         FUZZ_CHECK(dm_proxy_policy_add_host(pp, pattern, n->port, NULL) == 0);
         snprintf(probe, sizeof(probe), "%s%s", n->wildcard ? "a." : "", n->host);
         if (strlen(probe) <= 253)
-                FUZZ_CHECK(dm_proxy_check_target(pp, probe, port, name, &lit, &v) == 0);
+                FUZZ_CHECK(dm_proxy_check_target(pp, probe, port, n->port != 0, name, &lit, &v) == 0);
 }
 
 static void check_cidr_rule(const struct dm_policy_cidr *c, struct dm_proxy_policy *pp)
@@ -46,18 +47,14 @@ static void check_cidr_rule(const struct dm_policy_cidr *c, struct dm_proxy_poli
         uint32_t h = ntohl(c->net.s_addr), mask = c->prefix ? 0xffffffffu << (32 - c->prefix) : 0;
         struct dm_proxy_verdict v;
         struct in_addr lit;
-        char a[INET_ADDRSTRLEN], name[256];
+        char a[INET_ADDRSTRLEN], name[256], why[160];
 
         FUZZ_CHECK(c->prefix <= 32 && (h & ~mask) == 0);
-        for (size_t i = 0; i < dm_policy_n_blocked_ranges; i++) {
-                const struct dm_policy_blocked *b = &dm_policy_blocked_ranges[i];
-                uint32_t bm = 0xffffffffu << (32 - b->prefix);
-                /* Not inside a range no sandbox reaches. */
-                FUZZ_CHECK(!(c->prefix >= b->prefix && (h & bm) == b->net));
-        }
+        /* Neither inside nor around a range no sandbox reaches. */
+        FUZZ_CHECK(dm_blocked_overlap(h, c->prefix, why, sizeof(why)) == NULL);
         FUZZ_CHECK(dm_proxy_policy_add_cidr(pp, c->net, c->prefix, c->port, NULL) == 0);
         inet_ntop(AF_INET, &c->net, a, sizeof(a));
-        FUZZ_CHECK(dm_proxy_check_target(pp, a, c->port ? c->port : 80, name, &lit, &v) == 1 &&
+        FUZZ_CHECK(dm_proxy_check_target(pp, a, c->port ? c->port : 80, c->port != 0, name, &lit, &v) == 1 &&
                    lit.s_addr == c->net.s_addr);
 }
 
