@@ -438,30 +438,48 @@ void dm_context_release(struct dm_context *ctx)
         dm_config_release(&ctx->cfg);
 }
 
-/* Deeper than this, a tree a sandbox built is left (with a warning) rather
- * than holding a directory fd per level. */
+/* Deeper than this, the walk does not hold a directory fd per level: it
+ * moves the deeper part up to the top of the tree and removes it from there
+ * in the next pass, so a tree of any depth a sandbox built still goes. */
 #define REMOVE_MAX_DEPTH 256
+#define REMOVE_MAX_PASSES 64
 
-/* Removes name below dirfd: everything by directory fd and unlinkat, so a
+struct remove_walk {
+        int top;            /* the tree's top directory, once open */
+        unsigned seq;       /* names for the parts moved up */
+        unsigned moved;     /* parts moved up in this pass */
+};
+
+/* Removes name below parent: everything by directory fd and unlinkat, so a
  * sandbox that swaps a directory for a link while this runs (its container
  * may still live when its removal failed) only gets its link removed. Stays
  * on the device it started on (like FTW_MOUNT). */
-static int remove_at(int parent, const char *name, dev_t dev, int depth)
+static int remove_at(int parent, const char *name, dev_t dev, int depth, struct remove_walk *w)
 {
         struct stat st;
         struct dirent *de;
         DIR *d;
-        int fd, r = 0;
+        int fd, r;
 
+        if (depth >= REMOVE_MAX_DEPTH) {
+                char up[64];
+
+                snprintf(up, sizeof(up), ".dm-deep-%u", w->seq++);
+                if (renameat(parent, name, w->top, up) == 0) {
+                        w->moved++;
+                        return 0;
+                }
+                return errno == ENOENT ? 0 : -1;
+        }
         fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0) {
                 if (errno == ENOTDIR || errno == ELOOP)
                         return unlinkat(parent, name, 0) < 0 && errno != ENOENT ? -1 : 0;
                 return errno == ENOENT ? 0 : -1;
         }
-        if (fstat(fd, &st) < 0 || st.st_dev != dev || depth > REMOVE_MAX_DEPTH) {
+        if (fstat(fd, &st) < 0 || st.st_dev != dev) {
                 close(fd);
-                errno = depth > REMOVE_MAX_DEPTH ? ELOOP : EXDEV;
+                errno = EXDEV;
                 return -1;
         }
         d = fdopendir(fd);
@@ -469,16 +487,28 @@ static int remove_at(int parent, const char *name, dev_t dev, int depth)
                 close(fd);
                 return -1;
         }
-        while ((de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
-                if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
-                        if (remove_at(dirfd(d), de->d_name, dev, depth + 1) < 0)
+        if (depth == 0)
+                w->top = dirfd(d);
+        /* At the top, passes go on while deeper parts were moved up: a
+         * chain of REMOVE_MAX_PASSES * REMOVE_MAX_DEPTH levels at most, so a
+         * sandbox still writing cannot keep the walk going for ever. */
+        int passes = 0;
+        do {
+                if (depth == 0)
+                        w->moved = 0;
+                r = 0;
+                rewinddir(d);
+                while ((de = readdir(d))) {
+                        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                                continue;
+                        if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
+                                if (remove_at(dirfd(d), de->d_name, dev, depth + 1, w) < 0)
+                                        r = -1;
+                        } else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
                                 r = -1;
-                } else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
-                        r = -1;
+                        }
                 }
-        }
+        } while (depth == 0 && w->moved > 0 && ++passes < REMOVE_MAX_PASSES);
         closedir(d);
         if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
                 r = -1;
@@ -501,7 +531,9 @@ int dm_remove_tree(const char *path)
                 /* A link or a file where the tree was: removed, never followed. */
                 r = unlinkat(parent, base, 0);
         } else {
-                r = remove_at(parent, base, st.st_dev, 0);
+                struct remove_walk w = { .top = -1 };
+
+                r = remove_at(parent, base, st.st_dev, 0, &w);
         }
         close(parent);
         return r;
