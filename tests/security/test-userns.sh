@@ -116,6 +116,8 @@ host=$(jq -r '.result.structuredContent.host_path // empty' <<<"$resp")
 ok $? "sandbox_download's file belongs to uid $user, with no setuid bit ($(stat -c '%u:%g %a' "$host" 2>/dev/null))"
 resp=$(call sandbox_destroy "{\"sandbox_id\":\"$sb\"}")
 [ "$(jq -r '.result.structuredContent.destroyed // empty' <<<"$resp")" = true ]; ok $? "sandbox_destroy"
+[ "$(jq -r '.result.structuredContent.destroyed // empty' <<<"$resp")" = true ] ||
+	{ echo "# answer: ${resp:0:600}"; tail -5 "$tmp/serve.log" | sed 's/^/# /'; }
 found=$(find "$dir" -perm /6000 2>/dev/null)
 foreign=$(find "$dir" ! -user $user -o ! -group $user 2>/dev/null)
 [ -z "$found" ] && [ -z "$foreign" ] && [ -f "$dir/s" ]
