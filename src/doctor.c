@@ -197,6 +197,23 @@ static void sh_str(const char *s)
         putchar('\'');
 }
 
+/* The variables that are set, as JSON members or TOML inline-table entries
+ * (json: quoted keys and ':'); false when none is set. */
+static bool print_env(const char *open, bool json, const char *const names[2], const char *const vals[2])
+{
+        bool any = false;
+
+        for (int i = 0; i < 2; i++)
+                if (vals[i]) {
+                        fputs(any ? ", " : open, stdout);
+                        printf(json ? "\"%s\": \"" : "%s = \"", names[i]);
+                        json_str(vals[i]);
+                        putchar('"');
+                        any = true;
+                }
+        return any;
+}
+
 void dm_doctor_client_config(const struct dm_context *ctx)
 {
         char self[PATH_MAX];
@@ -204,8 +221,6 @@ void dm_doctor_client_config(const struct dm_context *ctx)
         const char *allowed = getenv("DEMESNE_ALLOWED_PATHS"), *out = getenv("DEMESNE_OUTPUT_ROOT");
         const char *names[2] = { "DEMESNE_ALLOWED_PATHS", "DEMESNE_OUTPUT_ROOT" };
         const char *vals[2] = { allowed && *allowed ? allowed : NULL, out && *out ? out : NULL };
-        bool first;
-
         (void)ctx;
         if (n <= 0)
                 snprintf(self, sizeof(self), "demesne");
@@ -226,28 +241,12 @@ void dm_doctor_client_config(const struct dm_context *ctx)
         printf("{\"mcpServers\": {\"demesne\": {\"command\": \"");
         json_str(self);
         printf("\", \"args\": [\"serve\"]");
-        first = true;
-        for (int i = 0; i < 2; i++)
-                if (vals[i]) {
-                        printf("%s\"%s\": \"", first ? ", \"env\": {" : ", ", names[i]);
-                        json_str(vals[i]);
-                        putchar('"');
-                        first = false;
-                }
-        puts(first ? "}}}" : "}}}}");
+        puts(print_env(", \"env\": {", true, names, vals) ? "}}}}" : "}}}");
         puts("\n# Codex (~/.codex/config.toml):");
         puts("[mcp_servers.demesne]");
         printf("command = \"");
         json_str(self);
         puts("\"\nargs = [\"serve\"]");
-        first = true;
-        for (int i = 0; i < 2; i++)
-                if (vals[i]) {
-                        printf("%s%s = \"", first ? "env = { " : ", ", names[i]);
-                        json_str(vals[i]);
-                        putchar('"');
-                        first = false;
-                }
-        if (!first)
+        if (print_env("env = { ", false, names, vals))
                 puts(" }");
 }
