@@ -137,27 +137,39 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
         const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC);
         const char *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI);
         const char *egress = dm_egress_default(ctx);
-        char detail[1024];
+
+        const char *no_net = NULL;
+        char detail[1024], creds[512];
 
         /* dm_egress_default is what the server decides; its reasons, spelled out. */
-        if (!strcmp(egress, "none")) {
-                snprintf(detail, sizeof(detail), "unavailable, egress is none: %s",
-                         geteuid() != 0 ? "demesne does not run as root (rootless egress is not there yet)"
+        if (!strcmp(egress, "none"))
+                no_net = geteuid() != 0 ? "demesne does not run as root (rootless egress is not there yet)"
                          : !b ? "no engine"
                          : !(b->ops->caps & DM_CAP_HOST_NETNS) ? "the backend's containers are not on this host"
-                                                               : "demesne-shim is off (DEMESNE_SHIM=off)");
+                                                               : "demesne-shim is off (DEMESNE_SHIM=off)";
+        if (no_net) {
+                snprintf(detail, sizeof(detail), "unavailable, egress is none: %s", no_net);
                 feature(t, false, "egress package-managers, allowlist, open (and sandbox_research)", detail);
         } else {
                 feature(t, true, "egress package-managers, allowlist, open (and sandbox_research)",
                         "available; default egress is package-managers");
         }
-        if (why_a && why_o) {
-                snprintf(detail, sizeof(detail), "unavailable, no vendor credential: Claude Code: %s; Codex: %s",
-                         why_a, why_o);
+        if (why_a && why_o)
+                snprintf(creds, sizeof(creds), "no vendor credential: Claude Code: %s; Codex: %s", why_a, why_o);
+        else
+                snprintf(creds, sizeof(creds), "%s%s%s", why_a ? "" : "Claude Code (Anthropic)",
+                         !why_a && !why_o ? " and " : "", why_o ? "" : "Codex (OpenAI)");
+        /* An agent reaches its vendor through a proxy on the sandbox's veth,
+         * which dm_egress_start_vendor makes under the same conditions. */
+        if (no_net) {
+                snprintf(detail, sizeof(detail), "unavailable, the vendor proxy needs egress: %s (%s%s)", no_net,
+                         why_a && why_o ? "" : "credential found: ", creds);
+                feature(t, false, "agent tools (sandbox_agent, sandbox_research)", detail);
+        } else if (why_a && why_o) {
+                snprintf(detail, sizeof(detail), "unavailable, %s", creds);
                 feature(t, false, "agent tools (sandbox_agent, sandbox_research)", detail);
         } else {
-                snprintf(detail, sizeof(detail), "available with %s%s%s", why_a ? "" : "Claude Code (Anthropic)",
-                         !why_a && !why_o ? " and " : "", why_o ? "" : "Codex (OpenAI)");
+                snprintf(detail, sizeof(detail), "available with %s", creds);
                 feature(t, true, "agent tools (sandbox_agent, sandbox_research)", detail);
         }
         if (b && b->ops->userns) {

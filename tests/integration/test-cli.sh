@@ -101,6 +101,26 @@ grep -Eq '^(feature|unavail) egress package-managers, allowlist, open' "$tmp/doc
 	grep -Eq '^(feature|unavail) seccomp filter \(demesne-shim\)' "$tmp/doctor"
 ok $? "doctor says whether egress and seccomp are available"
 
+# The agent tools need what egress needs (a veth for the vendor proxy), as the server decides.
+DEMESNE_SHIM=off ANTHROPIC_API_KEY=sk-test-only "$bin" doctor >"$tmp/doctor-shimoff" 2>/dev/null
+grep -q '^unavail egress package-managers, allowlist, open (and sandbox_research): unavailable, egress is none: demesne-shim is off' "$tmp/doctor-shimoff" &&
+	grep -q '^unavail agent tools (sandbox_agent, sandbox_research): unavailable, the vendor proxy needs egress: demesne-shim is off (DEMESNE_SHIM=off) (credential found: Claude Code (Anthropic))$' "$tmp/doctor-shimoff" &&
+	! grep -q 'all checks passed' "$tmp/doctor-shimoff"
+ok $? "doctor with the shim off: egress and agent tools unavailable, with the reason and the credential found"
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+	# A normal user: the account line says so, and egress is none because of it.
+	mkdir -m 0777 "$tmp/nobody" && chmod 0755 "$tmp"
+	runuser -u nobody -- env HOME="$tmp/nobody" DEMESNE_OUTPUT_ROOT="$tmp/nobody/out" DEMESNE_STATE_DIR="$tmp/nobody/state" \
+		DEMESNE_START_PODMAN=0 DEMESNE_ENGINE_HOST=unix:///nonexistent/engine.sock "$bin" doctor >"$tmp/doctor-nobody" 2>/dev/null
+	[ "$(sed -n 1p "$tmp/doctor-nobody")" = "account: nobody (uid $(id -u nobody), not root)" ] &&
+		grep -q '^unavail egress package-managers, allowlist, open (and sandbox_research): unavailable, egress is none: demesne does not run as root' "$tmp/doctor-nobody" &&
+		grep -q '^unavail agent tools (sandbox_agent, sandbox_research): unavailable, the vendor proxy needs egress: demesne does not run as root' "$tmp/doctor-nobody"
+	ok $? "doctor as a normal user names it and says egress and the agent tools need root"
+	chmod 0700 "$tmp"
+else
+	echo "ok $((n += 1)) # SKIP a normal user's doctor needs root to switch to nobody"
+fi
+
 # Images: not in this store but buildable is a note; not buildable a problem.
 DEMESNE_IMAGE_REPO=localhost/demesne-doctor-test "$bin" doctor >"$tmp/doctor-repo" 2>/dev/null
 grep -q '^note    image python: not built in this user.s engine store yet' "$tmp/doctor-repo" &&
