@@ -190,10 +190,15 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
                                                    : "off: the engine's default seccomp profile only");
 }
 
-/* Prints s as a JSON string body (paths and colon lists: escape \ and "). */
+/* Prints s as the body of a JSON string, which is also a TOML basic string:
+ * quotes and backslashes escaped, control characters as \u00XX. */
 static void json_str(const char *s)
 {
         for (; *s; s++) {
+                if ((unsigned char)*s < 0x20 || *s == 0x7f) {
+                        printf("\\u%04x", (unsigned char)*s);
+                        continue;
+                }
                 if (*s == '"' || *s == '\\')
                         putchar('\\');
                 putchar(*s);

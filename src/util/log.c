@@ -96,6 +96,8 @@ int dm_log_open_file(const char *path)
         /* Blocking writes again: O_NONBLOCK only kept open() from hanging on a FIFO. */
         fcntl(fd, F_SETFL, O_APPEND);
         pthread_mutex_lock(&log_lock);
+        if (log_fd != STDERR_FILENO)
+                close(log_fd);  /* a second --log-file wins */
         log_fd = fd;
         pthread_mutex_unlock(&log_lock);
         return 0;

@@ -87,6 +87,22 @@ ok $? "doctor prints a claude mcp add line that a shell splits into the right wo
 grep -A3 -x '\[mcp_servers.demesne\]' "$tmp/doctor-cfg" | grep -qx "command = \"$self\""
 ok $? "doctor prints Codex's [mcp_servers.demesne] table"
 
+odd="$tmp/out \"q\" \\ '$(printf 'x\ty')"
+DEMESNE_OUTPUT_ROOT=$odd "$bin" doctor >"$tmp/doctor-odd" 2>/dev/null
+[ "$(grep '^{"mcpServers"' "$tmp/doctor-odd" | jq -r .mcpServers.demesne.env.DEMESNE_OUTPUT_ROOT)" = "$odd" ]
+ok $? "doctor's JSON keeps quotes, backslashes and control characters of a path"
+claude_line=$(grep '^claude mcp add demesne ' "$tmp/doctor-odd")
+eval "set -- ${claude_line#claude mcp add demesne }"
+[ "$2" = "DEMESNE_OUTPUT_ROOT=$odd" ]; ok $? "doctor's claude mcp add line quotes the same path for the shell"
+if python3 -c 'import tomllib' 2>/dev/null; then
+	sed -n '/^\[mcp_servers.demesne\]$/,/^$/p' "$tmp/doctor-odd" >"$tmp/codex.toml"
+	python3 -c 'import sys, tomllib; t = tomllib.load(open(sys.argv[1], "rb"))["mcp_servers"]["demesne"]; sys.exit(not (t["command"] == sys.argv[2] and t["args"] == ["serve"] and t["env"]["DEMESNE_OUTPUT_ROOT"] == sys.argv[3]))' \
+		"$tmp/codex.toml" "$self" "$odd"
+	ok $? "doctor's Codex table parses as TOML with the same command and path"
+else
+	echo "ok $((n += 1)) # SKIP python3 has no tomllib to parse TOML"
+fi
+
 # Features: the agent tools depend on a vendor credential, as the server decides.
 mkdir -p "$tmp/home"
 env -u ANTHROPIC_API_KEY -u CLAUDE_CODE_OAUTH_TOKEN -u OPENAI_API_KEY -u DEMESNE_CLAUDE_CREDENTIALS -u DEMESNE_CODEX_AUTH \
