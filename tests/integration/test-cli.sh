@@ -159,6 +159,19 @@ ln -s "$tmp/serve.log" "$tmp/link.log"
 [ "$rc" = 2 ] && grep -q "link.log': is a symlink (not followed)" "$tmp/err"; ok $? "serve --log-file refuses a symlink (rc $rc)"
 "$bin" serve --log-file "$tmp" </dev/null >/dev/null 2>"$tmp/err"; rc=$?
 [ "$rc" = 2 ] && grep -q "not a regular file" "$tmp/err"; ok $? "serve --log-file refuses a directory (rc $rc)"
+# The log's fd is close-on-exec and append-only: nothing the server starts inherits it.
+mkfifo "$tmp/serve.in"
+"$bin" serve --log-file "$tmp/serve2.log" <"$tmp/serve.in" >/dev/null 2>&1 &
+spid=$!
+exec 9>"$tmp/serve.in"
+for _ in $(seq 50); do grep -q 'serving MCP on stdio' "$tmp/serve2.log" 2>/dev/null && break; sleep 0.2; done
+flags=
+for fd in /proc/$spid/fd/*; do
+	[ "$(readlink "$fd")" = "$tmp/serve2.log" ] && flags=$(sed -n 's/^flags:[[:space:]]*//p' "/proc/$spid/fdinfo/${fd##*/}")
+done
+exec 9>&-
+wait "$spid"
+[ -n "$flags" ] && (( 8#$flags & 02000000 )) && (( 8#$flags & 02000 )); ok $? "serve's log fd has O_CLOEXEC and O_APPEND (flags ${flags:-none})"
 "$bin" serve --help | grep -q -- '--log-file PATH'; ok $? "serve --help names --log-file"
 out=$("$bin" run "${image[@]}" -q --log-file "$tmp/run.log" -- echo hi 2>"$tmp/err")
 [ "$out" = hi ] && grep -q '^demesne: info: ' "$tmp/run.log" && ! grep -q '^demesne: info:' "$tmp/err"
