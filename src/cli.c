@@ -14,6 +14,7 @@
 
 #include "netpolicy/link.h"
 #include "src/context.h"
+#include "src/doctor.h"
 #include "src/egress.h"
 #include "src/images.h"
 #include "src/launch.h"
@@ -40,6 +41,18 @@ static void block_signals(sigset_t *mask)
         pthread_sigmask(SIG_BLOCK, mask, NULL);
 }
 
+static int set_log_file(const char *cmd, const char *path)
+{
+        int r = dm_log_open_file(path);
+
+        if (r < 0) {
+                fprintf(stderr, "demesne %s: --log-file '%s': %s\n", cmd, path,
+                        r == -ELOOP ? "is a symlink (not followed)" : r == -EINVAL || r == -EISDIR ? "not a regular file" : strerror(-r));
+                return -1;
+        }
+        return 0;
+}
+
 static int set_log_level(const char *name)
 {
         enum dm_log_level l;
@@ -55,15 +68,18 @@ static int set_log_level(const char *name)
 /* ---- serve ------------------------------------------------------------------ */
 
 static const char serve_usage[] =
-        "Usage: demesne serve [--log-level LEVEL] [--http [ADDR:]PORT [HTTP OPTIONS]]\n"
+        "Usage: demesne serve [--log-level LEVEL] [--log-file PATH] [--http [ADDR:]PORT [HTTP OPTIONS]]\n"
         "\n"
         "Speaks MCP (JSON-RPC 2.0) in both protocol eras: 2025-06-18/2025-11-25\n"
         "(initialize) and 2026-07-28 (per-request _meta). Without --http, on stdin/stdout,\n"
         "one message per line; with --http, as Streamable HTTP at http://ADDR:PORT/mcp.\n"
-        "Logs go to stderr. Ends on stdin EOF (stdio), SIGTERM or SIGINT after cancelling\n"
+        "Logs go to stderr, or with --log-file to that file (MCP clients often hide a\n"
+        "server's stderr); stdout carries JSON-RPC only. Ends on stdin EOF (stdio), SIGTERM or SIGINT after cancelling\n"
         "every call and removing every container it made.\n"
         "\n"
         "  --log-level LEVEL          debug, info (default), warning or error\n"
+        "  --log-file PATH            append the log to PATH (created 0600; a symlink\n"
+        "                             is refused) instead of writing it to stderr\n"
         "  --http [ADDR:]PORT         serve over HTTP; ADDR is an IP address (default\n"
         "                             127.0.0.1, IPv6 as [::1]); port 0 takes a free port\n"
         "                             (the log says which)\n"
@@ -111,6 +127,7 @@ int dm_cli_serve(int argc, char **argv)
                O_IDLE, O_REQUEST_TIMEOUT };
         static const struct option opts[] = {
                 { "log-level", required_argument, NULL, 'l' },
+                { "log-file", required_argument, NULL, 'L' },
                 { "http", required_argument, NULL, 'H' },
                 { "token-file", required_argument, NULL, O_TOKEN },
                 { "allowed-host", required_argument, NULL, O_HOST },
@@ -140,6 +157,7 @@ int dm_cli_serve(int argc, char **argv)
                 http_only_option |= c >= O_TOKEN;
                 switch (c) {
                 case 'l': r = set_log_level(optarg); break;
+                case 'L': r = set_log_file("serve", optarg); break;
                 case 'H': http.listen = optarg; break;
                 case O_TOKEN: http.token_file = optarg; break;
                 case O_HOST: r = push(&hosts, &n_hosts, optarg); break;
@@ -255,6 +273,8 @@ static const char run_usage[] =
         "  -e, --env KEY=VALUE  set a variable for the command (repeatable)\n"
         "  -t, --timeout SECS   kill the command after SECS seconds (default 3600)\n"
         "  -q, --quiet          do not print where the output directory is\n"
+        "      --log-file PATH  append demesne's own log lines there (created 0600, no\n"
+        "                       symlink) instead of mixing them into the command's stderr\n"
         "\n"
         "Paths you name are mounted even when DEMESNE_ALLOWED_PATHS is unset; when it is\n"
         "set, they must lie inside it, as for MCP clients.\n";
@@ -304,6 +324,7 @@ int dm_cli_run(int argc, char **argv)
                 { "image", required_argument, NULL, 'i' }, { "file", required_argument, NULL, 'f' },
                 { "dir", required_argument, NULL, 'd' },   { "env", required_argument, NULL, 'e' },
                 { "timeout", required_argument, NULL, 't' }, { "quiet", no_argument, NULL, 'q' },
+                { "log-file", required_argument, NULL, 'L' },
                 { "help", no_argument, NULL, 'h' },        { 0 },
         };
         const char **files = NULL, **dirs = NULL, **env = NULL;
@@ -342,6 +363,10 @@ int dm_cli_run(int argc, char **argv)
                         }
                         break;
                 case 'q': quiet = true; break;
+                case 'L':
+                        if (set_log_file("run", optarg) < 0)
+                                return 2;
+                        break;
                 case 'h': fputs(run_usage, stdout); return 0;
                 default: fputs(run_usage, stderr); return 2;
                 }
@@ -490,19 +515,29 @@ int dm_cli_doctor(int argc, char **argv)
         struct dm_context ctx;
         struct dm_error err = { 0 };
         struct dm_backend *b = NULL;
+        struct dm_doctor_tally tally = { 0 };
         char *desc = NULL;
         sigset_t mask;
 
         if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-                puts("Usage: demesne doctor\n\nChecks the container engine, the images, the directories and the\n"
-                     "privileges demesne needs, and says how to fix each problem. Exit 0 when all is well.");
+                puts("Usage: demesne doctor\n\nNames the account and the engine mode, checks the container engine,\n"
+                     "the images (built in this user's store, or buildable), the directories and the\n"
+                     "privileges demesne needs, says how to fix each problem and which features\n"
+                     "cannot work here and why ('unavail' lines), and ends with the client\n"
+                     "configuration to paste (Claude Code, .mcp.json, Codex). Exit 0 when there is\n"
+                     "no problem; log lines go to stderr.");
                 return 0;
         }
         block_signals(&mask);
+        dm_doctor_account();
         if (dm_context_init(&ctx, &err) < 0) {
                 check(false, "configuration", err.msg, "fix the environment variable it names");
                 return 1;
         }
+        if (dm_context_backend(&ctx, &b, &err) < 0)
+                b = NULL;
+        dm_doctor_engine_mode(b);
+        dm_error_clear(&err);
         check(true, "version", PACKAGE_VERSION, NULL);
         check(true, geteuid() == 0 ? "privileges: running as root" : "privileges: rootless",
               geteuid() == 0 ? "memory and pids limits, and egress policies (a veth per sandbox), are available"
@@ -537,6 +572,7 @@ int dm_cli_doctor(int argc, char **argv)
         check_shim(&ctx);
 
         if (dm_context_backend(&ctx, &b, &err) < 0) {
+                b = NULL;
                 check(false, "container engine", err.msg,
                       "install Podman (apt-get install podman runc), or start one and set DOCKER_HOST");
         } else {
@@ -569,29 +605,20 @@ int dm_cli_doctor(int argc, char **argv)
                 if (len)
                         check(true, "what this backend lacks", missing, NULL);
                 const char *ab = getenv("DEMESNE_IMAGES_AUTOBUILD");
-                bool autobuild_off = ab && strcmp(ab, "0") == 0;
 
-                for (size_t i = 0; i < dm_images_count && (b->ops->caps & DM_CAP_IMAGES); i++) {
-                        const struct dm_image_info *img = &dm_images[i];
-                        bool exists = false;
-                        char what[128], fix[128];
-
-                        if (!img->buildable)
-                                continue;
-                        snprintf(what, sizeof(what), "image %s", img->name);
-                        snprintf(fix, sizeof(fix), "demesne images build %s", img->name);
-                        err.msg[0] = '\0';
-                        if (b->ops->image_exists(b, dm_image_ref(img), &exists, &err) < 0)
-                                check(false, what, err.msg, fix);
-                        else if (!exists && !autobuild_off)
-                                /* Not a problem: the first call that names it builds it. */
-                                printf("note    %s: not built yet (built on first use, or now with `%s`)\n", what, fix);
-                        else
-                                check(exists, what, exists ? dm_image_ref(img) : "not built", fix);
-                }
+                if (b->ops->caps & DM_CAP_IMAGES)
+                        dm_doctor_images(b, ab && strcmp(ab, "0") == 0, &tally);
         }
+        dm_doctor_features(&ctx, b, &tally);
+        problems += tally.problems;
+        dm_doctor_client_config(&ctx);
         dm_context_release(&ctx);
-        printf("%s\n", problems ? "some checks failed" : "all checks passed");
+        if (!problems && tally.unavailable) {
+                printf("\nno problems, but %d feature%s the tools advertise cannot work here (the 'unavail' lines)\n",
+                       tally.unavailable, tally.unavailable == 1 ? "" : "s");
+                return 0;
+        }
+        printf("\n%s\n", problems ? "some checks failed" : "all checks passed");
         return problems ? 1 : 0;
 }
 

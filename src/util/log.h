@@ -2,7 +2,7 @@
 #ifndef DM_UTIL_LOG_H
 #define DM_UTIL_LOG_H
 
-/* One line per event on stderr (never stdout: stdout carries MCP only).
+/* One line per event on stderr or the --log-file (never stdout: stdout carries MCP only).
  * A hook lets the MCP layer forward records as notifications/message. */
 
 enum dm_log_level {
@@ -23,6 +23,11 @@ const char *dm_log_level_name(enum dm_log_level level);
 /* Replaces the hook; returns once no call of the old one runs, so the old
  * userdata may be freed then. Never call it from a hook. */
 void dm_log_set_hook(dm_log_hook hook, void *userdata);
+
+/* Sends every later line to PATH instead of stderr: appended, created 0600,
+ * O_CLOEXEC, never through a symlink, a regular file only. -errno on failure
+ * (stderr stays the destination). */
+int dm_log_open_file(const char *path);
 
 void dm_log(enum dm_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
