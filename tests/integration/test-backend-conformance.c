@@ -454,6 +454,8 @@ static void cancel_cases(void)
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
         m = call("sandbox_destroy", args);
         check(!result_is_error(m) && sandbox_containers(sb) == 0, "cancel: the sandbox is destroyed");
+        if (result_is_error(m))
+                diag("sandbox_destroy answered %s", m ? json_object_to_json_string(m) : "nothing");
         json_object_put(m);
 }
 

@@ -404,8 +404,12 @@ out:
         is_int(count_links(), 0, "no sandbox veth left");
         ok(!dm_guard_present() && !dm_nat_present(), "no nf_tables table of demesne left");
         unlink(hosts);
-        unlink(strcat(dir, "/egress.log"));
-        *strrchr(dir, '/') = '\0';
+        {
+                char log[sizeof(dir) + 16];
+
+                snprintf(log, sizeof(log), "%s/egress.log", dir);
+                unlink(log);
+        }
         ok(rmdir(dir) == 0, "no file left in %s", dir);
         pthread_mutex_destroy(&ctx.egress_lock);
         close(test_ns);
