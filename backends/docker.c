@@ -551,10 +551,22 @@ static int docker_destroy(struct dm_backend *b, const char *id, struct dm_error 
          * sweep): Podman waits for it and answers 204, dockerd answers 409
          * "removal of container ... is already in progress" at once, and
          * also 409 when the container stops between its check and its kill.
-         * Both pass: ask again until the container is gone (404). */
-        for (unsigned delay_us = 1000;;) {
+         * Both pass: ask again until the container is gone (404). Podman
+         * 4.3 also answers 500 now and then while a user-namespaced
+         * container's storage is still being torn down by its exit: asked
+         * again, it removes it or says it is gone; three tries. */
+        for (unsigned delay_us = 1000, tries_500 = 0;;) {
                 r = call(d, "DELETE", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
-                if (r < 0 || status != 409 || dm_now_ms() >= give_up)
+                if (r < 0 || dm_now_ms() >= give_up)
+                        break;
+                if (status == 500 && ++tries_500 < 3) {
+                        log_info("removing container %.12s: engine answered 500 (%.*s); asking again", id,
+                                  (int)(out.len > 200 ? 200 : out.len), out.data ? out.data : "");
+                        dm_buf_release(&out);
+                        usleep(200 * 1000);
+                        continue;
+                }
+                if (status != 409)
                         break;
                 dm_buf_release(&out);
                 usleep(delay_us);
