@@ -381,10 +381,11 @@ static const char **strv_concat(const char *const *a, const char *const *b)
         size_t na = count(a), nb = count(b);
         const char **v = calloc(na + nb + 1, sizeof(*v));
 
-        if (v) {
+        /* memcpy from NULL is undefined even for 0 bytes (UBSan says so). */
+        if (v && na)
                 memcpy(v, a, na * sizeof(*v));
+        if (v && nb)
                 memcpy(v + na, b, nb * sizeof(*v));
-        }
         return v;
 }
 
