@@ -63,6 +63,7 @@ struct osb_exec {
         int err_code;                   /* when the request failed */
         char err_msg[512];
         atomic_bool abandoned;          /* the reader let go of the stream */
+        atomic_bool interrupted;        /* demesne asked execd to stop it */
 
         long status;
         struct dm_buf event;            /* the event being read */

@@ -255,12 +255,35 @@ static int osb_create(struct dm_backend *b, const struct dm_container_spec *spec
 {
         struct osb *o = to_osb(b);
         _cleanup_json_ struct json_object *body = NULL, *res = NULL;
-        const char *id;
+        const char *id, *m;
+        long long max;
         int r;
 
         r = create_body(spec, &body, err);
         if (r >= 0)
                 r = dm_osb_api(o, "POST", "/sandboxes", body, 202, &res, err);
+        /* The server's max_sandbox_timeout_seconds (86400 in its example
+         * configuration): ask once more for what it allows. The sandbox's
+         * expiresAt says what was granted; sandbox.c reads it back. */
+        if (r == -EINVAL && spec->ttl_s > 0 && (m = strstr(err->msg, "exceeds configured maximum of ")) &&
+            sscanf(m + strlen("exceeds configured maximum of "), "%lld", &max) == 1 && max >= 60 &&
+            max < spec->ttl_s) {
+                log_info("OpenSandbox allows sandboxes %lld s at most: asking for that instead of %lld s", max,
+                         (long long)spec->ttl_s);
+                dm_error_clear(err);
+                r = dm_json_add(body, "timeout", json_object_new_int64(max)) < 0
+                            ? dm_error_set(err, -ENOMEM, "out of memory")
+                            : dm_osb_api(o, "POST", "/sandboxes", body, 202, &res, err);
+        }
+        /* A deny-all policy needs the server's egress sidecar; without one
+         * the sandbox would have the cluster's network, so refuse. */
+        if (r == -EINVAL && strstr(err->msg, "egress.image must be configured"))
+                return dm_error_set(err, -EOPNOTSUPP,
+                                    "the OpenSandbox server has no egress sidecar configured, so it cannot enforce "
+                                    "network mode 'none' (deny all egress), and demesne will not create a sandbox with "
+                                    "the server's default network: set image = \"<the egress sidecar image>\" in "
+                                    "the [egress] section of the server's config.toml (OpenSandbox answered: %.200s)",
+                                    err->msg);
         if (r >= 0 && (!(id = get_str(res, "id")) || dm_osb_check_id(id, err) < 0))
                 r = dm_error_set(err, -EPROTO, "OpenSandbox answered the create without a valid id");
         if (r < 0)
@@ -508,12 +531,37 @@ static int osb_destroy(struct dm_backend *b, const char *id, struct dm_error *er
         struct osb *o = to_osb(b);
         int r = on_sandbox(o, "DELETE", id, "", NULL, 204, NULL, err);
 
-        if (r == -ENOENT) {
+        /* Gone already; or the server's own TTL removed the container
+         * first, and its DELETE answers 500 SANDBOX_DELETE_FAILED naming
+         * the missing container. */
+        if (r == -ENOENT || (r == -EIO && strstr(err->msg, "SANDBOX_DELETE_FAILED") &&
+                             (strcasestr(err->msg, "no container") || strcasestr(err->msg, "no such container") ||
+                              strcasestr(err->msg, "not found")))) {
+                if (r == -EIO)
+                        log_debug("delete sandbox '%s': the server had removed it already (%s)", id, err->msg);
                 dm_error_clear(err);
                 r = 0;
         }
         execd_forget(o, id);
         return r < 0 ? dm_error_wrap(err, "delete sandbox '%s'", id) : 0;
+}
+
+/* The server mixes the image's labels into metadata: keep demesne's own. */
+static char **demesne_labels(struct json_object *meta)
+{
+        _cleanup_json_ struct json_object *own = json_object_new_object();
+
+        if (!own)
+                return NULL;
+        if (meta && json_object_is_type(meta, json_type_object)) {
+                json_object_object_foreach(meta, key, val)
+                {
+                        if (strncmp(key, "demesne.", 8) == 0 &&
+                            json_object_object_add(own, key, json_object_get(val)) < 0)
+                                return NULL;
+                }
+        }
+        return dm_labels_from_json(own);
 }
 
 static int osb_inspect(struct dm_backend *b, const char *id, struct dm_container_info *info, struct dm_error *err)
@@ -541,7 +589,8 @@ static int osb_inspect(struct dm_backend *b, const char *id, struct dm_container
         info->running = strcmp(state, "Running") == 0;
         info->exit_code = strcmp(state, "Failed") == 0 ? 1 : 0;
         info->created_unix = parse_time(get_str(sb, "createdAt"));
-        info->labels = dm_labels_from_json(get(sb, "metadata"));
+        info->expires_unix = parse_time(get_str(sb, "expiresAt"));
+        info->labels = demesne_labels(get(sb, "metadata"));
         if (!info->id || !info->image || !info->status || !info->labels) {
                 dm_container_info_release(info);
                 return dm_error_set(err, -ENOMEM, "out of memory");

@@ -505,7 +505,9 @@ int dm_cli_doctor(int argc, char **argv)
         }
         check(true, "version", PACKAGE_VERSION, NULL);
         check(true, geteuid() == 0 ? "privileges: running as root" : "privileges: rootless",
-              geteuid() == 0 ? "memory and pids limits, and egress policies (a veth per sandbox), are available"
+              geteuid() == 0 ? (ctx.backend && strcmp(ctx.backend->ops->name, "opensandbox") == 0
+                                        ? "memory and CPU limits are the OpenSandbox server's; egress is its sidecar's"
+                                        : "memory and pids limits, and egress policies (a veth per sandbox), are available")
                              : "rootless Podman ignores memory/pids limits on cgroup v1, and egress other than "
                                "none needs root",
               NULL);

@@ -388,6 +388,26 @@ static const char **strv_concat(const char *const *a, const char *const *b)
         return v;
 }
 
+/* An engine that expires sandboxes itself may grant less than asked (an
+ * OpenSandbox server's max_sandbox_timeout_seconds): the record, and so the
+ * result's expires_at, say what was granted. */
+static void ttl_granted(struct dm_backend *b, struct dm_sandbox *sb)
+{
+        struct dm_container_info info;
+        struct dm_error e = { 0 };
+
+        if (b->ops->inspect(b, sb->container, &info, &e) < 0)
+                return;
+        if (info.expires_unix > 0 && info.expires_unix < sb->expires_at) {
+                log_warning("sandbox %s: the engine grants a TTL of %lld s, not %lld s: it expires at %lld", sb->id,
+                            (long long)(info.expires_unix - sb->created_at), (long long)sb->ttl_s,
+                            (long long)info.expires_unix);
+                sb->ttl_s = info.expires_unix - sb->created_at;
+                sb->expires_at = info.expires_unix;
+        }
+        dm_container_info_release(&info);
+}
+
 int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *req, struct dm_sandbox *sb,
                       struct dm_error *err)
 {
@@ -508,6 +528,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 snprintf(sb->container, sizeof(sb->container), "%s", id);
                 r = b->ops->start(b, id, err);
         }
+        if (r >= 0 && dm_backend_can(b, DM_CAP_TTL))
+                ttl_granted(b, sb);
         /* Started (or not): the container has its own copies of the inputs'
          * mounts. A restart by the engine finds the staged ones gone. */
         dm_inputs_unstage(&stage);
