@@ -492,6 +492,7 @@ int dm_cli_doctor(int argc, char **argv)
         struct dm_backend *b = NULL;
         char *desc = NULL;
         sigset_t mask;
+        bool no_netns;
 
         if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
                 puts("Usage: demesne doctor\n\nChecks the container engine, the images, the directories and the\n"
@@ -504,9 +505,15 @@ int dm_cli_doctor(int argc, char **argv)
                 return 1;
         }
         check(true, "version", PACKAGE_VERSION, NULL);
+        /* A backend without a network namespace here (OpenSandbox) has no veth. */
+        {
+                struct dm_backend *nb = NULL;
+                struct dm_error ne = { 0 };
+
+                no_netns = dm_context_backend(&ctx, &nb, &ne) >= 0 && !dm_backend_can(nb, DM_CAP_HOST_NETNS);
+        }
         check(true, geteuid() == 0 ? "privileges: running as root" : "privileges: rootless",
-              geteuid() == 0 ? (ctx.backend && strcmp(ctx.backend->ops->name, "opensandbox") == 0
-                                        ? "memory and CPU limits are the OpenSandbox server's; egress is its sidecar's"
+              geteuid() == 0 ? (no_netns ? "limits and egress are the backend's own, enforced by its server"
                                         : "memory and pids limits, and egress policies (a veth per sandbox), are available")
                              : "rootless Podman ignores memory/pids limits on cgroup v1, and egress other than "
                                "none needs root",
