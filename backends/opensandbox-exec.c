@@ -413,7 +413,7 @@ int dm_osb_exec(struct dm_backend *b, const char *id, const struct dm_exec_spec 
                 return dm_error_set(err, -EINVAL, "exec in sandbox '%s': no command given", id);
         r = dm_osb_execd(o, id, &execd, err);
         if (r < 0)
-                return dm_error_wrap(err, "exec in sandbox '%s'", id);
+                return dm_error_wrap(err, "exec in sandbox '%s'", dm_osb_name(to_osb(b), id));
         execs_prune(o);
         x = calloc(1, sizeof(*x));
         if (!x)
@@ -554,7 +554,7 @@ int dm_osb_kill(struct dm_backend *b, const char *id, int signo, struct dm_error
         pthread_mutex_unlock(&o->lock);
         for (size_t i = 0; i < n && r >= 0; i++)
                 r = interrupt(execd, ids[i], err);
-        return r < 0 ? dm_error_wrap(err, "stop the commands in sandbox '%s'", id) : 0;
+        return r < 0 ? dm_error_wrap(err, "stop the commands in sandbox '%s'", dm_osb_name(to_osb(b), id)) : 0;
 }
 
 void dm_osb_execs_release(struct osb *o)
@@ -619,7 +619,7 @@ int dm_osb_put_file(struct dm_backend *b, const char *id, const char *path, int 
 
         r = dm_osb_execd(to_osb(b), id, &execd, err);
         if (r < 0)
-                return dm_error_wrap(err, "upload to sandbox '%s'", id);
+                return dm_error_wrap(err, "upload to sandbox '%s'", dm_osb_name(to_osb(b), id));
         /* FileMetadata.mode is the octal digits written as a number (755). */
         snprintf(octal, sizeof(octal), "%o", mode & 07777);
         if (!meta || json_object_object_add(meta, "path", json_object_new_string(path)) < 0 ||
@@ -659,7 +659,7 @@ out:
         curl_mime_free(mime);
         curl_easy_cleanup(c);
         curl_slist_free_all(headers);
-        return r < 0 ? dm_error_wrap(err, "upload '%s' to sandbox '%s'", path, id) : 0;
+        return r < 0 ? dm_error_wrap(err, "upload '%s' to sandbox '%s'", path, dm_osb_name(to_osb(b), id)) : 0;
 }
 
 int dm_osb_get_file(struct dm_backend *b, const char *id, const char *path, int out_fd, int64_t max,
@@ -675,7 +675,7 @@ int dm_osb_get_file(struct dm_backend *b, const char *id, const char *path, int 
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = dm_osb_execd(to_osb(b), id, &execd, err);
         if (r < 0)
-                return dm_error_wrap(err, "download from sandbox '%s'", id);
+                return dm_error_wrap(err, "download from sandbox '%s'", dm_osb_name(to_osb(b), id));
         dm_buf_init(&errbody, ERRBODY_MAX);
         r = dm_http_transfer(execd, "GET", url, NULL, -1, 0, out_fd, max, 30L * 60 * 1000, &status, &errbody, err);
         if (r >= 0 && status != 200) {
@@ -685,5 +685,5 @@ int dm_osb_get_file(struct dm_backend *b, const char *id, const char *path, int 
                         r = -EISDIR;
         }
         dm_buf_release(&errbody);
-        return r < 0 && r != -EFBIG ? dm_error_wrap(err, "download '%s' from sandbox '%s'", path, id) : r;
+        return r < 0 && r != -EFBIG ? dm_error_wrap(err, "download '%s' from sandbox '%s'", path, dm_osb_name(to_osb(b), id)) : r;
 }

@@ -288,8 +288,45 @@ static int osb_create(struct dm_backend *b, const struct dm_container_spec *spec
                 r = dm_error_set(err, -EPROTO, "OpenSandbox answered the create without a valid id");
         if (r < 0)
                 return dm_error_wrap(err, "create sandbox from '%s'", spec->image);
+        dm_osb_name_learn(o, id, spec->name);
         *ret_id = strdup(id);
         return *ret_id ? 0 : dm_error_set(err, -ENOMEM, "out of memory");
+}
+
+void dm_osb_name_learn(struct osb *o, const char *id, const char *name)
+{
+        struct osb_name *n;
+
+        if (!id || !name || !name[0] || strlen(id) >= sizeof(n->id) || strlen(name) >= sizeof(n->name))
+                return;
+        pthread_mutex_lock(&o->lock);
+        for (n = o->names; n && strcmp(n->id, id) != 0; n = n->next)
+                ;
+        if (!n && (n = calloc(1, sizeof(*n)))) {
+                n->next = o->names;
+                o->names = n;
+        }
+        if (n) {
+                snprintf(n->id, sizeof(n->id), "%s", id);
+                snprintf(n->name, sizeof(n->name), "%s", name);
+        }
+        pthread_mutex_unlock(&o->lock);
+}
+
+const char *dm_osb_name(struct osb *o, const char *id)
+{
+        static __thread char buf[160];
+        const size_t size = sizeof(buf);
+        bool found = false;
+
+        pthread_mutex_lock(&o->lock);
+        for (struct osb_name *n = o->names; n && !found; n = n->next)
+                if (strcmp(n->id, id) == 0) {
+                        snprintf(buf, size, "%s (OpenSandbox %s)", n->name, id);
+                        found = true;
+                }
+        pthread_mutex_unlock(&o->lock);
+        return found ? buf : id;
 }
 
 /* method /sandboxes/<id><suffix>, id checked first. */
@@ -348,7 +385,7 @@ static int execd_lookup(struct osb *o, const char *id, struct execd **ret, struc
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = dm_osb_api(o, "GET", path, NULL, 200, &res, err);
         if (r < 0)
-                return dm_error_wrap(err, "look up the execd endpoint of sandbox '%s'", id);
+                return dm_error_wrap(err, "look up the execd endpoint of sandbox '%s'", dm_osb_name(o, id));
         ep = get_str(res, "endpoint");
         if (!ep || !ep[0])
                 return dm_error_set(err, -EPROTO, "OpenSandbox answered the endpoint of '%s' without a URL", id);
@@ -469,7 +506,7 @@ static int osb_start(struct dm_backend *b, const char *id, struct dm_error *err)
 
                 r = get_sandbox(o, id, &sb, err);
                 if (r < 0)
-                        return dm_error_wrap(err, "wait for sandbox '%s'", id);
+                        return dm_error_wrap(err, "wait for sandbox '%s'", dm_osb_name(o, id));
                 state = state_of(sb);
                 if (strcmp(state, "Running") == 0)
                         break;
@@ -543,7 +580,18 @@ static int osb_destroy(struct dm_backend *b, const char *id, struct dm_error *er
                 r = 0;
         }
         execd_forget(o, id);
-        return r < 0 ? dm_error_wrap(err, "delete sandbox '%s'", id) : 0;
+        if (r < 0)
+                return dm_error_wrap(err, "delete sandbox '%s'", dm_osb_name(o, id));
+        pthread_mutex_lock(&o->lock);
+        for (struct osb_name **p = &o->names; *p; p = &(*p)->next)
+                if (strcmp((*p)->id, id) == 0) {
+                        struct osb_name *gone = *p;
+                        *p = gone->next;
+                        free(gone);
+                        break;
+                }
+        pthread_mutex_unlock(&o->lock);
+        return 0;
 }
 
 /* The server mixes the image's labels into metadata: keep demesne's own. */
@@ -572,7 +620,7 @@ static int osb_inspect(struct dm_backend *b, const char *id, struct dm_container
 
         r = get_sandbox(to_osb(b), id, &sb, err);
         if (r < 0)
-                return dm_error_wrap(err, "inspect sandbox '%s'", id);
+                return dm_error_wrap(err, "inspect sandbox '%s'", dm_osb_name(to_osb(b), id));
         memset(info, 0, sizeof(*info));
         state = state_of(sb);
         uri = get_str(get(sb, "image"), "uri");
@@ -590,6 +638,7 @@ static int osb_inspect(struct dm_backend *b, const char *id, struct dm_container
         info->exit_code = strcmp(state, "Failed") == 0 ? 1 : 0;
         info->created_unix = parse_time(get_str(sb, "createdAt"));
         info->expires_unix = parse_time(get_str(sb, "expiresAt"));
+        dm_osb_name_learn(to_osb(b), id, get_str(get(sb, "metadata"), "demesne.sandbox"));
         info->labels = demesne_labels(get(sb, "metadata"));
         if (!info->id || !info->image || !info->status || !info->labels) {
                 dm_container_info_release(info);
@@ -691,7 +740,7 @@ static int osb_renew(struct dm_backend *b, const char *id, int64_t expires_unix,
                 memset(err, 0, sizeof(*err));
                 return 0;
         }
-        return r < 0 ? dm_error_wrap(err, "renew sandbox '%s' until %s", id, t) : 0;
+        return r < 0 ? dm_error_wrap(err, "renew sandbox '%s' until %s", dm_osb_name(to_osb(b), id), t) : 0;
 }
 
 /* ---- lifetime ---------------------------------------------------------------------- */
@@ -709,6 +758,11 @@ static void osb_free(struct dm_backend *b)
                         dm_osb_execd_free(*l);
                         *l = next;
                 }
+        while (o->names) {
+                struct osb_name *next = o->names->next;
+                free(o->names);
+                o->names = next;
+        }
         dm_http_free(o->api);
         free(o->protocol);
         pthread_mutex_destroy(&o->lock);

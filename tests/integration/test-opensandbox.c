@@ -209,6 +209,21 @@ int main(void)
                         }
                         ok(own && !foreign, "inspect: demesne's labels only, not the image's");
                         dm_container_info_release(&info);
+                        /* The backend's errors name demesne's sandbox, not
+                         * only OpenSandbox's UUID. */
+                        {
+                                FILE *sink = tmpfile();
+                                struct dm_error e2 = { 0 };
+                                char want[96];
+
+                                snprintf(want, sizeof(want), "sandbox '%s (OpenSandbox %s)'", sb, ids[0]);
+                                if (!ok(sink && osb->ops->get_file(osb, ids[0], "/nope", fileno(sink), 1024, &e2) < 0 &&
+                                                strstr(e2.msg, want),
+                                        "a backend error names the sandbox '%s'", sb))
+                                        diag("got: %s", e2.msg);
+                                if (sink)
+                                        fclose(sink);
+                        }
                 } else {
                         ok(false, "inspect the sandbox through the backend: %s", err.msg);
                 }
@@ -286,7 +301,8 @@ int main(void)
         }
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
         m = call("sandbox_destroy", args);
-        ok(!result_is_error(m), "sandbox_destroy of a sandbox the server's TTL removed: gone, not an error");
+        if (!ok(!result_is_error(m), "sandbox_destroy of a sandbox the server's TTL removed: gone, not an error"))
+                diag("got %s", json_object_to_json_string(m));
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", sb);
         m = call("sandbox_exec", args);
