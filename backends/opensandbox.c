@@ -236,15 +236,23 @@ static int create_body(const struct dm_container_spec *spec, struct json_object 
         }
         r |= dm_json_add(o, "volumes", vols);
         /* Egress is OpenSandbox's sidecar's: deny everything, as "none" does
-         * on the direct backends. Other modes need allowlist support. */
-        if (spec->network_mode && strcmp(spec->network_mode, "none") != 0) {
+         * on the direct backends. "open" is the server's default network:
+         * no policy, so no sidecar needed. Other modes need allowlist
+         * support. */
+        if (spec->network_mode && strcmp(spec->network_mode, "open") == 0) {
                 json_object_put(np);
-                return dm_error_set(err, -EOPNOTSUPP, "the opensandbox backend supports network mode 'none' only "
-                                                      "(asked for '%s')", spec->network_mode);
+                np = NULL;
+        } else if (spec->network_mode && strcmp(spec->network_mode, "none") != 0) {
+                json_object_put(np);
+                return dm_error_set(err, -EOPNOTSUPP, "the opensandbox backend supports network modes 'none' and "
+                                                      "'open' only (asked for '%s')", spec->network_mode);
         }
+        if (!np)
+                goto done;
         r |= dm_json_add(o, "networkPolicy", np);
         r |= dm_json_add(np, "defaultAction", json_object_new_string("deny"));
         r |= dm_json_add(np, "egress", json_object_new_array());
+done:
         if (r)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         *ret = TAKE_PTR(o);

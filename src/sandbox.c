@@ -233,10 +233,15 @@ static int sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, const stru
                        struct dm_egress_run **ret, struct dm_error *err)
 {
         struct dm_policy *policy = NULL;
+        struct dm_backend *b = NULL;
         int r;
 
         *ret = NULL;
         r = sandbox_policy(sb, &policy, err);
+        if (r >= 0 && dm_context_backend(ctx, &b, err) >= 0 && dm_egress_backend_open(b, policy)) {
+                dm_policy_free(policy);
+                return 0; /* the backend's own network */
+        }
         if (r < 0 || !dm_egress_needed(policy)) {
                 dm_policy_free(policy);
                 return r;
@@ -444,6 +449,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         /* No shim, no sandbox, unless the operator turned it off by name. */
         if (r >= 0 && (use_shim = dm_launch_shim_mode(ctx, b, err)) < 0)
                 r = use_shim;
+        if (r >= 0 && dm_egress_backend_open(b, req->policy))
+                need_net = false; /* the backend's own network: spec.network_mode below */
         if (r >= 0)
                 r = dm_image_require(b, img,
                                      &(struct dm_image_build_watch){ .on_line = req->on_message,
@@ -509,6 +516,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 .ttl_s = sb->ttl_s,
         };
         dm_launch_harden(ctx, &spec);
+        if (dm_egress_backend_open(b, req->policy))
+                spec.network_mode = "open";
         r = dm_launch_userns(ctx, b, &spec, &ids, err);
         stage_dir(sb, idmap_stage, sizeof(idmap_stage));
         if (r >= 0 && ids.lend)

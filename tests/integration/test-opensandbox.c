@@ -337,6 +337,30 @@ int main(void)
                         st = os_fixture_stats(&bare);
                         is_int(int_at(st, "created"), 0, "and no sandbox was made without a policy");
                         json_object_put(st);
+                        /* "open" is the server's default network: no policy, no sidecar needed. */
+                        setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
+                        {
+                                struct child *ch = serve_with(bare.domain, key);
+                                json_object *r = ch ? call_on(ch, "sandbox_script",
+                                                              "{\"image\":\"base\",\"command\":\"echo open\","
+                                                              "\"egress\":\"open\"}")
+                                                    : NULL;
+
+                                const char *out = str_at(structured(r), "stdout");
+
+                                if (!ok(out && strcmp(out, "open\n") == 0,
+                                        "egress open on a server without egress: runs with the server's network"))
+                                        diag("got %s", json_object_to_json_string(r));
+                                json_object_put(r);
+                                if (ch) {
+                                        finish(ch, 30000);
+                                        free(ch);
+                                }
+                        }
+                        unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
+                        st = os_fixture_stats(&bare);
+                        is_int(int_at(st, "created_without_policy"), 1, "created without a networkPolicy");
+                        json_object_put(st);
                         os_fixture_stop(&bare);
                 } else {
                         ok(false, "a second fixture (without egress) started");
