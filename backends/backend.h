@@ -78,6 +78,7 @@ struct dm_container_info {
         char *hosts_path;       /* owned: the host files bound at /etc/hosts and the container's log */
         char *log_path;         /* (HostsPath, LogPath); NULL when the engine does not say */
         char **labels;          /* owned "key=value" array, NULL-terminated */
+        int64_t expires_unix;   /* when the engine will remove it by itself (DM_CAP_TTL), else 0 */
 };
 
 void dm_container_info_release(struct dm_container_info *info);

@@ -113,6 +113,27 @@ static int frame(struct osb_exec *x, int stream, const char *data, size_t len)
         return 0;
 }
 
+/* The signal in Go's "signal: <name>" (os.Signal's String()), or 0. */
+static int signal_of(struct json_object *line)
+{
+        static const struct {
+                const char *name;
+                int sig;
+        } names[] = {
+                { "hangup", SIGHUP },   { "interrupt", SIGINT },   { "quit", SIGQUIT },
+                { "aborted", SIGABRT }, { "killed", SIGKILL },     { "segmentation fault", SIGSEGV },
+                { "broken pipe", SIGPIPE }, { "alarm clock", SIGALRM }, { "terminated", SIGTERM },
+        };
+        const char *s = line && json_object_is_type(line, json_type_string) ? json_object_get_string(line) : NULL;
+
+        if (!s || strncmp(s, "signal: ", 8) != 0)
+                return 0;
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+                if (strncmp(s + 8, names[i].name, strlen(names[i].name)) == 0)
+                        return names[i].sig;
+        return 0;
+}
+
 /* One event: a JSON object, possibly in "data:" lines (SSE framing). */
 static int on_event(struct osb_exec *x, char *text, size_t len)
 {
@@ -164,6 +185,12 @@ static int on_event(struct osb_exec *x, char *text, size_t len)
                 x->final = true;
                 if (ev && end != ev && *end == '\0' && code >= 0 && code <= 255) {
                         x->exit_code = (int)code;
+                } else if (ev && end != ev && *end == '\0' && code == -1) {
+                        /* Go's ExitCode() of a signal death: the traceback
+                         * holds err.Error(), "signal: killed". */
+                        int sig = signal_of(json_object_array_get_idx(get(e, "traceback"), 0));
+
+                        x->exit_code = 128 + (sig ? sig : atomic_load(&x->interrupted) ? SIGKILL : 0);
                 } else {
                         /* Not an exit status: the command did not run. */
                         x->exit_code = -1;
@@ -211,6 +238,10 @@ size_t dm_osb_exec_on_body(char *data, size_t size, size_t n, void *userdata)
                                 return 0;
                         }
                         if (r < 0)
+                                return 0;
+                        /* execd holds the stream open a graceful second
+                         * after the final event: do not wait for it. */
+                        if (x->final)
                                 return 0;
                 }
         }
@@ -290,7 +321,7 @@ static void *exec_thread(void *userdata)
                 struct dm_error e = { 0 };
                 x->err_code = dm_osb_status_error(&e, x->status, &x->errbody);
                 snprintf(x->err_msg, sizeof(x->err_msg), "%.500s", e.msg);
-        } else if (!x->err_code && cc != CURLE_OK && !atomic_load(&x->abandoned)) {
+        } else if (!x->err_code && cc != CURLE_OK && !x->final && !atomic_load(&x->abandoned)) {
                 struct dm_error e = { 0 };
                 x->err_code = c ? dm_http_easy_error(x->execd, c, cc, ebuf, &e) : -ENOMEM;
                 snprintf(x->err_msg, sizeof(x->err_msg), "%.500s", c ? e.msg : "out of memory");
@@ -382,7 +413,7 @@ int dm_osb_exec(struct dm_backend *b, const char *id, const struct dm_exec_spec 
                 return dm_error_set(err, -EINVAL, "exec in sandbox '%s': no command given", id);
         r = dm_osb_execd(o, id, &execd, err);
         if (r < 0)
-                return dm_error_wrap(err, "exec in sandbox '%s'", id);
+                return dm_error_wrap(err, "exec in sandbox '%s'", dm_osb_name(to_osb(b), id));
         execs_prune(o);
         x = calloc(1, sizeof(*x));
         if (!x)
@@ -496,6 +527,8 @@ int dm_osb_exec_interrupt(struct dm_backend *b, const char *exec_id, struct dm_e
         done = x->done;
         pthread_mutex_unlock(&x->lock);
         /* x stays linked until exit_code or prune, both after done. */
+        if (!done)
+                atomic_store(&x->interrupted, true);
         return done ? 0 : interrupt(x->execd, exec_id, err);
 }
 
@@ -512,6 +545,7 @@ int dm_osb_kill(struct dm_backend *b, const char *id, int signo, struct dm_error
         for (struct osb_exec *x = o->execs; x && n < 32; x = x->next) {
                 pthread_mutex_lock(&x->lock);
                 if (!x->done && strcmp(x->sandbox, id) == 0) {
+                        atomic_store(&x->interrupted, true);
                         snprintf(ids[n++], sizeof(ids[0]), "%s", x->id);
                         execd = x->execd;
                 }
@@ -520,7 +554,7 @@ int dm_osb_kill(struct dm_backend *b, const char *id, int signo, struct dm_error
         pthread_mutex_unlock(&o->lock);
         for (size_t i = 0; i < n && r >= 0; i++)
                 r = interrupt(execd, ids[i], err);
-        return r < 0 ? dm_error_wrap(err, "stop the commands in sandbox '%s'", id) : 0;
+        return r < 0 ? dm_error_wrap(err, "stop the commands in sandbox '%s'", dm_osb_name(to_osb(b), id)) : 0;
 }
 
 void dm_osb_execs_release(struct osb *o)
@@ -585,7 +619,7 @@ int dm_osb_put_file(struct dm_backend *b, const char *id, const char *path, int 
 
         r = dm_osb_execd(to_osb(b), id, &execd, err);
         if (r < 0)
-                return dm_error_wrap(err, "upload to sandbox '%s'", id);
+                return dm_error_wrap(err, "upload to sandbox '%s'", dm_osb_name(to_osb(b), id));
         /* FileMetadata.mode is the octal digits written as a number (755). */
         snprintf(octal, sizeof(octal), "%o", mode & 07777);
         if (!meta || json_object_object_add(meta, "path", json_object_new_string(path)) < 0 ||
@@ -598,6 +632,9 @@ int dm_osb_put_file(struct dm_backend *b, const char *id, const char *path, int 
         mime = curl_mime_init(c);
         /* Order matters to execd: the metadata part, then the file part. */
         if (!mime || !(part = curl_mime_addpart(mime)) || curl_mime_name(part, "metadata") != CURLE_OK ||
+            /* execd reads form.File["metadata"]: without a filename, Go's
+             * multipart reader files the part among the values. */
+            curl_mime_filename(part, "metadata") != CURLE_OK ||
             curl_mime_data(part, json_object_to_json_string_ext(meta, JSON_C_TO_STRING_PLAIN), CURL_ZERO_TERMINATED) !=
                     CURLE_OK ||
             curl_mime_type(part, "application/json") != CURLE_OK || !(part = curl_mime_addpart(mime)) ||
@@ -622,7 +659,7 @@ out:
         curl_mime_free(mime);
         curl_easy_cleanup(c);
         curl_slist_free_all(headers);
-        return r < 0 ? dm_error_wrap(err, "upload '%s' to sandbox '%s'", path, id) : 0;
+        return r < 0 ? dm_error_wrap(err, "upload '%s' to sandbox '%s'", path, dm_osb_name(to_osb(b), id)) : 0;
 }
 
 int dm_osb_get_file(struct dm_backend *b, const char *id, const char *path, int out_fd, int64_t max,
@@ -638,7 +675,7 @@ int dm_osb_get_file(struct dm_backend *b, const char *id, const char *path, int 
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = dm_osb_execd(to_osb(b), id, &execd, err);
         if (r < 0)
-                return dm_error_wrap(err, "download from sandbox '%s'", id);
+                return dm_error_wrap(err, "download from sandbox '%s'", dm_osb_name(to_osb(b), id));
         dm_buf_init(&errbody, ERRBODY_MAX);
         r = dm_http_transfer(execd, "GET", url, NULL, -1, 0, out_fd, max, 30L * 60 * 1000, &status, &errbody, err);
         if (r >= 0 && status != 200) {
@@ -648,5 +685,5 @@ int dm_osb_get_file(struct dm_backend *b, const char *id, const char *path, int 
                         r = -EISDIR;
         }
         dm_buf_release(&errbody);
-        return r < 0 && r != -EFBIG ? dm_error_wrap(err, "download '%s' from sandbox '%s'", path, id) : r;
+        return r < 0 && r != -EFBIG ? dm_error_wrap(err, "download '%s' from sandbox '%s'", path, dm_osb_name(to_osb(b), id)) : r;
 }

@@ -34,6 +34,14 @@ struct osb {
         struct execd *execds;
         struct execd *retired;          /* forgotten, freed with the backend */
         struct osb_exec *execs;
+        struct osb_name *names;         /* demesne's names of the sandboxes, as learned */
+};
+
+/* OpenSandbox's id of a sandbox and the name demesne gave it ("sbx-…"). */
+struct osb_name {
+        struct osb_name *next;
+        char id[64];
+        char name[64];
 };
 
 /* The execd of one sandbox, found through its endpoint. */
@@ -63,6 +71,7 @@ struct osb_exec {
         int err_code;                   /* when the request failed */
         char err_msg[512];
         atomic_bool abandoned;          /* the reader let go of the stream */
+        atomic_bool interrupted;        /* demesne asked execd to stop it */
 
         long status;
         struct dm_buf event;            /* the event being read */
@@ -108,6 +117,12 @@ int dm_osb_status_error(struct dm_error *err, long status, const struct dm_buf *
 /* One lifecycle call expecting ok_status; *ret (may be NULL) gets the body. */
 int dm_osb_api(struct osb *o, const char *method, const char *path, struct json_object *body, long ok_status,
                struct json_object **ret, struct dm_error *err);
+/* Remembers that sandbox id is demesne's name (at create, and from the
+ * demesne.sandbox metadata at inspect). */
+void dm_osb_name_learn(struct osb *o, const char *id, const char *name);
+/* For messages: "sbx-… (OpenSandbox <id>)" when the name is
+ * known, else id. A per-thread buffer, good until the next call. */
+const char *dm_osb_name(struct osb *o, const char *id);
 /* -EINVAL unless id is safe inside a URL path. */
 int dm_osb_check_id(const char *id, struct dm_error *err);
 /* The execd client of sandbox id (endpoint looked up once, then kept until

@@ -236,15 +236,23 @@ static int create_body(const struct dm_container_spec *spec, struct json_object 
         }
         r |= dm_json_add(o, "volumes", vols);
         /* Egress is OpenSandbox's sidecar's: deny everything, as "none" does
-         * on the direct backends. Other modes need allowlist support. */
-        if (spec->network_mode && strcmp(spec->network_mode, "none") != 0) {
+         * on the direct backends. "open" is the server's default network:
+         * no policy, so no sidecar needed. Other modes need allowlist
+         * support. */
+        if (spec->network_mode && strcmp(spec->network_mode, "open") == 0) {
                 json_object_put(np);
-                return dm_error_set(err, -EOPNOTSUPP, "the opensandbox backend supports network mode 'none' only "
-                                                      "(asked for '%s')", spec->network_mode);
+                np = NULL;
+        } else if (spec->network_mode && strcmp(spec->network_mode, "none") != 0) {
+                json_object_put(np);
+                return dm_error_set(err, -EOPNOTSUPP, "the opensandbox backend supports network modes 'none' and "
+                                                      "'open' only (asked for '%s')", spec->network_mode);
         }
+        if (!np)
+                goto done;
         r |= dm_json_add(o, "networkPolicy", np);
         r |= dm_json_add(np, "defaultAction", json_object_new_string("deny"));
         r |= dm_json_add(np, "egress", json_object_new_array());
+done:
         if (r)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         *ret = TAKE_PTR(o);
@@ -255,18 +263,78 @@ static int osb_create(struct dm_backend *b, const struct dm_container_spec *spec
 {
         struct osb *o = to_osb(b);
         _cleanup_json_ struct json_object *body = NULL, *res = NULL;
-        const char *id;
+        const char *id, *m;
+        long long max;
         int r;
 
         r = create_body(spec, &body, err);
         if (r >= 0)
                 r = dm_osb_api(o, "POST", "/sandboxes", body, 202, &res, err);
+        /* The server's max_sandbox_timeout_seconds (86400 in its example
+         * configuration): ask once more for what it allows. The sandbox's
+         * expiresAt says what was granted; sandbox.c reads it back. */
+        if (r == -EINVAL && spec->ttl_s > 0 && (m = strstr(err->msg, "exceeds configured maximum of ")) &&
+            sscanf(m + strlen("exceeds configured maximum of "), "%lld", &max) == 1 && max >= 60 &&
+            max < spec->ttl_s) {
+                log_info("OpenSandbox allows sandboxes %lld s at most: asking for that instead of %lld s", max,
+                         (long long)spec->ttl_s);
+                dm_error_clear(err);
+                r = dm_json_add(body, "timeout", json_object_new_int64(max)) < 0
+                            ? dm_error_set(err, -ENOMEM, "out of memory")
+                            : dm_osb_api(o, "POST", "/sandboxes", body, 202, &res, err);
+        }
+        /* A deny-all policy needs the server's egress sidecar; without one
+         * the sandbox would have the cluster's network, so refuse. */
+        if (r == -EINVAL && strstr(err->msg, "egress.image must be configured"))
+                return dm_error_set(err, -EOPNOTSUPP,
+                                    "the OpenSandbox server has no egress sidecar configured, so it cannot enforce "
+                                    "network mode 'none' (deny all egress), and demesne will not create a sandbox with "
+                                    "the server's default network: set image = \"<the egress sidecar image>\" in "
+                                    "the [egress] section of the server's config.toml (OpenSandbox answered: %.200s)",
+                                    err->msg);
         if (r >= 0 && (!(id = get_str(res, "id")) || dm_osb_check_id(id, err) < 0))
                 r = dm_error_set(err, -EPROTO, "OpenSandbox answered the create without a valid id");
         if (r < 0)
                 return dm_error_wrap(err, "create sandbox from '%s'", spec->image);
+        dm_osb_name_learn(o, id, spec->name);
         *ret_id = strdup(id);
         return *ret_id ? 0 : dm_error_set(err, -ENOMEM, "out of memory");
+}
+
+void dm_osb_name_learn(struct osb *o, const char *id, const char *name)
+{
+        struct osb_name *n;
+
+        if (!id || !name || !name[0] || strlen(id) >= sizeof(n->id) || strlen(name) >= sizeof(n->name))
+                return;
+        pthread_mutex_lock(&o->lock);
+        for (n = o->names; n && strcmp(n->id, id) != 0; n = n->next)
+                ;
+        if (!n && (n = calloc(1, sizeof(*n)))) {
+                n->next = o->names;
+                o->names = n;
+        }
+        if (n) {
+                snprintf(n->id, sizeof(n->id), "%s", id);
+                snprintf(n->name, sizeof(n->name), "%s", name);
+        }
+        pthread_mutex_unlock(&o->lock);
+}
+
+const char *dm_osb_name(struct osb *o, const char *id)
+{
+        static __thread char buf[160];
+        const size_t size = sizeof(buf);
+        bool found = false;
+
+        pthread_mutex_lock(&o->lock);
+        for (struct osb_name *n = o->names; n && !found; n = n->next)
+                if (strcmp(n->id, id) == 0) {
+                        snprintf(buf, size, "%s (OpenSandbox %s)", n->name, id);
+                        found = true;
+                }
+        pthread_mutex_unlock(&o->lock);
+        return found ? buf : id;
 }
 
 /* method /sandboxes/<id><suffix>, id checked first. */
@@ -325,7 +393,7 @@ static int execd_lookup(struct osb *o, const char *id, struct execd **ret, struc
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = dm_osb_api(o, "GET", path, NULL, 200, &res, err);
         if (r < 0)
-                return dm_error_wrap(err, "look up the execd endpoint of sandbox '%s'", id);
+                return dm_error_wrap(err, "look up the execd endpoint of sandbox '%s'", dm_osb_name(o, id));
         ep = get_str(res, "endpoint");
         if (!ep || !ep[0])
                 return dm_error_set(err, -EPROTO, "OpenSandbox answered the endpoint of '%s' without a URL", id);
@@ -446,7 +514,7 @@ static int osb_start(struct dm_backend *b, const char *id, struct dm_error *err)
 
                 r = get_sandbox(o, id, &sb, err);
                 if (r < 0)
-                        return dm_error_wrap(err, "wait for sandbox '%s'", id);
+                        return dm_error_wrap(err, "wait for sandbox '%s'", dm_osb_name(o, id));
                 state = state_of(sb);
                 if (strcmp(state, "Running") == 0)
                         break;
@@ -508,12 +576,48 @@ static int osb_destroy(struct dm_backend *b, const char *id, struct dm_error *er
         struct osb *o = to_osb(b);
         int r = on_sandbox(o, "DELETE", id, "", NULL, 204, NULL, err);
 
-        if (r == -ENOENT) {
+        /* Gone already; or the server's own TTL removed the container
+         * first, and its DELETE answers 500 SANDBOX_DELETE_FAILED naming
+         * the missing container. */
+        if (r == -ENOENT || (r == -EIO && strstr(err->msg, "SANDBOX_DELETE_FAILED") &&
+                             (strcasestr(err->msg, "no container") || strcasestr(err->msg, "no such container") ||
+                              strcasestr(err->msg, "not found")))) {
+                if (r == -EIO)
+                        log_debug("delete sandbox '%s': the server had removed it already (%s)", id, err->msg);
                 dm_error_clear(err);
                 r = 0;
         }
         execd_forget(o, id);
-        return r < 0 ? dm_error_wrap(err, "delete sandbox '%s'", id) : 0;
+        if (r < 0)
+                return dm_error_wrap(err, "delete sandbox '%s'", dm_osb_name(o, id));
+        pthread_mutex_lock(&o->lock);
+        for (struct osb_name **p = &o->names; *p; p = &(*p)->next)
+                if (strcmp((*p)->id, id) == 0) {
+                        struct osb_name *gone = *p;
+                        *p = gone->next;
+                        free(gone);
+                        break;
+                }
+        pthread_mutex_unlock(&o->lock);
+        return 0;
+}
+
+/* The server mixes the image's labels into metadata: keep demesne's own. */
+static char **demesne_labels(struct json_object *meta)
+{
+        _cleanup_json_ struct json_object *own = json_object_new_object();
+
+        if (!own)
+                return NULL;
+        if (meta && json_object_is_type(meta, json_type_object)) {
+                json_object_object_foreach(meta, key, val)
+                {
+                        if (strncmp(key, "demesne.", 8) == 0 &&
+                            json_object_object_add(own, key, json_object_get(val)) < 0)
+                                return NULL;
+                }
+        }
+        return dm_labels_from_json(own);
 }
 
 static int osb_inspect(struct dm_backend *b, const char *id, struct dm_container_info *info, struct dm_error *err)
@@ -524,7 +628,7 @@ static int osb_inspect(struct dm_backend *b, const char *id, struct dm_container
 
         r = get_sandbox(to_osb(b), id, &sb, err);
         if (r < 0)
-                return dm_error_wrap(err, "inspect sandbox '%s'", id);
+                return dm_error_wrap(err, "inspect sandbox '%s'", dm_osb_name(to_osb(b), id));
         memset(info, 0, sizeof(*info));
         state = state_of(sb);
         uri = get_str(get(sb, "image"), "uri");
@@ -541,7 +645,9 @@ static int osb_inspect(struct dm_backend *b, const char *id, struct dm_container
         info->running = strcmp(state, "Running") == 0;
         info->exit_code = strcmp(state, "Failed") == 0 ? 1 : 0;
         info->created_unix = parse_time(get_str(sb, "createdAt"));
-        info->labels = dm_labels_from_json(get(sb, "metadata"));
+        info->expires_unix = parse_time(get_str(sb, "expiresAt"));
+        dm_osb_name_learn(to_osb(b), id, get_str(get(sb, "metadata"), "demesne.sandbox"));
+        info->labels = demesne_labels(get(sb, "metadata"));
         if (!info->id || !info->image || !info->status || !info->labels) {
                 dm_container_info_release(info);
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -642,7 +748,7 @@ static int osb_renew(struct dm_backend *b, const char *id, int64_t expires_unix,
                 memset(err, 0, sizeof(*err));
                 return 0;
         }
-        return r < 0 ? dm_error_wrap(err, "renew sandbox '%s' until %s", id, t) : 0;
+        return r < 0 ? dm_error_wrap(err, "renew sandbox '%s' until %s", dm_osb_name(to_osb(b), id), t) : 0;
 }
 
 /* ---- lifetime ---------------------------------------------------------------------- */
@@ -660,6 +766,11 @@ static void osb_free(struct dm_backend *b)
                         dm_osb_execd_free(*l);
                         *l = next;
                 }
+        while (o->names) {
+                struct osb_name *next = o->names->next;
+                free(o->names);
+                o->names = next;
+        }
         dm_http_free(o->api);
         free(o->protocol);
         pthread_mutex_destroy(&o->lock);

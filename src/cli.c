@@ -518,6 +518,7 @@ int dm_cli_doctor(int argc, char **argv)
         struct dm_doctor_tally tally = { 0 };
         char *desc = NULL;
         sigset_t mask;
+        bool no_netns;
 
         if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
                 puts("Usage: demesne doctor\n\nNames the account and the engine mode, checks the container engine,\n"
@@ -539,8 +540,16 @@ int dm_cli_doctor(int argc, char **argv)
         dm_doctor_engine_mode(b);
         dm_error_clear(&err);
         check(true, "version", PACKAGE_VERSION, NULL);
+        /* A backend without a network namespace here (OpenSandbox) has no veth. */
+        {
+                struct dm_backend *nb = NULL;
+                struct dm_error ne = { 0 };
+
+                no_netns = dm_context_backend(&ctx, &nb, &ne) >= 0 && !dm_backend_can(nb, DM_CAP_HOST_NETNS);
+        }
         check(true, geteuid() == 0 ? "privileges: running as root" : "privileges: rootless",
-              geteuid() == 0 ? "memory and pids limits, and egress policies (a veth per sandbox), are available"
+              geteuid() == 0 ? (no_netns ? "limits and egress are the backend's own, enforced by its server"
+                                        : "memory and pids limits, and egress policies (a veth per sandbox), are available")
                              : "rootless Podman ignores memory/pids limits on cgroup v1, and egress other than "
                                "none needs root",
               NULL);

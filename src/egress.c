@@ -97,6 +97,12 @@ bool dm_egress_needed(const struct dm_policy *policy)
         return policy && dm_policy_needs_network(policy);
 }
 
+bool dm_egress_backend_open(struct dm_backend *b, const struct dm_policy *policy)
+{
+        return b && policy && policy->mode == DM_EGRESS_OPEN && policy->n_cidrs == 0 && policy->n_names == 0 &&
+               !dm_backend_can(b, DM_CAP_HOST_NETNS);
+}
+
 /* The server's one proxy, made on first use. */
 static int proxy_of(struct dm_context *ctx, struct dm_proxy **ret, struct dm_error *err)
 {

@@ -33,6 +33,11 @@ const char *dm_egress_default(struct dm_context *ctx);
 
 /* Whether policy needs any of this (anything but plain `none`). */
 bool dm_egress_needed(const struct dm_policy *policy);
+/* True when backend b keeps its sandboxes' network itself (no namespace on
+ * this host: OpenSandbox) and the policy is plain "open": the sandbox gets
+ * the backend's default network (network_mode "open") and demesne sets up
+ * nothing here. */
+bool dm_egress_backend_open(struct dm_backend *b, const struct dm_policy *policy);
 
 /* Puts policy in place for the container whose PID 1 is pid. tag names the
  * run or sandbox (interface alias, logs), owner the server ("-" for a

@@ -423,6 +423,8 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 r = dm_launch_shim_prepare(ctx, shimdir, &spec, mounts, &n_mounts, &host, err);
                 if (r < 0)
                         goto out;
+        } else if (dm_egress_backend_open(b, req->policy) && !req->vendor_port) {
+                spec.network_mode = "open"; /* the backend's own network */
         } else if (dm_egress_needed(req->policy) || req->vendor_port) {
                 /* Without the shim a command could run before the network is
                  * in place: refuse rather than run it with less. */

@@ -233,10 +233,15 @@ static int sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, const stru
                        struct dm_egress_run **ret, struct dm_error *err)
 {
         struct dm_policy *policy = NULL;
+        struct dm_backend *b = NULL;
         int r;
 
         *ret = NULL;
         r = sandbox_policy(sb, &policy, err);
+        if (r >= 0 && dm_context_backend(ctx, &b, err) >= 0 && dm_egress_backend_open(b, policy)) {
+                dm_policy_free(policy);
+                return 0; /* the backend's own network */
+        }
         if (r < 0 || !dm_egress_needed(policy)) {
                 dm_policy_free(policy);
                 return r;
@@ -389,6 +394,26 @@ static const char **strv_concat(const char *const *a, const char *const *b)
         return v;
 }
 
+/* An engine that expires sandboxes itself may grant less than asked (an
+ * OpenSandbox server's max_sandbox_timeout_seconds): the record, and so the
+ * result's expires_at, say what was granted. */
+static void ttl_granted(struct dm_backend *b, struct dm_sandbox *sb)
+{
+        struct dm_container_info info;
+        struct dm_error e = { 0 };
+
+        if (b->ops->inspect(b, sb->container, &info, &e) < 0)
+                return;
+        if (info.expires_unix > 0 && info.expires_unix < sb->expires_at) {
+                log_warning("sandbox %s: the engine grants a TTL of %lld s, not %lld s: it expires at %lld", sb->id,
+                            (long long)(info.expires_unix - sb->created_at), (long long)sb->ttl_s,
+                            (long long)info.expires_unix);
+                sb->ttl_s = info.expires_unix - sb->created_at;
+                sb->expires_at = info.expires_unix;
+        }
+        dm_container_info_release(&info);
+}
+
 int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *req, struct dm_sandbox *sb,
                       struct dm_error *err)
 {
@@ -425,6 +450,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         /* No shim, no sandbox, unless the operator turned it off by name. */
         if (r >= 0 && (use_shim = dm_launch_shim_mode(ctx, b, err)) < 0)
                 r = use_shim;
+        if (r >= 0 && dm_egress_backend_open(b, req->policy))
+                need_net = false; /* the backend's own network: spec.network_mode below */
         if (r >= 0)
                 r = dm_image_require(b, img,
                                      &(struct dm_image_build_watch){ .on_line = req->on_message,
@@ -490,6 +517,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 .ttl_s = sb->ttl_s,
         };
         dm_launch_harden(ctx, &spec);
+        if (dm_egress_backend_open(b, req->policy))
+                spec.network_mode = "open";
         r = dm_launch_userns(ctx, b, &spec, &ids, err);
         stage_dir(sb, idmap_stage, sizeof(idmap_stage));
         if (r >= 0 && ids.lend)
@@ -509,6 +538,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 snprintf(sb->container, sizeof(sb->container), "%s", id);
                 r = b->ops->start(b, id, err);
         }
+        if (r >= 0 && dm_backend_can(b, DM_CAP_TTL))
+                ttl_granted(b, sb);
         /* Started (or not): the container has its own copies of the inputs'
          * mounts. A restart by the engine finds the staged ones gone. */
         dm_inputs_unstage(&stage);

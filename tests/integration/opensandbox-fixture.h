@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,10 +39,15 @@ static inline void os_fixture_stop(struct os_fixture *fx)
 }
 
 /* Starts the fixture with the given API key, its counters in state_file
- * (a path the caller owns), and waits for its "ready" line. 0, or -1 when
- * node is missing or the fixture did not come up (it is stopped then). */
-static inline int os_fixture_start(struct os_fixture *fx, const char *key, const char *state_file)
+ * (a path the caller owns), and waits for its "ready" line. egress: as a
+ * server with an [egress] sidecar image configured (else a networkPolicy
+ * is refused, as the real server does). max_timeout: the server's
+ * max_sandbox_timeout_seconds (0: no cap). 0, or -1 when node is missing or
+ * the fixture did not come up (it is stopped then). */
+static inline int os_fixture_start_with(struct os_fixture *fx, const char *key, const char *state_file, bool egress,
+                                        long max_timeout)
 {
+        char max[32];
         const char *src = getenv("top_srcdir");
         char script[PATH_MAX], line[256] = "";
         int out[2], r = -1;
@@ -55,7 +61,9 @@ static inline int os_fixture_start(struct os_fixture *fx, const char *key, const
         fx->pid = fork();
         if (fx->pid == 0) {
                 dup2(out[1], 1);
-                execlp("node", "node", script, "--api-key", key, "--state-file", fx->state_file, (char *)NULL);
+                snprintf(max, sizeof(max), "%ld", max_timeout);
+                execlp("node", "node", script, "--api-key", key, "--state-file", fx->state_file, "--egress",
+                       egress ? "1" : "0", "--max-timeout", max, (char *)NULL);
                 _exit(127);
         }
         close(out[1]);
@@ -74,6 +82,13 @@ static inline int os_fixture_start(struct os_fixture *fx, const char *key, const
         snprintf(fx->domain, sizeof(fx->domain), "127.0.0.1:%d", fx->port);
         snprintf(fx->label, sizeof(fx->label), "opensandbox.fixture=%s", fx->instance);
         return r;
+}
+
+/* As a server with egress configured and the default maximum TTL (86400 s,
+ * the server's example configuration). */
+static inline int os_fixture_start(struct os_fixture *fx, const char *key, const char *state_file)
+{
+        return os_fixture_start_with(fx, key, state_file, true, 86400);
 }
 
 /* The fixture's counters (execd_requests, interrupts, uploads, ...), as it

@@ -4,13 +4,18 @@
  * OpenSandbox's published specs, whose sandboxes are real Podman
  * containers): sandbox_script, the persistent-sandbox tools, a timeout,
  * clear errors for a wrong API key and a dead server, that the API key
- * never reached execd, and that nothing is left behind. */
+ * never reached execd, and that nothing is left behind. The fixture is as
+ * strict as the real server where demesne was caught out: signal deaths as
+ * evalue -1, the graceful second before /command closes, metadata as a file
+ * part, the maximum TTL, a networkPolicy without an egress sidecar, the
+ * DELETE of a sandbox its TTL removed. */
 #include "config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "tests/integration/opensandbox-fixture.h"
 #include "tests/integration/stdio-client.h"
@@ -137,11 +142,99 @@ int main(void)
                 json_object_put(m);
         }
 
-        /* Persistent sandboxes: create, exec with env and workdir, state. */
-        m = call("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\",\"env\":{\"GREETING\":\"hi there\"}}");
-        ok(!result_is_error(m), "sandbox_create");
-        snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
+        /* execd reports a signal death as evalue "-1": 128+N, not a tool error. */
+        m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"echo before; kill -9 $$\",\"egress\":\"none\"}");
+        ok(!result_is_error(m), "a command killed by SIGKILL is a result, not a tool error");
+        is_int(int_at(structured(m), "exit_code"), 137, "exit code 128+9 from evalue -1 and 'signal: killed'");
+        is_str(str_at(structured(m), "stdout"), "before\n", "and its output");
         json_object_put(m);
+        /* A background job that times out ends timed_out, not failed. */
+        m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"sleep 60\",\"timeout_seconds\":2,"
+                                    "\"egress\":\"none\",\"background\":true}");
+        snprintf(args, sizeof(args), "{\"job_id\":\"%s\"}", str_at(structured(m), "job_id"));
+        json_object_put(m);
+        m = call("sandbox_wait", args);
+        is_str(str_at(structured(m), "status"), "timed_out", "a background job that timed out ends timed_out");
+        json_object_put(m);
+
+        /* Persistent sandboxes: create, exec with env and workdir, state.
+         * The default TTL (48 h) is above the server's maximum (86400 s):
+         * clamped, and expires_at says so. */
+        m = call("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\",\"env\":{\"GREETING\":\"hi there\"}}");
+        ok(!result_is_error(m), "sandbox_create with the default TTL, above the server's maximum");
+        snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
+        {
+                struct tm tc = { 0 }, te = { 0 };
+                const char *ca = str_at(structured(m), "created_at"), *ea = str_at(structured(m), "expires_at");
+                long long span = ca && ea && strptime(ca, "%Y-%m-%dT%H:%M:%S", &tc) && strptime(ea, "%Y-%m-%dT%H:%M:%S", &te)
+                                         ? (long long)(timegm(&te) - timegm(&tc))
+                                         : -1;
+                ok(span > 86000 && span <= 86400, "expires_at is the server's maximum after created_at (%lld s)", span);
+        }
+        json_object_put(m);
+        /* execd keeps /command open a second after the final event: a
+         * command must not wait for that. */
+        {
+                int64_t best = INT64_MAX;
+
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", sb);
+                for (int i = 0; i < 3; i++) {
+                        int64_t t0 = dm_now_ms();
+                        m = call("sandbox_exec", args);
+                        if (!result_is_error(m) && dm_now_ms() - t0 < best)
+                                best = dm_now_ms() - t0;
+                        json_object_put(m);
+                }
+                ok(best < 1000, "a command ends at its final event, not at the stream's close (best of 3: %lld ms)",
+                   (long long)best);
+        }
+        /* The sandbox's metadata comes back with the image's labels mixed
+         * in; the backend keeps demesne's own. */
+        {
+                struct dm_backend *osb = NULL;
+                char **ids = NULL, label[96];
+                size_t n = 0;
+                struct dm_container_info info = { 0 };
+                bool foreign = false, own = false;
+
+                setenv("DEMESNE_BACKEND", "opensandbox", 1);
+                setenv("OPEN_SANDBOX_DOMAIN", fx.domain, 1);
+                setenv("OPEN_SANDBOX_API_KEY", key, 1);
+                snprintf(label, sizeof(label), "demesne.sandbox=%s", sb);
+                if (dm_backend_open(&ec, &osb, &err) >= 0 && osb->ops->list(osb, label, &ids, &n, &err) >= 0 && n == 1 &&
+                    osb->ops->inspect(osb, ids[0], &info, &err) >= 0) {
+                        for (size_t i = 0; info.labels && info.labels[i]; i++) {
+                                foreign |= strncmp(info.labels[i], "demesne.", 8) != 0;
+                                own |= strcmp(info.labels[i], label) == 0;
+                        }
+                        ok(own && !foreign, "inspect: demesne's labels only, not the image's");
+                        dm_container_info_release(&info);
+                        /* The backend's errors name demesne's sandbox, not
+                         * only OpenSandbox's UUID. */
+                        {
+                                FILE *sink = tmpfile();
+                                struct dm_error e2 = { 0 };
+                                char want[96];
+
+                                snprintf(want, sizeof(want), "sandbox '%s (OpenSandbox %s)'", sb, ids[0]);
+                                if (!ok(sink && osb->ops->get_file(osb, ids[0], "/nope", fileno(sink), 1024, &e2) < 0 &&
+                                                strstr(e2.msg, want),
+                                        "a backend error names the sandbox '%s'", sb))
+                                        diag("got: %s", e2.msg);
+                                if (sink)
+                                        fclose(sink);
+                        }
+                } else {
+                        ok(false, "inspect the sandbox through the backend: %s", err.msg);
+                }
+                for (size_t i = 0; i < n; i++)
+                        free(ids[i]);
+                free(ids);
+                dm_backend_free(osb);
+                unsetenv("DEMESNE_BACKEND");
+                unsetenv("OPEN_SANDBOX_DOMAIN");
+                unsetenv("OPEN_SANDBOX_API_KEY");
+        }
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo \\\"$GREETING $X\\\"; pwd; "
                                      "echo kept > /workspace/s\",\"workdir\":\"/tmp\",\"env\":{\"X\":\"it's\"}}", sb);
         m = call("sandbox_exec", args);
@@ -196,9 +289,20 @@ int main(void)
         m = call("sandbox_list", "{}");
         ok(strstr(json_object_to_json_string(m), sb) != NULL, "sandbox_list shows it");
         json_object_put(m);
+        /* The server's TTL removes it first: its DELETE then answers 500
+         * SANDBOX_DELETE_FAILED (no container), and that means gone. */
+        {
+                char cmd[512];
+
+                snprintf(cmd, sizeof(cmd), "curl -sf -X POST -H 'OPEN-SANDBOX-API-KEY: %s' "
+                                           "'http://%s/fixture/expire?metadata=demesne.sandbox%%3D%s' >/dev/null",
+                         key, fx.domain, sb);
+                is_int(system(cmd), 0, "the fixture expired the sandbox as its TTL would");
+        }
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
         m = call("sandbox_destroy", args);
-        ok(!result_is_error(m), "sandbox_destroy");
+        if (!ok(!result_is_error(m), "sandbox_destroy of a sandbox the server's TTL removed: gone, not an error"))
+                diag("got %s", json_object_to_json_string(m));
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", sb);
         m = call("sandbox_exec", args);
@@ -214,10 +318,54 @@ int main(void)
         is_int(int_at(st, "lifecycle_unauthorized"), 0, "every lifecycle call carried the key");
         ok(int_at(st, "interrupts") >= 1, "the timeout went through execd's interrupt");
         ok(int_at(st, "renewed") >= 1, "sandbox_exec renewed the expiration");
-        ok(int_at(st, "uploads") == 1 && int_at(st, "downloads") == 1, "one multipart upload, one download");
+        ok(int_at(st, "uploads") == 1 && int_at(st, "downloads") == 1,
+           "one multipart upload (metadata as a file part), one download");
         json_object_put(st);
 
         /* Bad configuration and a dead server: clear errors. */
+        /* A server without an egress sidecar refuses any networkPolicy:
+         * demesne will not fall back to the server's default network for
+         * 'none', and says what to configure. */
+        {
+                struct os_fixture bare;
+                char bare_state[PATH_MAX + 16];
+
+                snprintf(bare_state, sizeof(bare_state), "%s.bare", state_file);
+                if (os_fixture_start_with(&bare, key, bare_state, false, 86400) == 0) {
+                        bad_config(bare.domain, key, "[egress] section of the server's config.toml",
+                                   "no egress sidecar on the server: egress none refused, naming what to configure");
+                        st = os_fixture_stats(&bare);
+                        is_int(int_at(st, "created"), 0, "and no sandbox was made without a policy");
+                        json_object_put(st);
+                        /* "open" is the server's default network: no policy, no sidecar needed. */
+                        setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
+                        {
+                                struct child *ch = serve_with(bare.domain, key);
+                                json_object *r = ch ? call_on(ch, "sandbox_script",
+                                                              "{\"image\":\"base\",\"command\":\"echo open\","
+                                                              "\"egress\":\"open\"}")
+                                                    : NULL;
+
+                                const char *out = str_at(structured(r), "stdout");
+
+                                if (!ok(out && strcmp(out, "open\n") == 0,
+                                        "egress open on a server without egress: runs with the server's network"))
+                                        diag("got %s", json_object_to_json_string(r));
+                                json_object_put(r);
+                                if (ch) {
+                                        finish(ch, 30000);
+                                        free(ch);
+                                }
+                        }
+                        unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
+                        st = os_fixture_stats(&bare);
+                        is_int(int_at(st, "created_without_policy"), 1, "created without a networkPolicy");
+                        json_object_put(st);
+                        os_fixture_stop(&bare);
+                } else {
+                        ok(false, "a second fixture (without egress) started");
+                }
+        }
         bad_config(fx.domain, "wrong-key", "401", "a wrong API key: the server's 401 in the error");
         bad_config("127.0.0.1:1", key, "not reachable", "a dead server: not reachable");
         bad_config("http://x:1", key, "OPEN_SANDBOX_PROTOCOL", "a scheme in OPEN_SANDBOX_DOMAIN: says where it goes");
@@ -259,6 +407,7 @@ int main(void)
                 ok(strstr(out, "container engine: opensandbox (lifecycle API v1) at") != NULL,
                    "doctor names the OpenSandbox server");
                 /* (doctor's own lines start with "ok": never echo them as TAP.) */
+                ok(!strstr(out, "a veth per sandbox"), "doctor claims no veth per sandbox for this backend");
                 if (!ok(strstr(out, "what this backend lacks: demesne-shim") && strstr(out, "stdin for commands"),
                         "and what the backend lacks"))
                         for (char *save = NULL, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
