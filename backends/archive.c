@@ -21,7 +21,8 @@
  * reinterpret. */
 static int check_id(const char *what, const char *id, struct dm_error *err)
 {
-        if (!id || !id[0] || strlen(id) > 128 || strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(id))
+        if (!id || !id[0] || strlen(id) > 128 ||
+            strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(id))
                 return dm_error_set(err, -EINVAL, "invalid %s '%s'", what, id ? id : "(null)");
         return 0;
 }

@@ -24,61 +24,61 @@ struct dm_backend;
 struct dm_stream;
 
 struct dm_mount {
-        const char *host;       /* absolute host path, already checked */
-        const char *target;     /* absolute path in the container */
+        const char *host;   /* absolute host path, already checked */
+        const char *target; /* absolute path in the container */
         bool readonly;
 };
 
 struct dm_container_spec {
-        const char *name;               /* engine-side name, may be NULL */
-        const char *image;              /* fully qualified, e.g. localhost/demesne/python:latest */
-        const char *const *entrypoint;  /* NULL-terminated; NULL = image default. When set, the
+        const char *name;              /* engine-side name, may be NULL */
+        const char *image;             /* fully qualified, e.g. localhost/demesne/python:latest */
+        const char *const *entrypoint; /* NULL-terminated; NULL = image default. When set, the
                                            image's Cmd is dropped too (argv, if any, follows) */
-        const char *const *argv;        /* NULL-terminated; NULL = image default */
-        const char *const *env;         /* "KEY=VALUE", NULL-terminated, may be NULL */
-        const char *workdir;            /* may be NULL */
+        const char *const *argv;       /* NULL-terminated; NULL = image default */
+        const char *const *env;        /* "KEY=VALUE", NULL-terminated, may be NULL */
+        const char *workdir;           /* may be NULL */
         const struct dm_mount *mounts;
         size_t n_mounts;
-        const char *const *labels;      /* "key=value", NULL-terminated */
-        const char *const *cap_add;     /* capabilities kept (all others dropped), NULL-terminated */
-        int64_t memory_bytes;           /* 0 = unlimited */
-        int64_t pids_limit;             /* 0 = engine default */
-        int64_t nano_cpus;              /* CPU time in 1e-9 CPUs (1e9 = one CPU); 0 = unlimited */
-        int64_t fsize;                  /* RLIMIT_FSIZE, bytes one file may reach; 0 = unlimited */
-        int64_t nofile;                 /* soft=hard; both nofile and nproc are always sent */
-        int64_t nproc;                  /* (an explicit ulimit replaces the engine's defaults); 0 = 4096 */
-        const char *network_mode;       /* "none" until netpolicy lands; NULL = "none" */
+        const char *const *labels;  /* "key=value", NULL-terminated */
+        const char *const *cap_add; /* capabilities kept (all others dropped), NULL-terminated */
+        int64_t memory_bytes;       /* 0 = unlimited */
+        int64_t pids_limit;         /* 0 = engine default */
+        int64_t nano_cpus;          /* CPU time in 1e-9 CPUs (1e9 = one CPU); 0 = unlimited */
+        int64_t fsize;              /* RLIMIT_FSIZE, bytes one file may reach; 0 = unlimited */
+        int64_t nofile;             /* soft=hard; both nofile and nproc are always sent */
+        int64_t nproc;              /* (an explicit ulimit replaces the engine's defaults); 0 = 4096 */
+        const char *network_mode;   /* "none" until netpolicy lands; NULL = "none" */
         bool readonly_rootfs;
-        bool init;                      /* engine's init as PID 1 (reaps zombies) */
-        bool open_stdin;                /* keep stdin open for attach; the command sees EOF
+        bool init;               /* engine's init as PID 1 (reaps zombies) */
+        bool open_stdin;         /* keep stdin open for attach; the command sees EOF
                                            when the attached stream is half-closed */
-        int64_t ttl_s;                  /* the backend removes it after this long; 0 = never.
+        int64_t ttl_s;           /* the backend removes it after this long; 0 = never.
                                            Only backends with DM_CAP_TTL honour it */
-        const char *userns_mode;        /* HostConfig.UsernsMode, e.g. "auto:size=65536"
+        const char *userns_mode; /* HostConfig.UsernsMode, e.g. "auto:size=65536"
                                            (dm_userns.mode); NULL = the engine's default */
 };
 
 struct dm_exec_spec {
-        const char *const *argv;        /* NULL-terminated, required */
+        const char *const *argv; /* NULL-terminated, required */
         const char *const *env;
         const char *workdir;
         bool attach_stdin;
 };
 
 struct dm_container_info {
-        char *id;               /* owned */
-        char *image;            /* owned */
-        char *status;           /* owned: "created", "running", "exited", ... */
+        char *id;     /* owned */
+        char *image;  /* owned */
+        char *status; /* owned: "created", "running", "exited", ... */
         bool running;
-        int exit_code;          /* valid when status is "exited" */
-        int pid;                /* host pid of PID 1 while running, else 0 */
-        int64_t created_unix;   /* seconds */
-        char *upper_dir;        /* owned: the host directory holding what the container wrote to its root
+        int exit_code;        /* valid when status is "exited" */
+        int pid;              /* host pid of PID 1 while running, else 0 */
+        int64_t created_unix; /* seconds */
+        char *upper_dir;      /* owned: the host directory holding what the container wrote to its root
                                    file system (overlay upperdir), NULL when the engine does not say */
-        char *hosts_path;       /* owned: the host files bound at /etc/hosts and the container's log */
-        char *log_path;         /* (HostsPath, LogPath); NULL when the engine does not say */
-        char **labels;          /* owned "key=value" array, NULL-terminated */
-        int64_t expires_unix;   /* when the engine will remove it by itself (DM_CAP_TTL), else 0 */
+        char *hosts_path;     /* owned: the host files bound at /etc/hosts and the container's log */
+        char *log_path;       /* (HostsPath, LogPath); NULL when the engine does not say */
+        char **labels;        /* owned "key=value" array, NULL-terminated */
+        int64_t expires_unix; /* when the engine will remove it by itself (DM_CAP_TTL), else 0 */
 };
 
 void dm_container_info_release(struct dm_container_info *info);
@@ -117,35 +117,33 @@ enum {
 
 /* Who a container's root is on the engine's host. */
 enum dm_userns_kind {
-        DM_USERNS_HOST_ROOT,            /* no user namespace: the container's root is the host's */
-        DM_USERNS_ROOTLESS,             /* a rootless engine: root is the engine's own user */
-        DM_USERNS_DAEMON,               /* one daemon-wide map (dockerd --userns-remap): uid, gid */
-        DM_USERNS_PER_CONTAINER,        /* a range of its own per container (rootful Podman,
+        DM_USERNS_HOST_ROOT,     /* no user namespace: the container's root is the host's */
+        DM_USERNS_ROOTLESS,      /* a rootless engine: root is the engine's own user */
+        DM_USERNS_DAEMON,        /* one daemon-wide map (dockerd --userns-remap): uid, gid */
+        DM_USERNS_PER_CONTAINER, /* a range of its own per container (rootful Podman,
                                            userns=auto): container_root tells it after create */
 };
 struct dm_userns {
         enum dm_userns_kind kind;
-        unsigned uid, gid;              /* DM_USERNS_DAEMON: the host ids of the container's root */
-        const char *mode;               /* what to put in the spec's userns_mode, or NULL */
-        char detail[256];               /* one line for people: how the engine was judged */
+        unsigned uid, gid; /* DM_USERNS_DAEMON: the host ids of the container's root */
+        const char *mode;  /* what to put in the spec's userns_mode, or NULL */
+        char detail[256];  /* one line for people: how the engine was judged */
 };
 
 struct dm_backend_ops {
-        const char *name;       /* "docker" (also serves Podman), "opensandbox" */
-        unsigned caps;          /* DM_CAP_* */
+        const char *name; /* "docker" (also serves Podman), "opensandbox" */
+        unsigned caps;    /* DM_CAP_* */
 
         int (*ping)(struct dm_backend *b, struct dm_error *err);
         /* A one-line human description: "podman 4.3.1 (API 1.41) at unix:///run/podman/podman.sock". */
         int (*describe)(struct dm_backend *b, char **ret_desc, struct dm_error *err);
         int (*image_exists)(struct dm_backend *b, const char *image, bool *ret_exists, struct dm_error *err);
 
-        int (*create)(struct dm_backend *b, const struct dm_container_spec *spec, char **ret_id,
-                      struct dm_error *err);
+        int (*create)(struct dm_backend *b, const struct dm_container_spec *spec, char **ret_id, struct dm_error *err);
         /* Opens the output stream of a created, not yet started container
          * (stdout + stderr, and stdin when the spec asked for it). Call it
          * before start: nothing the command prints is lost, however fast. */
-        int (*attach)(struct dm_backend *b, const char *id, struct dm_stream **ret_stream,
-                      struct dm_error *err);
+        int (*attach)(struct dm_backend *b, const char *id, struct dm_stream **ret_stream, struct dm_error *err);
         int (*start)(struct dm_backend *b, const char *id, struct dm_error *err);
         /* Waits for the container to exit and returns its exit code (128+N for signal N).
          * Fast right after the attached stream's EOF (a few ms); no time limit. */
@@ -155,19 +153,16 @@ struct dm_backend_ops {
         int (*kill)(struct dm_backend *b, const char *id, int signo, struct dm_error *err);
         /* Force-removes the container and its anonymous volumes. Gone already = 0. */
         int (*destroy)(struct dm_backend *b, const char *id, struct dm_error *err);
-        int (*inspect)(struct dm_backend *b, const char *id, struct dm_container_info *ret_info,
-                       struct dm_error *err);
+        int (*inspect)(struct dm_backend *b, const char *id, struct dm_container_info *ret_info, struct dm_error *err);
         /* Ids of all containers (running or not) carrying label "key=value". */
-        int (*list)(struct dm_backend *b, const char *label, char ***ret_ids, size_t *ret_n,
-                    struct dm_error *err);
+        int (*list)(struct dm_backend *b, const char *label, char ***ret_ids, size_t *ret_n, struct dm_error *err);
 
         /* Runs a command in a running container through the engine's exec API. */
         int (*exec)(struct dm_backend *b, const char *id, const struct dm_exec_spec *spec,
                     struct dm_stream **ret_stream, char **ret_exec_id, struct dm_error *err);
         /* Waits (polling) until the exec has finished, then returns its exit
          * code; meant for after the exec stream's EOF. */
-        int (*exec_exit_code)(struct dm_backend *b, const char *exec_id, int *ret_exit_code,
-                              struct dm_error *err);
+        int (*exec_exit_code)(struct dm_backend *b, const char *exec_id, int *ret_exit_code, struct dm_error *err);
 
         /* The pid (in the engine host's PID namespace) of a running exec's
          * process, which leads its own process group: how a timeout or a
@@ -192,8 +187,8 @@ struct dm_backend_ops {
         /* One regular file, without a tar around it: written at path (its
          * directory must exist) with mode, or read into out_fd (-EFBIG past
          * max, -ENOENT when missing, -EISDIR when not a regular file). */
-        int (*put_file)(struct dm_backend *b, const char *id, const char *path, int in_fd, int64_t len,
-                        unsigned mode, struct dm_error *err);
+        int (*put_file)(struct dm_backend *b, const char *id, const char *path, int in_fd, int64_t len, unsigned mode,
+                        struct dm_error *err);
         int (*get_file)(struct dm_backend *b, const char *id, const char *path, int out_fd, int64_t max,
                         struct dm_error *err);
         /* Pushes the container's expiry (DM_CAP_TTL) to expires_unix. */
@@ -207,7 +202,6 @@ struct dm_backend_ops {
 
         void (*free)(struct dm_backend *b);
 };
-
 
 struct dm_backend {
         const struct dm_backend_ops *ops;
@@ -228,8 +222,8 @@ static inline bool dm_backend_can(const struct dm_backend *b, unsigned caps)
  * peer closes inside a frame), -EIO on socket errors, or the sink's own
  * negative return. After -ETIMEDOUT or -ECANCELED it may be called again
  * (e.g. after kill, to drain the rest); after EOF it returns 0 at once. */
-int dm_stream_pump(struct dm_stream *s, const struct dm_stream_sink *sink, int cancel_fd,
-                   int64_t deadline_ms, struct dm_error *err);
+int dm_stream_pump(struct dm_stream *s, const struct dm_stream_sink *sink, int cancel_fd, int64_t deadline_ms,
+                   struct dm_error *err);
 /* Blocking write of stdin bytes (no SIGPIPE: -EPIPE when the peer is gone). */
 int dm_stream_write(struct dm_stream *s, const void *data, size_t len, struct dm_error *err);
 /* Half-closes the sending side so the command sees EOF on stdin. 0 or -errno. */
@@ -240,7 +234,7 @@ void dm_stream_free(struct dm_stream *s);
 struct dm_demux {
         unsigned char hdr[8];
         size_t hdr_len;
-        uint32_t remaining;     /* payload bytes left in the current frame */
+        uint32_t remaining; /* payload bytes left in the current frame */
         int stream;
 };
 void dm_demux_init(struct dm_demux *d);
@@ -251,12 +245,12 @@ int dm_demux_feed(struct dm_demux *d, const char *data, size_t len, const struct
 
 /* Engine discovery and the embedded default. */
 struct dm_engine_config {
-        const char *host;               /* "unix:///path" or "tcp://h:p"; NULL or "" = discover */
-        bool may_start_podman;          /* start `podman system service` when none answers */
-        const char *state_dir;          /* where a started service's socket lives (server-owned);
+        const char *host;      /* "unix:///path" or "tcp://h:p"; NULL or "" = discover */
+        bool may_start_podman; /* start `podman system service` when none answers */
+        const char *state_dir; /* where a started service's socket lives (server-owned);
                                            NULL = a fresh directory under $TMPDIR, removed after */
-        int64_t response_max;           /* cap on one engine JSON response, bytes; 0 = 16 MiB */
-        bool private_only;              /* skip host, DOCKER_HOST, CONTAINER_HOST and the
+        int64_t response_max;  /* cap on one engine JSON response, bytes; 0 = 16 MiB */
+        bool private_only;     /* skip host, DOCKER_HOST, CONTAINER_HOST and the
                                            well-known sockets: always start the private service
                                            (needs may_start_podman). For tests, and for users who
                                            want their own engine left alone. */
@@ -293,7 +287,6 @@ void dm_backend_free(struct dm_backend *b);
 int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, struct dm_error *err);
 
 /* The docker backend on an explicit host, no discovery. */
-int dm_docker_backend_new(const char *host, int64_t response_max, struct dm_backend **ret,
-                          struct dm_error *err);
+int dm_docker_backend_new(const char *host, int64_t response_max, struct dm_backend **ret, struct dm_error *err);
 
 #endif

@@ -34,8 +34,7 @@ int dm_demux_feed(struct dm_demux *d, const char *data, size_t len, const struct
                                 return 0;
                         d->hdr_len = 0;
                         if (d->hdr[0] > 2 || d->hdr[1] || d->hdr[2] || d->hdr[3])
-                                return dm_error_set(err, -EPROTO,
-                                                    "malformed stream frame header %02x %02x %02x %02x",
+                                return dm_error_set(err, -EPROTO, "malformed stream frame header %02x %02x %02x %02x",
                                                     d->hdr[0], d->hdr[1], d->hdr[2], d->hdr[3]);
                         /* 0 is stdin: engines never send it for output, but
                          * the format allows it; stdout is the natural home. */

@@ -31,7 +31,7 @@ struct docker {
         size_t response_max;
         void (*release)(void *);
         void *owned;
-        struct dm_userns_cache userns;  /* backends/userns.c */
+        struct dm_userns_cache userns; /* backends/userns.c */
 };
 
 static struct docker *to_docker(struct dm_backend *b)
@@ -149,8 +149,8 @@ static int check_ref(const char *what, const char *ref, struct dm_error *err)
         if (!ref || !ref[0] || strlen(ref) > 256)
                 return dm_error_set(err, -EINVAL, "invalid %s '%s'", what, ref ? ref : "(null)");
         for (const char *p = ref; *p; p++)
-                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-                      *p == '_' || *p == '.' || *p == '-'))
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+                      *p == '.' || *p == '-'))
                         return dm_error_set(err, -EINVAL, "invalid %s '%s'", what, ref);
         return 0;
 }
@@ -176,7 +176,7 @@ static int docker_ping(struct dm_backend *b, struct dm_error *err)
 bool dm_docker_describe_from_server(const char *server, const char *api, const char *host, char **ret)
 {
         const char *slash = strchr(server, '/'), *end;
-        const char *engine = strncmp(server, "Libpod/", 7) == 0 ? "podman"
+        const char *engine = strncmp(server, "Libpod/", 7) == 0   ? "podman"
                              : strncmp(server, "Docker/", 7) == 0 ? "docker"
                                                                   : NULL;
         size_t len;
@@ -202,7 +202,8 @@ static int docker_describe(struct dm_backend *b, char **ret_desc, struct dm_erro
 
         dm_buf_init(&out, d->response_max);
         r = dm_http_request_headers(d->http, "GET", "/_ping", NULL, CALL_TIMEOUT_MS, &status, &out, hdr, 2, err);
-        if (r >= 0 && status == 200 && dm_docker_describe_from_server(hdr[0].value, hdr[1].value, dm_http_host(d->http), ret_desc))
+        if (r >= 0 && status == 200 &&
+            dm_docker_describe_from_server(hdr[0].value, hdr[1].value, dm_http_host(d->http), ret_desc))
                 return 0;
 
         r = call(d, "GET", "/version", NULL, CALL_TIMEOUT_MS, &status, &out, err);
@@ -225,8 +226,8 @@ int dm_docker_describe_version(struct json_object *o, const char *host, char **r
         /* Podman names itself in Components ("Podman Engine"); its
          * Platform.Name is the OS ("linux/amd64/debian-12"). */
         comps = get(o, "Components");
-        for (size_t i = 0; comps && json_object_is_type(comps, json_type_array) &&
-                           i < json_object_array_length(comps); i++) {
+        for (size_t i = 0; comps && json_object_is_type(comps, json_type_array) && i < json_object_array_length(comps);
+             i++) {
                 const char *name = get_str(json_object_array_get_idx(comps, i), "Name");
                 if (name && strstr(name, "Podman"))
                         engine = "podman";
@@ -418,8 +419,7 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
                         return dm_error_wrap(err, "create container");
                 esc = dm_http_escape(spec->name, false);
         }
-        if ((spec->name && !esc) ||
-            asprintf(&path, "/containers/create%s%s", esc ? "?name=" : "", esc ? esc : "") < 0)
+        if ((spec->name && !esc) || asprintf(&path, "/containers/create%s%s", esc ? "?name=" : "", esc ? esc : "") < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = create_body(spec, &body, err);
         if (r < 0)
@@ -443,8 +443,8 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
         if (r < 0)
                 return dm_error_wrap(err, "create container from '%s'", spec->image);
         warnings = get(o, "Warnings");
-        for (size_t i = 0; warnings && json_object_is_type(warnings, json_type_array) &&
-                           i < json_object_array_length(warnings); i++)
+        for (size_t i = 0;
+             warnings && json_object_is_type(warnings, json_type_array) && i < json_object_array_length(warnings); i++)
                 log_warning("create container from '%s': engine warns '%s'", spec->image,
                             json_object_get_string(json_object_array_get_idx(warnings, i)));
         return dup_json_string(id, ret_id, err);
@@ -561,7 +561,7 @@ static int docker_destroy(struct dm_backend *b, const char *id, struct dm_error 
                         break;
                 if (status == 500 && ++tries_500 < 3) {
                         log_info("removing container %.12s: engine answered 500 (%.*s); asking again", id,
-                                  (int)(out.len > 200 ? 200 : out.len), out.data ? out.data : "");
+                                 (int)(out.len > 200 ? 200 : out.len), out.data ? out.data : "");
                         dm_buf_release(&out);
                         usleep(200 * 1000);
                         continue;
@@ -776,8 +776,7 @@ static int docker_wait(struct dm_backend *b, const char *id, int *ret_exit_code,
         return 0;
 }
 
-static int docker_list(struct dm_backend *b, const char *label, char ***ret_ids, size_t *ret_n,
-                       struct dm_error *err)
+static int docker_list(struct dm_backend *b, const char *label, char ***ret_ids, size_t *ret_n, struct dm_error *err)
 {
         struct docker *d = to_docker(b);
         _cleanup_buf_ struct dm_buf out = { 0 };
@@ -878,8 +877,7 @@ static int docker_exec(struct dm_backend *b, const char *id, const struct dm_exe
         free(path);
         if (asprintf(&path, "/exec/%s/start", exec_id) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        r = dm_stream_open(d->http, path, "{\"Detach\":false,\"Tty\":false}", STREAM_HEAD_TIMEOUT_MS, ret_stream,
-                           err);
+        r = dm_stream_open(d->http, path, "{\"Detach\":false,\"Tty\":false}", STREAM_HEAD_TIMEOUT_MS, ret_stream, err);
         if (r < 0)
                 return dm_error_wrap(err, "start exec in container '%s'", id);
         *ret_exec_id = TAKE_PTR(exec_id);
@@ -888,8 +886,7 @@ static int docker_exec(struct dm_backend *b, const char *id, const struct dm_exe
 
 /* The exit code is recorded a moment after the stream's EOF; poll briefly
  * (1 ms, doubling to 50 ms) while the engine still reports it running. */
-static int docker_exec_exit_code(struct dm_backend *b, const char *exec_id, int *ret_exit_code,
-                                 struct dm_error *err)
+static int docker_exec_exit_code(struct dm_backend *b, const char *exec_id, int *ret_exit_code, struct dm_error *err)
 {
         struct docker *d = to_docker(b);
         _cleanup_free_ char *path = NULL;
@@ -948,8 +945,8 @@ static void docker_free(struct dm_backend *b)
 
 static const struct dm_backend_ops docker_ops = {
         .name = "docker",
-        .caps = DM_CAP_SHIM | DM_CAP_ATTACH | DM_CAP_EXEC_STDIN | DM_CAP_EXEC_PID | DM_CAP_IMAGES |
-                DM_CAP_HOST_NETNS | DM_CAP_HARDENING,
+        .caps = DM_CAP_SHIM | DM_CAP_ATTACH | DM_CAP_EXEC_STDIN | DM_CAP_EXEC_PID | DM_CAP_IMAGES | DM_CAP_HOST_NETNS |
+                DM_CAP_HARDENING,
         .ping = docker_ping,
         .describe = docker_describe,
         .image_exists = docker_image_exists,

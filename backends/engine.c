@@ -25,8 +25,8 @@
 #include "src/util/timeutil.h"
 
 #define DEFAULT_RESPONSE_MAX (16 << 20)
-#define EXPLICIT_PING_MS 5000L  /* a host the user named gets more patience */
-#define PROBE_PING_MS 1000L     /* a well-known socket that may be stale */
+#define EXPLICIT_PING_MS 5000L /* a host the user named gets more patience */
+#define PROBE_PING_MS 1000L    /* a well-known socket that may be stale */
 #define SERVICE_START_MS 15000
 #define SERVICE_STOP_MS 5000
 
@@ -45,18 +45,18 @@ struct service {
         bool thread_started;
         pthread_mutex_t lock;
         pthread_cond_t cond;
-        pid_t pid;              /* 0 until forked, -1 if fork failed */
+        pid_t pid; /* 0 until forked, -1 if fork failed */
         int fork_errno;
         bool exited;
         int wstatus;
         bool stopping;
 
-        char *podman;           /* absolute path of the binary */
-        char *dir;              /* our temporary state dir when cfg had none */
+        char *podman; /* absolute path of the binary */
+        char *dir;    /* our temporary state dir when cfg had none */
         char *sock_path;
         char *log_path;
-        char *host;             /* "unix://" + sock_path */
-        char *argv[6];          /* built before fork: the child may only exec */
+        char *host;    /* "unix://" + sock_path */
+        char *argv[6]; /* built before fork: the child may only exec */
         char **envp;
         int log_fd;
         int null_fd;
@@ -339,8 +339,7 @@ static int service_start(const struct dm_engine_config *cfg, const char *podman,
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
         if (strlen(s->sock_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-                r = dm_error_set(err, -ENAMETOOLONG, "socket path '%s' is too long for a unix socket",
-                                 s->sock_path);
+                r = dm_error_set(err, -ENAMETOOLONG, "socket path '%s' is too long for a unix socket", s->sock_path);
                 service_stop(s);
                 return r;
         }
@@ -385,8 +384,8 @@ static int service_start(const struct dm_engine_config *cfg, const char *podman,
                                 r = dm_error_set(err, -s->fork_errno, "fork: %s", strerror(s->fork_errno));
                         else {
                                 log_tail(s->log_path, tail, sizeof(tail));
-                                r = dm_error_set(err, -EHOSTDOWN, "'%s system service' exited at once: '%s'",
-                                                 podman, tail);
+                                r = dm_error_set(err, -EHOSTDOWN, "'%s system service' exited at once: '%s'", podman,
+                                                 tail);
                         }
                         service_stop(s);
                         return r;
@@ -396,8 +395,8 @@ static int service_start(const struct dm_engine_config *cfg, const char *podman,
                 if (dm_now_ms() >= give_up) {
                         log_tail(s->log_path, tail, sizeof(tail));
                         r = dm_error_set(err, -EHOSTDOWN,
-                                         "'%s system service' did not answer on '%s' within %d ms (log: '%s')",
-                                         podman, s->sock_path, SERVICE_START_MS, tail);
+                                         "'%s system service' did not answer on '%s' within %d ms (log: '%s')", podman,
+                                         s->sock_path, SERVICE_START_MS, tail);
                         service_stop(s);
                         return r;
                 }
@@ -410,8 +409,7 @@ static int service_start(const struct dm_engine_config *cfg, const char *podman,
 
 /* ---- discovery ------------------------------------------------------------ */
 
-static int open_on(const char *host, int64_t response_max, long ping_ms, struct dm_backend **ret,
-                   struct dm_error *err)
+static int open_on(const char *host, int64_t response_max, long ping_ms, struct dm_backend **ret, struct dm_error *err)
 {
         int r = ping_host(host, ping_ms, err);
 
@@ -445,8 +443,10 @@ int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret,
         const char *which = getenv("DEMESNE_BACKEND"), *domain = getenv("OPEN_SANDBOX_DOMAIN");
 
         if (which && which[0] && strcmp(which, "docker") != 0 && strcmp(which, "opensandbox") != 0)
-                return dm_error_set(err, -EINVAL, "DEMESNE_BACKEND '%s': expected 'docker' (Docker or Podman) or "
-                                                  "'opensandbox'", which);
+                return dm_error_set(err, -EINVAL,
+                                    "DEMESNE_BACKEND '%s': expected 'docker' (Docker or Podman) or "
+                                    "'opensandbox'",
+                                    which);
         if ((which && strcmp(which, "opensandbox") == 0) || ((!which || !which[0]) && domain && domain[0]))
                 return dm_opensandbox_backend_new(response_max, ret, err);
 

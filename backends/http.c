@@ -39,15 +39,15 @@
 #define CONNECT_TIMEOUT_MS 10000L
 
 struct dm_http {
-        char *host;             /* as given */
-        char *unix_path;        /* set for unix:// */
-        char *tcp_host;         /* set for tcp:// */
+        char *host;      /* as given */
+        char *unix_path; /* set for unix:// */
+        char *tcp_host;  /* set for tcp:// */
         char *tcp_port;
-        char *base_url;         /* "http://localhost/v1.41" or "http://h:p/v1.41" */
+        char *base_url; /* "http://localhost/v1.41" or "http://h:p/v1.41" */
         size_t response_max;
-        const char *noun;       /* "engine", "OpenSandbox server", "execd": for messages */
-        struct curl_slist *headers;     /* every request's, the caller's extra ones included */
-        struct curl_slist *extra;       /* the caller's extra ones alone (for transfers) */
+        const char *noun;           /* "engine", "OpenSandbox server", "execd": for messages */
+        struct curl_slist *headers; /* every request's, the caller's extra ones included */
+        struct curl_slist *extra;   /* the caller's extra ones alone (for transfers) */
 
         pthread_mutex_t lock;
         CURL *idle[POOL_MAX];
@@ -73,11 +73,9 @@ static int parse_host(struct dm_http *h, const char *host, struct dm_error *err)
                 const char *path = host + 7;
 
                 if (path[0] != '/')
-                        return dm_error_set(err, -EINVAL, "engine host '%s': unix socket path must be absolute",
-                                            host);
+                        return dm_error_set(err, -EINVAL, "engine host '%s': unix socket path must be absolute", host);
                 if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-                        return dm_error_set(err, -ENAMETOOLONG, "engine host '%s': socket path too long",
-                                            host);
+                        return dm_error_set(err, -ENAMETOOLONG, "engine host '%s': socket path too long", host);
                 h->unix_path = strdup(path);
                 if (!h->unix_path || asprintf(&h->base_url, "http://localhost" DM_API_PREFIX) < 0)
                         return dm_error_set(err, -ENOMEM, "out of memory");
@@ -104,8 +102,8 @@ static int parse_host(struct dm_http *h, const char *host, struct dm_error *err)
                         return dm_error_set(err, -ENOMEM, "out of memory");
                 if (!h->tcp_host[0] || strchr(h->tcp_port, '/'))
                         return dm_error_set(err, -EINVAL, "engine host '%s': expected tcp://host:port", host);
-                if (asprintf(&h->base_url, strchr(h->tcp_host, ':') ? "http://[%s]:%s" DM_API_PREFIX
-                                                                    : "http://%s:%s" DM_API_PREFIX,
+                if (asprintf(&h->base_url,
+                             strchr(h->tcp_host, ':') ? "http://[%s]:%s" DM_API_PREFIX : "http://%s:%s" DM_API_PREFIX,
                              h->tcp_host, h->tcp_port) < 0)
                         return dm_error_set(err, -ENOMEM, "out of memory");
                 return 0;
@@ -335,8 +333,7 @@ static void give_handle(struct dm_http *h, CURL *c)
                 curl_easy_cleanup(c);
 }
 
-static int map_curl_error(struct dm_http *h, CURL *c, CURLcode cc, const char *ebuf, bool too_big,
-                          struct dm_error *err)
+static int map_curl_error(struct dm_http *h, CURL *c, CURLcode cc, const char *ebuf, bool too_big, struct dm_error *err)
 {
         long os_errno = 0;
         curl_off_t connect_us = 0;
@@ -357,18 +354,15 @@ static int map_curl_error(struct dm_http *h, CURL *c, CURLcode cc, const char *e
                 return dm_error_set(err, -EHOSTDOWN, "%s not reachable at '%s': %s", h->noun, h->host, reason);
         case CURLE_OPERATION_TIMEDOUT:
                 if (connect_us == 0)
-                        return dm_error_set(err, -EHOSTDOWN, "%s not reachable at '%s': %s", h->noun, h->host,
-                                            reason);
+                        return dm_error_set(err, -EHOSTDOWN, "%s not reachable at '%s': %s", h->noun, h->host, reason);
                 return dm_error_set(err, -ETIMEDOUT, "%s at '%s' did not answer in time", h->noun, h->host);
-        case CURLE_OUT_OF_MEMORY:
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        default:
-                return dm_error_set(err, -EIO, "%s connection to '%s' failed: %s", h->noun, h->host, reason);
+        case CURLE_OUT_OF_MEMORY: return dm_error_set(err, -ENOMEM, "out of memory");
+        default: return dm_error_set(err, -EIO, "%s connection to '%s' failed: %s", h->noun, h->host, reason);
         }
 }
 
-int dm_http_request(struct dm_http *h, const char *method, const char *path, const char *json_body,
-                    long timeout_ms, long *ret_status, struct dm_buf *body, struct dm_error *err)
+int dm_http_request(struct dm_http *h, const char *method, const char *path, const char *json_body, long timeout_ms,
+                    long *ret_status, struct dm_buf *body, struct dm_error *err)
 {
         return dm_http_request_headers(h, method, path, json_body, timeout_ms, ret_status, body, NULL, 0, err);
 }

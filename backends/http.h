@@ -41,8 +41,8 @@ const char *dm_http_host(const struct dm_http *h);
  * capped at response_max (-E2BIG past it). -EHOSTDOWN when the engine cannot
  * be reached ("engine not reachable at '...': reason"), -ETIMEDOUT, -EIO.
  * Thread-safe; connections are kept alive in a small pool. */
-int dm_http_request(struct dm_http *h, const char *method, const char *path, const char *json_body,
-                    long timeout_ms, long *ret_status, struct dm_buf *body, struct dm_error *err);
+int dm_http_request(struct dm_http *h, const char *method, const char *path, const char *json_body, long timeout_ms,
+                    long *ret_status, struct dm_buf *body, struct dm_error *err);
 
 /* A response header to capture: name set by the caller ("Server"), value
  * filled (trimmed, truncated to fit) when the response carries it, else "". */
@@ -150,7 +150,7 @@ int dm_docker_describe_version(struct json_object *o, const char *host, char **r
 /* The docker backend, owning `owned` (released by release(owned) after the
  * backend's own teardown): how engine.c ties a private podman service's life
  * to the backend that uses it. */
-int dm_docker_backend_new_owning(const char *host, int64_t response_max, void (*release)(void *),
-                                 void *owned, struct dm_backend **ret, struct dm_error *err);
+int dm_docker_backend_new_owning(const char *host, int64_t response_max, void (*release)(void *), void *owned,
+                                 struct dm_backend **ret, struct dm_error *err);
 
 #endif

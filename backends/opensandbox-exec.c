@@ -87,8 +87,14 @@ static void exec_started(struct osb_exec *x)
  * reader has let go. */
 static int frame(struct osb_exec *x, int stream, const char *data, size_t len)
 {
-        unsigned char hdr[8] = { (unsigned char)stream, 0, 0, 0, (unsigned char)(len >> 24),
-                                 (unsigned char)(len >> 16), (unsigned char)(len >> 8), (unsigned char)len };
+        unsigned char hdr[8] = { (unsigned char)stream,
+                                 0,
+                                 0,
+                                 0,
+                                 (unsigned char)(len >> 24),
+                                 (unsigned char)(len >> 16),
+                                 (unsigned char)(len >> 8),
+                                 (unsigned char)len };
         struct iovec iov[2] = { { hdr, 8 }, { (void *)data, len } };
         struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
 
@@ -120,8 +126,8 @@ static int signal_of(struct json_object *line)
                 const char *name;
                 int sig;
         } names[] = {
-                { "hangup", SIGHUP },   { "interrupt", SIGINT },   { "quit", SIGQUIT },
-                { "aborted", SIGABRT }, { "killed", SIGKILL },     { "segmentation fault", SIGSEGV },
+                { "hangup", SIGHUP },       { "interrupt", SIGINT },    { "quit", SIGQUIT },
+                { "aborted", SIGABRT },     { "killed", SIGKILL },      { "segmentation fault", SIGSEGV },
                 { "broken pipe", SIGPIPE }, { "alarm clock", SIGALRM }, { "terminated", SIGTERM },
         };
         const char *s = line && json_object_is_type(line, json_type_string) ? json_object_get_string(line) : NULL;
@@ -223,7 +229,8 @@ size_t dm_osb_exec_on_body(char *data, size_t size, size_t n, void *userdata)
                 l = x->event.len;
                 /* An event ends at a blank line. */
                 if (l >= 2 && x->event.data[l - 1] == '\n' &&
-                    (x->event.data[l - 2] == '\n' || (l >= 3 && x->event.data[l - 2] == '\r' && x->event.data[l - 3] == '\n'))) {
+                    (x->event.data[l - 2] == '\n' ||
+                     (l >= 3 && x->event.data[l - 2] == '\r' && x->event.data[l - 3] == '\n'))) {
                         int r;
 
                         /* room for the NUL on_event writes */
@@ -472,7 +479,7 @@ int dm_osb_exec(struct dm_backend *b, const char *id, const struct dm_exec_spec 
         o->execs = x;
         pthread_mutex_unlock(&o->lock);
         if (!(*ret_exec_id = strdup(x->id))) {
-                close(sv[0]);   /* the thread sees the reader gone and interrupts */
+                close(sv[0]); /* the thread sees the reader gone and interrupts */
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
         return dm_stream_from_fd(sv[0], ret_stream, err);
@@ -685,5 +692,7 @@ int dm_osb_get_file(struct dm_backend *b, const char *id, const char *path, int 
                         r = -EISDIR;
         }
         dm_buf_release(&errbody);
-        return r < 0 && r != -EFBIG ? dm_error_wrap(err, "download '%s' from sandbox '%s'", path, dm_osb_name(to_osb(b), id)) : r;
+        return r < 0 && r != -EFBIG
+                       ? dm_error_wrap(err, "download '%s' from sandbox '%s'", path, dm_osb_name(to_osb(b), id))
+                       : r;
 }

@@ -16,7 +16,7 @@
 #define CALL_TIMEOUT_MS 60000L
 #define RUNNING_WAIT_MS 180000
 #define EXECD_WAIT_MS 60000
-#define EVENT_MAX (4u << 20)    /* one stream event; execd sends output in small pieces */
+#define EVENT_MAX (4u << 20) /* one stream event; execd sends output in small pieces */
 #define ERRBODY_MAX 65536
 #define LIST_PAGE 100
 
@@ -25,16 +25,16 @@ struct osb_exec;
 
 struct osb {
         struct dm_backend base;
-        struct dm_http *api;            /* lifecycle, with the API key */
-        char *protocol;                 /* "http" or "https", also for execd */
-        bool server_proxy;              /* reach execd through the server (OPEN_SANDBOX_USE_SERVER_PROXY) */
+        struct dm_http *api; /* lifecycle, with the API key */
+        char *protocol;      /* "http" or "https", also for execd */
+        bool server_proxy;   /* reach execd through the server (OPEN_SANDBOX_USE_SERVER_PROXY) */
         size_t response_max;
 
-        pthread_mutex_t lock;           /* guards execds and execs */
+        pthread_mutex_t lock; /* guards execds and execs */
         struct execd *execds;
-        struct execd *retired;          /* forgotten, freed with the backend */
+        struct execd *retired; /* forgotten, freed with the backend */
         struct osb_exec *execs;
-        struct osb_name *names;         /* demesne's names of the sandboxes, as learned */
+        struct osb_name *names; /* demesne's names of the sandboxes, as learned */
 };
 
 /* OpenSandbox's id of a sandbox and the name demesne gave it ("sbx-…"). */
@@ -55,27 +55,27 @@ struct osb_exec {
         struct osb_exec *next;
         struct osb *o;
         char *sandbox;
-        struct dm_http *execd;          /* borrowed from the execd list, which outlives it */
-        char *body;                     /* the /command request */
-        int fd;                         /* our end of the socketpair; -1 once closed */
+        struct dm_http *execd; /* borrowed from the execd list, which outlives it */
+        char *body;            /* the /command request */
+        int fd;                /* our end of the socketpair; -1 once closed */
         pthread_t thread;
 
         pthread_mutex_t lock;
         pthread_cond_t cond;
-        char id[128];                   /* from init */
-        bool started;                   /* init seen, or the request failed */
+        char id[128]; /* from init */
+        bool started; /* init seen, or the request failed */
         bool done;
-        int64_t done_ms;                /* monotonic, when done */
-        bool final;                     /* execution_complete or error seen */
+        int64_t done_ms; /* monotonic, when done */
+        bool final;      /* execution_complete or error seen */
         int exit_code;
-        int err_code;                   /* when the request failed */
+        int err_code; /* when the request failed */
         char err_msg[512];
-        atomic_bool abandoned;          /* the reader let go of the stream */
-        atomic_bool interrupted;        /* demesne asked execd to stop it */
+        atomic_bool abandoned;   /* the reader let go of the stream */
+        atomic_bool interrupted; /* demesne asked execd to stop it */
 
         long status;
-        struct dm_buf event;            /* the event being read */
-        struct dm_buf errbody;          /* a non-200 answer's body */
+        struct dm_buf event;   /* the event being read */
+        struct dm_buf errbody; /* a non-200 answer's body */
 };
 
 static inline struct osb *to_osb(struct dm_backend *b)

@@ -88,8 +88,8 @@ int dm_osb_api(struct osb *o, const char *method, const char *path, struct json_
 
         dm_buf_init(&out, o->response_max);
         r = dm_http_request(o->api, method, path,
-                            body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL,
-                            CALL_TIMEOUT_MS, &status, &out, err);
+                            body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL, CALL_TIMEOUT_MS,
+                            &status, &out, err);
         if (r < 0)
                 return r;
         if (status != ok_status)
@@ -179,8 +179,9 @@ static int create_body(const struct dm_container_spec *spec, struct json_object 
                 for (size_t i = 0; spec->argv && spec->argv[i]; i++)
                         n++;
                 if (n == 0)
-                        return dm_error_set(err, -EINVAL, "the opensandbox backend needs an entrypoint or argv: "
-                                                          "it cannot use the image's default command");
+                        return dm_error_set(err, -EINVAL,
+                                            "the opensandbox backend needs an entrypoint or argv: "
+                                            "it cannot use the image's default command");
                 all = calloc(n + 1, sizeof(*all));
                 if (!all)
                         return dm_error_set(err, -ENOMEM, "out of memory");
@@ -244,8 +245,10 @@ static int create_body(const struct dm_container_spec *spec, struct json_object 
                 np = NULL;
         } else if (spec->network_mode && strcmp(spec->network_mode, "none") != 0) {
                 json_object_put(np);
-                return dm_error_set(err, -EOPNOTSUPP, "the opensandbox backend supports network modes 'none' and "
-                                                      "'open' only (asked for '%s')", spec->network_mode);
+                return dm_error_set(err, -EOPNOTSUPP,
+                                    "the opensandbox backend supports network modes 'none' and "
+                                    "'open' only (asked for '%s')",
+                                    spec->network_mode);
         }
         if (!np)
                 goto done;
@@ -274,8 +277,7 @@ static int osb_create(struct dm_backend *b, const struct dm_container_spec *spec
          * configuration): ask once more for what it allows. The sandbox's
          * expiresAt says what was granted; sandbox.c reads it back. */
         if (r == -EINVAL && spec->ttl_s > 0 && (m = strstr(err->msg, "exceeds configured maximum of ")) &&
-            sscanf(m + strlen("exceeds configured maximum of "), "%lld", &max) == 1 && max >= 60 &&
-            max < spec->ttl_s) {
+            sscanf(m + strlen("exceeds configured maximum of "), "%lld", &max) == 1 && max >= 60 && max < spec->ttl_s) {
                 log_info("OpenSandbox allows sandboxes %lld s at most: asking for that instead of %lld s", max,
                          (long long)spec->ttl_s);
                 dm_error_clear(err);
@@ -559,16 +561,20 @@ static int osb_attach(struct dm_backend *b, const char *id, struct dm_stream **r
 {
         (void)b;
         (void)ret_stream;
-        return dm_error_set(err, -EOPNOTSUPP, "the opensandbox backend cannot attach to sandbox '%s': run commands "
-                                              "through exec", id);
+        return dm_error_set(err, -EOPNOTSUPP,
+                            "the opensandbox backend cannot attach to sandbox '%s': run commands "
+                            "through exec",
+                            id);
 }
 
 static int osb_wait(struct dm_backend *b, const char *id, int *ret_exit_code, struct dm_error *err)
 {
         (void)b;
         (void)ret_exit_code;
-        return dm_error_set(err, -EOPNOTSUPP, "the opensandbox backend cannot wait for sandbox '%s' to exit: "
-                                              "wait for its commands instead", id);
+        return dm_error_set(err, -EOPNOTSUPP,
+                            "the opensandbox backend cannot wait for sandbox '%s' to exit: "
+                            "wait for its commands instead",
+                            id);
 }
 
 static int osb_destroy(struct dm_backend *b, const char *id, struct dm_error *err)
@@ -635,13 +641,13 @@ static int osb_inspect(struct dm_backend *b, const char *id, struct dm_container
         info->id = strdup(id);
         info->image = strdup(uri ? uri : "");
         /* Docker's words, for callers: Pending is "created", gone is "exited". */
-        info->status = strdup(strcmp(state, "Pending") == 0 ? "created"
-                              : strcmp(state, "Running") == 0 ? "running"
-                              : strcmp(state, "Paused") == 0  ? "paused"
-                              : (strcmp(state, "Terminated") == 0 || strcmp(state, "Failed") == 0 ||
-                                 strcmp(state, "Stopping") == 0)
-                                      ? "exited"
-                                      : state);
+        info->status = strdup(
+                strcmp(state, "Pending") == 0   ? "created"
+                : strcmp(state, "Running") == 0 ? "running"
+                : strcmp(state, "Paused") == 0  ? "paused"
+                : (strcmp(state, "Terminated") == 0 || strcmp(state, "Failed") == 0 || strcmp(state, "Stopping") == 0)
+                        ? "exited"
+                        : state);
         info->running = strcmp(state, "Running") == 0;
         info->exit_code = strcmp(state, "Failed") == 0 ? 1 : 0;
         info->created_unix = parse_time(get_str(sb, "createdAt"));
@@ -813,18 +819,22 @@ int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, st
         int r;
 
         if (!domain || !domain[0])
-                return dm_error_set(err, -EINVAL, "the opensandbox backend needs OPEN_SANDBOX_DOMAIN "
-                                                  "(host:port of the OpenSandbox server, e.g. localhost:8080)");
+                return dm_error_set(err, -EINVAL,
+                                    "the opensandbox backend needs OPEN_SANDBOX_DOMAIN "
+                                    "(host:port of the OpenSandbox server, e.g. localhost:8080)");
         if (strstr(domain, "://") || strpbrk(domain, " \t\r\n?#"))
-                return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_DOMAIN '%s': give host[:port] only; the scheme goes "
-                                                  "in OPEN_SANDBOX_PROTOCOL", domain);
+                return dm_error_set(err, -EINVAL,
+                                    "OPEN_SANDBOX_DOMAIN '%s': give host[:port] only; the scheme goes "
+                                    "in OPEN_SANDBOX_PROTOCOL",
+                                    domain);
         if (!proto || !proto[0])
                 proto = "http";
         if (strcmp(proto, "http") != 0 && strcmp(proto, "https") != 0)
                 return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_PROTOCOL '%s': expected http or https", proto);
         if (proxy && *proxy && strcmp(proxy, "0") != 0 && strcmp(proxy, "1") != 0 && strcmp(proxy, "true") != 0 &&
             strcmp(proxy, "false") != 0)
-                return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_USE_SERVER_PROXY '%s': expected 1/true or 0/false", proxy);
+                return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_USE_SERVER_PROXY '%s': expected 1/true or 0/false",
+                                    proxy);
         if (key && strpbrk(key, "\r\n"))
                 return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_API_KEY holds a line break");
         {

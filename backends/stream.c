@@ -33,7 +33,7 @@ struct dm_stream {
         bool eof;
         bool write_closed;
         struct dm_demux demux;
-        char *pending;          /* bytes that came with the response head */
+        char *pending; /* bytes that came with the response head */
         size_t pending_len;
         char rbuf[READ_CHUNK];
 };

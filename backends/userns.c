@@ -179,13 +179,9 @@ int dm_docker_container_root(struct dm_backend *b, const char *id, unsigned *ret
                 *ret_uid = u.uid;
                 *ret_gid = u.gid;
                 return 0;
-        case DM_USERNS_HOST_ROOT:
-                *ret_uid = *ret_gid = 0;
-                return 0;
-        case DM_USERNS_ROOTLESS:
-                return dm_error_set(err, -EOPNOTSUPP, "a rootless engine's ids are its user's own");
-        case DM_USERNS_PER_CONTAINER:
-                break;
+        case DM_USERNS_HOST_ROOT: *ret_uid = *ret_gid = 0; return 0;
+        case DM_USERNS_ROOTLESS: return dm_error_set(err, -EOPNOTSUPP, "a rootless engine's ids are its user's own");
+        case DM_USERNS_PER_CONTAINER: break;
         }
         if (!id || strspn(id, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.-") != strlen(id) ||
             asprintf(&path, "/libpod/containers/%s/json", id) < 0)

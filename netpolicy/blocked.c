@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 const struct dm_blocked_range dm_blocked_always[] = {
         { 0x00000000u, 8, "the 'this network' range 0.0.0.0/8" },
         { 0x7f000000u, 8, "loopback (127.0.0.0/8: the host's own services)" },
@@ -95,8 +94,10 @@ int dm_blocked_set_private_allowed(const char *list, struct dm_error *err)
                         ok = ok || inside(ntohl(c.addr), (unsigned)c.prefix, dm_blocked_private[i].net,
                                           dm_blocked_private[i].prefix);
                 if (!ok)
-                        return dm_error_set(err, -EINVAL, "DEMESNE_EGRESS_ALLOW_PRIVATE: '%s' is not inside a private range "
-                                            "(10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10)", t);
+                        return dm_error_set(err, -EINVAL,
+                                            "DEMESNE_EGRESS_ALLOW_PRIVATE: '%s' is not inside a private range "
+                                            "(10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10)",
+                                            t);
                 got[n++] = c;
         }
         memcpy(private_allowed, got, n * sizeof(*got));
@@ -150,8 +151,10 @@ const char *dm_blocked_overlap(uint32_t net, unsigned prefix, char *buf, size_t 
                 return NULL;
         for (size_t i = 0; i < dm_blocked_n_private; i++)
                 if (overlaps(net, prefix, dm_blocked_private[i].net, dm_blocked_private[i].prefix)) {
-                        snprintf(buf, len, "%s, which sandboxes reach only where the operator allows it in "
-                                 "DEMESNE_EGRESS_ALLOW_PRIVATE", dm_blocked_private[i].what);
+                        snprintf(buf, len,
+                                 "%s, which sandboxes reach only where the operator allows it in "
+                                 "DEMESNE_EGRESS_ALLOW_PRIVATE",
+                                 dm_blocked_private[i].what);
                         return buf;
                 }
         return NULL;

@@ -253,13 +253,16 @@ int dm_bpf_compile(const struct dm_policy *pol, const struct dm_bpf_host *host, 
 
         if (p.n > DM_BPF_MAX_INSNS) {
                 free(p.ins);
-                return dm_error_set(err, -E2BIG, "the egress filter would have %zu BPF instructions, more than the kernel's "
-                                    "limit of %d: use fewer or wider allow entries (%zu address rules, %zu host addresses)",
-                                    p.n, DM_BPF_MAX_INSNS, pol->n_cidrs, host ? host->n_host_addrs : 0);
+                return dm_error_set(
+                        err, -E2BIG,
+                        "the egress filter would have %zu BPF instructions, more than the kernel's "
+                        "limit of %d: use fewer or wider allow entries (%zu address rules, %zu host addresses)",
+                        p.n, DM_BPF_MAX_INSNS, pol->n_cidrs, host ? host->n_host_addrs : 0);
         }
         if (p.far_jump) {
                 free(p.ins);
-                return dm_error_set(err, -EINVAL, "internal error: egress filter has a jump longer than 255 instructions");
+                return dm_error_set(err, -EINVAL,
+                                    "internal error: egress filter has a jump longer than 255 instructions");
         }
         *ret_prog = p.ins;
         *ret_len = p.n;

@@ -33,11 +33,11 @@ bool dm_http_target_chars_ok(const char *target);
 
 enum dm_http_field_error {
         DM_HTTP_FIELD_OK,
-        DM_HTTP_FIELD_FOLDED,       /* starts with a blank (obsolete line folding) */
+        DM_HTTP_FIELD_FOLDED, /* starts with a blank (obsolete line folding) */
         DM_HTTP_FIELD_NO_COLON,
         DM_HTTP_FIELD_EMPTY_NAME,
-        DM_HTTP_FIELD_BAD_NAME,     /* not a token, or longer than max_name */
-        DM_HTTP_FIELD_CONTROL,      /* control character in the value (*ret_name set) */
+        DM_HTTP_FIELD_BAD_NAME, /* not a token, or longer than max_name */
+        DM_HTTP_FIELD_CONTROL,  /* control character in the value (*ret_name set) */
 };
 
 /* Takes one header line apart in place: *ret_name, and *ret_value with its

@@ -127,8 +127,8 @@ static void list_one(struct nl_object *obj, void *arg)
         }
 }
 
-int dm_netlink_list(void (*fn)(void *userdata, const char *ifname, const char *tag, const char *owner),
-                    void *userdata, struct dm_error *err)
+int dm_netlink_list(void (*fn)(void *userdata, const char *ifname, const char *tag, const char *owner), void *userdata,
+                    struct dm_error *err)
 {
         struct list_ctx c = { .fn = fn, .userdata = userdata };
         struct nl_cache *cache = NULL;
@@ -227,7 +227,7 @@ out:
 
 struct addr_scan {
         const struct dm_cidr *pool;
-        uint8_t *used;          /* one byte per /30 of the pool */
+        uint8_t *used; /* one byte per /30 of the pool */
         uint32_t n;
 };
 

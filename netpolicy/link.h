@@ -28,8 +28,8 @@
 #define DM_NETLINK_LOCK "/run/demesne-netpolicy.lock"
 
 struct dm_cidr {
-        uint32_t addr;          /* network byte order */
-        int prefix;             /* 0..32 */
+        uint32_t addr; /* network byte order */
+        int prefix;    /* 0..32 */
 };
 
 /* "10.1.2.0/24" or "10.1.2.3" (a /32). -EINVAL with a message otherwise. */
@@ -37,21 +37,21 @@ int dm_cidr_parse(const char *s, struct dm_cidr *ret, struct dm_error *err);
 bool dm_cidr_overlap(const struct dm_cidr *a, const struct dm_cidr *b);
 
 struct dm_netlink_spec {
-        int container_pid;              /* the container's PID 1, as the engine reports it */
-        const char *tag;                /* the run or sandbox id: in the alias and the name */
-        const char *owner;              /* the owning server's label value; "-" for none */
-        struct dm_cidr pool;            /* where the /30 comes from */
-        const struct dm_cidr *routes;   /* routed through the host side */
+        int container_pid;            /* the container's PID 1, as the engine reports it */
+        const char *tag;              /* the run or sandbox id: in the alias and the name */
+        const char *owner;            /* the owning server's label value; "-" for none */
+        struct dm_cidr pool;          /* where the /30 comes from */
+        const struct dm_cidr *routes; /* routed through the host side */
         size_t n_routes;
-        bool default_via_host;          /* `open`: the default route too, instead of prohibit */
-        const char *lock_path;          /* a file to flock while choosing the /30 (may be NULL) */
+        bool default_via_host; /* `open`: the default route too, instead of prohibit */
+        const char *lock_path; /* a file to flock while choosing the /30 (may be NULL) */
 };
 
 struct dm_netlink {
         char host_ifname[IF_NAMESIZE];
         int host_ifindex;
-        uint32_t host_addr;             /* network byte order: the host side, the sandbox's gateway */
-        uint32_t peer_addr;             /* the sandbox's eth0 */
+        uint32_t host_addr; /* network byte order: the host side, the sandbox's gateway */
+        uint32_t peer_addr; /* the sandbox's eth0 */
 };
 
 /* Creates and configures the pair. On error nothing is left behind. */
@@ -70,8 +70,8 @@ int dm_netlink_pool_check(const struct dm_cidr *pool, struct dm_error *err);
 
 /* The host-side links demesne made (alias prefix), for clean-up: calls fn
  * with each one's name, tag and owner. Returns how many or -errno. */
-int dm_netlink_list(void (*fn)(void *userdata, const char *ifname, const char *tag, const char *owner),
-                    void *userdata, struct dm_error *err);
+int dm_netlink_list(void (*fn)(void *userdata, const char *ifname, const char *tag, const char *owner), void *userdata,
+                    struct dm_error *err);
 
 /* The host's own IPv4 addresses (every interface), for the filter to
  * block. *ret is malloc'ed. */

@@ -23,9 +23,9 @@
 struct dm_listener_conn {
         struct dm_listener *l;
         pthread_t thread;
-        int fd;                                 /* under l->lock once the thread runs */
-        int tracked[DM_LISTENER_MAX_TRACKED];   /* under l->lock */
-        bool done;                              /* under l->lock */
+        int fd;                               /* under l->lock once the thread runs */
+        int tracked[DM_LISTENER_MAX_TRACKED]; /* under l->lock */
+        bool done;                            /* under l->lock */
         struct dm_listener_conn *next;
 };
 
@@ -37,7 +37,7 @@ struct dm_listener {
         bool started;
         atomic_bool stopping;
         pthread_t accept_thread;
-        pthread_mutex_t lock;   /* conns, active, each conn's fd, tracked, done */
+        pthread_mutex_t lock; /* conns, active, each conn's fd, tracked, done */
         struct dm_listener_conn *conns;
         unsigned active;
 };
@@ -176,7 +176,7 @@ static void accept_one(struct dm_listener *l)
         if (fd < 0) {
                 if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
                         log_warning("%s: accept: %s", l->what, strerror(errno));
-                        dm_listener_wait(l, -1, 0, 100);   /* let connections finish rather than spin */
+                        dm_listener_wait(l, -1, 0, 100); /* let connections finish rather than spin */
                 }
                 return;
         }

@@ -22,21 +22,21 @@ struct dm_listener_conn;
 
 /* Why a connection was refused before it got a thread. */
 enum dm_listener_refusal {
-        DM_LISTENER_FULL,        /* max_conns connections are open */
-        DM_LISTENER_NO_THREAD,   /* no memory or thread for it */
+        DM_LISTENER_FULL,      /* max_conns connections are open */
+        DM_LISTENER_NO_THREAD, /* no memory or thread for it */
 };
 
 /* Sockets of one connection that stop shuts down, besides the client's. */
 #define DM_LISTENER_MAX_TRACKED 4
 
 struct dm_listener_conf {
-        const char *what;       /* log prefix, e.g. "vendor proxy" (copied) */
+        const char *what; /* log prefix, e.g. "vendor proxy" (copied) */
         unsigned max_conns;
         int backlog;
         /* Stop also shuts the client sockets down (for waits that do not
          * watch the stop fd). */
         bool shutdown_on_stop;
-        void *owner;            /* passed to the callbacks */
+        void *owner; /* passed to the callbacks */
         /* On the accept thread, optional: whether to serve a new connection.
          * false after answering it; the listener then closes fd. */
         bool (*admit)(void *owner, int fd, const struct sockaddr_in *peer);

@@ -28,7 +28,7 @@ struct batch {
         char *buf;
         struct mnl_nlmsg_batch *b;
         uint32_t seq;
-        int msgs;       /* messages that ask for an ack */
+        int msgs; /* messages that ask for an ack */
 };
 
 static int batch_open(struct batch *bt, struct dm_error *err)
@@ -197,8 +197,8 @@ int dm_nat_ensure_in(const char *table, const struct dm_cidr *pool, struct dm_er
         nftnl_rule_set_str(rule, NFTNL_RULE_TABLE, table);
         nftnl_rule_set_str(rule, NFTNL_RULE_CHAIN, CHAIN);
         nftnl_rule_set_u32(rule, NFTNL_RULE_FAMILY, NFPROTO_IPV4);
-        match_addr(rule, 12, pool, NFT_CMP_EQ);         /* ip saddr in pool */
-        match_addr(rule, 16, pool, NFT_CMP_NEQ);        /* ip daddr outside it */
+        match_addr(rule, 12, pool, NFT_CMP_EQ);  /* ip saddr in pool */
+        match_addr(rule, 16, pool, NFT_CMP_NEQ); /* ip daddr outside it */
         add_expr(rule, nftnl_expr_alloc("masq"));
         nlh = nftnl_rule_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt.b), NFT_MSG_NEWRULE, NFPROTO_IPV4,
                                          NLM_F_APPEND | NLM_F_CREATE | NLM_F_ACK, bt.seq++);
@@ -235,8 +235,7 @@ static int table_remove(const char *table, uint32_t family, struct dm_error *err
                 batch_close(&bt);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
-        nlh = nftnl_table_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt.b), NFT_MSG_DELTABLE, family, NLM_F_ACK,
-                                          bt.seq++);
+        nlh = nftnl_table_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt.b), NFT_MSG_DELTABLE, family, NLM_F_ACK, bt.seq++);
         nftnl_table_nlmsg_build_payload(nlh, t);
         mnl_nlmsg_batch_next(bt.b);
         bt.msgs++;

@@ -60,20 +60,25 @@ static int parse_cidr(const char *entry, char *host, uint16_t port, struct dm_po
         if (slash) {
                 *slash = '\0';
                 if (!parse_uint(slash + 1, 0, 32, &prefix))
-                        return dm_error_set(err, -EINVAL, "allow entry '%s': prefix length '%s' is not a number from 0 to 32",
-                                            entry, slash + 1);
+                        return dm_error_set(err, -EINVAL,
+                                            "allow entry '%s': prefix length '%s' is not a number from 0 to 32", entry,
+                                            slash + 1);
         }
         if (inet_pton(AF_INET, host, &a) != 1)
-                return dm_error_set(err, -EINVAL, "allow entry '%s': '%s' is not an IPv4 address (four numbers from 0 to 255, "
-                                    "no leading zeros)", entry, host);
+                return dm_error_set(err, -EINVAL,
+                                    "allow entry '%s': '%s' is not an IPv4 address (four numbers from 0 to 255, "
+                                    "no leading zeros)",
+                                    entry, host);
         h = ntohl(a.s_addr);
         mask = prefix_mask((unsigned)prefix);
         if (h & ~mask) {
                 struct in_addr n = { htonl(h & mask) };
                 char buf[INET_ADDRSTRLEN];
                 inet_ntop(AF_INET, &n, buf, sizeof(buf));
-                return dm_error_set(err, -EINVAL, "allow entry '%s': host bits are set after the /%lu prefix: did you mean "
-                                    "'%s/%lu'?", entry, prefix, buf, prefix);
+                return dm_error_set(err, -EINVAL,
+                                    "allow entry '%s': host bits are set after the /%lu prefix: did you mean "
+                                    "'%s/%lu'?",
+                                    entry, prefix, buf, prefix);
         }
         /* Containing a blocked range is as bad as lying in one: the filter
          * drops it anyway, and the proxy must never take the entry as leave
@@ -106,11 +111,13 @@ static int check_hostname(const char *entry, char *name, struct dm_error *err)
                 char c = name[i];
                 if (c == '.' || c == '\0') {
                         if (label == 0)
-                                return dm_error_set(err, -EINVAL, "allow entry '%s': host name has an empty label", entry);
+                                return dm_error_set(err, -EINVAL, "allow entry '%s': host name has an empty label",
+                                                    entry);
                         if (name[i - 1] == '-')
                                 return dm_error_set(err, -EINVAL, "allow entry '%s': a label ends with '-'", entry);
                         if (c == '\0' && all_digits)
-                                return dm_error_set(err, -EINVAL, "allow entry '%s': the last label is a number, so "
+                                return dm_error_set(err, -EINVAL,
+                                                    "allow entry '%s': the last label is a number, so "
                                                     "this is no host name (addresses go in numeric form: A.B.C.D)",
                                                     entry);
                         label = 0;
@@ -118,11 +125,15 @@ static int check_hostname(const char *entry, char *name, struct dm_error *err)
                         continue;
                 }
                 if (c == '*')
-                        return dm_error_set(err, -EINVAL, "allow entry '%s': '*' is only allowed as the whole first label, as in "
-                                            "'*.example.com'", entry);
+                        return dm_error_set(err, -EINVAL,
+                                            "allow entry '%s': '*' is only allowed as the whole first label, as in "
+                                            "'*.example.com'",
+                                            entry);
                 if (!isalnum((unsigned char)c) && c != '-')
-                        return dm_error_set(err, -EINVAL, "allow entry '%s': '%c' is not allowed in a host name (letters, digits, "
-                                            "'-' and '.')", entry, c);
+                        return dm_error_set(err, -EINVAL,
+                                            "allow entry '%s': '%c' is not allowed in a host name (letters, digits, "
+                                            "'-' and '.')",
+                                            entry, c);
                 if (label == 0 && c == '-')
                         return dm_error_set(err, -EINVAL, "allow entry '%s': a label starts with '-'", entry);
                 if (!isdigit((unsigned char)c))
@@ -154,8 +165,10 @@ static int add_entry(struct dm_policy *p, const char *entry, struct dm_error *er
                                     DM_POLICY_ENTRY_MAX);
         colon = strchr(entry, ':');
         if (strchr(entry, '[') || (colon && strchr(colon + 1, ':')))
-                return dm_error_set(err, -EINVAL, "allow entry '%s' is IPv6, which demesne does not route: sandboxes have "
-                                    "IPv4 egress only", entry);
+                return dm_error_set(err, -EINVAL,
+                                    "allow entry '%s' is IPv6, which demesne does not route: sandboxes have "
+                                    "IPv4 egress only",
+                                    entry);
         host = strdup(entry);
         if (!host)
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -163,8 +176,8 @@ static int add_entry(struct dm_policy *p, const char *entry, struct dm_error *er
         if (colon) {
                 *colon = '\0';
                 if (!parse_uint(colon + 1, 1, 65535, &port))
-                        return dm_error_set(err, -EINVAL, "allow entry '%s': port '%s' is not a number from 1 to 65535", entry,
-                                            colon + 1);
+                        return dm_error_set(err, -EINVAL, "allow entry '%s': port '%s' is not a number from 1 to 65535",
+                                            entry, colon + 1);
                 if (!*host)
                         return dm_error_set(err, -EINVAL, "allow entry '%s' has a port but no host", entry);
         }
@@ -178,7 +191,8 @@ static int add_entry(struct dm_policy *p, const char *entry, struct dm_error *er
                 return 0;
         }
         if (strchr(host, '/'))
-                return dm_error_set(err, -EINVAL, "allow entry '%s': a '/' prefix needs an IPv4 address before it", entry);
+                return dm_error_set(err, -EINVAL, "allow entry '%s': a '/' prefix needs an IPv4 address before it",
+                                    entry);
 
         struct dm_policy_name *n = &p->names[p->n_names];
         char *name = host;
@@ -193,8 +207,10 @@ static int add_entry(struct dm_policy *p, const char *entry, struct dm_error *er
         if (r < 0)
                 return r;
         if (n->wildcard && !strchr(name, '.'))
-                return dm_error_set(err, -EINVAL, "allow entry '%s' would allow a whole top-level domain: name at least "
-                                    "two labels after '*.'", entry);
+                return dm_error_set(err, -EINVAL,
+                                    "allow entry '%s' would allow a whole top-level domain: name at least "
+                                    "two labels after '*.'",
+                                    entry);
         n->host = strdup(name);
         if (!n->host)
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -219,7 +235,8 @@ int dm_policy_parse(const char *mode, const char *const *allow, unsigned flags, 
         /* The tool contract: open egress only for sandbox_research (which
          * passes the flag) or where the operator permits it. */
         if (p->mode == DM_EGRESS_OPEN && !(flags & DM_POLICY_CALLER_ALLOWED)) {
-                r = dm_error_set(err, -EPERM, "egress 'open' is refused: this server does not let callers open the "
+                r = dm_error_set(err, -EPERM,
+                                 "egress 'open' is refused: this server does not let callers open the "
                                  "network (its operator can permit it with DEMESNE_ALLOW_CALLER_EGRESS=1; "
                                  "sandbox_research always has open egress)");
                 goto fail;
@@ -227,12 +244,14 @@ int dm_policy_parse(const char *mode, const char *const *allow, unsigned flags, 
         while (allow && allow[n])
                 n++;
         if (n > 0 && !(flags & DM_POLICY_CALLER_ALLOWED)) {
-                r = dm_error_set(err, -EPERM, "'allow' entries are refused: this server does not accept caller-supplied "
+                r = dm_error_set(err, -EPERM,
+                                 "'allow' entries are refused: this server does not accept caller-supplied "
                                  "egress entries (its operator can permit them with DEMESNE_ALLOW_CALLER_EGRESS=1)");
                 goto fail;
         }
         if (n > DM_POLICY_MAX_ENTRIES) {
-                r = dm_error_set(err, -E2BIG, "%zu allow entries is more than the limit of %d", n, DM_POLICY_MAX_ENTRIES);
+                r = dm_error_set(err, -E2BIG, "%zu allow entries is more than the limit of %d", n,
+                                 DM_POLICY_MAX_ENTRIES);
                 goto fail;
         }
         if (n > 0) {

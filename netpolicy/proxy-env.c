@@ -24,8 +24,10 @@ static void proxy_url(const struct sockaddr_in *addr, char *buf, size_t len)
 int dm_proxy_env(const struct sockaddr_in *addr, char ***ret)
 {
         static const char *const url_vars[] = {
-                "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",
-                "PIP_PROXY", "npm_config_proxy", "npm_config_https_proxy", "GIT_CONFIG_VALUE_0",
+                "HTTP_PROXY",         "http_proxy",       "HTTPS_PROXY",
+                "https_proxy",        "ALL_PROXY",        "all_proxy",
+                "PIP_PROXY",          "npm_config_proxy", "npm_config_https_proxy",
+                "GIT_CONFIG_VALUE_0",
         };
         static const char *const fixed[] = {
                 /* Loopback inside the sandbox is the sandbox's own. */
@@ -49,7 +51,7 @@ int dm_proxy_env(const struct sockaddr_in *addr, char ***ret)
         *ret = env;
         return 0;
 oom:
-        env[k - 1] = NULL;   /* asprintf leaves it undefined on failure */
+        env[k - 1] = NULL; /* asprintf leaves it undefined on failure */
         dm_proxy_env_free(env);
         return -ENOMEM;
 }

@@ -15,24 +15,24 @@
 /* Why a request was allowed or refused; each has one HTTP status. */
 enum dm_proxy_code {
         DM_PROXY_OK = 0,
-        DM_PROXY_BAD_REQUEST,        /* 400 */
-        DM_PROXY_HEADER_TOO_LARGE,   /* 431 */
-        DM_PROXY_UNKNOWN_SOURCE,     /* 403: connection not from the sandbox's address */
-        DM_PROXY_HOST_NOT_ALLOWED,   /* 403 */
-        DM_PROXY_PORT_NOT_ALLOWED,   /* 403 */
-        DM_PROXY_IP_LITERAL,         /* 403: no allowed CIDR covers it */
-        DM_PROXY_IPV6,               /* 403: IPv6 is dropped everywhere */
-        DM_PROXY_FORBIDDEN_ADDRESS,  /* 403: name resolves to loopback, link-local, own address... */
-        DM_PROXY_TOO_MANY,           /* 503: connection cap of the sandbox */
-        DM_PROXY_RESOLVE_FAILED,     /* 502 */
-        DM_PROXY_CONNECT_FAILED,     /* 502 */
-        DM_PROXY_CONNECT_TIMEOUT,    /* 504 */
+        DM_PROXY_BAD_REQUEST,       /* 400 */
+        DM_PROXY_HEADER_TOO_LARGE,  /* 431 */
+        DM_PROXY_UNKNOWN_SOURCE,    /* 403: connection not from the sandbox's address */
+        DM_PROXY_HOST_NOT_ALLOWED,  /* 403 */
+        DM_PROXY_PORT_NOT_ALLOWED,  /* 403 */
+        DM_PROXY_IP_LITERAL,        /* 403: no allowed CIDR covers it */
+        DM_PROXY_IPV6,              /* 403: IPv6 is dropped everywhere */
+        DM_PROXY_FORBIDDEN_ADDRESS, /* 403: name resolves to loopback, link-local, own address... */
+        DM_PROXY_TOO_MANY,          /* 503: connection cap of the sandbox */
+        DM_PROXY_RESOLVE_FAILED,    /* 502 */
+        DM_PROXY_CONNECT_FAILED,    /* 502 */
+        DM_PROXY_CONNECT_TIMEOUT,   /* 504 */
         DM_PROXY_CODE_MAX,
 };
 
 struct dm_proxy_verdict {
         enum dm_proxy_code code;
-        char reason[256];   /* one line, printable ASCII */
+        char reason[256]; /* one line, printable ASCII */
 };
 
 int dm_proxy_code_status(enum dm_proxy_code code);
@@ -81,13 +81,13 @@ int dm_proxy_hosts_lookup(const char *path, const char *name, struct in_addr *re
 
 struct dm_proxy_header {
         const char *name;
-        const char *value;   /* leading and trailing blanks trimmed */
+        const char *value; /* leading and trailing blanks trimmed */
 };
 
 struct dm_proxy_request {
-        char *storage;       /* owned copy of the head that the pointers below point into */
+        char *storage; /* owned copy of the head that the pointers below point into */
         const char *method;
-        const char *host;    /* as sent (not yet normalised) */
+        const char *host; /* as sent (not yet normalised) */
         uint16_t port;
         const char *path;    /* origin-form ("/" at least); NULL for CONNECT */
         const char *version; /* "HTTP/1.1" or "HTTP/1.0" */

@@ -167,8 +167,8 @@ int dm_proxy_policy_add_cidr(struct dm_proxy_policy *p, struct in_addr net, unsi
         if (prefix > 32)
                 return dm_error_set(err, -EINVAL, "prefix /%u is longer than 32", prefix);
         if (ntohl(net.s_addr) & ~mask)
-                return dm_error_set(err, -EINVAL, "'%s/%u' has host bits set",
-                                    inet_ntop(AF_INET, &net, a, sizeof(a)), prefix);
+                return dm_error_set(err, -EINVAL, "'%s/%u' has host bits set", inet_ntop(AF_INET, &net, a, sizeof(a)),
+                                    prefix);
         c = realloc(p->cidrs, (p->n_cidrs + 1) * sizeof(*c));
         if (!c)
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -305,18 +305,21 @@ int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uin
         const char *why;
 
         if (host[0] == '[' || strchr(host, ':'))
-                return dm_proxy_verdict_set(v, DM_PROXY_IPV6, "IPv6 destination '%.80s' refused: sandboxes have no IPv6",
-                                            host);
+                return dm_proxy_verdict_set(v, DM_PROXY_IPV6,
+                                            "IPv6 destination '%.80s' refused: sandboxes have no IPv6", host);
         if (inet_pton(AF_INET, host, &a) == 1) {
                 /* Before the rules: no CIDR reaches a blocked address. */
                 why = dm_blocked_why(ntohl(a.s_addr));
                 if (why)
-                        return dm_proxy_verdict_set(v, DM_PROXY_FORBIDDEN_ADDRESS, "address %s is in %s, which no sandbox "
-                                                    "reaches", host, why);
+                        return dm_proxy_verdict_set(v, DM_PROXY_FORBIDDEN_ADDRESS,
+                                                    "address %s is in %s, which no sandbox "
+                                                    "reaches",
+                                                    host, why);
                 if (dm_proxy_cidr_allows(p, a, port)) {
                         *ret_literal = a;
-                        return dm_proxy_verdict_set(v, DM_PROXY_OK, "address %s:%u is covered by an allowed CIDR",
-                                                    host, port) + 1;
+                        return dm_proxy_verdict_set(v, DM_PROXY_OK, "address %s:%u is covered by an allowed CIDR", host,
+                                                    port) +
+                               1;
                 }
                 for (size_t i = 0; i < p->n_cidrs; i++)
                         covered = covered || cidr_covers(&p->cidrs[i], a);
@@ -333,13 +336,13 @@ int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uin
                 if (!pattern_matches(p->hosts[i].pattern, ret_name))
                         continue;
                 if (rule_port_ok(&p->hosts[i], port, is_connect))
-                        return dm_proxy_verdict_set(v, DM_PROXY_OK, "'%s' matches '%s'", ret_name,
-                                                    p->hosts[i].pattern);
+                        return dm_proxy_verdict_set(v, DM_PROXY_OK, "'%s' matches '%s'", ret_name, p->hosts[i].pattern);
                 name_matched = true;
                 web_only = web_only && p->hosts[i].web;
         }
         if (name_matched && web_only)
-                return dm_proxy_verdict_set(v, DM_PROXY_PORT_NOT_ALLOWED, "port %u is not allowed for '%s': a package "
+                return dm_proxy_verdict_set(v, DM_PROXY_PORT_NOT_ALLOWED,
+                                            "port %u is not allowed for '%s': a package "
                                             "host is reached by CONNECT to port 443 or plain HTTP to port 80 only",
                                             port, ret_name);
         if (name_matched)
@@ -422,7 +425,7 @@ int dm_proxy_hosts_lookup(const char *path, const char *name, struct in_addr *re
                         *hash = '\0';
                 tok = strtok_r(line, " \t\r", &tsave);
                 if (!tok || inet_pton(AF_INET, tok, &a) != 1)
-                        continue;   /* blank, comment, IPv6 or garbage */
+                        continue; /* blank, comment, IPv6 or garbage */
                 while ((tok = strtok_r(NULL, " \t\r", &tsave))) {
                         char norm[256];
                         if (dm_proxy_normalize_name(tok, norm, sizeof(norm)) == 0 && strcmp(norm, name) == 0) {

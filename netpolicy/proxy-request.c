@@ -50,8 +50,8 @@ static int split_authority(char *auth, bool port_required, uint16_t def, const c
         unsigned long port = def;
 
         if (auth[0] == '[')
-                return dm_proxy_verdict_set(v, DM_PROXY_IPV6, "IPv6 destination '%.80s' refused: sandboxes have no IPv6",
-                                            auth);
+                return dm_proxy_verdict_set(v, DM_PROXY_IPV6,
+                                            "IPv6 destination '%.80s' refused: sandboxes have no IPv6", auth);
         colon = strrchr(auth, ':');
         if (colon) {
                 *colon = '\0';
@@ -131,8 +131,7 @@ int dm_proxy_request_parse(const char *head, size_t len, struct dm_proxy_request
         if (!dm_http_token_ok(method, 32))
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "malformed method");
         if (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0)
-                return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "unsupported protocol version '%.16s'",
-                                            version);
+                return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "unsupported protocol version '%.16s'", version);
         if (!dm_http_target_chars_ok(target))
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "bad character in request target");
         if (target[0] == '\0')
@@ -151,8 +150,7 @@ int dm_proxy_request_parse(const char *head, size_t len, struct dm_proxy_request
                 struct dm_proxy_header *h = &r->headers[r->n_headers];
 
                 switch (dm_http_field(lines[i], 256, &h->name, &h->value)) {
-                case DM_HTTP_FIELD_OK:
-                        break;
+                case DM_HTTP_FIELD_OK: break;
                 case DM_HTTP_FIELD_FOLDED:
                         return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "folded header lines are not accepted");
                 case DM_HTTP_FIELD_NO_COLON:

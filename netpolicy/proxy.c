@@ -51,7 +51,7 @@ struct dm_proxy_sandbox {
         struct dm_proxy_policy policy;
         int log_fd;
         struct dm_listener *listener;
-        pthread_mutex_t lock;   /* log writes */
+        pthread_mutex_t lock; /* log writes */
         struct dm_proxy_sandbox *next;
 };
 
@@ -74,7 +74,7 @@ struct session {
         char method[40];
         char target[300];
         int status;
-        bool allowed;   /* the policy said yes (the upstream may still fail) */
+        bool allowed; /* the policy said yes (the upstream may still fail) */
         struct dm_proxy_verdict v;
         unsigned long long up, down;
         int64_t start_ms;
@@ -93,8 +93,8 @@ static void egress_log(struct dm_proxy_sandbox *sb, const struct session *s)
         gmtime_r(&now.tv_sec, &tm);
         strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
         n = snprintf(line, sizeof(line), "%s.%03ldZ %s %s %s %d up=%llu down=%llu ms=%lld reason=\"%s\"\n", ts,
-                     now.tv_nsec / 1000000, s->method, s->target, s->allowed ? "allowed" : "denied", s->status,
-                     s->up, s->down, (long long)(dm_now_ms() - s->start_ms), s->v.reason);
+                     now.tv_nsec / 1000000, s->method, s->target, s->allowed ? "allowed" : "denied", s->status, s->up,
+                     s->down, (long long)(dm_now_ms() - s->start_ms), s->v.reason);
         if (n < 0)
                 return;
         if ((size_t)n >= sizeof(line)) {
@@ -316,7 +316,7 @@ static int connect_upstream(struct session *s, const struct in_addr *addrs, size
 
 struct pipe {
         char fixed[RELAY_CHUNK];
-        char *data, *heap;   /* data points at fixed or heap */
+        char *data, *heap; /* data points at fixed or heap */
         size_t len, off;
         bool eof, shut;
 };
@@ -719,7 +719,7 @@ void dm_proxy_remove(struct dm_proxy *p, struct dm_proxy_sandbox *s)
                         break;
                 }
         pthread_mutex_unlock(&p->lock);
-        sandbox_free(s);   /* stops the listener and joins its threads */
+        sandbox_free(s); /* stops the listener and joins its threads */
 }
 
 void dm_proxy_free(struct dm_proxy *p)

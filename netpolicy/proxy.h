@@ -29,7 +29,7 @@
 struct dm_proxy_host_rule {
         char *pattern;
         uint16_t port;
-        bool web;      /* a package host: CONNECT to 443 and plain HTTP to 80 only (port is 0) */
+        bool web; /* a package host: CONNECT to 443 and plain HTTP to 80 only (port is 0) */
 };
 
 /* An address rule: IPv4 network (network byte order, host bits zero) and
@@ -70,11 +70,11 @@ int dm_proxy_policy_copy(struct dm_proxy_policy *dst, const struct dm_proxy_poli
 /* --- the server ------------------------------------------------------------ */
 
 struct dm_proxy_limits {
-        size_t max_header_bytes;  /* request head cap; larger → 431 (default 16 KiB) */
-        unsigned max_conns;       /* open connections per sandbox; more → 503 (default 64) */
-        int connect_timeout_ms;   /* upstream connect; expiry → 504 (default 10 s) */
-        int header_timeout_ms;    /* to receive the request head (default 30 s) */
-        int idle_timeout_ms;      /* no byte either way for this long closes (default 300 s) */
+        size_t max_header_bytes; /* request head cap; larger → 431 (default 16 KiB) */
+        unsigned max_conns;      /* open connections per sandbox; more → 503 (default 64) */
+        int connect_timeout_ms;  /* upstream connect; expiry → 504 (default 10 s) */
+        int header_timeout_ms;   /* to receive the request head (default 30 s) */
+        int idle_timeout_ms;     /* no byte either way for this long closes (default 300 s) */
 };
 
 void dm_proxy_limits_default(struct dm_proxy_limits *l);
@@ -92,11 +92,11 @@ int dm_proxy_new(const struct dm_proxy_limits *limits, const char *hosts_file, s
 void dm_proxy_free(struct dm_proxy *p);
 
 struct dm_proxy_sandbox_conf {
-        const char *id;              /* the sandbox's name in logs; copied */
-        struct sockaddr_in listen;   /* host side of the veth; port 0 = the kernel picks */
-        struct in_addr source;       /* the sandbox's address; INADDR_ANY = any source */
-        const struct dm_proxy_policy *policy;  /* copied */
-        int log_fd;                  /* egress.log, opened O_APPEND by the caller; dup'ed; -1 = none */
+        const char *id;                       /* the sandbox's name in logs; copied */
+        struct sockaddr_in listen;            /* host side of the veth; port 0 = the kernel picks */
+        struct in_addr source;                /* the sandbox's address; INADDR_ANY = any source */
+        const struct dm_proxy_policy *policy; /* copied */
+        int log_fd;                           /* egress.log, opened O_APPEND by the caller; dup'ed; -1 = none */
 };
 
 /* Binds the listener and starts its accept thread. The sandbox belongs to p;

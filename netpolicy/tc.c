@@ -139,8 +139,10 @@ int dm_tc_attach_ingress(struct nl_sock *given, int ifindex, const struct sock_f
         if (ifindex <= 0)
                 return dm_error_set(err, -EINVAL, "attach egress filter: bad interface index %d", ifindex);
         if (!prog || len == 0 || len > BPF_MAXINSNS)
-                return dm_error_set(err, -EINVAL, "attach egress filter on interface %d: program of %zu instructions "
-                                    "(1 to %d)", ifindex, len, BPF_MAXINSNS);
+                return dm_error_set(err, -EINVAL,
+                                    "attach egress filter on interface %d: program of %zu instructions "
+                                    "(1 to %d)",
+                                    ifindex, len, BPF_MAXINSNS);
         r = prepare(given, ifindex, &sk, &q, err);
         if (r < 0)
                 return r;

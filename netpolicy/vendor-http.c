@@ -41,18 +41,12 @@ int dm_vendor_request_parse(const char *head, size_t len, struct dm_vendor_reque
                         return fail(why, whylen, "too many header fields");
                 h = &r->headers[r->n_headers];
                 switch (dm_http_field(field, SIZE_MAX, &h->name, &h->value)) {
-                case DM_HTTP_FIELD_OK:
-                        break;
-                case DM_HTTP_FIELD_FOLDED:
-                        return fail(why, whylen, "folded header lines are not accepted");
-                case DM_HTTP_FIELD_NO_COLON:
-                        return fail(why, whylen, "header line without a colon");
-                case DM_HTTP_FIELD_EMPTY_NAME:
-                        return fail(why, whylen, "empty header name");
-                case DM_HTTP_FIELD_BAD_NAME:
-                        return fail(why, whylen, "malformed header name");
-                case DM_HTTP_FIELD_CONTROL:
-                        return fail(why, whylen, "control character in a header value");
+                case DM_HTTP_FIELD_OK: break;
+                case DM_HTTP_FIELD_FOLDED: return fail(why, whylen, "folded header lines are not accepted");
+                case DM_HTTP_FIELD_NO_COLON: return fail(why, whylen, "header line without a colon");
+                case DM_HTTP_FIELD_EMPTY_NAME: return fail(why, whylen, "empty header name");
+                case DM_HTTP_FIELD_BAD_NAME: return fail(why, whylen, "malformed header name");
+                case DM_HTTP_FIELD_CONTROL: return fail(why, whylen, "control character in a header value");
                 }
                 r->n_headers++;
         }
@@ -104,7 +98,7 @@ bool dm_vendor_request_keep_alive(const struct dm_vendor_request *r)
 struct route {
         const char *method;
         const char *path;
-        bool id_suffix;   /* path is followed by "/<model id>" */
+        bool id_suffix; /* path is followed by "/<model id>" */
 };
 
 static const struct route anthropic_routes[] = {
@@ -147,8 +141,7 @@ static bool route_match(const struct route *t, size_t n, const char *method, con
         return false;
 }
 
-const char *dm_vendor_route(enum dm_vendor provider, enum dm_vendor_auth auth, const char *method,
-                            const char *target)
+const char *dm_vendor_route(enum dm_vendor provider, enum dm_vendor_auth auth, const char *method, const char *target)
 {
         size_t plen = strcspn(target, "?#");
 
@@ -212,8 +205,8 @@ enum dm_vendor_token_verdict dm_vendor_token_check(const struct dm_vendor_reques
 
 static bool hop_by_hop(const char *name, size_t len)
 {
-        static const char *const fixed[] = { "connection", "keep-alive", "te", "trailer", "transfer-encoding",
-                                             "upgrade", "content-length" };
+        static const char *const fixed[] = { "connection", "keep-alive",    "te", "trailer", "transfer-encoding",
+                                             "upgrade",    "content-length" };
 
         if (len >= 6 && strncasecmp(name, "proxy-", 6) == 0)
                 return true;
@@ -225,8 +218,10 @@ static bool hop_by_hop(const char *name, size_t len)
 
 static bool dropped_upstream(const struct dm_vendor_request *r, const char *name)
 {
-        static const char *const fixed[] = { "host", "x-api-key", "authorization", "expect", "accept-encoding",
-                                             "cookie", "chatgpt-account-id", "anthropic-beta" };
+        static const char *const fixed[] = {
+                "host",   "x-api-key",          "authorization", "expect", "accept-encoding",
+                "cookie", "chatgpt-account-id", "anthropic-beta"
+        };
         const char *conn = dm_vendor_request_header(r, "connection");
 
         if (hop_by_hop(name, strlen(name)) || dm_http_list_has(conn, name))

@@ -21,13 +21,13 @@
 
 struct dm_vendor_header {
         const char *name;
-        const char *value;   /* blanks trimmed */
+        const char *value; /* blanks trimmed */
 };
 
 struct dm_vendor_request {
-        char *storage;       /* owned copy of the head; the pointers point into it */
+        char *storage; /* owned copy of the head; the pointers point into it */
         const char *method;
-        const char *target;  /* origin-form: starts with '/', may carry ?query */
+        const char *target; /* origin-form: starts with '/', may carry ?query */
         bool http10;
         struct dm_vendor_header headers[DM_VENDOR_MAX_HEADERS];
         size_t n_headers;
@@ -48,8 +48,7 @@ bool dm_vendor_request_keep_alive(const struct dm_vendor_request *r);
  * a model endpoint of provider, else NULL. Paths must match exactly (no
  * percent-escapes, dot segments or doubled slashes); for the ChatGPT backend
  * the /v1 prefix of the OpenAI API paths is dropped. */
-const char *dm_vendor_route(enum dm_vendor provider, enum dm_vendor_auth auth, const char *method,
-                            const char *target);
+const char *dm_vendor_route(enum dm_vendor provider, enum dm_vendor_auth auth, const char *method, const char *target);
 
 enum dm_vendor_token_verdict {
         DM_VENDOR_TOKEN_OK,
@@ -84,7 +83,7 @@ const char *dm_vendor_status_text(int status);
 
 struct dm_vendor_sample {
         char model[128];
-        struct dm_vendor_tokens tokens;   /* requests and cost_usd unused */
+        struct dm_vendor_tokens tokens; /* requests and cost_usd unused */
 };
 
 /* Reads one response body as it streams by and finds its token usage:
@@ -96,10 +95,10 @@ struct dm_vendor_sample {
 struct dm_vendor_meter {
         enum dm_vendor provider;
         bool sse;
-        bool broken;            /* a cap was hit */
-        json_object *doc;       /* JSON mode: the body, parsed at the end */
-        struct dm_buf line;     /* SSE mode: the current line */
-        struct dm_buf data;     /* SSE: the current event's data lines; JSON: the body */
+        bool broken;        /* a cap was hit */
+        json_object *doc;   /* JSON mode: the body, parsed at the end */
+        struct dm_buf line; /* SSE mode: the current line */
+        struct dm_buf data; /* SSE: the current event's data lines; JSON: the body */
         char event[64];
         bool skip_line, skip_event;
         bool found;
@@ -113,8 +112,8 @@ int dm_vendor_meter_finish(struct dm_vendor_meter *m, struct dm_vendor_sample *r
 void dm_vendor_meter_release(struct dm_vendor_meter *m);
 
 struct dm_vendor_price {
-        char *prefix;   /* owned */
-        double input, output, cache_read, cache_write;   /* USD per million tokens */
+        char *prefix;                                  /* owned */
+        double input, output, cache_read, cache_write; /* USD per million tokens */
 };
 
 struct dm_vendor_prices {
@@ -131,8 +130,7 @@ void dm_vendor_prices_release(struct dm_vendor_prices *p);
 const struct dm_vendor_price *dm_vendor_price_lookup(const struct dm_vendor_prices *p, const char *model);
 
 /* Adds one response's sample to u, priced from p (may be NULL). 0 or -ENOMEM. */
-int dm_vendor_usage_add(struct dm_vendor_usage *u, const struct dm_vendor_prices *p,
-                        const struct dm_vendor_sample *s);
+int dm_vendor_usage_add(struct dm_vendor_usage *u, const struct dm_vendor_prices *p, const struct dm_vendor_sample *s);
 int dm_vendor_usage_copy(struct dm_vendor_usage *dst, const struct dm_vendor_usage *src);
 /* The usage.json document (see docs/reference/vendor-proxy.md). NULL on ENOMEM. */
 json_object *dm_vendor_usage_json(const struct dm_vendor_usage *u);

@@ -330,8 +330,8 @@ int dm_vendor_prices_load(const char *path, struct dm_vendor_prices *ret, struct
                     price_field(entry, "output", &e->output) < 0 ||
                     price_field(entry, "cache_read", &e->cache_read) < 0 ||
                     price_field(entry, "cache_write", &e->cache_write) < 0) {
-                        r = dm_error_set(err, -EINVAL, "price table '%s': entry '%s' needs non-negative numbers",
-                                         path, key);
+                        r = dm_error_set(err, -EINVAL, "price table '%s': entry '%s' needs non-negative numbers", path,
+                                         key);
                         break;
                 }
                 if (!(e->prefix = strdup(key))) {
@@ -481,9 +481,9 @@ int dm_vendor_usage_write(const struct dm_vendor_usage *u, const char *path, str
         const char *base;
         int dirfd, r;
 
-        if (!o || asprintf(&text, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-                                                                                 JSON_C_TO_STRING_SPACED |
-                                                                                 JSON_C_TO_STRING_NOSLASHESCAPE)) < 0) {
+        if (!o || asprintf(&text, "%s\n",
+                           json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                                     JSON_C_TO_STRING_NOSLASHESCAPE)) < 0) {
                 json_object_put(o);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }

@@ -58,7 +58,7 @@ struct dm_vendor_proxy {
         size_t max_body;
         int log_fd;
         struct dm_listener *listener;
-        pthread_mutex_t lock;   /* usage, log writes, cap_hit */
+        pthread_mutex_t lock; /* usage, log writes, cap_hit */
         struct dm_vendor_usage usage;
         double max_usd;
         bool cap_hit;
@@ -74,7 +74,7 @@ struct exchange {
         char method[24], path[200], reason[256];
         int status;
         bool forwarded, keep_alive, chunked, no_body, head_sent, client_failed;
-        struct dm_buf head;   /* the response head being collected */
+        struct dm_buf head; /* the response head being collected */
         int up_status;
         struct dm_vendor_meter meter;
         bool metering;
@@ -100,9 +100,9 @@ static void decision_log(struct exchange *x, const struct dm_vendor_sample *s)
         n = snprintf(line, sizeof(line),
                      "%s.%03ldZ %s %s %d %s model=%s in=%llu out=%llu cache_read=%llu cache_write=%llu down=%llu "
                      "ms=%lld reason=\"%s\"\n",
-                     ts, now.tv_nsec / 1000000, x->method, x->path, x->status,
-                     x->forwarded ? "forwarded" : "refused", s && s->model[0] ? s->model : "-",
-                     s ? (unsigned long long)s->tokens.input : 0ULL, s ? (unsigned long long)s->tokens.output : 0ULL,
+                     ts, now.tv_nsec / 1000000, x->method, x->path, x->status, x->forwarded ? "forwarded" : "refused",
+                     s && s->model[0] ? s->model : "-", s ? (unsigned long long)s->tokens.input : 0ULL,
+                     s ? (unsigned long long)s->tokens.output : 0ULL,
                      s ? (unsigned long long)s->tokens.cache_read : 0ULL,
                      s ? (unsigned long long)s->tokens.cache_write : 0ULL, x->down,
                      (long long)(dm_now_ms() - x->start_ms), x->reason);
@@ -370,7 +370,7 @@ static curl_socket_t open_socket(void *userp, curlsocktype purpose, struct curl_
         fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
         if (fd < 0)
                 return CURL_SOCKET_BAD;
-        if (dm_listener_track(c->lc, fd) < 0) {   /* a socket that stop could not reach: refuse it */
+        if (dm_listener_track(c->lc, fd) < 0) { /* a socket that stop could not reach: refuse it */
                 close(fd);
                 return CURL_SOCKET_BAD;
         }
@@ -406,9 +406,10 @@ static int send_head(struct exchange *x)
         n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", x->up_status, dm_vendor_status_text(x->up_status));
         v[0] = (struct iovec){ line, (size_t)n };
         v[1] = (struct iovec){ x->head.data ? x->head.data : "", x->head.len };
-        v[2].iov_base = (void *)(x->chunked ? (x->keep_alive ? "Transfer-Encoding: chunked\r\n\r\n"
-                                                             : "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
-                                            : "Connection: close\r\n\r\n");
+        v[2].iov_base =
+                (void *)(x->chunked ? (x->keep_alive ? "Transfer-Encoding: chunked\r\n\r\n"
+                                                     : "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+                                    : "Connection: close\r\n\r\n");
         if (!x->chunked)
                 x->keep_alive = x->no_body && x->keep_alive;
         if (x->no_body && x->keep_alive)
@@ -440,19 +441,18 @@ static size_t on_header(char *buf, size_t size, size_t nmemb, void *userp)
         }
         if (l == 0) {
                 if (x->up_status >= 100 && x->up_status < 200)
-                        return len;   /* an interim response: the final one follows */
+                        return len; /* an interim response: the final one follows */
                 return send_head(x) < 0 ? 0 : len;
         }
         if (buf[0] == ' ' || buf[0] == '\t' || !(colon = memchr(buf, ':', l)))
-                return len;   /* folded or malformed: dropped */
+                return len; /* folded or malformed: dropped */
         name_len = (size_t)(colon - buf);
         if (name_len == 12 && strncasecmp(buf, "content-type", 12) == 0 && !x->metering) {
                 const char *v = colon + 1;
                 while (*v == ' ')
                         v++;
                 x->metering = true;
-                dm_vendor_meter_init(&x->meter, x->c->p->provider,
-                                     strncasecmp(v, "text/event-stream", 17) == 0);
+                dm_vendor_meter_init(&x->meter, x->c->p->provider, strncasecmp(v, "text/event-stream", 17) == 0);
         }
         if (!dm_vendor_response_header_keep(buf, name_len))
                 return len;
@@ -644,8 +644,7 @@ static bool serve_one(struct conn *c, CURL *curl, struct dm_buf *in, bool first)
         case DM_VENDOR_TOKEN_WRONG:
                 refuse(&x, 403, "permission_error", "wrong token: this is not the token of this run");
                 goto out;
-        case DM_VENDOR_TOKEN_OK:
-                break;
+        case DM_VENDOR_TOKEN_OK: break;
         }
         if (!(path = dm_vendor_route(p->provider, p->cred.auth, x.req.method, x.req.target))) {
                 refuse(&x, 403, "forbidden", "%s %s is not a model endpoint", x.method, x.path);
@@ -704,7 +703,7 @@ static void refuse_conn(void *owner, int fd, enum dm_listener_refusal why)
 
 static void proxy_free(struct dm_vendor_proxy *p)
 {
-        dm_listener_free(p->listener);   /* first: it joins every thread that uses p */
+        dm_listener_free(p->listener); /* first: it joins every thread that uses p */
         if (p->log_fd >= 0)
                 close(p->log_fd);
         dm_vendor_cred_release(&p->cred);
@@ -806,8 +805,7 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
         lc.max_conns = p->max_conns;
         r = dm_listener_new(&lc, &conf->bind, &p->listener);
         if (r < 0) {
-                dm_error_set(err, r, "vendor proxy: listen on %s:%u: %s", a, ntohs(conf->bind.sin_port),
-                             strerror(-r));
+                dm_error_set(err, r, "vendor proxy: listen on %s:%u: %s", a, ntohs(conf->bind.sin_port), strerror(-r));
                 goto fail;
         }
         r = dm_listener_start(p->listener);

@@ -29,16 +29,16 @@ enum dm_vendor {
 /* How the credential goes upstream. */
 enum dm_vendor_auth {
         DM_VENDOR_AUTH_NONE = 0,
-        DM_VENDOR_AUTH_API_KEY,   /* Anthropic: x-api-key; OpenAI: Authorization: Bearer */
-        DM_VENDOR_AUTH_OAUTH,     /* Anthropic: Authorization: Bearer + anthropic-beta: oauth-2025-04-20 */
-        DM_VENDOR_AUTH_CHATGPT,   /* OpenAI via a ChatGPT login: Bearer + chatgpt-account-id */
+        DM_VENDOR_AUTH_API_KEY, /* Anthropic: x-api-key; OpenAI: Authorization: Bearer */
+        DM_VENDOR_AUTH_OAUTH,   /* Anthropic: Authorization: Bearer + anthropic-beta: oauth-2025-04-20 */
+        DM_VENDOR_AUTH_CHATGPT, /* OpenAI via a ChatGPT login: Bearer + chatgpt-account-id */
 };
 
 struct dm_vendor_cred {
         enum dm_vendor_auth auth;
-        char *secret;       /* owned; key or access token */
-        char *account_id;   /* owned; DM_VENDOR_AUTH_CHATGPT only */
-        char source[128];   /* where it came from, for logs: "ANTHROPIC_API_KEY", "~/.codex/auth.json"... */
+        char *secret;     /* owned; key or access token */
+        char *account_id; /* owned; DM_VENDOR_AUTH_CHATGPT only */
+        char source[128]; /* where it came from, for logs: "ANTHROPIC_API_KEY", "~/.codex/auth.json"... */
 };
 
 /* Loads the host's credential for provider, in this order:
@@ -74,16 +74,16 @@ const char *dm_vendor_prices_path(void);
 
 struct dm_vendor_conf {
         enum dm_vendor provider;
-        struct sockaddr_in bind;      /* port 0: the kernel picks */
-        const char *upstream;         /* base URL without trailing slash; NULL: the provider's (and the
+        struct sockaddr_in bind;    /* port 0: the kernel picks */
+        const char *upstream;       /* base URL without trailing slash; NULL: the provider's (and the
                                        * ChatGPT backend for DM_VENDOR_AUTH_CHATGPT). http:// is for tests. */
-        const char *token;            /* the per-run token the agent presents; required; copied */
-        struct dm_vendor_cred cred;   /* copied; the caller still owns and releases its own */
-        const char *usage_path;       /* usage.json, rewritten (tmp + rename) after each response; NULL: none */
-        const char *log_path;         /* one line per request decision, O_APPEND; NULL: none */
-        const char *prices_path;      /* NULL: dm_vendor_prices_path(); a missing default file only warns */
-        unsigned max_conns;           /* open connections at once; more → 503; 0: 32 */
-        size_t max_body;              /* request body cap; larger → 413; 0: 32 MiB */
+        const char *token;          /* the per-run token the agent presents; required; copied */
+        struct dm_vendor_cred cred; /* copied; the caller still owns and releases its own */
+        const char *usage_path;     /* usage.json, rewritten (tmp + rename) after each response; NULL: none */
+        const char *log_path;       /* one line per request decision, O_APPEND; NULL: none */
+        const char *prices_path;    /* NULL: dm_vendor_prices_path(); a missing default file only warns */
+        unsigned max_conns;         /* open connections at once; more → 503; 0: 32 */
+        size_t max_body;            /* request body cap; larger → 413; 0: 32 MiB */
         /* The run's spending cap in USD (0: none). Once the priced usage
          * reaches it, every further request is refused (402 billing_error
          * naming the cap and DEMESNE_AGENT_MAX_USD) and on_cap is called
@@ -105,23 +105,23 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
 void dm_vendor_address(const struct dm_vendor_proxy *p, struct sockaddr_in *ret);
 
 struct dm_vendor_tokens {
-        uint64_t input;         /* uncached input tokens */
+        uint64_t input; /* uncached input tokens */
         uint64_t output;
         uint64_t cache_read;
         uint64_t cache_write;
-        uint64_t requests;      /* responses that reported usage */
+        uint64_t requests; /* responses that reported usage */
         double cost_usd;
 };
 
 struct dm_vendor_model_usage {
-        char *model;            /* owned */
+        char *model; /* owned */
         struct dm_vendor_tokens tokens;
-        bool priced;            /* false: no price table entry matched; cost 0 */
+        bool priced; /* false: no price table entry matched; cost 0 */
 };
 
 struct dm_vendor_usage {
         struct dm_vendor_tokens total;
-        struct dm_vendor_model_usage *models;   /* owned, n_models entries, in first-seen order */
+        struct dm_vendor_model_usage *models; /* owned, n_models entries, in first-seen order */
         size_t n_models;
 };
 

@@ -104,12 +104,10 @@ static int write_file(const char *path, const char *data, size_t len, struct dm_
 static const char *egress_words(const struct dm_policy *p)
 {
         switch (p ? p->mode : DM_EGRESS_NONE) {
-        case DM_EGRESS_OPEN:
-                return "open: you can reach the internet (not the host)";
+        case DM_EGRESS_OPEN: return "open: you can reach the internet (not the host)";
         case DM_EGRESS_PACKAGE_MANAGERS:
                 return "package registries only (npm, PyPI, Debian, Go), through the proxy in HTTP_PROXY";
-        default:
-                return "none: only your model's API is reachable; nothing can be downloaded";
+        default: return "none: only your model's API is reachable; nothing can be downloaded";
         }
 }
 
@@ -178,7 +176,8 @@ static int write_launcher(const char *path, enum dm_vendor provider, const char 
                               "mkdir -p \"$HOME/.claude\"\n"
                               "cp " AGENT_DIR "/instructions.md \"$HOME/.claude/CLAUDE.md\"\n"
                               "export IS_SANDBOX=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 "
-                              "DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 CLAUDE_CODE_MAX_RETRIES=${CLAUDE_CODE_MAX_RETRIES:-3}\n"
+                              "DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 "
+                              "CLAUDE_CODE_MAX_RETRIES=${CLAUDE_CODE_MAX_RETRIES:-3}\n"
                               "exec claude -p --output-format stream-json --verbose --dangerously-skip-permissions%s%s "
                               "< " AGENT_DIR "/prompt.txt\n",
                               model ? " --model " : "", model ? model : "");
@@ -216,8 +215,8 @@ struct run_state {
         char token[65];
         struct dm_vendor_proxy *proxy;
         char usage_path[PATH_MAX];
-        double max_usd;                 /* DEMESNE_AGENT_MAX_USD */
-        struct dm_cancel limit;         /* fired by the proxy at the spending cap: ends the run */
+        double max_usd;         /* DEMESNE_AGENT_MAX_USD */
+        struct dm_cancel limit; /* fired by the proxy at the spending cap: ends the run */
 };
 
 static void on_cap(void *userdata)
@@ -247,7 +246,7 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
         struct run_state *st = userdata;
         char ip[INET_ADDRSTRLEN], log_path[PATH_MAX];
         const char *up = getenv(st->provider == DM_VENDOR_ANTHROPIC ? "DEMESNE_VENDOR_UPSTREAM_ANTHROPIC"
-                                                                     : "DEMESNE_VENDOR_UPSTREAM_OPENAI");
+                                                                    : "DEMESNE_VENDOR_UPSTREAM_OPENAI");
         char **env;
         size_t n = 0;
         int r;
@@ -256,7 +255,8 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
         snprintf(log_path, sizeof(log_path), "%s/vendor.log", output_dir);
         struct dm_vendor_conf conf = {
                 .provider = st->provider,
-                .bind = { .sin_family = AF_INET, .sin_port = htons(DM_EGRESS_VENDOR_PORT),
+                .bind = { .sin_family = AF_INET,
+                          .sin_port = htons(DM_EGRESS_VENDOR_PORT),
                           .sin_addr.s_addr = net->host_addr },
                 .upstream = up && *up ? up : NULL,
                 .token = st->token,
@@ -322,8 +322,7 @@ static int answer_line(void *userdata, char *line, size_t len)
                 a->answer = strdup(json_object_get_string(v));
         } else if (a->provider == DM_VENDOR_OPENAI && !strcmp(type, "item.completed") &&
                    json_object_object_get_ex(o, "item", &item) && json_object_object_get_ex(item, "type", &v) &&
-                   !strcmp(json_object_get_string(v), "agent_message") &&
-                   json_object_object_get_ex(item, "text", &v)) {
+                   !strcmp(json_object_get_string(v), "agent_message") && json_object_object_get_ex(item, "text", &v)) {
                 free(a->answer);
                 a->answer = strdup(json_object_get_string(v));
         }
@@ -360,8 +359,8 @@ static int open_transcript(int dirfd, const char *outdir)
         }
         if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
                 return fd;
-        snprintf(tmp, sizeof(tmp), ".transcript.%02x%02x%02x%02x%02x%02x.tmp", rnd[0], rnd[1], rnd[2], rnd[3],
-                 rnd[4], rnd[5]);
+        snprintf(tmp, sizeof(tmp), ".transcript.%02x%02x%02x%02x%02x%02x.tmp", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
+                 rnd[5]);
         snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
         if (linkat(AT_FDCWD, proc, dirfd, tmp, AT_SYMLINK_FOLLOW) < 0 ||
             renameat(dirfd, tmp, dirfd, "transcript.jsonl") < 0) {
@@ -386,8 +385,7 @@ static json_object *usage_json(const struct dm_vendor_usage *u)
                 json_object_object_add(e, "input_tokens", json_object_new_int64((int64_t)m->tokens.input));
                 json_object_object_add(e, "output_tokens", json_object_new_int64((int64_t)m->tokens.output));
                 json_object_object_add(e, "cache_read_tokens", json_object_new_int64((int64_t)m->tokens.cache_read));
-                json_object_object_add(e, "cache_write_tokens",
-                                       json_object_new_int64((int64_t)m->tokens.cache_write));
+                json_object_object_add(e, "cache_write_tokens", json_object_new_int64((int64_t)m->tokens.cache_write));
                 json_object_object_add(e, "requests", json_object_new_int64((int64_t)m->tokens.requests));
                 json_object_object_add(e, "cost_usd", json_object_new_double(m->tokens.cost_usd));
                 json_object_object_add(e, "priced", json_object_new_boolean(m->priced));
@@ -456,8 +454,8 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         r = dm_mkdir_p(dir, 0700, err);
         if (r < 0)
                 goto out;
-        snprintf(dir, sizeof(dir), "%s/.agents/%02x%02x%02x%02x%02x%02x", ctx->cfg.output_root, rnd[0], rnd[1],
-                 rnd[2], rnd[3], rnd[4], rnd[5]);
+        snprintf(dir, sizeof(dir), "%s/.agents/%02x%02x%02x%02x%02x%02x", ctx->cfg.output_root, rnd[0], rnd[1], rnd[2],
+                 rnd[3], rnd[4], rnd[5]);
         if (mkdir(dir, 0755) < 0) {
                 r = dm_error_set(err, -errno, "cannot create '%s': %s", dir, strerror(errno));
                 goto out;
@@ -511,8 +509,9 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                 /* Whether the proxy's refusal ended the CLI or the runner
                  * stopped it, the run fails with the cap's sentence. */
                 if (dm_vendor_cap_reached(st.proxy, &spent) && r != -ECANCELED)
-                        r = dm_error_set(err, -EDQUOT, "spending cap of $%.6g reached (DEMESNE_AGENT_MAX_USD): the "
-                                                       "agent was stopped after $%.4f of model use; usage in '%s'",
+                        r = dm_error_set(err, -EDQUOT,
+                                         "spending cap of $%.6g reached (DEMESNE_AGENT_MAX_USD): the "
+                                         "agent was stopped after $%.4f of model use; usage in '%s'",
                                          st.max_usd, spent, st.usage_path);
                 dm_vendor_stop(st.proxy);
                 st.proxy = NULL;

@@ -34,15 +34,15 @@ int dm_agent_pick_provider(const char *model, enum dm_vendor *ret, struct dm_err
 
 struct dm_agent_request {
         const char *prompt;
-        const char *model;                      /* NULL: the provider's default */
-        const char *preamble;                   /* NULL: the built-in one */
-        const char *const *success_criteria;    /* NULL-terminated; may be NULL */
-        const char *output_path;                /* where the agent must write its deliverable, or NULL */
-        const char *output_format;              /* e.g. "markdown", "json"; or NULL */
-        const char *const *files;               /* host inputs -> /in */
+        const char *model;                   /* NULL: the provider's default */
+        const char *preamble;                /* NULL: the built-in one */
+        const char *const *success_criteria; /* NULL-terminated; may be NULL */
+        const char *output_path;             /* where the agent must write its deliverable, or NULL */
+        const char *output_format;           /* e.g. "markdown", "json"; or NULL */
+        const char *const *files;            /* host inputs -> /in */
         const char *const *dirs;
-        const struct dm_policy *policy;         /* egress of the sandbox; the vendor proxy is always reachable */
-        bool research;                          /* sandbox_research: says so in the instructions */
+        const struct dm_policy *policy; /* egress of the sandbox; the vendor proxy is always reachable */
+        bool research;                  /* sandbox_research: says so in the instructions */
         int64_t timeout_s;
         struct dm_cancel *cancel;
         int (*on_output)(void *userdata, int stream, const char *data, size_t len);
@@ -52,20 +52,20 @@ struct dm_agent_request {
 };
 
 struct dm_agent_result {
-        char *run_id, *output_dir;              /* owned */
+        char *run_id, *output_dir; /* owned */
         int exit_code;
         bool timed_out, cancelled;
         int64_t duration_ms;
-        char *result;                           /* the agent's final answer (owned; may be "") */
-        char *stderr_text;                      /* owned */
+        char *result;      /* the agent's final answer (owned; may be "") */
+        char *stderr_text; /* owned */
         size_t stderr_len;
         bool stderr_truncated;
-        const char *provider;                   /* "anthropic" / "openai" */
-        const char *model;                      /* as asked, or the provider's default */
+        const char *provider; /* "anthropic" / "openai" */
+        const char *model;    /* as asked, or the provider's default */
         double cost_usd;
-        json_object *usage;                     /* owned: {input_tokens, output_tokens, cache_read_tokens,
+        json_object *usage; /* owned: {input_tokens, output_tokens, cache_read_tokens,
                                                  * cache_write_tokens, per_model{}} */
-        bool output_exists;                     /* output_path was given and the file is there */
+        bool output_exists; /* output_path was given and the file is there */
 };
 
 int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, struct dm_agent_result *res,

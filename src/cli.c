@@ -47,7 +47,9 @@ static int set_log_file(const char *cmd, const char *path)
 
         if (r < 0) {
                 fprintf(stderr, "demesne %s: --log-file '%s': %s\n", cmd, path,
-                        r == -ELOOP ? "is a symlink (not followed)" : r == -EINVAL || r == -EISDIR ? "not a regular file" : strerror(-r));
+                        r == -ELOOP                    ? "is a symlink (not followed)"
+                        : r == -EINVAL || r == -EISDIR ? "not a regular file"
+                                                       : strerror(-r));
                 return -1;
         }
         return 0;
@@ -74,7 +76,8 @@ static const char serve_usage[] =
         "(initialize) and 2026-07-28 (per-request _meta). Without --http, on stdin/stdout,\n"
         "one message per line; with --http, as Streamable HTTP at http://ADDR:PORT/mcp.\n"
         "Logs go to stderr, or with --log-file to that file (MCP clients often hide a\n"
-        "server's stderr); stdout carries JSON-RPC only. Ends on stdin EOF (stdio), SIGTERM or SIGINT after cancelling\n"
+        "server's stderr); stdout carries JSON-RPC only. Ends on stdin EOF (stdio), SIGTERM or SIGINT after "
+        "cancelling\n"
         "every call and removing every container it made.\n"
         "\n"
         "  --log-level LEVEL          debug, info (default), warning or error\n"
@@ -123,8 +126,18 @@ static int parse_count(const char *opt, const char *arg, unsigned *ret)
 
 int dm_cli_serve(int argc, char **argv)
 {
-        enum { O_TOKEN = 256, O_HOST, O_ORIGIN, O_SESSIONS, O_STREAMS, O_SESSION_STREAMS, O_CONNS, O_CONNS_IP,
-               O_IDLE, O_REQUEST_TIMEOUT };
+        enum {
+                O_TOKEN = 256,
+                O_HOST,
+                O_ORIGIN,
+                O_SESSIONS,
+                O_STREAMS,
+                O_SESSION_STREAMS,
+                O_CONNS,
+                O_CONNS_IP,
+                O_IDLE,
+                O_REQUEST_TIMEOUT
+        };
         static const struct option opts[] = {
                 { "log-level", required_argument, NULL, 'l' },
                 { "log-file", required_argument, NULL, 'L' },
@@ -172,9 +185,7 @@ int dm_cli_serve(int argc, char **argv)
                         r = parse_count("--max-connections-per-ip", optarg, &http.max_connections_per_ip);
                         break;
                 case O_IDLE: r = parse_count("--session-idle-timeout", optarg, &http.session_idle_s); break;
-                case O_REQUEST_TIMEOUT:
-                        r = parse_count("--request-timeout", optarg, &http.request_timeout_s);
-                        break;
+                case O_REQUEST_TIMEOUT: r = parse_count("--request-timeout", optarg, &http.request_timeout_s); break;
                 case 'h':
                         fputs(serve_usage, stdout);
                         r = 1;
@@ -321,11 +332,15 @@ static int push(const char ***v, size_t *n, const char *s)
 int dm_cli_run(int argc, char **argv)
 {
         static const struct option opts[] = {
-                { "image", required_argument, NULL, 'i' }, { "file", required_argument, NULL, 'f' },
-                { "dir", required_argument, NULL, 'd' },   { "env", required_argument, NULL, 'e' },
-                { "timeout", required_argument, NULL, 't' }, { "quiet", no_argument, NULL, 'q' },
+                { "image", required_argument, NULL, 'i' },
+                { "file", required_argument, NULL, 'f' },
+                { "dir", required_argument, NULL, 'd' },
+                { "env", required_argument, NULL, 'e' },
+                { "timeout", required_argument, NULL, 't' },
+                { "quiet", no_argument, NULL, 'q' },
                 { "log-file", required_argument, NULL, 'L' },
-                { "help", no_argument, NULL, 'h' },        { 0 },
+                { "help", no_argument, NULL, 'h' },
+                { 0 },
         };
         const char **files = NULL, **dirs = NULL, **env = NULL;
         size_t n_files = 0, n_dirs = 0, n_env = 0;
@@ -344,8 +359,14 @@ int dm_cli_run(int argc, char **argv)
         while ((c = getopt_long(argc, argv, "+i:f:d:e:t:qh", opts, NULL)) != -1) {
                 switch (c) {
                 case 'i': image = optarg; break;
-                case 'f': if (push(&files, &n_files, optarg) < 0) return 1; break;
-                case 'd': if (push(&dirs, &n_dirs, optarg) < 0) return 1; break;
+                case 'f':
+                        if (push(&files, &n_files, optarg) < 0)
+                                return 1;
+                        break;
+                case 'd':
+                        if (push(&dirs, &n_dirs, optarg) < 0)
+                                return 1;
+                        break;
                 case 'e':
                         if (!strchr(optarg, '=') || optarg[0] == '=') {
                                 fprintf(stderr, "demesne run: --env wants KEY=VALUE, not '%s'\n", optarg);
@@ -358,7 +379,8 @@ int dm_cli_run(int argc, char **argv)
                         errno = 0;
                         timeout = strtol(optarg, &end, 10);
                         if (errno || *end || timeout < 1 || timeout > 172800) {
-                                fprintf(stderr, "demesne run: --timeout wants seconds from 1 to 172800, not '%s'\n", optarg);
+                                fprintf(stderr, "demesne run: --timeout wants seconds from 1 to 172800, not '%s'\n",
+                                        optarg);
                                 return 2;
                         }
                         break;
@@ -455,7 +477,10 @@ static void check_dir(const char *what, const char *path, unsigned mode)
         char msg[2 * DM_ERROR_MSG_MAX];
         bool good = dm_mkdir_p(path, mode, &err) >= 0 && access(path, W_OK) == 0;
 
-        snprintf(msg, sizeof(msg), "'%s'%s%s", path, good ? "" : " - ", good ? "" : err.msg[0] ? err.msg : strerror(errno));
+        snprintf(msg, sizeof(msg), "'%s'%s%s", path, good ? "" : " - ",
+                 good         ? ""
+                 : err.msg[0] ? err.msg
+                              : strerror(errno));
         check(good, what, msg, "make it writable, or point the variable elsewhere");
 }
 
@@ -548,10 +573,11 @@ int dm_cli_doctor(int argc, char **argv)
                 no_netns = dm_context_backend(&ctx, &nb, &ne) >= 0 && !dm_backend_can(nb, DM_CAP_HOST_NETNS);
         }
         check(true, geteuid() == 0 ? "privileges: running as root" : "privileges: rootless",
-              geteuid() == 0 ? (no_netns ? "limits and egress are the backend's own, enforced by its server"
-                                        : "memory and pids limits, and egress policies (a veth per sandbox), are available")
-                             : "rootless Podman ignores memory/pids limits on cgroup v1, and egress other than "
-                               "none needs root",
+              geteuid() == 0
+                      ? (no_netns ? "limits and egress are the backend's own, enforced by its server"
+                                  : "memory and pids limits, and egress policies (a veth per sandbox), are available")
+                      : "rootless Podman ignores memory/pids limits on cgroup v1, and egress other than "
+                        "none needs root",
               NULL);
         {
                 const char *pool_s = getenv("DEMESNE_SANDBOX_SUBNET");
@@ -589,7 +615,8 @@ int dm_cli_doctor(int argc, char **argv)
                         unsigned cap;
                         const char *what;
                 } lacks[] = {
-                        { DM_CAP_SHIM, "demesne-shim (commands go through the backend's exec; no demesne seccomp filter)" },
+                        { DM_CAP_SHIM,
+                          "demesne-shim (commands go through the backend's exec; no demesne seccomp filter)" },
                         { DM_CAP_ATTACH, "attach (sandbox_script runs as one exec in an idle sandbox)" },
                         { DM_CAP_EXEC_STDIN, "stdin for commands (sandbox_exec refuses 'stdin': upload the input)" },
                         { DM_CAP_HOST_NETNS, "a network namespace on this host (egress is none or the backend's own)" },
@@ -609,8 +636,9 @@ int dm_cli_doctor(int argc, char **argv)
                 check_userns(&ctx, b);
                 for (size_t i = 0; i < sizeof(lacks) / sizeof(lacks[0]); i++)
                         if (!(b->ops->caps & lacks[i].cap))
-                                len += (size_t)snprintf(missing + len, len < sizeof(missing) ? sizeof(missing) - len : 0,
-                                                        "%s%s", len ? "; " : "", lacks[i].what);
+                                len += (size_t)snprintf(missing + len,
+                                                        len < sizeof(missing) ? sizeof(missing) - len : 0, "%s%s",
+                                                        len ? "; " : "", lacks[i].what);
                 if (len)
                         check(true, "what this backend lacks", missing, NULL);
                 const char *ab = getenv("DEMESNE_IMAGES_AUTOBUILD");
@@ -633,19 +661,18 @@ int dm_cli_doctor(int argc, char **argv)
 
 /* ---- images ------------------------------------------------------------------ */
 
-static const char images_usage[] =
-        "Usage: demesne images build [--force] [NAME...|--all]\n"
-        "       demesne images list\n"
-        "\n"
-        "Images are built from Debian packages and npm packages with no container\n"
-        "registry: base with mmdebstrap, the others on top of it (npm packages are\n"
-        "fetched on the host against lock files). Each is tagged :latest and with a\n"
-        "hash of its inputs; an image whose inputs did not change is not rebuilt\n"
-        "unless --force is given. A tool call that names a missing image builds it.\n"
-        "\n"
-        "Images: base python node go browser media twine webgamedev claude-code codex\n"
-        "`list` shows each image's reference, inputs tag, size and state (built,\n"
-        "stale: why, or missing).\n";
+static const char images_usage[] = "Usage: demesne images build [--force] [NAME...|--all]\n"
+                                   "       demesne images list\n"
+                                   "\n"
+                                   "Images are built from Debian packages and npm packages with no container\n"
+                                   "registry: base with mmdebstrap, the others on top of it (npm packages are\n"
+                                   "fetched on the host against lock files). Each is tagged :latest and with a\n"
+                                   "hash of its inputs; an image whose inputs did not change is not rebuilt\n"
+                                   "unless --force is given. A tool call that names a missing image builds it.\n"
+                                   "\n"
+                                   "Images: base python node go browser media twine webgamedev claude-code codex\n"
+                                   "`list` shows each image's reference, inputs tag, size and state (built,\n"
+                                   "stale: why, or missing).\n";
 
 static struct dm_cancel cli_cancel = { .fd = -1 };
 

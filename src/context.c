@@ -279,8 +279,7 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
 
                 for (const char *p = ctx->cfg.output_root; p && *p; p++)
                         h = (h ^ (unsigned char)*p) * 1099511628211ull;
-                snprintf(ctx->root_label, sizeof(ctx->root_label), "%s=%016llx", DM_LABEL_ROOT,
-                         (unsigned long long)h);
+                snprintf(ctx->root_label, sizeof(ctx->root_label), "%s=%016llx", DM_LABEL_ROOT, (unsigned long long)h);
         }
         pthread_mutex_init(&ctx->lock, NULL);
         pthread_mutex_init(&ctx->shim_lock, NULL);
@@ -445,9 +444,9 @@ void dm_context_release(struct dm_context *ctx)
 #define REMOVE_MAX_PASSES 64
 
 struct remove_walk {
-        int top;            /* the tree's top directory, once open */
-        unsigned seq;       /* names for the parts moved up */
-        unsigned moved;     /* parts moved up in this pass */
+        int top;        /* the tree's top directory, once open */
+        unsigned seq;   /* names for the parts moved up */
+        unsigned moved; /* parts moved up in this pass */
 };
 
 /* Removes name below parent: everything by directory fd and unlinkat, so a

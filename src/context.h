@@ -28,12 +28,12 @@ struct dm_proxy;
 struct dm_context {
         struct dm_config cfg;
         struct dm_allowed_roots roots;
-        struct dm_jobs *jobs;           /* background jobs of this server */
-        char owner[96];                 /* boot id + pid + start time */
-        char owner_label[128];          /* "demesne.owner=<owner>" */
-        char root_label[64];            /* "demesne.root=<hash of the output root>" */
+        struct dm_jobs *jobs;  /* background jobs of this server */
+        char owner[96];        /* boot id + pid + start time */
+        char owner_label[128]; /* "demesne.owner=<owner>" */
+        char root_label[64];   /* "demesne.root=<hash of the output root>" */
 
-        pthread_mutex_t lock;           /* guards backend and the reap queue */
+        pthread_mutex_t lock; /* guards backend and the reap queue */
         struct dm_backend *backend;
         pthread_cond_t reap_cond;
         struct dm_reap_item *reap_head;
@@ -41,15 +41,15 @@ struct dm_context {
         pthread_t reaper;
         bool reaper_started;
         int reap_busy;
-        bool orphans_pending;           /* the reaper sweeps dead servers' containers */
-        bool warm_pending;              /* the reaper opens the engine */
+        bool orphans_pending; /* the reaper sweeps dead servers' containers */
+        bool warm_pending;    /* the reaper opens the engine */
 
-        pthread_mutex_t egress_lock;    /* guards proxy */
-        struct dm_proxy *proxy;         /* the egress proxy, made on first use (src/egress.c) */
-        bool nat_done;                  /* the pool's source NAT is in place */
+        pthread_mutex_t egress_lock; /* guards proxy */
+        struct dm_proxy *proxy;      /* the egress proxy, made on first use (src/egress.c) */
+        bool nat_done;               /* the pool's source NAT is in place */
 
-        pthread_mutex_t shim_lock;      /* guards shims */
-        struct dm_sandbox_shim *shims;  /* persistent sandboxes' shim sockets (src/sandbox.c) */
+        pthread_mutex_t shim_lock;     /* guards shims */
+        struct dm_sandbox_shim *shims; /* persistent sandboxes' shim sockets (src/sandbox.c) */
 };
 
 /* Loads the config, resolves the allowed roots, computes the owner. */

@@ -144,7 +144,7 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
         /* dm_egress_default is what the server decides; its reasons, spelled out. */
         if (!strcmp(egress, "none"))
                 no_net = geteuid() != 0 ? "demesne does not run as root (rootless egress is not there yet)"
-                         : !b ? "no engine"
+                         : !b           ? "no engine"
                          : !(b->ops->caps & DM_CAP_HOST_NETNS) ? "the backend's containers are not on this host"
                                                                : "demesne-shim is off (DEMESNE_SHIM=off)";
         if (no_net) {
@@ -186,8 +186,7 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
         }
         if (b)
                 feature(t, dm_launch_use_shim(ctx, b), "seccomp filter (demesne-shim)",
-                        dm_launch_use_shim(ctx, b) ? "on"
-                                                   : "off: the engine's default seccomp profile only");
+                        dm_launch_use_shim(ctx, b) ? "on" : "off: the engine's default seccomp profile only");
 }
 
 /* Prints s as the body of a JSON string, which is also a TOML basic string:
@@ -243,7 +242,8 @@ void dm_doctor_client_config(const struct dm_context *ctx)
                 snprintf(self, sizeof(self), "demesne");
         else
                 self[n] = '\0';
-        puts("\nclient configuration (logs: add --log-file PATH after `serve` to keep them; clients often hide stderr)");
+        puts("\nclient configuration (logs: add --log-file PATH after `serve` to keep them; clients often hide "
+             "stderr)");
         puts("\n# Claude Code:");
         printf("claude mcp add demesne");
         for (int i = 0; i < 2; i++)

@@ -13,8 +13,8 @@
 
 /* What the check lines report back to cli.c's counters. */
 struct dm_doctor_tally {
-        int problems;           /* PROBLEM lines */
-        int unavailable;        /* features the schema advertises that cannot work here */
+        int problems;    /* PROBLEM lines */
+        int unavailable; /* features the schema advertises that cannot work here */
 };
 
 /* "account: root (uid 0)" / "account: alice (uid 1000, not root)". */

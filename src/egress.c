@@ -33,8 +33,13 @@ struct dm_egress_run {
 /* The public PyPI, conda and Go module proxy hosts: package-managers gets
  * them whatever the image says. */
 static const char *const builtin_package_hosts[] = {
-        "pypi.org", "files.pythonhosted.org", "repo.anaconda.com", "conda.anaconda.org", "proxy.golang.org",
-        "sum.golang.org", NULL,
+        "pypi.org",
+        "files.pythonhosted.org",
+        "repo.anaconda.com",
+        "conda.anaconda.org",
+        "proxy.golang.org",
+        "sum.golang.org",
+        NULL,
 };
 
 /* For an image built before images/build.sh labelled its hosts. */
@@ -202,7 +207,8 @@ static int start_proxy(struct dm_context *ctx, const struct dm_policy *policy, c
                             dm_io_strerror(logfd));
         struct dm_proxy_sandbox_conf conf = {
                 .id = e->tag,
-                .listen = { .sin_family = AF_INET, .sin_port = htons(DM_EGRESS_PROXY_PORT),
+                .listen = { .sin_family = AF_INET,
+                            .sin_port = htons(DM_EGRESS_PROXY_PORT),
                             .sin_addr.s_addr = e->net.host_addr },
                 .source = { .s_addr = e->net.peer_addr },
                 .policy = &pp,
@@ -309,16 +315,15 @@ static int pool_checked(struct dm_context *ctx, const struct dm_cidr *pool, stru
         return r;
 }
 
-int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, const char *owner,
-                    int pid, const char *image_hosts, const char *outdir, struct dm_egress_run **ret,
-                    struct dm_error *err)
+int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, const char *owner, int pid,
+                    const char *image_hosts, const char *outdir, struct dm_egress_run **ret, struct dm_error *err)
 {
         return dm_egress_start_vendor(ctx, policy, tag, owner, pid, image_hosts, outdir, 0, ret, err);
 }
 
-int dm_egress_start_vendor(struct dm_context *ctx, const struct dm_policy *policy, const char *tag,
-                           const char *owner, int pid, const char *image_hosts, const char *outdir,
-                           uint16_t vendor_port, struct dm_egress_run **ret, struct dm_error *err)
+int dm_egress_start_vendor(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, const char *owner,
+                           int pid, const char *image_hosts, const char *outdir, uint16_t vendor_port,
+                           struct dm_egress_run **ret, struct dm_error *err)
 {
         struct dm_egress_run *e;
         struct dm_cidr *routes = NULL;
@@ -329,8 +334,9 @@ int dm_egress_start_vendor(struct dm_context *ctx, const struct dm_policy *polic
 
         *ret = NULL;
         if (geteuid() != 0)
-                return dm_error_set(err, -EPERM, "%s needs demesne running as root with a rootful engine (it makes "
-                                                 "a veth pair per sandbox)",
+                return dm_error_set(err, -EPERM,
+                                    "%s needs demesne running as root with a rootful engine (it makes "
+                                    "a veth pair per sandbox)",
                                     vendor_port ? "an agent's vendor proxy" : "egress other than 'none'");
         r = dm_cidr_parse(pool_s && *pool_s ? pool_s : DM_NETLINK_POOL_DEFAULT, &pool, err);
         if (r >= 0)

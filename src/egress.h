@@ -43,16 +43,15 @@ bool dm_egress_backend_open(struct dm_backend *b, const struct dm_policy *policy
  * run or sandbox (interface alias, logs), owner the server ("-" for a
  * persistent sandbox), and outdir the host directory that gets egress.log.
  * On error nothing is left behind. */
-int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, const char *owner,
-                    int pid, const char *image_hosts, const char *outdir, struct dm_egress_run **ret,
-                    struct dm_error *err);
+int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, const char *owner, int pid,
+                    const char *image_hosts, const char *outdir, struct dm_egress_run **ret, struct dm_error *err);
 /* The same, with TCP to vendor_port on the host-side address let through
  * as well (an agent run's vendor proxy; 0 = none). The pair is made even
  * for the policy none, whose sandbox then reaches that port and nothing
  * else. */
-int dm_egress_start_vendor(struct dm_context *ctx, const struct dm_policy *policy, const char *tag,
-                           const char *owner, int pid, const char *image_hosts, const char *outdir,
-                           uint16_t vendor_port, struct dm_egress_run **ret, struct dm_error *err);
+int dm_egress_start_vendor(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, const char *owner,
+                           int pid, const char *image_hosts, const char *outdir, uint16_t vendor_port,
+                           struct dm_egress_run **ret, struct dm_error *err);
 
 /* For a sandbox a later server adopts: the pair and the filter are still
  * there (they live with the container); only the proxy listener comes back. */

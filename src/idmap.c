@@ -142,8 +142,8 @@ static int range_userns(unsigned uid, unsigned gid, struct dm_error *err)
 static int mount_idmapped(const char *src, const char *stage, int userns_fd)
 {
         struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY, .userns_fd = (__u64)userns_fd };
-        _cleanup_close_ int t = (int)syscall(SYS_open_tree, AT_FDCWD, src,
-                                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        _cleanup_close_ int t =
+                (int)syscall(SYS_open_tree, AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 
         if (t < 0 || syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0 ||
             syscall(SYS_move_mount, t, "", AT_FDCWD, stage, MOVE_MOUNT_F_EMPTY_PATH) < 0)

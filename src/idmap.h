@@ -28,9 +28,9 @@
 #include "src/util/error.h"
 
 struct dm_idmap {
-        char *dir;              /* the staging directory */
-        char **src;             /* the inputs' host paths */
-        char **stage;           /* where each is mounted */
+        char *dir;    /* the staging directory */
+        char **src;   /* the inputs' host paths */
+        char **stage; /* where each is mounted */
         size_t n;
 };
 

@@ -24,21 +24,20 @@ extern char **environ;
 
 const struct dm_image_info dm_images[] = {
         { "base", true, true, "Debian bookworm with bash, coreutils, curl, git" },
-        { "python", true, true,
-          "python3 with pip, numpy, pandas, scipy, matplotlib" },
+        { "python", true, true, "python3 with pip, numpy, pandas, scipy, matplotlib" },
         { "node", true, true, "Node.js 22 and npm" },
         { "go", true, true, "the Go toolchain" },
-        { "browser", true, true,
-          "headless Chromium with Playwright, React, Vite" },
+        { "browser", true, true, "headless Chromium with Playwright, React, Vite" },
         { "media", true, true, "ffmpeg, ImageMagick, vips, sox" },
         { "twine", true, true, "a Twee compiler with story formats and Chromium" },
-        { "webgamedev", true, true,
-          "Phaser + Vite + TypeScript template, Chromium" },
+        { "webgamedev", true, true, "Phaser + Vite + TypeScript template, Chromium" },
         { "claude-code", true, false, "the Claude Code CLI (agents)" },
         { "codex", true, false, "the Codex CLI (agents)" },
 };
 const size_t dm_images_count = sizeof(dm_images) / sizeof(dm_images[0]);
-const char *const dm_image_names[] = { "base", "python", "node", "go", "browser", "media", "twine", "webgamedev", NULL };
+const char *const dm_image_names[] = {
+        "base", "python", "node", "go", "browser", "media", "twine", "webgamedev", NULL
+};
 /* Accepted but not listed in the schemas: the alias, and the agent CLIs'
  * images (sandbox_agent's, usable by hand, e.g. to check a CLI's version). */
 const char *const dm_image_aliases[] = { "anaconda", "claude-code", "codex", NULL };
@@ -131,8 +130,8 @@ int dm_image_require(struct dm_backend *b, const struct dm_image_info *img, cons
         if (exists)
                 return 0;
         if (!img->buildable || (autobuild && strcmp(autobuild, "0") == 0))
-                return dm_error_set(err, -ENOENT, "image '%s' is not built: run `demesne images build %s`",
-                                    img->name, img->name);
+                return dm_error_set(err, -ENOENT, "image '%s' is not built: run `demesne images build %s`", img->name,
+                                    img->name);
         dm_image_engine(b, engine, host, sizeof(host));
         log_info("image %s is missing: building it now (first use)", img->name);
         if (watch && watch->on_line) {
@@ -143,7 +142,8 @@ int dm_image_require(struct dm_backend *b, const struct dm_image_info *img, cons
         }
         r = dm_images_build(names, false, engine[0] ? engine : NULL, host[0] ? host : NULL, watch, err);
         if (r < 0)
-                return r == -ECANCELED ? r : dm_error_wrap(err, "image '%s' was missing and building it failed", img->name);
+                return r == -ECANCELED ? r
+                                       : dm_error_wrap(err, "image '%s' was missing and building it failed", img->name);
         r = b->ops->image_exists(b, dm_image_ref(img), &exists, err);
         if (r < 0)
                 return dm_error_wrap(err, "look up image '%s'", img->name);
@@ -333,8 +333,8 @@ int dm_images_build(const char *const *names, bool force, const char *engine, co
                         if (dm_image_lookup(names[i], &img, err) < 0)
                                 return -EINVAL;
                         if (!img->buildable)
-                                return dm_error_set(err, -ENOTSUP, "image '%s' cannot be built by this version of demesne",
-                                                    img->name);
+                                return dm_error_set(err, -ENOTSUP,
+                                                    "image '%s' cannot be built by this version of demesne", img->name);
                         args[n++] = img->name;
                 }
         }

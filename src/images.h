@@ -13,9 +13,9 @@
 #include "src/util/error.h"
 
 struct dm_image_info {
-        const char *name;       /* "python" */
-        bool buildable;         /* images/build.sh knows it */
-        bool tool_image;        /* in the tools' `image` enum (the agent CLIs' images are not) */
+        const char *name; /* "python" */
+        bool buildable;   /* images/build.sh knows it */
+        bool tool_image;  /* in the tools' `image` enum (the agent CLIs' images are not) */
         const char *summary;
 };
 
@@ -24,7 +24,7 @@ struct dm_image_info {
 struct dm_image_build_watch {
         void (*on_line)(void *userdata, const char *line);
         void *userdata;
-        struct dm_cancel *cancel;       /* may be NULL */
+        struct dm_cancel *cancel; /* may be NULL */
 };
 
 /* Every image demesne knows, in build order; dm_image_names are the ones

@@ -24,8 +24,8 @@
 #define DM_INPUTS_MAX 128
 
 struct dm_inputs_stage {
-        char dir[PATH_MAX - 64];        /* "" until the first staged mount */
-        int fds[DM_INPUTS_MAX];          /* the checked inputs, O_PATH */
+        char dir[PATH_MAX - 64]; /* "" until the first staged mount */
+        int fds[DM_INPUTS_MAX];  /* the checked inputs, O_PATH */
         size_t n;
 };
 

@@ -19,16 +19,16 @@ struct dm_job {
         struct dm_jobs *jobs;
         char id[32];
         char tool[32];
-        char parent[32];                /* "" for a top-level job */
+        char parent[32]; /* "" for a top-level job */
         enum dm_job_status status;
-        int64_t t0, t_end;              /* monotonic ms */
-        json_object *final;             /* the result with job_id and status; NULL while running */
+        int64_t t0, t_end;  /* monotonic ms */
+        json_object *final; /* the result with job_id and status; NULL while running */
         char error[1024];
         struct dm_cancel cancel;
         char tail[DM_JOB_TAIL];
         size_t tail_len;
         uint64_t output_bytes;
-        bool thread_done;               /* the thread no longer touches this job */
+        bool thread_done; /* the thread no longer touches this job */
 
         dm_job_fn fn;
         dm_job_done_fn done;
@@ -39,10 +39,10 @@ struct dm_job {
 
 struct dm_jobs {
         pthread_mutex_t lock;
-        pthread_cond_t changed;         /* a job ended or a thread finished; CLOCK_MONOTONIC */
+        pthread_cond_t changed; /* a job ended or a thread finished; CLOCK_MONOTONIC */
         struct dm_job *head;
         size_t n;
-        int threads;                    /* job threads still running */
+        int threads; /* job threads still running */
         bool shutting_down;
 };
 
@@ -165,8 +165,8 @@ static void *job_main(void *arg)
         return NULL;
 }
 
-int dm_jobs_start(struct dm_jobs *jobs, const char *tool, const char *parent_id, dm_job_fn fn,
-                  dm_job_done_fn done, void *userdata, void (*free_userdata)(void *), char ret_id[32])
+int dm_jobs_start(struct dm_jobs *jobs, const char *tool, const char *parent_id, dm_job_fn fn, dm_job_done_fn done,
+                  void *userdata, void (*free_userdata)(void *), char ret_id[32])
 {
         struct dm_job *job = calloc(1, sizeof(*job));
         unsigned char rnd[6];
@@ -221,9 +221,18 @@ int dm_jobs_start(struct dm_jobs *jobs, const char *tool, const char *parent_id,
         return 0;
 }
 
-struct dm_cancel *dm_job_cancel_signal(struct dm_job *job) { return &job->cancel; }
-const char *dm_job_id(const struct dm_job *job) { return job->id; }
-const char *dm_job_tool(const struct dm_job *job) { return job->tool; }
+struct dm_cancel *dm_job_cancel_signal(struct dm_job *job)
+{
+        return &job->cancel;
+}
+const char *dm_job_id(const struct dm_job *job)
+{
+        return job->id;
+}
+const char *dm_job_tool(const struct dm_job *job)
+{
+        return job->tool;
+}
 
 void dm_job_add_output(struct dm_job *job, int stream, const char *data, size_t len)
 {

@@ -14,8 +14,8 @@
 #include "src/util/cancel.h"
 
 #define DM_JOB_KEEP_MS (3600 * 1000)
-#define DM_JOB_MAX 1024            /* running + finished; the oldest finished go first */
-#define DM_JOB_TAIL 4096           /* bytes of stdout kept for sandbox_status */
+#define DM_JOB_MAX 1024  /* running + finished; the oldest finished go first */
+#define DM_JOB_TAIL 4096 /* bytes of stdout kept for sandbox_status */
 
 enum dm_job_status {
         DM_JOB_RUNNING,
@@ -31,8 +31,8 @@ struct dm_jobs;
 /* The work of a job, run on its own thread. It returns what the final
  * result shows (owned by the job afterwards) and sets *ret_status; on a
  * failure of demesne itself it returns NULL and fills error. */
-typedef json_object *(*dm_job_fn)(struct dm_job *job, void *userdata, enum dm_job_status *ret_status,
-                                  char *error, size_t error_len);
+typedef json_object *(*dm_job_fn)(struct dm_job *job, void *userdata, enum dm_job_status *ret_status, char *error,
+                                  size_t error_len);
 /* Called once when a job ends (from the job's thread), e.g. to notify the
  * client. has_exit tells whether the result carried an exit_code. */
 typedef void (*dm_job_done_fn)(struct dm_job *job, enum dm_job_status status, bool has_exit, int exit_code,
@@ -46,8 +46,8 @@ void dm_jobs_free(struct dm_jobs *jobs);
 /* Starts fn on a new thread. parent_id may be NULL. userdata is freed with
  * free_userdata (may be NULL) when the job ends. -EAGAIN when DM_JOB_MAX
  * jobs are running. On success *ret_id (caller's buffer of 32) holds the id. */
-int dm_jobs_start(struct dm_jobs *jobs, const char *tool, const char *parent_id, dm_job_fn fn,
-                  dm_job_done_fn done, void *userdata, void (*free_userdata)(void *), char ret_id[32]);
+int dm_jobs_start(struct dm_jobs *jobs, const char *tool, const char *parent_id, dm_job_fn fn, dm_job_done_fn done,
+                  void *userdata, void (*free_userdata)(void *), char ret_id[32]);
 
 /* For the job's own work: its cancel signal, and a place to report output. */
 struct dm_cancel *dm_job_cancel_signal(struct dm_job *job);

@@ -92,8 +92,8 @@ int dm_launch_shim_prepare(const struct dm_context *ctx, const char *dir, struct
         return 0;
 }
 
-int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct dm_shimhost *h,
-                         int64_t deadline_ms, struct dm_launched *ret, struct dm_error *err)
+int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct dm_shimhost *h, int64_t deadline_ms,
+                         struct dm_launched *ret, struct dm_error *err)
 {
         struct dm_container_info info = { 0 };
         int r;
@@ -109,8 +109,9 @@ int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct 
          * may pass for the shim. Without its pid, any peer could. */
         if (info.pid <= 0) {
                 dm_container_info_release(&info);
-                return dm_error_set(err, -EPROTO, "the engine did not say which process is the container's PID 1, "
-                                                  "so demesne-shim cannot be told from a command");
+                return dm_error_set(err, -EPROTO,
+                                    "the engine did not say which process is the container's PID 1, "
+                                    "so demesne-shim cannot be told from a command");
         }
         dm_shimhost_set_peer_pid(h, info.pid);
         if (ret) {
@@ -163,8 +164,7 @@ int dm_launch_userns(struct dm_context *ctx, struct dm_backend *b, struct dm_con
                 return r;
         ret->kind = u.kind;
         switch (u.kind) {
-        case DM_USERNS_ROOTLESS:
-                return 0;
+        case DM_USERNS_ROOTLESS: return 0;
         case DM_USERNS_HOST_ROOT:
                 if (ctx->cfg.allow_host_root)
                         return 0;
@@ -195,8 +195,8 @@ int dm_launch_userns(struct dm_context *ctx, struct dm_backend *b, struct dm_con
         return 0;
 }
 
-int dm_launch_lend(struct dm_backend *b, const char *container_id, struct dm_launch_ids *ids,
-                   const char *const *dirs, struct dm_shimhost *host, struct dm_error *err)
+int dm_launch_lend(struct dm_backend *b, const char *container_id, struct dm_launch_ids *ids, const char *const *dirs,
+                   struct dm_shimhost *host, struct dm_error *err)
 {
         int r;
 

@@ -54,8 +54,8 @@ int dm_launch_shim_prepare(const struct dm_context *ctx, const char *dir, struct
  * directories are lent to it between create and start. */
 struct dm_launch_ids {
         enum dm_userns_kind kind;
-        bool lend;                      /* directories go to uid:gid before start */
-        unsigned uid, gid;              /* known at once for DM_USERNS_DAEMON, else after create */
+        bool lend;         /* directories go to uid:gid before start */
+        unsigned uid, gid; /* known at once for DM_USERNS_DAEMON, else after create */
 };
 
 /* Asks the engine (once) how it maps ids and sets spec->userns_mode. An
@@ -70,8 +70,8 @@ int dm_launch_userns(struct dm_context *ctx, struct dm_backend *b, struct dm_con
 /* After create, before start: gives dirs (NULL-terminated, each the host
  * side of a writable mount) to the container's root, and opens the shim's
  * socket (host may be NULL) to its group. Nothing when ids->lend is false. */
-int dm_launch_lend(struct dm_backend *b, const char *container_id, struct dm_launch_ids *ids,
-                   const char *const *dirs, struct dm_shimhost *host, struct dm_error *err);
+int dm_launch_lend(struct dm_backend *b, const char *container_id, struct dm_launch_ids *ids, const char *const *dirs,
+                   struct dm_shimhost *host, struct dm_error *err);
 
 /* Whether /etc/subuid and /etc/subgid both have a line for user (rootful
  * Podman's userns=auto takes its ranges from "containers"). */
@@ -81,10 +81,10 @@ bool dm_launch_subids_present(const char *user);
  * accepts only the container's PID 1 from now on and waits for its hello
  * until the monotonic deadline_ms. */
 struct dm_launched {
-        int pid;                        /* the container's PID 1 on the host */
-        char package_hosts[2048];       /* the image's label demesne.package-hosts ("" = none) */
+        int pid;                  /* the container's PID 1 on the host */
+        char package_hosts[2048]; /* the image's label demesne.package-hosts ("" = none) */
 };
-int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct dm_shimhost *h,
-                         int64_t deadline_ms, struct dm_launched *ret, struct dm_error *err);
+int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct dm_shimhost *h, int64_t deadline_ms,
+                         struct dm_launched *ret, struct dm_error *err);
 
 #endif

@@ -53,13 +53,13 @@ static int walk(int dirfd, dev_t dev, int depth, int64_t *sum)
                 if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
                         continue;
                 if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        continue;               /* gone since readdir */
+                        continue; /* gone since readdir */
                 *sum += charge(&st);
                 if (!S_ISDIR(st.st_mode) || st.st_dev != dev)
                         continue;
                 fd = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
                 if (fd < 0)
-                        continue;               /* swapped for a symlink, or removed: not followed */
+                        continue; /* swapped for a symlink, or removed: not followed */
                 r = walk(fd, dev, depth + 1, sum);
         }
         closedir(d);
@@ -231,12 +231,12 @@ struct dm_limits_watch {
         int stop_fd, trip_fd;
         int cancel_fd, limit_fd;
         char **trees;
-        char *procs;                    /* the container's cgroup.procs, or NULL */
-        dev_t devs[8];                  /* the trees' file systems */
+        char *procs;   /* the container's cgroup.procs, or NULL */
+        dev_t devs[8]; /* the trees' file systems */
         size_t n_devs;
         int64_t cap, baseline;
-        pthread_mutex_t lock;           /* guards err */
-        struct dm_error err;            /* code != 0 once a limit tripped */
+        pthread_mutex_t lock; /* guards err */
+        struct dm_error err;  /* code != 0 once a limit tripped */
 };
 
 static void trip(struct dm_limits_watch *w, int code, const char *msg)
@@ -272,8 +272,9 @@ static int check_disk(struct dm_limits_watch *w)
         {
                 char why[128];
 
-                snprintf(why, sizeof(why), "the sandbox holds %s (/out, /workspace, its root file system and logs); "
-                                           "the command was stopped",
+                snprintf(why, sizeof(why),
+                         "the sandbox holds %s (/out, /workspace, its root file system and logs); "
+                         "the command was stopped",
                          used);
                 dm_disk_cap_error(&e, w->cap, why);
         }
@@ -334,8 +335,7 @@ static void watch_free(struct dm_limits_watch *w)
         free(w);
 }
 
-int dm_limits_watch_start(const struct dm_limits_watch_conf *conf, struct dm_limits_watch **ret,
-                          struct dm_error *err)
+int dm_limits_watch_start(const struct dm_limits_watch_conf *conf, struct dm_limits_watch **ret, struct dm_error *err)
 {
         struct dm_limits_watch *w = calloc(1, sizeof(*w));
         size_t n = 0;
@@ -469,7 +469,8 @@ bool dm_limits_fsize_hit(int64_t cap, int exit_code, struct dm_error *err)
 {
         if (cap <= 0 || exit_code != 128 + SIGXFSZ)
                 return false;
-        dm_disk_cap_error(err, cap, "a file grew past it and the command was stopped (SIGXFSZ, "
-                                    "file size limit exceeded)");
+        dm_disk_cap_error(err, cap,
+                          "a file grew past it and the command was stopped (SIGXFSZ, "
+                          "file size limit exceeded)");
         return true;
 }

@@ -58,12 +58,12 @@ int dm_disk_cap_error(struct dm_error *err, int64_t cap, const char *why);
 struct dm_limits_watch;
 
 struct dm_limits_watch_conf {
-        const char *const *trees;       /* host directories the command can write; copied */
-        int64_t cap;                    /* bytes; 0 = no disk watch (cancel and limit only) */
-        int cancel_fd;                  /* the caller's cancel (readable = cancelled); -1 = none */
-        int limit_fd;                   /* an outside limit (the vendor proxy's spending cap)
+        const char *const *trees; /* host directories the command can write; copied */
+        int64_t cap;              /* bytes; 0 = no disk watch (cancel and limit only) */
+        int cancel_fd;            /* the caller's cancel (readable = cancelled); -1 = none */
+        int limit_fd;             /* an outside limit (the vendor proxy's spending cap)
                                            fired: readable = stop; -1 = none */
-        int pid;                        /* the container's PID 1 on this host, 0 = unknown: files
+        int pid;                  /* the container's PID 1 on this host, 0 = unknown: files
                                            its processes hold open after unlinking them count
                                            too (they are in no tree) */
 };
@@ -71,8 +71,7 @@ struct dm_limits_watch_conf {
 /* Measures the trees once (the baseline: a sandbox already over its cap may
  * still run commands that free space; it is stopped when it grows) and
  * starts the thread. 0, -ENOMEM, or a pthread/eventfd errno. */
-int dm_limits_watch_start(const struct dm_limits_watch_conf *conf, struct dm_limits_watch **ret,
-                          struct dm_error *err);
+int dm_limits_watch_start(const struct dm_limits_watch_conf *conf, struct dm_limits_watch **ret, struct dm_error *err);
 /* Readable once the command must end: the caller's cancel, the disk cap or
  * the outside limit. Pass it where a cancel fd goes. */
 int dm_limits_watch_fd(const struct dm_limits_watch *w);

@@ -18,24 +18,23 @@ const char *__tsan_default_suppressions(void)
 }
 #endif
 
-static const char usage[] =
-        "Usage: demesne COMMAND [OPTIONS]\n"
-        "\n"
-        "Runs risky work in disposable Linux containers for AI agents (an MCP server).\n"
-        "\n"
-        "Commands:\n"
-        "  serve [--http [ADDR:]PORT]  speak MCP over stdio (what an MCP client starts), or HTTP\n"
-        "  run [OPTIONS] -- CMD  run one command in a fresh sandbox; exit with its code\n"
-        "  doctor                check the container engine, images and privileges\n"
-        "  images build [NAME...|--all] [--force]   build images from Debian packages\n"
-        "  images list           show each image and whether it is built\n"
-        "\n"
-        "Options:\n"
-        "  -h, --help            this text (COMMAND --help for a command's options)\n"
-        "  -V, --version         the version\n"
-        "\n"
-        "Environment: DEMESNE_OUTPUT_ROOT, DEMESNE_ALLOWED_PATHS, DEMESNE_ENGINE_HOST,\n"
-        "DOCKER_HOST, CONTAINER_HOST and more; see demesne(1).\n";
+static const char usage[] = "Usage: demesne COMMAND [OPTIONS]\n"
+                            "\n"
+                            "Runs risky work in disposable Linux containers for AI agents (an MCP server).\n"
+                            "\n"
+                            "Commands:\n"
+                            "  serve [--http [ADDR:]PORT]  speak MCP over stdio (what an MCP client starts), or HTTP\n"
+                            "  run [OPTIONS] -- CMD  run one command in a fresh sandbox; exit with its code\n"
+                            "  doctor                check the container engine, images and privileges\n"
+                            "  images build [NAME...|--all] [--force]   build images from Debian packages\n"
+                            "  images list           show each image and whether it is built\n"
+                            "\n"
+                            "Options:\n"
+                            "  -h, --help            this text (COMMAND --help for a command's options)\n"
+                            "  -V, --version         the version\n"
+                            "\n"
+                            "Environment: DEMESNE_OUTPUT_ROOT, DEMESNE_ALLOWED_PATHS, DEMESNE_ENGINE_HOST,\n"
+                            "DOCKER_HOST, CONTAINER_HOST and more; see demesne(1).\n";
 
 int main(int argc, char **argv)
 {

@@ -159,8 +159,8 @@ int dm_owner_give_back(const char *dir, const struct dm_owner *owner, struct dm_
                 log_warning("giving '%s' back to uid %u: %u entr%s could not be changed", dir, (unsigned)owner->uid,
                             failed, failed == 1 ? "y" : "ies");
         else if (failed)
-                log_debug("giving '%s' back to uid %u: %u entr%s left as they were", dir, (unsigned)owner->uid,
-                          failed, failed == 1 ? "y" : "ies");
+                log_debug("giving '%s' back to uid %u: %u entr%s left as they were", dir, (unsigned)owner->uid, failed,
+                          failed == 1 ? "y" : "ies");
         return 0;
 }
 

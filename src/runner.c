@@ -37,11 +37,11 @@ const char *const dm_kept_caps[] = {
 #define SHIM_READY_MS 30000
 
 struct capture {
-        int fd[3];                      /* [1] stdout.log, [2] stderr.log */
+        int fd[3]; /* [1] stdout.log, [2] stderr.log */
         bool write_failed[3];
         struct dm_headtail ht[3];
         const struct dm_run_request *req;
-        int stop_fd;                    /* the caller's cancel or a limit (src/limits.h) */
+        int stop_fd; /* the caller's cancel or a limit (src/limits.h) */
 };
 
 int dm_run_id_new(char *buf, size_t len)
@@ -53,8 +53,8 @@ int dm_run_id_new(char *buf, size_t len)
         if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
                 return -EIO;
         gmtime_r(&now, &tm);
-        snprintf(buf, len, "run-%04d%02d%02dT%02d%02d%02d-%02x%02x%02x", tm.tm_year + 1900, tm.tm_mon + 1,
-                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, rnd[0], rnd[1], rnd[2]);
+        snprintf(buf, len, "run-%04d%02d%02dT%02d%02d%02d-%02x%02x%02x", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                 tm.tm_hour, tm.tm_min, tm.tm_sec, rnd[0], rnd[1], rnd[2]);
         return 0;
 }
 
@@ -77,8 +77,8 @@ static int on_data(void *userdata, int stream, const char *data, size_t len)
         if (!c->write_failed[stream] && dm_write_all(c->fd[stream], data, len) < 0) {
                 /* Keep running: the result still carries the capped copy. */
                 c->write_failed[stream] = true;
-                log_warning("writing %s.log failed: %s; the file is incomplete",
-                            stream == 1 ? "stdout" : "stderr", strerror(errno));
+                log_warning("writing %s.log failed: %s; the file is incomplete", stream == 1 ? "stdout" : "stderr",
+                            strerror(errno));
         }
         if (c->req->on_output)
                 return c->req->on_output(c->req->userdata, stream, data, len);
@@ -119,8 +119,7 @@ static int pump(struct dm_backend *b, struct dm_stream *s, const char *id, struc
                         slice = now + PROGRESS_INTERVAL_MS;
                 r = dm_stream_pump(s, &sink, cancel_fd, slice, err);
                 if (r == -ETIMEDOUT && slice < deadline) {
-                        req->on_progress(req->userdata, dm_now_ms() - t0,
-                                         cap->ht[1].total + cap->ht[2].total);
+                        req->on_progress(req->userdata, dm_now_ms() - t0, cap->ht[1].total + cap->ht[2].total);
                         continue;
                 }
                 break;
@@ -159,8 +158,7 @@ static void on_tick(void *userdata)
 {
         struct tick *t = userdata;
 
-        t->cap->req->on_progress(t->cap->req->userdata, dm_now_ms() - t->t0,
-                                 t->cap->ht[1].total + t->cap->ht[2].total);
+        t->cap->req->on_progress(t->cap->req->userdata, dm_now_ms() - t->t0, t->cap->ht[1].total + t->cap->ht[2].total);
 }
 
 static void strv_free(char **v)
@@ -202,8 +200,8 @@ static char **env_merge(const char *const *first, const char *const *second)
 /* The command through demesne-shim: it runs under the seccomp filter, and
  * the shim kills its whole process group at the timeout. */
 static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id, struct dm_shimhost *host,
-                    const char *const *argv, struct capture *cap, const struct dm_run_request *req, struct dm_run_result *res,
-                    struct dm_error *err)
+                    const char *const *argv, struct capture *cap, const struct dm_run_request *req,
+                    struct dm_run_result *res, struct dm_error *err)
 {
         struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
         struct tick tick = { .cap = cap };
@@ -264,8 +262,7 @@ static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id
         return 0;
 }
 
-int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res,
-           struct dm_error *err)
+int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res, struct dm_error *err)
 {
         const struct dm_image_info *img;
         struct dm_backend *b;
@@ -320,9 +317,9 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 goto out;
         }
         {
-                struct dm_image_build_watch watch = {
-                        .on_line = req->on_message, .userdata = req->userdata, .cancel = req->cancel
-                };
+                struct dm_image_build_watch watch = { .on_line = req->on_message,
+                                                      .userdata = req->userdata,
+                                                      .cancel = req->cancel };
                 r = dm_image_require(b, img, &watch, err);
         }
         if (r < 0)
@@ -428,8 +425,9 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         } else if (dm_egress_needed(req->policy) || req->vendor_port) {
                 /* Without the shim a command could run before the network is
                  * in place: refuse rather than run it with less. */
-                r = dm_error_set(err, -ENOTSUP, "egress other than 'none' needs demesne-shim, which is off "
-                                                "(DEMESNE_SHIM=off) or which this backend cannot mount");
+                r = dm_error_set(err, -ENOTSUP,
+                                 "egress other than 'none' needs demesne-shim, which is off "
+                                 "(DEMESNE_SHIM=off) or which this backend cannot mount");
                 goto out;
         }
 

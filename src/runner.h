@@ -19,12 +19,12 @@
 #include "src/util/cancel.h"
 
 struct dm_run_request {
-        const char *image;              /* caller's name, e.g. "python" */
-        const char *command;            /* run with bash -c; or: */
-        const char *const *argv;        /* run as is when command is NULL */
-        const char *const *files;       /* resolved host files -> /in/<basename> */
-        const char *const *dirs;        /* resolved host directories -> /in/<basename> */
-        const char *const *env;         /* "K=V" */
+        const char *image;        /* caller's name, e.g. "python" */
+        const char *command;      /* run with bash -c; or: */
+        const char *const *argv;  /* run as is when command is NULL */
+        const char *const *files; /* resolved host files -> /in/<basename> */
+        const char *const *dirs;  /* resolved host directories -> /in/<basename> */
+        const char *const *env;   /* "K=V" */
         int64_t timeout_s;
         const struct dm_policy *policy; /* egress; NULL = none */
         struct dm_cancel *cancel;       /* may be NULL */
@@ -52,7 +52,7 @@ struct dm_run_request {
         uint16_t vendor_port;
         int (*on_network)(void *userdata, const struct dm_netlink *net, const char *output_dir, char ***ret_env,
                           struct dm_error *err);
-        void *network_userdata;         /* on_network's */
+        void *network_userdata; /* on_network's */
         /* Optional: a limit outside the runner (the vendor proxy's spending
          * cap) fires it to end the command; dm_run then fails with
          * -ECONNABORTED "stopped by a limit" and the caller says which. */
@@ -60,19 +60,19 @@ struct dm_run_request {
 };
 
 struct dm_run_result {
-        char *run_id;                   /* owned */
-        char *output_dir;               /* owned */
-        int exit_code;                  /* 128+N when killed by signal N */
+        char *run_id;     /* owned */
+        char *output_dir; /* owned */
+        int exit_code;    /* 128+N when killed by signal N */
         bool timed_out;
         bool cancelled;
         int64_t duration_ms;
-        char *stdout_text;              /* owned, may hold NUL bytes */
+        char *stdout_text; /* owned, may hold NUL bytes */
         size_t stdout_len;
         bool stdout_truncated;
         char *stderr_text;
         size_t stderr_len;
         bool stderr_truncated;
-        uint64_t stdout_bytes;          /* whole stream size */
+        uint64_t stdout_bytes; /* whole stream size */
         uint64_t stderr_bytes;
 };
 
@@ -81,8 +81,7 @@ struct dm_run_result {
  * included); -ECANCELED when cancelled (result still filled); -EDQUOT when
  * the disk cap stopped it (src/limits.h; the output directory stays);
  * else an error. */
-int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *ret,
-           struct dm_error *err);
+int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *ret, struct dm_error *err);
 void dm_run_result_release(struct dm_run_result *res);
 
 /* The capabilities every sandbox keeps (all others are dropped). */

@@ -146,16 +146,20 @@ static int record_read(struct dm_context *ctx, const char *id, struct dm_sandbox
         int r;
 
         if (!valid_id(id))
-                return dm_error_set(err, -ENOENT, "unknown sandbox '%.64s': ids look like sbx-0123456789ab "
-                                                  "(sandbox_list shows the live ones)", id ? id : "");
+                return dm_error_set(err, -ENOENT,
+                                    "unknown sandbox '%.64s': ids look like sbx-0123456789ab "
+                                    "(sandbox_list shows the live ones)",
+                                    id ? id : "");
         r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
         if (r < 0)
                 return r;
         snprintf(path, sizeof(path), "%s/%s.json", dir, id);
         o = json_object_from_file(path);
         if (!o)
-                return dm_error_set(err, -ENOENT, "unknown sandbox '%s': it was destroyed, expired, or never "
-                                                  "existed (sandbox_list shows the live ones)", id);
+                return dm_error_set(err, -ENOENT,
+                                    "unknown sandbox '%s': it was destroyed, expired, or never "
+                                    "existed (sandbox_list shows the live ones)",
+                                    id);
         memset(sb, 0, sizeof(*sb));
         copy_str(o, "sandbox_id", sb->id, sizeof(sb->id));
         copy_str(o, "container", sb->container, sizeof(sb->container));
@@ -206,7 +210,7 @@ struct dm_sandbox_shim {
         struct dm_sandbox_shim *next;
         char id[DM_SANDBOX_ID_LEN];
         struct dm_shimhost *host;
-        struct dm_egress_run *egress;   /* the proxy listener of a sandbox with a network */
+        struct dm_egress_run *egress; /* the proxy listener of a sandbox with a network */
         int refs;
 };
 
@@ -305,7 +309,7 @@ static int shim_add(struct dm_context *ctx, const char *id, struct dm_shimhost *
                 return -ENOMEM;
         snprintf(e->id, sizeof(e->id), "%s", id);
         e->host = host;
-        e->refs = 2;            /* the list's and the caller's */
+        e->refs = 2; /* the list's and the caller's */
         e->next = ctx->shims;
         ctx->shims = e;
         *ret = e;
@@ -352,8 +356,7 @@ static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct d
         if (r < 0) {
                 dm_egress_stop(ctx, egress, false);
                 dm_shimhost_free(host);
-        }
-        else
+        } else
                 log_info("sandbox %s: took its shim over from an earlier server", sb->id);
         return r;
 }
@@ -455,8 +458,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         if (r >= 0)
                 r = dm_image_require(b, img,
                                      &(struct dm_image_build_watch){ .on_line = req->on_message,
-                                                                      .userdata = req->userdata,
-                                                                      .cancel = req->cancel },
+                                                                     .userdata = req->userdata,
+                                                                     .cancel = req->cancel },
                                      err);
         if (r >= 0)
                 r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
@@ -466,7 +469,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 r = dm_error_set(err, -EIO, "no randomness for a sandbox id");
                 goto out;
         }
-        snprintf(sb->id, sizeof(sb->id), "sbx-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+        snprintf(sb->id, sizeof(sb->id), "sbx-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
+                 rnd[5]);
         snprintf(sb->image, sizeof(sb->image), "%s", img->name);
         snprintf(sb->egress, sizeof(sb->egress), "%s", req->egress ? req->egress : "none");
         for (size_t i = 0, len = 0; req->allow && req->allow[i]; i++) {
@@ -478,8 +482,9 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 len += (size_t)n;
         }
         if (need_net && !use_shim) {
-                r = dm_error_set(err, -ENOTSUP, "egress other than 'none' needs demesne-shim, which is off "
-                                                "(DEMESNE_SHIM=off) or which this backend cannot mount");
+                r = dm_error_set(err, -ENOTSUP,
+                                 "egress other than 'none' needs demesne-shim, which is off "
+                                 "(DEMESNE_SHIM=off) or which this backend cannot mount");
                 goto out;
         }
         snprintf(sb->output_dir, sizeof(sb->output_dir), "%.4000s/%s", ctx->cfg.output_root, sb->id);
@@ -556,13 +561,13 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 pthread_mutex_lock(&ctx->shim_lock);
                 r2 = shim_add(ctx, sb->id, host, &entry);
                 if (r2 == 0) {
-                        entry->refs--;                  /* only the list's */
+                        entry->refs--; /* only the list's */
                         entry->egress = egress;
                         egress = NULL;
                 }
                 pthread_mutex_unlock(&ctx->shim_lock);
                 if (r2 < 0)
-                        dm_shimhost_free(host);         /* the next exec takes the socket over */
+                        dm_shimhost_free(host); /* the next exec takes the socket over */
                 host = NULL;
         }
         dm_egress_stop(ctx, egress, false);
@@ -606,8 +611,10 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb
                         dm_shimhost_remove_dir(sb->shim_dir, &e2);
                 record_remove(ctx, id);
                 remove_scratch(sb);
-                return dm_error_set(err, -ENOENT, "unknown sandbox '%s': its container is gone (destroyed, expired, or removed "
-                                                  "by hand)", id);
+                return dm_error_set(err, -ENOENT,
+                                    "unknown sandbox '%s': its container is gone (destroyed, expired, or removed "
+                                    "by hand)",
+                                    id);
         }
         if (r < 0)
                 return r;
@@ -619,8 +626,10 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb
                 r = b->ops->start(b, sb->container, err);
                 /* Its host inputs were staged for its first start only. */
                 if (r < 0)
-                        dm_error_wrap(err, "start sandbox '%s' again (one made with files or directories "
-                                           "cannot be restarted: destroy it and create it anew)", id);
+                        dm_error_wrap(err,
+                                      "start sandbox '%s' again (one made with files or directories "
+                                      "cannot be restarted: destroy it and create it anew)",
+                                      id);
         }
         dm_container_info_release(&info);
         return r;
@@ -729,8 +738,8 @@ static int exec_shim(struct dm_context *ctx, struct dm_backend *b, const struct 
 
         r = shim_get(ctx, b, sb, &e, err);
         if (r == -EBUSY) {
-                log_debug("sandbox %s: its shim is held by another server (%s); using the engine's exec API",
-                          sb->id, err->msg);
+                log_debug("sandbox %s: its shim is held by another server (%s); using the engine's exec API", sb->id,
+                          err->msg);
                 dm_error_clear(err);
                 return 1;
         }
@@ -816,8 +825,9 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
         if (req->stdin_len && !dm_backend_can(b, DM_CAP_EXEC_STDIN)) {
-                r = dm_error_set(err, -EOPNOTSUPP, "the %s backend cannot pass stdin to a command: write the "
-                                                   "input to a file with sandbox_upload and redirect from it",
+                r = dm_error_set(err, -EOPNOTSUPP,
+                                 "the %s backend cannot pass stdin to a command: write the "
+                                 "input to a file with sandbox_upload and redirect from it",
                                  b->ops->name);
                 goto out;
         }

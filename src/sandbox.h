@@ -21,19 +21,19 @@
 #define DM_SANDBOX_ID_LEN 32
 
 struct dm_sandbox {
-        char id[DM_SANDBOX_ID_LEN];     /* "sbx-<12 hex>", also the container's name */
+        char id[DM_SANDBOX_ID_LEN]; /* "sbx-<12 hex>", also the container's name */
         char container[80];
         char image[32];
         char egress[32];
         char output_dir[4096];
         char workspace[4096];
-        char shim_dir[4096];            /* "" when the sandbox runs without demesne-shim */
-        char allow[64 * 262];           /* the caller's allow entries, comma-separated */
-        char net_ifname[16];            /* the veth's host side; "" without a network */
-        uint32_t net_host, net_peer;    /* its /30: the proxy, and the sandbox (network order) */
-        int64_t created_at;             /* unix seconds */
+        char shim_dir[4096];         /* "" when the sandbox runs without demesne-shim */
+        char allow[64 * 262];        /* the caller's allow entries, comma-separated */
+        char net_ifname[16];         /* the veth's host side; "" without a network */
+        uint32_t net_host, net_peer; /* its /30: the proxy, and the sandbox (network order) */
+        int64_t created_at;          /* unix seconds */
         int64_t expires_at;
-        int64_t ttl_s;                  /* what each exec pushes expires_at out by */
+        int64_t ttl_s; /* what each exec pushes expires_at out by */
 };
 
 struct dm_sandbox_create {
@@ -65,8 +65,8 @@ int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_er
 struct dm_sandbox_exec {
         const char *command;
         const char *const *env;
-        const char *workdir;            /* default /out */
-        const char *stdin_data;         /* may be NULL */
+        const char *workdir;    /* default /out */
+        const char *stdin_data; /* may be NULL */
         size_t stdin_len;
         int64_t timeout_s;
         struct dm_cancel *cancel;

@@ -26,9 +26,21 @@ int dm_parse_size(const char *s, int64_t *ret)
                 return -EINVAL;
         switch (*end) {
         case '\0': break;
-        case 'k': case 'K': mul = 1024; end++; break;
-        case 'm': case 'M': mul = 1024 * 1024; end++; break;
-        case 'g': case 'G': mul = 1024LL * 1024 * 1024; end++; break;
+        case 'k':
+        case 'K':
+                mul = 1024;
+                end++;
+                break;
+        case 'm':
+        case 'M':
+                mul = 1024 * 1024;
+                end++;
+                break;
+        case 'g':
+        case 'G':
+                mul = 1024LL * 1024 * 1024;
+                end++;
+                break;
         default: return -EINVAL;
         }
         if (*end == 'b' || *end == 'B')
@@ -52,8 +64,7 @@ static const char *home_dir(void)
         return pw && pw->pw_dir ? pw->pw_dir : "/";
 }
 
-static int env_size(const char *name, int64_t def, int64_t min, int64_t max, int64_t *ret,
-                    struct dm_error *err)
+static int env_size(const char *name, int64_t def, int64_t min, int64_t max, int64_t *ret, struct dm_error *err)
 {
         const char *v = getenv(name);
         int64_t x;
@@ -110,8 +121,8 @@ static int env_decimal(const char *name, double def, double min, double max, con
         errno = 0;
         x = strtod(v, &end);
         if (errno || end == v || *end || !(x >= min && x <= max))
-                return dm_error_set(err, -EINVAL, "%s='%s' is not a number between %g and %g (e.g. %s)", name, v,
-                                    min, max, example);
+                return dm_error_set(err, -EINVAL, "%s='%s' is not a number between %g and %g (e.g. %s)", name, v, min,
+                                    max, example);
         *ret = x;
         return 0;
 }
@@ -179,13 +190,14 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
         cfg->engine_host = getenv("DEMESNE_ENGINE_HOST") ? strdup(getenv("DEMESNE_ENGINE_HOST")) : NULL;
         /* serve --http always wants a token; without these it makes one. */
         cfg->http_token = getenv("DEMESNE_HTTP_TOKEN") && *getenv("DEMESNE_HTTP_TOKEN")
-                                  ? strdup(getenv("DEMESNE_HTTP_TOKEN")) : NULL;
+                                  ? strdup(getenv("DEMESNE_HTTP_TOKEN"))
+                                  : NULL;
         cfg->http_token_file = getenv("DEMESNE_HTTP_TOKEN_FILE") && *getenv("DEMESNE_HTTP_TOKEN_FILE")
-                                       ? strdup(getenv("DEMESNE_HTTP_TOKEN_FILE")) : NULL;
+                                       ? strdup(getenv("DEMESNE_HTTP_TOKEN_FILE"))
+                                       : NULL;
         /* A secret: not handed down to the processes the server starts. */
         unsetenv("DEMESNE_HTTP_TOKEN");
-        if (!cfg->output_root || !cfg->state_dir || !cfg->allowed_paths || !cfg->allow_credential_paths ||
-            !cfg->home) {
+        if (!cfg->output_root || !cfg->state_dir || !cfg->allowed_paths || !cfg->allow_credential_paths || !cfg->home) {
                 dm_config_release(cfg);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }

@@ -28,20 +28,20 @@
 #include "src/util/paths.h"
 #include "src/util/timeutil.h"
 
-#define CONNECT_TIMEOUT_MS 10000   /* default wait for a connection from the shim */
-#define HELLO_TIMEOUT_MS 2000      /* a connection that says nothing is dropped */
+#define CONNECT_TIMEOUT_MS 10000 /* default wait for a connection from the shim */
+#define HELLO_TIMEOUT_MS 2000    /* a connection that says nothing is dropped */
 #define IDLE_MAX (DM_SHIM_SPARE_CONNS + 2)
 #define INLINE_STDIN_MAX (64 * 1024)
-#define KILL_GRACE_MS 2000         /* dm_shim_exec: the shim's own timeout goes first */
+#define KILL_GRACE_MS 2000 /* dm_shim_exec: the shim's own timeout goes first */
 #define DRAIN_AFTER_KILL_MS 5000
 #define HELLO_LEN (DM_SHIM_HDR_LEN + 12)
 
 const char *const dm_shim_container_argv[] = { DM_SHIM_BIN_PATH, NULL };
 
 struct dm_shimhost {
-        pthread_mutex_t lock;   /* guards idle, n_idle, active */
+        pthread_mutex_t lock; /* guards idle, n_idle, active */
         int listen_fd;
-        int dir_fd;             /* holds the flock */
+        int dir_fd; /* holds the flock */
         char *dir;
         char *bin;
         atomic_int peer_pid;
@@ -54,19 +54,19 @@ struct dm_shim_exec {
         struct dm_shimhost *h;
         int fd;
         struct dm_shim_reader rd;
-        uint8_t *frame;         /* the frame being sent */
+        uint8_t *frame; /* the frame being sent */
         size_t frame_len, frame_off;
-        bool frame_owned;       /* frame is malloc'd (EXEC), else points into ctl/chunk */
+        bool frame_owned; /* frame is malloc'd (EXEC), else points into ctl/chunk */
         uint8_t ctl[16];
-        uint8_t *chunk;         /* header + one STDIN payload, allocated when streaming */
+        uint8_t *chunk; /* header + one STDIN payload, allocated when streaming */
         const uint8_t *stdin_p;
         size_t stdin_left;
         bool stdin_stream, stdin_eof_sent, write_closed;
         bool started, exited;
-        int kill_sig;           /* to send when the current frame is through */
+        int kill_sig; /* to send when the current frame is through */
         bool kill_requested, deadline_hit;
         struct dm_shim_result res;
-        size_t rpos, rlen;      /* bytes of rbuf not yet handed on */
+        size_t rpos, rlen; /* bytes of rbuf not yet handed on */
         uint8_t rbuf[DM_SHIM_DATA_MAX];
 };
 
@@ -104,7 +104,8 @@ static int open_private_dir(const char *dir, int *ret_fd, struct dm_error *err)
         if (st.st_uid != geteuid() || (st.st_mode & 0027) || ((st.st_mode & 0050) && st.st_gid == getegid()))
                 return dm_error_set(err, -EPERM,
                                     "'%s' must be a directory of this user that only it can open (mode 0700, or "
-                                    "0750 for a sandbox's group)", dir);
+                                    "0750 for a sandbox's group)",
+                                    dir);
         *ret_fd = TAKE_FD(fd);
         return 0;
 }
@@ -136,8 +137,7 @@ static int bind_socket(int dir_fd, const char *dir, int *ret_fd, struct dm_error
          * not ours to remove. */
         if (fstatat(dir_fd, DM_SHIM_SOCK_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0) {
                 if (!S_ISSOCK(st.st_mode))
-                        return dm_error_set(err, -EEXIST, "'%s/%s' exists and is not a socket", dir,
-                                            DM_SHIM_SOCK_NAME);
+                        return dm_error_set(err, -EEXIST, "'%s/%s' exists and is not a socket", dir, DM_SHIM_SOCK_NAME);
                 if (unlinkat(dir_fd, DM_SHIM_SOCK_NAME, 0) < 0 && errno != ENOENT)
                         return dm_error_set(err, -errno, "cannot remove the old socket in '%s': %s", dir,
                                             strerror(errno));
@@ -308,8 +308,8 @@ static int greet(struct dm_shimhost *h, int fd, int64_t deadline, struct dm_erro
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
                 return -errno;
         if (expect > 0 && cred.pid != expect) {
-                log_debug("shim socket '%s': dropping a connection from pid %d (the shim is %d)", h->dir,
-                          (int)cred.pid, expect);
+                log_debug("shim socket '%s': dropping a connection from pid %d (the shim is %d)", h->dir, (int)cred.pid,
+                          expect);
                 return -EPERM;
         }
         if (deadline > dm_now_ms() + HELLO_TIMEOUT_MS)
@@ -503,8 +503,7 @@ static int on_frame(struct dm_shim_exec *e, const struct dm_shim_frame *f, const
                         break;
                 if (f->len == 0 || !sink || !sink->on_data)
                         return 0;
-                return sink->on_data(sink->userdata, f->type == DM_SHIM_STDOUT ? 1 : 2, (const char *)f->data,
-                                     f->len);
+                return sink->on_data(sink->userdata, f->type == DM_SHIM_STDOUT ? 1 : 2, (const char *)f->data, f->len);
         case DM_SHIM_EXIT:
                 if (!e->started || dm_shim_decode_exit(f, &x) < 0)
                         break;
@@ -522,8 +521,7 @@ static int on_frame(struct dm_shim_exec *e, const struct dm_shim_frame *f, const
  * command started, or exited), 0 when the buffer is used up. Bytes after
  * STARTED stay buffered for the pump, so output of a command that ends at
  * once reaches the sink rather than the start call. */
-static int consume(struct dm_shim_exec *e, const struct dm_stream_sink *sink, bool until_started,
-                   struct dm_error *err)
+static int consume(struct dm_shim_exec *e, const struct dm_stream_sink *sink, bool until_started, struct dm_error *err)
 {
         while (e->rpos < e->rlen) {
                 struct dm_shim_frame f;
@@ -537,8 +535,7 @@ static int consume(struct dm_shim_exec *e, const struct dm_stream_sink *sink, bo
                         return r;
                 /* Nothing may follow the exit status. */
                 if (e->exited)
-                        return e->rpos == e->rlen ? 1
-                                                  : dm_error_set(err, -EPROTO, "the shim sent data after the exit");
+                        return e->rpos == e->rlen ? 1 : dm_error_set(err, -EPROTO, "the shim sent data after the exit");
                 if (until_started && e->started)
                         return 1;
         }
@@ -640,13 +637,15 @@ int dm_shim_exec_start(struct dm_shimhost *h, const struct dm_shim_request *req,
         }
         r = dm_shim_exec_encode(&m, &frame, &frame_len);
         if (r == -E2BIG)
-                return dm_error_set(err, r, "command too large for the shim: at most %d arguments, %d "
+                return dm_error_set(err, r,
+                                    "command too large for the shim: at most %d arguments, %d "
                                     "environment entries, %d bytes each and %d bytes in all",
                                     DM_SHIM_MAX_ARGS, DM_SHIM_MAX_ENV, DM_SHIM_MAX_STR, DM_SHIM_EXEC_MAX);
         if (r < 0)
-                return dm_error_set(err, r, r == -ENOMEM ? "out of memory"
-                                            : "bad command: empty argv[0], an environment entry without "
-                                              "'NAME=', or a relative working directory");
+                return dm_error_set(err, r,
+                                    r == -ENOMEM ? "out of memory"
+                                                 : "bad command: empty argv[0], an environment entry without "
+                                                   "'NAME=', or a relative working directory");
 
         if (deadline_ms <= 0)
                 deadline_ms = dm_now_ms() + CONNECT_TIMEOUT_MS;

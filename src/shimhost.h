@@ -82,16 +82,16 @@ void dm_shimhost_set_peer_pid(struct dm_shimhost *h, int pid);
 int dm_shimhost_wait_ready(struct dm_shimhost *h, int64_t deadline_ms, struct dm_error *err);
 
 struct dm_shim_request {
-        const char *const *argv;        /* required; argv[0] is looked up in the command's PATH */
-        const char *const *env;         /* "K=V" on top of the container's environment; may be NULL */
-        const char *cwd;                /* absolute; NULL = the container's WorkingDir */
-        const void *stdin_data;         /* NULL: stdin is /dev/null. Else the bytes, then EOF; */
-        size_t stdin_len;               /* the buffer must stay valid until the exec is freed */
-        int64_t timeout_ms;             /* enforced by the shim (result timed_out); 0 = none */
+        const char *const *argv; /* required; argv[0] is looked up in the command's PATH */
+        const char *const *env;  /* "K=V" on top of the container's environment; may be NULL */
+        const char *cwd;         /* absolute; NULL = the container's WorkingDir */
+        const void *stdin_data;  /* NULL: stdin is /dev/null. Else the bytes, then EOF; */
+        size_t stdin_len;        /* the buffer must stay valid until the exec is freed */
+        int64_t timeout_ms;      /* enforced by the shim (result timed_out); 0 = none */
         const struct dm_shim_rlimit *rlimits;
         size_t n_rlimits;
-        bool clear_env;                 /* start from an empty environment */
-        bool keep_group;                /* leave background processes running after the command
+        bool clear_env;  /* start from an empty environment */
+        bool keep_group; /* leave background processes running after the command
                                            exits (default: its process group is killed with it) */
         /* dm_shim_exec only: called about once a second while the command
          * runs (progress notifications); may be NULL. */
@@ -100,11 +100,11 @@ struct dm_shim_request {
 };
 
 struct dm_shim_result {
-        int exit_code;          /* 0..255; 128+N when killed by signal N */
-        int signal;             /* N, or 0 */
-        bool timed_out;         /* killed at timeout_ms or at the host's deadline */
-        bool killed;            /* killed on request: dm_shim_exec_kill, cancel */
-        int pid;                /* the command's pid inside the container */
+        int exit_code;  /* 0..255; 128+N when killed by signal N */
+        int signal;     /* N, or 0 */
+        bool timed_out; /* killed at timeout_ms or at the host's deadline */
+        bool killed;    /* killed on request: dm_shim_exec_kill, cancel */
+        int pid;        /* the command's pid inside the container */
 };
 
 struct dm_shim_exec;
@@ -127,8 +127,8 @@ int dm_shim_exec_start(struct dm_shimhost *h, const struct dm_shim_request *req,
  * when cancel_fd (-1 = none) is readable, both resumable; the sink's own
  * negative return; -ECONNRESET when the connection ended without an exit
  * status (the container stopped); -EPROTO on a malformed frame. */
-int dm_shim_exec_pump(struct dm_shim_exec *e, const struct dm_stream_sink *sink, int cancel_fd,
-                      int64_t deadline_ms, struct dm_error *err);
+int dm_shim_exec_pump(struct dm_shim_exec *e, const struct dm_stream_sink *sink, int cancel_fd, int64_t deadline_ms,
+                      struct dm_error *err);
 
 /* Sends signo to the command's whole process group, behind any stdin frame
  * in flight. For a SIGKILL while stdin is still being sent, or any signal

@@ -249,7 +249,8 @@ static int download(struct dm_context *ctx, const struct dm_sandbox *sb, const c
         snprintf(env_src, sizeof(env_src), "DM_SRC=%s", src);
         struct dm_sandbox_exec q = {
                 .command = "p=$(realpath -e -- \"$DM_SRC\") || exit 3; [ -f \"$p\" ] || exit 4; printf %s \"$p\"",
-                .env = env, .timeout_s = 30,
+                .env = env,
+                .timeout_s = 30,
         };
         r = dm_sandbox_exec(ctx, sb, &q, &res, err);
         if (r < 0)
@@ -288,7 +289,8 @@ static int download(struct dm_context *ctx, const struct dm_sandbox *sb, const c
         lseek(tar, 0, SEEK_SET);
 
         a = archive_read_new();
-        if (!a || archive_read_support_format_tar(a) != ARCHIVE_OK || archive_read_open_fd(a, tar, 65536) != ARCHIVE_OK) {
+        if (!a || archive_read_support_format_tar(a) != ARCHIVE_OK ||
+            archive_read_open_fd(a, tar, 65536) != ARCHIVE_OK) {
                 r = dm_error_set(err, -EIO, "cannot read the engine's archive");
                 goto done;
         }

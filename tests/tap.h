@@ -32,19 +32,18 @@ static inline __attribute__((format(printf, 2, 3))) int ok(int cond, const char 
         return cond;
 }
 
-#define is_int(got, want, ...)                                                               \
-        do {                                                                                 \
-                long long _g = (long long)(got), _w = (long long)(want);                     \
-                if (!ok(_g == _w, __VA_ARGS__))                                              \
-                        printf("#   got %lld, want %lld\n", _g, _w);                         \
+#define is_int(got, want, ...)                                           \
+        do {                                                             \
+                long long _g = (long long)(got), _w = (long long)(want); \
+                if (!ok(_g == _w, __VA_ARGS__))                          \
+                        printf("#   got %lld, want %lld\n", _g, _w);     \
         } while (0)
 
-#define is_str(got, want, ...)                                                               \
-        do {                                                                                 \
-                const char *_g = (got), *_w = (want);                                        \
-                if (!ok(_g && _w && strcmp(_g, _w) == 0, __VA_ARGS__))                       \
-                        printf("#   got '%s', want '%s'\n", _g ? _g : "(null)",              \
-                               _w ? _w : "(null)");                                          \
+#define is_str(got, want, ...)                                                                       \
+        do {                                                                                         \
+                const char *_g = (got), *_w = (want);                                                \
+                if (!ok(_g && _w && strcmp(_g, _w) == 0, __VA_ARGS__))                               \
+                        printf("#   got '%s', want '%s'\n", _g ? _g : "(null)", _w ? _w : "(null)"); \
         } while (0)
 
 static inline void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -80,8 +80,8 @@ int dm_http_parse_listen(const char *spec, struct sockaddr_storage *ret, socklen
                 struct sockaddr_in *s4 = (struct sockaddr_in *)ret;
                 if (inet_pton(AF_INET, addr, &s4->sin_addr) != 1)
                         return dm_error_set(err, -EINVAL,
-                                            "--http '%s': '%s' is not an IPv4 address (names are not looked up)",
-                                            spec, addr);
+                                            "--http '%s': '%s' is not an IPv4 address (names are not looked up)", spec,
+                                            addr);
                 s4->sin_family = AF_INET;
                 s4->sin_port = htons(port);
                 *ret_len = sizeof(*s4);
@@ -182,8 +182,7 @@ bool dm_http_host_allowed(const char *host_header, const char *const *allowed_ho
         return in_list(host, allowed_hosts);
 }
 
-bool dm_http_origin_allowed(const char *origin, const char *const *allowed_hosts,
-                            const char *const *allowed_origins)
+bool dm_http_origin_allowed(const char *origin, const char *const *allowed_hosts, const char *const *allowed_origins)
 {
         const char *authority;
         char host[256];
@@ -198,7 +197,7 @@ bool dm_http_origin_allowed(const char *origin, const char *const *allowed_hosts
         else if (strncasecmp(origin, "https://", 8) == 0)
                 authority = origin + 8;
         else
-                return false;   /* "null", file:, chrome-extension:, garbage */
+                return false; /* "null", file:, chrome-extension:, garbage */
         if (dm_http_host_part(authority, strlen(authority), host, sizeof(host)) < 0)
                 return false;
         /* An Origin names a page, so its host must be one of ours even when

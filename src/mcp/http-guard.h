@@ -38,8 +38,7 @@ bool dm_http_host_allowed(const char *host_header, const char *const *allowed_ho
 /* Whether an Origin header may talk to us: an http(s) origin whose host is
  * an allowed host (any port), or an exact entry of allowed_origins ("*"
  * allows any). "null" and anything malformed are refused. */
-bool dm_http_origin_allowed(const char *origin, const char *const *allowed_hosts,
-                            const char *const *allowed_origins);
+bool dm_http_origin_allowed(const char *origin, const char *const *allowed_hosts, const char *const *allowed_origins);
 
 /* Constant-time comparison: the time depends only on want_len, never on
  * where the first difference is or on the length of the guess. */

@@ -30,37 +30,37 @@ struct MHD_Connection;
 struct dm_mcp_session;
 
 enum stream_mode {
-        STREAM_NONE = 0,        /* answered at once, as JSON */
-        STREAM_SSE,             /* text/event-stream: notifications, then the response */
-        STREAM_JSON,            /* application/json, held until the response is there */
+        STREAM_NONE = 0, /* answered at once, as JSON */
+        STREAM_SSE,      /* text/event-stream: notifications, then the response */
+        STREAM_JSON,     /* application/json, held until the response is there */
 };
 
 struct http_exchange {
         atomic_int refs;
         struct dm_http *h;
-        struct http_session *session;   /* legacy: the session it routes through */
-        struct dm_mcp_session *ephemeral; /* 2026-07-28: a session of its own */
-        char *id;                       /* the request id as JSON text, NULL for a GET stream */
-        char *progress_token;           /* as JSON text, or NULL */
-        struct http_exchange *next;     /* in session->exchanges; guarded by h->lock */
-        bool registered;                /* in session->exchanges; guarded by h->lock */
-        bool counted;                   /* holds a stream slot; guarded by h->lock */
-        struct http_session *slot_session; /* whose slot it holds */
+        struct http_session *session;                /* legacy: the session it routes through */
+        struct dm_mcp_session *ephemeral;            /* 2026-07-28: a session of its own */
+        char *id;                                    /* the request id as JSON text, NULL for a GET stream */
+        char *progress_token;                        /* as JSON text, or NULL */
+        struct http_exchange *next;                  /* in session->exchanges; guarded by h->lock */
+        bool registered;                             /* in session->exchanges; guarded by h->lock */
+        bool counted;                                /* holds a stream slot; guarded by h->lock */
+        struct http_session *slot_session;           /* whose slot it holds */
         struct http_exchange *all_next, **all_pprev; /* h->streams, while counted */
 
-        pthread_mutex_t lock;           /* guards what follows */
+        pthread_mutex_t lock; /* guards what follows */
         enum stream_mode mode;
-        struct dm_buf out;              /* framed bytes waiting for the reader */
+        struct dm_buf out; /* framed bytes waiting for the reader */
         size_t out_pos;
-        char *final;                    /* the response, raw JSON, once it came */
+        char *final; /* the response, raw JSON, once it came */
         size_t final_len;
-        int final_error;                /* its error code, 0 for a result */
-        unsigned dropped;               /* notifications a slow reader lost */
-        bool final_framed;              /* moved into out */
-        bool aborted;                   /* end the stream without a response */
+        int final_error;   /* its error code, 0 for a result */
+        unsigned dropped;  /* notifications a slow reader lost */
+        bool final_framed; /* moved into out */
+        bool aborted;      /* end the stream without a response */
         bool client_gone;
-        int wake_fd;                    /* eventfd: something to send, or abort */
-        int sock_fd;                    /* the connection, watched for hang-up */
+        int wake_fd; /* eventfd: something to send, or abort */
+        int sock_fd; /* the connection, watched for hang-up */
         unsigned keepalive_ms;
 };
 
@@ -69,13 +69,13 @@ struct http_session {
         struct http_session *next;
         char id[33];
         struct dm_mcp_session *mcp;
-        int refs;                       /* table + exchanges + streams; guarded by h->lock */
-        struct http_exchange *exchanges;/* POSTs waiting for their response */
-        struct http_exchange *get;      /* the GET stream, if one is open */
+        int refs;                        /* table + exchanges + streams; guarded by h->lock */
+        struct http_exchange *exchanges; /* POSTs waiting for their response */
+        struct http_exchange *get;       /* the GET stream, if one is open */
         unsigned n_streams;
-        int busy;                       /* requests in progress: not idle */
+        int busy; /* requests in progress: not idle */
         int64_t last_used_ms;
-        bool listed;                    /* in h->sessions: new requests find it */
+        bool listed; /* in h->sessions: new requests find it */
 };
 
 /* One TCP connection, for the request deadline (libmicrohttpd's own
@@ -83,7 +83,7 @@ struct http_session {
 struct http_conn {
         struct http_conn *next, **pprev;
         int fd;
-        int64_t deadline_ms;            /* 0 = none (a request is being answered) */
+        int64_t deadline_ms; /* 0 = none (a request is being answered) */
 };
 
 struct dm_http {
@@ -91,10 +91,10 @@ struct dm_http {
         struct dm_http_options opt;
         char *token;
         size_t token_len;
-        bool token_made;                /* by the server: written to token_path */
+        bool token_made; /* by the server: written to token_path */
         char *token_path;
         struct stat token_st;
-        const char **hosts;             /* allowed Host names, NULL-terminated */
+        const char **hosts; /* allowed Host names, NULL-terminated */
         char bind_host[64];
         struct MHD_Daemon *daemon;
         int listen_fd;
@@ -104,7 +104,7 @@ struct dm_http {
         struct http_session *sessions;
         unsigned n_sessions;
         struct http_conn *conns;
-        struct http_exchange *streams;  /* every exchange holding a stream slot */
+        struct http_exchange *streams; /* every exchange holding a stream slot */
         unsigned n_streams;
         bool stopping;
         bool janitor_stop;

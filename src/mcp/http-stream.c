@@ -91,7 +91,8 @@ void dm_http_ex_push(struct http_exchange *ex, const char *json, size_t len, boo
                 } else {
                         ex->aborted = true;
                 }
-        } else if (ex->mode != STREAM_JSON && ex->out.len - ex->out_pos + len + sizeof(pre) + sizeof(post) <= PENDING_MAX) {
+        } else if (ex->mode != STREAM_JSON &&
+                   ex->out.len - ex->out_pos + len + sizeof(pre) + sizeof(post) <= PENDING_MAX) {
                 /* Framed at once: a stream that starts later sends these first. */
                 if (dm_buf_append(&ex->out, pre, sizeof(pre) - 1) < 0 || dm_buf_append(&ex->out, json, len) < 0 ||
                     dm_buf_append(&ex->out, post, sizeof(post) - 1) < 0)

@@ -89,8 +89,8 @@ int dm_http_token_write(const char *dir, const char *name, const char *token, ch
         fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return dm_error_set(err, -errno, "token file '%s/%s': %s", dir, tmp, strerror(errno));
-        if (fchmod(fd, 0600) < 0 || (r = dm_write_all(fd, token, strlen(token))) < 0 || (r = dm_write_all(fd, "\n", 1)) < 0 ||
-            fsync(fd) < 0 || fstat(fd, &st) < 0) {
+        if (fchmod(fd, 0600) < 0 || (r = dm_write_all(fd, token, strlen(token))) < 0 ||
+            (r = dm_write_all(fd, "\n", 1)) < 0 || fsync(fd) < 0 || fstat(fd, &st) < 0) {
                 r = r < 0 ? r : -errno;
                 unlinkat(dfd, tmp, 0);
                 return dm_error_set(err, r, "token file '%s/%s': %s", dir, tmp, strerror(-r));

@@ -111,7 +111,8 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const 
 /* A JSON-RPC error as the body of an HTTP error. id is JSON text or NULL
  * (then there is no "id" member: clients reject "id": null). */
 static enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, const char *id, int code,
-                                     const char *const *extra, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+                                     const char *const *extra, const char *fmt, ...)
+        __attribute__((format(printf, 6, 7)));
 static enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, const char *id, int code,
                                      const char *const *extra, const char *fmt, ...)
 {
@@ -145,22 +146,16 @@ static enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, 
 static unsigned status_for(int error_code, bool modern)
 {
         switch (error_code) {
-        case 0:
-                return MHD_HTTP_OK;
+        case 0: return MHD_HTTP_OK;
         case DM_RPC_PARSE_ERROR:
-        case DM_RPC_INVALID_REQUEST:
-                return MHD_HTTP_BAD_REQUEST;
-        case DM_RPC_METHOD_NOT_FOUND:
-                return modern ? MHD_HTTP_NOT_FOUND : MHD_HTTP_OK;
+        case DM_RPC_INVALID_REQUEST: return MHD_HTTP_BAD_REQUEST;
+        case DM_RPC_METHOD_NOT_FOUND: return modern ? MHD_HTTP_NOT_FOUND : MHD_HTTP_OK;
         case DM_RPC_INVALID_PARAMS:
         case DM_RPC_HEADER_MISMATCH:
         case DM_RPC_MISSING_CLIENT_CAPABILITY:
-        case DM_RPC_UNSUPPORTED_PROTOCOL_VERSION:
-                return modern ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_OK;
-        case DM_RPC_INTERNAL_ERROR:
-                return modern ? MHD_HTTP_INTERNAL_SERVER_ERROR : MHD_HTTP_OK;
-        default:
-                return MHD_HTTP_OK;
+        case DM_RPC_UNSUPPORTED_PROTOCOL_VERSION: return modern ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_OK;
+        case DM_RPC_INTERNAL_ERROR: return modern ? MHD_HTTP_INTERNAL_SERVER_ERROR : MHD_HTTP_OK;
+        default: return MHD_HTTP_OK;
         }
 }
 
@@ -313,7 +308,8 @@ static json_object *meta_of(json_object *params)
 {
         json_object *meta;
 
-        return params && json_object_object_get_ex(params, "_meta", &meta) && json_object_is_type(meta, json_type_object)
+        return params && json_object_object_get_ex(params, "_meta", &meta) &&
+                               json_object_is_type(meta, json_type_object)
                        ? meta
                        : NULL;
 }
@@ -345,7 +341,8 @@ static enum MHD_Result dispatch(struct dm_http *h, struct MHD_Connection *c, str
         info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         ex = dm_http_ex_new(h, info ? info->connect_fd : -1);
         if (!ex)
-                return respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, DM_RPC_INTERNAL_ERROR, NULL, "out of memory");
+                return respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, DM_RPC_INTERNAL_ERROR, NULL,
+                                     "out of memory");
         rq->ex = ex;
         ex->id = json_text(m->id);
         if (meta && json_object_object_get_ex(meta, "progressToken", &tok))
@@ -397,7 +394,7 @@ static enum MHD_Result dispatch(struct dm_http *h, struct MHD_Connection *c, str
 static const char *name_field(const char *method)
 {
         static const char *const table[][2] = {
-                { "tools/call", "name" },   { "prompts/get", "name" }, { "resources/read", "uri" },
+                { "tools/call", "name" },  { "prompts/get", "name" },    { "resources/read", "uri" },
                 { "tasks/get", "taskId" }, { "tasks/update", "taskId" }, { "tasks/cancel", "taskId" },
         };
 
@@ -592,12 +589,16 @@ static enum MHD_Result handle_options(struct MHD_Connection *c)
 {
         const char *req_headers = header(c, "Access-Control-Request-Headers");
         const char *const extra[] = {
-                "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS",
+                "Access-Control-Allow-Methods",
+                "GET, POST, DELETE, OPTIONS",
                 "Access-Control-Allow-Headers",
-                req_headers ? req_headers : "Content-Type, Accept, Authorization, Mcp-Session-Id, MCP-Protocol-Version, "
-                                            "Mcp-Method, Mcp-Name, Last-Event-ID",
-                "Access-Control-Max-Age", "600",
-                "Allow", "GET, POST, DELETE, OPTIONS",
+                req_headers ? req_headers
+                            : "Content-Type, Accept, Authorization, Mcp-Session-Id, MCP-Protocol-Version, "
+                              "Mcp-Method, Mcp-Name, Last-Event-ID",
+                "Access-Control-Max-Age",
+                "600",
+                "Allow",
+                "GET, POST, DELETE, OPTIONS",
                 NULL,
         };
 
@@ -726,8 +727,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- serving ------------------------------------------------------------------------ */
 
-static int setup(struct dm_http *h, const struct dm_http_options *o, struct sockaddr_storage *addr,
-                 socklen_t *addr_len, struct dm_error *err)
+static int setup(struct dm_http *h, const struct dm_http_options *o, struct sockaddr_storage *addr, socklen_t *addr_len,
+                 struct dm_error *err)
 {
         size_t n = 0, extra = 0;
         int r;
@@ -756,7 +757,7 @@ static int setup(struct dm_http *h, const struct dm_http_options *o, struct sock
                 explicit_bzero(made, sizeof(made));
                 if (!o->state_dir)
                         return dm_error_set(err, -EINVAL, "no state directory to write the token to");
-                h->token_made = true;   /* written once the port is known */
+                h->token_made = true; /* written once the port is known */
         }
         if (!h->token)
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -928,16 +929,16 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o
         if (r >= 0 && (r = dm_http_janitor_start(h, &janitor)) < 0)
                 dm_error_set(err, r, "cannot start a thread: %s", strerror(-r));
         if (r >= 0) {
-                h->daemon = MHD_start_daemon(
-                        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ITC |
-                                MHD_USE_ERROR_LOG,
-                        0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-                        MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                        o->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, o->request_timeout_s,
-                        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_THREAD_STACK_SIZE,
-                        (size_t)THREAD_STACK, MHD_OPTION_NOTIFY_COMPLETED, request_done, h,
-                        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
-                        MHD_OPTION_END);
+                h->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                                                     MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+                                             0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+                                             MHD_OPTION_CONNECTION_LIMIT, o->max_connections,
+                                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_connections_per_ip,
+                                             MHD_OPTION_CONNECTION_TIMEOUT, o->request_timeout_s,
+                                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
+                                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)THREAD_STACK,
+                                             MHD_OPTION_NOTIFY_COMPLETED, request_done, h, MHD_OPTION_NOTIFY_CONNECTION,
+                                             on_connection, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_END);
                 if (!h->daemon) {
                         r = dm_error_set(err, -EIO, "libmicrohttpd could not start on %s", o->listen);
                         dm_http_janitor_stop(h, janitor);

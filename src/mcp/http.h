@@ -24,21 +24,21 @@
 struct dm_mcp_server;
 
 struct dm_http_options {
-        const char *listen;                  /* "[ADDR:]PORT", ADDR default 127.0.0.1 */
-        const char *token_file;              /* the token is this file's first line (mode 0600) */
-        const char *token;                   /* else this token; NULL: make one and write it */
-        const char *state_dir;               /* where a token the server made is written */
-        const char *const *allowed_hosts;    /* extra Host names, NULL-terminated; "*" = any */
-        const char *const *allowed_origins;  /* extra exact Origins; "*" = any */
-        size_t max_message;                  /* request body cap (DEMESNE_MAX_MESSAGE) */
-        unsigned max_sessions;               /* legacy sessions at once (503 beyond) */
-        unsigned max_streams;                /* open streams (calls, GET) in the server (429 beyond) */
-        unsigned max_session_streams;        /* ... in one session (429 beyond) */
-        unsigned max_connections;            /* TCP connections (closed at once beyond) */
+        const char *listen;                 /* "[ADDR:]PORT", ADDR default 127.0.0.1 */
+        const char *token_file;             /* the token is this file's first line (mode 0600) */
+        const char *token;                  /* else this token; NULL: make one and write it */
+        const char *state_dir;              /* where a token the server made is written */
+        const char *const *allowed_hosts;   /* extra Host names, NULL-terminated; "*" = any */
+        const char *const *allowed_origins; /* extra exact Origins; "*" = any */
+        size_t max_message;                 /* request body cap (DEMESNE_MAX_MESSAGE) */
+        unsigned max_sessions;              /* legacy sessions at once (503 beyond) */
+        unsigned max_streams;               /* open streams (calls, GET) in the server (429 beyond) */
+        unsigned max_session_streams;       /* ... in one session (429 beyond) */
+        unsigned max_connections;           /* TCP connections (closed at once beyond) */
         unsigned max_connections_per_ip;
-        unsigned session_idle_s;             /* a session unused this long is ended */
-        unsigned request_timeout_s;          /* a request must arrive whole within this */
-        unsigned keepalive_s;                /* comment on a quiet stream this often */
+        unsigned session_idle_s;    /* a session unused this long is ended */
+        unsigned request_timeout_s; /* a request must arrive whole within this */
+        unsigned keepalive_s;       /* comment on a quiet stream this often */
 };
 
 /* The defaults; listen and max_message still have to be set. */

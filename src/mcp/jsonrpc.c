@@ -158,8 +158,8 @@ char *dm_rpc_serialize(json_object *msg, size_t *ret_len)
 {
         size_t len;
         /* PLAIN never emits newlines; NOSLASHESCAPE keeps paths readable. */
-        const char *s = json_object_to_json_string_length(msg, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
-                                                          &len);
+        const char *s =
+                json_object_to_json_string_length(msg, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
         char *copy = s ? malloc(len + 1) : NULL;
 
         if (!copy)

@@ -18,19 +18,19 @@
 #define DM_RPC_UNSUPPORTED_PROTOCOL_VERSION -32022
 
 enum dm_rpc_kind {
-        DM_RPC_INVALID = 0,     /* parse or shape error: see code/message */
+        DM_RPC_INVALID = 0, /* parse or shape error: see code/message */
         DM_RPC_REQUEST,
         DM_RPC_NOTIFICATION,
-        DM_RPC_RESPONSE,        /* a reply from the client to a request of ours */
+        DM_RPC_RESPONSE, /* a reply from the client to a request of ours */
 };
 
 struct dm_rpc_msg {
         enum dm_rpc_kind kind;
-        json_object *root;      /* owned: the whole message */
-        json_object *id;        /* borrowed from root; NULL for notifications */
-        const char *method;     /* borrowed */
-        json_object *params;    /* borrowed, may be NULL */
-        int error_code;         /* for DM_RPC_INVALID */
+        json_object *root;   /* owned: the whole message */
+        json_object *id;     /* borrowed from root; NULL for notifications */
+        const char *method;  /* borrowed */
+        json_object *params; /* borrowed, may be NULL */
+        int error_code;      /* for DM_RPC_INVALID */
         const char *error_message;
 };
 

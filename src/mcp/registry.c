@@ -136,8 +136,8 @@ static json_object *text_block(const char *text)
 json_object *dm_tool_result_ok(json_object *structured)
 {
         json_object *r = json_object_new_object();
-        const char *text = json_object_to_json_string_ext(structured, JSON_C_TO_STRING_PLAIN |
-                                                                              JSON_C_TO_STRING_NOSLASHESCAPE);
+        const char *text =
+                json_object_to_json_string_ext(structured, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 
         json_object_object_add(r, "content", text_block(text));
         json_object_object_add(r, "structuredContent", structured);

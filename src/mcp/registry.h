@@ -19,8 +19,8 @@ struct dm_tool {
         const char *name;
         const char *title;
         const char *description;
-        const char *input_schema;       /* JSON text */
-        const char *output_schema;      /* JSON text, may be NULL */
+        const char *input_schema;  /* JSON text */
+        const char *output_schema; /* JSON text, may be NULL */
         bool read_only, destructive, idempotent, open_world;
         dm_tool_handler handler;
 };

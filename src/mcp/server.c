@@ -38,27 +38,27 @@ struct dm_mcp_session {
         struct dm_mcp_session *next;
 
         /* Guarded by srv->lock. */
-        char version[16];               /* negotiated legacy version, "" before initialize */
+        char version[16]; /* negotiated legacy version, "" before initialize */
         bool initialized;
         bool log_enabled;
         enum dm_log_level log_level;
-        struct dm_call *calls;          /* in flight */
+        struct dm_call *calls; /* in flight */
         int n_calls;
         bool closing;
-        uint64_t id;                    /* names the session to jobs that outlive their call */
-        int refs;                       /* senders outside the lock (dm_mcp_server_notify) */
+        uint64_t id; /* names the session to jobs that outlive their call */
+        int refs;    /* senders outside the lock (dm_mcp_server_notify) */
 };
 
 struct dm_call {
         struct dm_mcp_session *session;
-        json_object *id;                /* owned reference */
-        json_object *progress_token;    /* owned reference, may be NULL */
-        json_object *params;            /* owned reference */
+        json_object *id;             /* owned reference */
+        json_object *progress_token; /* owned reference, may be NULL */
+        json_object *params;         /* owned reference */
         const struct dm_tool *tool;
         bool modern;
         struct dm_cancel cancel;
         double last_progress;
-        double progress_base;           /* added to dm_call_progress values (after notes) */
+        double progress_base; /* added to dm_call_progress values (after notes) */
         int64_t last_note_ms;
         struct dm_call *next;
 };
@@ -84,8 +84,7 @@ static void reply(struct dm_mcp_session *s, json_object *id, json_object *result
         send_msg(s, dm_rpc_result(id, result));
 }
 
-static void reply_error(struct dm_mcp_session *s, json_object *id, int code, const char *message,
-                        json_object *data)
+static void reply_error(struct dm_mcp_session *s, json_object *id, int code, const char *message, json_object *data)
 {
         send_msg(s, dm_rpc_error(id, code, message, data));
 }
@@ -219,8 +218,14 @@ void dm_mcp_server_free(struct dm_mcp_server *srv)
 
 /* ---- the call API for tools ---------------------------------------------- */
 
-struct dm_context *dm_call_context(struct dm_call *call) { return call->session->srv->ctx; }
-struct dm_cancel *dm_call_cancel(struct dm_call *call) { return &call->cancel; }
+struct dm_context *dm_call_context(struct dm_call *call)
+{
+        return call->session->srv->ctx;
+}
+struct dm_cancel *dm_call_cancel(struct dm_call *call)
+{
+        return &call->cancel;
+}
 
 void dm_call_progress(struct dm_call *call, double progress, double total, const char *message)
 {
@@ -282,8 +287,7 @@ static int classify_era(struct dm_mcp_session *s, struct dm_rpc_msg *m)
                 return 0;
         if (!json_object_is_type(v, json_type_string)) {
                 if (m->kind == DM_RPC_REQUEST)
-                        reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "_meta." META_VERSION " must be a string",
-                                    NULL);
+                        reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "_meta." META_VERSION " must be a string", NULL);
                 return -1;
         }
         version = json_object_get_string(v);
@@ -404,7 +408,8 @@ static void handle_tools_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
                 unsigned long off = cur && strncmp(cur, "t:", 2) == 0 ? strtoul(cur + 2, &end, 10) : 0;
 
                 if (!cur || !end || *end || end == cur + 2 || off > n) {
-                        reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "invalid cursor: pass the nextCursor of a previous tools/list", NULL);
+                        reply_error(s, m->id, DM_RPC_INVALID_PARAMS,
+                                    "invalid cursor: pass the nextCursor of a previous tools/list", NULL);
                         return;
                 }
                 start = off;
@@ -486,14 +491,16 @@ static void handle_tools_call(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
         pthread_t th;
         int r;
 
-        if (!m->params || !json_object_object_get_ex(m->params, "name", &v) || !json_object_is_type(v, json_type_string)) {
+        if (!m->params || !json_object_object_get_ex(m->params, "name", &v) ||
+            !json_object_is_type(v, json_type_string)) {
                 reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "tools/call needs params.name (a string)", NULL);
                 return;
         }
         tool = dm_registry_find(json_object_get_string(v));
         if (!tool) {
                 char msg[300];
-                snprintf(msg, sizeof(msg), "unknown tool '%.200s': tools/list names the tools", json_object_get_string(v));
+                snprintf(msg, sizeof(msg), "unknown tool '%.200s': tools/list names the tools",
+                         json_object_get_string(v));
                 reply_error(s, m->id, DM_RPC_INVALID_PARAMS, msg, NULL);
                 return;
         }
@@ -591,14 +598,11 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
 
         dm_rpc_parse(data, len, &m);
         switch (m.kind) {
-        case DM_RPC_INVALID:
-                reply_error(s, m.id, m.error_code, m.error_message, NULL);
-                goto out;
+        case DM_RPC_INVALID: reply_error(s, m.id, m.error_code, m.error_message, NULL); goto out;
         case DM_RPC_RESPONSE:
                 /* We send no requests yet; a stray response is ignored. */
                 goto out;
-        default:
-                break;
+        default: break;
         }
 
         era = classify_era(s, &m);
@@ -639,11 +643,17 @@ out:
 
 /* ---- notifications to a session, from outside a call ---------------------- */
 
-struct dm_mcp_server *dm_call_server(struct dm_call *call) { return call->session->srv; }
-uint64_t dm_call_session_id(struct dm_call *call) { return call->session->id; }
+struct dm_mcp_server *dm_call_server(struct dm_call *call)
+{
+        return call->session->srv;
+}
+uint64_t dm_call_session_id(struct dm_call *call)
+{
+        return call->session->id;
+}
 
-int dm_mcp_server_notify(struct dm_mcp_server *srv, uint64_t session_id, enum dm_log_level level,
-                         const char *method, json_object *params)
+int dm_mcp_server_notify(struct dm_mcp_server *srv, uint64_t session_id, enum dm_log_level level, const char *method,
+                         json_object *params)
 {
         struct dm_mcp_session *target = NULL;
 

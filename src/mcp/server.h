@@ -60,7 +60,7 @@ void dm_call_note(struct dm_call *call, const char *message);
  * by the session's logging/setLevel. Takes ownership of params. */
 struct dm_mcp_server *dm_call_server(struct dm_call *call);
 uint64_t dm_call_session_id(struct dm_call *call);
-int dm_mcp_server_notify(struct dm_mcp_server *srv, uint64_t session_id, enum dm_log_level level,
-                         const char *method, json_object *params);
+int dm_mcp_server_notify(struct dm_mcp_server *srv, uint64_t session_id, enum dm_log_level level, const char *method,
+                         json_object *params);
 
 #endif

@@ -35,7 +35,7 @@ static int send_line(void *transport, json_object *msg)
 
         if (!line)
                 return -ENOMEM;
-        line[len] = '\n';       /* replaces the NUL: one write per message */
+        line[len] = '\n'; /* replaces the NUL: one write per message */
         pthread_mutex_lock(&o->lock);
         if (!o->broken && (r = dm_write_all(o->fd, line, len + 1)) < 0)
                 o->broken = true;

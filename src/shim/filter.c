@@ -32,37 +32,93 @@
  * docs/explanation/seccomp.md for the comparison), and a few it allows. */
 static const char *const denied[] = {
         /* namespaces and mounts */
-        "unshare", "setns",
-        "mount", "umount", "umount2", "pivot_root", "chroot",
-        "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+        "unshare",
+        "setns",
+        "mount",
+        "umount",
+        "umount2",
+        "pivot_root",
+        "chroot",
+        "fsopen",
+        "fsconfig",
+        "fsmount",
+        "fspick",
+        "move_mount",
+        "open_tree",
+        "mount_setattr",
         /* other processes' memory and files (Docker allows ptrace on 4.8+) */
-        "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_getfd",
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "process_madvise",
+        "kcmp",
+        "pidfd_getfd",
         /* kernel keyring, BPF, perf, userfaultfd, io_uring (its own syscall
          * surface, reached without any of the calls above) */
-        "keyctl", "add_key", "request_key",
-        "bpf", "perf_event_open", "userfaultfd", "fanotify_init", "lookup_dcookie",
-        "io_uring_setup", "io_uring_enter", "io_uring_register",
+        "keyctl",
+        "add_key",
+        "request_key",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "fanotify_init",
+        "lookup_dcookie",
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
         /* file handles: open_by_handle_at is the "shocker" escape */
         "open_by_handle_at",
         /* the machine itself */
-        "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-        "create_module", "get_kernel_syms", "query_module",
-        "reboot", "swapon", "swapoff", "acct", "syslog", "vhangup",
-        "quotactl", "quotactl_fd", "sethostname", "setdomainname",
-        "settimeofday", "clock_settime",
-        "iopl", "ioperm", "_sysctl", "sysfs", "ustat", "uselib", "nfsservctl",
-        "vm86", "vm86old",
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "create_module",
+        "get_kernel_syms",
+        "query_module",
+        "reboot",
+        "swapon",
+        "swapoff",
+        "acct",
+        "syslog",
+        "vhangup",
+        "quotactl",
+        "quotactl_fd",
+        "sethostname",
+        "setdomainname",
+        "settimeofday",
+        "clock_settime",
+        "iopl",
+        "ioperm",
+        "_sysctl",
+        "sysfs",
+        "ustat",
+        "uselib",
+        "nfsservctl",
+        "vm86",
+        "vm86old",
         /* NUMA placement (Docker wants CAP_SYS_NICE) */
-        "get_mempolicy", "set_mempolicy", "set_mempolicy_home_node", "mbind", "migrate_pages", "move_pages",
+        "get_mempolicy",
+        "set_mempolicy",
+        "set_mempolicy_home_node",
+        "mbind",
+        "migrate_pages",
+        "move_pages",
         /* never implemented */
-        "afs_syscall", "tuxcall", "security", "vserver", "getpmsg", "putpmsg",
+        "afs_syscall",
+        "tuxcall",
+        "security",
+        "vserver",
+        "getpmsg",
+        "putpmsg",
 };
 
 /* Calls newer than libseccomp 2.5 knows by name. From 5.1 on, a new call
  * has one number on every architecture but alpha (x86_64 and arm64 alike). */
 static const int denied_nr[] = {
-        459, 460, 461,  /* lsm_get_self_attr, lsm_set_self_attr, lsm_list_modules: CAP_SYS_ADMIN in Docker */
-        467,            /* open_tree_attr: the mount API */
+        459, 460, 461, /* lsm_get_self_attr, lsm_set_self_attr, lsm_list_modules: CAP_SYS_ADMIN in Docker */
+        467,           /* open_tree_attr: the mount API */
 };
 #define NR_FCHMODAT2 452
 
@@ -90,8 +146,15 @@ static int deny_name(scmp_filter_ctx ctx, const char *name, int err)
  * strips such bits too; this is the layer inside.) */
 static int deny_setid_modes(scmp_filter_ctx ctx)
 {
-        static const struct { const char *name; int nr; unsigned arg; } calls[] = {
-                { "chmod", -1, 1 }, { "fchmod", -1, 1 }, { "fchmodat", -1, 2 }, { NULL, NR_FCHMODAT2, 2 },
+        static const struct {
+                const char *name;
+                int nr;
+                unsigned arg;
+        } calls[] = {
+                { "chmod", -1, 1 },
+                { "fchmod", -1, 1 },
+                { "fchmodat", -1, 2 },
+                { NULL, NR_FCHMODAT2, 2 },
         };
         static const unsigned long bits[] = { S_ISUID, S_ISGID };
         int r;

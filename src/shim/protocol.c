@@ -10,8 +10,8 @@
 
 struct type_info {
         uint8_t type;
-        enum dm_shim_dir dir;   /* who may receive it */
-        uint32_t min, max;      /* payload size bounds */
+        enum dm_shim_dir dir; /* who may receive it */
+        uint32_t min, max;    /* payload size bounds */
 };
 
 static const struct type_info types[] = {
@@ -255,8 +255,7 @@ static int take_str(struct cursor *c, enum str_kind kind, const uint8_t **ret, u
                 if (n > 0 && q[0] != '/')
                         return -EBADMSG;
                 break;
-        case STR_ARG:
-                break;
+        case STR_ARG: break;
         }
         *ret = q;
         *ret_len = n;

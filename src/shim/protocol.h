@@ -37,29 +37,29 @@
 #define DM_SHIM_BIN_PATH "/run/demesne-shim"
 
 /* Hard caps. Sizes are payload bytes. */
-#define DM_SHIM_EXEC_MAX (1024 * 1024)  /* one EXEC frame: argv + env + cwd + inline stdin */
-#define DM_SHIM_DATA_MAX (64 * 1024)    /* one STDIN/STDOUT/STDERR frame */
-#define DM_SHIM_MSG_MAX 512             /* the text of an ERROR frame */
-#define DM_SHIM_MAX_ARGS 4096           /* argv entries */
-#define DM_SHIM_MAX_ENV 4096            /* env entries */
-#define DM_SHIM_MAX_STR (128 * 1024)    /* one argv/env/cwd string: the kernel's MAX_ARG_STRLEN */
+#define DM_SHIM_EXEC_MAX (1024 * 1024) /* one EXEC frame: argv + env + cwd + inline stdin */
+#define DM_SHIM_DATA_MAX (64 * 1024)   /* one STDIN/STDOUT/STDERR frame */
+#define DM_SHIM_MSG_MAX 512            /* the text of an ERROR frame */
+#define DM_SHIM_MAX_ARGS 4096          /* argv entries */
+#define DM_SHIM_MAX_ENV 4096           /* env entries */
+#define DM_SHIM_MAX_STR (128 * 1024)   /* one argv/env/cwd string: the kernel's MAX_ARG_STRLEN */
 #define DM_SHIM_MAX_RLIMITS 16
-#define DM_SHIM_MAX_EXECS 64            /* commands running at once in one container */
-#define DM_SHIM_SPARE_CONNS 2           /* idle connections the shim keeps open */
+#define DM_SHIM_MAX_EXECS 64  /* commands running at once in one container */
+#define DM_SHIM_SPARE_CONNS 2 /* idle connections the shim keeps open */
 
 enum dm_shim_type {
         /* host -> shim */
-        DM_SHIM_EXEC = 1,       /* struct dm_shim_exec_msg, see dm_shim_exec_encode */
-        DM_SHIM_STDIN = 2,      /* bytes for the command's stdin */
-        DM_SHIM_STDIN_EOF = 3,  /* empty: close the command's stdin */
-        DM_SHIM_KILL = 4,       /* u32 signal: sent to the command's process group */
+        DM_SHIM_EXEC = 1,      /* struct dm_shim_exec_msg, see dm_shim_exec_encode */
+        DM_SHIM_STDIN = 2,     /* bytes for the command's stdin */
+        DM_SHIM_STDIN_EOF = 3, /* empty: close the command's stdin */
+        DM_SHIM_KILL = 4,      /* u32 signal: sent to the command's process group */
         /* shim -> host */
-        DM_SHIM_HELLO = 16,     /* u32 pid, u32 max execs, u32 reserved */
-        DM_SHIM_STARTED = 17,   /* u32 pid of the command (container's PID namespace) */
-        DM_SHIM_STDOUT = 18,    /* bytes */
-        DM_SHIM_STDERR = 19,    /* bytes */
-        DM_SHIM_EXIT = 20,      /* u8 how, u8 flags, u16 0, i32 value */
-        DM_SHIM_ERROR = 21,     /* u32 errno, then up to DM_SHIM_MSG_MAX bytes of text */
+        DM_SHIM_HELLO = 16,   /* u32 pid, u32 max execs, u32 reserved */
+        DM_SHIM_STARTED = 17, /* u32 pid of the command (container's PID namespace) */
+        DM_SHIM_STDOUT = 18,  /* bytes */
+        DM_SHIM_STDERR = 19,  /* bytes */
+        DM_SHIM_EXIT = 20,    /* u8 how, u8 flags, u16 0, i32 value */
+        DM_SHIM_ERROR = 21,   /* u32 errno, then up to DM_SHIM_MSG_MAX bytes of text */
 };
 
 /* Which side reads: frames of the other direction are protocol errors. */
@@ -69,36 +69,38 @@ enum dm_shim_dir {
 };
 
 /* EXEC flags. */
-#define DM_SHIM_F_STDIN (1u << 0)       /* the command gets a pipe: the inline bytes, then
+#define DM_SHIM_F_STDIN \
+        (1u << 0)                      /* the command gets a pipe: the inline bytes, then
                                            STDIN frames if F_STDIN_MORE, else EOF after them;
                                            without it, /dev/null */
-#define DM_SHIM_F_STDIN_MORE (1u << 1)  /* STDIN frames and a STDIN_EOF follow */
-#define DM_SHIM_F_CLEARENV (1u << 2)    /* do not start from the container's environment */
-#define DM_SHIM_F_KEEP_GROUP (1u << 3)  /* leave the process group running when the command
+#define DM_SHIM_F_STDIN_MORE (1u << 1) /* STDIN frames and a STDIN_EOF follow */
+#define DM_SHIM_F_CLEARENV (1u << 2)   /* do not start from the container's environment */
+#define DM_SHIM_F_KEEP_GROUP \
+        (1u << 3) /* leave the process group running when the command
                                            exits (default: it is killed with the command) */
 #define DM_SHIM_F_ALL 0xfu
 
 /* EXIT how / flags. */
-#define DM_SHIM_EXITED 1                /* value: exit status 0..255 */
-#define DM_SHIM_SIGNALED 2              /* value: signal number */
-#define DM_SHIM_X_TIMED_OUT (1u << 0)   /* the shim killed it at timeout_ms */
-#define DM_SHIM_X_KILLED (1u << 1)      /* a KILL frame or the host's close ended it */
+#define DM_SHIM_EXITED 1              /* value: exit status 0..255 */
+#define DM_SHIM_SIGNALED 2            /* value: signal number */
+#define DM_SHIM_X_TIMED_OUT (1u << 0) /* the shim killed it at timeout_ms */
+#define DM_SHIM_X_KILLED (1u << 1)    /* a KILL frame or the host's close ended it */
 
 struct dm_shim_rlimit {
-        uint16_t resource;      /* RLIMIT_* number, < 16 */
-        uint64_t soft, hard;    /* UINT64_MAX = unlimited */
+        uint16_t resource;   /* RLIMIT_* number, < 16 */
+        uint64_t soft, hard; /* UINT64_MAX = unlimited */
 };
 
 struct dm_shim_exec_msg {
         uint32_t flags;
-        uint32_t timeout_ms;            /* 0 = none */
-        const char *cwd;                /* "" = the shim's own (the container's WorkingDir) */
-        const char *const *argv;        /* NULL-terminated, argc >= 1, argv[0] non-empty;
+        uint32_t timeout_ms;     /* 0 = none */
+        const char *cwd;         /* "" = the shim's own (the container's WorkingDir) */
+        const char *const *argv; /* NULL-terminated, argc >= 1, argv[0] non-empty;
                                            looked up in PATH unless it holds a '/' */
         size_t argc;
-        const char *const *env;         /* "KEY=VALUE", NULL-terminated; override the base */
+        const char *const *env; /* "KEY=VALUE", NULL-terminated; override the base */
         size_t envc;
-        const uint8_t *stdin_data;      /* inline stdin (F_STDIN) */
+        const uint8_t *stdin_data; /* inline stdin (F_STDIN) */
         size_t stdin_len;
         struct dm_shim_rlimit rlimits[DM_SHIM_MAX_RLIMITS];
         size_t n_rlimits;
@@ -106,7 +108,7 @@ struct dm_shim_exec_msg {
 
 struct dm_shim_frame {
         uint8_t type;
-        const uint8_t *data;    /* the payload, inside the reader; valid until the next feed */
+        const uint8_t *data; /* the payload, inside the reader; valid until the next feed */
         uint32_t len;
 };
 
@@ -116,9 +118,9 @@ struct dm_shim_reader {
         uint8_t hdr[DM_SHIM_HDR_LEN];
         size_t hdr_len;
         uint8_t type;
-        uint32_t len;           /* payload length of the frame being read */
+        uint32_t len; /* payload length of the frame being read */
         uint32_t got;
-        uint8_t *buf;           /* owned; grows to the largest frame seen */
+        uint8_t *buf; /* owned; grows to the largest frame seen */
         size_t alloc;
 };
 
@@ -154,12 +156,11 @@ int dm_shim_exec_encode(const struct dm_shim_exec_msg *m, uint8_t **ret, size_t 
 int dm_shim_exec_decode(const uint8_t *p, size_t len, struct dm_shim_exec_msg **ret);
 
 /* Fixed frames: each writes header + payload into out and returns its size. */
-size_t dm_shim_encode_u32(uint8_t *out, uint8_t type, uint32_t v);  /* KILL, STARTED */
+size_t dm_shim_encode_u32(uint8_t *out, uint8_t type, uint32_t v); /* KILL, STARTED */
 size_t dm_shim_encode_hello(uint8_t out[DM_SHIM_HDR_LEN + 12], uint32_t pid, uint32_t max_execs);
 size_t dm_shim_encode_exit(uint8_t out[DM_SHIM_HDR_LEN + 8], uint8_t how, uint8_t flags, int32_t value);
 /* ERROR: errno and text (cut to DM_SHIM_MSG_MAX). */
-size_t dm_shim_encode_error(uint8_t out[DM_SHIM_HDR_LEN + 4 + DM_SHIM_MSG_MAX], uint32_t errnum,
-                            const char *msg);
+size_t dm_shim_encode_error(uint8_t out[DM_SHIM_HDR_LEN + 4 + DM_SHIM_MSG_MAX], uint32_t errnum, const char *msg);
 
 struct dm_shim_exit {
         uint8_t how, flags;

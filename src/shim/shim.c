@@ -39,9 +39,9 @@
 
 #define MAX_SLOTS (DM_SHIM_MAX_EXECS + DM_SHIM_SPARE_CONNS + 2)
 #define MAX_DISCARD 128
-#define OUT_HIGH (256 * 1024)   /* stop reading a command's pipes above this much unsent output */
-#define IN_HIGH (256 * 1024)    /* stop reading the host above this much unwritten stdin */
-#define DRAIN_MS 250            /* after the command exits, for pipes held open by others */
+#define OUT_HIGH (256 * 1024) /* stop reading a command's pipes above this much unsent output */
+#define IN_HIGH (256 * 1024)  /* stop reading the host above this much unwritten stdin */
+#define DRAIN_MS 250          /* after the command exits, for pipes held open by others */
 #define BACKOFF_MIN_MS 20
 #define BACKOFF_MAX_MS 1000
 
@@ -54,15 +54,15 @@ struct buf {
 
 struct slot {
         enum state state;
-        int fd;                 /* the connection; -1 once the host is gone */
-        bool rd_closed;         /* the host closed its sending side: a cancel */
+        int fd;         /* the connection; -1 once the host is gone */
+        bool rd_closed; /* the host closed its sending side: a cancel */
         struct dm_shim_reader rd;
-        struct buf out;         /* frames not yet sent */
+        struct buf out; /* frames not yet sent */
 
         uint32_t flags;
-        pid_t pid;              /* the command, > 0 until reaped; also its process group */
+        pid_t pid; /* the command, > 0 until reaped; also its process group */
         int fd_out, fd_err, fd_in;
-        struct buf in;          /* stdin not yet written */
+        struct buf in; /* stdin not yet written */
         bool in_eof;
         bool exited, timed_out, killed;
         int status;
@@ -346,9 +346,7 @@ static void on_frame(struct slot *s, const struct dm_shim_frame *f)
                 s->killed = true;
                 kill_group(s, (int)sig);
                 return;
-        default:
-                host_gone(s);
-                return;
+        default: host_gone(s); return;
         }
 }
 
@@ -599,7 +597,10 @@ enum kind { K_SIG, K_CONN, K_OUT, K_ERR, K_IN, K_DISCARD };
 static void loop(int sfd)
 {
         static struct pollfd pfd[1 + MAX_SLOTS * 4 + MAX_DISCARD];
-        static struct { enum kind k; size_t i; } who[1 + MAX_SLOTS * 4 + MAX_DISCARD];
+        static struct {
+                enum kind k;
+                size_t i;
+        } who[1 + MAX_SLOTS * 4 + MAX_DISCARD];
 
         for (;;) {
                 int64_t now = now_ms(), wake;
@@ -610,7 +611,8 @@ static void loop(int sfd)
                 maybe_connect(now);
                 if (terminating && !count(RUNNING) && !count(DONE))
                         return;
-#define ADD(fd_, ev, k_, i_) (pfd[n] = (struct pollfd){ .fd = (fd_), .events = (ev) }, who[n].k = (k_), who[n++].i = (i_))
+#define ADD(fd_, ev, k_, i_) \
+        (pfd[n] = (struct pollfd){ .fd = (fd_), .events = (ev) }, who[n].k = (k_), who[n++].i = (i_))
                 ADD(sfd, POLLIN, K_SIG, 0);
                 for (size_t i = 0; i < MAX_SLOTS; i++) {
                         struct slot *s = &slots[i];
@@ -659,9 +661,7 @@ static void loop(int sfd)
                         if (!re)
                                 continue;
                         switch (who[j].k) {
-                        case K_SIG:
-                                on_signals(sfd);
-                                break;
+                        case K_SIG: on_signals(sfd); break;
                         case K_CONN:
                                 if (s->fd != pfd[j].fd)
                                         break; /* closed earlier in this round */
@@ -821,8 +821,7 @@ int main(int argc, char **argv)
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGHUP);
-        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
-            (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 || (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
                 shim_log("signalfd: %s", strerror(errno));
                 return 1;
         }

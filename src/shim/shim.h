@@ -31,9 +31,9 @@ int shim_check_cwd(void);
 void shim_close_inherited(int keep);
 
 struct shim_child {
-        pid_t pid;              /* leads its own process group */
-        int out_fd, err_fd;     /* read ends, non-blocking, close-on-exec */
-        int in_fd;              /* write end, non-blocking; -1 = stdin is /dev/null */
+        pid_t pid;          /* leads its own process group */
+        int out_fd, err_fd; /* read ends, non-blocking, close-on-exec */
+        int in_fd;          /* write end, non-blocking; -1 = stdin is /dev/null */
 };
 
 /* The environment a command starts from: the shim's own, copied at start. */
@@ -44,7 +44,7 @@ void shim_spawn_set_base_env(char **environ_copy);
  * unrunnable program is not an error here: the child prints why on its
  * stderr and exits 127 or 126, as a shell does. 0, or a negative errno with
  * a sentence in msg (fork failed, a bad cwd or rlimit). */
-int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter, struct shim_child *ret,
-               char *msg, size_t msg_len);
+int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter, struct shim_child *ret, char *msg,
+               size_t msg_len);
 
 #endif

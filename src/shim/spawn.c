@@ -32,7 +32,7 @@ enum stage { STAGE_RLIMIT = 1, STAGE_CHDIR, STAGE_FILTER, STAGE_STDIO, STAGE_CWD
 struct child_report {
         int stage;
         int err;
-        int detail;     /* the rlimit resource */
+        int detail; /* the rlimit resource */
 };
 
 static size_t key_len(const char *kv)
@@ -116,10 +116,8 @@ static int exec_search(const char *file, char *const argv[], char *const envp[],
                         case ENOTDIR:
                         case ESTALE:
                         case ENODEV:
-                        case ETIMEDOUT:
-                                break;
-                        default:
-                                return errno;
+                        case ETIMEDOUT: break;
+                        default: return errno;
                         }
                 } else {
                         last = ENAMETOOLONG;
@@ -141,8 +139,8 @@ static void report(int fd, enum stage stage, int err, int detail)
         _exit(125);
 }
 
-static void child(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter, int in_r, int out_w,
-                  int err_w, int rep_w, char *const envp[], const char *path)
+static void child(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter, int in_r, int out_w, int err_w,
+                  int rep_w, char *const envp[], const char *path)
 {
         struct sigaction dfl = { .sa_handler = SIG_DFL };
         sigset_t none;
@@ -206,17 +204,21 @@ static void cwd_refused(const char *cwd, int e, char *msg, size_t msg_len)
         const char *dir = cwd[0] ? cwd : "(the container's working directory)";
 
         if (e == EPERM)
-                snprintf(msg, msg_len, "the working directory '%s' is on /proc, which is refused: it can lead "
-                         "outside the sandbox", dir);
+                snprintf(msg, msg_len,
+                         "the working directory '%s' is on /proc, which is refused: it can lead "
+                         "outside the sandbox",
+                         dir);
         else if (e == EXDEV)
-                snprintf(msg, msg_len, "the working directory '%s' lies outside the sandbox's file system, which "
-                         "is refused", dir);
+                snprintf(msg, msg_len,
+                         "the working directory '%s' lies outside the sandbox's file system, which "
+                         "is refused",
+                         dir);
         else
                 snprintf(msg, msg_len, "cannot examine the working directory '%s': %s", dir, strerror(e));
 }
 
-int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter, struct shim_child *ret,
-               char *msg, size_t msg_len)
+int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter, struct shim_child *ret, char *msg,
+               size_t msg_len)
 {
         /* in[2], out[2], err[2], rep[2] */
         int fds[8] = { -1, -1, -1, -1, -1, -1, -1, -1 };
@@ -238,8 +240,8 @@ int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter
                 snprintf(msg, msg_len, "out of memory");
                 return -ENOMEM;
         }
-        if ((want_in && pipe2(fds, O_CLOEXEC) < 0) || pipe2(fds + 2, O_CLOEXEC) < 0 ||
-            pipe2(fds + 4, O_CLOEXEC) < 0 || pipe2(fds + 6, O_CLOEXEC) < 0) {
+        if ((want_in && pipe2(fds, O_CLOEXEC) < 0) || pipe2(fds + 2, O_CLOEXEC) < 0 || pipe2(fds + 4, O_CLOEXEC) < 0 ||
+            pipe2(fds + 6, O_CLOEXEC) < 0) {
                 r = -errno;
                 snprintf(msg, msg_len, "cannot make pipes: %s", strerror(errno));
                 goto fail;
@@ -280,15 +282,11 @@ int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter
                 case STAGE_RLIMIT:
                         snprintf(msg, msg_len, "cannot set resource limit %d: %s", rep.detail, strerror(rep.err));
                         break;
-                case STAGE_CWD_CHECK:
-                        cwd_refused(m->cwd, rep.err, msg, msg_len);
-                        break;
+                case STAGE_CWD_CHECK: cwd_refused(m->cwd, rep.err, msg, msg_len); break;
                 case STAGE_FILTER:
                         snprintf(msg, msg_len, "cannot install the seccomp filter: %s", strerror(rep.err));
                         break;
-                default:
-                        snprintf(msg, msg_len, "cannot set up the command's stdio: %s", strerror(rep.err));
-                        break;
+                default: snprintf(msg, msg_len, "cannot set up the command's stdio: %s", strerror(rep.err)); break;
                 }
                 goto fail;
         }

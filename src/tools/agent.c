@@ -25,44 +25,75 @@
 
 /* The models each provider's schema lists: the short names and current full
  * ids. Any claude-*, gpt-*, o<digit>* or codex-* id is accepted too. */
-static const char *const anthropic_models[] = { "sonnet", "opus", "haiku", "claude-sonnet-4-5", "claude-opus-4-5",
-                                                "claude-haiku-4-5", "claude-opus-4-1", NULL };
-static const char *const openai_models[] = { "gpt-5.5", "gpt-5", "gpt-5-codex", "gpt-5-mini", "gpt-4.1", "o3", "o4-mini", NULL };
+static const char *const anthropic_models[] = {
+        "sonnet", "opus", "haiku", "claude-sonnet-4-5", "claude-opus-4-5", "claude-haiku-4-5", "claude-opus-4-1", NULL
+};
+static const char *const openai_models[] = { "gpt-5.5", "gpt-5", "gpt-5-codex", "gpt-5-mini",
+                                             "gpt-4.1", "o3",    "o4-mini",     NULL };
 static const char *available_models[16];
 
 static const char *const agent_egress[] = { "none", "package-managers", "open", NULL };
 
-#define COMMON_ARGS(prompt_text)                                                                                    \
-        { .name = "prompt", .type = DM_ARG_STRING, .required = true, .max = 1 << 20, .description = prompt_text }, \
-        { .name = "model", .type = DM_ARG_STRING, .max = 128,                                                      \
-          .description = "Claude Code: sonnet, opus, haiku or a full claude-* id; Codex: gpt-*, o* or codex-* "    \
-                         "ids. Default: the first provider with credentials on the host (Claude Code, then "      \
-                         "Codex), with its own default model." },                                                   \
-        { .name = "preamble", .type = DM_ARG_STRING, .max = 64 << 10,                                               \
-          .description = "Replaces the opening paragraph of the agent's instructions file." },                       \
-        { .name = "output_path", .type = DM_ARG_STRING, .max = 1024,                                                \
-          .description = "Where the agent must write its deliverable, inside /out (e.g. report.md); the result "   \
-                         "says whether the file exists (output_exists)." },                                         \
-        { .name = "output_format", .type = DM_ARG_STRING, .max = 256,                                               \
-          .description = "The deliverable's format (markdown, json, csv...), told to the agent." },                 \
-        { .name = "success_criteria", .type = DM_ARG_STRING_ARRAY, .max = 32, .has_default = true,                  \
-          .description = "What must hold when the agent is done; written into its instructions as the "            \
-                         "definition of done." },                                                                    \
-        { .name = "timeout_seconds", .type = DM_ARG_INT, .min = 1, .max = 172800, .has_default = true,              \
-          .def_int = 3600, .description = "Stop the agent after this many seconds (timed_out: true)." },           \
-        { .name = "background", .type = DM_ARG_BOOL, .has_default = true, .def_bool = false,                        \
-          .description = "Return {job_id, status: running} at once; follow with sandbox_status, sandbox_wait, "     \
-                         "sandbox_cancel." }
+#define COMMON_ARGS(prompt_text)                                                                                      \
+        { .name = "prompt", .type = DM_ARG_STRING, .required = true, .max = 1 << 20, .description = prompt_text },    \
+                { .name = "model",                                                                                    \
+                  .type = DM_ARG_STRING,                                                                              \
+                  .max = 128,                                                                                         \
+                  .description =                                                                                      \
+                          "Claude Code: sonnet, opus, haiku or a full claude-* id; Codex: gpt-*, o* or codex-* "      \
+                          "ids. Default: the first provider with credentials on the host (Claude Code, then "         \
+                          "Codex), with its own default model." },                                                    \
+                { .name = "preamble",                                                                                 \
+                  .type = DM_ARG_STRING,                                                                              \
+                  .max = 64 << 10,                                                                                    \
+                  .description = "Replaces the opening paragraph of the agent's instructions file." },                \
+                { .name = "output_path",                                                                              \
+                  .type = DM_ARG_STRING,                                                                              \
+                  .max = 1024,                                                                                        \
+                  .description =                                                                                      \
+                          "Where the agent must write its deliverable, inside /out (e.g. report.md); the result "     \
+                          "says whether the file exists (output_exists)." },                                          \
+                { .name = "output_format",                                                                            \
+                  .type = DM_ARG_STRING,                                                                              \
+                  .max = 256,                                                                                         \
+                  .description = "The deliverable's format (markdown, json, csv...), told to the agent." },           \
+                { .name = "success_criteria",                                                                         \
+                  .type = DM_ARG_STRING_ARRAY,                                                                        \
+                  .max = 32,                                                                                          \
+                  .has_default = true,                                                                                \
+                  .description = "What must hold when the agent is done; written into its instructions as the "       \
+                                 "definition of done." },                                                             \
+                { .name = "timeout_seconds",                                                                          \
+                  .type = DM_ARG_INT,                                                                                 \
+                  .min = 1,                                                                                           \
+                  .max = 172800,                                                                                      \
+                  .has_default = true,                                                                                \
+                  .def_int = 3600,                                                                                    \
+                  .description = "Stop the agent after this many seconds (timed_out: true)." },                       \
+        {                                                                                                             \
+                .name = "background", .type = DM_ARG_BOOL, .has_default = true, .def_bool = false,                    \
+                .description = "Return {job_id, status: running} at once; follow with sandbox_status, sandbox_wait, " \
+                               "sandbox_cancel."                                                                      \
+        }
 
 static struct dm_arg_spec agent_args[] = {
         COMMON_ARGS("The task for the coding agent (Claude Code or Codex) running inside the sandbox."),
-        { .name = "egress", .type = DM_ARG_STRING, .enum_values = agent_egress, .has_default = true,
+        { .name = "egress",
+          .type = DM_ARG_STRING,
+          .enum_values = agent_egress,
+          .has_default = true,
           .def_str = "none",
           .description = "The sandbox's network besides the model API: none (default), package-managers, or open "
                          "(when the server allows it)." },
-        { .name = "files", .type = DM_ARG_STRING_ARRAY, .max = MAX_INPUTS, .has_default = true,
+        { .name = "files",
+          .type = DM_ARG_STRING_ARRAY,
+          .max = MAX_INPUTS,
+          .has_default = true,
           .description = "Absolute host files, mounted read-only at /in/<basename>." },
-        { .name = "directories", .type = DM_ARG_STRING_ARRAY, .max = MAX_INPUTS, .has_default = true,
+        { .name = "directories",
+          .type = DM_ARG_STRING_ARRAY,
+          .max = MAX_INPUTS,
+          .has_default = true,
           .description = "Absolute host directories, mounted read-only at /in/<basename>." },
 };
 static struct dm_arg_spec research_args[] = {
@@ -96,8 +127,8 @@ static const char output_schema[] =
 struct agent_call {
         bool research;
         json_object *args;
-        struct dm_call *call;   /* foreground */
-        struct dm_job *job;     /* background */
+        struct dm_call *call; /* foreground */
+        struct dm_job *job;   /* background */
 };
 
 static const struct dm_arg_spec *specs_of(bool research, size_t *n)
@@ -162,8 +193,8 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
         size_t n;
         const struct dm_arg_spec *specs = specs_of(a->research, &n);
         _cleanup_free_ const char **files = a->research ? calloc(1, sizeof(char *)) : dm_args_strv(a->args, "files");
-        _cleanup_free_ const char **dirs = a->research ? calloc(1, sizeof(char *))
-                                                       : dm_args_strv(a->args, "directories");
+        _cleanup_free_ const char **dirs =
+                a->research ? calloc(1, sizeof(char *)) : dm_args_strv(a->args, "directories");
         _cleanup_free_ const char **criteria = dm_args_strv(a->args, "success_criteria");
         struct dm_policy *policy = NULL;
         struct dm_agent_result res;
@@ -297,10 +328,11 @@ static char *describe(const char *what, const char *why_anthropic, const char *w
         struct dm_buf b;
 
         dm_buf_init(&b, 8192);
-        dm_buf_printf(&b, "%s The agent's CLI reaches its model API only through demesne's vendor proxy, which "
-                          "holds the host's credential: the key never enters the container. The result has the "
-                          "agent's final answer (result), its output directory (transcript.jsonl, usage.json and "
-                          "its files) and cost_usd (indicative).",
+        dm_buf_printf(&b,
+                      "%s The agent's CLI reaches its model API only through demesne's vendor proxy, which "
+                      "holds the host's credential: the key never enters the container. The result has the "
+                      "agent's final answer (result), its output directory (transcript.jsonl, usage.json and "
+                      "its files) and cost_usd (indicative).",
                       what);
         if (why_anthropic)
                 dm_buf_printf(&b, " Claude Code is unavailable: %s.", why_anthropic);
@@ -312,7 +344,8 @@ static char *describe(const char *what, const char *why_anthropic, const char *w
 void dm_tools_agent_register(void)
 {
         static char *agent_schema, *research_schema;
-        const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC), *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI);
+        const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC),
+                   *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI);
         size_t k = 0;
 
         if (!why_a)

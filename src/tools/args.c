@@ -26,7 +26,8 @@ char *dm_args_schema(const struct dm_arg_spec *specs, size_t n)
         json_object *required = json_object_new_array();
         char *text;
 
-        json_object_object_add(schema, "$schema", json_object_new_string("https://json-schema.org/draft/2020-12/schema"));
+        json_object_object_add(schema, "$schema",
+                               json_object_new_string("https://json-schema.org/draft/2020-12/schema"));
         json_object_object_add(schema, "type", json_object_new_string("object"));
         for (size_t i = 0; i < n; i++) {
                 const struct dm_arg_spec *s = &specs[i];
@@ -160,8 +161,8 @@ static int check_one(const struct dm_arg_spec *s, json_object *v, struct dm_erro
                         /* Past int64 the cast is undefined (fuzz-args found
                          * 1e300): such a number is outside every range. */
                         if (!(d >= -0x1p63 && d < 0x1p63))
-                                return dm_error_set(err, -ERANGE, "'%s' must be between %lld and %lld, not %g",
-                                                    s->name, (long long)s->min, (long long)s->max, d);
+                                return dm_error_set(err, -ERANGE, "'%s' must be between %lld and %lld, not %g", s->name,
+                                                    (long long)s->min, (long long)s->max, d);
                         if (d != (double)(int64_t)d)
                                 break;
                         x = (int64_t)d;
@@ -187,22 +188,27 @@ static int check_one(const struct dm_arg_spec *s, json_object *v, struct dm_erro
                         if (!json_object_is_type(e, json_type_string))
                                 return dm_error_set(err, -EINVAL, "'%s[%zu]' must be a string", s->name, i);
                         if (has_nul(e))
-                                return dm_error_set(err, -EINVAL, "'%s[%zu]' must not contain NUL characters", s->name, i);
+                                return dm_error_set(err, -EINVAL, "'%s[%zu]' must not contain NUL characters", s->name,
+                                                    i);
                 }
                 return 0;
         case DM_ARG_STRING_MAP: {
                 int64_t count = 0;
                 if (!json_object_is_type(v, json_type_object))
                         break;
-                json_object_object_foreach(v, key, val) {
+                json_object_object_foreach(v, key, val)
+                {
                         if (!env_name_ok(key))
-                                return dm_error_set(err, -EINVAL,
-                                                    "'%s' key '%.100s' is not a valid variable name (letters, digits, _; "
-                                                    "not starting with a digit)", s->name, key);
+                                return dm_error_set(
+                                        err, -EINVAL,
+                                        "'%s' key '%.100s' is not a valid variable name (letters, digits, _; "
+                                        "not starting with a digit)",
+                                        s->name, key);
                         if (!json_object_is_type(val, json_type_string))
                                 return dm_error_set(err, -EINVAL, "'%s.%.100s' must be a string", s->name, key);
                         if (has_nul(val))
-                                return dm_error_set(err, -EINVAL, "'%s.%.100s' must not contain NUL characters", s->name, key);
+                                return dm_error_set(err, -EINVAL, "'%s.%.100s' must not contain NUL characters",
+                                                    s->name, key);
                         count++;
                 }
                 if (s->max > 0 && count > s->max)
@@ -221,7 +227,8 @@ int dm_args_check(const struct dm_arg_spec *specs, size_t n, json_object *args, 
         if (args) {
                 if (!json_object_is_type(args, json_type_object))
                         return dm_error_set(err, -EINVAL, "arguments must be an object");
-                json_object_object_foreach(args, key, val) {
+                json_object_object_foreach(args, key, val)
+                {
                         const struct dm_arg_spec *s = find(specs, n, key);
                         if (!s) {
                                 struct dm_buf b;
@@ -267,7 +274,7 @@ int64_t dm_args_int(const struct dm_arg_spec *specs, size_t n, json_object *args
         if (args && json_object_object_get_ex(args, name, &v) &&
             (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
                 return json_object_is_type(v, json_type_int) ? json_object_get_int64(v)
-                                                              : (int64_t)json_object_get_double(v);
+                                                             : (int64_t)json_object_get_double(v);
         return s ? s->def_int : 0;
 }
 
@@ -306,7 +313,8 @@ char **dm_args_env(json_object *args, const char *name)
         out = calloc((size_t)json_object_object_length(v) + 1, sizeof(*out));
         if (!out)
                 return NULL;
-        json_object_object_foreach(v, key, val) {
+        json_object_object_foreach(v, key, val)
+        {
                 if (asprintf(&out[i], "%s=%s", key, json_object_get_string(val)) < 0) {
                         out[i] = NULL;
                         dm_args_strv_free(out);

@@ -19,7 +19,7 @@ enum dm_arg_type {
         DM_ARG_INT,
         DM_ARG_BOOL,
         DM_ARG_STRING_ARRAY,
-        DM_ARG_STRING_MAP,      /* object whose values are strings; keys are env names */
+        DM_ARG_STRING_MAP, /* object whose values are strings; keys are env names */
 };
 
 struct dm_arg_spec {

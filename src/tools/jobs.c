@@ -19,22 +19,37 @@
 #define WAIT_MAX_S 120
 
 static const struct dm_arg_spec status_args[] = {
-        { .name = "job_id", .type = DM_ARG_STRING, .required = true, .max = 64,
+        { .name = "job_id",
+          .type = DM_ARG_STRING,
+          .required = true,
+          .max = 64,
           .description = "The job_id a call with background: true returned." },
-        { .name = "include_stdout_tail", .type = DM_ARG_BOOL, .has_default = true,
+        { .name = "include_stdout_tail",
+          .type = DM_ARG_BOOL,
+          .has_default = true,
           .description = "Also return the last 4 KiB of the job's standard output so far." },
 };
 
 static const struct dm_arg_spec wait_args[] = {
-        { .name = "job_id", .type = DM_ARG_STRING, .required = true, .max = 64,
+        { .name = "job_id",
+          .type = DM_ARG_STRING,
+          .required = true,
+          .max = 64,
           .description = "The job_id a call with background: true returned." },
-        { .name = "timeout_seconds", .type = DM_ARG_INT, .min = 0, .max = WAIT_MAX_S, .has_default = true,
+        { .name = "timeout_seconds",
+          .type = DM_ARG_INT,
+          .min = 0,
+          .max = WAIT_MAX_S,
+          .has_default = true,
           .def_int = WAIT_DEFAULT_S,
           .description = "How long to wait for the job to end before answering that it still runs." },
 };
 
 static const struct dm_arg_spec cancel_args[] = {
-        { .name = "job_id", .type = DM_ARG_STRING, .required = true, .max = 64,
+        { .name = "job_id",
+          .type = DM_ARG_STRING,
+          .required = true,
+          .max = 64,
           .description = "The job to cancel, with every job and sandbox it started." },
 };
 
@@ -92,8 +107,10 @@ static json_object *status_call(struct dm_call *call, json_object *args)
         if (json_object_object_get_ex(st, "stdout_tail", &tail)) {
                 /* The tail may begin inside a character: make it valid UTF-8. */
                 size_t len;
-                char *clean = dm_utf8_sanitize(json_object_get_string(tail), (size_t)json_object_get_string_len(tail), &len);
-                json_object_object_add(st, "stdout_tail", json_object_new_string_len(clean ? clean : "", clean ? (int)len : 0));
+                char *clean =
+                        dm_utf8_sanitize(json_object_get_string(tail), (size_t)json_object_get_string_len(tail), &len);
+                json_object_object_add(st, "stdout_tail",
+                                       json_object_new_string_len(clean ? clean : "", clean ? (int)len : 0));
                 free(clean);
         }
         return dm_tool_result_ok(st);
@@ -141,13 +158,14 @@ static json_object *cancel_call(struct dm_call *call, json_object *args)
         json_object_object_add(o, "job_id", json_object_new_string(id));
         /* A job still winding down is reported as cancelled: that is where
          * it is going, and a second cancel answers the same. */
-        json_object_object_add(o, "status",
-                               json_object_new_string(dm_job_status_name(status == DM_JOB_RUNNING ? DM_JOB_CANCELLED : status)));
+        json_object_object_add(
+                o, "status",
+                json_object_new_string(dm_job_status_name(status == DM_JOB_RUNNING ? DM_JOB_CANCELLED : status)));
         return dm_tool_result_ok(o);
 }
 
-void dm_tools_job_notify_end(struct dm_job *job, struct dm_mcp_server *srv, uint64_t session,
-                             enum dm_job_status status, bool has_exit, int exit_code)
+void dm_tools_job_notify_end(struct dm_job *job, struct dm_mcp_server *srv, uint64_t session, enum dm_job_status status,
+                             bool has_exit, int exit_code)
 {
         json_object *params = json_object_new_object(), *data = json_object_new_object();
         char msg[160];
@@ -222,8 +240,8 @@ struct background {
         struct dm_context *ctx;
         struct dm_mcp_server *srv;
         uint64_t session;
-        const char *tool;       /* static */
-        json_object *args;      /* a deep copy: the call's own is freed when it returns */
+        const char *tool;  /* static */
+        json_object *args; /* a deep copy: the call's own is freed when it returns */
         dm_tools_job_work work;
         void *arg;
 };
@@ -260,8 +278,7 @@ static json_object *background_run(struct dm_job *job, void *userdata, enum dm_j
         return out;
 }
 
-static void background_done(struct dm_job *job, enum dm_job_status status, bool has_exit, int exit_code,
-                            void *userdata)
+static void background_done(struct dm_job *job, enum dm_job_status status, bool has_exit, int exit_code, void *userdata)
 {
         struct background *bg = userdata;
 

@@ -23,55 +23,109 @@
 #include "src/util/utf8.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
-#define ID_ARG { .name = "sandbox_id", .type = DM_ARG_STRING, .required = true, .max = 64, \
-                 .description = "The id sandbox_create returned." }
+#define ID_ARG                                                                            \
+        {                                                                                 \
+                .name = "sandbox_id", .type = DM_ARG_STRING, .required = true, .max = 64, \
+                .description = "The id sandbox_create returned."                          \
+        }
 
 static const struct dm_arg_spec create_args[] = {
-        { .name = "image", .type = DM_ARG_STRING, .enum_values = dm_image_names, .enum_aliases = dm_image_aliases,
-          .has_default = true, .def_str = "python", .description = "Container image (as for sandbox_script)." },
-        { .name = "egress", .type = DM_ARG_STRING, .enum_values = dm_egress_names, .has_default = true,
+        { .name = "image",
+          .type = DM_ARG_STRING,
+          .enum_values = dm_image_names,
+          .enum_aliases = dm_image_aliases,
+          .has_default = true,
+          .def_str = "python",
+          .description = "Container image (as for sandbox_script)." },
+        { .name = "egress",
+          .type = DM_ARG_STRING,
+          .enum_values = dm_egress_names,
+          .has_default = true,
           .def_str = "package-managers",
           .description = "Network egress (as for sandbox_script): package-managers (the default where the server "
                          "can set networks up, else none), none (loopback only), or open (only where the operator "
                          "set DEMESNE_ALLOW_CALLER_EGRESS=1). With 'allow', none means: only those entries." },
-        { .name = "allow", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
+        { .name = "allow",
+          .type = DM_ARG_STRING_ARRAY,
+          .max = 64,
+          .has_default = true,
           .description = "Extra egress entries; refused unless the server permits them." },
-        { .name = "files", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
+        { .name = "files",
+          .type = DM_ARG_STRING_ARRAY,
+          .max = 64,
+          .has_default = true,
           .description = "Absolute host files, read-only at /in/<basename> (inside DEMESNE_ALLOWED_PATHS)." },
-        { .name = "directories", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
+        { .name = "directories",
+          .type = DM_ARG_STRING_ARRAY,
+          .max = 64,
+          .has_default = true,
           .description = "Absolute host directories, read-only at /in/<basename>." },
-        { .name = "env", .type = DM_ARG_STRING_MAP, .max = 256, .has_default = true,
+        { .name = "env",
+          .type = DM_ARG_STRING_MAP,
+          .max = 256,
+          .has_default = true,
           .description = "Environment variables for every command in the sandbox." },
-        { .name = "ttl_seconds", .type = DM_ARG_INT, .min = 1, .max = 30 * 86400, .has_default = true,
+        { .name = "ttl_seconds",
+          .type = DM_ARG_INT,
+          .min = 1,
+          .max = 30 * 86400,
+          .has_default = true,
           .def_int = DM_SANDBOX_TTL_DEFAULT,
           .description = "Destroy the sandbox after this long without a sandbox_exec (each exec restarts the clock)." },
 };
 
 static const struct dm_arg_spec exec_args[] = {
         ID_ARG,
-        { .name = "command", .type = DM_ARG_STRING, .required = true, .max = 1 << 20,
+        { .name = "command",
+          .type = DM_ARG_STRING,
+          .required = true,
+          .max = 1 << 20,
           .description = "Shell command run with bash -c." },
-        { .name = "env", .type = DM_ARG_STRING_MAP, .max = 256, .has_default = true,
+        { .name = "env",
+          .type = DM_ARG_STRING_MAP,
+          .max = 256,
+          .has_default = true,
           .description = "Extra environment variables for this command." },
-        { .name = "timeout_seconds", .type = DM_ARG_INT, .min = 1, .max = 172800, .has_default = true, .def_int = 3600,
+        { .name = "timeout_seconds",
+          .type = DM_ARG_INT,
+          .min = 1,
+          .max = 172800,
+          .has_default = true,
+          .def_int = 3600,
           .description = "Kill the command and everything it started after this many seconds." },
-        { .name = "workdir", .type = DM_ARG_STRING, .has_default = true, .def_str = "/out", .max = 4096,
+        { .name = "workdir",
+          .type = DM_ARG_STRING,
+          .has_default = true,
+          .def_str = "/out",
+          .max = 4096,
           .description = "Absolute working directory inside the sandbox." },
-        { .name = "stdin", .type = DM_ARG_STRING, .max = 16 << 20, .has_default = true,
+        { .name = "stdin",
+          .type = DM_ARG_STRING,
+          .max = 16 << 20,
+          .has_default = true,
           .description = "Text given to the command on standard input (then end of file)." },
 };
 
 static const struct dm_arg_spec upload_args[] = {
         ID_ARG,
-        { .name = "src", .type = DM_ARG_STRING, .required = true, .max = 4096,
+        { .name = "src",
+          .type = DM_ARG_STRING,
+          .required = true,
+          .max = 4096,
           .description = "Absolute host path of a regular file, inside DEMESNE_ALLOWED_PATHS." },
-        { .name = "dst", .type = DM_ARG_STRING, .required = true, .max = 4096,
+        { .name = "dst",
+          .type = DM_ARG_STRING,
+          .required = true,
+          .max = 4096,
           .description = "Absolute path of the file inside the sandbox; its folder is made if missing." },
 };
 
 static const struct dm_arg_spec download_args[] = {
         ID_ARG,
-        { .name = "src", .type = DM_ARG_STRING, .required = true, .max = 4096,
+        { .name = "src",
+          .type = DM_ARG_STRING,
+          .required = true,
+          .max = 4096,
           .description = "Path of a regular file inside the sandbox (links resolved inside the sandbox)." },
 };
 
@@ -80,7 +134,8 @@ static const struct dm_arg_spec id_args[] = { ID_ARG };
 static const struct dm_arg_spec list_args[] = { { 0 } };
 
 static const char create_schema[] =
-        "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"output_dir\":{\"type\":\"string\"},"
+        "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"output_dir\":{\"type\":\"string\"}"
+        ","
         "\"expires_at\":{\"type\":\"string\"},\"image\":{\"type\":\"string\"},\"egress\":{\"type\":\"string\"},"
         "\"created_at\":{\"type\":\"string\"}},\"required\":[\"sandbox_id\",\"output_dir\",\"expires_at\"]}";
 static const char exec_schema[] =
@@ -119,10 +174,11 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         if (dm_args_check(create_args, N(create_args), args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
         allow = dm_args_strv(args, "allow");
-        egress = json_object_object_get_ex(args, "egress", NULL) ? dm_args_str(create_args, N(create_args), args, "egress")
-                                                                 : dm_egress_default(dm_call_context(call));
-        if (dm_policy_parse(egress, allow,
-                            dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy, &err) < 0)
+        egress = json_object_object_get_ex(args, "egress", NULL)
+                         ? dm_args_str(create_args, N(create_args), args, "egress")
+                         : dm_egress_default(dm_call_context(call));
+        if (dm_policy_parse(egress, allow, dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy,
+                            &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
 
         files = dm_args_strv(args, "files");
@@ -186,7 +242,8 @@ static json_object *exec_call(struct dm_call *call, json_object *args)
                 .env = (const char *const *)env,
                 .workdir = workdir,
                 .stdin_data = in,
-                .stdin_len = in && json_object_object_get_ex(args, "stdin", &v) ? (size_t)json_object_get_string_len(v) : 0,
+                .stdin_len =
+                        in && json_object_object_get_ex(args, "stdin", &v) ? (size_t)json_object_get_string_len(v) : 0,
                 .timeout_s = dm_args_int(exec_args, N(exec_args), args, "timeout_seconds"),
                 .cancel = dm_call_cancel(call),
                 .on_progress = exec_progress,
@@ -222,7 +279,8 @@ static json_object *upload_call(struct dm_call *call, json_object *args)
                                dm_args_str(upload_args, N(upload_args), args, "dst"), transfer_max(), &bytes, &err) < 0)
                 return dm_tool_result_error("sandbox_upload failed: %s", err.msg);
         out = json_object_new_object();
-        json_object_object_add(out, "sandbox_path", json_object_new_string(dm_args_str(upload_args, N(upload_args), args, "dst")));
+        json_object_object_add(out, "sandbox_path",
+                               json_object_new_string(dm_args_str(upload_args, N(upload_args), args, "dst")));
         json_object_object_add(out, "bytes", json_object_new_int64(bytes));
         return dm_tool_result_ok(out);
 }
@@ -279,30 +337,42 @@ static json_object *list_call(struct dm_call *call, json_object *args)
 }
 
 static struct dm_tool sandbox_tools[] = {
-        { .name = "sandbox_create", .title = "Create a persistent sandbox",
+        { .name = "sandbox_create",
+          .title = "Create a persistent sandbox",
           .description = "Create a sandbox that lives across calls (until sandbox_destroy, or ttl_seconds without "
                          "a sandbox_exec, 48 h by default) and outlives this server: run commands in it with "
                          "sandbox_exec, move files with sandbox_upload/sandbox_download. /workspace keeps its "
                          "files between commands; /out is the host output directory.",
-          .output_schema = create_schema, .handler = create_call },
-        { .name = "sandbox_exec", .title = "Run a command in a persistent sandbox",
+          .output_schema = create_schema,
+          .handler = create_call },
+        { .name = "sandbox_exec",
+          .title = "Run a command in a persistent sandbox",
           .description = "Run a shell command (bash -c) in a sandbox made by sandbox_create, with optional stdin "
                          "and working directory (default /out). Refreshes the sandbox's TTL.",
-          .output_schema = exec_schema, .handler = exec_call },
-        { .name = "sandbox_upload", .title = "Copy a host file into a sandbox",
+          .output_schema = exec_schema,
+          .handler = exec_call },
+        { .name = "sandbox_upload",
+          .title = "Copy a host file into a sandbox",
           .description = "Copy a host file (inside DEMESNE_ALLOWED_PATHS) to an absolute path in the sandbox; "
                          "the folder is made when missing. Files up to 1 GiB (DEMESNE_TRANSFER_MAX).",
           .handler = upload_call },
-        { .name = "sandbox_download", .title = "Copy a file out of a sandbox",
+        { .name = "sandbox_download",
+          .title = "Copy a file out of a sandbox",
           .description = "Copy a regular file from the sandbox to <output_dir>/downloads/<name> on the host and "
                          "nowhere else; links are resolved inside the sandbox. Files up to 1 GiB.",
           .handler = download_call },
-        { .name = "sandbox_destroy", .title = "Destroy a persistent sandbox",
+        { .name = "sandbox_destroy",
+          .title = "Destroy a persistent sandbox",
           .description = "Remove the sandbox's container and /workspace. Its output directory stays.",
-          .destructive = true, .handler = destroy_call },
-        { .name = "sandbox_list", .title = "List sandboxes and jobs",
+          .destructive = true,
+          .handler = destroy_call },
+        { .name = "sandbox_list",
+          .title = "List sandboxes and jobs",
           .description = "The live persistent sandboxes of this output root, and the background jobs of this server.",
-          .output_schema = list_schema, .read_only = true, .idempotent = true, .handler = list_call },
+          .output_schema = list_schema,
+          .read_only = true,
+          .idempotent = true,
+          .handler = list_call },
 };
 
 void dm_tools_sandbox_register(void)

@@ -24,36 +24,65 @@
 #define MAX_ENV 256
 
 static const struct dm_arg_spec script_args[] = {
-        { .name = "command", .type = DM_ARG_STRING, .required = true, .max = 1 << 20,
+        { .name = "command",
+          .type = DM_ARG_STRING,
+          .required = true,
+          .max = 1 << 20,
           .description = "Shell command run with bash -c inside the sandbox; its working directory is /out." },
-        { .name = "image", .type = DM_ARG_STRING, .enum_values = dm_image_names, .enum_aliases = dm_image_aliases,
-          .has_default = true, .def_str = "python",
+        { .name = "image",
+          .type = DM_ARG_STRING,
+          .enum_values = dm_image_names,
+          .enum_aliases = dm_image_aliases,
+          .has_default = true,
+          .def_str = "python",
           .description = "Container image: base, python (default; alias anaconda, which is the same image: pip, "
                          "no conda), node, go, browser, media, twine, webgamedev." },
-        { .name = "egress", .type = DM_ARG_STRING, .enum_values = dm_egress_names, .has_default = true,
+        { .name = "egress",
+          .type = DM_ARG_STRING,
+          .enum_values = dm_egress_names,
+          .has_default = true,
           .def_str = "package-managers",
           .description = "Network egress: package-managers (the package registries through demesne's proxy, "
                          "HTTP_PROXY and friends set; the default where the server can set networks up, else "
                          "none), none (loopback only), or open (public addresses, NATed: never the host, other "
                          "sandboxes, cloud metadata or private ranges; only where the operator set "
                          "DEMESNE_ALLOW_CALLER_EGRESS=1). With 'allow', none means: only those entries." },
-        { .name = "allow", .type = DM_ARG_STRING_ARRAY, .max = 64, .has_default = true,
+        { .name = "allow",
+          .type = DM_ARG_STRING_ARRAY,
+          .max = 64,
+          .has_default = true,
           .description = "Extra egress entries (host, *.host, host:port, CIDR, CIDR:port); refused unless the "
                          "server permits caller-supplied entries, and an address entry overlapping a blocked range "
                          "(loopback, link-local, metadata, the sandbox pool, private ranges) is refused." },
-        { .name = "files", .type = DM_ARG_STRING_ARRAY, .max = MAX_INPUTS, .has_default = true,
+        { .name = "files",
+          .type = DM_ARG_STRING_ARRAY,
+          .max = MAX_INPUTS,
+          .has_default = true,
           .description = "Absolute host files, mounted read-only at /in/<basename>; must lie inside "
                          "DEMESNE_ALLOWED_PATHS." },
-        { .name = "directories", .type = DM_ARG_STRING_ARRAY, .max = MAX_INPUTS, .has_default = true,
+        { .name = "directories",
+          .type = DM_ARG_STRING_ARRAY,
+          .max = MAX_INPUTS,
+          .has_default = true,
           .description = "Absolute host directories, mounted read-only at /in/<basename>; must lie inside "
                          "DEMESNE_ALLOWED_PATHS." },
-        { .name = "env", .type = DM_ARG_STRING_MAP, .max = MAX_ENV, .has_default = true,
+        { .name = "env",
+          .type = DM_ARG_STRING_MAP,
+          .max = MAX_ENV,
+          .has_default = true,
           .description = "Extra environment variables for the command." },
-        { .name = "timeout_seconds", .type = DM_ARG_INT, .min = 1, .max = 172800, .has_default = true,
+        { .name = "timeout_seconds",
+          .type = DM_ARG_INT,
+          .min = 1,
+          .max = 172800,
+          .has_default = true,
           .def_int = 3600,
           .description = "Kill the command (and everything it started) after this many seconds; the result "
                          "then says timed_out: true." },
-        { .name = "background", .type = DM_ARG_BOOL, .has_default = true, .def_bool = false,
+        { .name = "background",
+          .type = DM_ARG_BOOL,
+          .has_default = true,
+          .def_bool = false,
           .description = "Return {job_id, status: running} at once instead of waiting; follow the job with "
                          "sandbox_status, sandbox_wait and sandbox_cancel. A notifications/message says when it "
                          "ends." },
@@ -62,14 +91,16 @@ static const struct dm_arg_spec script_args[] = {
 
 static const char output_schema[] =
         "{\"type\":\"object\",\"properties\":{"
-        "\"exit_code\":{\"type\":\"integer\",\"description\":\"the command's exit status; 128+N when killed by signal N\"},"
+        "\"exit_code\":{\"type\":\"integer\",\"description\":\"the command's exit status; 128+N when killed by signal "
+        "N\"},"
         "\"stdout\":{\"type\":\"string\",\"description\":\"standard output, at most 64 KiB (head and tail kept)\"},"
         "\"stderr\":{\"type\":\"string\",\"description\":\"standard error, at most 64 KiB (head and tail kept)\"},"
         "\"stdout_truncated\":{\"type\":\"boolean\"},"
         "\"stderr_truncated\":{\"type\":\"boolean\"},"
         "\"timed_out\":{\"type\":\"boolean\"},"
         "\"duration_ms\":{\"type\":\"integer\"},"
-        "\"output_dir\":{\"type\":\"string\",\"description\":\"host directory holding /out, stdout.log and stderr.log\"},"
+        "\"output_dir\":{\"type\":\"string\",\"description\":\"host directory holding /out, stdout.log and "
+        "stderr.log\"},"
         "\"run_id\":{\"type\":\"string\"},"
         "\"job_id\":{\"type\":\"string\",\"description\":\"with background: true, the job to follow\"},"
         "\"status\":{\"type\":\"string\",\"enum\":[\"running\"]}},"
@@ -86,9 +117,8 @@ json_object *dm_tools_text_field(const char *s, size_t len)
         return o;
 }
 
-json_object *dm_tools_exec_result(int exit_code, const char *out, size_t out_len, bool out_truncated,
-                                  const char *err, size_t err_len, bool err_truncated, bool timed_out,
-                                  int64_t duration_ms)
+json_object *dm_tools_exec_result(int exit_code, const char *out, size_t out_len, bool out_truncated, const char *err,
+                                  size_t err_len, bool err_truncated, bool timed_out, int64_t duration_ms)
 {
         json_object *o = json_object_new_object();
 
@@ -140,8 +170,8 @@ static int on_output(void *userdata, int stream, const char *data, size_t len)
 
 /* Runs the (already checked) arguments; returns the structured result, or
  * NULL with *ret_r set (-ECANCELED for a cancel) and err filled. */
-static json_object *run_script(struct dm_context *ctx, json_object *args, struct dm_cancel *cancel,
-                               struct sink *sink, int *ret_r, struct dm_error *err)
+static json_object *run_script(struct dm_context *ctx, json_object *args, struct dm_cancel *cancel, struct sink *sink,
+                               int *ret_r, struct dm_error *err)
 {
         struct dm_run_result res;
         _cleanup_free_ const char **files = dm_args_strv(args, "files"), **dirs = dm_args_strv(args, "directories");
@@ -160,8 +190,7 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
         r = dm_policy_parse(json_object_object_get_ex(args, "egress", NULL)
                                     ? dm_args_str(script_args, N_ARGS, args, "egress")
                                     : dm_egress_default(ctx),
-                            allow,
-                            dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy, err);
+                            allow, dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy, err);
         if (r < 0) {
                 dm_args_strv_free(env);
                 *ret_r = r;

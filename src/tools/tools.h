@@ -24,15 +24,14 @@ void dm_tools_agent_register(void);
 /* A command's output as a result string: invalid UTF-8 replaced (U+FFFD). */
 json_object *dm_tools_text_field(const char *s, size_t len);
 /* The fields sandbox_script and sandbox_exec results share (TOOLS.md). */
-json_object *dm_tools_exec_result(int exit_code, const char *out, size_t out_len, bool out_truncated,
-                                  const char *err, size_t err_len, bool err_truncated, bool timed_out,
-                                  int64_t duration_ms);
+json_object *dm_tools_exec_result(int exit_code, const char *out, size_t out_len, bool out_truncated, const char *err,
+                                  size_t err_len, bool err_truncated, bool timed_out, int64_t duration_ms);
 
 /* Tells the session that started a background job that it ended: a
  * notifications/message at level notice, logger demesne.jobs, whose data
  * holds job_id, tool, status and exit_code. */
-void dm_tools_job_notify_end(struct dm_job *job, struct dm_mcp_server *srv, uint64_t session,
-                             enum dm_job_status status, bool has_exit, int exit_code);
+void dm_tools_job_notify_end(struct dm_job *job, struct dm_mcp_server *srv, uint64_t session, enum dm_job_status status,
+                             bool has_exit, int exit_code);
 
 /* A tool's work as a background job: returns the structured result, or
  * NULL with *ret_r set (-ECANCELED for a cancel) and err filled. job

@@ -9,10 +9,10 @@
 #include <stddef.h>
 
 struct dm_buf {
-        char *data;     /* owned; NULL until the first append */
+        char *data; /* owned; NULL until the first append */
         size_t len;
         size_t alloc;
-        size_t max;     /* appends past this fail with -E2BIG */
+        size_t max; /* appends past this fail with -E2BIG */
 };
 
 void dm_buf_init(struct dm_buf *b, size_t max);

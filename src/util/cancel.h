@@ -10,7 +10,7 @@
 #include <stdbool.h>
 
 struct dm_cancel {
-        int fd;                 /* eventfd, close-on-exec; -1 when init failed */
+        int fd; /* eventfd, close-on-exec; -1 when init failed */
         atomic_bool fired;
 };
 

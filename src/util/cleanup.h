@@ -9,7 +9,10 @@
 #include <unistd.h>
 #include <errno.h>
 
-static inline void dm_freep(void *p) { free(*(void **)p); }
+static inline void dm_freep(void *p)
+{
+        free(*(void **)p);
+}
 static inline void dm_closep(int *fd)
 {
         if (*fd >= 0) {
@@ -23,8 +26,18 @@ static inline void dm_closep(int *fd)
 #define _cleanup_free_ _cleanup_(dm_freep)
 #define _cleanup_close_ _cleanup_(dm_closep)
 
-#define TAKE_PTR(p) ({ __typeof__(p) _tp = (p); (p) = NULL; _tp; })
-#define TAKE_FD(fd) ({ int _tf = (fd); (fd) = -1; _tf; })
+#define TAKE_PTR(p)                      \
+        ({                               \
+                __typeof__(p) _tp = (p); \
+                (p) = NULL;              \
+                _tp;                     \
+        })
+#define TAKE_FD(fd)             \
+        ({                      \
+                int _tf = (fd); \
+                (fd) = -1;      \
+                _tf;            \
+        })
 
 #define DM_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -12,19 +12,17 @@
 #define DM_ERROR_MSG_MAX 1024
 
 struct dm_error {
-        int code;                     /* negative errno, 0 when unset */
-        char msg[DM_ERROR_MSG_MAX];   /* one line, no trailing period */
+        int code;                   /* negative errno, 0 when unset */
+        char msg[DM_ERROR_MSG_MAX]; /* one line, no trailing period */
 };
 
 /* Sets err (may be NULL) and returns code, so callers can `return dm_error_set(...)`.
  * code must be negative; a non-negative value becomes -EIO. */
-int dm_error_set(struct dm_error *err, int code, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+int dm_error_set(struct dm_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Prefixes "context: " to the message already in err and returns err->code
  * (or -EIO when err was never set). */
-int dm_error_wrap(struct dm_error *err, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+int dm_error_wrap(struct dm_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void dm_error_clear(struct dm_error *err);
 

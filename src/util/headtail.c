@@ -61,7 +61,10 @@ void dm_headtail_feed(struct dm_headtail *ht, const void *p, size_t n)
         }
 }
 
-static bool is_cont(unsigned char c) { return (c & 0xC0) == 0x80; }
+static bool is_cont(unsigned char c)
+{
+        return (c & 0xC0) == 0x80;
+}
 
 /* Length of the longest prefix of s[0..n) that does not end inside a UTF-8
  * sequence: drop a trailing lead byte whose continuation bytes are missing. */

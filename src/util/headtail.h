@@ -13,15 +13,15 @@
 #define DM_HEADTAIL_DEFAULT_LIMIT (64 * 1024)
 
 struct dm_headtail {
-        size_t limit;        /* bytes kept at most: head + tail */
-        size_t head_max;     /* limit / 2 */
-        size_t tail_max;     /* limit - head_max */
-        char *head;          /* owned, head_max bytes */
+        size_t limit;    /* bytes kept at most: head + tail */
+        size_t head_max; /* limit / 2 */
+        size_t tail_max; /* limit - head_max */
+        char *head;      /* owned, head_max bytes */
         size_t head_len;
-        char *tail;          /* owned ring of tail_max bytes */
-        size_t tail_pos;     /* next write position in the ring */
-        size_t tail_len;     /* bytes valid in the ring (<= tail_max) */
-        uint64_t total;      /* bytes fed in all */
+        char *tail;      /* owned ring of tail_max bytes */
+        size_t tail_pos; /* next write position in the ring */
+        size_t tail_len; /* bytes valid in the ring (<= tail_max) */
+        uint64_t total;  /* bytes fed in all */
 };
 
 /* 0 or -ENOMEM. limit must be >= 2. */

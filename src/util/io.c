@@ -58,8 +58,7 @@ int dm_io_open_beneath(int dirfd, const char *path, int flags, mode_t mode)
                 return -errno;
         if (flags & O_DIRECTORY ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
                 return -DM_IO_EBADTYPE;
-        if (!(flags & O_DIRECTORY) && !(flags & O_PATH) &&
-            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)
+        if (!(flags & O_DIRECTORY) && !(flags & O_PATH) && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)
                 return -errno;
         if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && ftruncate(fd, 0) < 0)
                 return -errno;
@@ -123,8 +122,8 @@ int dm_io_read_capped(int dirfd, const char *path, size_t max, char **ret, size_
         return 0;
 }
 
-int dm_io_for_each_line(int fd, size_t max_line, uint64_t max_total,
-                        int (*fn)(void *userdata, char *line, size_t len), void *userdata)
+int dm_io_for_each_line(int fd, size_t max_line, uint64_t max_total, int (*fn)(void *userdata, char *line, size_t len),
+                        void *userdata)
 {
         _cleanup_free_ char *line = malloc(max_line + 1);
         char chunk[65536];
@@ -183,8 +182,8 @@ int dm_io_replace(int dirfd, const char *dst, const void *data, size_t len, mode
 
         if (strchr(dst, '/') || getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
                 return -EINVAL;
-        snprintf(tmp, sizeof(tmp), ".%.40s.%02x%02x%02x%02x%02x%02x.tmp", dst, rnd[0], rnd[1], rnd[2], rnd[3],
-                 rnd[4], rnd[5]);
+        snprintf(tmp, sizeof(tmp), ".%.40s.%02x%02x%02x%02x%02x%02x.tmp", dst, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
+                 rnd[5]);
         fd = dm_io_open_beneath(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL, mode);
         if (fd < 0)
                 return fd;

@@ -43,8 +43,8 @@ int dm_io_read_capped(int dirfd, const char *path, size_t max, char **ret, size_
  * NUL-terminated, without the newline. Lines longer than max_line are
  * skipped whole; reading stops after max_total bytes. Memory stays below
  * max_line. fn returning < 0 stops with that value. 0 or -errno. */
-int dm_io_for_each_line(int fd, size_t max_line, uint64_t max_total,
-                        int (*fn)(void *userdata, char *line, size_t len), void *userdata);
+int dm_io_for_each_line(int fd, size_t max_line, uint64_t max_total, int (*fn)(void *userdata, char *line, size_t len),
+                        void *userdata);
 
 /* Replaces dst below dirfd atomically with data: written to a fresh,
  * randomly named temporary file beside it (O_EXCL, so a planted link or FIFO

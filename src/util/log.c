@@ -16,19 +16,17 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum dm_log_level log_level = DM_LOG_INFO;
 static dm_log_hook log_hook;
 static void *log_hook_data;
-static int log_fd = STDERR_FILENO;       /* --log-file's, or stderr */
-static unsigned hook_calls;             /* hook calls running; guarded by log_lock */
+static int log_fd = STDERR_FILENO; /* --log-file's, or stderr */
+static unsigned hook_calls;        /* hook calls running; guarded by log_lock */
 static pthread_cond_t hook_idle = PTHREAD_COND_INITIALIZER;
 
 static const struct {
         const char *name;
         enum dm_log_level level;
 } level_names[] = {
-        { "debug", DM_LOG_DEBUG },     { "info", DM_LOG_INFO },
-        { "notice", DM_LOG_NOTICE },   { "warning", DM_LOG_WARNING },
-        { "warn", DM_LOG_WARNING },    { "error", DM_LOG_ERROR },
-        { "critical", DM_LOG_ERROR },  { "alert", DM_LOG_ERROR },
-        { "emergency", DM_LOG_ERROR },
+        { "debug", DM_LOG_DEBUG },     { "info", DM_LOG_INFO },    { "notice", DM_LOG_NOTICE },
+        { "warning", DM_LOG_WARNING }, { "warn", DM_LOG_WARNING }, { "error", DM_LOG_ERROR },
+        { "critical", DM_LOG_ERROR },  { "alert", DM_LOG_ERROR },  { "emergency", DM_LOG_ERROR },
 };
 
 void dm_log_set_level(enum dm_log_level level)
@@ -97,7 +95,7 @@ int dm_log_open_file(const char *path)
         fcntl(fd, F_SETFL, O_APPEND);
         pthread_mutex_lock(&log_lock);
         if (log_fd != STDERR_FILENO)
-                close(log_fd);  /* a second --log-file wins */
+                close(log_fd); /* a second --log-file wins */
         log_fd = fd;
         pthread_mutex_unlock(&log_lock);
         return 0;

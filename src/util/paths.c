@@ -119,8 +119,8 @@ int dm_allowed_roots_parse(const char *spec, struct dm_allowed_roots *ret, struc
 
                 if (tok[0] != '/') {
                         dm_allowed_roots_release(&r);
-                        return dm_error_set(err, -EINVAL,
-                                            "DEMESNE_ALLOWED_PATHS entry '%s' is not an absolute path", tok);
+                        return dm_error_set(err, -EINVAL, "DEMESNE_ALLOWED_PATHS entry '%s' is not an absolute path",
+                                            tok);
                 }
                 if (!realpath(tok, resolved)) {
                         log_warning("allowed path '%s' ignored: %s", tok, strerror(errno));
@@ -160,8 +160,8 @@ const char *dm_path_basename(const char *path)
         return slash + 1;
 }
 
-int dm_path_check(const struct dm_allowed_roots *roots, const char *path, enum dm_path_kind kind,
-                  char **ret_resolved, struct dm_error *err)
+int dm_path_check(const struct dm_allowed_roots *roots, const char *path, enum dm_path_kind kind, char **ret_resolved,
+                  struct dm_error *err)
 {
         char resolved[PATH_MAX];
         struct stat st;
@@ -186,8 +186,8 @@ int dm_path_check(const struct dm_allowed_roots *roots, const char *path, enum d
         if (!inside) {
                 if (strcmp(resolved, path) != 0)
                         return dm_error_set(err, -EACCES,
-                                            "path '%s' resolves to '%s', which is outside DEMESNE_ALLOWED_PATHS",
-                                            path, resolved);
+                                            "path '%s' resolves to '%s', which is outside DEMESNE_ALLOWED_PATHS", path,
+                                            resolved);
                 return dm_error_set(err, -EACCES,
                                     "path '%s' is outside DEMESNE_ALLOWED_PATHS (add its folder to that variable)",
                                     path);
@@ -195,7 +195,8 @@ int dm_path_check(const struct dm_allowed_roots *roots, const char *path, enum d
         if (stat(resolved, &st) < 0)
                 return dm_error_set(err, -errno, "path '%s' cannot be read: %s", path, strerror(errno));
         if (kind == DM_PATH_FILE && !S_ISREG(st.st_mode))
-                return dm_error_set(err, -EINVAL, "path '%s' is not a regular file (use directories for folders)", path);
+                return dm_error_set(err, -EINVAL, "path '%s' is not a regular file (use directories for folders)",
+                                    path);
         if (kind == DM_PATH_DIR && !S_ISDIR(st.st_mode))
                 return dm_error_set(err, -ENOTDIR, "path '%s' is not a directory (use files for single files)", path);
         if (!dm_path_basename(resolved))
@@ -280,8 +281,8 @@ static int protected_check(const struct dm_allowed_roots *roots, const char *pat
         return 0;
 }
 
-int dm_path_open(const struct dm_allowed_roots *roots, const char *path, enum dm_path_kind kind,
-                 char **ret_resolved, int *ret_fd, struct dm_error *err)
+int dm_path_open(const struct dm_allowed_roots *roots, const char *path, enum dm_path_kind kind, char **ret_resolved,
+                 int *ret_fd, struct dm_error *err)
 {
         _cleanup_free_ char *resolved = NULL;
         _cleanup_free_ dev_t *dev = NULL;

@@ -18,13 +18,13 @@ enum dm_path_kind {
 };
 
 struct dm_allowed_roots {
-        char **roots;   /* owned, resolved absolute paths */
+        char **roots; /* owned, resolved absolute paths */
         size_t n;
         /* Refused even inside a root (dm_allowed_roots_protect): */
-        char **forbidden;       /* the output root and state dir, as configured */
+        char **forbidden;           /* the output root and state dir, as configured */
         const char **forbidden_var; /* the variable that names each */
         size_t n_forbidden;
-        char **credentials;     /* credential folders, absolute, as configured */
+        char **credentials; /* credential folders, absolute, as configured */
         size_t n_credentials;
 };
 
@@ -47,8 +47,8 @@ int dm_allowed_roots_parse(const char *spec, struct dm_allowed_roots *ret, struc
 void dm_allowed_roots_release(struct dm_allowed_roots *r);
 
 /* Checks one path. On success *ret_resolved is the malloc'd resolved path. */
-int dm_path_check(const struct dm_allowed_roots *roots, const char *path, enum dm_path_kind kind,
-                  char **ret_resolved, struct dm_error *err);
+int dm_path_check(const struct dm_allowed_roots *roots, const char *path, enum dm_path_kind kind, char **ret_resolved,
+                  struct dm_error *err);
 
 /* dm_path_check, and the checked file or directory itself: *ret_fd is an
  * O_PATH fd reached from / one component at a time with O_NOFOLLOW (a
@@ -58,8 +58,8 @@ int dm_path_check(const struct dm_allowed_roots *roots, const char *path, enum d
  * through a forbidden tree (compared by device and inode, so another name
  * for the same tree is caught too), a path inside a credential folder, and
  * a directory that contains one. */
-int dm_path_open(const struct dm_allowed_roots *roots, const char *path, enum dm_path_kind kind,
-                 char **ret_resolved, int *ret_fd, struct dm_error *err);
+int dm_path_open(const struct dm_allowed_roots *roots, const char *path, enum dm_path_kind kind, char **ret_resolved,
+                 int *ret_fd, struct dm_error *err);
 
 /* True when path equals root or lies below it (both resolved, absolute). */
 bool dm_path_is_under(const char *path, const char *root);

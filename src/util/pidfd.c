@@ -14,7 +14,7 @@
 #define SYS_pidfd_send_signal 424
 #endif
 #ifndef PIDFD_SIGNAL_PROCESS_GROUP
-#define PIDFD_SIGNAL_PROCESS_GROUP (1U << 2)    /* Linux 6.9 */
+#define PIDFD_SIGNAL_PROCESS_GROUP (1U << 2) /* Linux 6.9 */
 #endif
 
 int dm_pidfd_open(int pid)

@@ -29,8 +29,7 @@ static size_t seq_len(const unsigned char *s, size_t avail)
                 return 3;
         }
         if (c >= 0xF0 && c <= 0xF4) {
-                if (avail < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 ||
-                    (s[3] & 0xC0) != 0x80)
+                if (avail < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
                         return 0;
                 if (c == 0xF0 && s[1] < 0x90)
                         return 0;

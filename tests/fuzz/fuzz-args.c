@@ -45,7 +45,8 @@ static void table_from_schema(struct table *t, const char *text)
         t->schema = json_tokener_parse(text);
         FUZZ_CHECK(t->schema && json_object_object_get_ex(t->schema, "properties", &props));
         json_object_object_get_ex(t->schema, "required", &required);
-        json_object_object_foreach(props, name, p) {
+        json_object_object_foreach(props, name, p)
+        {
                 struct dm_arg_spec *s = &t->specs[t->n];
                 json_object *type, *e;
                 const char *ty;

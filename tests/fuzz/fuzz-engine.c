@@ -20,7 +20,17 @@
 #include "backends/opensandbox-internal.h"
 #include "tests/fuzz/fuzz.h"
 
-enum { R_INSPECT, R_EXEC_INSPECT, R_VERSION, R_LIST, R_PING_HEADERS, R_ERROR_BODY, R_STREAM, R_EXECD_EVENTS, N_READERS };
+enum {
+        R_INSPECT,
+        R_EXEC_INSPECT,
+        R_VERSION,
+        R_LIST,
+        R_PING_HEADERS,
+        R_ERROR_BODY,
+        R_STREAM,
+        R_EXECD_EVENTS,
+        N_READERS
+};
 
 static void inspect(const char *body, size_t len)
 {

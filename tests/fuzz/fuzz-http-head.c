@@ -69,10 +69,10 @@ static void egress_request(const char *data, size_t len)
                 dec = dm_proxy_check_target(&p, r.host, r.port, r.is_connect, name, &lit, &v);
                 FUZZ_CHECK(dec >= -1 && dec <= 1 && (dec < 0) == (v.code != DM_PROXY_OK));
                 if (dec == 0)
-                        FUZZ_CHECK(strcmp(name, "pypi.org") == 0 ? r.port == 443
-                                                                  : strlen(name) > 17 &&
-                                                                            strcmp(name + strlen(name) - 17,
-                                                                                   ".pythonhosted.org") == 0);
+                        FUZZ_CHECK(strcmp(name, "pypi.org") == 0
+                                           ? r.port == 443
+                                           : strlen(name) > 17 &&
+                                                     strcmp(name + strlen(name) - 17, ".pythonhosted.org") == 0);
                 if (dec == 1)
                         FUZZ_CHECK((ntohl(lit.s_addr) >> 8) == 0xc63364 && r.port == 80);
                 dm_proxy_policy_release(&p);

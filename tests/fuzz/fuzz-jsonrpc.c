@@ -41,9 +41,9 @@ static json_object *stand_in(struct dm_call *call, json_object *args)
         dm_call_note(call, "a note");
         dm_call_progress(call, 2, 2, NULL);
         FUZZ_CHECK(!args || json_object_is_type(args, json_type_object));
-        return args && json_object_object_length(args) > 2 ? dm_tool_result_error("stand-in refuses %d arguments",
-                                                                                  json_object_object_length(args))
-                                                           : dm_tool_result_ok(json_object_new_object());
+        return args && json_object_object_length(args) > 2
+                       ? dm_tool_result_error("stand-in refuses %d arguments", json_object_object_length(args))
+                       : dm_tool_result_ok(json_object_new_object());
 }
 
 static int on_send(void *transport, json_object *msg)
@@ -66,7 +66,8 @@ static int on_send(void *transport, json_object *msg)
                 FUZZ_CHECK(has_result != has_error);
                 FUZZ_CHECK(!v || json_object_is_type(v, json_type_string) || json_object_is_type(v, json_type_int));
                 if (has_error) {
-                        FUZZ_CHECK(json_object_object_get_ex(error, "code", &v) && json_object_is_type(v, json_type_int));
+                        FUZZ_CHECK(json_object_object_get_ex(error, "code", &v) &&
+                                   json_object_is_type(v, json_type_int));
                         FUZZ_CHECK(json_object_object_get_ex(error, "message", &v) &&
                                    json_object_is_type(v, json_type_string));
                 }

@@ -57,12 +57,8 @@ static void decode(const struct dm_shim_frame *f)
                 }
                 break;
         case DM_SHIM_KILL:
-        case DM_SHIM_STARTED:
-                (void)dm_shim_decode_u32(f, &v);
-                break;
-        case DM_SHIM_HELLO:
-                (void)dm_shim_decode_hello(f, &h);
-                break;
+        case DM_SHIM_STARTED: (void)dm_shim_decode_u32(f, &v); break;
+        case DM_SHIM_HELLO: (void)dm_shim_decode_hello(f, &h); break;
         case DM_SHIM_EXIT:
                 if (dm_shim_decode_exit(f, &x) == 0)
                         assert(x.how == DM_SHIM_EXITED || x.how == DM_SHIM_SIGNALED);
@@ -71,8 +67,7 @@ static void decode(const struct dm_shim_frame *f)
                 if (dm_shim_decode_error(f, &v, msg) == 0)
                         assert(strlen(msg) == f->len - 4);
                 break;
-        default:
-                break;
+        default: break;
         }
 }
 

@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FUZZ_CHECK(cond)                                                                              \
-        do {                                                                                          \
-                if (!(cond)) {                                                                        \
+#define FUZZ_CHECK(cond)                                                                                 \
+        do {                                                                                             \
+                if (!(cond)) {                                                                           \
                         fprintf(stderr, "%s:%d: fuzz property failed: %s\n", __FILE__, __LINE__, #cond); \
-                        abort();                                                                      \
-                }                                                                                     \
+                        abort();                                                                         \
+                }                                                                                        \
         } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

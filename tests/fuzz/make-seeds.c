@@ -58,11 +58,18 @@ int main(int argc, char **argv)
         const char *env[] = { "A=1", "PATH=/usr/bin:/bin", NULL };
         struct dm_shim_exec_msg simple = { .argv = echo };
         struct dm_shim_exec_msg full = {
-                .flags = DM_SHIM_F_STDIN | DM_SHIM_F_STDIN_MORE | DM_SHIM_F_KEEP_GROUP, .timeout_ms = 3000,
-                .cwd = "/tmp", .argv = sh, .env = env, .rlimits = { { 7, 1024, 1024 } }, .n_rlimits = 1,
+                .flags = DM_SHIM_F_STDIN | DM_SHIM_F_STDIN_MORE | DM_SHIM_F_KEEP_GROUP,
+                .timeout_ms = 3000,
+                .cwd = "/tmp",
+                .argv = sh,
+                .env = env,
+                .rlimits = { { 7, 1024, 1024 } },
+                .n_rlimits = 1,
         };
-        struct dm_shim_exec_msg inline_in = { .flags = DM_SHIM_F_STDIN | DM_SHIM_F_CLEARENV, .argv = sh,
-                                              .stdin_data = (const uint8_t *)"abc\n", .stdin_len = 4 };
+        struct dm_shim_exec_msg inline_in = { .flags = DM_SHIM_F_STDIN | DM_SHIM_F_CLEARENV,
+                                              .argv = sh,
+                                              .stdin_data = (const uint8_t *)"abc\n",
+                                              .stdin_len = 4 };
         uint8_t f[DM_SHIM_HDR_LEN + 4 + DM_SHIM_MSG_MAX], mode;
         size_t len;
         const char *dir = argc > 1 ? argv[1] : ".";

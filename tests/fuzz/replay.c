@@ -49,9 +49,7 @@ static void mutate_and_run(const uint8_t *seed, size_t len)
                         if (n)
                                 buf[next() % n] ^= (uint8_t)(1u << (next() % 8));
                         break;
-                case 1:
-                        n = n ? next() % n : 0;
-                        break;
+                case 1: n = n ? next() % n : 0; break;
                 case 2:
                         if (n)
                                 buf[next() % n] = (next() & 1) ? 0xff : 0x00;

@@ -78,7 +78,8 @@ static inline long containers_of(struct dm_backend *b, pid_t pid)
                 struct dm_container_info info = { 0 };
                 if (b->ops->inspect(b, ids[i], &info, &err) == 0) {
                         for (size_t k = 0; info.labels && info.labels[k]; k++)
-                                if (strncmp(info.labels[k], "demesne.owner=", 14) == 0 && strstr(info.labels[k], needle))
+                                if (strncmp(info.labels[k], "demesne.owner=", 14) == 0 &&
+                                    strstr(info.labels[k], needle))
                                         found++;
                         dm_container_info_release(&info);
                 }

@@ -36,17 +36,17 @@ static char hc_auth[256];
 
 struct hc {
         int fd;
-        char raw[1 << 20];      /* received, not yet decoded */
+        char raw[1 << 20]; /* received, not yet decoded */
         size_t raw_len;
 };
 
 struct hresp {
         int status;
-        char head[16384];       /* status line and headers */
+        char head[16384]; /* status line and headers */
         bool chunked, done;
-        long length;            /* Content-Length, -1 if none */
-        char *body;             /* decoded body so far (NUL-terminated) */
-        size_t body_len, used;  /* used: bytes of body consumed as SSE events */
+        long length;           /* Content-Length, -1 if none */
+        char *body;            /* decoded body so far (NUL-terminated) */
+        size_t body_len, used; /* used: bytes of body consumed as SSE events */
 };
 
 static inline void hresp_release(struct hresp *r)
@@ -114,8 +114,8 @@ static inline int hc_request(struct hc *c, const char *method, const char *heade
         if (own_host)
                 n = asprintf(&req, "%s /mcp HTTP/1.1\r\n%s%sContent-Length: %zu\r\n\r\n", method, headers, auth, blen);
         else
-                n = asprintf(&req, "%s /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s%sContent-Length: %zu\r\n\r\n",
-                             method, hc_port, headers ? headers : "", auth, blen);
+                n = asprintf(&req, "%s /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s%sContent-Length: %zu\r\n\r\n", method,
+                             hc_port, headers ? headers : "", auth, blen);
         if (n < 0)
                 return -1;
         r = hc_send(c, req, (size_t)n);
@@ -278,7 +278,8 @@ static inline json_object *hc_next_event(struct hc *c, struct hresp *r, int time
                 if (end) {
                         json_object *o = NULL;
                         *end = '\0';
-                        for (char *line = start; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+                        for (char *line = start; line && *line;
+                             line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
                                 if (strncmp(line, "data:", 5) == 0) {
                                         char *nl = strchr(line, '\n');
                                         if (nl)
@@ -344,8 +345,8 @@ struct server {
         pid_t pid;
         int port;
         char log[4096];
-        char token_file[4096];  /* the token the server made, "" if it was given one */
-        char auth[256];         /* "Authorization: Bearer TOKEN\r\n" with that token */
+        char token_file[4096]; /* the token the server made, "" if it was given one */
+        char auth[256];        /* "Authorization: Bearer TOKEN\r\n" with that token */
 };
 
 /* The token file the log names ("bearer token in '...'"), read into s->auth. */

@@ -18,10 +18,10 @@
 
 struct os_fixture {
         pid_t pid;
-        int port;               /* the lifecycle API's, on 127.0.0.1 */
-        char domain[64];        /* "127.0.0.1:<port>", for OPEN_SANDBOX_DOMAIN */
-        char instance[64];      /* the fixture's id */
-        char label[128];        /* "opensandbox.fixture=<instance>": on every container it makes */
+        int port;          /* the lifecycle API's, on 127.0.0.1 */
+        char domain[64];   /* "127.0.0.1:<port>", for OPEN_SANDBOX_DOMAIN */
+        char instance[64]; /* the fixture's id */
+        char label[128];   /* "opensandbox.fixture=<instance>": on every container it makes */
         char state_file[PATH_MAX];
 };
 

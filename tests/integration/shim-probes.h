@@ -63,34 +63,32 @@ static const char probe_syscalls[] =
 
 /* What must still work: fork (clone without namespace flags), threads
  * (clone3 falls back to clone), subprocess. Prints "ok". */
-static const char probe_ordinary[] =
-        "import threading, subprocess, os\n"
-        "out = []\n"
-        "t = threading.Thread(target=lambda: out.append('thread')); t.start(); t.join()\n"
-        "pid = os.fork()\n"
-        "if pid == 0: os._exit(5)\n"
-        "st = os.waitpid(pid, 0)[1]\n"
-        "assert os.waitstatus_to_exitcode(st) == 5\n"
-        "assert subprocess.run(['true']).returncode == 0\n"
-        "assert out == ['thread']\n"
-        "print('ok')\n";
+static const char probe_ordinary[] = "import threading, subprocess, os\n"
+                                     "out = []\n"
+                                     "t = threading.Thread(target=lambda: out.append('thread')); t.start(); t.join()\n"
+                                     "pid = os.fork()\n"
+                                     "if pid == 0: os._exit(5)\n"
+                                     "st = os.waitpid(pid, 0)[1]\n"
+                                     "assert os.waitstatus_to_exitcode(st) == 5\n"
+                                     "assert subprocess.run(['true']).returncode == 0\n"
+                                     "assert out == ['thread']\n"
+                                     "print('ok')\n";
 
 /* Counts processes (other than itself and its parent shell) whose command
  * is sys.argv[1], and zombies: "procs=N zombies=M". */
-static const char probe_procs[] =
-        "import os, sys\n"
-        "me = {os.getpid(), os.getppid()}\n"
-        "procs = zombies = 0\n"
-        "for p in os.listdir('/proc'):\n"
-        "    if not p.isdigit() or int(p) in me: continue\n"
-        "    try:\n"
-        "        s = open('/proc/%s/stat' % p).read()\n"
-        "    except OSError: continue\n"
-        "    comm = s[s.index('(') + 1:s.rindex(')')]\n"
-        "    state = s[s.rindex(')') + 2]\n"
-        "    if state == 'Z': zombies += 1\n"
-        "    elif comm == sys.argv[1]: procs += 1\n"
-        "print('procs=%d zombies=%d' % (procs, zombies))\n";
+static const char probe_procs[] = "import os, sys\n"
+                                  "me = {os.getpid(), os.getppid()}\n"
+                                  "procs = zombies = 0\n"
+                                  "for p in os.listdir('/proc'):\n"
+                                  "    if not p.isdigit() or int(p) in me: continue\n"
+                                  "    try:\n"
+                                  "        s = open('/proc/%s/stat' % p).read()\n"
+                                  "    except OSError: continue\n"
+                                  "    comm = s[s.index('(') + 1:s.rindex(')')]\n"
+                                  "    state = s[s.rindex(')') + 2]\n"
+                                  "    if state == 'Z': zombies += 1\n"
+                                  "    elif comm == sys.argv[1]: procs += 1\n"
+                                  "print('procs=%d zombies=%d' % (procs, zombies))\n";
 
 /* Kills every process named sys.argv[1]. */
 static const char probe_kill[] =
@@ -106,24 +104,22 @@ static const char probe_kill[] =
  * to the socket, says a valid HELLO, and reports what the host does with
  * it within 8 s: "closed" (refused), "got" (it was sent a command), or
  * "waited". */
-static const char probe_impostor[] =
-        "import socket, struct, select, time\n"
-        "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
-        "s.connect('/run/demesne/shim.sock')\n"
-        "s.sendall(struct.pack('>BBHI', 1, 16, 0, 12) + struct.pack('>III', 1, 64, 0))\n"
-        "print('connected', flush=True)\n"
-        "r, _, _ = select.select([s], [], [], 8)\n"
-        "if not r: print('waited')\n"
-        "else:\n"
-        "    try: print('closed' if s.recv(65536) == b'' else 'got')\n"
-        "    except ConnectionError: print('closed')\n";
+static const char probe_impostor[] = "import socket, struct, select, time\n"
+                                     "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+                                     "s.connect('/run/demesne/shim.sock')\n"
+                                     "s.sendall(struct.pack('>BBHI', 1, 16, 0, 12) + struct.pack('>III', 1, 64, 0))\n"
+                                     "print('connected', flush=True)\n"
+                                     "r, _, _ = select.select([s], [], [], 8)\n"
+                                     "if not r: print('waited')\n"
+                                     "else:\n"
+                                     "    try: print('closed' if s.recv(65536) == b'' else 'got')\n"
+                                     "    except ConnectionError: print('closed')\n";
 
 /* A fork bomb that keeps its leader alive, so only the pids limit stops
  * it until the timeout ends the group. */
-static const char probe_forkbomb[] =
-        "import os\n"
-        "while True:\n"
-        "    try: os.fork()\n"
-        "    except OSError: pass\n";
+static const char probe_forkbomb[] = "import os\n"
+                                     "while True:\n"
+                                     "    try: os.fork()\n"
+                                     "    except OSError: pass\n";
 
 #endif

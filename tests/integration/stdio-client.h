@@ -19,8 +19,9 @@
 #include "tests/integration/common.h"
 #include "tests/tap.h"
 
-#define MODERN_META "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
-                    "\"io.modelcontextprotocol/clientCapabilities\":{}}"
+#define MODERN_META                                                              \
+        "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
+        "\"io.modelcontextprotocol/clientCapabilities\":{}}"
 
 struct child {
         pid_t pid;
@@ -125,7 +126,6 @@ static inline int error_code(json_object *m)
                        : 0;
 }
 
-
 static inline int finish(struct child *c, int timeout_ms)
 {
         int64_t deadline = dm_now_ms() + timeout_ms;
@@ -145,7 +145,6 @@ static inline int finish(struct child *c, int timeout_ms)
         close(c->out);
         return -1;
 }
-
 
 /* Sends tools/call with the given arguments (JSON text), in the modern era. */
 static inline void send_call(struct child *c, int id, const char *tool, const char *args_json)

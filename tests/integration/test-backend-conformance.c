@@ -26,8 +26,8 @@
 #define BIG_LEN (256 * 1024)
 
 struct target {
-        char name[64];  /* "podman", "docker", "opensandbox fixture": prefixes every test line */
-        unsigned caps;  /* DM_CAP_* as the backend declares them */
+        char name[64]; /* "podman", "docker", "opensandbox fixture": prefixes every test line */
+        unsigned caps; /* DM_CAP_* as the backend declares them */
 };
 
 static struct child *c;
@@ -50,17 +50,17 @@ static __attribute__((format(printf, 2, 3))) int ok_named(int cond, const char *
         va_end(ap);
         return ok(cond, "[%s] %s", t->name, what);
 }
-#define check_str(got, want, ...)                                                                     \
-        do {                                                                                          \
-                const char *_g = (got), *_w = (want);                                                 \
-                if (!check(_g && strcmp(_g, _w) == 0, __VA_ARGS__))                                   \
-                        diag("got '%s', want '%s'", _g ? _g : "(null)", _w);                          \
+#define check_str(got, want, ...)                                            \
+        do {                                                                 \
+                const char *_g = (got), *_w = (want);                        \
+                if (!check(_g && strcmp(_g, _w) == 0, __VA_ARGS__))          \
+                        diag("got '%s', want '%s'", _g ? _g : "(null)", _w); \
         } while (0)
-#define check_int(got, want, ...)                                                                     \
-        do {                                                                                          \
-                long long _g = (long long)(got), _w = (long long)(want);                              \
-                if (!check(_g == _w, __VA_ARGS__))                                                    \
-                        diag("got %lld, want %lld", _g, _w);                                          \
+#define check_int(got, want, ...)                                        \
+        do {                                                             \
+                long long _g = (long long)(got), _w = (long long)(want); \
+                if (!check(_g == _w, __VA_ARGS__))                       \
+                        diag("got %lld, want %lld", _g, _w);             \
         } while (0)
 
 static json_object *call_timeout(const char *tool, const char *args, int timeout_ms, json_object *notes)
@@ -168,9 +168,10 @@ static void script_cases(void)
 
         t0 = dm_now_ms();
         m = call("sandbox_script", "{\"image\":\"base\",\"egress\":\"none\",\"command\":\"echo start; sleep 60\","
-                                    "\"timeout_seconds\":2}");
+                                   "\"timeout_seconds\":2}");
         check(!result_is_error(m) && bool_at(structured(m), "timed_out"), "script: timed_out after timeout_seconds");
-        check(dm_now_ms() - t0 < 30000, "script: the timeout ends it within seconds (%lld ms)", (long long)(dm_now_ms() - t0));
+        check(dm_now_ms() - t0 < 30000, "script: the timeout ends it within seconds (%lld ms)",
+              (long long)(dm_now_ms() - t0));
         check_str(str_at(structured(m), "stdout"), "start\n", "script: output before the timeout is kept");
         json_object_put(m);
 }
@@ -184,8 +185,8 @@ static void file_cases(const char *sb)
         char *s, *want, *got;
         size_t n;
 
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s/input.txt\",\"dst\":\"/workspace/sub/d.txt\"}",
-                 sb, allowed);
+        snprintf(args, sizeof(args),
+                 "{\"sandbox_id\":\"%s\",\"src\":\"%s/input.txt\",\"dst\":\"/workspace/sub/d.txt\"}", sb, allowed);
         m = call("sandbox_upload", args);
         check(!result_is_error(m), "upload: a text file into a directory that does not exist yet");
         check_int(int_at(structured(m), "bytes"), 20, "upload: bytes");
@@ -195,8 +196,8 @@ static void file_cases(const char *sb)
         check_str(s, "line 'two'\n", "upload: the file is there, byte for byte");
         free(s);
 
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s/big.bin\",\"dst\":\"/workspace/big.bin\"}", sb,
-                 allowed);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s/big.bin\",\"dst\":\"/workspace/big.bin\"}",
+                 sb, allowed);
         m = call("sandbox_upload", args);
         check_int(int_at(structured(m), "bytes"), BIG_LEN, "upload: 256 KiB of every byte value");
         json_object_put(m);
@@ -208,7 +209,8 @@ static void file_cases(const char *sb)
         m = call("sandbox_download", args);
         check(!result_is_error(m), "download: a text file");
         check_int(int_at(structured(m), "bytes"), 20, "download: bytes");
-        check(strstr(str_at(structured(m), "host_path"), "/downloads/") != NULL, "download: host_path under downloads/");
+        check(strstr(str_at(structured(m), "host_path"), "/downloads/") != NULL,
+              "download: host_path under downloads/");
         s = read_text(str_at(structured(m), "host_path"), NULL);
         check_str(s, "line one\nline 'two'\n", "download: the bytes match");
         free(s);
@@ -219,7 +221,8 @@ static void file_cases(const char *sb)
         snprintf(p, sizeof(p), "%s/big.bin", allowed);
         want = read_text(p, NULL);
         got = read_text(str_at(structured(m), "host_path"), &n);
-        check(!result_is_error(m) && n == BIG_LEN && memcmp(want, got, BIG_LEN) == 0, "download: binary round trip (%zu bytes)", n);
+        check(!result_is_error(m) && n == BIG_LEN && memcmp(want, got, BIG_LEN) == 0,
+              "download: binary round trip (%zu bytes)", n);
         free(want);
         free(got);
         json_object_put(m);
@@ -245,8 +248,10 @@ static void sandbox_cases(void)
               "create: sandbox_id %s, expires_at, output_dir", sb);
         json_object_put(m);
 
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo \\\"$GREETING $X\\\"; pwd; "
-                                     "echo kept > /workspace/s\",\"workdir\":\"/tmp\",\"env\":{\"X\":\"it's\"}}", sb);
+        snprintf(args, sizeof(args),
+                 "{\"sandbox_id\":\"%s\",\"command\":\"echo \\\"$GREETING $X\\\"; pwd; "
+                 "echo kept > /workspace/s\",\"workdir\":\"/tmp\",\"env\":{\"X\":\"it's\"}}",
+                 sb);
         m = call("sandbox_exec", args);
         check_str(str_at(structured(m), "stdout"), "hi there it's\n/tmp\n", "exec: create's env, exec's env, workdir");
         json_object_put(m);
@@ -270,14 +275,19 @@ static void sandbox_cases(void)
         json_object_put(m);
 
         t0 = dm_now_ms();
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo begun; sleep 301 & sleep 301\","
-                                     "\"timeout_seconds\":1}", sb);
+        snprintf(args, sizeof(args),
+                 "{\"sandbox_id\":\"%s\",\"command\":\"echo begun; sleep 301 & sleep 301\","
+                 "\"timeout_seconds\":1}",
+                 sb);
         m = call("sandbox_exec", args);
         check(bool_at(structured(m), "timed_out"), "exec: timed_out after timeout_seconds");
         check_str(str_at(structured(m), "stdout"), "begun\n", "exec: output before the timeout is kept");
-        check(dm_now_ms() - t0 < 30000, "exec: the timeout ends it within seconds (%lld ms)", (long long)(dm_now_ms() - t0));
+        check(dm_now_ms() - t0 < 30000, "exec: the timeout ends it within seconds (%lld ms)",
+              (long long)(dm_now_ms() - t0));
         json_object_put(m);
-        s = exec_out(sb, "for i in $(seq 50); do n=$(pgrep -c -f '^sleep 301'); [ $n = 0 ] && break; sleep 0.1; done; echo $n");
+        s = exec_out(
+                sb,
+                "for i in $(seq 50); do n=$(pgrep -c -f '^sleep 301'); [ $n = 0 ] && break; sleep 0.1; done; echo $n");
         check_str(s, "0\n", "exec: the timeout ended what the command started too");
         free(s);
 
@@ -336,9 +346,12 @@ static void job_cases(void)
 
         /* A job that prints, sleeps and fails. */
         t0 = dm_now_ms();
-        m = call_timeout("sandbox_script", "{\"image\":\"base\",\"egress\":\"none\",\"background\":true,"
-                                            "\"command\":\"echo start; sleep 4; echo end; exit 4\"}", 10000, NULL);
-        check(dm_now_ms() - t0 < 2000, "job: a background call answers at once (%lld ms)", (long long)(dm_now_ms() - t0));
+        m = call_timeout("sandbox_script",
+                         "{\"image\":\"base\",\"egress\":\"none\",\"background\":true,"
+                         "\"command\":\"echo start; sleep 4; echo end; exit 4\"}",
+                         10000, NULL);
+        check(dm_now_ms() - t0 < 2000, "job: a background call answers at once (%lld ms)",
+              (long long)(dm_now_ms() - t0));
         check_str(str_at(structured(m), "status"), "running", "job: status running");
         job = strdup(str_at(structured(m), "job_id"));
         check(strncmp(job, "job-", 4) == 0, "job: id %s", job);
@@ -395,7 +408,8 @@ static void job_cases(void)
         check_str(str_at(structured(m), "status"), "cancelled", "job: it ends cancelled");
         json_object_put(m);
         m = call_timeout("sandbox_cancel", args, 15000, NULL);
-        check(!result_is_error(m) && !strcmp(str_at(structured(m), "status"), "cancelled"), "job: cancel again is idempotent");
+        check(!result_is_error(m) && !strcmp(str_at(structured(m), "status"), "cancelled"),
+              "job: cancel again is idempotent");
         json_object_put(m);
         check_int(await_containers(c->pid, 0), 0, "job: the cancelled job's container is removed");
         free(job);
@@ -407,7 +421,8 @@ static void send_cancelled(int id)
 {
         char line[256];
 
-        snprintf(line, sizeof(line), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":%d}}", id);
+        snprintf(line, sizeof(line),
+                 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":%d}}", id);
         send_line(c, line);
 }
 
@@ -441,14 +456,18 @@ static void cancel_cases(void)
         id = next_id++;
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"sleep 302 & sleep 302\"}", sb);
         send_call(c, id, "sandbox_exec", args);
-        s = exec_out(sb, "for i in $(seq 100); do n=$(pgrep -c -f '^sleep 302'); [ $n = 2 ] && break; sleep 0.1; done; echo $n");
+        s = exec_out(
+                sb,
+                "for i in $(seq 100); do n=$(pgrep -c -f '^sleep 302'); [ $n = 2 ] && break; sleep 0.1; done; echo $n");
         check_str(s, "2\n", "cancel: the exec's command runs");
         free(s);
         send_cancelled(id);
         m = recv_response(c, id, 1500, NULL);
         check(m == NULL, "cancel: the cancelled exec gets no response");
         json_object_put(m);
-        s = exec_out(sb, "for i in $(seq 100); do n=$(pgrep -c -f '^sleep 302'); [ $n = 0 ] && break; sleep 0.1; done; echo $n");
+        s = exec_out(
+                sb,
+                "for i in $(seq 100); do n=$(pgrep -c -f '^sleep 302'); [ $n = 0 ] && break; sleep 0.1; done; echo $n");
         check_str(s, "0\n", "cancel: the exec's command and what it started are gone; the sandbox answers");
         free(s);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);

@@ -237,11 +237,13 @@ static void test_spec_applied(void)
  * period, or v2 cpu.max), RLIMIT_FSIZE on its processes. */
 static void test_cpu_and_fsize(void)
 {
-        const char *argv[] = { "sh", "-c",
-                               "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max; "
-                               "grep 'Max file size' /proc/self/limits | tr -s ' ' | cut -d' ' -f4,5; "
-                               "head -c 2000000 /dev/zero > /tmp/f; echo $?",
-                               NULL };
+        const char *argv[] = {
+                "sh", "-c",
+                "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max; "
+                "grep 'Max file size' /proc/self/limits | tr -s ' ' | cut -d' ' -f4,5; "
+                "head -c 2000000 /dev/zero > /tmp/f; echo $?",
+                NULL
+        };
         const char *labels[] = { test_label, NULL };
         struct dm_container_spec spec;
         struct dm_error err = { 0 };
@@ -252,7 +254,8 @@ static void test_cpu_and_fsize(void)
         spec.nano_cpus = 500000000;
         spec.fsize = 1 << 20;
         output_init(&o);
-        is_int(run_spec(&spec, NULL, &o, &code, clr(&err)), 0, "create with NanoCpus and an fsize ulimit (%s)", err.msg);
+        is_int(run_spec(&spec, NULL, &o, &code, clr(&err)), 0, "create with NanoCpus and an fsize ulimit (%s)",
+               err.msg);
         is_str(str(&o.out[1]), "50000\n1048576 1048576\n153\n",
                "CFS quota 0.5 CPU, RLIMIT_FSIZE 1 MiB, a 2 MB write dies of SIGXFSZ");
         if (strcmp(str(&o.out[1]), "50000\n1048576 1048576\n153\n") != 0)
@@ -453,7 +456,8 @@ static void test_list(void)
         snprintf(label, sizeof(label), "demesne.test.list=%d-%lld", (int)getpid(), (long long)dm_wall_ms());
         spec_init(&spec, argv, labels);
         for (int i = 0; i < 2; i++)
-                is_int(B->ops->create(B, &spec, &ids[i], clr(&err)), 0, "create labelled container %d (%s)", i, err.msg);
+                is_int(B->ops->create(B, &spec, &ids[i], clr(&err)), 0, "create labelled container %d (%s)", i,
+                       err.msg);
         is_int(B->ops->list(B, label, &got, &n, clr(&err)), 0, "list by label (%s)", err.msg);
         is_int(n, 2, "exactly the two made");
         for (size_t i = 0; i < n; i++) {
@@ -746,7 +750,8 @@ static void test_private_service(void)
                 return;
         }
         cfg.state_dir = dir;
-        is_int(dm_backend_open(&cfg, &b, clr(&err)), -EHOSTDOWN, "private only, not allowed to start podman: -EHOSTDOWN");
+        is_int(dm_backend_open(&cfg, &b, clr(&err)), -EHOSTDOWN,
+               "private only, not allowed to start podman: -EHOSTDOWN");
         ok(strstr(err.msg, "not allowed") && strstr(err.msg, "apt-get install podman"),
            "message says what was tried and how to fix it ('%s')", err.msg);
 
@@ -804,7 +809,9 @@ int main(void)
         ok(B->ops->ping(B, clr(&err)) == 0, "ping (%s)", err.msg);
         if (B->ops->describe(B, &desc, clr(&err)) == 0) {
                 diag("engine: %s", desc);
-                engine = strncmp(desc, "podman ", 7) == 0 ? "podman" : strncmp(desc, "docker ", 7) == 0 ? "docker" : NULL;
+                engine = strncmp(desc, "podman ", 7) == 0   ? "podman"
+                         : strncmp(desc, "docker ", 7) == 0 ? "docker"
+                                                            : NULL;
         }
         free(desc);
         if (B->ops->image_exists(B, IMAGE, &exists, clr(&err)) < 0 || !exists) {

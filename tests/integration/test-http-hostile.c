@@ -17,12 +17,15 @@
 
 #define CT "Content-Type: application/json\r\n"
 #define ACCEPT_BOTH "Accept: application/json, text/event-stream\r\n"
-#define INIT_BODY "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"," \
-                  "\"capabilities\":{},\"clientInfo\":{\"name\":\"test-http-hostile\",\"version\":\"1\"}}}"
-#define CALL_BODY "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\"," \
-                  "\"arguments\":{\"command\":\"echo legit\"},\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":" \
-                  "\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{}}}}"
-#define CALL_HDRS CT ACCEPT_BOTH "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: sandbox_script\r\n"
+#define INIT_BODY                                                                                                 \
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"," \
+        "\"capabilities\":{},\"clientInfo\":{\"name\":\"test-http-hostile\",\"version\":\"1\"}}}"
+#define CALL_BODY                                                                                            \
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","   \
+        "\"arguments\":{\"command\":\"echo legit\"},\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":" \
+        "\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{}}}}"
+#define CALL_HDRS \
+        CT ACCEPT_BOTH "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: sandbox_script\r\n"
 
 #define REQUEST_TIMEOUT_S 3
 #define PER_IP 32
@@ -47,10 +50,12 @@ static void *legit_main(void *arg)
         int64_t t0 = dm_now_ms();
 
         snprintf(hdrs, sizeof(hdrs), CALL_HDRS "%s", extra_auth);
-        if (hc_connect(&c, NULL) == 0 && hc_request(&c, "POST", hdrs, CALL_BODY) == 0 && hc_read_head(&c, &r, 90000) == 0) {
+        if (hc_connect(&c, NULL) == 0 && hc_request(&c, "POST", hdrs, CALL_BODY) == 0 &&
+            hc_read_head(&c, &r, 90000) == 0) {
                 while ((m = hc_next_event(&c, &r, 90000))) {
                         if (jget(m, "result", NULL, NULL)) {
-                                const char *out = json_object_get_string(jget(m, "result", "structuredContent", "stdout"));
+                                const char *out =
+                                        json_object_get_string(jget(m, "result", "structuredContent", "stdout"));
                                 l->ok = out && strcmp(out, "legit\n") == 0;
                                 json_object_put(m);
                                 break;
@@ -145,7 +150,8 @@ static void host_and_origin(void)
                 is_int(status_of("DELETE", del, NULL), 200, "DELETE ends that session");
         }
         hresp_release(&r);
-        is_int(status_of("GET", "Host: evil.example\r\nAccept: text/event-stream\r\n", NULL), 403, "GET with a foreign Host: 403");
+        is_int(status_of("GET", "Host: evil.example\r\nAccept: text/event-stream\r\n", NULL), 403,
+               "GET with a foreign Host: 403");
         is_int(status_of("DELETE", "Host: evil.example\r\n", NULL), 403, "DELETE with a foreign Host: 403");
 }
 
@@ -162,7 +168,8 @@ static void sizes_and_methods(void)
         big[69999] = '\0';
         t0 = dm_now_ms();
         http_call("POST", CT ACCEPT_BOTH, big, &r);
-        ok(r.status == 413 && strstr(r.body, "DEMESNE_MAX_MESSAGE"), "a body over DEMESNE_MAX_MESSAGE (64k): 413 naming the limit");
+        ok(r.status == 413 && strstr(r.body, "DEMESNE_MAX_MESSAGE"),
+           "a body over DEMESNE_MAX_MESSAGE (64k): 413 naming the limit");
         ok(dm_now_ms() - t0 < 5000, "answered without waiting for the body (%lld ms)", (long long)(dm_now_ms() - t0));
         hresp_release(&r);
 
@@ -331,9 +338,11 @@ static void tokens(const char *dir)
                    "no token: 401 with WWW-Authenticate: Bearer");
                 hresp_release(&resp);
         }
-        is_int(status_of("POST", "Authorization: Bearer s3cret-token-for-the-test-012345678X\r\n" CT ACCEPT_BOTH, INIT_BODY),
+        is_int(status_of("POST", "Authorization: Bearer s3cret-token-for-the-test-012345678X\r\n" CT ACCEPT_BOTH,
+                         INIT_BODY),
                401, "a wrong token of the same length: 401");
-        is_int(status_of("POST", "Authorization: Bearer s3cret\r\n" CT ACCEPT_BOTH, INIT_BODY), 401, "a prefix of the token: 401");
+        is_int(status_of("POST", "Authorization: Bearer s3cret\r\n" CT ACCEPT_BOTH, INIT_BODY), 401,
+               "a prefix of the token: 401");
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", token);
         extra_auth = auth;
         {
@@ -382,8 +391,17 @@ int main(void)
         struct server s = { 0 };
         char log[PATH_MAX];
         char per_ip[16], timeout[16];
-        const char *args[] = { "--request-timeout", timeout, "--max-connections-per-ip", per_ip, "--max-connections", "128",
-                               "--max-sessions", "4", "--session-idle-timeout", "4", NULL };
+        const char *args[] = { "--request-timeout",
+                               timeout,
+                               "--max-connections-per-ip",
+                               per_ip,
+                               "--max-connections",
+                               "128",
+                               "--max-sessions",
+                               "4",
+                               "--session-idle-timeout",
+                               "4",
+                               NULL };
         struct rlimit rl;
 
         test_env_setup("http-hostile");

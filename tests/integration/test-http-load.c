@@ -56,11 +56,13 @@
 
 #define CT "Content-Type: application/json\r\n"
 #define ACCEPT_BOTH "Accept: application/json, text/event-stream\r\n"
-#define MODERN_META "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
-                    "\"io.modelcontextprotocol/clientCapabilities\":{}}"
+#define MODERN_META                                                              \
+        "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
+        "\"io.modelcontextprotocol/clientCapabilities\":{}}"
 #define MODERN_HDRS CT ACCEPT_BOTH "MCP-Protocol-Version: 2026-07-28\r\n"
-#define INIT_BODY "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"," \
-                  "\"capabilities\":{},\"clientInfo\":{\"name\":\"test-http-load\",\"version\":\"1\"}}}"
+#define INIT_BODY                                                                                                 \
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"," \
+        "\"capabilities\":{},\"clientInfo\":{\"name\":\"test-http-load\",\"version\":\"1\"}}}"
 
 enum op {
         OP_LIST,        /* 2026-07-28 tools/list, a JSON answer */
@@ -72,8 +74,10 @@ enum op {
         OP_SCRIPT_DROP, /* sandbox_script 'sleep 30'; hang up while it runs */
         OP_N
 };
-static const char *const op_name[OP_N] = { "tools/list", "legacy session", "sandbox_status", "sandbox_wait dropped",
-                                           "sandbox_script", "background job cancelled", "sandbox_script dropped" };
+static const char *const op_name[OP_N] = {
+        "tools/list",     "legacy session",           "sandbox_status",        "sandbox_wait dropped",
+        "sandbox_script", "background job cancelled", "sandbox_script dropped"
+};
 
 static enum op op_for(int i, bool containers)
 {
@@ -92,15 +96,15 @@ static enum op op_for(int i, bool containers)
         return OP_LIST;
 }
 
-static __thread char why[128];        /* what the last failed step saw */
-static size_t n_tools;          /* what tools/list says, learnt once */
-static char long_job[64];       /* a background job that runs through the load */
+static __thread char why[128]; /* what the last failed step saw */
+static size_t n_tools;         /* what tools/list says, learnt once */
+static char long_job[64];      /* a background job that runs through the load */
 
 /* ---- one HTTP exchange ------------------------------------------------------ */
 
 struct worker {
         struct hc *c;
-        const char *src;        /* client address: the per-IP limit is the server's default */
+        const char *src; /* client address: the per-IP limit is the server's default */
 };
 
 static int call_tool_hdrs(char *hdrs, size_t n, const char *tool)
@@ -182,7 +186,8 @@ static int exchange(struct worker *w, const char *method, const char *hdrs, cons
 
 static bool do_list(struct worker *w)
 {
-        static const char body[] = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}";
+        static const char body[] =
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}";
         struct hresp r;
         json_object *m = NULL;
         bool good;
@@ -210,7 +215,8 @@ static bool do_legacy(struct worker *w)
         if (!good)
                 return false;
         snprintf(hdrs, sizeof(hdrs), CT ACCEPT_BOTH "Mcp-Session-Id: %s\r\nMCP-Protocol-Version: 2025-11-25\r\n", sid);
-        if (exchange(w, "POST", hdrs, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}", &r) == 0 && r.status == 200)
+        if (exchange(w, "POST", hdrs, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}", &r) == 0 &&
+            r.status == 200)
                 m = hresp_json(&r);
         good = tools_list_ok(m);
         json_object_put(m);
@@ -295,7 +301,8 @@ static bool run_op(struct worker *w, enum op op, int i)
         case OP_SCRIPT: return do_script(w, i);
         case OP_JOB: return do_job(w);
         case OP_SCRIPT_DROP:
-                return do_drop(w, "sandbox_script", "{\"command\":\"sleep 30\",\"image\":\"base\",\"egress\":\"none\"}");
+                return do_drop(w, "sandbox_script",
+                               "{\"command\":\"sleep 30\",\"image\":\"base\",\"egress\":\"none\"}");
         default: return false;
         }
 }
@@ -478,7 +485,8 @@ static void http_load(struct dm_backend *b)
         sc = tool_result(&w, "sandbox_cancel", cancel_args);
         ok(strcmp(jstr(sc, "status", NULL, NULL), "cancelled") == 0, "the long job is cancelled");
         json_object_put(sc);
-        is_int(wait_containers(b, s.pid, 0, 60000), 0, "no container of the server is left (dropped calls removed theirs)");
+        is_int(wait_containers(b, s.pid, 0, 60000), 0,
+               "no container of the server is left (dropped calls removed theirs)");
         settle(s.pid);
         rss_after = rss_kb(s.pid);
         diag("server RSS: %ld KiB after warm-up, %ld KiB after the load (%+ld KiB)", rss_warm, rss_after,
@@ -499,7 +507,7 @@ static void http_load(struct dm_backend *b)
 /* ---- stdio ------------------------------------------------------------------------- */
 
 struct stdio_run {
-        int to, from;                   /* the server's stdin, stdout */
+        int to, from; /* the server's stdin, stdout */
         pid_t pid;
         pthread_mutex_t lock;
         pthread_cond_t cond;
@@ -528,11 +536,13 @@ static void *stdio_reader(void *arg)
                         if (m && jget(m, "id", NULL, NULL)) {
                                 int id = json_object_get_int(jget(m, "id", NULL, NULL));
                                 json_object *sc = jget(m, "result", "structuredContent", NULL);
-                                bool good = id >= 2000000   ? sc && jget(sc, "exit_code", NULL, NULL) &&
-                                                                        json_object_get_int(jget(sc, "exit_code", NULL, NULL)) == 0
-                                            : id >= 1000000 ? jget(m, "result", "tools", NULL) != NULL
-                                            : id == 1       ? sc && jget(sc, "job_id", NULL, NULL)
-                                                            : sc && jget(sc, "status", NULL, NULL);
+                                bool good =
+                                        id >= 2000000
+                                                ? sc && jget(sc, "exit_code", NULL, NULL) &&
+                                                          json_object_get_int(jget(sc, "exit_code", NULL, NULL)) == 0
+                                        : id >= 1000000 ? jget(m, "result", "tools", NULL) != NULL
+                                        : id == 1       ? sc && jget(sc, "job_id", NULL, NULL)
+                                                        : sc && jget(sc, "status", NULL, NULL);
                                 pthread_mutex_lock(&st->lock);
                                 if (id == 1)
                                         snprintf(st->job, sizeof(st->job), "%s", jstr(sc, "job_id", NULL, NULL));
@@ -621,9 +631,10 @@ static void stdio_load(struct dm_backend *b)
 
         /* At once, as a client starting the server does. */
         slot(&st);
-        send_line(&st, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                       "\"arguments\":{\"command\":\"sleep 600\",\"image\":\"base\",\"egress\":\"none\",\"background\":true},"
-                       MODERN_META "}}\n");
+        send_line(&st,
+                  "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
+                  "\"arguments\":{\"command\":\"sleep "
+                  "600\",\"image\":\"base\",\"egress\":\"none\",\"background\":true}," MODERN_META "}}\n");
         pthread_mutex_lock(&st.lock);
         while (!st.job[0] && !st.eof)
                 pthread_cond_wait(&st.cond, &st.lock);
@@ -636,7 +647,9 @@ static void stdio_load(struct dm_backend *b)
                 if (op == OP_LIST || op == OP_LEGACY) {
                         if (!slot(&st))
                                 break;
-                        send_line(&st, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}\n",
+                        send_line(&st,
+                                  "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/list\",\"params\":{" MODERN_META
+                                  "}}\n",
                                   1000000 + i);
                 } else if (op == OP_WAIT_DROP || op == OP_SCRIPT_DROP) {
                         char job[64];
@@ -645,20 +658,23 @@ static void stdio_load(struct dm_backend *b)
                         pthread_mutex_unlock(&st.lock);
                         /* A cancelled request gets no answer: no slot. */
                         if (op == OP_WAIT_DROP)
-                                send_line(&st,
-                                          "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":"
-                                          "\"sandbox_wait\",\"arguments\":{\"job_id\":\"%s\",\"timeout_seconds\":60}," MODERN_META
-                                          "}}\n",
-                                          id, job);
+                                send_line(
+                                        &st,
+                                        "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":"
+                                        "\"sandbox_wait\",\"arguments\":{\"job_id\":\"%s\",\"timeout_seconds\":60}"
+                                        "," MODERN_META "}}\n",
+                                        id, job);
                         else
-                                send_line(&st,
-                                          "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":"
-                                          "\"sandbox_script\",\"arguments\":{\"command\":\"sleep 30\",\"image\":\"base\","
-                                          "\"egress\":\"none\"}," MODERN_META "}}\n",
-                                          id);
+                                send_line(
+                                        &st,
+                                        "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":"
+                                        "\"sandbox_script\",\"arguments\":{\"command\":\"sleep 30\",\"image\":\"base\","
+                                        "\"egress\":\"none\"}," MODERN_META "}}\n",
+                                        id);
                         usleep(op == OP_SCRIPT_DROP ? 300 * 1000 : 1000);
                         send_line(&st,
-                                  "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":%d,"
+                                  "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/"
+                                  "cancelled\",\"params\":{\"requestId\":%d,"
                                   "\"reason\":\"test\"," MODERN_META "}}\n",
                                   id);
                         cancelled++;
@@ -667,17 +683,19 @@ static void stdio_load(struct dm_backend *b)
                         char args[160];
                         pthread_mutex_lock(&st.lock);
                         if (op == OP_SCRIPT)
-                                snprintf(args, sizeof(args), "{\"command\":\"echo %d\",\"image\":\"base\",\"egress\":\"none\"}", i);
+                                snprintf(args, sizeof(args),
+                                         "{\"command\":\"echo %d\",\"image\":\"base\",\"egress\":\"none\"}", i);
                         else
                                 snprintf(args, sizeof(args), "{\"job_id\":\"%s\"}", st.job);
                         pthread_mutex_unlock(&st.lock);
                         if (!slot(&st))
                                 break;
                         /* exit_code, not status, for a script: checked as "answered". */
-                        send_line(&st,
-                                  "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
-                                  "\"arguments\":%s," MODERN_META "}}\n",
-                                  op == OP_SCRIPT ? 2000000 + i : id, tool, args);
+                        send_line(
+                                &st,
+                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
+                                "\"arguments\":%s," MODERN_META "}}\n",
+                                op == OP_SCRIPT ? 2000000 + i : id, tool, args);
                 }
         }
         pthread_mutex_lock(&st.lock);
@@ -706,7 +724,7 @@ static void stdio_load(struct dm_backend *b)
         }
 
         t0 = dm_now_ms();
-        close(st.to);   /* EOF: the server cancels the long job's call and exits */
+        close(st.to); /* EOF: the server cancels the long job's call and exits */
         pthread_join(reader, NULL);
         waitpid(st.pid, &status, 0);
         ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "stdio: exit 0 at EOF (status %d) after %lld ms", status,

@@ -14,11 +14,12 @@
 
 #define CT "Content-Type: application/json\r\n"
 #define ACCEPT_BOTH "Accept: application/json, text/event-stream\r\n"
-#define MODERN_META "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
-                    "\"io.modelcontextprotocol/clientCapabilities\":{}"
-#define INIT_BODY "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"," \
-                  "\"capabilities\":{},\"clientInfo\":{\"name\":\"test-http\",\"version\":\"1\"}}}"
-
+#define MODERN_META                                                              \
+        "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
+        "\"io.modelcontextprotocol/clientCapabilities\":{}"
+#define INIT_BODY                                                                                                 \
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"," \
+        "\"capabilities\":{},\"clientInfo\":{\"name\":\"test-http\",\"version\":\"1\"}}}"
 
 static char sid_hdr[128];
 
@@ -83,7 +84,8 @@ static void legacy(struct dm_backend *b, struct server *s)
         snprintf(hdrs, sizeof(hdrs), CT ACCEPT_BOTH "%s", sid_hdr);
         http_call("POST", hdrs, "{this is not json", &r);
         m = hresp_json(&r);
-        ok(r.status == 400 && rpc_code(m) == -32700 && !jget(m, "id", NULL, NULL), "malformed JSON: 400, -32700, no id");
+        ok(r.status == 400 && rpc_code(m) == -32700 && !jget(m, "id", NULL, NULL),
+           "malformed JSON: 400, -32700, no id");
         json_object_put(m);
         hresp_release(&r);
         http_call("POST", hdrs, "[{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}]", &r);
@@ -109,8 +111,8 @@ static void legacy(struct dm_backend *b, struct server *s)
         is_int(r.status, 409, "a second GET stream for the session: 409");
         hresp_release(&r);
         snprintf(hdrs, sizeof(hdrs), CT ACCEPT_BOTH "%s", sid_hdr);
-        http_call("POST", hdrs, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"logging/setLevel\",\"params\":{\"level\":\"info\"}}",
-                  &r);
+        http_call("POST", hdrs,
+                  "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"logging/setLevel\",\"params\":{\"level\":\"info\"}}", &r);
         is_int(r.status, 200, "logging/setLevel info: 200");
         hresp_release(&r);
         initialize(sid2);
@@ -126,7 +128,8 @@ static void legacy(struct dm_backend *b, struct server *s)
         snprintf(hdrs, sizeof(hdrs), CT ACCEPT_BOTH "%s", sid_hdr);
         start_call(&p, &pr, hdrs,
                    "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                   "\"arguments\":{\"command\":\"echo a; sleep 2.5; echo b; exit 3\"},\"_meta\":{\"progressToken\":\"t8\"}}}");
+                   "\"arguments\":{\"command\":\"echo a; sleep 2.5; echo b; exit "
+                   "3\"},\"_meta\":{\"progressToken\":\"t8\"}}}");
         ok(pr.status == 200 && hresp_header(&pr, "Content-Type", v, sizeof(v)) && strcmp(v, "text/event-stream") == 0,
            "tools/call: 200 text/event-stream");
         {
@@ -142,8 +145,10 @@ static void legacy(struct dm_backend *b, struct server *s)
                         json_object_put(m);
                 }
                 ok(progress >= 1, "progress notifications with the request's token on the stream (%d)", progress);
-                is_int(json_object_get_int(jget(res, "result", "structuredContent", "exit_code")), 3, "then the result: exit 3");
-                is_str(json_object_get_string(jget(res, "result", "structuredContent", "stdout")), "a\nb\n", "stdout a b");
+                is_int(json_object_get_int(jget(res, "result", "structuredContent", "exit_code")), 3,
+                       "then the result: exit 3");
+                is_str(json_object_get_string(jget(res, "result", "structuredContent", "stdout")), "a\nb\n",
+                       "stdout a b");
                 json_object_put(res);
                 ok(hc_read_body(&p, &pr, 5000) == 0, "and the stream ends");
         }
@@ -178,7 +183,8 @@ static void legacy(struct dm_backend *b, struct server *s)
                   &r);
         m = hresp_json(&r);
         ok(r.status == 429 && hresp_header(&r, "Retry-After", v, sizeof(v)) && jget(m, "id", NULL, NULL),
-           "a third call while the GET stream is open (--max-session-streams 3): 429 with Retry-After and the request id (%d)",
+           "a third call while the GET stream is open (--max-session-streams 3): 429 with Retry-After and the request "
+           "id (%d)",
            r.status);
         json_object_put(m);
         hresp_release(&r);
@@ -187,7 +193,8 @@ static void legacy(struct dm_backend *b, struct server *s)
         hc_close(&y);
         {
                 int64_t t0 = dm_now_ms();
-                is_int(wait_containers(b, s->pid, 0, 15000), 0, "closing their streams cancels them: containers removed");
+                is_int(wait_containers(b, s->pid, 0, 15000), 0,
+                       "closing their streams cancels them: containers removed");
                 diag("removed %lld ms after the streams closed", (long long)(dm_now_ms() - t0));
         }
         hresp_release(&xr);
@@ -221,8 +228,9 @@ static void modern(struct dm_backend *b, struct server *s)
         json_object *m;
         char hdrs[512], v[64];
         const char *list = "{\"jsonrpc\":\"2.0\",\"id\":20,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}}";
-        const char *call_bad = "{\"jsonrpc\":\"2.0\",\"id\":21,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                               "\"arguments\":{}," MODERN_META "}}}";
+        const char *call_bad =
+                "{\"jsonrpc\":\"2.0\",\"id\":21,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
+                "\"arguments\":{}," MODERN_META "}}}";
 
         modern_headers(hdrs, sizeof(hdrs), "tools/list", NULL);
         http_call("POST", hdrs, list, &r);
@@ -257,20 +265,23 @@ static void modern(struct dm_backend *b, struct server *s)
         hresp_release(&r);
 
         modern_headers(hdrs, sizeof(hdrs), "no/such", NULL);
-        http_call("POST", hdrs, "{\"jsonrpc\":\"2.0\",\"id\":22,\"method\":\"no/such\",\"params\":{" MODERN_META "}}}", &r);
+        http_call("POST", hdrs, "{\"jsonrpc\":\"2.0\",\"id\":22,\"method\":\"no/such\",\"params\":{" MODERN_META "}}}",
+                  &r);
         m = hresp_json(&r);
         ok(r.status == 404 && rpc_code(m) == -32601 && json_object_get_int(jget(m, "id", NULL, NULL)) == 22,
            "an unknown method: 404, -32601, the request id");
         json_object_put(m);
         hresp_release(&r);
         modern_headers(hdrs, sizeof(hdrs), "ping", NULL);
-        http_call("POST", hdrs, "{\"jsonrpc\":\"2.0\",\"id\":23,\"method\":\"ping\",\"params\":{" MODERN_META "}}}", &r);
+        http_call("POST", hdrs, "{\"jsonrpc\":\"2.0\",\"id\":23,\"method\":\"ping\",\"params\":{" MODERN_META "}}}",
+                  &r);
         is_int(r.status, 404, "ping (not in 2026-07-28): 404");
         hresp_release(&r);
         snprintf(hdrs, sizeof(hdrs), CT ACCEPT_BOTH "MCP-Protocol-Version: v999\r\nMcp-Method: tools/list\r\n");
         http_call("POST", hdrs,
                   "{\"jsonrpc\":\"2.0\",\"id\":24,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
-                  "\"io.modelcontextprotocol/protocolVersion\":\"v999\",\"io.modelcontextprotocol/clientCapabilities\":{}}}}",
+                  "\"io.modelcontextprotocol/protocolVersion\":\"v999\",\"io.modelcontextprotocol/"
+                  "clientCapabilities\":{}}}}",
                   &r);
         m = hresp_json(&r);
         ok(r.status == 400 && rpc_code(m) == -32022 && jget(m, "error", "data", "supported"),

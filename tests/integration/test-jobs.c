@@ -45,7 +45,8 @@ int main(void)
 
         /* A job that prints, sleeps and fails. */
         t0 = dm_now_ms();
-        m = call(1, "sandbox_script", "{\"command\":\"echo start; sleep 3; echo end; exit 4\",\"background\":true}", 10000, NULL);
+        m = call(1, "sandbox_script", "{\"command\":\"echo start; sleep 3; echo end; exit 4\",\"background\":true}",
+                 10000, NULL);
         ok(dm_now_ms() - t0 < 2000, "background call answers at once (%lld ms)", (long long)(dm_now_ms() - t0));
         is_str(str_at(structured(m), "status"), "running", "status running");
         job = job_of(m);
@@ -63,7 +64,8 @@ int main(void)
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\",\"timeout_seconds\":0}", job);
         m = call(3, "sandbox_wait", args, 5000, NULL);
         is_str(str_at(structured(m), "status"), "running", "sandbox_wait 0 s: still running");
-        ok(strstr(str_at(structured(m), "message"), "call sandbox_wait again") != NULL, "with the message to call again");
+        ok(strstr(str_at(structured(m), "message"), "call sandbox_wait again") != NULL,
+           "with the message to call again");
         json_object_put(m);
 
         notes = json_object_new_array();
@@ -80,7 +82,8 @@ int main(void)
         json_object_put(notes);
 
         m = call(5, "sandbox_status", args, 5000, NULL);
-        is_int(json_object_get_int(path(structured(m), "exit_code", NULL, NULL)), 4, "sandbox_status after the end has exit_code");
+        is_int(json_object_get_int(path(structured(m), "exit_code", NULL, NULL)), 4,
+               "sandbox_status after the end has exit_code");
         json_object_put(m);
         free(job);
 
@@ -94,7 +97,8 @@ int main(void)
         json_object_put(m);
         free(job);
 
-        m = call(8, "sandbox_script", "{\"command\":\"sleep 30\",\"timeout_seconds\":1,\"background\":true}", 10000, NULL);
+        m = call(8, "sandbox_script", "{\"command\":\"sleep 30\",\"timeout_seconds\":1,\"background\":true}", 10000,
+                 NULL);
         job = job_of(m);
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\"}", job);
@@ -165,7 +169,8 @@ int main(void)
         m = recv_response(c, 99, 10000, notes);
         /* 32 calls of a second each, one after another, would take 32 s
          * or more: an answer well inside that shows nothing waits on them. */
-        ok(m && dm_now_ms() - t0 < 10000, "tools/list answered while 32 calls run (%lld ms)", (long long)(dm_now_ms() - t0));
+        ok(m && dm_now_ms() - t0 < 10000, "tools/list answered while 32 calls run (%lld ms)",
+           (long long)(dm_now_ms() - t0));
         json_object_put(m);
         int good = 0;
         json_object *seen[32] = { 0 };
@@ -194,7 +199,8 @@ int main(void)
         for (int i = 0; i < 32; i++) {
                 char want[16];
                 snprintf(want, sizeof(want), "n%d\n", i);
-                if (seen[i] && !is_error(seen[i]) && json_object_get_int(path(structured(seen[i]), "exit_code", NULL, NULL)) == i % 7 &&
+                if (seen[i] && !is_error(seen[i]) &&
+                    json_object_get_int(path(structured(seen[i]), "exit_code", NULL, NULL)) == i % 7 &&
                     strcmp(str_at(structured(seen[i]), "stdout"), want) == 0)
                         good++;
                 json_object_put(seen[i]);

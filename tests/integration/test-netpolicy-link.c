@@ -50,7 +50,7 @@ struct probe {
         pid_t pid;
         uint32_t addr;
         int port;
-        int result;     /* 0 or errno */
+        int result; /* 0 or errno */
         char reply[16];
 };
 
@@ -211,8 +211,8 @@ int main(void)
         inet_ntop(AF_INET, &net.host_addr, host, sizeof(host));
         inet_ntop(AF_INET, &net.peer_addr, peer, sizeof(peer));
         diag("host side %s (%s), sandbox %s", net.host_ifname, host, peer);
-        ok(strncmp(net.host_ifname, "dm-", 3) == 0 && net.host_ifindex > 0, "host side %s, ifindex %d",
-           net.host_ifname, net.host_ifindex);
+        ok(strncmp(net.host_ifname, "dm-", 3) == 0 && net.host_ifindex > 0, "host side %s, ifindex %d", net.host_ifname,
+           net.host_ifindex);
         is_int(count_tag(tag, owner), 1, "dm_netlink_list finds it by its alias");
         is_str(owner, "boot-1-2", "with its owner");
 

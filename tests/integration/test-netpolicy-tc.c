@@ -198,8 +198,8 @@ int main(void)
         fd_orig = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
         if (sh("ip netns add %s", ns_s) || sh("ip netns add %s", ns_h) ||
             sh("ip -n %s link add s0 type veth peer name h0 netns %s", ns_s, ns_h) ||
-            sh("ip -n %s addr add 10.77.0.2/24 dev s0 && ip -n %s link set s0 up && ip -n %s link set lo up", ns_s, ns_s,
-               ns_s) ||
+            sh("ip -n %s addr add 10.77.0.2/24 dev s0 && ip -n %s link set s0 up && ip -n %s link set lo up", ns_s,
+               ns_s, ns_s) ||
             sh("ip -n %s addr add 10.77.0.1/24 dev h0 && ip -n %s addr add 10.77.0.3/24 dev h0 && "
                "ip -n %s addr add 10.77.0.4/24 dev h0 && ip -n %s link set h0 up && ip -n %s link set lo up",
                ns_h, ns_h, ns_h, ns_h, ns_h)) {
@@ -229,12 +229,16 @@ int main(void)
          * 12-13 are the IPv4 ethertype, then one that drops by the address at
          * 30 (14 + 16): the frame has its Ethernet header at tc ingress. */
         struct sock_filter eth_probe[] = {
-                BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0800, 0, 1),
-                BPF_STMT(BPF_RET | BPF_K, 2), BPF_STMT(BPF_RET | BPF_K, 0),
+                BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0800, 0, 1),
+                BPF_STMT(BPF_RET | BPF_K, 2),
+                BPF_STMT(BPF_RET | BPF_K, 0),
         };
         struct sock_filter dst_probe[] = {
-                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 30), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0a4d0003, 0, 1),
-                BPF_STMT(BPF_RET | BPF_K, 2), BPF_STMT(BPF_RET | BPF_K, 0),
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 30),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0a4d0003, 0, 1),
+                BPF_STMT(BPF_RET | BPF_K, 2),
+                BPF_STMT(BPF_RET | BPF_K, 0),
         };
         is_int(attach(ifindex, eth_probe, 4, &err), 0, "probe attached: %s", err.msg);
         ok(!tcp_reaches("10.77.0.4", P_OK), "ethertype at offset 12: IPv4 frames dropped by the probe");
@@ -245,8 +249,7 @@ int main(void)
         /* The real policy: proxy at .1:3128, .1 is a host address, allow .3:8443. */
         const char *allow[] = { "10.77.0.3:8443", NULL };
         if (compile("none", allow, &prog, &n) == 0) {
-                is_int(attach(ifindex, prog, n, &err), 0, "policy filter attached (%zu instructions): %s", n,
-                       err.msg);
+                is_int(attach(ifindex, prog, n, &err), 0, "policy filter attached (%zu instructions): %s", n, err.msg);
                 enter(fd_h);
                 is_int(dm_tc_query_ingress(NULL, ifindex, &clsact, &flen, &err), 0, "query: %s", err.msg);
                 enter(fd_orig);

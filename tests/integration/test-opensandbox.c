@@ -59,8 +59,9 @@ static struct child *serve_with(const char *domain, const char *key)
 static void bad_config(const char *domain, const char *key, const char *says, const char *name)
 {
         struct child *ch = serve_with(domain, key);
-        json_object *m = ch ? call_on(ch, "sandbox_script", "{\"image\":\"base\",\"command\":\"true\",\"egress\":\"none\"}")
-                            : NULL;
+        json_object *m =
+                ch ? call_on(ch, "sandbox_script", "{\"image\":\"base\",\"command\":\"true\",\"egress\":\"none\"}")
+                   : NULL;
 
         ok(result_error_says(m, says), "%s", name);
         json_object_put(m);
@@ -107,8 +108,9 @@ int main(void)
         shim_env = "DEMESNE_SHIM=off";
 
         /* sandbox_script: output, exit code, /out on the host. */
-        m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"echo hello; echo oops >&2; echo made > /out/f.txt; "
-                                    "exit 7\",\"egress\":\"none\"}");
+        m = call("sandbox_script",
+                 "{\"image\":\"base\",\"command\":\"echo hello; echo oops >&2; echo made > /out/f.txt; "
+                 "exit 7\",\"egress\":\"none\"}");
         ok(!result_is_error(m), "sandbox_script through opensandbox");
         is_str(str_at(structured(m), "stdout"), "hello\n", "stdout");
         is_str(str_at(structured(m), "stderr"), "oops\n", "stderr");
@@ -125,7 +127,7 @@ int main(void)
         /* DEMESNE_CPUS (1) goes as resourceLimits.cpu "1000m": the
          * fixture's container has the CFS quota of one CPU. */
         m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us "
-                                    "2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max\",\"egress\":\"none\"}");
+                                   "2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max\",\"egress\":\"none\"}");
         is_int(int_at(structured(m), "exit_code"), 0, "exit 0 from execution_complete");
         is_str(str_at(structured(m), "stdout"), "100000\n", "the CPU limit reaches the sandbox (cfs_quota_us)");
         json_object_put(m);
@@ -133,8 +135,9 @@ int main(void)
         /* A timeout stops the command through execd's interrupt. */
         {
                 int64_t t0 = dm_now_ms();
-                m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"echo start; sleep 60\",\"timeout_seconds\":2,"
-                                            "\"egress\":\"none\"}");
+                m = call("sandbox_script",
+                         "{\"image\":\"base\",\"command\":\"echo start; sleep 60\",\"timeout_seconds\":2,"
+                         "\"egress\":\"none\"}");
                 ok(!result_is_error(m) && json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL)),
                    "timed_out after timeout_seconds");
                 ok(dm_now_ms() - t0 < 30000, "and within seconds (%lld ms)", (long long)(dm_now_ms() - t0));
@@ -150,7 +153,7 @@ int main(void)
         json_object_put(m);
         /* A background job that times out ends timed_out, not failed. */
         m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"sleep 60\",\"timeout_seconds\":2,"
-                                    "\"egress\":\"none\",\"background\":true}");
+                                   "\"egress\":\"none\",\"background\":true}");
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\"}", str_at(structured(m), "job_id"));
         json_object_put(m);
         m = call("sandbox_wait", args);
@@ -166,9 +169,10 @@ int main(void)
         {
                 struct tm tc = { 0 }, te = { 0 };
                 const char *ca = str_at(structured(m), "created_at"), *ea = str_at(structured(m), "expires_at");
-                long long span = ca && ea && strptime(ca, "%Y-%m-%dT%H:%M:%S", &tc) && strptime(ea, "%Y-%m-%dT%H:%M:%S", &te)
-                                         ? (long long)(timegm(&te) - timegm(&tc))
-                                         : -1;
+                long long span =
+                        ca && ea && strptime(ca, "%Y-%m-%dT%H:%M:%S", &tc) && strptime(ea, "%Y-%m-%dT%H:%M:%S", &te)
+                                ? (long long)(timegm(&te) - timegm(&tc))
+                                : -1;
                 ok(span > 86000 && span <= 86400, "expires_at is the server's maximum after created_at (%lld s)", span);
         }
         json_object_put(m);
@@ -201,8 +205,8 @@ int main(void)
                 setenv("OPEN_SANDBOX_DOMAIN", fx.domain, 1);
                 setenv("OPEN_SANDBOX_API_KEY", key, 1);
                 snprintf(label, sizeof(label), "demesne.sandbox=%s", sb);
-                if (dm_backend_open(&ec, &osb, &err) >= 0 && osb->ops->list(osb, label, &ids, &n, &err) >= 0 && n == 1 &&
-                    osb->ops->inspect(osb, ids[0], &info, &err) >= 0) {
+                if (dm_backend_open(&ec, &osb, &err) >= 0 && osb->ops->list(osb, label, &ids, &n, &err) >= 0 &&
+                    n == 1 && osb->ops->inspect(osb, ids[0], &info, &err) >= 0) {
                         for (size_t i = 0; info.labels && info.labels[i]; i++) {
                                 foreign |= strncmp(info.labels[i], "demesne.", 8) != 0;
                                 own |= strcmp(info.labels[i], label) == 0;
@@ -235,8 +239,10 @@ int main(void)
                 unsetenv("OPEN_SANDBOX_DOMAIN");
                 unsetenv("OPEN_SANDBOX_API_KEY");
         }
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo \\\"$GREETING $X\\\"; pwd; "
-                                     "echo kept > /workspace/s\",\"workdir\":\"/tmp\",\"env\":{\"X\":\"it's\"}}", sb);
+        snprintf(args, sizeof(args),
+                 "{\"sandbox_id\":\"%s\",\"command\":\"echo \\\"$GREETING $X\\\"; pwd; "
+                 "echo kept > /workspace/s\",\"workdir\":\"/tmp\",\"env\":{\"X\":\"it's\"}}",
+                 sb);
         m = call("sandbox_exec", args);
         is_str(str_at(structured(m), "stdout"), "hi there it's\n/tmp\n", "exec: env (quoted), workdir");
         json_object_put(m);
@@ -263,8 +269,10 @@ int main(void)
         ok(!result_is_error(m), "sandbox_upload");
         is_int(int_at(structured(m), "bytes"), 20, "bytes uploaded");
         json_object_put(m);
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"sed -n 2p /workspace/sub/d.txt; "
-                                     "cp /workspace/sub/d.txt /workspace/back.txt\"}", sb);
+        snprintf(args, sizeof(args),
+                 "{\"sandbox_id\":\"%s\",\"command\":\"sed -n 2p /workspace/sub/d.txt; "
+                 "cp /workspace/sub/d.txt /workspace/back.txt\"}",
+                 sb);
         m = call("sandbox_exec", args);
         is_str(str_at(structured(m), "stdout"), "line 'two'\n", "the uploaded file is there");
         json_object_put(m);
@@ -294,8 +302,9 @@ int main(void)
         {
                 char cmd[512];
 
-                snprintf(cmd, sizeof(cmd), "curl -sf -X POST -H 'OPEN-SANDBOX-API-KEY: %s' "
-                                           "'http://%s/fixture/expire?metadata=demesne.sandbox%%3D%s' >/dev/null",
+                snprintf(cmd, sizeof(cmd),
+                         "curl -sf -X POST -H 'OPEN-SANDBOX-API-KEY: %s' "
+                         "'http://%s/fixture/expire?metadata=demesne.sandbox%%3D%s' >/dev/null",
                          key, fx.domain, sb);
                 is_int(system(cmd), 0, "the fixture expired the sandbox as its TTL would");
         }
@@ -313,7 +322,8 @@ int main(void)
 
         /* What the fixture saw. */
         st = os_fixture_stats(&fx);
-        ok(st && int_at(st, "execd_requests") > 0, "execd was used (%lld requests)", (long long)int_at(st, "execd_requests"));
+        ok(st && int_at(st, "execd_requests") > 0, "execd was used (%lld requests)",
+           (long long)int_at(st, "execd_requests"));
         is_int(int_at(st, "execd_api_key_seen"), 0, "the API key never reached execd");
         is_int(int_at(st, "lifecycle_unauthorized"), 0, "every lifecycle call carried the key");
         ok(int_at(st, "interrupts") >= 1, "the timeout went through execd's interrupt");
@@ -370,7 +380,8 @@ int main(void)
         bad_config("127.0.0.1:1", key, "not reachable", "a dead server: not reachable");
         bad_config("http://x:1", key, "OPEN_SANDBOX_PROTOCOL", "a scheme in OPEN_SANDBOX_DOMAIN: says where it goes");
         setenv("OPEN_SANDBOX_USE_SERVER_PROXY", "maybe", 1);
-        bad_config(fx.domain, key, "OPEN_SANDBOX_USE_SERVER_PROXY", "a bad OPEN_SANDBOX_USE_SERVER_PROXY: a clear error");
+        bad_config(fx.domain, key, "OPEN_SANDBOX_USE_SERVER_PROXY",
+                   "a bad OPEN_SANDBOX_USE_SERVER_PROXY: a clear error");
 
         /* Through the server's proxy: execd reached by way of the lifecycle
          * server, still without the API key. */
@@ -396,8 +407,10 @@ int main(void)
                 FILE *f;
                 size_t n = 0;
 
-                snprintf(cmd, sizeof(cmd), "DEMESNE_BACKEND=opensandbox DEMESNE_SHIM=off OPEN_SANDBOX_DOMAIN='%s' "
-                                           "OPEN_SANDBOX_API_KEY='%s' '%s' doctor 2>&1", fx.domain, key, getenv("DEMESNE"));
+                snprintf(cmd, sizeof(cmd),
+                         "DEMESNE_BACKEND=opensandbox DEMESNE_SHIM=off OPEN_SANDBOX_DOMAIN='%s' "
+                         "OPEN_SANDBOX_API_KEY='%s' '%s' doctor 2>&1",
+                         fx.domain, key, getenv("DEMESNE"));
                 f = popen(cmd, "r");
                 if (f) {
                         n = fread(out, 1, sizeof(out) - 1, f);

@@ -36,7 +36,7 @@
 struct upstream {
         int fd;
         uint16_t port;
-        bool http;   /* else echo */
+        bool http; /* else echo */
         atomic_int stop;
         pthread_t thread, conns[MAX_UPSTREAM_CONNS];
         int n_conns;
@@ -203,7 +203,8 @@ static int tunnel(const struct sockaddr_in *proxy, const char *target)
         if (fd < 0)
                 return -1;
         snprintf(req, sizeof(req), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target);
-        if (write(fd, req, strlen(req)) < 0 || (read_head(fd, head, sizeof(head)), strncmp(head, "HTTP/1.1 200 ", 13))) {
+        if (write(fd, req, strlen(req)) < 0 ||
+            (read_head(fd, head, sizeof(head)), strncmp(head, "HTTP/1.1 200 ", 13))) {
                 diag("tunnel to %s: '%s'", target, head);
                 close(fd);
                 return -1;
@@ -259,7 +260,7 @@ static int count_dir(const char *path)
                 n += e->d_name[0] != '.';
         if (d)
                 closedir(d);
-        return n - (strcmp(path, "/proc/self/fd") == 0);   /* opendir's own fd */
+        return n - (strcmp(path, "/proc/self/fd") == 0); /* opendir's own fd */
 }
 
 static int sh(const char *cmd)
@@ -394,8 +395,8 @@ int main(void)
 
         snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
         f = fopen(hosts, "we");
-        fprintf(f, "# pinned for the test\n" UPSTREAM_IP " allowed.test web.test down.test full.test\n"
-                   UPSTREAM_IP " notallowed.test\n127.0.0.1 loop.test\n10.213.0.1 pool.test\n"
+        fprintf(f, "# pinned for the test\n" UPSTREAM_IP " allowed.test web.test down.test full.test\n" UPSTREAM_IP
+                   " notallowed.test\n127.0.0.1 loop.test\n10.213.0.1 pool.test\n"
                    "169.254.169.254 meta.test\n");
         fclose(f);
         setenv("DEMESNE_PROXY_HOSTS", hosts, 1);
@@ -412,8 +413,8 @@ int main(void)
         snprintf(echo_allow, sizeof(echo_allow), "allowed.test:%u", echo.port);
         snprintf(web_allow, sizeof(web_allow), "WEB.test.:%u", web.port);
         {
-                const char *with_cidr[] = { echo_allow, web_allow, "down.test", "full.test", "127.0.0.1/32",
-                                            "198.18.77.0/30", NULL };
+                const char *with_cidr[] = { echo_allow,     web_allow,        "down.test", "full.test",
+                                            "127.0.0.1/32", "198.18.77.0/30", NULL };
                 const char *no_cidr[] = { echo_allow, "loop.test", "pool.test", "meta.test", NULL };
                 a = add(proxy, "sb-a", "127.0.0.1", "127.0.0.1", with_cidr, log_fd);
                 b = add(proxy, "sb-b", "127.0.0.2", "127.0.0.1", no_cidr, log_fd);
@@ -639,7 +640,7 @@ int main(void)
 
         close(proxy_ns);
         close(up_ns);
-        if (getenv("DM_TEST_KEEP")) {   /* to read the log by hand */
+        if (getenv("DM_TEST_KEEP")) { /* to read the log by hand */
                 diag("kept %s", dir);
         } else {
                 unlink(hosts);

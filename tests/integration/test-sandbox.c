@@ -89,7 +89,8 @@ int main(void)
         ok(!result_is_error(m), "sandbox_create");
         snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
         ok(strncmp(sb, "sbx-", 4) == 0, "id %s", sb);
-        ok(*str_at(structured(m), "expires_at") && *str_at(structured(m), "output_dir") == '/', "expires_at and output_dir");
+        ok(*str_at(structured(m), "expires_at") && *str_at(structured(m), "output_dir") == '/',
+           "expires_at and output_dir");
         json_object_put(m);
         s = exec_out(sb, "echo kept > /workspace/state; echo $GREETING");
         is_str(s, "hello\n", "create's env reaches every command");
@@ -97,8 +98,10 @@ int main(void)
         s = exec_out(sb, "cat /workspace/state");
         is_str(s, "kept\n", "/workspace persists across execs");
         free(s);
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"pwd; tr a-z A-Z\",\"workdir\":\"/workspace\","
-                                     "\"stdin\":\"abc\\n\",\"env\":{\"X\":\"1\"}}", sb);
+        snprintf(args, sizeof(args),
+                 "{\"sandbox_id\":\"%s\",\"command\":\"pwd; tr a-z A-Z\",\"workdir\":\"/workspace\","
+                 "\"stdin\":\"abc\\n\",\"env\":{\"X\":\"1\"}}",
+                 sb);
         m = call("sandbox_exec", args);
         is_str(str_at(structured(m), "stdout"), "/workspace\nABC\n", "workdir and stdin");
         json_object_put(m);
@@ -108,7 +111,8 @@ int main(void)
         json_object_put(m);
 
         /* A timeout kills the command and what it started; the sandbox stays usable. */
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"sleep 301 & sleep 301\",\"timeout_seconds\":1}", sb);
+        snprintf(args, sizeof(args),
+                 "{\"sandbox_id\":\"%s\",\"command\":\"sleep 301 & sleep 301\",\"timeout_seconds\":1}", sb);
         m = call("sandbox_exec", args);
         ok(json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL)), "exec timeout: timed_out");
         json_object_put(m);
@@ -144,7 +148,8 @@ int main(void)
         snprintf(p, sizeof(p), "%s/blob.bin", allowed);
         snprintf(cmd, sizeof(cmd), "head -c 20971520 /dev/urandom > '%s'", p);
         system(cmd);
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s\",\"dst\":\"/workspace/data/blob.bin\"}", sb, p);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s\",\"dst\":\"/workspace/data/blob.bin\"}", sb,
+                 p);
         m = call("sandbox_upload", args);
         is_int(json_object_get_int64(path(structured(m), "bytes", NULL, NULL)), 20971520, "upload 20 MiB");
         json_object_put(m);
@@ -198,7 +203,8 @@ int main(void)
         ok(access("/etc/hostname", F_OK) == 0, "and the host's /etc/hostname is untouched");
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/etc/passwd\",\"dst\":\"/workspace/p\"}", sb);
         m = call("sandbox_upload", args);
-        ok(result_error_says(m, "outside DEMESNE_ALLOWED_PATHS"), "upload of a host file outside the allowed paths refused");
+        ok(result_error_says(m, "outside DEMESNE_ALLOWED_PATHS"),
+           "upload of a host file outside the allowed paths refused");
         json_object_put(m);
         snprintf(p, sizeof(p), "%s/escape", allowed);
         symlink("/etc/passwd", p);
@@ -206,7 +212,8 @@ int main(void)
         m = call("sandbox_upload", args);
         ok(result_error_says(m, "resolves to"), "upload through a symlink escape refused");
         json_object_put(m);
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s/blob.bin\",\"dst\":\"/workspace/\"}", sb, allowed);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s/blob.bin\",\"dst\":\"/workspace/\"}", sb,
+                 allowed);
         m = call("sandbox_upload", args);
         ok(result_error_says(m, "must name a file"), "upload to a directory path refused");
         json_object_put(m);
@@ -223,7 +230,8 @@ int main(void)
         is_int(probe_failures(s), 0, "unshare, setns, mount, ptrace, keyctl, bpf and the rest fail with EPERM");
         free(s);
         s = exec_out(sb, "unshare -r true 2>&1; mount -t tmpfs x /mnt 2>&1; echo rc=$?");
-        ok(strstr(s, "Operation not permitted") && strstr(s, "rc=32"), "`unshare -r true` and `mount -t tmpfs` fail: %s", s);
+        ok(strstr(s, "Operation not permitted") && strstr(s, "rc=32"),
+           "`unshare -r true` and `mount -t tmpfs` fail: %s", s);
         free(s);
         s = exec_out(sb, "cd /tmp && printf 'int main(void){return 42;}' > a.c && gcc a.c -o a; ./a; echo c=$?; "
                          "git init -q r && git -C r -c user.name=t -c user.email=t@t commit -q --allow-empty -m m && "
@@ -233,8 +241,10 @@ int main(void)
 
         /* A fork bomb runs into the pids limit until its timeout; the
          * shim kills what it made, and the sandbox stays usable. */
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"b() { b | b & }; b; sleep 60\","
-                                     "\"timeout_seconds\":5}", sb);
+        snprintf(args, sizeof(args),
+                 "{\"sandbox_id\":\"%s\",\"command\":\"b() { b | b & }; b; sleep 60\","
+                 "\"timeout_seconds\":5}",
+                 sb);
         m = call("sandbox_exec", args);
         ok(json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL)), "a fork bomb times out");
         json_object_put(m);
@@ -250,7 +260,8 @@ int main(void)
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
         m = call("sandbox_destroy", args);
-        ok(!result_is_error(m) && json_object_get_boolean(path(structured(m), "destroyed", NULL, NULL)), "sandbox_destroy");
+        ok(!result_is_error(m) && json_object_get_boolean(path(structured(m), "destroyed", NULL, NULL)),
+           "sandbox_destroy");
         json_object_put(m);
         is_int(sandbox_containers(b, sb), 0, "its container is removed");
         m = call("sandbox_destroy", args);
@@ -282,8 +293,10 @@ int main(void)
                 struct child *c2 = calloc(1, sizeof(*c2));
 
                 spawn(c2, env);
-                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"cat /workspace/f; "
-                                             "unshare -r true 2>&1\"}", sb);
+                snprintf(args, sizeof(args),
+                         "{\"sandbox_id\":\"%s\",\"command\":\"cat /workspace/f; "
+                         "unshare -r true 2>&1\"}",
+                         sb);
                 send_call(c2, 1, "sandbox_exec", args);
                 m = recv_response(c2, 1, 120000, NULL);
                 s = strdup(result_is_error(m) ? "<error>" : str_at(structured(m), "stdout"));
@@ -313,7 +326,8 @@ int main(void)
         is_int(finish(c, 20000), 0, "server exits");
         const char *small[] = { "DEMESNE_TRANSFER_MAX=1k", NULL };
         spawn(c, small);
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s/blob.bin\",\"dst\":\"/workspace/b\"}", sb, allowed);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s/blob.bin\",\"dst\":\"/workspace/b\"}", sb,
+                 allowed);
         m = call("sandbox_upload", args);
         ok(result_error_says(m, "limit"), "upload over DEMESNE_TRANSFER_MAX refused");
         json_object_put(m);

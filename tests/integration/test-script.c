@@ -128,7 +128,8 @@ int main(void)
         const char *files[] = { p, NULL };
         struct dm_run_request req = {
                 .image = image,
-                .command = "cat /in/data.txt; echo changed > /in/data.txt && echo WROTE; rm -f /in/data.txt && echo REMOVED; exit 0",
+                .command = "cat /in/data.txt; echo changed > /in/data.txt && echo WROTE; rm -f /in/data.txt && echo "
+                           "REMOVED; exit 0",
                 .files = files,
                 .timeout_s = 60,
         };

@@ -63,13 +63,15 @@ int main(void)
         json_object_put(m);
 
         /* Legacy era. */
-        send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\","
+        send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-"
+                     "06-18\","
                      "\"capabilities\":{},\"clientInfo\":{\"name\":\"test\",\"version\":\"1\"}}}");
         m = recv_response(c, 10, 5000, NULL);
         is_str(json_object_get_string(path(m, "result", "protocolVersion", NULL)), "2025-06-18",
                "initialize echoes a supported version");
         json_object_put(m);
-        send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2024-01-01\","
+        send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2024-"
+                     "01-01\","
                      "\"capabilities\":{},\"clientInfo\":{\"name\":\"test\",\"version\":\"1\"}}}");
         m = recv_response(c, 11, 5000, NULL);
         is_str(json_object_get_string(path(m, "result", "protocolVersion", NULL)), "2025-11-25",
@@ -85,15 +87,18 @@ int main(void)
         v = path(m, "result", "tools", NULL);
         ok(v && json_object_array_length(v) >= 1, "tools/list lists tools");
         ok(v && strcmp(json_object_get_string(path(json_object_array_get_idx(v, 0), "name", NULL, NULL)),
-                       "sandbox_script") == 0, "sandbox_script listed");
-        ok(v && json_object_get_boolean(path(json_object_array_get_idx(v, 0), "inputSchema", "additionalProperties", NULL)) == 0,
+                       "sandbox_script") == 0,
+           "sandbox_script listed");
+        ok(v && json_object_get_boolean(
+                        path(json_object_array_get_idx(v, 0), "inputSchema", "additionalProperties", NULL)) == 0,
            "inputSchema has additionalProperties false");
         json_object_put(m);
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":14,\"method\":\"tools/list\",\"params\":{\"cursor\":\"garbage\"}}");
         m = recv_response(c, 14, 5000, NULL);
         is_int(error_code(m), -32602, "bad cursor: -32602");
         json_object_put(m);
-        send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":15,\"method\":\"tools/call\",\"params\":{\"name\":\"nope\",\"arguments\":{}}}");
+        send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":15,\"method\":\"tools/"
+                     "call\",\"params\":{\"name\":\"nope\",\"arguments\":{}}}");
         m = recv_response(c, 15, 5000, NULL);
         is_int(error_code(m), -32602, "unknown tool: JSON-RPC error -32602");
         json_object_put(m);
@@ -119,7 +124,8 @@ int main(void)
         json_object_put(m);
 
         /* Logging and progress. */
-        send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":19,\"method\":\"logging/setLevel\",\"params\":{\"level\":\"bogus\"}}");
+        send_line(c,
+                  "{\"jsonrpc\":\"2.0\",\"id\":19,\"method\":\"logging/setLevel\",\"params\":{\"level\":\"bogus\"}}");
         m = recv_response(c, 19, 5000, NULL);
         is_int(error_code(m), -32602, "bad log level: -32602");
         json_object_put(m);
@@ -129,9 +135,11 @@ int main(void)
         json_object_put(m);
         json_object *notes = json_object_new_array();
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":21,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                     "\"arguments\":{\"command\":\"echo a; sleep 2.5; echo b; exit 3\"},\"_meta\":{\"progressToken\":\"p1\"}}}");
+                     "\"arguments\":{\"command\":\"echo a; sleep 2.5; echo b; exit "
+                     "3\"},\"_meta\":{\"progressToken\":\"p1\"}}}");
         m = recv_response(c, 21, 60000, notes);
-        is_int(json_object_get_int(path(m, "result", "structuredContent", "exit_code")), 3, "call with progress: exit 3");
+        is_int(json_object_get_int(path(m, "result", "structuredContent", "exit_code")), 3,
+               "call with progress: exit 3");
         is_str(json_object_get_string(path(m, "result", "structuredContent", "stdout")), "a\nb\n", "stdout a b");
         int progress = 0;
         double last = 0;
@@ -156,7 +164,8 @@ int main(void)
                      "\"arguments\":{\"command\":\"sleep 60\"}}}");
         usleep(1500 * 1000);
         is_int(containers_of(b, c->pid), 1, "the call's container exists while it runs");
-        send_line(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":22,\"reason\":\"test\"}}");
+        send_line(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/"
+                     "cancelled\",\"params\":{\"requestId\":22,\"reason\":\"test\"}}");
         notes = json_object_new_array();
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":23,\"method\":\"ping\"}");
         m = recv_response(c, 23, 5000, notes);
@@ -183,19 +192,22 @@ int main(void)
         ok(v && strcmp(json_object_get_string(json_object_array_get_idx(v, 0)), "2026-07-28") == 0,
            "server/discover lists 2026-07-28");
         is_str(json_object_get_string(path(m, "result", "resultType", NULL)), "complete", "resultType complete");
-        ok(path(m, "result", "_meta", "io.modelcontextprotocol/serverInfo") && path(m, "result", "capabilities", "tools"),
+        ok(path(m, "result", "_meta", "io.modelcontextprotocol/serverInfo") &&
+                   path(m, "result", "capabilities", "tools"),
            "serverInfo (in _meta) and capabilities");
         json_object_put(m);
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":31,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}");
         m = recv_response(c, 31, 5000, NULL);
-        is_str(json_object_get_string(path(m, "result", "resultType", NULL)), "complete", "modern tools/list has resultType");
+        is_str(json_object_get_string(path(m, "result", "resultType", NULL)), "complete",
+               "modern tools/list has resultType");
         json_object_put(m);
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":32,\"method\":\"ping\",\"params\":{" MODERN_META "}}");
         m = recv_response(c, 32, 5000, NULL);
         is_int(error_code(m), -32601, "no ping in 2026-07-28");
         json_object_put(m);
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":33,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
-                     "\"io.modelcontextprotocol/protocolVersion\":\"2099-01-01\",\"io.modelcontextprotocol/clientCapabilities\":{}}}}");
+                     "\"io.modelcontextprotocol/protocolVersion\":\"2099-01-01\",\"io.modelcontextprotocol/"
+                     "clientCapabilities\":{}}}}");
         m = recv_response(c, 33, 5000, NULL);
         is_int(error_code(m), -32022, "unsupported version: -32022");
         v = path(m, "error", "data", "supported");
@@ -209,9 +221,12 @@ int main(void)
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":35,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
                      "\"arguments\":{\"command\":\"echo hi; exit 3\"}," MODERN_META "}}");
         m = recv_response(c, 35, 60000, NULL);
-        is_int(json_object_get_int(path(m, "result", "structuredContent", "exit_code")), 3, "modern tools/call: exit 3");
-        is_str(json_object_get_string(path(m, "result", "structuredContent", "stdout")), "hi\n", "modern tools/call: hi");
-        is_str(json_object_get_string(path(m, "result", "resultType", NULL)), "complete", "modern tools/call resultType");
+        is_int(json_object_get_int(path(m, "result", "structuredContent", "exit_code")), 3,
+               "modern tools/call: exit 3");
+        is_str(json_object_get_string(path(m, "result", "structuredContent", "stdout")), "hi\n",
+               "modern tools/call: hi");
+        is_str(json_object_get_string(path(m, "result", "resultType", NULL)), "complete",
+               "modern tools/call resultType");
         json_object_put(m);
 
         /* stdin EOF during a call: the container goes, the server exits. */

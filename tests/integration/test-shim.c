@@ -45,7 +45,7 @@ static char *ID;
 static char shim_dir[PATH_MAX];
 
 struct run {
-        struct dm_buf b[3];     /* [1] stdout, [2] stderr */
+        struct dm_buf b[3]; /* [1] stdout, [2] stderr */
         struct dm_shim_result res;
         struct dm_error err;
         int rc;
@@ -145,8 +145,8 @@ static void test_basics(void)
         is_int(r.res.exit_code, 3, "exit 3");
         run_release(&r);
         run_sh("kill -TERM $$", &r);
-        ok(r.res.exit_code == 143 && r.res.signal == SIGTERM, "killed by SIGTERM: 143 (%d, signal %d)",
-           r.res.exit_code, r.res.signal);
+        ok(r.res.exit_code == 143 && r.res.signal == SIGTERM, "killed by SIGTERM: 143 (%d, signal %d)", r.res.exit_code,
+           r.res.signal);
         run_release(&r);
 
         run_sh("echo out; echo err >&2; echo out2", &r);
@@ -279,8 +279,8 @@ static void test_timeout_cancel_group(void)
         pthread_create(&t, NULL, fire_later, &cancel);
         run_req(&req, cancel.fd, 30000, &r);
         pthread_join(t, NULL);
-        ok(r.rc == -ECANCELED && r.res.killed && r.res.exit_code == 137,
-           "cancel: -ECANCELED, killed (%d, %d)", r.rc, r.res.exit_code);
+        ok(r.rc == -ECANCELED && r.res.killed && r.res.exit_code == 137, "cancel: -ECANCELED, killed (%d, %d)", r.rc,
+           r.res.exit_code);
         ok(r.ms < 3000, "... in %lld ms", (long long)r.ms);
         run_release(&r);
         dm_cancel_release(&cancel);
@@ -300,8 +300,7 @@ static void test_timeout_cancel_group(void)
                 run_req(&req, cancel.fd, 30000, &r);
                 pthread_join(t, NULL);
                 ok(r.rc == -ECANCELED && r.res.exit_code == 137 && r.ms < 3000,
-                   "cancel with stdin stuck: killed in time (%d, %d, %lld ms)", r.rc, r.res.exit_code,
-                   (long long)r.ms);
+                   "cancel with stdin stuck: killed in time (%d, %d, %lld ms)", r.rc, r.res.exit_code, (long long)r.ms);
                 run_release(&r);
                 dm_cancel_release(&cancel);
                 free(junk);
@@ -412,8 +411,8 @@ static void test_seccomp(void)
         run_release(&r);
 
         run_argv(unshare, &r);
-        ok(r.res.exit_code != 0 && strstr(errout(&r), "Operation not permitted"),
-           "`unshare -r true` fails: %d '%.80s'", r.res.exit_code, errout(&r));
+        ok(r.res.exit_code != 0 && strstr(errout(&r), "Operation not permitted"), "`unshare -r true` fails: %d '%.80s'",
+           r.res.exit_code, errout(&r));
         run_release(&r);
         run_argv(mnt, &r);
         ok(r.res.exit_code != 0 && (strstr(errout(&r), "permission denied") || strstr(errout(&r), "not permitted")),
@@ -541,7 +540,8 @@ static void test_restart(void)
         struct run r;
         int64_t t0;
 
-        is_int(dm_shimhost_new(shim_dir, SHIM_BIN, &other, &err), -EBUSY, "a second server on the same sandbox: -EBUSY");
+        is_int(dm_shimhost_new(shim_dir, SHIM_BIN, &other, &err), -EBUSY,
+               "a second server on the same sandbox: -EBUSY");
         dm_shimhost_free(H);
         H = NULL;
         t0 = dm_now_ms();
@@ -564,7 +564,8 @@ static void test_restart(void)
 
 static void test_sigterm(void)
 {
-        const char *trap[] = { "/bin/sh", "-c", "trap 'echo got-term; exit 7' TERM; echo ready; sleep 30 & wait", NULL };
+        const char *trap[] = { "/bin/sh", "-c", "trap 'echo got-term; exit 7' TERM; echo ready; sleep 30 & wait",
+                               NULL };
         struct dm_shim_request req = { .argv = trap };
         struct dm_shim_exec *e = NULL;
         struct run r = { 0 };
@@ -596,7 +597,8 @@ static void test_sigterm(void)
 
 static int setup(void)
 {
-        static const char *const caps[] = { "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", NULL };
+        static const char *const caps[] = { "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID",
+                                            "KILL",  "SETGID",       "SETUID", NULL };
         struct dm_engine_config cfg = { .may_start_podman = true };
         struct dm_container_info info = { 0 };
         struct dm_error err = { 0 };

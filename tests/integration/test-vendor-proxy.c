@@ -38,7 +38,7 @@ struct upstream {
         pthread_mutex_t lock;
         char last_head[8192];
         atomic_int requests;
-        atomic_llong second_event_ms;   /* when the second SSE event was sent */
+        atomic_llong second_event_ms; /* when the second SSE event was sent */
 };
 
 static struct upstream up;
@@ -102,7 +102,8 @@ static void *up_conn_main(void *arg)
         }
         buf[len] = '\0';
         pthread_mutex_lock(&up.lock);
-        snprintf(up.last_head, sizeof(up.last_head), "%.*s", (int)(strstr(buf, "\r\n\r\n") ? strstr(buf, "\r\n\r\n") - buf : 0), buf);
+        snprintf(up.last_head, sizeof(up.last_head), "%.*s",
+                 (int)(strstr(buf, "\r\n\r\n") ? strstr(buf, "\r\n\r\n") - buf : 0), buf);
         pthread_mutex_unlock(&up.lock);
         up.requests++;
 
@@ -181,7 +182,8 @@ static int listen_loopback(uint16_t *ret_port)
 
 static int dial(uint16_t port)
 {
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+        struct sockaddr_in a = { .sin_family = AF_INET,
+                                 .sin_port = htons(port),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -238,8 +240,8 @@ static char token[65];
 static char tmpdir[64];
 
 static struct dm_vendor_proxy *start(enum dm_vendor v, enum dm_vendor_auth auth, const char *secret,
-                                     const char *account, const char *upstream, const char *usage,
-                                     const char *logp, const char *prices, uint16_t *ret_port)
+                                     const char *account, const char *upstream, const char *usage, const char *logp,
+                                     const char *prices, uint16_t *ret_port)
 {
         struct dm_vendor_conf conf = {
                 .provider = v,
@@ -323,8 +325,7 @@ int main(void)
         ok(strstr(head, "x-api-key: " REAL_KEY) != NULL, "upstream got the real key");
         ok(strstr(head, token) == NULL, "upstream never saw the token");
         ok(strstr(head, "anthropic-version: 2023-06-01") != NULL, "client headers pass");
-        ok(strstr(buf, "Transfer-Encoding: chunked") && strstr(buf, "claude-test-1"),
-           "response streamed back chunked");
+        ok(strstr(buf, "Transfer-Encoding: chunked") && strstr(buf, "claude-test-1"), "response streamed back chunked");
         ok(strstr(buf, "request-id: req_1") != NULL, "upstream response headers pass");
 
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
@@ -371,8 +372,7 @@ int main(void)
         {
                 int fd = dial(port), n;
                 char req[512];
-                n = snprintf(req, sizeof(req), "POST /v1/messages HTTP/1.1\r\n%s\r\nContent-Length: 2\r\n\r\n{}",
-                             auth);
+                n = snprintf(req, sizeof(req), "POST /v1/messages HTTP/1.1\r\n%s\r\nContent-Length: 2\r\n\r\n{}", auth);
                 ok(write(fd, req, (size_t)n) == n, "keep-alive: first request sent");
                 read_until(fd, buf, sizeof(buf), "0\r\n\r\n");
                 ok(atoi(buf + 9) == 200 && strstr(buf, "0\r\n\r\n"), "first answered in full");
@@ -533,8 +533,8 @@ int main(void)
                 status = request(port, "POST", "/v1/messages", auth, NULL, "{}", buf, sizeof(buf));
                 is_int(status, 402, "cap: the next request is refused with 402");
                 ok(strstr(buf, "\"type\":\"billing_error\"") &&
-                   strstr(buf, "spending cap of $0.0004 for this run reached") &&
-                   strstr(buf, "DEMESNE_AGENT_MAX_USD"),
+                           strstr(buf, "spending cap of $0.0004 for this run reached") &&
+                           strstr(buf, "DEMESNE_AGENT_MAX_USD"),
                    "cap: a billing_error naming the cap and the variable");
                 status = request(port, "POST", "/v1/messages", auth, NULL, "{}", buf, sizeof(buf));
                 is_int(status, 402, "cap: and every one after it");

@@ -123,7 +123,7 @@ static void service_stop(struct service *s)
 struct probe {
         pid_t pid;
         struct sockaddr_in to;
-        const char *send;   /* NULL: connect and read only */
+        const char *send; /* NULL: connect and read only */
         int wait_ms;
         bool connected;
         int err;
@@ -172,7 +172,9 @@ static struct probe probe(pid_t pid, uint32_t addr, int port, const char *send)
         struct probe p = { .pid = pid, .send = send, .wait_ms = send ? 3000 : WAIT_MS };
         pthread_t t;
 
-        p.to = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = addr };
+        p.to = (struct sockaddr_in){ .sin_family = AF_INET,
+                                     .sin_port = htons((uint16_t)port),
+                                     .sin_addr.s_addr = addr };
         if (pthread_create(&t, NULL, probe_main, &p) == 0)
                 pthread_join(t, NULL);
         return p;
@@ -211,7 +213,9 @@ static void proxy_refuses(pid_t pid, uint32_t proxy, const char *req, const char
         /* The banners of the services all have "-service" in them. */
         ok(p.connected && strstr(p.reply, "403 Forbidden") && strstr(p.reply, why) && !strstr(p.reply, "-service"),
            "proxy refuses %s: %.*s", what, body ? (int)strcspn(body + 4, "\n") : 200,
-           body ? body + 4 : p.connected ? p.reply : strerror(p.err));
+           body          ? body + 4
+           : p.connected ? p.reply
+                         : strerror(p.err));
 }
 
 static int count_links(void)
@@ -232,14 +236,14 @@ static void test_parse(void)
                 is_int(dm_policy_parse("package-managers", allow, DM_POLICY_CALLER_ALLOWED, &p, &err), -EINVAL,
                        "allow '%s' is refused at parse time", wide[i]);
                 ok(p == NULL && strstr(err.msg, wide[i]) && strstr(err.msg, "overlaps") &&
-                   strstr(err.msg, "never reaches"),
+                           strstr(err.msg, "never reaches"),
                    "  naming the entry, the range and why: %s", err.msg);
                 dm_policy_free(p);
         }
 }
 
-static struct dm_egress_run *start(struct dm_context *ctx, const char *mode, const char *const *allow,
-                                   const char *tag, pid_t pid, const char *outdir)
+static struct dm_egress_run *start(struct dm_context *ctx, const char *mode, const char *const *allow, const char *tag,
+                                   pid_t pid, const char *outdir)
 {
         struct dm_policy *p = NULL;
         struct dm_egress_run *e = NULL;
@@ -264,7 +268,8 @@ int main(void)
         FILE *f;
 
         if (geteuid() != 0)
-                return skip_all("needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) for network namespaces, veths and nf_tables");
+                return skip_all(
+                        "needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) for network namespaces, veths and nf_tables");
         test_parse();
 
         /* The test's "host": a namespace of its own, forwarding on (as
@@ -274,10 +279,10 @@ int main(void)
         test_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
         pid_pub = netns_spawn();
         if (!mkdtemp(dir) || test_ns < 0 || pid_pub < 0 || sh("ip link set lo up") ||
-            sh("echo 1 > /proc/sys/net/ipv4/ip_forward") ||
-            sh("ip addr add " META_IP "/32 dev lo") ||
+            sh("echo 1 > /proc/sys/net/ipv4/ip_forward") || sh("ip addr add " META_IP "/32 dev lo") ||
             sh("ip link add dmt-pub type veth peer name eth0 netns %d && ip addr add 198.18.99.1/30 dev dmt-pub && "
-               "ip link set dmt-pub up", (int)pid_pub) ||
+               "ip link set dmt-pub up",
+               (int)pid_pub) ||
             enter(pid_pub) < 0 ||
             sh("ip link set lo up && ip addr add " PUB_IP "/30 dev eth0 && ip link set eth0 up") || enter(0) < 0) {
                 printf("Bail out! could not set up the test's namespaces\n");
@@ -285,9 +290,9 @@ int main(void)
                 return 1;
         }
         ok(service_start(&host_any, 0, "0.0.0.0", 7001, "host-service-any") &&
-           service_start(&host_lo, 0, "127.0.0.1", 7002, "host-service-loopback") &&
-           service_start(&meta, 0, META_IP, 80, "metadata-service") &&
-           service_start(&pub, pid_pub, PUB_IP, 8080, "public-host"),
+                   service_start(&host_lo, 0, "127.0.0.1", 7002, "host-service-loopback") &&
+                   service_start(&meta, 0, META_IP, 80, "metadata-service") &&
+                   service_start(&pub, pid_pub, PUB_IP, 8080, "public-host"),
            "services: the host on 0.0.0.0 and 127.0.0.1, a metadata address, a public test host");
 
         snprintf(hosts, sizeof(hosts), "%s/hosts", dir);

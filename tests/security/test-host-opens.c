@@ -154,8 +154,8 @@ static void test_vendor(const char *dir)
         unlink(logp);
         symlink(target, logp);
         dm_error_clear(&err);
-        ok(dm_vendor_start(&conf, &p, &err) < 0 && strstr(err.msg, "symbolic link"),
-           "vendor.log a link: refused (%s)", err.msg);
+        ok(dm_vendor_start(&conf, &p, &err) < 0 && strstr(err.msg, "symbolic link"), "vendor.log a link: refused (%s)",
+           err.msg);
         is_str(slurp(target), "HOST\n", "its target untouched");
 }
 

@@ -139,8 +139,8 @@ int main(void)
         snprintf(p, sizeof(p), "%s/lent", top);
         mkdir(p, 0755);
         is_int(dm_owner_lend(p, SANDBOX_ROOT, SANDBOX_ROOT, &err), 0, "a directory is lent: %s", err.msg);
-        ok(stat(p, &st) == 0 && st.st_uid == SANDBOX_ROOT && (st.st_mode & 07777) == 0700,
-           "lent: uid %u mode %04o", (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+        ok(stat(p, &st) == 0 && st.st_uid == SANDBOX_ROOT && (st.st_mode & 07777) == 0700, "lent: uid %u mode %04o",
+           (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
         snprintf(p, sizeof(p), "%s/lent-link", top);
         (void)!symlink(victim, p);
         ok(dm_owner_lend(p, SANDBOX_ROOT, SANDBOX_ROOT, &err) < 0 && stat(victim, &st) == 0 && st.st_uid == 0,

@@ -36,8 +36,7 @@ static json_object *exec_in(const char *sb, const char *cmd, const char *workdir
 {
         char args[4096];
 
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"%s\",\"workdir\":\"%s\"}", sb, cmd,
-                 workdir);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"%s\",\"workdir\":\"%s\"}", sb, cmd, workdir);
         return call("sandbox_exec", args);
 }
 
@@ -71,7 +70,8 @@ static void workdirs(const char *sb)
 
         for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
                 m = exec_in(sb, "pwd", refused[i]);
-                ok(result_error_says(m, "which is refused: a path there can lead outside the sandbox"), "workdir '%s' is refused", refused[i]);
+                ok(result_error_says(m, "which is refused: a path there can lead outside the sandbox"),
+                   "workdir '%s' is refused", refused[i]);
                 json_object_put(m);
         }
         /* A symlink the sandbox made passes the text check: the shim sees
@@ -94,8 +94,10 @@ static void impostor(const char *sb)
         int good = 0;
 
         /* In its own session, so it outlives the exec that starts it. */
-        snprintf(cmd, sizeof(cmd), "cat > /workspace/imp.py <<'EOF'\n%sEOF\nsetsid -f python3 /workspace/imp.py "
-                                   "> /workspace/imp.txt 2>&1; echo started", probe_impostor);
+        snprintf(cmd, sizeof(cmd),
+                 "cat > /workspace/imp.py <<'EOF'\n%sEOF\nsetsid -f python3 /workspace/imp.py "
+                 "> /workspace/imp.txt 2>&1; echo started",
+                 probe_impostor);
         {
                 char args[8192];
                 json_object *m, *a = json_object_new_string(cmd);
@@ -186,8 +188,8 @@ int main(void)
         ok(result_error_says(m, "which is refused: a path there can lead outside the sandbox"),
            "the engine-exec path refuses a /proc workdir before the runtime resolves it");
         json_object_put(m);
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"sleep 301 & sleep 302\",\"timeout_seconds\":1}",
-                 sb);
+        snprintf(args, sizeof(args),
+                 "{\"sandbox_id\":\"%s\",\"command\":\"sleep 301 & sleep 302\",\"timeout_seconds\":1}", sb);
         m = call("sandbox_exec", args);
         ok(json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL)),
            "a timeout on the engine-exec path: timed_out");

@@ -23,7 +23,7 @@ struct bpf_pkt {
 
 struct bpf_run {
         uint32_t ret;
-        bool aborted;   /* ended by an out-of-bounds load or a division by zero */
+        bool aborted; /* ended by an out-of-bounds load or a division by zero */
         size_t steps;
 };
 
@@ -58,10 +58,8 @@ static inline size_t bpf_interp_check(const struct sock_filter *f, size_t n)
                                 return i + 1;
                         break;
                 case BPF_RET:
-                case BPF_MISC:
-                        break;
-                default:
-                        return i + 1;
+                case BPF_MISC: break;
+                default: return i + 1;
                 }
         }
         return BPF_CLASS(f[n - 1].code) == BPF_RET ? 0 : n;
@@ -89,49 +87,24 @@ static inline struct bpf_run bpf_interp_run(const struct sock_filter *f, size_t 
                 uint32_t k = in->k, src;
                 r.steps++;
                 switch (in->code) {
-                case BPF_RET | BPF_K:
-                        r.ret = k;
-                        return r;
-                case BPF_RET | BPF_A:
-                        r.ret = A;
-                        return r;
-                case BPF_LD | BPF_W | BPF_LEN:
-                        A = p->len;
-                        continue;
-                case BPF_LDX | BPF_W | BPF_LEN:
-                        X = p->len;
-                        continue;
-                case BPF_LD | BPF_IMM:
-                        A = k;
-                        continue;
-                case BPF_LDX | BPF_IMM:
-                        X = k;
-                        continue;
-                case BPF_LD | BPF_MEM:
-                        A = M[k];
-                        continue;
-                case BPF_LDX | BPF_MEM:
-                        X = M[k];
-                        continue;
-                case BPF_ST:
-                        M[k] = A;
-                        continue;
-                case BPF_STX:
-                        M[k] = X;
-                        continue;
-                case BPF_MISC | BPF_TAX:
-                        X = A;
-                        continue;
-                case BPF_MISC | BPF_TXA:
-                        A = X;
-                        continue;
+                case BPF_RET | BPF_K: r.ret = k; return r;
+                case BPF_RET | BPF_A: r.ret = A; return r;
+                case BPF_LD | BPF_W | BPF_LEN: A = p->len; continue;
+                case BPF_LDX | BPF_W | BPF_LEN: X = p->len; continue;
+                case BPF_LD | BPF_IMM: A = k; continue;
+                case BPF_LDX | BPF_IMM: X = k; continue;
+                case BPF_LD | BPF_MEM: A = M[k]; continue;
+                case BPF_LDX | BPF_MEM: X = M[k]; continue;
+                case BPF_ST: M[k] = A; continue;
+                case BPF_STX: M[k] = X; continue;
+                case BPF_MISC | BPF_TAX: X = A; continue;
+                case BPF_MISC | BPF_TXA: A = X; continue;
                 case BPF_LDX | BPF_B | BPF_MSH:
                         if (!bpf_load(p, k, 1, &v))
                                 goto abort;
                         X = (v & 0xf) << 2;
                         continue;
-                default:
-                        break;
+                default: break;
                 }
                 switch (BPF_CLASS(in->code)) {
                 case BPF_LD:
@@ -162,8 +135,16 @@ static inline struct bpf_run bpf_interp_run(const struct sock_filter *f, size_t 
                         case BPF_ADD: A += src; break;
                         case BPF_SUB: A -= src; break;
                         case BPF_MUL: A *= src; break;
-                        case BPF_DIV: if (!src) goto abort; A /= src; break;
-                        case BPF_MOD: if (!src) goto abort; A %= src; break;
+                        case BPF_DIV:
+                                if (!src)
+                                        goto abort;
+                                A /= src;
+                                break;
+                        case BPF_MOD:
+                                if (!src)
+                                        goto abort;
+                                A %= src;
+                                break;
                         case BPF_AND: A &= src; break;
                         case BPF_OR: A |= src; break;
                         case BPF_XOR: A ^= src; break;
@@ -183,8 +164,7 @@ static inline struct bpf_run bpf_interp_run(const struct sock_filter *f, size_t 
                         case BPF_JSET: pc += (A & src) ? in->jt : in->jf; continue;
                         default: goto abort;
                         }
-                default:
-                        goto abort;
+                default: goto abort;
                 }
         }
 abort:

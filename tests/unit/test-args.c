@@ -11,8 +11,13 @@ static const char *const colour_aliases[] = { "verte", NULL };
 
 static const struct dm_arg_spec specs[] = {
         { .name = "command", .type = DM_ARG_STRING, .required = true, .max = 16, .description = "c" },
-        { .name = "colour", .type = DM_ARG_STRING, .enum_values = colours, .enum_aliases = colour_aliases,
-          .has_default = true, .def_str = "red", .description = "k" },
+        { .name = "colour",
+          .type = DM_ARG_STRING,
+          .enum_values = colours,
+          .enum_aliases = colour_aliases,
+          .has_default = true,
+          .def_str = "red",
+          .description = "k" },
         { .name = "n", .type = DM_ARG_INT, .min = 1, .max = 10, .has_default = true, .def_int = 5, .description = "n" },
         { .name = "flag", .type = DM_ARG_BOOL, .has_default = true, .description = "f" },
         { .name = "list", .type = DM_ARG_STRING_ARRAY, .max = 2, .has_default = true, .description = "l" },
@@ -53,7 +58,8 @@ int main(void)
         is_int(check(NULL, &err), -EINVAL, "no arguments at all: missing required");
         is_int(check("{\"command\":\"\"}", &err), -EINVAL, "empty required string");
         is_int(check("{\"command\":\"ls\",\"bogus\":1}", &err), -EINVAL, "unknown argument");
-        ok(strstr(err.msg, "unknown argument 'bogus'") && strstr(err.msg, "command, colour"), "message lists the names: %s", err.msg);
+        ok(strstr(err.msg, "unknown argument 'bogus'") && strstr(err.msg, "command, colour"),
+           "message lists the names: %s", err.msg);
         is_int(check("{\"command\":5}", &err), -EINVAL, "wrong type");
         ok(strstr(err.msg, "'command' must be a string, not int") != NULL, "message: %s", err.msg);
         is_int(check("{\"command\":null}", &err), -EINVAL, "null refused");
@@ -79,7 +85,8 @@ int main(void)
         is_int(check("{\"command\":\"x\",\"env\":{\"1A\":\"1\"}}", &err), -EINVAL, "env name starting with a digit");
         is_int(check("{\"command\":\"x\",\"env\":{\"A=B\":\"1\"}}", &err), -EINVAL, "env name with '='");
         is_int(check("{\"command\":\"x\",\"env\":{\"A\":1}}", &err), -EINVAL, "env value not a string");
-        is_int(check("{\"command\":\"x\",\"env\":{\"A\":\"1\",\"B\":\"2\",\"C\":\"3\"}}", &err), -E2BIG, "env over max");
+        is_int(check("{\"command\":\"x\",\"env\":{\"A\":\"1\",\"B\":\"2\",\"C\":\"3\"}}", &err), -E2BIG,
+               "env over max");
         is_int(check("[]", &err), -EINVAL, "arguments not an object");
 
         json_object *o = json_tokener_parse("{\"command\":\"x\",\"env\":{\"A\":\"1\"},\"list\":[\"p\"]}");

@@ -11,9 +11,9 @@
 #include "tests/tap.h"
 
 struct collect {
-        struct dm_buf out[3];   /* index 1 stdout, 2 stderr */
+        struct dm_buf out[3]; /* index 1 stdout, 2 stderr */
         int calls;
-        int fail_at;            /* 1-based call that fails, 0 = never */
+        int fail_at; /* 1-based call that fails, 0 = never */
         int fail_code;
 };
 
@@ -44,8 +44,14 @@ static void collect_release(struct collect *c)
 
 static void frame(struct dm_buf *b, int stream, const char *payload, size_t len)
 {
-        unsigned char h[8] = { (unsigned char)stream, 0, 0, 0, (unsigned char)(len >> 24), (unsigned char)(len >> 16),
-                               (unsigned char)(len >> 8), (unsigned char)len };
+        unsigned char h[8] = { (unsigned char)stream,
+                               0,
+                               0,
+                               0,
+                               (unsigned char)(len >> 24),
+                               (unsigned char)(len >> 16),
+                               (unsigned char)(len >> 8),
+                               (unsigned char)len };
 
         dm_buf_append(b, h, sizeof(h));
         dm_buf_append(b, payload, len);
@@ -162,8 +168,8 @@ static void test_zero_length(void)
 static void test_bad_headers(void)
 {
         static const unsigned char bad[][8] = {
-                { 3, 0, 0, 0, 0, 0, 0, 1 },     /* unknown stream */
-                { 1, 1, 0, 0, 0, 0, 0, 1 },     /* padding */
+                { 3, 0, 0, 0, 0, 0, 0, 1 }, /* unknown stream */
+                { 1, 1, 0, 0, 0, 0, 0, 1 }, /* padding */
                 { 2, 0, 0, 9, 0, 0, 0, 1 },
                 { 'H', 'T', 'T', 'P', '/', '1', '.', '1' }, /* an HTTP answer where frames belong */
         };

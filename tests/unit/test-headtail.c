@@ -52,7 +52,8 @@ int main(void)
                 out = run(1024, big, big_len, chunk, &len, &trunc);
                 ok(trunc, "1 MiB truncated (chunk %zu)", chunk);
                 ok(memcmp(out, big, 512) == 0, "head is the first 512 bytes (chunk %zu)", chunk);
-                ok(memcmp(out + len - 512, big + big_len - 512, 512) == 0, "tail is the last 512 bytes (chunk %zu)", chunk);
+                ok(memcmp(out + len - 512, big + big_len - 512, 512) == 0, "tail is the last 512 bytes (chunk %zu)",
+                   chunk);
                 ok(strstr(out, "bytes omitted") != NULL, "marker line present (chunk %zu)", chunk);
                 free(out);
         }

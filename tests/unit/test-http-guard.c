@@ -28,8 +28,8 @@ static int listen_ok(const char *spec, int family, unsigned port)
                 return 0;
         if (a.ss_family != family)
                 return 0;
-        return ntohs(family == AF_INET ? ((struct sockaddr_in *)&a)->sin_port : ((struct sockaddr_in6 *)&a)->sin6_port) ==
-               port;
+        return ntohs(family == AF_INET ? ((struct sockaddr_in *)&a)->sin_port
+                                       : ((struct sockaddr_in6 *)&a)->sin6_port) == port;
 }
 
 static void listen_specs(void)
@@ -202,7 +202,8 @@ static void negotiation(void)
         ok(!dm_http_media_is("application/jsonx", "application/json"), "no prefix matches");
         ok(!dm_http_media_is(NULL, "application/json"), "no Content-Type");
 
-        ok(dm_http_header_value("  tools/call \t", &v) == 0 && strcmp(v, "tools/call") == 0, "whitespace around a value");
+        ok(dm_http_header_value("  tools/call \t", &v) == 0 && strcmp(v, "tools/call") == 0,
+           "whitespace around a value");
         free(v);
         ok(dm_http_header_value("=?base64?c2FuZGJveF9zY3JpcHQ=?=", &v) == 0 && strcmp(v, "sandbox_script") == 0,
            "=?base64?...?= decoded");

@@ -48,7 +48,8 @@ static const char *status_of(struct dm_jobs *jobs, const char *id)
         static char buf[32];
         json_object *st = dm_jobs_status(jobs, id, false), *v;
 
-        snprintf(buf, sizeof(buf), "%s", st && json_object_object_get_ex(st, "status", &v) ? json_object_get_string(v) : "none");
+        snprintf(buf, sizeof(buf), "%s",
+                 st && json_object_object_get_ex(st, "status", &v) ? json_object_get_string(v) : "none");
         json_object_put(st);
         return buf;
 }
@@ -66,7 +67,8 @@ int main(void)
         r = dm_jobs_wait(jobs, a, 5000, NULL, &running);
         ok(r && json_object_object_get_ex(r, "status", &v) && strcmp(json_object_get_string(v), "succeeded") == 0,
            "wait gives the final result with status succeeded");
-        ok(r && json_object_object_get_ex(r, "job_id", &v) && strcmp(json_object_get_string(v), a) == 0, "and the job id");
+        ok(r && json_object_object_get_ex(r, "job_id", &v) && strcmp(json_object_get_string(v), a) == 0,
+           "and the job id");
         json_object_put(r);
         r = dm_jobs_status(jobs, a, true);
         ok(r && json_object_object_get_ex(r, "stdout_tail", &v) && strcmp(json_object_get_string(v), "hello\n") == 0,

@@ -183,7 +183,7 @@ int main(void)
                 put(path, 6 << 20);
                 ok(readable(dm_limits_watch_fd(w), 3000), "past the cap: tripped within 3 s");
                 ok(dm_limits_watch_tripped(w, &err) && err.code == -EDQUOT &&
-                   strstr(err.msg, "disk cap of 4 MiB reached (DEMESNE_DISK_MAX)"),
+                           strstr(err.msg, "disk cap of 4 MiB reached (DEMESNE_DISK_MAX)"),
                    "with the cap's sentence: %s", err.msg);
                 dm_limits_watch_stop(w);
         }
@@ -206,7 +206,8 @@ int main(void)
                 snprintf(path, sizeof(path), "%s/more", tree);
                 put(path, 1 << 20);
                 /* The command ended before a walk: the last measure catches it. */
-                ok(dm_limits_watch_tripped(w, &err) && err.code == -EDQUOT, "growing is a trip, also measured at the end");
+                ok(dm_limits_watch_tripped(w, &err) && err.code == -EDQUOT,
+                   "growing is a trip, also measured at the end");
                 dm_limits_watch_stop(w);
         }
 

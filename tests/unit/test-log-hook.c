@@ -15,7 +15,7 @@
 #include "tests/tap.h"
 
 struct owner {
-        atomic_bool freed;              /* stands for free() of the userdata */
+        atomic_bool freed; /* stands for free() of the userdata */
         atomic_bool in_hook;
         atomic_int used_after_free;
 };
@@ -27,7 +27,7 @@ static void hook(enum dm_log_level level, const char *line, void *userdata)
         (void)level;
         (void)line;
         atomic_store(&o->in_hook, true);
-        usleep(300 * 1000);             /* a slow send to a client */
+        usleep(300 * 1000); /* a slow send to a client */
         if (atomic_load(&o->freed))
                 atomic_fetch_add(&o->used_after_free, 1);
 }

@@ -20,14 +20,14 @@ struct frame {
 
 struct spec {
         uint16_t ethertype;
-        uint8_t version;     /* 4 unless set otherwise */
-        uint8_t ihl;         /* 5 unless set otherwise */
-        uint8_t proto;       /* IPPROTO_* */
+        uint8_t version; /* 4 unless set otherwise */
+        uint8_t ihl;     /* 5 unless set otherwise */
+        uint8_t proto;   /* IPPROTO_* */
         const char *dst;
         uint16_t dport;
-        uint16_t frag;       /* the flags+offset field: 0x2000 = MF, low 13 bits = offset */
-        uint8_t opt_fill;    /* byte to fill IP options with */
-        uint32_t cut;        /* keep only this many bytes (0 = whole frame) */
+        uint16_t frag;    /* the flags+offset field: 0x2000 = MF, low 13 bits = offset */
+        uint8_t opt_fill; /* byte to fill IP options with */
+        uint32_t cut;     /* keep only this many bytes (0 = whole frame) */
 };
 
 static struct frame build(struct spec s)
@@ -57,7 +57,7 @@ static struct frame build(struct spec s)
         if (ihl > 5)
                 memset(ip + 20, s.opt_fill, (size_t)(ihl - 5) * 4);
         uint8_t *l4 = ip + (ihl < 5 ? 5 : ihl) * 4;
-        l4[0] = 0xc3, l4[1] = 0x50;  /* source port 50000 */
+        l4[0] = 0xc3, l4[1] = 0x50; /* source port 50000 */
         l4[2] = (uint8_t)(s.dport >> 8);
         l4[3] = (uint8_t)s.dport;
         f.len = (uint32_t)(l4 + 20 - f.b);
@@ -150,8 +150,8 @@ static void test_interpreter(void)
 
 static void test_allowlist(void)
 {
-        const char *allow[] = { "10.1.0.0/16:443", "192.0.2.7", "198.51.100.53:53", "*.example.com", "pypi.org:443",
-                                NULL };
+        const char *allow[] = { "10.1.0.0/16:443", "192.0.2.7",    "198.51.100.53:53",
+                                "*.example.com",   "pypi.org:443", NULL };
         if (compile("package-managers", allow) < 0)
                 return;
         is_int(run(build((struct spec){ .ethertype = 0x0806 })), PASS, "ARP passes");
@@ -169,7 +169,8 @@ static void test_allowlist(void)
                 const char *what;
         } cases[] = {
                 { IPPROTO_TCP, "10.1.2.3", 443, PASS, "TCP to an allowed CIDR:port passes" },
-                { IPPROTO_UDP, "10.1.2.3", 443, PASS, "UDP to an allowed CIDR:port passes (port rules cover TCP and UDP)" },
+                { IPPROTO_UDP, "10.1.2.3", 443, PASS,
+                  "UDP to an allowed CIDR:port passes (port rules cover TCP and UDP)" },
                 { IPPROTO_TCP, "10.1.2.3", 80, DROP, "TCP to another port of the allowed CIDR is dropped" },
                 { IPPROTO_TCP, "10.2.0.1", 443, DROP, "TCP to the allowed port outside the CIDR is dropped" },
                 { IPPROTO_TCP, "192.0.2.7", 22, PASS, "any port to a bare allowed address passes" },
@@ -190,15 +191,21 @@ static void test_allowlist(void)
                 { IPPROTO_UDP, "255.255.255.255", 67, DROP, "broadcast is dropped" },
         };
         for (size_t i = 0; i < DM_ARRAY_SIZE(cases); i++)
-                is_int(run(build((struct spec){ .ethertype = 0x0800, .proto = cases[i].proto, .dst = cases[i].dst,
+                is_int(run(build((struct spec){ .ethertype = 0x0800,
+                                                .proto = cases[i].proto,
+                                                .dst = cases[i].dst,
                                                 .dport = cases[i].port })),
                        cases[i].want, "%s", cases[i].what);
         is_int(run(build((struct spec){ .ethertype = 0x0800, .proto = IPPROTO_ICMP, .dst = "10.1.2.3" })), DROP,
                "ICMP to a CIDR:port destination is dropped");
         is_int(run(build((struct spec){ .ethertype = 0x0800, .proto = IPPROTO_ICMP, .dst = "192.0.2.7" })), PASS,
                "ICMP to a bare allowed address passes");
-        is_int(run(build((struct spec){ .ethertype = 0x0800, .ihl = 6, .proto = IPPROTO_TCP, .dst = "10.200.0.1",
-                                        .dport = 3128, .opt_fill = 0x01 })),
+        is_int(run(build((struct spec){ .ethertype = 0x0800,
+                                        .ihl = 6,
+                                        .proto = IPPROTO_TCP,
+                                        .dst = "10.200.0.1",
+                                        .dport = 3128,
+                                        .opt_fill = 0x01 })),
                DROP, "the proxy with IP options (a source route could make the host forward it) is dropped");
 
         /* IP options: the port is after IHL*4 bytes. The options are filled
@@ -239,8 +246,8 @@ static void test_allowlist(void)
         is_int(run(build(o)), PASS, "DF set, not a fragment: passes");
 
         mutate(TCP("10.1.2.3", 443), "allowlist, TCP allowed", true);
-        mutate(build((struct spec){ .ethertype = 0x0800, .ihl = 15, .proto = IPPROTO_UDP, .dst = "198.51.100.53",
-                                    .dport = 53 }),
+        mutate(build((struct spec){
+                       .ethertype = 0x0800, .ihl = 15, .proto = IPPROTO_UDP, .dst = "198.51.100.53", .dport = 53 }),
                "allowlist, UDP with options", true);
         mutate(TCP("10.200.0.1", 3128), "allowlist, proxy", true);
 }
@@ -306,8 +313,12 @@ static void test_vendor_port(void)
                 is_int(run(UDP("10.200.0.1", 3129)), DROP, "vendor: UDP to the vendor port is dropped");
                 is_int(run(TCP("192.168.1.10", 3129)), DROP, "vendor: the port on a host address is dropped");
                 is_int(run(TCP("8.8.8.8", 443)), DROP, "vendor: anything else is dropped");
-                is_int(run(build((struct spec){ .ethertype = 0x0800, .ihl = 6, .proto = IPPROTO_TCP,
-                                                .dst = "10.200.0.1", .dport = 3129, .opt_fill = 0x01 })),
+                is_int(run(build((struct spec){ .ethertype = 0x0800,
+                                                .ihl = 6,
+                                                .proto = IPPROTO_TCP,
+                                                .dst = "10.200.0.1",
+                                                .dport = 3129,
+                                                .opt_fill = 0x01 })),
                        DROP, "vendor: IP options to the vendor port are dropped");
                 mutate(TCP("10.200.0.1", 3129), "vendor port", true);
         }
@@ -333,8 +344,8 @@ static void test_limit(void)
                "%d port rules parse", DM_POLICY_MAX_ENTRIES);
         if (!pol)
                 return;
-        is_int(dm_bpf_compile(pol, &host, &p, &n, &err), 0, "the most allow entries fit in the program (%zu instructions)",
-               n);
+        is_int(dm_bpf_compile(pol, &host, &p, &n, &err), 0,
+               "the most allow entries fit in the program (%zu instructions)", n);
         ok(bpf_interp_check(p, n) == 0, "and the program is valid");
         free(p);
         p = NULL;

@@ -98,8 +98,9 @@ static void test_caller_gate(void)
 
 static void test_good_entries(void)
 {
-        const char *allow[] = { "Example.COM", "*.Pythonhosted.org:443", "registry.npmjs.org:443", "10.1.0.0/16",
-                                "192.0.2.7:8080", "198.51.100.0/24:53", "8.0.0.0/7", "host.example.", NULL };
+        const char *allow[] = { "Example.COM", "*.Pythonhosted.org:443", "registry.npmjs.org:443",
+                                "10.1.0.0/16", "192.0.2.7:8080",         "198.51.100.0/24:53",
+                                "8.0.0.0/7",   "host.example.",          NULL };
 
         is_int(dm_policy_parse("none", allow, DM_POLICY_CALLER_ALLOWED, &pol, &err), 0, "good entries parse: %s",
                err.msg);
@@ -164,7 +165,8 @@ static void test_bad_entries(void)
         refused("100.100.100.200", -EINVAL, "Alibaba Cloud metadata");
         refused("10.213.7.0/24", -EINVAL, "overlaps the sandbox pool (10.213.0.0/16");
         refused("10.0.0.0/8", -EINVAL, "sandbox pool");
-        refused("10.2.0.0/16", -EINVAL, "the private range 10.0.0.0/8, which sandboxes reach only where the operator "
+        refused("10.2.0.0/16", -EINVAL,
+                "the private range 10.0.0.0/8, which sandboxes reach only where the operator "
                 "allows it in DEMESNE_EGRESS_ALLOW_PRIVATE");
         refused("172.20.0.0/16:443", -EINVAL, "172.16.0.0/12");
         refused("192.168.1.10", -EINVAL, "192.168.0.0/16");
@@ -222,7 +224,8 @@ static void test_compat(void)
         setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
         is_int(dm_netpolicy_parse("open", NULL, &e, &err), 0, "dm_netpolicy_parse: open with the setting");
         is_int(e, DM_EGRESS_OPEN, "is open");
-        is_int(dm_netpolicy_parse("none", allow, &e, &err), 0, "dm_netpolicy_parse: with the setting, allow is accepted");
+        is_int(dm_netpolicy_parse("none", allow, &e, &err), 0,
+               "dm_netpolicy_parse: with the setting, allow is accepted");
         is_int(e, DM_EGRESS_NONE, "as an allowlist on top of none");
         is_int(dm_netpolicy_parse("package-managers", NULL, &e, &err), 0, "dm_netpolicy_parse: package-managers");
         is_int(e, DM_EGRESS_PACKAGE_MANAGERS, "is package-managers");

@@ -46,10 +46,10 @@ static void test_policy(void)
 {
         struct dm_error err = { 0 };
         struct dm_proxy_verdict v;
-        const char *good[] = { "pypi.org", "*.debian.org", "GitHub.com:443", "registry.npmjs.org.", "10.1.0.0/16",
-                               "192.0.2.7", "198.51.100.0/24:8080", "127.0.0.1/32" };
-        const char *bad[] = { "", "*.", "a..b", "host:0", "host:70000", "host:x", "10.0.0.1/33", "10.0.0.1/8",
-                              "ex ample.com", "foo/24", "1.2.3", "-" };
+        const char *good[] = { "pypi.org",    "*.debian.org", "GitHub.com:443",       "registry.npmjs.org.",
+                               "10.1.0.0/16", "192.0.2.7",    "198.51.100.0/24:8080", "127.0.0.1/32" };
+        const char *bad[] = { "",           "*.",           "a..b",   "host:0", "host:70000", "host:x", "10.0.0.1/33",
+                              "10.0.0.1/8", "ex ample.com", "foo/24", "1.2.3",  "-" };
 
         dm_proxy_policy_init(&pol);
         for (size_t i = 0; i < DM_ARRAY_SIZE(good); i++)
@@ -118,9 +118,11 @@ static void test_policy(void)
         }
         is_int(target_m("pkgs.example.net", 443, true, &v), DM_PROXY_OK, "package host: CONNECT 443");
         is_int(target_m("pkgs.example.net", 80, false, &v), DM_PROXY_OK, "package host: plain HTTP 80");
-        is_int(target_m("pkgs.example.net", 22, true, &v), DM_PROXY_PORT_NOT_ALLOWED, "package host: CONNECT 22 refused");
+        is_int(target_m("pkgs.example.net", 22, true, &v), DM_PROXY_PORT_NOT_ALLOWED,
+               "package host: CONNECT 22 refused");
         ok(strstr(v.reason, "port 22") && strstr(v.reason, "443"), "reason says which ports: %s", v.reason);
-        is_int(target_m("pkgs.example.net", 80, true, &v), DM_PROXY_PORT_NOT_ALLOWED, "package host: CONNECT 80 refused");
+        is_int(target_m("pkgs.example.net", 80, true, &v), DM_PROXY_PORT_NOT_ALLOWED,
+               "package host: CONNECT 80 refused");
         is_int(target_m("pkgs.example.net", 443, false, &v), DM_PROXY_PORT_NOT_ALLOWED,
                "package host: plain HTTP to 443 refused");
         {
@@ -137,7 +139,11 @@ static void test_rebinding(void)
 {
         struct dm_proxy_verdict v;
         struct in_addr own[] = { ip("203.0.113.77") };
-        struct { const char *addr; int want; const char *what; } cases[] = {
+        struct {
+                const char *addr;
+                int want;
+                const char *what;
+        } cases[] = {
                 { "93.184.216.34", 0, "public address" },
                 { "10.1.9.9", 0, "private address the operator allowed" },
                 { "10.9.9.9", -1, "private address the operator did not allow" },
@@ -320,13 +326,20 @@ static void test_codes(void)
 static void test_env(void)
 {
         struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(3128), .sin_addr = ip("10.200.0.1") };
-        const char *want[] = { "HTTP_PROXY=http://10.200.0.1:3128", "http_proxy=http://10.200.0.1:3128",
-                               "HTTPS_PROXY=http://10.200.0.1:3128", "https_proxy=http://10.200.0.1:3128",
-                               "ALL_PROXY=http://10.200.0.1:3128", "all_proxy=http://10.200.0.1:3128",
-                               "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1",
-                               "PIP_PROXY=http://10.200.0.1:3128", "npm_config_proxy=http://10.200.0.1:3128",
-                               "npm_config_https_proxy=http://10.200.0.1:3128", "GIT_CONFIG_COUNT=1",
-                               "GIT_CONFIG_KEY_0=http.proxy", "GIT_CONFIG_VALUE_0=http://10.200.0.1:3128" };
+        const char *want[] = { "HTTP_PROXY=http://10.200.0.1:3128",
+                               "http_proxy=http://10.200.0.1:3128",
+                               "HTTPS_PROXY=http://10.200.0.1:3128",
+                               "https_proxy=http://10.200.0.1:3128",
+                               "ALL_PROXY=http://10.200.0.1:3128",
+                               "all_proxy=http://10.200.0.1:3128",
+                               "NO_PROXY=localhost,127.0.0.1",
+                               "no_proxy=localhost,127.0.0.1",
+                               "PIP_PROXY=http://10.200.0.1:3128",
+                               "npm_config_proxy=http://10.200.0.1:3128",
+                               "npm_config_https_proxy=http://10.200.0.1:3128",
+                               "GIT_CONFIG_COUNT=1",
+                               "GIT_CONFIG_KEY_0=http.proxy",
+                               "GIT_CONFIG_VALUE_0=http://10.200.0.1:3128" };
         char **env = NULL, *apt;
         size_t n = 0;
 
@@ -342,7 +355,8 @@ static void test_env(void)
         }
         dm_proxy_env_free(env);
         apt = dm_proxy_apt_conf(&a);
-        is_str(apt, "Acquire::http::Proxy \"http://10.200.0.1:3128\";\nAcquire::https::Proxy \"http://10.200.0.1:3128\";\n",
+        is_str(apt,
+               "Acquire::http::Proxy \"http://10.200.0.1:3128\";\nAcquire::https::Proxy \"http://10.200.0.1:3128\";\n",
                "apt.conf lines");
         free(apt);
 }

@@ -17,9 +17,12 @@
 #define ROUNDS 20000
 
 static const struct dm_tool tools[] = {
-        { .name = "t_one", .title = "One", .description = "the first",
+        { .name = "t_one",
+          .title = "One",
+          .description = "the first",
           .input_schema = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"]}",
-          .output_schema = "{\"type\":\"object\"}", .read_only = true },
+          .output_schema = "{\"type\":\"object\"}",
+          .read_only = true },
         { .name = "t_two", .description = "the second", .input_schema = "{\"type\":\"object\"}" },
 };
 
@@ -61,8 +64,7 @@ int main(void)
                 pthread_join(th[i], NULL);
                 total += good[i];
         }
-        is_int(total, THREADS * ROUNDS, "%d threads describing and dropping at once: every description whole",
-               THREADS);
+        is_int(total, THREADS * ROUNDS, "%d threads describing and dropping at once: every description whole", THREADS);
         b = dm_registry_describe(dm_registry_at(1));
         ok(b && strcmp(json_object_get_string(json_object_object_get(b, "name")), "t_two") == 0,
            "the registry is intact afterwards");

@@ -43,7 +43,7 @@ struct exec_spec {
         uint64_t rl_soft, rl_hard;
         const char *cwd;
         uint32_t argc;
-        const char *arg;        /* every argv entry */
+        const char *arg; /* every argv entry */
         size_t arg_len;
         uint32_t envc;
         const char *env;
@@ -54,9 +54,21 @@ struct exec_spec {
 
 static struct exec_spec good(void)
 {
-        return (struct exec_spec){ .flags = DM_SHIM_F_STDIN, .timeout = 5000, .nrl = 1, .rl_res = 7,
-                                   .rl_soft = 64, .rl_hard = 128, .cwd = "/tmp", .argc = 1, .arg = "echo",
-                                   .arg_len = 4, .envc = 1, .env = "A=b", .env_len = 3, .in = "xyz", .in_len = 3 };
+        return (struct exec_spec){ .flags = DM_SHIM_F_STDIN,
+                                   .timeout = 5000,
+                                   .nrl = 1,
+                                   .rl_res = 7,
+                                   .rl_soft = 64,
+                                   .rl_hard = 128,
+                                   .cwd = "/tmp",
+                                   .argc = 1,
+                                   .arg = "echo",
+                                   .arg_len = 4,
+                                   .envc = 1,
+                                   .env = "A=b",
+                                   .env_len = 3,
+                                   .in = "xyz",
+                                   .in_len = 3 };
 }
 
 static void build(struct dm_buf *b, const struct exec_spec *s)
@@ -99,9 +111,15 @@ static void test_exec_roundtrip(void)
         const char *argv[] = { "sh", "-c", "echo \"$A\"", "", NULL };
         const char *env[] = { "A=1", "B=two=2", "A=3", NULL };
         struct dm_shim_exec_msg m = {
-                .flags = DM_SHIM_F_STDIN | DM_SHIM_F_KEEP_GROUP, .timeout_ms = 1234, .cwd = "/work",
-                .argv = argv, .env = env, .stdin_data = (const uint8_t *)"in\0put", .stdin_len = 6,
-                .rlimits = { { 7, 100, 200 }, { 3, UINT64_MAX, UINT64_MAX } }, .n_rlimits = 2,
+                .flags = DM_SHIM_F_STDIN | DM_SHIM_F_KEEP_GROUP,
+                .timeout_ms = 1234,
+                .cwd = "/work",
+                .argv = argv,
+                .env = env,
+                .stdin_data = (const uint8_t *)"in\0put",
+                .stdin_len = 6,
+                .rlimits = { { 7, 100, 200 }, { 3, UINT64_MAX, UINT64_MAX } },
+                .n_rlimits = 2,
         };
         struct dm_shim_exec_msg *d = NULL;
         struct dm_shim_reader rd;
@@ -175,8 +193,14 @@ static void test_chunking(void)
 static int feed_header(enum dm_shim_dir dir, uint8_t version, uint8_t type, uint16_t reserved, uint32_t len,
                        size_t *ret_alloc)
 {
-        uint8_t h[8] = { version, type, (uint8_t)(reserved >> 8), (uint8_t)reserved, (uint8_t)(len >> 24),
-                         (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len };
+        uint8_t h[8] = { version,
+                         type,
+                         (uint8_t)(reserved >> 8),
+                         (uint8_t)reserved,
+                         (uint8_t)(len >> 24),
+                         (uint8_t)(len >> 16),
+                         (uint8_t)(len >> 8),
+                         (uint8_t)len };
         uint8_t body[8] = { 0 };
         struct dm_shim_reader rd;
         struct dm_shim_frame f;
@@ -320,8 +344,7 @@ static void test_exec_decode_hostile(void)
         u32(&b, 0);
         u32(&b, 0);
         u32(&b, DM_SHIM_MAX_STR);
-        is_int(dm_shim_exec_decode((const uint8_t *)b.data, b.len, &m), -EBADMSG,
-               "cwd length beyond the payload");
+        is_int(dm_shim_exec_decode((const uint8_t *)b.data, b.len, &m), -EBADMSG, "cwd length beyond the payload");
         dm_buf_release(&b);
 }
 
@@ -420,10 +443,13 @@ static void test_fixed_frames(void)
 
 static void test_path_under_proc(void)
 {
-        static const char *const yes[] = { "/proc", "/proc/", "/proc/self/fd/3", "//proc", "/./proc/1",
-                                           "/out/../proc/self/cwd", "/../proc", "/a/b/../../proc/x", "/proc/." };
-        static const char *const no[] = { "/", "/out", "/procs", "/xproc", "/out/proc", "/proc/..", "/proc/../out",
-                                          "/a/proc", "" };
+        static const char *const yes[] = { "/proc",           "/proc/",
+                                           "/proc/self/fd/3", "//proc",
+                                           "/./proc/1",       "/out/../proc/self/cwd",
+                                           "/../proc",        "/a/b/../../proc/x",
+                                           "/proc/." };
+        static const char *const no[] = { "/",        "/out",         "/procs",  "/xproc", "/out/proc",
+                                          "/proc/..", "/proc/../out", "/a/proc", "" };
 
         for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
                 ok(dm_shim_path_under_proc(yes[i]), "'%s' is under /proc", yes[i]);

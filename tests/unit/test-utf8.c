@@ -24,7 +24,12 @@ int main(void)
         ok(!dm_utf8_valid("\xE2\x82", 2), "truncated sequence rejected");
         ok(!dm_utf8_valid("a\0b", 3), "NUL rejected (it cannot pass through every client)");
         check("plain", 5, "plain", "ASCII untouched");
-        check("\xFF" "a", 2, "\xEF\xBF\xBD" "a", "invalid byte replaced");
+        check("\xFF"
+              "a",
+              2,
+              "\xEF\xBF\xBD"
+              "a",
+              "invalid byte replaced");
         check("\xE2\x82", 2, "\xEF\xBF\xBD\xEF\xBF\xBD", "truncated sequence replaced byte by byte");
         check("x\0y", 3, "x\xEF\xBF\xBDy", "NUL replaced");
         check("\xC3\xA9", 2, "\xC3\xA9", "valid two-byte kept");

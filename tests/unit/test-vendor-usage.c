@@ -179,10 +179,11 @@ static void test_prices(void)
         struct dm_vendor_prices p;
         struct dm_error err = { 0 };
         const struct dm_vendor_price *e;
-        char *path = write_tmp("prices.json", "{\"note\":\"x\",\"models\":{\"claude-opus-4\":{\"input\":15,\"output\":75,"
-                                              "\"cache_read\":1.5,\"cache_write\":18.75},\"claude-opus-4-5\":{"
-                                              "\"input\":5,\"output\":25},\"gpt-5\":{\"input\":1.25,\"output\":10,"
-                                              "\"cache_read\":0.125}}}");
+        char *path =
+                write_tmp("prices.json", "{\"note\":\"x\",\"models\":{\"claude-opus-4\":{\"input\":15,\"output\":75,"
+                                         "\"cache_read\":1.5,\"cache_write\":18.75},\"claude-opus-4-5\":{"
+                                         "\"input\":5,\"output\":25},\"gpt-5\":{\"input\":1.25,\"output\":10,"
+                                         "\"cache_read\":0.125}}}");
         char *bad = write_tmp("bad.json", "{\"models\":{\"x\":{\"input\":\"cheap\"}}}");
 
         ok(dm_vendor_prices_load(path, &p, &err) == 0 && p.n == 3, "price table loads");
@@ -200,11 +201,15 @@ static void test_prices(void)
         /* The shipped table parses and knows the current families. */
         {
                 struct dm_vendor_prices shipped;
-                const char *models[] = { "claude-opus-4-1-20250805", "claude-sonnet-4-5-20250929", "claude-haiku-4-5",
-                                         "gpt-5-codex", "gpt-4.1-mini", "o3", "o4-mini" };
+                const char *models[] = { "claude-opus-4-1-20250805",
+                                         "claude-sonnet-4-5-20250929",
+                                         "claude-haiku-4-5",
+                                         "gpt-5-codex",
+                                         "gpt-4.1-mini",
+                                         "o3",
+                                         "o4-mini" };
                 bool all = true;
-                ok(dm_vendor_prices_load(DM_SRCDIR "/data/prices.json", &shipped, &err) == 0,
-                   "data/prices.json loads");
+                ok(dm_vendor_prices_load(DM_SRCDIR "/data/prices.json", &shipped, &err) == 0, "data/prices.json loads");
                 for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++)
                         if (!dm_vendor_price_lookup(&shipped, models[i])) {
                                 diag("no price for %s", models[i]);
@@ -240,10 +245,11 @@ static void test_prices(void)
                            json_object_object_get_ex(m, "mystery-1", &m) &&
                            json_object_object_get_ex(m, "priced", &v) && !json_object_get_boolean(v),
                    "per_model.mystery-1.priced is false");
-                ok(doc && json_object_object_get_ex(doc, "cost_usd", &v) &&
-                           json_object_get_double(v) > 14.999 && json_object_get_double(v) < 15.001,
+                ok(doc && json_object_object_get_ex(doc, "cost_usd", &v) && json_object_get_double(v) > 14.999 &&
+                           json_object_get_double(v) < 15.001,
                    "cost_usd in the file");
-                ok(doc && json_object_object_get_ex(doc, "cache_read_tokens", &v) && json_object_get_int64(v) == 4000000,
+                ok(doc && json_object_object_get_ex(doc, "cache_read_tokens", &v) &&
+                           json_object_get_int64(v) == 4000000,
                    "cache_read_tokens in the file");
                 ok(doc && json_object_object_get_ex(doc, "input_tokens", &v) &&
                            json_object_object_get_ex(doc, "output_tokens", &v) &&
@@ -267,7 +273,7 @@ static void clear_env(void)
                                "OPENAI_API_KEY", "DEMESNE_CODEX_AUTH" };
         for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
                 unsetenv(vars[i]);
-        setenv("HOME", tmpdir, 1);   /* no real login file is ever read */
+        setenv("HOME", tmpdir, 1); /* no real login file is ever read */
 }
 
 static void test_creds(void)
@@ -310,8 +316,7 @@ static void test_creds(void)
         ok(c.secret == NULL, "release clears");
         clear_env();
         setenv("DEMESNE_CLAUDE_CREDENTIALS", broken, 1);
-        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &c, &err) == -EINVAL, "malformed login file: -EINVAL: %s",
-           err.msg);
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &c, &err) == -EINVAL, "malformed login file: -EINVAL: %s", err.msg);
 
         setenv("DEMESNE_CODEX_AUTH", codex_tok, 1);
         ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_CHATGPT &&
