@@ -43,7 +43,7 @@ packages=(
 	podman runc catatonit uidmap mmdebstrap iproute2 ca-certificates curl
 )
 # valgrind for the unit tests; libclang-rt-dev for the libFuzzer target (tests/fuzz/run.sh).
-[ $test_deps = 1 ] && packages+=(valgrind libclang-rt-dev)
+[ $test_deps = 1 ] && packages+=(valgrind libclang-rt-dev clang-format)
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 # tests/run-dockerd.sh runs the integration tests against a private dockerd
 # 20.10 too; docker.io brings containerd and tini and shares runc with Podman.
