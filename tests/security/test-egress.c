@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -68,7 +69,7 @@ struct service {
         int fd;
         const char *banner;
         pthread_t thread;
-        volatile int stop;
+        atomic_int stop;
 };
 
 static void *service_main(void *arg)
@@ -76,7 +77,7 @@ static void *service_main(void *arg)
         struct service *s = arg;
         char buf[512];
 
-        while (!s->stop) {
+        while (!atomic_load(&s->stop)) {
                 struct pollfd p = { .fd = s->fd, .events = POLLIN };
                 if (poll(&p, 1, 50) <= 0)
                         continue;
@@ -113,7 +114,7 @@ static bool service_start(struct service *s, pid_t pid, const char *ip, int port
 
 static void service_stop(struct service *s)
 {
-        s->stop = 1;
+        atomic_store(&s->stop, 1);
         pthread_join(s->thread, NULL);
         close(s->fd);
 }
