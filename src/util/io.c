@@ -32,6 +32,55 @@ int dm_write_all(int fd, const void *data, size_t n)
         return 0;
 }
 
+/* What openat2 does with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+ * RESOLVE_NO_XDEV, one component at a time with O_NOFOLLOW, for where
+ * openat2 is missing (kernels before 5.6, valgrind 3.19, seccomp profiles
+ * that never heard of it). -1 with errno, as a syscall. */
+static long open_beneath_walk(int dirfd, const char *path, const struct open_how *how)
+{
+        _cleanup_free_ char *copy = strdup(path);
+        _cleanup_close_ int cur = -1;
+        char *save = NULL, *part, *next;
+        struct stat top, st;
+        int at = dirfd, fd;
+
+        if (!copy)
+                return errno = ENOMEM, -1;
+        if (fstat(dirfd, &top) < 0)
+                return -1;
+        for (part = strtok_r(copy, "/", &save); part; part = next) {
+                next = strtok_r(NULL, "/", &save);
+                if (strcmp(part, "..") == 0)
+                        return errno = EXDEV, -1;
+                if (!next)
+                        break;
+                if (strcmp(part, ".") == 0)
+                        continue;
+                fd = openat(at, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                /* A link on the way is ELOOP, as openat2 says it. */
+                if (fd < 0 && errno == ENOTDIR && fstatat(at, part, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISLNK(st.st_mode))
+                        errno = ELOOP;
+                if (fd < 0)
+                        return -1;
+                if (fstat(fd, &st) < 0 || st.st_dev != top.st_dev) {
+                        close(fd);
+                        return errno = EXDEV, -1;
+                }
+                if (cur >= 0)
+                        close(cur);
+                at = cur = fd;
+        }
+        if (!part)
+                return errno = EINVAL, -1;
+        fd = openat(at, part, (int)how->flags, (mode_t)how->mode);
+        if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_dev != top.st_dev)) {
+                close(fd);
+                return errno = EXDEV, -1;
+        }
+        return fd;
+}
+
 int dm_io_open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
         struct open_how how = {
@@ -51,6 +100,8 @@ int dm_io_open_beneath(int dirfd, const char *path, int flags, mode_t mode)
         do
                 r = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
         while (r < 0 && (errno == EINTR || errno == EAGAIN));
+        if (r < 0 && errno == ENOSYS)
+                r = open_beneath_walk(dirfd, path, &how);
         if (r < 0)
                 return -errno;
         fd = (int)r;
