@@ -206,7 +206,7 @@ static int add_rules(scmp_filter_ctx ctx)
         }
         /* AF_KCM (38) and AF_VSOCK (40), as Docker. */
         for (unsigned long fam = 38; fam <= 40; fam += 2) {
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, fam));
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, fam, 0));
                 if (r < 0) {
                         shim_log("seccomp rule for socket: %s", strerror(-r));
                         return r;
