@@ -294,6 +294,11 @@ static void check_kind(const struct kind *k, const char *upstream, const char *d
         /* Nothing left: the port is closed, and no thread or fd remains. */
         ok(ask(port, "POST", k->model_path, auth, buf, sizeof(buf)) == 0, "%s: after stop the port answers nothing",
            k->name);
+        /* A joined thread can linger in /proc/self/task for a moment after
+         * pthread_join returns (the kernel clears its tid before it is
+         * reaped), so the count is given a little while to settle. */
+        for (int i = 0; i < 200 && count_dir("/proc/self/task") != threads_before; i++)
+                usleep(10 * 1000);
         is_int(count_dir("/proc/self/task"), threads_before, "%s: after stop no proxy thread is left", k->name);
         is_int(count_dir("/proc/self/fd"), fds_before, "%s: after stop no fd is left", k->name);
         unlink(logp);
