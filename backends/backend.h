@@ -22,6 +22,7 @@
 
 struct dm_backend;
 struct dm_stream;
+struct dm_policy;
 
 struct dm_mount {
         const char *host;   /* absolute host path, already checked */
@@ -48,6 +49,10 @@ struct dm_container_spec {
         int64_t nofile;             /* soft=hard; both nofile and nproc are always sent */
         int64_t nproc;              /* (an explicit ulimit replaces the engine's defaults); 0 = 4096 */
         const char *network_mode;   /* "none" until netpolicy lands; NULL = "none" */
+        /* For a backend that keeps its sandboxes' network itself (no
+         * DM_CAP_HOST_NETNS: OpenSandbox): the egress policy it must enforce
+         * or refuse; NULL = network_mode alone. Borrowed. */
+        const struct dm_policy *egress;
         bool readonly_rootfs;
         bool init;               /* engine's init as PID 1 (reaps zombies) */
         bool open_stdin;         /* keep stdin open for attach; the command sees EOF

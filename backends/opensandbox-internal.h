@@ -23,12 +23,22 @@
 struct execd;
 struct osb_exec;
 
+/* What the server's egress sidecar is, as DEMESNE_OPENSANDBOX_EGRESS says
+ * (the server's API does not tell): none, mode "dns" (the server's default
+ * mode, and demesne's default) or mode "dns+nft". */
+enum osb_egress {
+        OSB_EGRESS_DNS,
+        OSB_EGRESS_OFF,
+        OSB_EGRESS_DNS_NFT,
+};
+
 struct osb {
         struct dm_backend base;
         struct dm_http *api; /* lifecycle, with the API key */
         char *protocol;      /* "http" or "https", also for execd */
         bool server_proxy;   /* reach execd through the server (OPEN_SANDBOX_USE_SERVER_PROXY) */
         size_t response_max;
+        enum osb_egress egress;
 
         pthread_mutex_t lock; /* guards execds and execs */
         struct execd *execds;

@@ -32,11 +32,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backends/opensandbox-internal.h"
+#include "netpolicy/policy.h"
+#include "src/egress.h"
 #include "src/util/cleanup.h"
 #include "src/util/log.h"
 #include "src/util/timeutil.h"
@@ -151,19 +154,121 @@ static int osb_image_exists(struct dm_backend *b, const char *image, bool *ret_e
                             "the opensandbox backend cannot look up image '%s': the server pulls it at create", image);
 }
 
-static int create_body(const struct dm_container_spec *spec, struct json_object **ret, struct dm_error *err)
+static int add_rule(struct json_object *rules, const char *target);
+
+/* The networkPolicy for spec (OpenSandbox 4db3a99: {defaultAction, egress:
+ * [{action, target}]}, target a name, "*.name", an IP or a CIDR, no port;
+ * first match wins, defaultAction when none does). The server only hands it
+ * to its egress sidecar, whose [egress] mode decides what holds: in "dns"
+ * only name lookups are filtered and any address stays reachable, so no
+ * policy holds there but "open"; in "dns+nft" nftables drop what is not
+ * allowed (the sidecar lets the nameservers of its resolv.conf through).
+ * *ret = NULL: no policy (the server's own network, "open"). */
+static int egress_policy(enum osb_egress egress, const struct dm_container_spec *spec, struct json_object **ret,
+                         struct dm_error *err)
 {
-        _cleanup_json_ struct json_object *o = json_object_new_object();
+        _cleanup_json_ struct json_object *np = NULL;
+        struct json_object *rules;
+        const struct dm_policy *p = spec->egress;
+        const char *mode = p ? (p->mode == DM_EGRESS_OPEN ? "open"
+                                : p->mode == DM_EGRESS_PACKAGE_MANAGERS ? "package-managers"
+                                : "none")
+                             : spec->network_mode ? spec->network_mode : "none";
+        char target[DM_POLICY_ENTRY_MAX + 8], addr[INET_ADDRSTRLEN];
+        int r = 0;
+
+        *ret = NULL;
+        if (strcmp(mode, "open") == 0)
+                return 0; /* the server's default network: no sidecar */
+        if (!p && strcmp(mode, "none") != 0)
+                return dm_error_set(err, -EOPNOTSUPP, "the opensandbox backend has no network mode '%s'", mode);
+        if (p && p->mode == DM_EGRESS_NONE && (p->n_names || p->n_cidrs))
+                mode = "allow list";
+        if (egress == OSB_EGRESS_OFF)
+                return dm_error_set(err, -EOPNOTSUPP,
+                                    "egress '%s' needs the OpenSandbox server's egress sidecar, and "
+                                    "DEMESNE_OPENSANDBOX_EGRESS=none says it has none: set image = \"<the egress "
+                                    "sidecar image>\" and mode = \"dns+nft\" in the [egress] section of the server's "
+                                    "config.toml (with docker network_mode = \"bridge\"), then "
+                                    "DEMESNE_OPENSANDBOX_EGRESS=dns+nft; or ask for egress 'open'",
+                                    mode);
+        if (egress == OSB_EGRESS_DNS)
+                return dm_error_set(err, -EOPNOTSUPP,
+                                    "egress '%s' cannot hold on an OpenSandbox server whose egress sidecar runs in "
+                                    "mode \"dns\" (DEMESNE_OPENSANDBOX_EGRESS=dns, the default): that mode filters "
+                                    "name lookups only and a command can still reach any IP address; set mode = "
+                                    "\"dns+nft\" in the [egress] section of the server's config.toml and "
+                                    "DEMESNE_OPENSANDBOX_EGRESS=dns+nft, or ask for egress 'open'",
+                                    mode);
+        np = json_object_new_object();
+        rules = json_object_new_array();
+        if (!np || !rules) {
+                json_object_put(rules);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        r |= dm_json_add(np, "defaultAction", json_object_new_string("deny"));
+        r |= dm_json_add(np, "egress", rules);
+        for (size_t i = 0; p && i < p->n_names; i++) {
+                if (p->names[i].port)
+                        return dm_error_set(err, -EOPNOTSUPP,
+                                            "egress allow entry '%s%s:%u': OpenSandbox's egress rules carry no port, "
+                                            "so it would allow every port; give the host without ':%u'",
+                                            p->names[i].wildcard ? "*." : "", p->names[i].host,
+                                            (unsigned)p->names[i].port, (unsigned)p->names[i].port);
+                snprintf(target, sizeof(target), "%s%s", p->names[i].wildcard ? "*." : "", p->names[i].host);
+                r |= add_rule(rules, target);
+        }
+        for (size_t i = 0; p && i < p->n_cidrs; i++) {
+                inet_ntop(AF_INET, &p->cidrs[i].net, addr, sizeof(addr));
+                if (p->cidrs[i].port)
+                        return dm_error_set(err, -EOPNOTSUPP,
+                                            "egress allow entry '%s/%u:%u': OpenSandbox's egress rules carry no "
+                                            "port, so it would allow every port; give the address without ':%u'",
+                                            addr, (unsigned)p->cidrs[i].prefix, (unsigned)p->cidrs[i].port,
+                                            (unsigned)p->cidrs[i].port);
+                if (p->cidrs[i].prefix == 32)
+                        snprintf(target, sizeof(target), "%s", addr);
+                else
+                        snprintf(target, sizeof(target), "%s/%u", addr, (unsigned)p->cidrs[i].prefix);
+                r |= add_rule(rules, target);
+        }
+        /* The same hosts as the proxy's package-managers (the image's
+         * demesne.package-hosts label is not known here: OpenSandbox pulls
+         * the image itself). */
+        for (const char *const *h = p && p->mode == DM_EGRESS_PACKAGE_MANAGERS ? dm_egress_package_hosts() : NULL;
+             h && *h; h++)
+                r |= add_rule(rules, *h);
+        if (r)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        *ret = TAKE_PTR(np);
+        return 0;
+}
+
+static int add_rule(struct json_object *rules, const char *target)
+{
+        struct json_object *rule = json_object_new_object();
+
+        if (!rule || json_object_array_add(rules, rule) < 0) {
+                json_object_put(rule);
+                return -ENOMEM;
+        }
+        return dm_json_add(rule, "action", json_object_new_string("allow")) |
+               dm_json_add(rule, "target", json_object_new_string(target));
+}
+
+static int create_body(enum osb_egress egress, const struct dm_container_spec *spec, struct json_object **ret,
+                       struct dm_error *err)
+{
+        _cleanup_json_ struct json_object *o = json_object_new_object(), *np = NULL;
         struct json_object *img = json_object_new_object(), *limits = json_object_new_object(), *env = NULL,
-                           *meta = NULL, *vols = json_object_new_array(), *np = json_object_new_object();
+                           *meta = NULL, *vols = json_object_new_array();
         char mem[32];
         int r = 0;
 
-        if (!o || !img || !limits || !vols || !np) {
+        if (!o || !img || !limits || !vols) {
                 json_object_put(img);
                 json_object_put(limits);
                 json_object_put(vols);
-                json_object_put(np);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
         r |= dm_json_add(o, "image", img);
@@ -236,26 +341,13 @@ static int create_body(const struct dm_container_spec *spec, struct json_object 
                 r |= dm_json_add(v, "readOnly", json_object_new_boolean(spec->mounts[i].readonly));
         }
         r |= dm_json_add(o, "volumes", vols);
-        /* Egress is OpenSandbox's sidecar's: deny everything, as "none" does
-         * on the direct backends. "open" is the server's default network:
-         * no policy, so no sidecar needed. Other modes need allowlist
-         * support. */
-        if (spec->network_mode && strcmp(spec->network_mode, "open") == 0) {
-                json_object_put(np);
-                np = NULL;
-        } else if (spec->network_mode && strcmp(spec->network_mode, "none") != 0) {
-                json_object_put(np);
-                return dm_error_set(err, -EOPNOTSUPP,
-                                    "the opensandbox backend supports network modes 'none' and "
-                                    "'open' only (asked for '%s')",
-                                    spec->network_mode);
-        }
-        if (!np)
-                goto done;
-        r |= dm_json_add(o, "networkPolicy", np);
-        r |= dm_json_add(np, "defaultAction", json_object_new_string("deny"));
-        r |= dm_json_add(np, "egress", json_object_new_array());
-done:
+        if (r)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = egress_policy(egress, spec, &np, err);
+        if (r < 0)
+                return r;
+        if (np && dm_json_add(o, "networkPolicy", TAKE_PTR(np)) < 0)
+                r = -ENOMEM;
         if (r)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         *ret = TAKE_PTR(o);
@@ -270,7 +362,7 @@ static int osb_create(struct dm_backend *b, const struct dm_container_spec *spec
         long long max;
         int r;
 
-        r = create_body(spec, &body, err);
+        r = create_body(o->egress, spec, &body, err);
         if (r >= 0)
                 r = dm_osb_api(o, "POST", "/sandboxes", body, 202, &res, err);
         /* The server's max_sandbox_timeout_seconds (86400 in its example
@@ -285,14 +377,17 @@ static int osb_create(struct dm_backend *b, const struct dm_container_spec *spec
                             ? dm_error_set(err, -ENOMEM, "out of memory")
                             : dm_osb_api(o, "POST", "/sandboxes", body, 202, &res, err);
         }
-        /* A deny-all policy needs the server's egress sidecar; without one
-         * the sandbox would have the cluster's network, so refuse. */
+        /* DEMESNE_OPENSANDBOX_EGRESS said there is a sidecar and the
+         * server says there is none: without one the sandbox would have the
+         * server's network, so refuse, and say what to configure. */
         if (r == -EINVAL && strstr(err->msg, "egress.image must be configured"))
                 return dm_error_set(err, -EOPNOTSUPP,
                                     "the OpenSandbox server has no egress sidecar configured, so it cannot enforce "
-                                    "network mode 'none' (deny all egress), and demesne will not create a sandbox with "
-                                    "the server's default network: set image = \"<the egress sidecar image>\" in "
-                                    "the [egress] section of the server's config.toml (OpenSandbox answered: %.200s)",
+                                    "egress other than 'open', and demesne will not create a sandbox with the "
+                                    "server's default network: set image = \"<the egress sidecar image>\" and mode = "
+                                    "\"dns+nft\" in the [egress] section of the server's config.toml, or set "
+                                    "DEMESNE_OPENSANDBOX_EGRESS=none to be refused before asking (OpenSandbox "
+                                    "answered: %.200s)",
                                     err->msg);
         if (r >= 0 && (!(id = get_str(res, "id")) || dm_osb_check_id(id, err) < 0))
                 r = dm_error_set(err, -EPROTO, "OpenSandbox answered the create without a valid id");
@@ -812,7 +907,8 @@ static const struct dm_backend_ops osb_ops = {
 int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, struct dm_error *err)
 {
         const char *domain = getenv("OPEN_SANDBOX_DOMAIN"), *proto = getenv("OPEN_SANDBOX_PROTOCOL"),
-                   *key = getenv("OPEN_SANDBOX_API_KEY"), *proxy = getenv("OPEN_SANDBOX_USE_SERVER_PROXY");
+                   *key = getenv("OPEN_SANDBOX_API_KEY"), *proxy = getenv("OPEN_SANDBOX_USE_SERVER_PROXY"),
+                   *egress = getenv("DEMESNE_OPENSANDBOX_EGRESS");
         _cleanup_free_ char *url = NULL, *key_header = NULL;
         const char *headers[2] = { NULL, NULL };
         struct osb *o;
@@ -835,6 +931,12 @@ int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, st
             strcmp(proxy, "false") != 0)
                 return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_USE_SERVER_PROXY '%s': expected 1/true or 0/false",
                                     proxy);
+        if (egress && *egress && strcmp(egress, "none") != 0 && strcmp(egress, "dns") != 0 &&
+            strcmp(egress, "dns+nft") != 0)
+                return dm_error_set(err, -EINVAL,
+                                    "DEMESNE_OPENSANDBOX_EGRESS '%s': expected none, dns or dns+nft (the [egress] "
+                                    "of the OpenSandbox server: no image, mode \"dns\", mode \"dns+nft\")",
+                                    egress);
         if (key && strpbrk(key, "\r\n"))
                 return dm_error_set(err, -EINVAL, "OPEN_SANDBOX_API_KEY holds a line break");
         {
@@ -855,6 +957,9 @@ int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, st
                 free(o);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
+        o->egress = !egress || !*egress || strcmp(egress, "dns") == 0 ? OSB_EGRESS_DNS
+                    : strcmp(egress, "none") == 0                   ? OSB_EGRESS_OFF
+                                                                    : OSB_EGRESS_DNS_NFT;
         o->server_proxy = proxy && (strcmp(proxy, "1") == 0 || strcmp(proxy, "true") == 0);
         pthread_mutex_init(&o->lock, NULL);
         o->base.ops = &osb_ops;

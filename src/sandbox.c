@@ -249,7 +249,8 @@ static int sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, const stru
 
         *ret = NULL;
         r = sandbox_policy(sb, &policy, err);
-        if (r >= 0 && dm_context_backend(ctx, &b, err) >= 0 && dm_egress_backend_open(b, policy)) {
+        if (r >= 0 && dm_context_backend(ctx, &b, err) >= 0 &&
+            (dm_egress_backend_open(b, policy) || !dm_backend_can(b, DM_CAP_HOST_NETNS))) {
                 dm_policy_free(policy);
                 return 0; /* the backend's own network */
         }
@@ -460,8 +461,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         /* No shim, no sandbox, unless the operator turned it off by name. */
         if (r >= 0 && (use_shim = dm_launch_shim_mode(ctx, b, err)) < 0)
                 r = use_shim;
-        if (r >= 0 && dm_egress_backend_open(b, req->policy))
-                need_net = false; /* the backend's own network: spec.network_mode below */
+        if (r >= 0 && (dm_egress_backend_open(b, req->policy) || !dm_backend_can(b, DM_CAP_HOST_NETNS)))
+                need_net = false; /* the backend's own network: spec.network_mode or spec.egress below */
         if (r >= 0)
                 r = dm_image_require(b, img,
                                      &(struct dm_image_build_watch){ .on_line = req->on_message,
@@ -531,6 +532,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         dm_launch_harden(ctx, &spec);
         if (dm_egress_backend_open(b, req->policy))
                 spec.network_mode = "open";
+        else if (!dm_backend_can(b, DM_CAP_HOST_NETNS))
+                spec.egress = req->policy; /* the backend enforces it or refuses */
         r = dm_launch_userns(ctx, b, &spec, &ids, err);
         stage_dir(sb, idmap_stage, sizeof(idmap_stage));
         if (r >= 0 && ids.lend)
