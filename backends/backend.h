@@ -53,6 +53,7 @@ struct dm_container_spec {
          * DM_CAP_HOST_NETNS: OpenSandbox): the egress policy it must enforce
          * or refuse; NULL = network_mode alone. Borrowed. */
         const struct dm_policy *egress;
+        const char *const *egress_package_hosts; /* what package-managers allows there (NULL-terminated) */
         bool readonly_rootfs;
         bool init;               /* engine's init as PID 1 (reaps zombies) */
         bool open_stdin;         /* keep stdin open for attach; the command sees EOF

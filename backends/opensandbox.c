@@ -39,7 +39,6 @@
 
 #include "backends/opensandbox-internal.h"
 #include "netpolicy/policy.h"
-#include "src/egress.h"
 #include "src/util/cleanup.h"
 #include "src/util/log.h"
 #include "src/util/timeutil.h"
@@ -232,12 +231,17 @@ static int egress_policy(enum osb_egress egress, const struct dm_container_spec 
                         snprintf(target, sizeof(target), "%s/%u", addr, (unsigned)p->cidrs[i].prefix);
                 r |= add_rule(rules, target);
         }
-        /* The same hosts as the proxy's package-managers (the image's
-         * demesne.package-hosts label is not known here: OpenSandbox pulls
-         * the image itself). */
-        for (const char *const *h = p && p->mode == DM_EGRESS_PACKAGE_MANAGERS ? dm_egress_package_hosts() : NULL;
-             h && *h; h++)
-                r |= add_rule(rules, *h);
+        /* The same hosts as the proxy's package-managers, from the caller
+         * (the image's demesne.package-hosts label is not known here:
+         * OpenSandbox pulls the image itself). */
+        for (const char *const *h = p && p->mode == DM_EGRESS_PACKAGE_MANAGERS ? spec->egress_package_hosts : NULL;
+             h && *h; h++) {
+                /* "host:port" (DEMESNE_EGRESS_PACKAGE_HOSTS): the rule
+                 * cannot say the port, so the host is reached on every
+                 * port, as the how-to says. */
+                snprintf(target, sizeof(target), "%.*s", (int)strcspn(*h, ":"), *h);
+                r |= add_rule(rules, target);
+        }
         if (r)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         *ret = TAKE_PTR(np);

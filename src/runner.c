@@ -424,6 +424,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 spec.network_mode = "open"; /* the backend's own network */
         } else if (!dm_backend_can(b, DM_CAP_HOST_NETNS) && !req->vendor_port) {
                 spec.egress = req->policy; /* the backend enforces it or refuses */
+                spec.egress_package_hosts = dm_egress_package_hosts();
         } else if (dm_egress_needed(req->policy) || req->vendor_port) {
                 /* Without the shim a command could run before the network is
                  * in place: refuse rather than run it with less. */

@@ -530,10 +530,12 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 .ttl_s = sb->ttl_s,
         };
         dm_launch_harden(ctx, &spec);
-        if (dm_egress_backend_open(b, req->policy))
+        if (dm_egress_backend_open(b, req->policy)) {
                 spec.network_mode = "open";
-        else if (!dm_backend_can(b, DM_CAP_HOST_NETNS))
+        } else if (!dm_backend_can(b, DM_CAP_HOST_NETNS)) {
                 spec.egress = req->policy; /* the backend enforces it or refuses */
+                spec.egress_package_hosts = dm_egress_package_hosts();
+        }
         r = dm_launch_userns(ctx, b, &spec, &ids, err);
         stage_dir(sb, idmap_stage, sizeof(idmap_stage));
         if (r >= 0 && ids.lend)

@@ -590,6 +590,8 @@ int main(void)
                 setenv("DEMESNE_BACKEND", "opensandbox", 1);
                 /* It cannot host demesne-shim: the operator's opt-out. */
                 setenv("DEMESNE_SHIM", "off", 1);
+                /* The fixture stands for a server whose sidecar runs in "dns+nft". */
+                setenv("DEMESNE_OPENSANDBOX_EGRESS", "dns+nft", 1);
                 setenv("OPEN_SANDBOX_DOMAIN", fx.domain, 1);
                 setenv("OPEN_SANDBOX_API_KEY", API_KEY, 1);
                 if (declare(&tg, "opensandbox fixture") < 0) {

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "src/egress.h"
 #include "tests/integration/opensandbox-fixture.h"
 #include "tests/integration/stdio-client.h"
 
@@ -71,6 +72,182 @@ static void bad_config(const char *domain, const char *key, const char *says, co
         }
 }
 
+/* The policies the fixture accepted, as a JSON string ("" when none). */
+static const char *policy_at(json_object *st, size_t i, char *buf, size_t len)
+{
+        json_object *a = NULL;
+
+        buf[0] = '\0';
+        if (st && json_object_object_get_ex(st, "policies", &a) && i < json_object_array_length(a))
+                snprintf(buf, len, "%s",
+                         json_object_to_json_string_ext(json_object_array_get_idx(a, i), JSON_C_TO_STRING_PLAIN));
+        return buf;
+}
+
+static size_t n_policies(json_object *st)
+{
+        json_object *a = NULL;
+
+        return st && json_object_object_get_ex(st, "policies", &a) ? json_object_array_length(a) : 0;
+}
+
+/* One sandbox_script with egress (and allow, a JSON array or NULL) on a
+ * fresh server with DEMESNE_OPENSANDBOX_EGRESS=mode; the response. */
+static json_object *egress_run(const char *domain, const char *key, const char *mode, const char *egress,
+                               const char *allow)
+{
+        char args[1024];
+        struct child *ch;
+        json_object *m;
+
+        setenv("DEMESNE_OPENSANDBOX_EGRESS", mode, 1);
+        snprintf(args, sizeof(args), "{\"image\":\"base\",\"command\":\"echo ran\",\"egress\":\"%s\"%s%s}", egress,
+                 allow ? ",\"allow\":" : "", allow ? allow : "");
+        ch = serve_with(domain, key);
+        m = ch ? call_on(ch, "sandbox_script", args) : NULL;
+        if (ch) {
+                finish(ch, 30000);
+                free(ch);
+        }
+        return m;
+}
+
+static bool ran(json_object *m)
+{
+        const char *out = str_at(structured(m), "stdout");
+
+        return out && strcmp(out, "ran\n") == 0;
+}
+
+/* Egress onto the server's networkPolicy, for each thing the server's
+ * [egress] can be (DEMESNE_OPENSANDBOX_EGRESS says which): the exact
+ * policy sent, the refusals and what they say. */
+static void egress_modes(const char *key, const char *state_file)
+{
+        char want[2048], got[2048], path[PATH_MAX + 16];
+        struct os_fixture ex;
+        json_object *m, *st;
+        size_t n;
+        int len;
+
+        snprintf(path, sizeof(path), "%s.egress", state_file);
+        if (os_fixture_start(&ex, key, path) < 0) {
+                ok(false, "a fixture with egress started");
+                return;
+        }
+        setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
+
+        /* dns+nft: none is deny-all, nothing else. */
+        m = egress_run(ex.domain, key, "dns+nft", "none", NULL);
+        if (!ok(ran(m), "dns+nft: egress none runs"))
+                diag("got %s", json_object_to_json_string(m));
+        json_object_put(m);
+        st = os_fixture_stats(&ex);
+        is_str(policy_at(st, 0, got, sizeof(got)), "{\"defaultAction\":\"deny\",\"egress\":[]}",
+               "dns+nft: none is sent as defaultAction deny with no rules");
+        json_object_put(st);
+
+        /* An allow list: names, wildcards, an address and a CIDR, in the
+         * order dm_policy_parse keeps them (names, then addresses). */
+        m = egress_run(ex.domain, key, "dns+nft", "none",
+                       "[\"example.com\",\"*.example.org\",\"203.0.113.0/24\",\"198.51.100.7\"]");
+        if (!ok(ran(m), "dns+nft: an allow list runs"))
+                diag("got %s", json_object_to_json_string(m));
+        json_object_put(m);
+        st = os_fixture_stats(&ex);
+        is_str(policy_at(st, 1, got, sizeof(got)),
+               "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\",\"target\":\"example.com\"},"
+               "{\"action\":\"allow\",\"target\":\"*.example.org\"},{\"action\":\"allow\",\"target\":"
+               "\"203.0.113.0\\/24\"},{\"action\":\"allow\",\"target\":\"198.51.100.7\"}]}",
+               "dns+nft: the allow list is sent as allow rules under defaultAction deny");
+        json_object_put(st);
+
+        /* package-managers: the proxy's own list (dm_egress_package_hosts). */
+        m = egress_run(ex.domain, key, "dns+nft", "package-managers", NULL);
+        if (!ok(ran(m), "dns+nft: egress package-managers runs"))
+                diag("got %s", json_object_to_json_string(m));
+        json_object_put(m);
+        len = snprintf(want, sizeof(want), "{\"defaultAction\":\"deny\",\"egress\":[");
+        for (const char *const *h = dm_egress_package_hosts(); *h && len < (int)sizeof(want); h++)
+                len += snprintf(want + len, sizeof(want) - len, "%s{\"action\":\"allow\",\"target\":\"%s\"}",
+                                h == dm_egress_package_hosts() ? "" : ",", *h);
+        snprintf(want + len, sizeof(want) - len, "]}");
+        st = os_fixture_stats(&ex);
+        is_str(policy_at(st, 2, got, sizeof(got)), want, "dns+nft: package-managers sends the proxy's package hosts");
+        json_object_put(st);
+
+        /* A port cannot be said: refused rather than widened. */
+        m = egress_run(ex.domain, key, "dns+nft", "none", "[\"example.com:443\"]");
+        ok(result_error_says(m, "carry no port"), "dns+nft: an allow entry with a port is refused, saying why");
+        json_object_put(m);
+
+        /* dns: name lookups only; an address stays reachable, so nothing
+         * but open holds. */
+        m = egress_run(ex.domain, key, "dns", "none", NULL);
+        ok(result_error_says(m, "filters name lookups only") && result_error_says(m, "[egress] section of the server's config.toml and DEMESNE_OPENSANDBOX_EGRESS=dns+nft"),
+           "dns: egress none is refused, naming the server's mode to set");
+        json_object_put(m);
+        m = egress_run(ex.domain, key, "dns", "none", "[\"203.0.113.0/24\"]");
+        ok(result_error_says(m, "can still reach any IP address"), "dns: a CIDR allow list is refused");
+        json_object_put(m);
+        m = egress_run(ex.domain, key, "", "package-managers", NULL);
+        ok(result_error_says(m, "DEMESNE_OPENSANDBOX_EGRESS=dns, the default"),
+           "unset means dns: package-managers is refused, saying it is the default");
+        json_object_put(m);
+        m = egress_run(ex.domain, key, "dns", "open", NULL);
+        ok(ran(m), "dns: egress open runs");
+        json_object_put(m);
+
+        /* none: nothing but open is even asked for. */
+        m = egress_run(ex.domain, key, "none", "none", NULL);
+        ok(result_error_says(m, "DEMESNE_OPENSANDBOX_EGRESS=none says it has none") &&
+                   result_error_says(m, "[egress] section of the server's config.toml"),
+           "DEMESNE_OPENSANDBOX_EGRESS=none: egress none is refused, naming what to configure");
+        json_object_put(m);
+        m = egress_run(ex.domain, key, "none", "open", NULL);
+        ok(ran(m), "DEMESNE_OPENSANDBOX_EGRESS=none: egress open runs");
+        json_object_put(m);
+        m = egress_run(ex.domain, key, "dns+nt", "none", NULL);
+        ok(result_error_says(m, "DEMESNE_OPENSANDBOX_EGRESS 'dns+nt': expected none, dns or dns+nft"),
+           "a bad DEMESNE_OPENSANDBOX_EGRESS: a clear error");
+        json_object_put(m);
+
+        st = os_fixture_stats(&ex);
+        n = n_policies(st);
+        is_int((int64_t)n, 3, "only the three runs that hold sent a policy");
+        is_int(int_at(st, "created"), 5, "and the refused ones made no sandbox (3 with a policy, 2 open)");
+        is_int(int_at(st, "created_without_policy"), 2, "open made its sandboxes without a policy");
+        json_object_put(st);
+
+        /* The fixture refuses a malformed policy as the server's pydantic
+         * model does: 422 with FastAPI's detail list. */
+        {
+                char cmd[PATH_MAX + 512], out[2048] = "";
+                FILE *f;
+                size_t k = 0;
+
+                snprintf(cmd, sizeof(cmd),
+                         "curl -s -w ' %%{http_code}' -H 'OPEN-SANDBOX-API-KEY: %s' -H 'Content-Type: "
+                         "application/json' -d '{\"image\":{\"uri\":\"localhost/demesne/base:latest\"},"
+                         "\"entrypoint\":[\"sleep\",\"1\"],\"resourceLimits\":{},\"networkPolicy\":"
+                         "{\"egress\":[{\"target\":\"example.com\"}]}}' http://%s/v1/sandboxes",
+                         key, ex.domain);
+                f = popen(cmd, "r");
+                if (f) {
+                        k = fread(out, 1, sizeof(out) - 1, f);
+                        pclose(f);
+                }
+                out[k] = '\0';
+                if (!ok(strstr(out, "\"loc\":[\"body\",\"networkPolicy\",\"egress\",0,\"action\"]") &&
+                                strstr(out, "\"msg\":\"Field required\"") && strstr(out, " 422"),
+                        "the fixture answers a rule without action with the server's 422"))
+                        diag("got %s", out);
+        }
+        unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
+        setenv("DEMESNE_OPENSANDBOX_EGRESS", "dns+nft", 1);
+        os_fixture_stop(&ex);
+}
+
 int main(void)
 {
         struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
@@ -81,6 +258,8 @@ int main(void)
         json_object *m, *st;
 
         test_env_setup("opensandbox");
+        /* The fixture stands for a server with [egress] mode "dns+nft". */
+        setenv("DEMESNE_OPENSANDBOX_EGRESS", "dns+nft", 1);
         snprintf(allowed, sizeof(allowed), "%s/allowed", test_root);
         mkdir(allowed, 0755);
         setenv("DEMESNE_ALLOWED_PATHS", allowed, 1);
@@ -376,6 +555,7 @@ int main(void)
                         ok(false, "a second fixture (without egress) started");
                 }
         }
+        egress_modes(key, state_file);
         bad_config(fx.domain, "wrong-key", "401", "a wrong API key: the server's 401 in the error");
         bad_config("127.0.0.1:1", key, "not reachable", "a dead server: not reachable");
         bad_config("http://x:1", key, "OPEN_SANDBOX_PROTOCOL", "a scheme in OPEN_SANDBOX_DOMAIN: says where it goes");
