@@ -42,10 +42,12 @@ static inline void os_fixture_stop(struct os_fixture *fx)
  * (a path the caller owns), and waits for its "ready" line. egress: as a
  * server with an [egress] sidecar image configured (else a networkPolicy
  * is refused, as the real server does). max_timeout: the server's
- * max_sandbox_timeout_seconds (0: no cap). 0, or -1 when node is missing or
+ * max_sandbox_timeout_seconds (0: no cap). network_mode: its [docker]
+ * network_mode (NULL: "bridge"; "host" or a network's name refuse a
+ * networkPolicy, as the server does). 0, or -1 when node is missing or
  * the fixture did not come up (it is stopped then). */
-static inline int os_fixture_start_with(struct os_fixture *fx, const char *key, const char *state_file, bool egress,
-                                        long max_timeout)
+static inline int os_fixture_start_net(struct os_fixture *fx, const char *key, const char *state_file, bool egress,
+                                       long max_timeout, const char *network_mode)
 {
         char max[32];
         const char *src = getenv("top_srcdir");
@@ -63,7 +65,8 @@ static inline int os_fixture_start_with(struct os_fixture *fx, const char *key, 
                 dup2(out[1], 1);
                 snprintf(max, sizeof(max), "%ld", max_timeout);
                 execlp("node", "node", script, "--api-key", key, "--state-file", fx->state_file, "--egress",
-                       egress ? "1" : "0", "--max-timeout", max, (char *)NULL);
+                       egress ? "1" : "0", "--max-timeout", max, "--network-mode",
+                       network_mode ? network_mode : "bridge", (char *)NULL);
                 _exit(127);
         }
         close(out[1]);
@@ -82,6 +85,13 @@ static inline int os_fixture_start_with(struct os_fixture *fx, const char *key, 
         snprintf(fx->domain, sizeof(fx->domain), "127.0.0.1:%d", fx->port);
         snprintf(fx->label, sizeof(fx->label), "opensandbox.fixture=%s", fx->instance);
         return r;
+}
+
+/* The same with the server's [docker] network_mode "bridge". */
+static inline int os_fixture_start_with(struct os_fixture *fx, const char *key, const char *state_file, bool egress,
+                                        long max_timeout)
+{
+        return os_fixture_start_net(fx, key, state_file, egress, max_timeout, NULL);
 }
 
 /* As a server with egress configured and the default maximum TTL (86400 s,

@@ -243,9 +243,24 @@ static void egress_modes(const char *key, const char *state_file)
                         "the fixture answers a rule without action with the server's 422"))
                         diag("got %s", out);
         }
+        os_fixture_stop(&ex);
+
+        /* A server whose Docker network_mode is host refuses any policy;
+         * demesne passes its message on and makes nothing. */
+        if (os_fixture_start_net(&ex, key, path, true, 86400, "host") == 0) {
+                m = egress_run(ex.domain, key, "dns+nft", "none", NULL);
+                ok(result_error_says(m, "networkPolicy is not supported when docker network_mode=host."),
+                   "network_mode host on the server: egress none refused with the server's message");
+                json_object_put(m);
+                st = os_fixture_stats(&ex);
+                is_int(int_at(st, "created"), 0, "and no sandbox was made");
+                json_object_put(st);
+                os_fixture_stop(&ex);
+        } else {
+                ok(false, "a fixture with network_mode host started");
+        }
         unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
         setenv("DEMESNE_OPENSANDBOX_EGRESS", "dns+nft", 1);
-        os_fixture_stop(&ex);
 }
 
 int main(void)
