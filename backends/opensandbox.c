@@ -169,14 +169,15 @@ static int egress_policy(enum osb_egress egress, const struct dm_container_spec 
         _cleanup_json_ struct json_object *np = NULL;
         struct json_object *rules;
         const struct dm_policy *p = spec->egress;
-        const char *mode = p ? (p->mode == DM_EGRESS_OPEN ? "open"
-                                : p->mode == DM_EGRESS_PACKAGE_MANAGERS ? "package-managers"
-                                : "none")
-                             : spec->network_mode ? spec->network_mode : "none";
+        const char *mode = spec->network_mode ? spec->network_mode : "none";
         char target[DM_POLICY_ENTRY_MAX + 8], addr[INET_ADDRSTRLEN];
         int r = 0;
 
         *ret = NULL;
+        if (p)
+                mode = p->mode == DM_EGRESS_OPEN               ? "open"
+                       : p->mode == DM_EGRESS_PACKAGE_MANAGERS ? "package-managers"
+                                                               : "none";
         if (strcmp(mode, "open") == 0)
                 return 0; /* the server's default network: no sidecar */
         if (!p && strcmp(mode, "none") != 0)
@@ -962,8 +963,8 @@ int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, st
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
         o->egress = !egress || !*egress || strcmp(egress, "dns") == 0 ? OSB_EGRESS_DNS
-                    : strcmp(egress, "none") == 0                   ? OSB_EGRESS_OFF
-                                                                    : OSB_EGRESS_DNS_NFT;
+                    : strcmp(egress, "none") == 0                     ? OSB_EGRESS_OFF
+                                                                      : OSB_EGRESS_DNS_NFT;
         o->server_proxy = proxy && (strcmp(proxy, "1") == 0 || strcmp(proxy, "true") == 0);
         pthread_mutex_init(&o->lock, NULL);
         o->base.ops = &osb_ops;

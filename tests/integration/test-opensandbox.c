@@ -184,7 +184,9 @@ static void egress_modes(const char *key, const char *state_file)
         /* dns: name lookups only; an address stays reachable, so nothing
          * but open holds. */
         m = egress_run(ex.domain, key, "dns", "none", NULL);
-        ok(result_error_says(m, "filters name lookups only") && result_error_says(m, "[egress] section of the server's config.toml and DEMESNE_OPENSANDBOX_EGRESS=dns+nft"),
+        ok(result_error_says(m, "filters name lookups only") &&
+                   result_error_says(
+                           m, "[egress] section of the server's config.toml and DEMESNE_OPENSANDBOX_EGRESS=dns+nft"),
            "dns: egress none is refused, naming the server's mode to set");
         json_object_put(m);
         m = egress_run(ex.domain, key, "dns", "none", "[\"203.0.113.0/24\"]");
