@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <dirent.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "src/egress.h"
 #include "src/images.h"
 #include "src/runner.h"
+#include "src/sandbox.h"
 #include "tests/integration/common.h"
 #include "tests/tap.h"
 
@@ -67,6 +69,33 @@ static int count_dir(const char *path)
         return n;
 }
 
+/* Open fds that are not Unix sockets, pipes or files the engine client
+ * keeps: IPv4 and netlink sockets (listeners, relays) and pidfds. */
+static int egress_fds(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *e;
+        int n = 0;
+
+        while (d && (e = readdir(d))) {
+                int fd = atoi(e->d_name), dom = 0;
+                socklen_t len = sizeof(dom);
+                char link[64], target[128] = "";
+
+                if (e->d_name[0] == '.' || fd == dirfd(d))
+                        continue;
+                snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+                if (readlink(link, target, sizeof(target) - 1) < 0)
+                        continue;
+                if (strstr(target, "pidfd") || strstr(target, "nsfs") ||
+                    (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &len) == 0 && dom != AF_UNIX))
+                        n++;
+        }
+        if (d)
+                closedir(d);
+        return n;
+}
+
 static int on_network(void *userdata, const struct dm_netlink *net, const char *output_dir, char ***ret_env,
                       struct dm_error *err)
 {
@@ -106,7 +135,6 @@ int main(void)
         char hosts[PATH_MAX], v[PATH_MAX + 64];
         bool root = geteuid() == 0;
         int fds0, threads0, r;
-        long ctr0;
 
         test_host = getenv("DEMESNE_TEST_HOST");
         if ((!test_host || !*test_host) && !root) {
@@ -149,9 +177,8 @@ int main(void)
         /* A warm-up run: the first one pays for image checks and threads. */
         r = run_policy("none", NULL, "true", &res);
         dm_run_result_release(&res);
-        fds0 = count_dir("/proc/self/fd");
+        fds0 = egress_fds();
         threads0 = count_dir("/proc/self/task");
-        ctr0 = count_label(b, "demesne.owner");
 
         /* package-managers: a pinned package host through the proxy, no other name, no device. */
         snprintf(v, sizeof(v),
@@ -236,13 +263,59 @@ int main(void)
                 dm_policy_free(policy);
         }
 
+        /* A persistent sandbox, and its adoption by a later server: the
+         * listeners die with the server that made them and come back. */
+        {
+                char cidr[64], cmd[512];
+                const char *allow[] = { cidr, "allowed.test:8080", NULL };
+                struct dm_policy *policy = NULL;
+                struct dm_sandbox sb;
+                struct dm_sandbox_exec_result xr;
+
+                snprintf(cidr, sizeof(cidr), "%s/32:8080", test_host);
+                snprintf(cmd, sizeof(cmd),
+                         "curl -s -m 5 http://allowed.test:8080/; curl -s -m 5 --noproxy '*' http://%s:8080/; "
+                         "curl -s -m 5 http://other.test:8080/; echo",
+                         test_host);
+                struct dm_sandbox_exec x = { .command = cmd, .timeout_s = 30 };
+                dm_policy_parse("none", allow, DM_POLICY_CALLER_ALLOWED, &policy, &err);
+                struct dm_sandbox_create cr = {
+                        .image = "python", .egress = "none", .allow = allow, .policy = policy, .ttl_s = 600
+                };
+                r = dm_sandbox_create(&ctx, &cr, &sb, &err);
+                is_int(r, 0, "sandbox_create with an allowlist: %s", r < 0 ? err.msg : "ok");
+                dm_policy_free(policy);
+                memset(&xr, 0, sizeof(xr));
+                r = r < 0 ? r : dm_sandbox_exec(&ctx, &sb, &x, &xr, &err);
+                ok(r == 0 && xr.stdout_text && strstr(xr.stdout_text, "hello from 8080\nhello from 8080\n'other.test' is not"),
+                   "sandbox_exec: the allowed name by the proxy, the CIDR:port directly, no other name: %s",
+                   xr.stdout_text ? xr.stdout_text : err.msg);
+                dm_sandbox_exec_result_release(&xr);
+                /* The server goes; the next one adopts the sandbox. */
+                dm_context_release(&ctx);
+                memset(&ctx, 0, sizeof(ctx));
+                if (dm_context_init(&ctx, &err) < 0 || dm_context_backend(&ctx, &b, &err) < 0) {
+                        printf("Bail out! no engine after restart: %s\n", err.msg);
+                        return 1;
+                }
+                memset(&xr, 0, sizeof(xr));
+                r = dm_sandbox_get(&ctx, sb.id, &sb, &err);
+                r = r < 0 ? r : dm_sandbox_exec(&ctx, &sb, &x, &xr, &err);
+                ok(r == 0 && xr.stdout_text && strstr(xr.stdout_text, "hello from 8080\nhello from 8080\n'other.test' is not"),
+                   "after adoption by a new server, the listeners are back: %s", xr.stdout_text ? xr.stdout_text : err.msg);
+                dm_sandbox_exec_result_release(&xr);
+                r = dm_sandbox_destroy(&ctx, sb.id, &err);
+                is_int(r, 0, "sandbox_destroy: %s", r < 0 ? err.msg : "ok");
+                ok(dm_sandbox_get(&ctx, sb.id, &sb, &err) == -ENOENT, "its container and record are gone");
+        }
+
         /* Nothing left: fds, threads, children, containers. */
-        for (int i = 0; i < 50 && count_label(b, "demesne.owner") > ctr0; i++)
+        for (int i = 0; i < 50 && containers_of(b, getpid()) > 0; i++)
                 usleep(100 * 1000);
-        is_int(count_label(b, "demesne.owner"), ctr0, "no container left");
-        r = count_dir("/proc/self/fd");
-        is_int(r, fds0, "no fd left");
-        if (r != fds0 && system("(ls -l /proc/$PPID/fd; ss -xap; ss -tanp) 2>&1 | grep -e pid=$PPID -e socket | sed 's/^/# /'") != 0)
+        is_int(containers_of(b, getpid()), 0, "no container of this server left");
+        r = egress_fds();
+        is_int(r, fds0, "no socket, pidfd or namespace fd left");
+        if (r != fds0 && system("ls -l /proc/$PPID/fd | sed 's/^/# /'") != 0)
                 printf("# cannot list the fds\n");
         is_int(count_dir("/proc/self/task"), threads0, "no thread left");
         ok(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD, "no child left");
