@@ -490,6 +490,16 @@ static int relay(struct session *s, int up_fd, struct pipe *up, struct pipe *dow
 
 /* --- one connection -------------------------------------------------------- */
 
+static void pipes_free(struct pipe *up, struct pipe *down)
+{
+        if (up)
+                free(up->heap);
+        if (down)
+                free(down->heap);
+        free(up);
+        free(down);
+}
+
 static void serve(struct session *s)
 {
         struct dm_proxy_sandbox *sb = s->c->sb;
@@ -550,12 +560,7 @@ static void serve(struct session *s)
 log:
         egress_log(sb, s);
 out:
-        if (up)
-                free(up->heap);
-        if (down)
-                free(down->heap);
-        free(up);
-        free(down);
+        pipes_free(up, down);
         dm_buf_release(&fwd);
         dm_buf_release(&head);
         dm_proxy_request_release(&req);
@@ -596,12 +601,7 @@ static void serve_transparent(struct session *s)
                 relay(s, up_fd, up, down, false);
         }
         egress_log(sb, s);
-        if (up)
-                free(up->heap);
-        if (down)
-                free(down->heap);
-        free(up);
-        free(down);
+        pipes_free(up, down);
         return;
 refuse:
         /* Reset, nothing sent: the sandbox sees a refused connection. */
