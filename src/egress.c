@@ -335,8 +335,11 @@ static int start_relays(struct dm_context *ctx, const struct dm_policy *policy, 
 {
         struct dm_proxy_policy pp;
         struct dm_proxy *proxy;
-        int r = proxy_of(ctx, &proxy, err), logfd = -1;
+        int r, logfd = -1;
 
+        if (n == 0)
+                return 0;
+        r = proxy_of(ctx, &proxy, err);
         if (r >= 0)
                 r = proxy_policy(policy, NULL, &pp, err);
         if (r < 0) {
