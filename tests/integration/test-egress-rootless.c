@@ -322,5 +322,7 @@ int main(void)
 
         dm_context_release(&ctx);
         stop_host();
+        r = dm_remove_tree(test_root);
+        ok(r == 0, "the test's own directory is removed (%s)", r < 0 ? strerror(-r) : "ok");
         return done_testing();
 }
