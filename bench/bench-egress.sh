@@ -4,7 +4,11 @@
 # package-managers (a veth pair, routes, the tc filter and a proxy
 # listener), through two `demesne serve` sessions, alternating one call of
 # each for N rounds (default 20) after WARMUP (1). Prints both medians and
-# the difference. Needs root (egress other than none makes a veth pair).
+# the difference, and the median of the server's own timing of the set-up
+# ("egress ... set up in N ms" in its debug log). As root the set-up is a
+# veth pair, routes, the tc filter and a proxy listener; as a normal user
+# (rootless Podman) it is a forked helper that joins the container's
+# namespaces and makes the proxy's listening socket there (SCM_RIGHTS).
 #
 #   DEMESNE=/abs/path/to/demesne bench/bench-egress.sh
 set -euo pipefail
@@ -14,7 +18,6 @@ N=${N:-20}
 WARMUP=${WARMUP:-1}
 die() { echo "bench-egress: $*" >&2; exit 1; }
 [[ -n ${DEMESNE:-} && $DEMESNE == /* && -x $DEMESNE ]] || die "DEMESNE must be the absolute path of an executable demesne binary"
-[[ $(id -u) == 0 ]] || die "needs root"
 [[ $N =~ ^[1-9][0-9]*$ && $WARMUP =~ ^[0-9]+$ ]] || die "N must be >= 1 and WARMUP >= 0"
 work=$(mktemp -d /tmp/demesne-bench-egress-XXXXXX)
 export DEMESNE_OUTPUT_ROOT=$work/out
@@ -31,7 +34,7 @@ trap cleanup EXIT
 
 coproc A { exec node "$here/mcp-timer.mjs" --stdin --egress none; }
 pids+=("$A_PID")
-coproc B { exec node "$here/mcp-timer.mjs" --stdin --egress package-managers; }
+coproc B { BENCH_SERVE_ARGS="--log-level debug --log-file $work/pm.log" exec node "$here/mcp-timer.mjs" --stdin --egress package-managers; }
 pids+=("$B_PID")
 read_from() { # fd -> reply
 	local line
@@ -58,3 +61,6 @@ ma=$(median "$work/none"); mb=$(median "$work/pm")
 echo "egress none median:             $ma ms (N=$N)"
 echo "egress package-managers median: $mb ms (N=$N)"
 echo "difference:                     $(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.1f", b - a }') ms"
+# The server's own timing of the set-up (the first call, a warm-up, included).
+grep -o 'set up in [0-9]* ms' "$work/pm.log" | awk '{ print $4 }' >"$work/setup" || true
+[[ -s $work/setup ]] && echo "set-up median (server's log):  $(median "$work/setup") ms (n=$(wc -l <"$work/setup"), $([[ $(id -u) == 0 ]] && echo "veth" || echo "listeners in the sandbox's namespace"))"

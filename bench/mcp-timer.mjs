@@ -83,7 +83,8 @@ const client = new Client(
 );
 const transport = new StdioClientTransport({
   command: DEMESNE,
-  args: ['serve'],
+  // BENCH_SERVE_ARGS: more arguments for `demesne serve` (e.g. --log-level debug --log-file F).
+  args: ['serve', ...(process.env.BENCH_SERVE_ARGS ?? '').split(' ').filter(Boolean)],
   env: { ...process.env, DEMESNE_OUTPUT_ROOT: outputRoot },
   stderr: 'inherit',
 });

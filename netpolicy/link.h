@@ -52,6 +52,10 @@ struct dm_netlink {
         int host_ifindex;
         uint32_t host_addr; /* network byte order: the host side, the sandbox's gateway */
         uint32_t peer_addr; /* the sandbox's eth0 */
+        /* A sandbox without a pair (rootless, netns.h): no host_ifname,
+         * host_addr 127.0.0.1 (the sandbox's own loopback) and, > 0, the
+         * vendor proxy's socket listening there (owned by the egress run). */
+        int vendor_fd;
 };
 
 /* Creates and configures the pair. On error nothing is left behind. */

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -253,28 +254,37 @@ static void close_fds(struct dm_listener *l)
                         close(fds[i]);
 }
 
-int dm_listener_new(const struct dm_listener_conf *conf, const struct sockaddr_in *addr, struct dm_listener **ret)
+/* addr NULL: fd is a listening socket already (taken over). */
+static int listener_new(const struct dm_listener_conf *conf, const struct sockaddr_in *addr, int fd,
+                        struct dm_listener **ret)
 {
         struct dm_listener *l = calloc(1, sizeof(*l));
-        socklen_t len = sizeof(l->addr);
+        socklen_t len = sizeof(struct sockaddr_in);
         int one = 1, r;
 
-        if (!l)
+        if (!l) {
+                if (fd >= 0)
+                        close(fd);
                 return -ENOMEM;
+        }
         l->conf = *conf;
-        l->listen_fd = l->stop_fd = l->reap_fd = -1;
+        l->stop_fd = l->reap_fd = -1;
+        l->listen_fd = fd;
         if (!(l->what = strdup(conf->what))) {
+                close_fds(l);
                 free(l);
                 return -ENOMEM;
         }
         l->conf.what = l->what;
         l->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         l->reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        l->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (addr)
+                l->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (l->stop_fd < 0 || l->reap_fd < 0 || l->listen_fd < 0 ||
-            setsockopt(l->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-            bind(l->listen_fd, (const struct sockaddr *)addr, sizeof(*addr)) < 0 ||
-            listen(l->listen_fd, conf->backlog) < 0 ||
+            (addr && (setsockopt(l->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+                      bind(l->listen_fd, (const struct sockaddr *)addr, sizeof(*addr)) < 0 ||
+                      listen(l->listen_fd, conf->backlog) < 0)) ||
+            (!addr && fcntl(l->listen_fd, F_SETFL, O_NONBLOCK) < 0) ||
             getsockname(l->listen_fd, (struct sockaddr *)&l->addr, &len) < 0) {
                 r = -errno;
                 close_fds(l);
@@ -285,6 +295,16 @@ int dm_listener_new(const struct dm_listener_conf *conf, const struct sockaddr_i
         pthread_mutex_init(&l->lock, NULL);
         *ret = l;
         return 0;
+}
+
+int dm_listener_new(const struct dm_listener_conf *conf, const struct sockaddr_in *addr, struct dm_listener **ret)
+{
+        return listener_new(conf, addr, -1, ret);
+}
+
+int dm_listener_new_fd(const struct dm_listener_conf *conf, int fd, struct dm_listener **ret)
+{
+        return listener_new(conf, NULL, fd, ret);
 }
 
 int dm_listener_start(struct dm_listener *l)

@@ -51,6 +51,9 @@ struct dm_listener_conf {
 /* Creates the eventfds and the socket, binds to addr and listens; starts no
  * thread. 0 or -errno. */
 int dm_listener_new(const struct dm_listener_conf *conf, const struct sockaddr_in *addr, struct dm_listener **ret);
+/* The same with fd, a socket that listens already (e.g. made in another
+ * network namespace, netns.h): fd is taken over, closed on error too. */
+int dm_listener_new_fd(const struct dm_listener_conf *conf, int fd, struct dm_listener **ret);
 /* Starts the accept thread. 0 or -errno. */
 int dm_listener_start(struct dm_listener *l);
 /* Stops accepting, wakes every connection (the stop fd becomes readable for

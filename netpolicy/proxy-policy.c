@@ -232,6 +232,7 @@ int dm_proxy_policy_add_entry(struct dm_proxy_policy *p, const char *entry, stru
 int dm_proxy_policy_copy(struct dm_proxy_policy *dst, const struct dm_proxy_policy *src)
 {
         dm_proxy_policy_init(dst);
+        dst->any_name = src->any_name;
         if (src->n_hosts) {
                 dst->hosts = calloc(src->n_hosts, sizeof(*dst->hosts));
                 if (!dst->hosts)
@@ -332,6 +333,8 @@ int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uin
         }
         if (dm_proxy_normalize_name(host, ret_name, 256) < 0)
                 return dm_proxy_verdict_set(v, DM_PROXY_HOST_NOT_ALLOWED, "'%.80s' is not a valid host name", host);
+        if (p->any_name)
+                return dm_proxy_verdict_set(v, DM_PROXY_OK, "'%s': this sandbox's egress is open", ret_name);
         for (size_t i = 0; i < p->n_hosts; i++) {
                 if (!pattern_matches(p->hosts[i].pattern, ret_name))
                         continue;

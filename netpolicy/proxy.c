@@ -50,6 +50,7 @@ struct dm_proxy_sandbox {
         struct in_addr source;
         struct dm_proxy_policy policy;
         int log_fd;
+        bool transparent;
         struct dm_listener *listener;
         pthread_mutex_t lock; /* log writes */
         struct dm_proxy_sandbox *next;
@@ -489,6 +490,16 @@ static int relay(struct session *s, int up_fd, struct pipe *up, struct pipe *dow
 
 /* --- one connection -------------------------------------------------------- */
 
+static void pipes_free(struct pipe *up, struct pipe *down)
+{
+        if (up)
+                free(up->heap);
+        if (down)
+                free(down->heap);
+        free(up);
+        free(down);
+}
+
 static void serve(struct session *s)
 {
         struct dm_proxy_sandbox *sb = s->c->sb;
@@ -549,15 +560,55 @@ static void serve(struct session *s)
 log:
         egress_log(sb, s);
 out:
-        if (up)
-                free(up->heap);
-        if (down)
-                free(down->heap);
-        free(up);
-        free(down);
+        pipes_free(up, down);
         dm_buf_release(&fwd);
         dm_buf_release(&head);
         dm_proxy_request_release(&req);
+}
+
+/* A raw TCP connection to an address in the sandbox's namespace: relayed to
+ * that address from here when the policy allows it, else reset. */
+static void serve_transparent(struct session *s)
+{
+        struct dm_proxy_sandbox *sb = s->c->sb;
+        struct sockaddr_in dst;
+        socklen_t len = sizeof(dst);
+        struct in_addr addr;
+        struct pipe *up = NULL, *down = NULL;
+        char text[INET_ADDRSTRLEN], name[256];
+        _cleanup_close_ int up_fd = -1;
+        uint16_t port;
+        int r;
+
+        snprintf(s->method, sizeof(s->method), "TCP");
+        if (getsockname(s->c->fd, (struct sockaddr *)&dst, &len) < 0 || dst.sin_family != AF_INET) {
+                dm_proxy_verdict_set(&s->v, DM_PROXY_CONNECT_FAILED, "cannot tell the original destination");
+                goto refuse;
+        }
+        port = ntohs(dst.sin_port);
+        inet_ntop(AF_INET, &dst.sin_addr, text, sizeof(text));
+        snprintf(s->target, sizeof(s->target), "%s:%u", text, port);
+        r = dm_proxy_check_target(&sb->policy, text, port, true, name, &addr, &s->v);
+        if (r != 1 || literal_checked(s, addr) < 0)
+                goto refuse;
+        s->allowed = true;
+        if ((up_fd = connect_upstream(s, &addr, 1, port)) < 0)
+                goto refuse;
+        up = calloc(1, sizeof(*up));
+        down = calloc(1, sizeof(*down));
+        if (up && down && pipe_load(up, NULL, 0) >= 0 && pipe_load(down, NULL, 0) >= 0) {
+                s->status = 200;
+                relay(s, up_fd, up, down, false);
+        }
+        egress_log(sb, s);
+        pipes_free(up, down);
+        return;
+refuse:
+        /* Reset, nothing sent: the sandbox sees a refused connection. */
+        s->status = dm_proxy_code_status(s->v.code);
+        egress_log(sb, s);
+        setsockopt(s->c->fd, SOL_SOCKET, SO_LINGER, &(struct linger){ .l_onoff = 1, .l_linger = 0 },
+                   sizeof(struct linger));
 }
 
 static void serve_conn(void *owner, struct dm_listener_conn *lc, int fd)
@@ -566,7 +617,10 @@ static void serve_conn(void *owner, struct dm_listener_conn *lc, int fd)
         struct session s = { .c = &c, .method = "-", .target = "-", .start_ms = dm_now_ms() };
 
         (void)lc;
-        serve(&s);
+        if (c.sb->transparent)
+                serve_transparent(&s);
+        else
+                serve(&s);
 }
 
 /* Refusals decided before a connection gets its thread. */
@@ -661,6 +715,7 @@ int dm_proxy_add(struct dm_proxy *p, const struct dm_proxy_sandbox_conf *conf, s
         pthread_mutex_init(&sb->lock, NULL);
         sb->proxy = p;
         sb->source = conf->source;
+        sb->transparent = conf->transparent;
         inet_ntop(AF_INET, &conf->listen.sin_addr, a, sizeof(a));
         if (!(sb->id = strdup(conf->id ? conf->id : "-")) || dm_proxy_policy_copy(&sb->policy, conf->policy) < 0) {
                 sandbox_free(sb);
@@ -676,7 +731,12 @@ int dm_proxy_add(struct dm_proxy *p, const struct dm_proxy_sandbox_conf *conf, s
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
         lc.what = what;
-        r = dm_listener_new(&lc, &conf->listen, &sb->listener);
+        if (conf->listen_fd > 0) {
+                int fd = fcntl(conf->listen_fd, F_DUPFD_CLOEXEC, 3);
+                r = fd < 0 ? -errno : dm_listener_new_fd(&lc, fd, &sb->listener);
+        } else {
+                r = dm_listener_new(&lc, &conf->listen, &sb->listener);
+        }
         free(what);
         if (r < 0) {
                 sandbox_free(sb);

@@ -47,6 +47,9 @@ struct dm_proxy_policy {
         size_t n_hosts;
         struct dm_proxy_cidr_rule *cidrs;
         size_t n_cidrs;
+        /* Every valid host name on any port (`open` in a sandbox whose only
+         * way out is the proxy); the resolved address is still checked. */
+        bool any_name;
 };
 
 void dm_proxy_policy_init(struct dm_proxy_policy *p);
@@ -94,9 +97,19 @@ void dm_proxy_free(struct dm_proxy *p);
 struct dm_proxy_sandbox_conf {
         const char *id;                       /* the sandbox's name in logs; copied */
         struct sockaddr_in listen;            /* host side of the veth; port 0 = the kernel picks */
+        /* > 0: a socket listening already (made in the sandbox's own network
+         * namespace, netns.h), served instead of binding listen; dup'ed.
+         * 0: bind listen. */
+        int listen_fd;
         struct in_addr source;                /* the sandbox's address; INADDR_ANY = any source */
         const struct dm_proxy_policy *policy; /* copied */
         int log_fd;                           /* egress.log, opened O_APPEND by the caller; dup'ed; -1 = none */
+        /* No HTTP: each connection is relayed to the address it was made to
+         * (getsockname of the accepted socket: a listener on 0.0.0.0 behind
+         * an AnyIP route in the sandbox's namespace), when that address and
+         * port pass the CIDR rules and the blocked ranges; else it is reset
+         * at once, nothing sent. Logged as method TCP. */
+        bool transparent;
 };
 
 /* Binds the listener and starts its accept thread. The sandbox belongs to p;

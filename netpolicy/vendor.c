@@ -803,7 +803,12 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
         }
         inet_ntop(AF_INET, &conf->bind.sin_addr, a, sizeof(a));
         lc.max_conns = p->max_conns;
-        r = dm_listener_new(&lc, &conf->bind, &p->listener);
+        if (conf->listen_fd > 0) {
+                int fd = fcntl(conf->listen_fd, F_DUPFD_CLOEXEC, 3);
+                r = fd < 0 ? -errno : dm_listener_new_fd(&lc, fd, &p->listener);
+        } else {
+                r = dm_listener_new(&lc, &conf->bind, &p->listener);
+        }
         if (r < 0) {
                 dm_error_set(err, r, "vendor proxy: listen on %s:%u: %s", a, ntohs(conf->bind.sin_port), strerror(-r));
                 goto fail;

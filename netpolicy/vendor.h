@@ -75,6 +75,7 @@ const char *dm_vendor_prices_path(void);
 struct dm_vendor_conf {
         enum dm_vendor provider;
         struct sockaddr_in bind;    /* port 0: the kernel picks */
+        int listen_fd;              /* > 0: a listening socket to serve instead of binding (dup'ed); 0: bind */
         const char *upstream;       /* base URL without trailing slash; NULL: the provider's (and the
                                        * ChatGPT backend for DM_VENDOR_AUTH_CHATGPT). http:// is for tests. */
         const char *token;          /* the per-run token the agent presents; required; copied */

@@ -239,7 +239,8 @@ static char *env_entry(const char *fmt, ...)
         return s;
 }
 
-/* The sandbox's network exists: the vendor proxy goes on its host side. */
+/* The sandbox's network exists: the vendor proxy goes on its host side (or,
+ * rootless, on its own loopback: net->vendor_fd). */
 static int on_network(void *userdata, const struct dm_netlink *net, const char *output_dir, char ***ret_env,
                       struct dm_error *err)
 {
@@ -258,6 +259,7 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 .bind = { .sin_family = AF_INET,
                           .sin_port = htons(DM_EGRESS_VENDOR_PORT),
                           .sin_addr.s_addr = net->host_addr },
+                .listen_fd = net->vendor_fd, /* rootless: made in the sandbox's namespace */
                 .upstream = up && *up ? up : NULL,
                 .token = st->token,
                 .cred = st->cred,

@@ -16,6 +16,7 @@
 #include "netpolicy/blocked.h"
 #include "netpolicy/bpf.h"
 #include "netpolicy/nat.h"
+#include "netpolicy/netns.h"
 #include "netpolicy/proxy.h"
 #include "netpolicy/tc.h"
 #include "src/launch.h"
@@ -27,6 +28,8 @@ struct dm_egress_run {
         char tag[128];
         struct dm_netlink net;
         struct dm_proxy_sandbox *proxy;
+        struct dm_proxy_sandbox *relay[DM_NETNS_MAX_LISTEN]; /* CIDR:port listeners in the sandbox's namespace */
+        size_t n_relay;
         char **env;
 };
 
@@ -79,9 +82,7 @@ const char *dm_egress_default(struct dm_context *ctx)
         struct dm_backend *b;
         const char *why = NULL;
 
-        if (geteuid() != 0)
-                why = "demesne does not run as root";
-        else if (dm_context_backend(ctx, &b, &err) < 0)
+        if (dm_context_backend(ctx, &b, &err) < 0)
                 return "none"; /* the call fails on the engine anyway */
         else if (!(b->ops->caps & DM_CAP_HOST_NETNS))
                 why = "the backend's containers are not on this host";
@@ -158,6 +159,12 @@ static int proxy_policy(const struct dm_policy *policy, const char *image_hosts,
         for (size_t i = 0; r >= 0 && i < policy->n_cidrs; i++)
                 r = dm_proxy_policy_add_cidr(pp, policy->cidrs[i].net, policy->cidrs[i].prefix, policy->cidrs[i].port,
                                              err);
+        /* open through the proxy (a sandbox without a pair): any name,
+         * any address that is not blocked (checked before the rules). */
+        if (r >= 0 && policy->mode == DM_EGRESS_OPEN) {
+                pp->any_name = true;
+                r = dm_proxy_policy_add_cidr(pp, (struct in_addr){ 0 }, 0, 0, err);
+        }
         if (r >= 0 && policy->mode == DM_EGRESS_PACKAGE_MANAGERS) {
                 char buf[2048];
 
@@ -180,7 +187,7 @@ static int proxy_policy(const struct dm_policy *policy, const char *image_hosts,
 
 /* The listener on the host side of the pair, and the sandbox's environment. */
 static int start_proxy(struct dm_context *ctx, const struct dm_policy *policy, const char *image_hosts,
-                       struct dm_egress_run *e, const char *outdir, struct dm_error *err)
+                       struct dm_egress_run *e, const char *outdir, int listen_fd, struct dm_error *err)
 {
         struct dm_proxy_policy pp;
         struct dm_proxy *proxy;
@@ -210,7 +217,10 @@ static int start_proxy(struct dm_context *ctx, const struct dm_policy *policy, c
                 .listen = { .sin_family = AF_INET,
                             .sin_port = htons(DM_EGRESS_PROXY_PORT),
                             .sin_addr.s_addr = e->net.host_addr },
-                .source = { .s_addr = e->net.peer_addr },
+                .listen_fd = listen_fd,
+                /* A listener in the sandbox's own namespace (listen_fd) is
+                 * reachable from that sandbox only: any source. */
+                .source = { .s_addr = listen_fd > 0 ? htonl(INADDR_ANY) : e->net.peer_addr },
                 .policy = &pp,
                 .log_fd = logfd,
         };
@@ -255,6 +265,8 @@ static int attach_filter(const struct dm_policy *policy, struct dm_egress_run *e
 static void egress_free(struct dm_egress_run *e)
 {
         if (e) {
+                if (e->net.vendor_fd > 0)
+                        close(e->net.vendor_fd);
                 dm_proxy_env_free(e->env);
                 free(e);
         }
@@ -315,6 +327,129 @@ static int pool_checked(struct dm_context *ctx, const struct dm_cidr *pool, stru
         return r;
 }
 
+/* The CIDR:port listeners of a sandbox without a pair: one per port, on
+ * 0.0.0.0 in its namespace, each relaying (transparent) what the CIDR rules
+ * let through. Takes every fd in fds. */
+static int start_relays(struct dm_context *ctx, const struct dm_policy *policy, struct dm_egress_run *e,
+                        const char *outdir, int *fds, size_t n, struct dm_error *err)
+{
+        struct dm_proxy_policy pp;
+        struct dm_proxy *proxy;
+        int r, logfd = -1;
+
+        if (n == 0)
+                return 0;
+        r = proxy_of(ctx, &proxy, err);
+        if (r >= 0)
+                r = proxy_policy(policy, NULL, &pp, err);
+        if (r < 0) {
+                for (size_t i = 0; i < n; i++)
+                        close(fds[i]);
+                return r;
+        }
+        int dirfd = dm_io_open_dir(outdir);
+        if (dirfd >= 0) {
+                logfd = dm_io_open_beneath(dirfd, "egress.log", O_WRONLY | O_APPEND | O_CREAT, 0644);
+                close(dirfd);
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct dm_proxy_sandbox_conf conf = {
+                        .id = e->tag,
+                        .listen_fd = fds[i],
+                        .source = { .s_addr = htonl(INADDR_ANY) },
+                        .policy = &pp,
+                        .log_fd = logfd,
+                        .transparent = true,
+                };
+                if (r >= 0 && (r = dm_proxy_add(proxy, &conf, &e->relay[e->n_relay], err)) >= 0)
+                        e->n_relay++;
+                close(fds[i]);
+        }
+        if (logfd >= 0)
+                close(logfd);
+        dm_proxy_policy_release(&pp);
+        return r < 0 ? dm_error_wrap(err, "start the relay of an allowed CIDR:port") : 0;
+}
+
+int dm_egress_start_in_netns(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, int pid,
+                             const char *image_hosts, const char *outdir, uint16_t vendor_port,
+                             struct dm_egress_run **ret, struct dm_error *err)
+{
+        struct sockaddr_in addrs[DM_NETNS_MAX_LISTEN];
+        struct dm_cidr routes[DM_NETNS_MAX_ROUTES];
+        int fds[DM_NETNS_MAX_LISTEN];
+        size_t n = 0, n_routes = 0, first_relay;
+        bool proxy = dm_egress_needed(policy);
+        struct dm_egress_run *e;
+        int64_t t0 = dm_now_ms();
+        int r;
+
+        *ret = NULL;
+#define LOOPBACK(port)                                                                                                 \
+        (struct sockaddr_in)                                                                                           \
+        {                                                                                                              \
+                .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)              \
+        }
+        if (proxy)
+                addrs[n++] = LOOPBACK(DM_EGRESS_PROXY_PORT);
+        if (vendor_port)
+                addrs[n++] = LOOPBACK(vendor_port);
+#undef LOOPBACK
+        first_relay = n;
+        /* Raw TCP reaches CIDR:port entries only: a listener per port (once)
+         * and a local route per network. A CIDR without a port is for the
+         * proxy (CONNECT, absolute-form) only. */
+        for (size_t i = 0; proxy && i < policy->n_cidrs; i++) {
+                uint16_t port = policy->cidrs[i].port;
+                bool seen = false;
+
+                if (!port)
+                        continue;
+                if (port == DM_EGRESS_PROXY_PORT || port == vendor_port)
+                        return dm_error_set(err, -EINVAL,
+                                            "allow entry for port %u: that port is the sandbox's own proxy in "
+                                            "rootless mode; reach it through the proxy instead",
+                                            port);
+                for (size_t j = first_relay; j < n; j++)
+                        seen = seen || ntohs(addrs[j].sin_port) == port;
+                if (!seen) {
+                        if (n == DM_NETNS_MAX_LISTEN)
+                                return dm_error_set(err, -E2BIG, "too many allowed ports (at most %d)",
+                                                    DM_NETNS_MAX_LISTEN - 2);
+                        addrs[n++] = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(port) };
+                }
+                if (n_routes == DM_NETNS_MAX_ROUTES)
+                        return dm_error_set(err, -E2BIG, "too many allowed networks (at most %d)", DM_NETNS_MAX_ROUTES);
+                routes[n_routes++] =
+                        (struct dm_cidr){ .addr = policy->cidrs[i].net.s_addr, .prefix = policy->cidrs[i].prefix };
+        }
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        snprintf(e->tag, sizeof(e->tag), "%s", tag);
+        e->net.host_addr = htonl(INADDR_LOOPBACK);
+        r = dm_netns_listen(pid, addrs, n, routes, n_routes, fds, err);
+        if (r < 0) {
+                free(e);
+                return dm_error_wrap(err, "set up the sandbox's network");
+        }
+        if (vendor_port)
+                e->net.vendor_fd = fds[proxy ? 1 : 0];
+        r = start_relays(ctx, policy, e, outdir, fds + first_relay, n - first_relay, err);
+        if (r >= 0 && proxy)
+                r = start_proxy(ctx, policy, image_hosts, e, outdir, fds[0], err);
+        if (proxy)
+                close(fds[0]);
+        if (r < 0) {
+                dm_egress_stop(ctx, e, false);
+                return r;
+        }
+        log_debug("%s: egress %s in the sandbox's namespace (%zu listeners, %zu routes), set up in %lld ms", tag,
+                  dm_egress_names[policy->mode], n, n_routes, (long long)(dm_now_ms() - t0));
+        *ret = e;
+        return 0;
+}
+
 int dm_egress_start(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, const char *owner, int pid,
                     const char *image_hosts, const char *outdir, struct dm_egress_run **ret, struct dm_error *err)
 {
@@ -333,11 +468,10 @@ int dm_egress_start_vendor(struct dm_context *ctx, const struct dm_policy *polic
         int r;
 
         *ret = NULL;
-        if (geteuid() != 0)
-                return dm_error_set(err, -EPERM,
-                                    "%s needs demesne running as root with a rootful engine (it makes "
-                                    "a veth pair per sandbox)",
-                                    vendor_port ? "an agent's vendor proxy" : "egress other than 'none'");
+        /* A normal user cannot make a veth pair: the sandbox keeps lo only,
+         * and its listeners are made in its own namespace. */
+        if (geteuid() != 0 || ctx->cfg.egress_in_netns)
+                return dm_egress_start_in_netns(ctx, policy, tag, pid, image_hosts, outdir, vendor_port, ret, err);
         r = dm_cidr_parse(pool_s && *pool_s ? pool_s : DM_NETLINK_POOL_DEFAULT, &pool, err);
         if (r >= 0)
                 r = pool_checked(ctx, &pool, err);
@@ -380,7 +514,7 @@ int dm_egress_start_vendor(struct dm_context *ctx, const struct dm_policy *polic
                 r = attach_filter(policy, e, vendor_port, err);
         /* open goes out directly: no proxy, no proxy variables. */
         if (r >= 0 && policy->mode != DM_EGRESS_OPEN)
-                r = start_proxy(ctx, policy, image_hosts, e, outdir, err);
+                r = start_proxy(ctx, policy, image_hosts, e, outdir, 0, err);
         if (r < 0) {
                 dm_egress_stop(ctx, e, true);
                 return r;
@@ -408,7 +542,7 @@ int dm_egress_adopt(struct dm_context *ctx, const struct dm_policy *policy, cons
         dm_blocked_get_pool(&pool);
         r = guard_ensured(ctx, &pool, err);
         if (r >= 0 && policy->mode != DM_EGRESS_OPEN)
-                r = start_proxy(ctx, policy, image_hosts, e, outdir, err);
+                r = start_proxy(ctx, policy, image_hosts, e, outdir, 0, err);
         if (r < 0) {
                 dm_egress_stop(ctx, e, false);
                 return r;
@@ -433,11 +567,13 @@ void dm_egress_stop(struct dm_context *ctx, struct dm_egress_run *e, bool remove
 
         if (!e)
                 return;
-        if (e->proxy) {
+        if (e->proxy || e->n_relay) {
                 pthread_mutex_lock(&ctx->egress_lock);
                 struct dm_proxy *p = ctx->proxy;
                 pthread_mutex_unlock(&ctx->egress_lock);
                 dm_proxy_remove(p, e->proxy);
+                for (size_t i = 0; i < e->n_relay; i++)
+                        dm_proxy_remove(p, e->relay[i]);
         }
         if (remove_link && e->net.host_ifname[0] && dm_netlink_teardown(e->net.host_ifname, e->tag, &err) < 0)
                 log_warning("%s: %s", e->tag, err.msg);

@@ -53,6 +53,17 @@ int dm_egress_start_vendor(struct dm_context *ctx, const struct dm_policy *polic
                            int pid, const char *image_hosts, const char *outdir, uint16_t vendor_port,
                            struct dm_egress_run **ret, struct dm_error *err);
 
+/* The same without a veth pair, for a sandbox whose namespace has lo only
+ * (how dm_egress_start_vendor does it when demesne is not root; callable
+ * as root too, for tests): the proxy on 127.0.0.1:3128 and the vendor
+ * proxy's socket on 127.0.0.1:vendor_port inside that namespace, and for
+ * each CIDR:port rule a local route and a relaying listener on the port.
+ * A later server calls it again for an adopted sandbox (the listeners die
+ * with the server that made them). */
+int dm_egress_start_in_netns(struct dm_context *ctx, const struct dm_policy *policy, const char *tag, int pid,
+                             const char *image_hosts, const char *outdir, uint16_t vendor_port,
+                             struct dm_egress_run **ret, struct dm_error *err);
+
 /* For a sandbox a later server adopts: the pair and the filter are still
  * there (they live with the container); only the proxy listener comes back. */
 int dm_egress_adopt(struct dm_context *ctx, const struct dm_policy *policy, const char *tag,

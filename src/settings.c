@@ -220,6 +220,14 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
                 return r;
         }
         cfg->allow_host_root = start && strcmp(start, "1") == 0;
+        start = getenv("DEMESNE_EGRESS_NETNS");
+        if (start && *start && strcmp(start, "0") != 0 && strcmp(start, "1") != 0) {
+                r = dm_error_set(err, -EINVAL, "DEMESNE_EGRESS_NETNS='%s' must be 1 (listeners in the sandbox's "
+                                 "namespace) or 0 (a veth pair when root)", start);
+                dm_config_release(cfg);
+                return r;
+        }
+        cfg->egress_in_netns = start && strcmp(start, "1") == 0;
 
         if ((r = env_size("DEMESNE_MEMORY", 2LL << 30, 6LL << 20, INT64_MAX / 2, &cfg->memory_bytes, err)) < 0 ||
             (r = env_size("DEMESNE_PIDS_LIMIT", 512, 16, 1 << 22, &cfg->pids_limit, err)) < 0 ||

@@ -32,6 +32,8 @@ struct dm_config {
         int64_t engine_response_max;  /* cap on one engine answer, default 16 MiB */
         int64_t max_timeout_s;        /* 172800 */
         int64_t default_timeout_s;    /* 3600 */
+        bool egress_in_netns;         /* DEMESNE_EGRESS_NETNS=1: as root too, listeners in the sandbox's
+                                     namespace instead of a veth pair (what a normal user gets) */
         bool shim_off;                /* DEMESNE_SHIM=off: no demesne-shim, the engine's seccomp profile only */
         char *shim_path;              /* DEMESNE_SHIM_PATH (or an absolute DEMESNE_SHIM); NULL = search */
         char *http_token;             /* DEMESNE_HTTP_TOKEN: serve --http's bearer token, NULL = none given */

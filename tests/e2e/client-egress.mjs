@@ -19,8 +19,13 @@ const DEMESNE = h.demesneBinary();
 h.trackSpawnsOf(DEMESNE);
 
 const PLAN = 29;
-if (process.getuid() !== 0) {
-  process.stdout.write(`1..0 # SKIP needs root: it makes a network namespace and veth pairs\n`);
+const PLAN_ROOTLESS = 23;
+// As a normal user (rootless Podman) the sandbox has no veth: the server makes its listeners
+// inside the sandbox's own namespace. A normal user cannot make the test host: root makes it
+// beforehand with tests/e2e/lib/testhost.sh, which names it in DEMESNE_TEST_HOST.
+const ROOTLESS = process.getuid() !== 0;
+if (ROOTLESS && !process.env.DEMESNE_TEST_HOST) {
+  process.stdout.write('1..0 # SKIP needs root, or DEMESNE_TEST_HOST from tests/e2e/lib/testhost.sh\n');
   process.exit(77);
 }
 
@@ -28,13 +33,13 @@ const { Client } = await import('@modelcontextprotocol/client');
 const { StdioClientTransport } = await import('@modelcontextprotocol/client/stdio');
 const { CALL_TIMEOUT_MS } = await import('./lib/checks.mjs');
 
-h.plan(PLAN);
+h.plan(ROOTLESS ? PLAN_ROOTLESS : PLAN);
 
 const NS = `dm-e2e-egress-${process.pid}`;
 const HOSTSIDE = `dmt${process.pid % 100000}a`;
 const PEER = `dmt${process.pid % 100000}b`;
 const HOST_IP = '198.18.213.1';
-const TEST_IP = '198.18.213.2';
+const TEST_IP = ROOTLESS ? process.env.DEMESNE_TEST_HOST : '198.18.213.2';
 const sh = (cmd) => cp.execFileSync('sh', ['-c', cmd], { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
 
 function makeTestHost() {
@@ -86,7 +91,141 @@ function ifnames() {
   return sh('ip -o link show').split('\n').map((l) => l.split(': ')[1]?.split('@')[0]).filter(Boolean);
 }
 
-await h.run(async () => {
+const connectServer = async (name, env) => {
+  const client = new Client({ name, version: '0.0.0' },
+    { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
+  const transport = new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' });
+  await h.within(60_000, `connect (${name})`, client.connect(transport, { timeout: 30_000 }));
+  const call = (tool, args) => client.callTool({ name: tool, arguments: args }, { timeout: CALL_TIMEOUT_MS });
+  const script = async (command, extra) => {
+    const r = await call('sandbox_script', { command, ...extra });
+    return { out: r.structuredContent?.stdout ?? '', r };
+  };
+  return { client, transport, call, script };
+};
+
+// The containers of the rootless engine whose owner label names server pid.
+function containersOf(pid) {
+  const engine = process.env.DEMESNE_ENGINE ?? 'podman';
+  const ids = cp.spawnSync(engine, ['ps', '-q', '--filter', 'label=demesne.owner'], { encoding: 'utf8' }).stdout
+    .trim().split('\n').filter(Boolean);
+  return ids.filter((id) => new RegExp(`-${pid}-`).test(cp.spawnSync(engine,
+    ['inspect', '--format', '{{index .Config.Labels "demesne.owner"}}', id], { encoding: 'utf8' }).stdout));
+}
+
+// Rootless: what is true there. No veth: raw TCP reaches allowed CIDR:port entries only (a
+// listener in the sandbox's namespace relays them); everything else goes through the proxy on
+// the sandbox's own 127.0.0.1:3128, as rootful.
+async function rootless() {
+  const root = h.makeOutputRoot('egress');
+  const udpLog = process.env.DEMESNE_TEST_HOST_UDP_LOG;
+  const udpCount = () => { try { return Number(fs.readFileSync(udpLog, 'utf8')); } catch { return 0; } };
+  const hostsFile = path.join(root, 'pinned.hosts');
+  fs.writeFileSync(hostsFile, `${TEST_IP} allowed.test other.test deb.debian.org\n`);
+  const env = h.serverEnv(root, {
+    DEMESNE_ALLOW_CALLER_EGRESS: '1', DEMESNE_PROXY_HOSTS: hostsFile, DEMESNE_EGRESS_PACKAGE_HOSTS: 'allowed.test:8080',
+  });
+  const links0 = ifnames().length;
+  const s1 = await connectServer('demesne-e2e-egress-rootless', env);
+  const udp0 = udpCount();
+
+  // 1-9: an allowlist: a CIDR:port directly, a name through the proxy, nothing else.
+  const allow = { allow: [`${TEST_IP}/32:8080`, 'allowed.test:8080'] };
+  const t = await s1.script([
+    'grep -c : /proc/net/dev',
+    `curl -s -m 5 --noproxy '*' http://${TEST_IP}:8080/; echo direct=$?`,
+    `s=$(date +%s%N); curl -s -m 1 --noproxy '*' http://${TEST_IP}:8081/; echo other-port=$? $((($(date +%s%N)-s)/1000000))`,
+    `s=$(date +%s%N); curl -s -m 5 --noproxy '*' http://198.51.100.1/; echo other-host=$? $((($(date +%s%N)-s)/1000000))`,
+    `curl -s -m 5 http://allowed.test:8080/; echo named=$?`,
+    `curl -s -m 5 http://other.test:8080/; echo; echo other-name=$?`,
+    `echo "literal: $(curl -s -m 5 -x "$HTTP_PROXY" http://${HOST_IP}:8080/)"`,
+    `python3 -c "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'q', ('${TEST_IP}', 53))"; echo udp=$?`,
+    'grep CapEff /proc/self/status',
+    'cat /out/egress.log',
+  ].join('; '), allow);
+  h.ok(/^1\n/.test(t.out), 'the sandbox has lo only (no veth)', t.out);
+  h.ok(/hello from 8080\ndirect=0/.test(t.out), 'an allowed CIDR:port is reached directly (relayed from its namespace)', t.out);
+  const op = /other-port=(\d+) (\d+)/.exec(t.out);
+  h.ok(op && op[1] === '7' && Number(op[2]) < 1000, 'another port of that host is refused at once', t.out);
+  const oh = /other-host=(\d+) (\d+)/.exec(t.out);
+  h.ok(oh && oh[1] === '7' && Number(oh[2]) < 1000, 'another host fails at once (no route)', t.out);
+  h.ok(/hello from 8080\nnamed=0/.test(t.out), 'an allowed name goes through the proxy', t.out);
+  h.ok(/not in this sandbox's egress allowlist/.test(t.out), 'another name gets the proxy\'s 403 with a reason', t.out);
+  h.ok(/^literal: IP address .* is not covered by an allowed CIDR/m.test(t.out), 'an uncovered IP literal is refused', t.out);
+  h.ok(/TCP [\d.]+:8080 allowed/.test(t.out) && /other\.test:8080 denied 403/.test(t.out),
+    'egress.log has the relayed connection and the proxy decisions', t.out);
+  await new Promise((r) => setTimeout(r, 300));
+  h.equal(udpCount(), udp0, 'UDP to the test host never arrives');
+  const capEff = BigInt(`0x${(/CapEff:\s*([0-9a-f]+)/.exec(t.out) ?? [])[1] ?? 'ffff'}`);
+  h.ok((capEff & (1n << 12n)) === 0n, 'no CAP_NET_ADMIN in the sandbox', t.out);
+
+  // 11-12: none: no device but lo, no listener.
+  const none = await s1.script('grep -c : /proc/net/dev; tail -n +2 /proc/net/tcp | wc -l; '
+    + `curl -s -m 2 --noproxy "*" http://${TEST_IP}:8080/; echo rc=$?`, { egress: 'none' });
+  h.ok(/^1\n0\n/.test(none.out) && /rc=7/.test(none.out), 'egress none: lo only, no listener, nothing reachable', none.out);
+
+  // 12-14: the default is package-managers.
+  const dflt = await s1.script('curl -s -m 5 http://allowed.test:8080/; curl -s -m 5 http://other.test:8080/; echo');
+  h.ok(/^hello from 8080\n'other\.test' is not in this sandbox's egress allowlist/.test(dflt.out),
+    'the default is package-managers, rootless too', dflt.out);
+  const fromLabel = await s1.script('curl -s -m 5 http://deb.debian.org/; curl -s -m 5 http://deb.debian.org:8080/; '
+    + `curl -s -m 2 --noproxy '*' http://${TEST_IP}:8080/; echo rc=$?`);
+  h.ok(/^hello from 80\nport 8080 is not allowed for 'deb\.debian\.org': a package host/.test(fromLabel.out)
+    && /rc=7/.test(fromLabel.out), "the image's apt host on port 80 only, and nothing directly", fromLabel.out);
+
+  // 14-16: open goes through the proxy (raw TCP needs an allow CIDR:port).
+  const open = await s1.script([
+    `curl -s -m 5 http://${TEST_IP}:8082/; echo open=$?`,
+    `curl -s -m 5 -x "$HTTP_PROXY" --noproxy '' http://${HOST_IP}:8080/; echo`,
+    `curl -s -m 2 --noproxy '*' http://${TEST_IP}:8082/; echo raw=$?`,
+  ].join('; '), { egress: 'open' });
+  h.ok(new RegExp(`you are ${HOST_IP.replace(/\./g, '\\.')}\nopen=0`).test(open.out),
+    'egress open reaches a port no rule names, through the proxy', open.out);
+  h.ok(/which no sandbox reaches|is one of the host's/.test(open.out), 'but not the host\'s own addresses', open.out);
+  h.ok(/raw=7/.test(open.out), 'and no raw TCP without an allow CIDR:port', open.out);
+
+  // 17-20: a persistent sandbox, adopted by a later server (its listeners are made again).
+  const created = await s1.call('sandbox_create', allow);
+  const id = created.structuredContent?.sandbox_id;
+  h.ok(!created.isError && id, 'sandbox_create with an allowlist', JSON.stringify(created));
+  await s1.client.close();
+  const s2 = await connectServer('demesne-e2e-egress-rootless-2', env);
+  const e2 = await s2.call('sandbox_exec', {
+    sandbox_id: id,
+    command: `curl -s -m 5 http://allowed.test:8080/; curl -s -m 5 --noproxy '*' http://${TEST_IP}:8080/; `
+      + 'curl -s -m 5 http://other.test:8080/',
+  });
+  h.ok(/hello from 8080\nhello from 8080\n.*not in this sandbox's egress allowlist/s.test(e2.structuredContent?.stdout ?? ''),
+    'a later server adopts it: proxy and relay are back with the same policy', JSON.stringify(e2.structuredContent));
+  const d = await s2.call('sandbox_destroy', { sandbox_id: id });
+  h.ok(!d.isError, 'sandbox_destroy', JSON.stringify(d));
+  await s2.client.close();
+
+  // 21-24: kill -9 in the middle of a call; the next server sweeps the container; nothing left.
+  const s3 = await connectServer('demesne-e2e-egress-rootless-3', env);
+  s3.call('sandbox_script', { command: 'sleep 120', ...allow }).catch(() => {});
+  let running = [];
+  for (let i = 0; i < 100 && running.length === 0; i += 1) {
+    await new Promise((r) => setTimeout(r, 200));
+    running = containersOf(s3.transport.pid);
+  }
+  h.equal(running.length, 1, 'a running call has its container');
+  process.kill(s3.transport.pid, 'SIGKILL');
+  const s4 = await connectServer('demesne-e2e-egress-rootless-4', env);
+  let left = running;
+  for (let i = 0; i < 150 && left.length; i += 1) {
+    await new Promise((r) => setTimeout(r, 200));
+    left = containersOf(s3.transport.pid);
+  }
+  h.equal(left.length, 0, 'the next server sweeps the dead one\'s container');
+  await s4.client.close();
+  await s3.client.close().catch(() => {});
+  h.equal(ifnames().length, links0, 'no link was made on the host');
+  h.ok(await eventually(() => containersOf(s1.transport.pid).length + containersOf(s2.transport.pid).length === 0),
+    'no container of these servers left');
+}
+
+await h.run(ROOTLESS ? rootless : async () => {
   const root = h.makeOutputRoot('egress');
   const udpLog = path.join(root, 'udp-count');
   const hostsFile = path.join(root, 'pinned.hosts');
