@@ -228,6 +228,7 @@ int dm_cli_serve(int argc, char **argv)
                 free(origins);
                 return 1;
         }
+        dm_tools_configure(&ctx);
         dm_tools_register_all();
         srv = dm_mcp_server_new(&ctx);
         if (!srv) {
