@@ -577,8 +577,8 @@ int dm_cli_doctor(int argc, char **argv)
               geteuid() == 0
                       ? (no_netns ? "limits and egress are the backend's own, enforced by its server"
                                   : "memory and pids limits, and egress policies (a veth per sandbox), are available")
-                      : "rootless Podman ignores memory/pids limits on cgroup v1, and egress other than "
-                        "none needs root",
+                      : "running as a normal user: see the 'feature'/'unavail' lines for egress, agents and "
+                        "limits",
               NULL);
         {
                 const char *pool_s = getenv("DEMESNE_SANDBOX_SUBNET");
