@@ -281,6 +281,25 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
                                         ? "no: a sandbox's root is the host's root (DEMESNE_ALLOW_HOST_ROOT=1)"
                                         : u.detail);
         }
+        if (b) {
+                char why[512], detail2[1024];
+                bool cg = dm_launch_engine_limits(ctx, why, sizeof(why));
+
+                if (cg)
+                        snprintf(detail2, sizeof(detail2), "applied per sandbox by the engine (cgroups)");
+                else if (dm_launch_use_shim(ctx, b))
+                        snprintf(detail2, sizeof(detail2),
+                                 "not per sandbox: %s. demesne-shim applies what it can instead: memory per process "
+                                 "(RLIMIT_DATA at DEMESNE_MEMORY: a sandbox of several processes can use more), and "
+                                 "the sandbox's process count (past DEMESNE_PIDS_LIMIT it kills every process of "
+                                 "the sandbox)",
+                                 why);
+                else
+                        snprintf(detail2, sizeof(detail2), "none: %s, and demesne-shim (which would apply them "
+                                                           "per process) is off",
+                                 why);
+                feature(t, cg, "memory and pids limits (DEMESNE_MEMORY, DEMESNE_PIDS_LIMIT)", detail2);
+        }
         if (b)
                 feature(t, dm_launch_use_shim(ctx, b), "seccomp filter (demesne-shim)",
                         dm_launch_use_shim(ctx, b) ? "on" : "off: the engine's default seccomp profile only");
