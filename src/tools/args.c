@@ -458,6 +458,15 @@ void dm_args_tailor(struct dm_arg_spec *specs, size_t n, bool follow_default)
                         break;
                 case DM_ARG_ROLE_ALLOW: s->hidden = !network || !facts.caller_egress; break;
                 case DM_ARG_ROLE_HOST_PATH: s->description = describe_paths(s->base_description); break;
+                case DM_ARG_ROLE_IMAGE:
+                        if (facts.images) {
+                                struct dm_buf b;
+
+                                dm_buf_init(&b, 65536);
+                                dm_buf_printf(&b, "%s %s", s->base_description, facts.images);
+                                s->description = keep(b.data);
+                        }
+                        break;
                 default: break;
                 }
         }

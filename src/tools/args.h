@@ -20,6 +20,7 @@ enum dm_arg_role {
         DM_ARG_ROLE_EGRESS,    /* none / package-managers / open */
         DM_ARG_ROLE_ALLOW,     /* caller-supplied egress entries */
         DM_ARG_ROLE_HOST_PATH, /* host paths checked against the allowed roots */
+        DM_ARG_ROLE_IMAGE,     /* an image of this engine's store */
 };
 
 enum dm_arg_type {
@@ -54,6 +55,7 @@ struct dm_args_facts {
         const char *egress_default; /* dm_egress_default(ctx) */
         bool caller_egress;         /* 'open' and 'allow' permitted */
         const char *allowed_paths;  /* colon-separated roots, "" = none */
+        const char *images;         /* which images are built here, which not (a sentence), or NULL */
 };
 void dm_args_set_facts(const struct dm_args_facts *f);
 const struct dm_args_facts *dm_args_facts(void);

@@ -4,10 +4,14 @@
  * what a call will actually meet here. */
 #include "config.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "netpolicy/policy.h"
 #include "src/egress.h"
+#include "src/images.h"
 #include "src/mcp/registry.h"
 #include "src/tools/args.h"
 #include "src/tools/tools.h"
@@ -49,13 +53,69 @@ static void write_instructions(const struct dm_context *ctx, const struct dm_arg
         dm_buf_release(&b);
 }
 
+/* Which tool images this engine's store holds, and what a call naming a
+ * missing one meets: a build on first use (dm_image_require), or a refusal
+ * when autobuild is off or build.sh is not there. */
+static char *describe_images(struct dm_context *ctx)
+{
+        struct dm_backend *b;
+        struct dm_error err = { 0 };
+        struct dm_buf built, missing;
+        const char *ab = getenv("DEMESNE_IMAGES_AUTOBUILD"), *dir = dm_images_dir();
+        char script[4096];
+        char *text = NULL;
+
+        if (!ctx || dm_context_backend(ctx, &b, &err) < 0 || !dm_backend_can(b, DM_CAP_IMAGES))
+                return NULL;
+        dm_buf_init(&built, 4096);
+        dm_buf_init(&missing, 4096);
+        for (size_t i = 0; i < dm_images_count; i++) {
+                bool exists = false;
+
+                if (!dm_images[i].tool_image)
+                        continue;
+                if (b->ops->image_exists(b, dm_image_ref(&dm_images[i]), &exists, &err) < 0)
+                        goto out;
+                dm_buf_printf(exists ? &built : &missing, "%s%s", (exists ? built.len : missing.len) ? ", " : "",
+                              dm_images[i].name);
+        }
+        snprintf(script, sizeof(script), "%s/build.sh", dir ? dir : "");
+        {
+                struct dm_buf t;
+
+                dm_buf_init(&t, 16384);
+                dm_buf_printf(&t, "Built on this server: %s.", built.len ? built.data : "none");
+                if (missing.len) {
+                        if (ab && !strcmp(ab, "0"))
+                                dm_buf_printf(&t, " Not built, and refused here (DEMESNE_IMAGES_AUTOBUILD=0): %s.",
+                                              missing.data);
+                        else if (!dir || access(script, X_OK) < 0)
+                                dm_buf_printf(&t, " Not built, and refused here (no images/build.sh): %s.",
+                                              missing.data);
+                        else
+                                dm_buf_printf(&t, " Not built yet, built on first use (minutes): %s.", missing.data);
+                }
+                text = t.data;
+        }
+out:
+        dm_buf_release(&built);
+        dm_buf_release(&missing);
+        return text;
+}
+
 void dm_tools_configure(struct dm_context *ctx)
 {
+        static char *images;
+
         struct dm_args_facts f = {
                 .egress_default = ctx ? dm_egress_default(ctx) : "none",
                 .caller_egress = dm_policy_caller_egress_allowed(),
                 .allowed_paths = ctx && ctx->roots.n ? ctx->cfg.allowed_paths : "",
         };
+
+        free(images);
+        images = describe_images(ctx);
+        f.images = images;
 
         dm_args_set_facts(&f);
         write_instructions(ctx, &f);

@@ -32,6 +32,7 @@
 static struct dm_arg_spec create_args[] = {
         { .name = "image",
           .type = DM_ARG_STRING,
+          .role = DM_ARG_ROLE_IMAGE,
           .enum_values = dm_image_names,
           .enum_aliases = dm_image_aliases,
           .has_default = true,

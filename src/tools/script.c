@@ -31,6 +31,7 @@ static struct dm_arg_spec script_args[] = {
           .description = "Shell command run with bash -c inside the sandbox; its working directory is /out." },
         { .name = "image",
           .type = DM_ARG_STRING,
+          .role = DM_ARG_ROLE_IMAGE,
           .enum_values = dm_image_names,
           .enum_aliases = dm_image_aliases,
           .has_default = true,

@@ -131,6 +131,11 @@ int main(void)
         ok(strstr(str_at(param("sandbox_create", "directories"), "description"), roots) != NULL,
            "directories names the root");
         ok(strstr(str_at(param("sandbox_upload", "src"), "description"), roots) != NULL, "upload src names the root");
+        {
+                const char *d = str_at(param("sandbox_script", "image"), "description"), *b = strstr(d, "Built on this server: ");
+                ok(b && strstr(b, "base") && (!strstr(d, "Not built") || strstr(d, "Not built") > strstr(b, "base")),
+                   "image says base is built in this engine's store");
+        }
         ok(strstr(str_at(param("sandbox_download", "src"), "description"), roots) == NULL,
            "download src (a sandbox path) does not");
         if (!network)
@@ -165,7 +170,8 @@ int main(void)
         free(ins);
 
         /* 2. Caller egress permitted, no allowed roots. */
-        const char *env2[] = { "DEMESNE_ALLOW_CALLER_EGRESS=1", "DEMESNE_ALLOWED_PATHS=", NULL };
+        const char *env2[] = { "DEMESNE_ALLOW_CALLER_EGRESS=1", "DEMESNE_ALLOWED_PATHS=", "DEMESNE_IMAGES_AUTOBUILD=0",
+                               "DEMESNE_IMAGE_REPO=localhost/demesne-schemas-none", NULL };
         c = start(env2, &ins);
         p = param("sandbox_script", "egress");
         ok(enum_has(p, "open") == network, "'open' advertised with DEMESNE_ALLOW_CALLER_EGRESS=1 (when networked)");
@@ -173,6 +179,12 @@ int main(void)
         ok(strstr(str_at(param("sandbox_script", "files"), "description"), "accepts no host paths") != NULL,
            "files says no host paths are accepted");
         ok(ins && strstr(ins, "mounts no host paths") != NULL, "instructions say so too");
+        ok(strstr(str_at(param("sandbox_script", "image"), "description"),
+                  "Not built, and refused here (DEMESNE_IMAGES_AUTOBUILD=0): base, python") != NULL,
+           "image says which images are missing and why a call naming one is refused");
+        m = call(c, 20, "sandbox_script", "{\"command\":\"true\",\"image\":\"python\"}");
+        ok(result_error_says(m, "not built"), "and a call naming one is refused so");
+        json_object_put(m);
         is_int(finish(c, 30000), 0, "server exits cleanly");
         free(ins);
 
