@@ -228,6 +228,7 @@ int dm_cli_serve(int argc, char **argv)
                 free(origins);
                 return 1;
         }
+        dm_tools_configure(&ctx);
         dm_tools_register_all();
         srv = dm_mcp_server_new(&ctx);
         if (!srv) {
@@ -576,8 +577,9 @@ int dm_cli_doctor(int argc, char **argv)
               geteuid() == 0
                       ? (no_netns ? "limits and egress are the backend's own, enforced by its server"
                                   : "memory and pids limits, and egress policies (a veth per sandbox), are available")
-                      : "rootless Podman ignores memory/pids limits on cgroup v1; egress policies and the "
-                        "vendor proxy use listeners in each sandbox's own namespace (no veth)",
+                      : "running as a normal user: egress policies and the vendor proxy use listeners in "
+                        "each sandbox's own network namespace (no veth); see the 'feature'/'unavail' lines "
+                        "for limits and agents",
               NULL);
         {
                 const char *pool_s = getenv("DEMESNE_SANDBOX_SUBNET");

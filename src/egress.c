@@ -75,19 +75,25 @@ const char *const *dm_egress_package_hosts(void)
         return package_hosts;
 }
 
+const char *dm_egress_why_none(struct dm_context *ctx)
+{
+        struct dm_error err = { 0 };
+        struct dm_backend *b;
+
+        if (dm_context_backend(ctx, &b, &err) < 0)
+                return "no engine"; /* the call fails on the engine anyway */
+        if (!(b->ops->caps & DM_CAP_HOST_NETNS))
+                return "the backend's containers are not on this host";
+        if (!dm_launch_use_shim(ctx, b))
+                return "demesne-shim is off (DEMESNE_SHIM=off)";
+        return NULL;
+}
+
 const char *dm_egress_default(struct dm_context *ctx)
 {
         static bool told;
-        struct dm_error err = { 0 };
-        struct dm_backend *b;
-        const char *why = NULL;
+        const char *why = dm_egress_why_none(ctx);
 
-        if (dm_context_backend(ctx, &b, &err) < 0)
-                return "none"; /* the call fails on the engine anyway */
-        else if (!(b->ops->caps & DM_CAP_HOST_NETNS))
-                why = "the backend's containers are not on this host";
-        else if (!dm_launch_use_shim(ctx, b))
-                why = "demesne-shim is off";
         if (!why)
                 return "package-managers";
         pthread_mutex_lock(&ctx->egress_lock);

@@ -26,10 +26,14 @@
 struct dm_egress_run;
 
 /* The egress a tool call gets when it names none: package-managers where
- * this server can set a network up (root, the shim, a backend whose
- * containers' namespaces are on this host), else none, which is stricter,
+ * this server can set a network up (the shim, a backend whose containers'
+ * namespaces are on this host; as root or as a normal user), else none, which is stricter,
  * with a notice in the log once. */
 const char *dm_egress_default(struct dm_context *ctx);
+/* Why the default is none here (no engine, a backend whose containers are
+ * not on this host, the shim off), or NULL when sandboxes can have a
+ * network: the one place that rule is written. */
+const char *dm_egress_why_none(struct dm_context *ctx);
 
 /* Whether policy needs any of this (anything but plain `none`). */
 bool dm_egress_needed(const struct dm_policy *policy);

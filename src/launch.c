@@ -3,11 +3,13 @@
 #include "src/launch.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "src/limits.h"
 #include "src/ownership.h"
 #include "src/runner.h"
 #include "src/util/log.h"
@@ -73,6 +75,56 @@ int dm_launch_check_workdir(const char *dir, struct dm_error *err)
         return 0;
 }
 
+bool dm_launch_engine_limits(struct dm_context *ctx, char *why, size_t size)
+{
+        struct dm_backend *b;
+        struct dm_userns u = { 0 };
+        struct dm_error err = { 0 };
+        bool rootless;
+
+        if (dm_context_backend(ctx, &b, &err) < 0 || !dm_backend_can(b, DM_CAP_HOST_NETNS))
+                return true; /* not ours to judge: the backend's server applies its own */
+        rootless = b->ops->userns && b->ops->userns(b, &u, &err) == 0 && u.kind == DM_USERNS_ROOTLESS;
+        return dm_limits_cgroup_applies(rootless, why, size);
+}
+
+/* The shim's command line: with the limits the engine cannot apply, which
+ * the shim applies instead (src/shim/shim.c). Decided once per server: the
+ * engine's mode and the host's cgroups do not change under it. */
+static const char *const *shim_argv(const struct dm_context *ctx)
+{
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        static bool decided;
+        static char data[32], pids[32];
+        static const char *argv[6];
+
+        pthread_mutex_lock(&lock);
+        if (!decided) {
+                char why[512];
+                size_t n = 0;
+
+                argv[n++] = DM_SHIM_BIN_PATH;
+                /* The callers' context; const only in this signature. */
+                if (!dm_launch_engine_limits((struct dm_context *)ctx, why, sizeof(why))) {
+                        log_info("memory and pids limits by demesne-shim: %s", why);
+                        if (ctx->cfg.memory_bytes > 0) {
+                                snprintf(data, sizeof(data), "%lld", (long long)ctx->cfg.memory_bytes);
+                                argv[n++] = "--rlimit-data";
+                                argv[n++] = data;
+                        }
+                        if (ctx->cfg.pids_limit > 0) {
+                                snprintf(pids, sizeof(pids), "%lld", (long long)ctx->cfg.pids_limit);
+                                argv[n++] = "--pids-max";
+                                argv[n++] = pids;
+                        }
+                }
+                argv[n] = NULL;
+                decided = true;
+        }
+        pthread_mutex_unlock(&lock);
+        return argv;
+}
+
 int dm_launch_shim_prepare(const struct dm_context *ctx, const char *dir, struct dm_container_spec *spec,
                            struct dm_mount *mounts, size_t *n, struct dm_shimhost **ret, struct dm_error *err)
 {
@@ -86,7 +138,7 @@ int dm_launch_shim_prepare(const struct dm_context *ctx, const char *dir, struct
         spec->mounts = mounts;
         spec->n_mounts = *n;
         /* Entrypoint, not Cmd: an image's own ENTRYPOINT must not wrap it. */
-        spec->entrypoint = dm_shim_container_argv;
+        spec->entrypoint = shim_argv(ctx);
         spec->argv = NULL;
         spec->init = false;
         return 0;

@@ -46,6 +46,11 @@ int dm_launch_check_workdir(const char *dir, struct dm_error *err);
  * server), appends its two read-only mounts at mounts[*n] (the array needs
  * room for them) and makes the shim the container's entrypoint in place of
  * the engine's init. On error nothing is left listening. */
+/* Whether the engine applies the memory and pids limits (cgroups); when
+ * not, why (with the fix), and the shim applies them as it can: memory per
+ * process (RLIMIT_DATA), processes per sandbox (counted by the shim). */
+bool dm_launch_engine_limits(struct dm_context *ctx, char *why, size_t size);
+
 int dm_launch_shim_prepare(const struct dm_context *ctx, const char *dir, struct dm_container_spec *spec,
                            struct dm_mount *mounts, size_t *n, struct dm_shimhost **ret, struct dm_error *err);
 

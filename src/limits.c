@@ -8,11 +8,14 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
@@ -473,4 +476,49 @@ bool dm_limits_fsize_hit(int64_t cap, int exit_code, struct dm_error *err)
                           "a file grew past it and the command was stopped (SIGXFSZ, "
                           "file size limit exceeded)");
         return true;
+}
+
+/* ---- whether the engine can apply memory and pids limits ----------------- */
+
+bool dm_limits_cgroup_applies(bool rootless, char *why, size_t size)
+{
+        char path[256], ctl[512] = "";
+        struct statfs sf;
+        FILE *f;
+
+        if (!rootless)
+                return true;
+        if (statfs("/sys/fs/cgroup", &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC) {
+                snprintf(why, size,
+                         "cgroup v1 (or hybrid): a rootless engine gets no cgroup of its own, so memory and pids "
+                         "limits are ignored; boot with systemd.unified_cgroup_hierarchy=1 and delegate the "
+                         "controllers (Delegate=memory pids cpu in a drop-in for user@.service)");
+                return false;
+        }
+        snprintf(path, sizeof(path), "/sys/fs/cgroup/user.slice/user-%u.slice/user@%u.service/cgroup.controllers",
+                 (unsigned)geteuid(), (unsigned)geteuid());
+        f = fopen(path, "re");
+        if (f) {
+                if (!fgets(ctl, sizeof(ctl), f))
+                        ctl[0] = '\0';
+                fclose(f);
+        }
+        /* Whole words: "memory" and "pids" among the controllers. */
+        {
+                bool mem = false, pids = false;
+                char *save = NULL;
+
+                for (char *w = strtok_r(ctl, " \n", &save); w; w = strtok_r(NULL, " \n", &save)) {
+                        mem |= !strcmp(w, "memory");
+                        pids |= !strcmp(w, "pids");
+                }
+                if (mem && pids)
+                        return true;
+        }
+        snprintf(why, size,
+                 "cgroup v2 without the memory and pids controllers delegated to user@%u.service, so a rootless "
+                 "engine cannot apply them; add Delegate=memory pids cpu in "
+                 "/etc/systemd/system/user@.service.d/delegate.conf and log in again",
+                 (unsigned)geteuid());
+        return false;
 }

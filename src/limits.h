@@ -93,4 +93,12 @@ bool dm_limits_fsize_hit(int64_t cap, int exit_code, struct dm_error *err);
 /* Joins the thread and frees. NULL is fine. */
 void dm_limits_watch_stop(struct dm_limits_watch *w);
 
+/* Whether the engine applies the memory and pids limits with cgroups. A
+ * rootful engine does. A rootless one only on cgroup v2 (the unified
+ * hierarchy, read from /sys/fs/cgroup) where the user's systemd manager
+ * (user@UID.service) has the memory and pids controllers delegated;
+ * otherwise (cgroup v1, or no delegation) it ignores them, and why says so
+ * with the fix. The engine runs on this host (DM_CAP_HOST_NETNS). */
+bool dm_limits_cgroup_applies(bool rootless, char *why, size_t size);
+
 #endif

@@ -15,6 +15,7 @@ static struct {
         json_object *described;
 } entries[MAX_TOOLS];
 static size_t n_entries;
+static char *instructions;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void dm_registry_add(const struct dm_tool *tools, size_t n)
@@ -120,7 +121,28 @@ void dm_registry_clear(void)
                 json_object_put(entries[i].described);
         memset(entries, 0, sizeof(entries));
         n_entries = 0;
+        free(instructions);
+        instructions = NULL;
         pthread_mutex_unlock(&reg_lock);
+}
+
+void dm_registry_set_instructions(const char *text)
+{
+        pthread_mutex_lock(&reg_lock);
+        free(instructions);
+        instructions = text ? strdup(text) : NULL;
+        pthread_mutex_unlock(&reg_lock);
+}
+
+json_object *dm_registry_instructions(void)
+{
+        json_object *o;
+
+        pthread_mutex_lock(&reg_lock);
+        o = json_object_new_string(instructions ? instructions
+                                                : "demesne runs shell commands in disposable Linux containers.");
+        pthread_mutex_unlock(&reg_lock);
+        return o;
 }
 
 static json_object *text_block(const char *text)

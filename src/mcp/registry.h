@@ -33,6 +33,11 @@ const struct dm_tool *dm_registry_at(size_t i);
 /* The tool's tools/list entry, parsed once and cached. Returns a new reference. */
 json_object *dm_registry_describe(const struct dm_tool *tool);
 void dm_registry_clear(void);
+/* The initialize result's instructions: set once at start (before serving),
+ * a copy kept; NULL until then. */
+void dm_registry_set_instructions(const char *text);
+/* A new json string of the instructions (a fallback sentence when unset). */
+json_object *dm_registry_instructions(void);
 
 /* CallToolResult builders: structuredContent plus the same JSON as text. */
 json_object *dm_tool_result_ok(json_object *structured);

@@ -332,12 +332,6 @@ static json_object *server_capabilities(void)
         return caps;
 }
 
-static const char instructions[] =
-        "demesne runs shell commands in disposable Linux containers on this machine. "
-        "Use sandbox_script for one-off commands: host files and directories you name are mounted "
-        "read-only under /in, and whatever the command writes to /out (its working directory) stays "
-        "in the host output directory named in the result.";
-
 static void handle_initialize(struct dm_mcp_session *s, struct dm_rpc_msg *m)
 {
         json_object *v, *result;
@@ -364,7 +358,7 @@ static void handle_initialize(struct dm_mcp_session *s, struct dm_rpc_msg *m)
         json_object_object_add(result, "protocolVersion", json_object_new_string(chosen));
         json_object_object_add(result, "capabilities", server_capabilities());
         json_object_object_add(result, "serverInfo", server_info());
-        json_object_object_add(result, "instructions", json_object_new_string(instructions));
+        json_object_object_add(result, "instructions", dm_registry_instructions());
         reply(s, m->id, result, false);
 }
 
@@ -390,7 +384,7 @@ static void handle_discover(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool
         json_object_object_add(meta, "io.modelcontextprotocol/serverInfo", server_info());
         json_object_object_add(result, "supportedVersions", supported_versions());
         json_object_object_add(result, "capabilities", server_capabilities());
-        json_object_object_add(result, "instructions", json_object_new_string(instructions));
+        json_object_object_add(result, "instructions", dm_registry_instructions());
         add_cache_hints(result);
         json_object_object_add(result, "_meta", meta);
         reply(s, m->id, result, true);

@@ -18,6 +18,8 @@
  * pipes and the connections are non-blocking. */
 #include "config.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -27,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -554,8 +557,55 @@ static void maybe_connect(int64_t now)
         }
 }
 
+/* Limits the engine could not apply (rootless Podman without cgroup
+ * delegation), passed by the server on the command line: memory as
+ * RLIMIT_DATA on the shim, which every command inherits (per process, not
+ * per sandbox), and a cap on the sandbox's processes, counted here in /proc
+ * (this pid namespace: the sandbox's processes only) while a command runs.
+ * Past the cap every process but the shim is killed: a fork bomb ends with
+ * nothing left behind, and the command's result says signal 9. */
+static unsigned long pids_max;
+static int64_t next_pids_check;
+#define PIDS_CHECK_MS 10
+
+static unsigned long count_pids(void)
+{
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        unsigned long n = 0;
+
+        if (!d)
+                return 0;
+        while ((e = readdir(d)))
+                if (isdigit((unsigned char)e->d_name[0]))
+                        n++;
+        closedir(d);
+        return n;
+}
+
+static void pids_check(int64_t now)
+{
+        unsigned long n;
+
+        if (!pids_max || now < next_pids_check || !count(RUNNING))
+                return;
+        next_pids_check = now + PIDS_CHECK_MS;
+        n = count_pids();
+        if (n <= pids_max + 1) /* + the shim */
+                return;
+        shim_log("pids limit of %lu reached (%lu processes): killing every process of the sandbox", pids_max, n - 1);
+        /* kill(-1) from PID 1 reaches every other process of the namespace;
+         * repeated, so that children forked during a pass die too. */
+        for (int pass = 0; pass < 50; pass++) {
+                if (kill(-1, SIGKILL) < 0 && errno == ESRCH)
+                        break;
+                usleep(2000);
+        }
+}
+
 static void housekeeping(int64_t now)
 {
+        pids_check(now);
         for (size_t i = 0; i < MAX_SLOTS; i++) {
                 struct slot *s = &slots[i];
 
@@ -588,6 +638,8 @@ static int64_t next_wakeup(int64_t now)
         }
         if (!terminating && count(IDLE) < DM_SHIM_SPARE_CONNS)
                 AT(next_connect);
+        if (pids_max && count(RUNNING))
+                AT(next_pids_check);
 #undef AT
         return t < 0 ? -1 : (t <= now ? 0 : t - now);
 }
@@ -782,11 +834,30 @@ int main(int argc, char **argv)
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
                         sock_path = argv[++i];
+                } else if (strcmp(argv[i], "--rlimit-data") == 0 && i + 1 < argc) {
+                        struct rlimit rl;
+                        char *end;
+
+                        errno = 0;
+                        rl.rlim_cur = rl.rlim_max = strtoull(argv[++i], &end, 10);
+                        if (errno || *end || !rl.rlim_cur || setrlimit(RLIMIT_DATA, &rl) < 0) {
+                                fprintf(stderr, "demesne-shim: cannot set RLIMIT_DATA to '%s'\n", argv[i]);
+                                return 1;
+                        }
+                } else if (strcmp(argv[i], "--pids-max") == 0 && i + 1 < argc) {
+                        char *end;
+
+                        errno = 0;
+                        pids_max = strtoul(argv[++i], &end, 10);
+                        if (errno || *end || !pids_max) {
+                                fprintf(stderr, "demesne-shim: bad --pids-max '%s'\n", argv[i]);
+                                return 1;
+                        }
                 } else if (strcmp(argv[i], "--version") == 0) {
                         printf("demesne-shim %s (protocol %d)\n", PACKAGE_VERSION, DM_SHIM_PROTO_VERSION);
                         return 0;
                 } else {
-                        fprintf(stderr, "usage: demesne-shim [--socket PATH] [--version]\n"
+                        fprintf(stderr, "usage: demesne-shim [--socket PATH] [--rlimit-data BYTES] [--pids-max N] [--version]\n"
                                         "       demesne-shim --exec -- COMMAND [ARG...]\n");
                         return 2;
                 }

@@ -32,8 +32,6 @@ static const char *const openai_models[] = { "gpt-5.5", "gpt-5", "gpt-5-codex", 
                                              "gpt-4.1", "o3",    "o4-mini",     NULL };
 static const char *available_models[16];
 
-static const char *const agent_egress[] = { "none", "package-managers", "open", NULL };
-
 #define COMMON_ARGS(prompt_text)                                                                                      \
         { .name = "prompt", .type = DM_ARG_STRING, .required = true, .max = 1 << 20, .description = prompt_text },    \
                 { .name = "model",                                                                                    \
@@ -80,18 +78,19 @@ static struct dm_arg_spec agent_args[] = {
         COMMON_ARGS("The task for the coding agent (Claude Code or Codex) running inside the sandbox."),
         { .name = "egress",
           .type = DM_ARG_STRING,
-          .enum_values = agent_egress,
+          .role = DM_ARG_ROLE_EGRESS,
           .has_default = true,
           .def_str = "none",
-          .description = "The sandbox's network besides the model API: none (default), package-managers, or open "
-                         "(when the server allows it)." },
+          .description = "The sandbox's network besides the model API." },
         { .name = "files",
           .type = DM_ARG_STRING_ARRAY,
+          .role = DM_ARG_ROLE_HOST_PATH,
           .max = MAX_INPUTS,
           .has_default = true,
           .description = "Absolute host files, mounted read-only at /in/<basename>." },
         { .name = "directories",
           .type = DM_ARG_STRING_ARRAY,
+          .role = DM_ARG_ROLE_HOST_PATH,
           .max = MAX_INPUTS,
           .has_default = true,
           .description = "Absolute host directories, mounted read-only at /in/<basename>." },
@@ -338,12 +337,17 @@ static char *describe(const char *what, const char *why_anthropic, const char *w
                 dm_buf_printf(&b, " Claude Code is unavailable: %s.", why_anthropic);
         if (why_openai)
                 dm_buf_printf(&b, " Codex is unavailable: %s.", why_openai);
+        /* The CLI reaches the vendor proxy over the sandbox's network, which
+         * exists only where dm_egress_default can pick a networked mode. */
+        if (!strcmp(dm_args_facts()->egress_default, "none"))
+                dm_buf_printf(&b, " Unavailable on this server: it cannot set sandbox networks up, and the agent "
+                                  "reaches its model API only over one (`demesne doctor` says why).");
         return b.data;
 }
 
 void dm_tools_agent_register(void)
 {
-        static char *agent_schema, *research_schema;
+        static char *agent_schema, *research_schema, *descriptions[2];
         const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC),
                    *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI);
         size_t k = 0;
@@ -363,22 +367,25 @@ void dm_tools_agent_register(void)
         for (size_t i = 0; i < N_RESEARCH; i++)
                 if (!strcmp(research_args[i].name, "model"))
                         research_args[i].enum_values = k ? available_models : NULL;
-        if (!agent_schema) {
-                agent_schema = dm_args_schema(agent_args, N_AGENT);
-                research_schema = dm_args_schema(research_args, N_RESEARCH);
-        }
+        dm_args_tailor(agent_args, N_AGENT, false);
+        free(agent_schema);
+        free(research_schema);
+        agent_schema = dm_args_schema(agent_args, N_AGENT);
+        research_schema = dm_args_schema(research_args, N_RESEARCH);
         for (size_t i = 0; i < N_AGENT; i++)
                 agent_args[i].enum_values = !strcmp(agent_args[i].name, "model") ? NULL : agent_args[i].enum_values;
         for (size_t i = 0; i < N_RESEARCH; i++)
                 research_args[i].enum_values = NULL;
         agent_tools[0].input_schema = agent_schema;
         agent_tools[1].input_schema = research_schema;
-        agent_tools[0].description =
+        free(descriptions[0]);
+        free(descriptions[1]);
+        agent_tools[0].description = descriptions[0] =
                 describe("Hand a task to a coding agent (Claude Code or Codex) that runs it to completion, with no "
                          "permission prompts, in a disposable container: host files/directories read-only under "
                          "/in, its output in /out, egress none unless asked.",
                          why_a, why_o);
-        agent_tools[1].description =
+        agent_tools[1].description = descriptions[1] =
                 describe("Hand a research question to an agent (Claude Code or Codex) in a disposable container "
                          "with open internet access and no host inputs.",
                          why_a, why_o);

@@ -31,7 +31,11 @@ char *dm_args_schema(const struct dm_arg_spec *specs, size_t n)
         json_object_object_add(schema, "type", json_object_new_string("object"));
         for (size_t i = 0; i < n; i++) {
                 const struct dm_arg_spec *s = &specs[i];
-                json_object *p = json_object_new_object(), *sub;
+                json_object *p, *sub;
+
+                if (s->hidden)
+                        continue;
+                p = json_object_new_object();
 
                 switch (s->type) {
                 case DM_ARG_STRING:
@@ -138,7 +142,7 @@ static int check_one(const struct dm_arg_spec *s, json_object *v, struct dm_erro
                         const char *x = json_object_get_string(v);
                         if (!in_list(s->enum_values, x) && !in_list(s->enum_aliases, x)) {
                                 struct dm_buf b;
-                                dm_buf_init(&b, 1024);
+                                dm_buf_init(&b, 65536);
                                 dm_buf_join(&b, s->enum_values, ", ");
                                 dm_error_set(err, -EINVAL, "'%s' must be one of %s, not '%.100s'", s->name,
                                              b.data ? b.data : "", x);
@@ -232,7 +236,7 @@ int dm_args_check(const struct dm_arg_spec *specs, size_t n, json_object *args, 
                         const struct dm_arg_spec *s = find(specs, n, key);
                         if (!s) {
                                 struct dm_buf b;
-                                dm_buf_init(&b, 1024);
+                                dm_buf_init(&b, 65536);
                                 for (size_t i = 0; i < n; i++)
                                         dm_buf_printf(&b, "%s%s", i ? ", " : "", specs[i].name);
                                 dm_error_set(err, -EINVAL, "unknown argument '%.100s': this tool takes %s", key,
@@ -330,4 +334,140 @@ void dm_args_strv_free(char **v)
         for (size_t i = 0; v && v[i]; i++)
                 free(v[i]);
         free(v);
+}
+
+/* ---- what this server permits ----------------------------------------------- */
+
+static struct dm_args_facts facts = { .egress_default = "none", .allowed_paths = "" };
+static char *made[64]; /* descriptions dm_args_tailor wrote, freed on the next facts */
+static size_t n_made;
+static const char *const egress_all[] = { "none", "package-managers", "open", NULL };
+static const char *const egress_no_open[] = { "none", "package-managers", NULL };
+static const char *const egress_only_none[] = { "none", NULL };
+static const char *const alias_open[] = { "open", NULL };
+static const char *const alias_network[] = { "package-managers", "open", NULL };
+
+void dm_args_set_facts(const struct dm_args_facts *f)
+{
+        for (size_t i = 0; i < n_made; i++)
+                free(made[i]);
+        n_made = 0;
+        facts = *f;
+        if (!facts.egress_default)
+                facts.egress_default = "none";
+        if (!facts.allowed_paths)
+                facts.allowed_paths = "";
+}
+
+const struct dm_args_facts *dm_args_facts(void)
+{
+        return &facts;
+}
+
+static const char *keep(char *s)
+{
+        if (n_made < sizeof(made) / sizeof(made[0]))
+                made[n_made++] = s;
+        return s; /* past the pool: leaked, never freed under a table */
+}
+
+/* "/a, /b" from "/a:/b". */
+static void print_roots(struct dm_buf *b)
+{
+        const char *p = facts.allowed_paths;
+        bool first = true;
+
+        while (*p) {
+                size_t len = strcspn(p, ":");
+                if (len) {
+                        dm_buf_printf(b, "%s%.*s", first ? "" : ", ", (int)len, p);
+                        first = false;
+                }
+                p += len;
+                if (*p == ':')
+                        p++;
+        }
+}
+
+static bool have_roots(void)
+{
+        return facts.allowed_paths[strspn(facts.allowed_paths, ":")] != '\0';
+}
+
+static const char *describe_egress(const char *def)
+{
+        struct dm_buf b;
+        bool network = strcmp(facts.egress_default, "none") != 0;
+
+        dm_buf_init(&b, 65536);
+        dm_buf_printf(&b, "Network egress; the default on this server is %s. none: loopback only.", def);
+        if (network) {
+                dm_buf_printf(&b, " package-managers: the package registries through demesne's proxy "
+                                  "(HTTP_PROXY and friends set).");
+                if (facts.caller_egress)
+                        dm_buf_printf(&b, " open: public addresses, NATed (never the host, other sandboxes, "
+                                          "cloud metadata or private ranges). With 'allow', none means: only "
+                                          "those entries.");
+                else
+                        dm_buf_printf(&b, " 'open' and 'allow' are off on this server (its operator can permit "
+                                          "them with DEMESNE_ALLOW_CALLER_EGRESS=1).");
+        } else {
+                dm_buf_printf(&b, " This server cannot set sandbox networks up (dm_egress_default chose none; "
+                                  "`demesne doctor` says why), so none is the only mode it offers.");
+        }
+        return keep(b.data);
+}
+
+static const char *describe_paths(const char *base)
+{
+        struct dm_buf b;
+
+        dm_buf_init(&b, 65536);
+        dm_buf_printf(&b, "%s", base);
+        if (have_roots()) {
+                dm_buf_printf(&b, " This server accepts paths inside: ");
+                print_roots(&b);
+                dm_buf_printf(&b, " (DEMESNE_ALLOWED_PATHS).");
+        } else {
+                dm_buf_printf(&b, " This server accepts no host paths (DEMESNE_ALLOWED_PATHS is unset): any "
+                                  "path is refused.");
+        }
+        return keep(b.data);
+}
+
+void dm_args_tailor(struct dm_arg_spec *specs, size_t n, bool follow_default)
+{
+        bool network = strcmp(facts.egress_default, "none") != 0;
+
+        for (size_t i = 0; i < n; i++) {
+                struct dm_arg_spec *s = &specs[i];
+
+                if (!s->base_description)
+                        s->base_description = s->description;
+                switch (s->role) {
+                case DM_ARG_ROLE_EGRESS:
+                        if (follow_default)
+                                s->def_str = facts.egress_default;
+                        /* Modes the server would refuse stay accepted (not
+                         * listed), so the refusal is the policy's own message. */
+                        s->enum_values = !network ? egress_only_none
+                                         : facts.caller_egress ? egress_all
+                                                               : egress_no_open;
+                        s->enum_aliases = !network ? alias_network : facts.caller_egress ? NULL : alias_open;
+                        s->description = describe_egress(s->def_str);
+                        break;
+                case DM_ARG_ROLE_ALLOW: s->hidden = !network || !facts.caller_egress; break;
+                case DM_ARG_ROLE_HOST_PATH: s->description = describe_paths(s->base_description); break;
+                case DM_ARG_ROLE_IMAGE:
+                        if (facts.images) {
+                                struct dm_buf b;
+
+                                dm_buf_init(&b, 65536);
+                                dm_buf_printf(&b, "%s %s", s->base_description, facts.images);
+                                s->description = keep(b.data);
+                        }
+                        break;
+                default: break;
+                }
+        }
 }

@@ -14,6 +14,15 @@
 
 #include "src/util/error.h"
 
+/* Parameters whose truth depends on the server (dm_args_tailor). */
+enum dm_arg_role {
+        DM_ARG_ROLE_PLAIN,
+        DM_ARG_ROLE_EGRESS,    /* none / package-managers / open */
+        DM_ARG_ROLE_ALLOW,     /* caller-supplied egress entries */
+        DM_ARG_ROLE_HOST_PATH, /* host paths checked against the allowed roots */
+        DM_ARG_ROLE_IMAGE,     /* an image of this engine's store */
+};
+
 enum dm_arg_type {
         DM_ARG_STRING,
         DM_ARG_INT,
@@ -34,7 +43,27 @@ struct dm_arg_spec {
         const char *def_str;
         bool def_bool;
         bool has_default;
+        enum dm_arg_role role;
+        const char *base_description; /* the table's own text, kept by dm_args_tailor */
+        bool hidden; /* accepted (so its refusal can say why), not listed in the schema */
 };
+
+/* What this server permits, decided once at start by the functions that
+ * decide behaviour (dm_egress_default, dm_policy_caller_egress_allowed,
+ * DEMESNE_ALLOWED_PATHS): the schemas say it instead of a copy of the rule. */
+struct dm_args_facts {
+        const char *egress_default; /* dm_egress_default(ctx) */
+        bool caller_egress;         /* 'open' and 'allow' permitted */
+        const char *allowed_paths;  /* colon-separated roots, "" = none */
+        const char *images;         /* which images are built here, which not (a sentence), or NULL */
+};
+void dm_args_set_facts(const struct dm_args_facts *f);
+const struct dm_args_facts *dm_args_facts(void);
+/* Rewrites a table's server-dependent parameters (egress, allow, files,
+ * directories, src) from the facts. follow_default: the tool's egress
+ * default is dm_egress_default (sandbox_script, sandbox_create), else the
+ * table's own. */
+void dm_args_tailor(struct dm_arg_spec *specs, size_t n, bool follow_default);
 
 /* The inputSchema as JSON text, malloc'd. */
 char *dm_args_schema(const struct dm_arg_spec *specs, size_t n);

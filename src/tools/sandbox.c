@@ -29,9 +29,10 @@
                 .description = "The id sandbox_create returned."                          \
         }
 
-static const struct dm_arg_spec create_args[] = {
+static struct dm_arg_spec create_args[] = {
         { .name = "image",
           .type = DM_ARG_STRING,
+          .role = DM_ARG_ROLE_IMAGE,
           .enum_values = dm_image_names,
           .enum_aliases = dm_image_aliases,
           .has_default = true,
@@ -39,24 +40,24 @@ static const struct dm_arg_spec create_args[] = {
           .description = "Container image (as for sandbox_script)." },
         { .name = "egress",
           .type = DM_ARG_STRING,
-          .enum_values = dm_egress_names,
+          .role = DM_ARG_ROLE_EGRESS,
           .has_default = true,
-          .def_str = "package-managers",
-          .description = "Network egress (as for sandbox_script): package-managers (the default where the server "
-                         "can set networks up, else none), none (loopback only), or open (only where the operator "
-                         "set DEMESNE_ALLOW_CALLER_EGRESS=1). With 'allow', none means: only those entries." },
+          .description = "Network egress." },
         { .name = "allow",
           .type = DM_ARG_STRING_ARRAY,
+          .role = DM_ARG_ROLE_ALLOW,
           .max = 64,
           .has_default = true,
-          .description = "Extra egress entries; refused unless the server permits them." },
+          .description = "Extra egress entries (as for sandbox_script)." },
         { .name = "files",
           .type = DM_ARG_STRING_ARRAY,
+          .role = DM_ARG_ROLE_HOST_PATH,
           .max = 64,
           .has_default = true,
-          .description = "Absolute host files, read-only at /in/<basename> (inside DEMESNE_ALLOWED_PATHS)." },
+          .description = "Absolute host files, read-only at /in/<basename>." },
         { .name = "directories",
           .type = DM_ARG_STRING_ARRAY,
+          .role = DM_ARG_ROLE_HOST_PATH,
           .max = 64,
           .has_default = true,
           .description = "Absolute host directories, read-only at /in/<basename>." },
@@ -106,13 +107,14 @@ static const struct dm_arg_spec exec_args[] = {
           .description = "Text given to the command on standard input (then end of file)." },
 };
 
-static const struct dm_arg_spec upload_args[] = {
+static struct dm_arg_spec upload_args[] = {
         ID_ARG,
         { .name = "src",
           .type = DM_ARG_STRING,
+          .role = DM_ARG_ROLE_HOST_PATH,
           .required = true,
           .max = 4096,
-          .description = "Absolute host path of a regular file, inside DEMESNE_ALLOWED_PATHS." },
+          .description = "Absolute host path of a regular file." },
         { .name = "dst",
           .type = DM_ARG_STRING,
           .required = true,
@@ -353,7 +355,7 @@ static struct dm_tool sandbox_tools[] = {
           .handler = exec_call },
         { .name = "sandbox_upload",
           .title = "Copy a host file into a sandbox",
-          .description = "Copy a host file (inside DEMESNE_ALLOWED_PATHS) to an absolute path in the sandbox; "
+          .description = "Copy a host file (inside the allowed roots: see src) to an absolute path in the sandbox; "
                          "the folder is made when missing. Files up to 1 GiB (DEMESNE_TRANSFER_MAX).",
           .handler = upload_call },
         { .name = "sandbox_download",
@@ -379,10 +381,15 @@ void dm_tools_sandbox_register(void)
 {
         static char *schemas[N(sandbox_tools)];
 
-        if (!schemas[0]) {
-                schemas[0] = dm_args_schema(create_args, N(create_args));
+        /* create and upload follow this server's facts: rebuilt each time. */
+        dm_args_tailor(create_args, N(create_args), true);
+        dm_args_tailor(upload_args, N(upload_args), false);
+        free(schemas[0]);
+        free(schemas[2]);
+        schemas[0] = dm_args_schema(create_args, N(create_args));
+        schemas[2] = dm_args_schema(upload_args, N(upload_args));
+        if (!schemas[1]) {
                 schemas[1] = dm_args_schema(exec_args, N(exec_args));
-                schemas[2] = dm_args_schema(upload_args, N(upload_args));
                 schemas[3] = dm_args_schema(download_args, N(download_args));
                 schemas[4] = dm_args_schema(id_args, N(id_args));
                 schemas[5] = dm_args_schema(list_args, 0);

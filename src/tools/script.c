@@ -23,7 +23,7 @@
 #define MAX_INPUTS 64
 #define MAX_ENV 256
 
-static const struct dm_arg_spec script_args[] = {
+static struct dm_arg_spec script_args[] = {
         { .name = "command",
           .type = DM_ARG_STRING,
           .required = true,
@@ -31,6 +31,7 @@ static const struct dm_arg_spec script_args[] = {
           .description = "Shell command run with bash -c inside the sandbox; its working directory is /out." },
         { .name = "image",
           .type = DM_ARG_STRING,
+          .role = DM_ARG_ROLE_IMAGE,
           .enum_values = dm_image_names,
           .enum_aliases = dm_image_aliases,
           .has_default = true,
@@ -39,33 +40,29 @@ static const struct dm_arg_spec script_args[] = {
                          "no conda), node, go, browser, media, twine, webgamedev." },
         { .name = "egress",
           .type = DM_ARG_STRING,
-          .enum_values = dm_egress_names,
+          .role = DM_ARG_ROLE_EGRESS,
           .has_default = true,
-          .def_str = "package-managers",
-          .description = "Network egress: package-managers (the package registries through demesne's proxy, "
-                         "HTTP_PROXY and friends set; the default where the server can set networks up, else "
-                         "none), none (loopback only), or open (public addresses, NATed: never the host, other "
-                         "sandboxes, cloud metadata or private ranges; only where the operator set "
-                         "DEMESNE_ALLOW_CALLER_EGRESS=1). With 'allow', none means: only those entries." },
+          .description = "Network egress." },
         { .name = "allow",
           .type = DM_ARG_STRING_ARRAY,
+          .role = DM_ARG_ROLE_ALLOW,
           .max = 64,
           .has_default = true,
-          .description = "Extra egress entries (host, *.host, host:port, CIDR, CIDR:port); refused unless the "
-                         "server permits caller-supplied entries, and an address entry overlapping a blocked range "
-                         "(loopback, link-local, metadata, the sandbox pool, private ranges) is refused." },
+          .description = "Extra egress entries (host, *.host, host:port, CIDR, CIDR:port); an address entry "
+                         "overlapping a blocked range (loopback, link-local, metadata, the sandbox pool, private "
+                         "ranges) is refused." },
         { .name = "files",
           .type = DM_ARG_STRING_ARRAY,
+          .role = DM_ARG_ROLE_HOST_PATH,
           .max = MAX_INPUTS,
           .has_default = true,
-          .description = "Absolute host files, mounted read-only at /in/<basename>; must lie inside "
-                         "DEMESNE_ALLOWED_PATHS." },
+          .description = "Absolute host files, mounted read-only at /in/<basename>." },
         { .name = "directories",
           .type = DM_ARG_STRING_ARRAY,
+          .role = DM_ARG_ROLE_HOST_PATH,
           .max = MAX_INPUTS,
           .has_default = true,
-          .description = "Absolute host directories, mounted read-only at /in/<basename>; must lie inside "
-                         "DEMESNE_ALLOWED_PATHS." },
+          .description = "Absolute host directories, mounted read-only at /in/<basename>." },
         { .name = "env",
           .type = DM_ARG_STRING_MAP,
           .max = MAX_ENV,
@@ -278,9 +275,8 @@ static struct dm_tool script_tools[] = {
                         "code, stdout and stderr. Host files/directories you list are mounted read-only under "
                         "/in; the working directory /out is a host output directory that stays after the run "
                         "(output_dir in the result, with stdout.log and stderr.log). /workspace is scratch space. "
-                        "Egress defaults to package-managers (the package registries through demesne's proxy) where "
-                        "the server can set networks up, else none (loopback only). The container is removed "
-                        "afterwards.",
+                        "The egress parameter says this server's default network. The container is removed "
+                        "afterwards; for work over a minute or two pass background: true.",
                 .output_schema = output_schema,
                 .read_only = false,
                 .destructive = false,
@@ -294,8 +290,10 @@ void dm_tools_script_register(void)
 {
         static char *schema;
 
-        if (!schema)
-                schema = dm_args_schema(script_args, N_ARGS);
+        /* Rebuilt on every registration: the facts are this server's. */
+        dm_args_tailor(script_args, N_ARGS, true);
+        free(schema);
+        schema = dm_args_schema(script_args, N_ARGS);
         script_tools[0].input_schema = schema;
         dm_registry_add(script_tools, sizeof(script_tools) / sizeof(script_tools[0]));
 }

@@ -46,6 +46,11 @@ typedef json_object *(*dm_tools_job_work)(struct dm_context *ctx, json_object *a
 json_object *dm_tools_start_background(struct dm_call *call, const char *tool, json_object *args,
                                        dm_tools_job_work work, void *arg);
 
+/* Reads what this server permits (egress default, caller egress, allowed
+ * roots) and writes the initialize instructions; before the families
+ * register, whose schemas say it. ctx NULL: nothing permitted. */
+void dm_tools_configure(struct dm_context *ctx);
+
 /* All families, in the order tools/list shows them. */
 static inline void dm_tools_register_all(void)
 {

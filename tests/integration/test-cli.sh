@@ -57,7 +57,7 @@ if [ -z "${DEMESNE_TEST_IMAGE:-}" ]; then
 	ok $? "doctor passes on this machine (rc $rc)"
 else
 	# Only $img need be there: other images may be reported missing, nothing else.
-	! grep '^PROBLEM' "$tmp/doctor" | grep -qv '^PROBLEM image [a-z]*: not built' &&
+	! grep '^PROBLEM' "$tmp/doctor" | grep -qv '^PROBLEM image [a-z]*: missing' &&
 		grep -Eq "^ok +image $img: " "$tmp/doctor"
 	ok $? "doctor finds $img, and no problem but other images not built (rc $rc)"
 fi
@@ -82,7 +82,10 @@ grep '^{"mcpServers"' "$tmp/doctor-cfg" >"$tmp/mcp.json" &&
 ok $? "doctor prints .mcp.json that jq parses, with the binary's absolute path and the variables"
 claude_line=$(grep '^claude mcp add demesne ' "$tmp/doctor-cfg")
 eval "set -- ${claude_line#claude mcp add demesne }"
-[ "$*" = "-e DEMESNE_ALLOWED_PATHS=$tmp/in dir:/srv -e DEMESNE_OUTPUT_ROOT=$DEMESNE_OUTPUT_ROOT -- $self serve" ] && [ "$#" = 7 ]
+# DOCKER_HOST too when set: the client's server must reach this engine (and its image store).
+dh=() && [ -n "${DOCKER_HOST:-}" ] && dh=(-e "DOCKER_HOST=$DOCKER_HOST")
+[ "$*" = "${dh[*]}${dh:+ }-e DEMESNE_ALLOWED_PATHS=$tmp/in dir:/srv -e DEMESNE_OUTPUT_ROOT=$DEMESNE_OUTPUT_ROOT -- $self serve" ] &&
+	[ "$#" = $((7 + ${#dh[@]})) ]
 ok $? "doctor prints a claude mcp add line that a shell splits into the right words"
 grep -A3 -x '\[mcp_servers.demesne\]' "$tmp/doctor-cfg" | grep -qx "command = \"$self\""
 ok $? "doctor prints Codex's [mcp_servers.demesne] table"
@@ -93,7 +96,7 @@ DEMESNE_OUTPUT_ROOT=$odd "$bin" doctor >"$tmp/doctor-odd" 2>/dev/null
 ok $? "doctor's JSON keeps quotes, backslashes and control characters of a path"
 claude_line=$(grep '^claude mcp add demesne ' "$tmp/doctor-odd")
 eval "set -- ${claude_line#claude mcp add demesne }"
-[ "$2" = "DEMESNE_OUTPUT_ROOT=$odd" ]; ok $? "doctor's claude mcp add line quotes the same path for the shell"
+[ "${@: -4:1}" = "DEMESNE_OUTPUT_ROOT=$odd" ]; ok $? "doctor's claude mcp add line quotes the same path for the shell"
 if python3 -c 'import tomllib' 2>/dev/null; then
 	sed -n '/^\[mcp_servers.demesne\]$/,/^$/p' "$tmp/doctor-odd" >"$tmp/codex.toml"
 	python3 -c 'import sys, tomllib; t = tomllib.load(open(sys.argv[1], "rb"))["mcp_servers"]["demesne"]; sys.exit(not (t["command"] == sys.argv[2] and t["args"] == ["serve"] and t["env"]["DEMESNE_OUTPUT_ROOT"] == sys.argv[3]))' \
@@ -139,12 +142,24 @@ fi
 
 # Images: not in this store but buildable is a note; not buildable a problem.
 DEMESNE_IMAGE_REPO=localhost/demesne-doctor-test "$bin" doctor >"$tmp/doctor-repo" 2>/dev/null
-grep -q '^note    image python: not built in this user.s engine store yet' "$tmp/doctor-repo" &&
+grep -q '^note    image python: missing in this user.s engine store, buildable here' "$tmp/doctor-repo" &&
 	! grep -q '^PROBLEM image' "$tmp/doctor-repo"
 ok $? "doctor notes an image that is not built but can be"
 DEMESNE_IMAGE_REPO=localhost/demesne-doctor-test DEMESNE_IMAGES_DIR=$tmp/no-images "$bin" doctor >"$tmp/doctor-nobuild" 2>/dev/null; rc=$?
-[ "$rc" = 1 ] && grep -q "^PROBLEM image python: not built, and it cannot be built here: the build script '$tmp/no-images/build.sh' is missing" "$tmp/doctor-nobuild"
-ok $? "doctor reports an image it can neither find nor build (rc $rc)"
+[ "$rc" = 1 ] && grep -q "^PROBLEM image python: missing in this user's engine store, and it cannot be built here: the build script '$tmp/no-images/build.sh' is missing" "$tmp/doctor-nobuild" &&
+	! grep -q 'all checks passed' "$tmp/doctor-nobuild" && grep -qx 'some checks failed' "$tmp/doctor-nobuild"
+ok $? "doctor reports an image it can neither find nor build, and does not end 'all checks passed' (rc $rc)"
+# Built but not from today's inputs: build.sh --list's inputs-hash tags say stale.
+if [ -z "${DEMESNE_TEST_IMAGE:-}" ] && command -v podman >/dev/null 2>&1 &&
+	podman tag "localhost/demesne/$img:latest" localhost/demesne-doctor-stale/base:latest 2>/dev/null; then
+	DEMESNE_IMAGE_REPO=localhost/demesne-doctor-stale "$bin" doctor >"$tmp/doctor-stale" 2>/dev/null
+	podman rmi localhost/demesne-doctor-stale/base:latest >/dev/null 2>&1
+	grep -q '^note    image base: built but stale: ' "$tmp/doctor-stale" &&
+		grep -q '^note    image python: missing in this user.s engine store, buildable here' "$tmp/doctor-stale"
+	ok $? "doctor tells a stale image (inputs tag differs) from a current or missing one"
+else
+	echo "ok $((n += 1)) # SKIP needs the podman CLI on the engine's store to tag a stale image"
+fi
 
 # --log-file: the log goes there, stderr stays quiet, stdout stays JSON-RPC.
 : | "$bin" serve --log-file "$tmp/serve.log" >"$tmp/serve.out" 2>"$tmp/serve.err"; rc=$?

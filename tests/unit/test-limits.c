@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "src/context.h"
@@ -244,5 +246,24 @@ int main(void)
 
         dm_remove_tree(top);
         ok(access(top, F_OK) < 0, "nothing left behind");
+        /* Who applies memory and pids: a rootful engine always; a rootless
+         * one only on the unified hierarchy with both controllers delegated
+         * to this user's systemd manager, else why names the fix. */
+        {
+                char why[512] = "";
+                struct statfs sf;
+                bool v2 = statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC;
+
+                ok(dm_limits_cgroup_applies(false, why, sizeof(why)), "a rootful engine applies memory and pids");
+                if (!v2) {
+                        ok(!dm_limits_cgroup_applies(true, why, sizeof(why)) && strstr(why, "cgroup v1") &&
+                                   strstr(why, "systemd.unified_cgroup_hierarchy=1") && strstr(why, "Delegate="),
+                           "rootless on cgroup v1: not applied, and why names the fix (%s)", why);
+                } else {
+                        bool applied = dm_limits_cgroup_applies(true, why, sizeof(why));
+                        ok(applied || strstr(why, "Delegate="), "rootless on cgroup v2: applied, or why names Delegate= (%s)",
+                           applied ? "applied" : why);
+                }
+        }
         return done_testing();
 }
