@@ -456,7 +456,17 @@ static int map_curl_error(struct dm_http *h, CURL *c, CURLcode cc, const char *e
                         return dm_error_set(err, -EHOSTDOWN, "%s not reachable at '%s': %s", h->noun, h->host, reason);
                 return dm_error_set(err, -ETIMEDOUT, "%s at '%s' did not answer in time", h->noun, h->host);
         case CURLE_OUT_OF_MEMORY: return dm_error_set(err, -ENOMEM, "out of memory");
-        default: return dm_error_set(err, -EIO, "%s connection to '%s' failed: %s", h->noun, h->host, reason);
+        default:
+                /* TLS 1.3: an engine that rejects our client certificate just
+                 * closes after the handshake, which libcurl reports as a
+                 * socket error; say what it most likely means. */
+                if (h->tls)
+                        return dm_error_set(err, -EIO,
+                                            "%s TLS connection to '%s' failed: %s (is ca.pem the engine's CA, and "
+                                            "does the engine trust the CA of cert.pem? DOCKER_CERT_PATH '%.*s')",
+                                            h->noun, h->host, reason,
+                                            (int)(strlen(h->tls_ca) - strlen("/ca.pem")), h->tls_ca);
+                return dm_error_set(err, -EIO, "%s connection to '%s' failed: %s", h->noun, h->host, reason);
         }
 }
 
