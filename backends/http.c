@@ -149,11 +149,12 @@ bool dm_http_on_this_host(const struct dm_http *h)
 
 const char *dm_http_describe_host(struct dm_http *h)
 {
-        if (!h->tls)
-                return h->host; /* tests read the host after " at " */
+        if (!h->tcp_host)
+                return h->host; /* tests read a socket's path after " at " */
         pthread_mutex_lock(&h->lock);
-        if (!h->describe &&
-            asprintf(&h->describe, "%s (TLS, engine verified against its CA, client certificate sent)", h->host) < 0)
+        if (!h->describe && asprintf(&h->describe, "%s (%s)", h->host,
+                                     h->tls ? "TLS, engine verified against its CA, client certificate sent"
+                                            : "no TLS: plain tcp, loopback only") < 0)
                 h->describe = NULL;
         pthread_mutex_unlock(&h->lock);
         return h->describe ? h->describe : h->host;

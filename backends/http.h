@@ -43,7 +43,7 @@ bool dm_http_tls(const struct dm_http *h);
  * (its containers' pids, netns and bind sources are ours). */
 bool dm_http_on_this_host(const struct dm_http *h);
 bool dm_http_host_is_loopback(const char *host);
-/* The host, plus "(TLS, ...)" when TLS is on, for describe. */
+/* The host, for tcp:// plus "(TLS, ...)" or "(no TLS: ...)", for describe. */
 const char *dm_http_describe_host(struct dm_http *h);
 
 /* One request: path is below DM_API_PREFIX ("/containers/create?name=x"),
