@@ -203,7 +203,7 @@ static int docker_describe(struct dm_backend *b, char **ret_desc, struct dm_erro
         dm_buf_init(&out, d->response_max);
         r = dm_http_request_headers(d->http, "GET", "/_ping", NULL, CALL_TIMEOUT_MS, &status, &out, hdr, 2, err);
         if (r >= 0 && status == 200 &&
-            dm_docker_describe_from_server(hdr[0].value, hdr[1].value, dm_http_host(d->http), ret_desc))
+            dm_docker_describe_from_server(hdr[0].value, hdr[1].value, dm_http_describe_host(d->http), ret_desc))
                 return 0;
 
         r = call(d, "GET", "/version", NULL, CALL_TIMEOUT_MS, &status, &out, err);
@@ -213,7 +213,7 @@ static int docker_describe(struct dm_backend *b, char **ret_desc, struct dm_erro
                 r = parse_json(&out, &o, err);
         if (r < 0)
                 return dm_error_wrap(err, "engine version");
-        if (dm_docker_describe_version(o, dm_http_host(d->http), ret_desc) < 0)
+        if (dm_docker_describe_version(o, dm_http_describe_host(d->http), ret_desc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         return 0;
 }
@@ -419,6 +419,14 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
                         return dm_error_wrap(err, "create container");
                 esc = dm_http_escape(spec->name, false);
         }
+        /* A bind source names a path on the engine's host: on another host
+         * it would be whatever is there (dockerd makes an empty directory). */
+        if (spec->n_mounts && !dm_http_on_this_host(d->http))
+                return dm_error_set(err, -EOPNOTSUPP,
+                                    "create container: the engine at '%s' is not on this host, so host paths "
+                                    "('%s', inputs, outputs) cannot be mounted; use sandbox uploads instead, or "
+                                    "an engine on this host",
+                                    dm_http_host(d->http), spec->mounts[0].host);
         if ((spec->name && !esc) || asprintf(&path, "/containers/create%s%s", esc ? "?name=" : "", esc ? esc : "") < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = create_body(spec, &body, err);
@@ -968,6 +976,19 @@ static const struct dm_backend_ops docker_ops = {
         .free = docker_free,
 };
 
+/* An engine on another host (tcp:// to a non-loopback address, TLS): its
+ * containers' pids and network namespaces are not ours, so no shim (its
+ * SO_PEERCRED check and host socket bind), no exec pid, no egress veths. */
+#define DM_REMOTE_LACKS (DM_CAP_SHIM | DM_CAP_EXEC_PID | DM_CAP_HOST_NETNS)
+static struct dm_backend_ops docker_remote_ops;
+static pthread_once_t remote_once = PTHREAD_ONCE_INIT;
+
+static void remote_ops_init(void)
+{
+        docker_remote_ops = docker_ops;
+        docker_remote_ops.caps &= ~(unsigned)DM_REMOTE_LACKS;
+}
+
 struct dm_http *dm_docker_http(struct dm_backend *b)
 {
         return to_docker(b)->http;
@@ -992,6 +1013,10 @@ int dm_docker_backend_new_owning(const char *host, int64_t response_max, void (*
         if (r < 0) {
                 free(d);
                 return r;
+        }
+        if (!dm_http_on_this_host(d->http)) {
+                pthread_once(&remote_once, remote_ops_init);
+                d->base.ops = &docker_remote_ops;
         }
         d->release = release;
         d->owned = owned;

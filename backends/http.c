@@ -21,6 +21,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -44,6 +46,9 @@ struct dm_http {
         char *tcp_host;  /* set for tcp:// */
         char *tcp_port;
         char *base_url; /* "http://localhost/v1.41" or "http://h:p/v1.41" */
+        bool tls;       /* tcp:// with DOCKER_TLS_VERIFY: https, both sides verified */
+        char *tls_ca, *tls_cert, *tls_key;
+        char *describe; /* host plus "(TLS ...)" for describe, lazily */
         size_t response_max;
         const char *noun;           /* "engine", "OpenSandbox server", "execd": for messages */
         struct curl_slist *headers; /* every request's, the caller's extra ones included */
@@ -67,8 +72,98 @@ const char *dm_http_host(const struct dm_http *h)
         return h->host;
 }
 
+bool dm_http_host_is_loopback(const char *host)
+{
+        struct in_addr a4;
+        struct in6_addr a6;
+
+        if (inet_pton(AF_INET, host, &a4) == 1)
+                return (ntohl(a4.s_addr) >> 24) == 127;
+        return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+/* Docker's conventions for tcp://: a non-empty DOCKER_TLS_VERIFY turns on
+ * TLS, verifying the engine's certificate against ca.pem and presenting
+ * cert.pem and key.pem, all in DOCKER_CERT_PATH (default ~/.docker). Unlike
+ * the docker CLI, plain tcp is refused unless the address is loopback
+ * (127.0.0.0/8, ::1): an unauthenticated engine API is root on its host. */
+static int tcp_tls(struct dm_http *h, struct dm_error *err)
+{
+        const char *verify = getenv("DOCKER_TLS_VERIFY"), *dir = getenv("DOCKER_CERT_PATH"), *home = getenv("HOME");
+        _cleanup_free_ char *def = NULL;
+        char **slot[] = { &h->tls_ca, &h->tls_cert, &h->tls_key };
+        static const char *const names[] = { "ca.pem", "cert.pem", "key.pem" };
+
+        if (!verify || !verify[0]) {
+                if (dm_http_host_is_loopback(h->tcp_host))
+                        return 0;
+                return dm_error_set(err, -EPERM,
+                                    "engine host '%s' without TLS: plain tcp is allowed to a loopback address only "
+                                    "(127.0.0.1, ::1; for tests); set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH "
+                                    "(a directory with ca.pem, cert.pem and key.pem) for a remote engine",
+                                    h->host);
+        }
+        if (!dir || !dir[0]) {
+                if (!home || home[0] != '/')
+                        return dm_error_set(err, -EINVAL,
+                                            "DOCKER_TLS_VERIFY is set but neither DOCKER_CERT_PATH nor HOME is: "
+                                            "set DOCKER_CERT_PATH to the directory with ca.pem, cert.pem and key.pem");
+                if (asprintf(&def, "%s/.docker", home) < 0)
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                dir = def;
+        }
+        for (size_t i = 0; i < DM_ARRAY_SIZE(names); i++) {
+                if (asprintf(slot[i], "%s/%s", dir, names[i]) < 0) {
+                        *slot[i] = NULL;
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                }
+                if (access(*slot[i], R_OK) < 0)
+                        return dm_error_set(err, -errno, "DOCKER_TLS_VERIFY: cannot read '%s' (from %s): %s",
+                                            *slot[i], def ? "~/.docker, DOCKER_CERT_PATH unset" : "DOCKER_CERT_PATH",
+                                            strerror(errno));
+        }
+        h->tls = true;
+        return 0;
+}
+
+static void apply_tls(const struct dm_http *h, CURL *c)
+{
+        if (!h->tls)
+                return;
+        curl_easy_setopt(c, CURLOPT_CAINFO, h->tls_ca);
+        curl_easy_setopt(c, CURLOPT_SSLCERT, h->tls_cert);
+        curl_easy_setopt(c, CURLOPT_SSLKEY, h->tls_key);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+}
+
+bool dm_http_tls(const struct dm_http *h)
+{
+        return h->tls;
+}
+
+bool dm_http_on_this_host(const struct dm_http *h)
+{
+        return h->unix_path || (h->tcp_host && dm_http_host_is_loopback(h->tcp_host));
+}
+
+const char *dm_http_describe_host(struct dm_http *h)
+{
+        if (!h->tcp_host)
+                return h->host; /* tests read a socket's path after " at " */
+        pthread_mutex_lock(&h->lock);
+        if (!h->describe && asprintf(&h->describe, "%s (%s)", h->host,
+                                     h->tls ? "TLS, engine verified against its CA, client certificate sent"
+                                            : "no TLS: plain tcp, loopback only") < 0)
+                h->describe = NULL;
+        pthread_mutex_unlock(&h->lock);
+        return h->describe ? h->describe : h->host;
+}
+
 static int parse_host(struct dm_http *h, const char *host, struct dm_error *err)
 {
+        int r;
+
         if (strncmp(host, "unix://", 7) == 0) {
                 const char *path = host + 7;
 
@@ -102,9 +197,11 @@ static int parse_host(struct dm_http *h, const char *host, struct dm_error *err)
                         return dm_error_set(err, -ENOMEM, "out of memory");
                 if (!h->tcp_host[0] || strchr(h->tcp_port, '/'))
                         return dm_error_set(err, -EINVAL, "engine host '%s': expected tcp://host:port", host);
-                if (asprintf(&h->base_url,
-                             strchr(h->tcp_host, ':') ? "http://[%s]:%s" DM_API_PREFIX : "http://%s:%s" DM_API_PREFIX,
-                             h->tcp_host, h->tcp_port) < 0)
+                r = tcp_tls(h, err);
+                if (r < 0)
+                        return r;
+                if (asprintf(&h->base_url, strchr(h->tcp_host, ':') ? "%s://[%s]:%s" DM_API_PREFIX : "%s://%s:%s" DM_API_PREFIX,
+                             h->tls ? "https" : "http", h->tcp_host, h->tcp_port) < 0)
                         return dm_error_set(err, -ENOMEM, "out of memory");
                 return 0;
         }
@@ -208,6 +305,10 @@ void dm_http_free(struct dm_http *h)
         free(h->unix_path);
         free(h->tcp_host);
         free(h->tcp_port);
+        free(h->tls_ca);
+        free(h->tls_cert);
+        free(h->tls_key);
+        free(h->describe);
         free(h->base_url);
         free(h);
 }
@@ -357,7 +458,17 @@ static int map_curl_error(struct dm_http *h, CURL *c, CURLcode cc, const char *e
                         return dm_error_set(err, -EHOSTDOWN, "%s not reachable at '%s': %s", h->noun, h->host, reason);
                 return dm_error_set(err, -ETIMEDOUT, "%s at '%s' did not answer in time", h->noun, h->host);
         case CURLE_OUT_OF_MEMORY: return dm_error_set(err, -ENOMEM, "out of memory");
-        default: return dm_error_set(err, -EIO, "%s connection to '%s' failed: %s", h->noun, h->host, reason);
+        default:
+                /* TLS 1.3: an engine that rejects our client certificate just
+                 * closes after the handshake, which libcurl reports as a
+                 * socket error; say what it most likely means. */
+                if (h->tls)
+                        return dm_error_set(err, -EIO,
+                                            "%s TLS connection to '%s' failed: %s (is ca.pem the engine's CA, and "
+                                            "does the engine trust the CA of cert.pem? DOCKER_CERT_PATH '%.*s')",
+                                            h->noun, h->host, reason,
+                                            (int)(strlen(h->tls_ca) - strlen("/ca.pem")), h->tls_ca);
+                return dm_error_set(err, -EIO, "%s connection to '%s' failed: %s", h->noun, h->host, reason);
         }
 }
 
@@ -394,6 +505,7 @@ int dm_http_request_headers(struct dm_http *h, const char *method, const char *p
         /* The server's environment may name an HTTP proxy (even our own egress
          * proxy); the engine is always reached directly. */
         curl_easy_setopt(c, CURLOPT_PROXY, "");
+        apply_tls(h, c);
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket_cloexec);
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
@@ -513,6 +625,7 @@ int dm_http_transfer(struct dm_http *h, const char *method, const char *path, co
         if (h->unix_path)
                 curl_easy_setopt(t.c, CURLOPT_UNIX_SOCKET_PATH, h->unix_path);
         curl_easy_setopt(t.c, CURLOPT_PROXY, "");
+        apply_tls(h, t.c);
         curl_easy_setopt(t.c, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(t.c, CURLOPT_OPENSOCKETFUNCTION, open_socket_cloexec);
         curl_easy_setopt(t.c, CURLOPT_ERRORBUFFER, ebuf);
@@ -577,6 +690,7 @@ CURL *dm_http_easy(struct dm_http *h, const char *path, struct curl_slist **ret_
         if (h->unix_path)
                 curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, h->unix_path);
         curl_easy_setopt(c, CURLOPT_PROXY, "");
+        apply_tls(h, c);
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket_cloexec);
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
@@ -659,9 +773,163 @@ char *dm_http_escape(const char *s, bool keep_slash)
         return out;
 }
 
+/* A hijacked stream over TLS: stream.c works on a plain socket (poll with
+ * the cancel fd, shutdown for stdin EOF), so it gets one end of a socket
+ * pair and a detached thread carries the bytes between the other end and a
+ * libcurl TLS connection (CONNECT_ONLY, same verification as requests).
+ * The thread ends when either side is done; it owns both. */
+struct tls_relay {
+        CURL *c;
+        int local;
+};
+
+static bool local_send(int fd, const char *p, size_t len)
+{
+        while (len > 0) {
+                ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return false;
+                p += n;
+                len -= (size_t)n;
+        }
+        return true;
+}
+
+static bool relay_send(CURL *c, curl_socket_t sock, const char *p, size_t len)
+{
+        while (len > 0) {
+                size_t sent = 0;
+                CURLcode cc = curl_easy_send(c, p, len, &sent);
+
+                if (cc == CURLE_AGAIN) {
+                        struct pollfd pf = { .fd = sock, .events = POLLOUT };
+                        if (poll(&pf, 1, 60000) <= 0)
+                                return false;
+                        continue;
+                }
+                if (cc != CURLE_OK)
+                        return false;
+                p += sent;
+                len -= sent;
+        }
+        return true;
+}
+
+static void *relay_thread(void *userdata)
+{
+        struct tls_relay *r = userdata;
+        curl_socket_t sock = CURL_SOCKET_BAD;
+        bool local_eof = false;
+        char buf[16384];
+
+        curl_easy_getinfo(r->c, CURLINFO_ACTIVESOCKET, &sock);
+        while (sock != CURL_SOCKET_BAD) {
+                struct pollfd p[2] = { { .fd = sock, .events = POLLIN },
+                                       { .fd = r->local, .events = local_eof ? 0 : POLLIN } };
+                bool done = false;
+
+                if (poll(p, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        break;
+                }
+                if (p[0].revents) {
+                        /* Drain: TLS may hold decrypted bytes the socket no longer shows. */
+                        for (;;) {
+                                size_t got = 0;
+                                CURLcode cc = curl_easy_recv(r->c, buf, sizeof(buf), &got);
+
+                                if (cc == CURLE_AGAIN)
+                                        break;
+                                if (cc != CURLE_OK || got == 0 || !local_send(r->local, buf, got)) {
+                                        done = true;
+                                        break;
+                                }
+                        }
+                }
+                if (!done && (p[1].revents & POLLIN)) {
+                        ssize_t n = recv(r->local, buf, sizeof(buf), 0);
+
+                        if (n > 0)
+                                done = !relay_send(r->c, sock, buf, (size_t)n);
+                        else if (n == 0) {
+                                /* stdin EOF: half-close towards the engine. */
+                                local_eof = true;
+                                (void)shutdown(sock, SHUT_WR);
+                        } else if (errno != EINTR && errno != EAGAIN)
+                                done = true;
+                } else if (!done && (p[1].revents & (POLLHUP | POLLERR)))
+                        done = true; /* the stream was freed */
+                if (done)
+                        break;
+        }
+        curl_easy_cleanup(r->c);
+        close(r->local);
+        free(r);
+        return NULL;
+}
+
+static int tls_connect_raw(struct dm_http *h, int *ret_fd, struct dm_error *err)
+{
+        struct tls_relay *r = calloc(1, sizeof(*r));
+        char ebuf[CURL_ERROR_SIZE] = "";
+        int sv[2] = { -1, -1 }, e;
+        sigset_t all, old;
+        pthread_t t;
+        CURLcode cc;
+
+        if (!r || !(r->c = curl_easy_init())) {
+                free(r);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        curl_easy_setopt(r->c, CURLOPT_URL, h->base_url);
+        curl_easy_setopt(r->c, CURLOPT_PROXY, "");
+        apply_tls(h, r->c);
+        curl_easy_setopt(r->c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(r->c, CURLOPT_OPENSOCKETFUNCTION, open_socket_cloexec);
+        curl_easy_setopt(r->c, CURLOPT_ERRORBUFFER, ebuf);
+        curl_easy_setopt(r->c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
+        curl_easy_setopt(r->c, CURLOPT_CONNECT_ONLY, 1L);
+        cc = curl_easy_perform(r->c);
+        mark_curl_pairs_cloexec();
+        if (cc != CURLE_OK) {
+                e = map_curl_error(h, r->c, cc, ebuf, false, err);
+                curl_easy_cleanup(r->c);
+                free(r);
+                return e;
+        }
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+                e = dm_error_set(err, -errno, "socketpair: %s", strerror(errno));
+                curl_easy_cleanup(r->c);
+                free(r);
+                return e;
+        }
+        r->local = sv[1];
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        e = pthread_create(&t, NULL, relay_thread, r);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (e != 0) {
+                close(sv[0]);
+                close(sv[1]);
+                curl_easy_cleanup(r->c);
+                free(r);
+                return dm_error_set(err, -e, "start a thread: %s", strerror(e));
+        }
+        pthread_detach(t);
+        *ret_fd = sv[0];
+        return 0;
+}
+
 int dm_http_connect_raw(struct dm_http *h, int *ret_fd, struct dm_error *err)
 {
         _cleanup_close_ int fd = -1;
+
+        if (h->tls)
+                return tls_connect_raw(h, ret_fd, err);
 
         if (h->unix_path) {
                 struct sockaddr_un sa = { .sun_family = AF_UNIX };

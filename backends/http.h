@@ -23,7 +23,10 @@
 struct dm_http;
 
 /* host is "unix:///abs/path" or "tcp://host[:port]" (port 2375 when left out).
- * response_max caps every response body. -EINVAL on a malformed host. */
+ * response_max caps every response body. -EINVAL on a malformed host. For
+ * tcp://, Docker's DOCKER_TLS_VERIFY and DOCKER_CERT_PATH (ca.pem, cert.pem,
+ * key.pem; default ~/.docker) turn on TLS; without TLS only a loopback
+ * address is accepted (-EPERM naming the variables), before any connection. */
 int dm_http_new(const char *host, size_t response_max, struct dm_http **ret, struct dm_error *err);
 /* A client for a plain HTTP(S) API at base_url ("https://host:8080/v1"),
  * every path appended to it as is. headers ("Name: value", NULL-terminated,
@@ -34,6 +37,14 @@ int dm_http_new_url(const char *base_url, size_t response_max, const char *noun,
 void dm_http_free(struct dm_http *h);
 /* The host exactly as given to dm_http_new, for messages. */
 const char *dm_http_host(const struct dm_http *h);
+/* tcp:// with DOCKER_TLS_VERIFY (https, engine and client verified). */
+bool dm_http_tls(const struct dm_http *h);
+/* unix:// or tcp:// to a loopback address: the engine shares this host
+ * (its containers' pids, netns and bind sources are ours). */
+bool dm_http_on_this_host(const struct dm_http *h);
+bool dm_http_host_is_loopback(const char *host);
+/* The host, for tcp:// plus "(TLS, ...)" or "(no TLS: ...)", for describe. */
+const char *dm_http_describe_host(struct dm_http *h);
 
 /* One request: path is below DM_API_PREFIX ("/containers/create?name=x"),
  * json_body may be NULL (no body). timeout_ms 0 = no limit (wait). On success

@@ -15,6 +15,8 @@
 #   --keep             leave the daemon's directory behind, and say where
 #   --only PROG        run only this integration program (repeatable), e.g.
 #                      --only test-backend-conformance; no script or e2e test
+#                      (--only test-docker-tls: the engine over tcp:// with
+#                      TLS alone, tests/integration/test-docker-tls.sh)
 # Needs root and what `./setup.sh --test-deps` installs (docker.io). Output
 # is TAP, one line per test program; each program's log, dockerd's and
 # containerd's logs go to BUILD/dockerd-tests/.
@@ -92,9 +94,13 @@ for src in "$here"/tests/integration/test-*.c; do
 	[ ${#only[@]} = 0 ] || [[ " ${only[*]} " == *" $prog "* ]] || continue
 	grep -Eq "tests/integration/$prog([[:space:]]|\$)" "$here/Makefile.am" && programs+=("integration/$prog")
 done
-[ ${#programs[@]} -gt 0 ] || die "--only ${only[*]}: no such integration program in Makefile.am"
+# test-docker-tls (the engine over tcp:// with TLS) runs the conformance
+# program through TLS, so it is built even when not run on the socket.
+tls_tests=0
+[ ${#only[@]} = 0 ] || [[ " ${only[*]} " == *" test-docker-tls "* ]] && tls_tests=1
+[ ${#programs[@]} -gt 0 ] || [ $tls_tests = 1 ] || die "--only ${only[*]}: no such integration program in Makefile.am"
 make -C "$build" -j"$(nproc)" >/dev/null
-make -C "$build" -j"$(nproc)" "${programs[@]/#/tests/}" >/dev/null
+make -C "$build" -j"$(nproc)" "${programs[@]/#/tests/}" $([ $tls_tests = 0 ] || echo tests/integration/test-backend-conformance) >/dev/null
 logs=$build/dockerd-tests
 rm -rf "$logs"
 mkdir -p "$logs"
@@ -186,8 +192,22 @@ for _ in $(seq 100); do [ -S "$csock" ] && break; kill -0 "$containerd_pid" 2>/d
 # exists, so it is always given ours. --config-file: a system daemon.json
 # (hosts, a bridge, registries) must not apply here.
 echo '{}' >"$tmp/daemon.json"
+# Also a TLS listener on a free loopback port, for the engine over tcp://
+# (tests/integration/test-docker-tls.sh): a throwaway CA, server and client
+# certificates in $tmp/tls, removed with the rest.
+tls=$tmp/tls
+mkdir -p "$tls"
+"$here/tests/make-test-certs.sh" "$tls" || die "tests/make-test-certs.sh failed (openssl)"
+tls_port=''
+for _ in $(seq 50); do
+	p=$((20000 + RANDOM % 40000))
+	ss -Hltn "sport = :$p" 2>/dev/null | grep -q . || { tls_port=$p; break; }
+done
+[ -n "$tls_port" ] || die "no free loopback port for dockerd's TLS listener"
 dockerd --config-file "$tmp/daemon.json" --data-root "$tmp/data" --exec-root "$tmp/exec" \
 	--pidfile "$tmp/dockerd.pid" -H "unix://$sock" --containerd "$csock" \
+	-H "tcp://127.0.0.1:$tls_port" --tlsverify --tlscacert "$tls/server/ca.pem" \
+	--tlscert "$tls/server/cert.pem" --tlskey "$tls/server/key.pem" \
 	--iptables=false --bridge=none --storage-driver "$storage" --log-level warn --userns-remap=default \
 	--exec-opt native.cgroupdriver=cgroupfs --cgroup-parent "/$cgparent" \
 	>"$logs/dockerd.log" 2>&1 &
@@ -299,6 +319,14 @@ for path in "${programs[@]}"; do
 	esac
 	run_test "$prog" "$build/tests/$path"
 done
+# The engine over tcp:// with TLS: the conformance suite through it, then
+# the script with a sandbox run and the refusals.
+if [ $tls_tests = 1 ]; then
+	run_test test-backend-conformance-tls env DEMESNE_CONFORMANCE_BACKENDS=engine DOCKER_HOST="tcp://127.0.0.1:$tls_port" DOCKER_TLS_VERIFY=1 \
+		DOCKER_CERT_PATH="$tls/client" "$build/tests/integration/test-backend-conformance"
+	run_test test-docker-tls.sh env DEMESNE_TLS_PORT="$tls_port" DEMESNE_TLS_CERTS="$tls" \
+		bash "$here/tests/integration/test-docker-tls.sh"
+fi
 # The scripts and the npm clients: not with --only.
 if [ ${#only[@]} = 0 ]; then
 	run_test test-cli.sh bash "$here/tests/integration/test-cli.sh"
