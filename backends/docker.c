@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "backends/http.h"
+#include "netpolicy/policy.h"
 #include "src/util/cleanup.h"
 #include "src/util/log.h"
 #include "src/util/timeutil.h"
@@ -364,7 +365,12 @@ static int create_body(const struct dm_container_spec *spec, char **ret, struct 
 
         r |= dm_json_add(hc, "Mounts", mounts_json(spec));
         /* A sandbox gets no network unless asked: the safe default. */
-        r |= dm_json_add(hc, "NetworkMode", json_object_new_string(spec->network_mode ? spec->network_mode : "none"));
+        /* "open" is the engine's own default network (the caller's choice,
+         * where the operator allows it). */
+        r |= dm_json_add(hc, "NetworkMode",
+                         json_object_new_string(!spec->network_mode                 ? "none"
+                                                : !strcmp(spec->network_mode, "open") ? "bridge"
+                                                                                      : spec->network_mode));
         if (spec->memory_bytes > 0) {
                 r |= dm_json_add(hc, "Memory", json_object_new_int64(spec->memory_bytes));
                 r |= dm_json_add(hc, "MemorySwap", json_object_new_int64(spec->memory_bytes));
@@ -427,6 +433,14 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
                                     "('%s', inputs, outputs) cannot be mounted; use sandbox uploads instead, or "
                                     "an engine on this host",
                                     dm_http_host(d->http), spec->mounts[0].host);
+        /* An engine off this host has no namespace demesne can reach, so
+         * it can give a sandbox no network or its own; it enforces no
+         * policy (the caller only hands one over in that case). */
+        if (spec->egress && (spec->egress->mode != DM_EGRESS_NONE || spec->egress->n_cidrs || spec->egress->n_names))
+                return dm_error_set(err, -EOPNOTSUPP,
+                                    "create container: the engine at '%s' is not on this host, so demesne cannot "
+                                    "enforce an egress policy there: use egress 'none'",
+                                    dm_http_host(d->http));
         if ((spec->name && !esc) || asprintf(&path, "/containers/create%s%s", esc ? "?name=" : "", esc ? esc : "") < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = create_body(spec, &body, err);

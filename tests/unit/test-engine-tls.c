@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backends/http.h"
+#include "netpolicy/policy.h"
 #include "src/context.h"
 #include "tests/tap.h"
 
@@ -139,6 +140,16 @@ static void test_caps(void)
         /* Refused before any request: 192.0.2.1 routes nowhere. */
         is_int(b ? b->ops->create(b, &spec, &id, &err) : 0, -EOPNOTSUPP, "create with a host mount: -EOPNOTSUPP");
         ok(strstr(err.msg, "not on this host, so host paths ('/etc'") != NULL, "... saying why: %s", err.msg);
+        /* A policy the engine would have to enforce is refused as well. */
+        {
+                struct dm_policy pm = { .mode = DM_EGRESS_PACKAGE_MANAGERS };
+                struct dm_container_spec s2 = { .image = spec.image, .egress = &pm };
+
+                dm_error_clear(&err);
+                is_int(b ? b->ops->create(b, &s2, &id, &err) : 0, -EOPNOTSUPP,
+                       "create with egress package-managers on a remote engine: -EOPNOTSUPP");
+                ok(strstr(err.msg, "cannot enforce an egress policy there") != NULL, "... saying why: %s", err.msg);
+        }
         free(id);
         dm_backend_free(b);
         b = NULL;
