@@ -18,7 +18,8 @@
 #
 #   --no-install   build (in build/) but do not `make install`
 #   --no-run       stop before the first sandbox run
-#   --test-deps    also install what the test suite needs (npm clients, docker.io)
+#   --test-deps    also install what the test suite needs (npm clients; as
+#                  root docker.io and dockremap for tests/run-dockerd.sh)
 #   --no-build     only the packages (and with --test-deps the test clients);
 #                  tests/run.sh uses this when something it needs is missing
 set -euo pipefail
@@ -31,7 +32,7 @@ for arg in "$@"; do
 	--no-run) run=0 ;;
 	--test-deps) test_deps=1 ;;
 	--no-build) build=0 ;;
-	-h|--help) sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -63,7 +64,7 @@ packages=(
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 # tests/run-dockerd.sh runs the integration tests against a private dockerd
 # 20.10 too; docker.io brings containerd and tini and shares runc with Podman.
-[ $test_deps = 0 ] || packages+=(docker.io)
+[ $test_deps = 0 ] || [ $root = 0 ] || packages+=(docker.io)
 
 missing=()
 for p in "${packages[@]}"; do
