@@ -74,7 +74,7 @@ as_user() {
 		setpriv --reuid="$uid" --regid="$gid" --init-groups -- "$@"
 }
 user_env=()
-as_user test -r "$here/configure" -a -x "$here/tests" ||
+as_user test -r "$here/configure.ac" -a -x "$here/tests" ||
 	die "$user cannot read the source tree $here: make it readable (every directory above it too)"
 
 # The rootless Podman configuration, as setup.sh writes it for a normal user.
@@ -144,6 +144,7 @@ user_env=(DOCKER_HOST="unix://$sock" DEMESNE_TEST_HOST="${DEMESNE_TEST_HOST:-}"
 # ---- the build and the tests, as the user -----------------------------------------
 cd "$here"
 [ -x configure ] && [ configure -nt configure.ac ] || autoreconf -fi >/dev/null 2>&1
+[ -f config.status ] && die "the source tree is configured in place; run 'make distclean' first"
 mkdir -p "$build"
 chown "$uid:$gid" "$build"
 t_build=$(date +%s)
