@@ -101,8 +101,10 @@ if [ $root = 0 ]; then
 	if [ ! -e "$confdir/storage.conf" ]; then
 		say "writing $confdir/storage.conf (overlay storage)"
 		printf '[storage]\ndriver = "overlay"\n' >"$confdir/storage.conf"
+	elif ! grep -q '^ *driver *= *"overlay"' "$confdir/storage.conf"; then
+		say "keeping $confdir/storage.conf as it is; note: it does not select driver = \"overlay\" (vfs copies every layer: slow and large)"
 	else
-		say "keeping $confdir/storage.conf as it is (demesne suggests driver = \"overlay\": vfs is slow)"
+		say "keeping $confdir/storage.conf as it is"
 	fi
 	if [ ! -e "$confdir/containers.conf" ]; then
 		say "writing $confdir/containers.conf (runc, cgroupfs, ulimits)"
