@@ -67,11 +67,13 @@ if [ ! -d "$runtime" ]; then
 fi
 [ "$(stat -c '%u %a' "$runtime")" = "$uid 700" ] || die "$runtime is not $user's with mode 0700"
 
-# Runs a command as the user, with the environment of a login of its own.
+# Runs a command as the user, with the environment of a login of its own
+# (and user_env). env and setpriv exec: started with &, $! is the command's.
+login_env=(PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" LOGNAME="$user"
+	XDG_RUNTIME_DIR="$runtime" LANG=C.UTF-8)
+become=(setpriv --reuid="$uid" --regid="$gid" --init-groups --)
 as_user() {
-	env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" LOGNAME="$user" \
-		XDG_RUNTIME_DIR="$runtime" LANG=C.UTF-8 ${user_env[@]+"${user_env[@]}"} \
-		setpriv --reuid="$uid" --regid="$gid" --init-groups -- "$@"
+	env -i "${login_env[@]}" ${user_env[@]+"${user_env[@]}"} "${become[@]}" "$@"
 }
 user_env=()
 as_user test -r "$here/configure.ac" -a -x "$here/tests" ||
@@ -126,7 +128,9 @@ if ping_ok; then
 	say "$user's Podman API service already answers at $sock: using it"
 else
 	as_user mkdir -p "$runtime/podman"
-	as_user podman system service --time=0 "unix://$sock" >"$runtime/podman-service.log" 2>&1 &
+	# Not through as_user: a function run with & is a subshell, whose pid
+	# is not the service's.
+	env -i "${login_env[@]}" "${become[@]}" podman system service --time=0 "unix://$sock" >"$runtime/podman-service.log" 2>&1 &
 	service_pid=$!
 	for _ in $(seq 100); do ping_ok && break; kill -0 "$service_pid" 2>/dev/null || break; sleep 0.1; done
 	ping_ok || die "$user's podman service did not start: $(tail -3 "$runtime/podman-service.log" | tr '\n' ' ')"
@@ -144,7 +148,8 @@ user_env=(DOCKER_HOST="unix://$sock" DEMESNE_TEST_HOST="${DEMESNE_TEST_HOST:-}"
 
 # ---- the build and the tests, as the user -----------------------------------------
 cd "$here"
-[ -x configure ] && [ configure -nt configure.ac ] || autoreconf -fi >/dev/null 2>&1
+# Root regenerates what the user's make would want to (it cannot write here).
+[ -x configure ] && [ configure -nt configure.ac ] && [ Makefile.in -nt Makefile.am ] || autoreconf -fi >/dev/null 2>&1
 [ -f config.status ] && die "the source tree is configured in place; run 'make distclean' first"
 mkdir -p "$build"
 chown "$uid:$gid" "$build"
