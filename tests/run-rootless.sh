@@ -143,8 +143,10 @@ chmod 0755 "$testhost"
 "$here/tests/e2e/lib/testhost.sh" start "$testhost"
 # shellcheck disable=SC1091
 . "$testhost/env"
-user_env=(DOCKER_HOST="unix://$sock" DEMESNE_TEST_HOST="${DEMESNE_TEST_HOST:-}"
-	DEMESNE_TEST_HOST_UDP_LOG="${DEMESNE_TEST_HOST_UDP_LOG:-}")
+user_env=(DOCKER_HOST="unix://$sock")
+for var in DEMESNE_TEST_HOST DEMESNE_TEST_HOST_UDP_LOG; do
+	[ -z "${!var:-}" ] || user_env+=("$var=${!var}")
+done
 
 # ---- the build and the tests, as the user -----------------------------------------
 cd "$here"
