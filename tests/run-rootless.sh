@@ -179,7 +179,8 @@ for t in $tests; do
 	*)
 		failed=$((failed + 1))
 		printf 'not ok %d - %s: %s, %s\n' "$n" "$t" "${result:-no result}" "$counts"
-		grep -E '^(not ok|Bail out)' "$log" 2>/dev/null | head -10 | sed 's/^/#   /'
+		# -m: no pipe for grep to be cut off by (pipefail).
+		grep -m10 -E '^(not ok|Bail out)' "$log" 2>/dev/null | sed 's/^/#   /'
 		say "  log: $log" ;;
 	esac
 done
