@@ -171,7 +171,7 @@ n=0 failed=0
 for t in $tests; do
 	n=$((n + 1))
 	trs=$build/${t%.*}.trs log=$build/${t%.*}.log
-	result=$(sed -n 's/^:global-test-result: //p' "$trs" 2>/dev/null)
+	result=$(sed -n 's/^:global-test-result: //p' "$trs" 2>/dev/null || true)
 	counts="$(grep -c '^:test-result: PASS' "$trs" 2>/dev/null || true) passed"
 	case $result in
 	PASS) printf 'ok %d - %s: %s\n' "$n" "$t" "$counts" ;;
