@@ -172,7 +172,8 @@ for t in $tests; do
 	n=$((n + 1))
 	trs=$build/${t%.*}.trs log=$build/${t%.*}.log
 	result=$(sed -n 's/^:global-test-result: //p' "$trs" 2>/dev/null || true)
-	counts="$(grep -c '^:test-result: PASS' "$trs" 2>/dev/null || true) passed"
+	passed=$(grep -c '^:test-result: PASS' "$trs" 2>/dev/null || true)
+	counts="${passed:-0} passed"
 	case $result in
 	PASS) printf 'ok %d - %s: %s\n' "$n" "$t" "$counts" ;;
 	SKIP) printf 'ok %d - %s # SKIP %s\n' "$n" "$t" "$(grep -m1 -o '# SKIP.*' "$log" 2>/dev/null | cut -c8-)" ;;
@@ -180,7 +181,7 @@ for t in $tests; do
 		failed=$((failed + 1))
 		printf 'not ok %d - %s: %s, %s\n' "$n" "$t" "${result:-no result}" "$counts"
 		# -m: no pipe for grep to be cut off by (pipefail).
-		grep -m10 -E '^(not ok|Bail out)' "$log" 2>/dev/null | sed 's/^/#   /'
+		{ grep -m10 -E '^(not ok|Bail out)' "$log" 2>/dev/null || true; } | sed 's/^/#   /'
 		say "  log: $log" ;;
 	esac
 done
