@@ -3,17 +3,23 @@
 #
 # Installs, builds and starts demesne on a Debian or Ubuntu machine:
 #   1. Debian packages (compiler, libraries, Podman with runc, mmdebstrap),
-#   2. Podman's configuration, if the machine has none, and the host ids
-#      for sandboxes' user namespaces (/etc/subuid, /etc/subgid),
-#   3. demesne itself (configure and make in build/, make install to /usr/local),
+#   2. Podman's configuration, if there is none, and the host ids for
+#      sandboxes' user namespaces (/etc/subuid, /etc/subgid),
+#   3. demesne itself (configure and make in build/, make install to
+#      /usr/local as root, to ~/.local as a normal user),
 #   4. the base, python, node, claude-code and codex images, from Debian and
 #      npm packages (no container registry; the others are built on first use),
-#   5. a first sandbox run, which finds or starts Podman by itself.
-# Run as root (or with sudo). Safe to run again: each step skips what is done.
+#   5. a first sandbox run, which finds or starts Podman by itself, and
+#      `demesne doctor`.
+# As root: rootful Podman, every feature. As a normal user: rootless Podman
+# in that user's own store; sudo is asked for only to install missing Debian
+# packages and to add the user's /etc/subuid and /etc/subgid ranges.
+# Safe to run again: each step skips what is done.
 #
 #   --no-install   build (in build/) but do not `make install`
 #   --no-run       stop before the first sandbox run
-#   --test-deps    also install what the test suite needs (npm clients, docker.io)
+#   --test-deps    also install what the test suite needs (npm clients; as
+#                  root docker.io and dockremap for tests/run-dockerd.sh)
 #   --no-build     only the packages (and with --test-deps the test clients);
 #                  tests/run.sh uses this when something it needs is missing
 set -euo pipefail
@@ -26,7 +32,7 @@ for arg in "$@"; do
 	--no-run) run=0 ;;
 	--test-deps) test_deps=1 ;;
 	--no-build) build=0 ;;
-	-h|--help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -34,7 +40,18 @@ done
 say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
-[ "$(id -u)" = 0 ] || die "run as root (sudo $0): it installs packages and uses rootful Podman"
+root=0
+[ "$(id -u)" = 0 ] && root=1
+user=$(id -un)
+# As a normal user, root's part (packages, /etc/subuid) goes through sudo.
+as_root() {
+	if [ $root = 1 ]; then
+		"$@"
+	else
+		command -v sudo >/dev/null || die "needs root for: $*; there is no sudo: run that as root, then $0 again"
+		sudo "$@"
+	fi
+}
 
 packages=(
 	build-essential autoconf automake libtool pkg-config clang
@@ -47,20 +64,65 @@ packages=(
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 # tests/run-dockerd.sh runs the integration tests against a private dockerd
 # 20.10 too; docker.io brings containerd and tini and shares runc with Podman.
-[ $test_deps = 0 ] || packages+=(docker.io)
+[ $test_deps = 0 ] || [ $root = 0 ] || packages+=(docker.io)
 
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-	say "installing ${missing[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	[ $root = 1 ] || command -v sudo >/dev/null ||
+		die "these Debian packages are missing and there is no sudo to install them: ${missing[*]} (as root: apt-get install ${missing[*]}; then run $0 again)"
+	say "installing ${missing[*]}$([ $root = 1 ] || echo ' (with sudo)')"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if [ ! -e /etc/containers/containers.conf ]; then
+if [ $root = 0 ]; then
+	# ---- a normal user: rootless Podman in the user's own store --------------
+	# Rootless Podman maps the container's ids onto the user's ranges in
+	# /etc/subuid and /etc/subgid (useradd gives new users one; older
+	# accounts may have none). A missing range is added after the highest
+	# range below the rootful "containers" one.
+	for f in /etc/subuid /etc/subgid; do
+		grep -q "^\($user\|$(id -u)\):" "$f" 2>/dev/null && continue
+		start=$(awk -F: '$2 < 1000000000 && $2 + $3 > m { m = $2 + $3 } END { print (m > 100000 ? m : 100000) }' "$f" 2>/dev/null || echo 100000)
+		opt=--add-subuids
+		[ "$f" = /etc/subgid ] && opt=--add-subgids
+		say "adding $user's range $start-$((start + 65535)) to $f (rootless Podman's user namespace; with sudo)"
+		as_root usermod "$opt" "$start-$((start + 65535))" "$user"
+	done
+	# The user's Podman configuration: overlay (Podman's default here is
+	# vfs, which copies every image layer in full: slow and large), and the
+	# same engine settings as root's (.ci/containers.conf: runc, cgroupfs,
+	# file events, exit_command_delay). An existing file is the user's.
+	confdir=${XDG_CONFIG_HOME:-$HOME/.config}/containers
+	mkdir -p "$confdir"
+	if [ ! -e "$confdir/storage.conf" ]; then
+		say "writing $confdir/storage.conf (overlay storage)"
+		printf '[storage]\ndriver = "overlay"\n' >"$confdir/storage.conf"
+	elif ! grep -q '^ *driver *= *"overlay"' "$confdir/storage.conf"; then
+		say "keeping $confdir/storage.conf as it is; note: it does not select driver = \"overlay\" (vfs copies every layer: slow and large)"
+	else
+		say "keeping $confdir/storage.conf as it is"
+	fi
+	if [ ! -e "$confdir/containers.conf" ]; then
+		say "writing $confdir/containers.conf (runc, cgroupfs, ulimits)"
+		install -m 0644 "$here/.ci/containers.conf" "$confdir/containers.conf"
+	elif ! grep -q '^runtime *= *"runc"' "$confdir/containers.conf"; then
+		say "keeping $confdir/containers.conf as it is; note: it does not select runc, and crun fails on hybrid cgroups (see docs)"
+	else
+		say "keeping $confdir/containers.conf as it is"
+	fi
+	# Rootless Podman keeps its sockets and runtime state there.
+	if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "$XDG_RUNTIME_DIR" ] || [ ! -O "$XDG_RUNTIME_DIR" ]; then
+		die "XDG_RUNTIME_DIR (${XDG_RUNTIME_DIR:-unset}) is not a directory of $user's: log in through a session that makes /run/user/$(id -u) (ssh, a desktop login; 'su' does not), or run 'sudo loginctl enable-linger $user' and log in again"
+	fi
+fi
+
+if [ $root = 0 ]; then
+	: # the system-wide Podman configuration and the "containers" ids are root's
+elif [ ! -e /etc/containers/containers.conf ]; then
 	say "writing /etc/containers/containers.conf (runc, cgroupfs, ulimits)"
 	install -D -m 0644 "$here/.ci/containers.conf" /etc/containers/containers.conf
 elif ! grep -q '^runtime *= *"runc"' /etc/containers/containers.conf; then
@@ -83,11 +145,11 @@ add_subids() { # name range
 		fi
 	done
 }
-add_subids containers 2147483647:2147483648
+[ $root = 0 ] || add_subids containers 2147483647:2147483648
 # tests/run-dockerd.sh starts dockerd with --userns-remap=default, whose
 # user is dockremap: its range is fixed here, below the containers range
 # and above what useradd hands out (SUB_UID_MAX 600100000).
-if [ $test_deps = 1 ]; then
+if [ $test_deps = 1 ] && [ $root = 1 ]; then
 	getent passwd dockremap >/dev/null ||
 		useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin dockremap
 	add_subids dockremap 1879048192:65536
@@ -112,27 +174,41 @@ if [ ! -x configure ] || [ configure.ac -nt configure ]; then
 	say "autoreconf"
 	autoreconf -fi >/dev/null 2>&1
 fi
+# Root installs to /usr/local, a normal user to ~/.local (no sudo).
+prefix=/usr/local
+[ $root = 1 ] || prefix=$HOME/.local
 mkdir -p "$here/build"
+[ -w "$here/build" ] || die "$here/build is not writable by $user (root's setup.sh made it?): remove it, or run as the account that made it"
 cd "$here/build"
+if [ -f Makefile ] && [ "$(sed -n 's/^prefix = //p' Makefile)" != "$prefix" ]; then
+	say "build/ was configured for prefix $(sed -n 's/^prefix = //p' Makefile): configuring again for $prefix"
+	rm -f Makefile
+fi
 if [ ! -f Makefile ]; then
-	say "configure (in build/)"
-	../configure -q
+	say "configure (in build/, prefix $prefix)"
+	../configure -q --prefix="$prefix"
 fi
 say "make"
 make -j"$(nproc)" >/dev/null
 if [ $install = 1 ]; then
-	say "make install (/usr/local)"
+	say "make install ($prefix)"
 	make install >/dev/null
-	demesne=/usr/local/bin/demesne
+	demesne=$prefix/bin/demesne
+	case ":$PATH:" in
+	*":$prefix/bin:"*) ;;
+	*) say "note: $prefix/bin is not on your PATH: add it (e.g. in ~/.profile: PATH=\"\$HOME/.local/bin:\$PATH\")" ;;
+	esac
 else
 	demesne=$here/build/src/demesne
 fi
 
-say "images (built from Debian packages; a no-op when up to date)"
+say "images in $([ $root = 1 ] && echo "root's" || echo "$user's rootless") Podman store (built from Debian packages; a no-op when up to date)"
 DEMESNE_IMAGES_DIR=$here/images "$demesne" images build base python node claude-code codex
 
 if [ $run = 1 ]; then
 	say "first sandbox run"
 	"$demesne" run --quiet -- bash -c 'echo "demesne works: $(uname -sr) in a sandbox"'
+	say "demesne doctor"
+	"$demesne" doctor || say "doctor reported a problem above (an 'unavail' line is a feature this account cannot have)"
 	say "ready: point your MCP client at '$demesne serve' (README: client configuration)"
 fi

@@ -9,7 +9,9 @@
 #      mmdebstrap) and node (npm packages fetched on the host) with the
 #      installed build script, and
 #   3. runs a command in each through the installed demesne and its shim;
-# then removes the images it built. TAP.
+# then removes every image under its repository (by id: an image tagged
+# both :latest and :<inputs hash> outlives a delete by name) and checks that
+# none is left. TAP.
 set -uo pipefail
 bindir=${1:?bindir} pkgdatadir=${2:?pkgdatadir}
 demesne=$bindir/demesne
@@ -21,10 +23,24 @@ check() { local what=$1; shift; if "$@"; then tap ok "$what"; else tap "not ok" 
 
 scratch=$(mktemp -d /tmp/demesne-installcheck-XXXXXX)
 engine=${DOCKER_HOST:-unix:///run/podman/podman.sock}
-cleanup() {
-	for img in base node; do
-		curl -sf --unix-socket "${engine#unix://}" -X DELETE "http://d/images/$repo/$img?force=1" >/dev/null 2>&1
+# The ids of the images with a reference under $repo/ (a tag, a digest, or
+# the history of a build's untagged intermediate image): the
+# engine's image list split into one record per image.
+repo_images() {
+	curl -sf --unix-socket "${engine#unix://}" 'http://d/images/json?all=true' |
+		awk -v RS='[{]"Id":"' -v r="\"$repo/" 'NR > 1 && index($0, r) { print substr($0, 1, index($0, "\"") - 1) }'
+}
+remove_images() {
+	local id pass
+	# node is base's child: a second pass takes what the first could not.
+	for pass in 1 2 3; do
+		for id in $(repo_images); do
+			curl -sf --unix-socket "${engine#unix://}" -X DELETE "http://d/images/$id?force=1" >/dev/null 2>&1
+		done
 	done
+}
+cleanup() {
+	remove_images
 	rm -rf "$scratch"
 }
 trap cleanup EXIT
@@ -52,5 +68,9 @@ out=$(DEMESNE_IMAGE_REPO=$repo "$demesne" run --quiet --image base -- cat /etc/d
 out=$(DEMESNE_IMAGE_REPO=$repo "$demesne" run --quiet --image node -- node -e 'console.log(6 * 7)' 2>"$scratch/run2.err")
 [ "$out" = 42 ] && tap ok "a command runs in the node image it built" ||
 	{ tap "not ok" "node runs: '$out'"; sed 's/^/#   /' "$scratch/run2.err"; }
+remove_images
+left=$(repo_images | wc -l)
+[ "$left" = 0 ] && tap ok "no image under $repo is left behind" ||
+	tap "not ok" "$left image(s) under $repo left behind: $(repo_images | cut -c1-12 | tr '\n' ' ')"
 echo "1..$n"
 exit $failed

