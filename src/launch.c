@@ -95,8 +95,8 @@ static const char *const *shim_argv(const struct dm_context *ctx)
 {
         static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
         static bool decided;
-        static char data[32], pids[32];
-        static const char *argv[6];
+        static char data[32], pids[32], nofile[32];
+        static const char *argv[8];
 
         pthread_mutex_lock(&lock);
         if (!decided) {
@@ -104,6 +104,15 @@ static const char *const *shim_argv(const struct dm_context *ctx)
                 size_t n = 0;
 
                 argv[n++] = DM_SHIM_BIN_PATH;
+                /* Rootless Podman's Docker-compatible API ignores
+                 * HostConfig.Ulimits (measured on 4.3: a container asked
+                 * for nofile 1000 gets the user's 20000), so the shim lowers
+                 * RLIMIT_NOFILE itself, whatever the engine did. */
+                if (ctx->cfg.nofile > 0) {
+                        snprintf(nofile, sizeof(nofile), "%lld", (long long)ctx->cfg.nofile);
+                        argv[n++] = "--rlimit-nofile";
+                        argv[n++] = nofile;
+                }
                 /* The callers' context; const only in this signature. */
                 if (!dm_launch_engine_limits((struct dm_context *)ctx, why, sizeof(why))) {
                         log_info("memory and pids limits by demesne-shim: %s", why);

@@ -844,6 +844,23 @@ int main(int argc, char **argv)
                                 fprintf(stderr, "demesne-shim: cannot set RLIMIT_DATA to '%s'\n", argv[i]);
                                 return 1;
                         }
+                } else if (strcmp(argv[i], "--rlimit-nofile") == 0 && i + 1 < argc) {
+                        struct rlimit rl, now;
+                        char *end;
+
+                        /* Only ever lowered: an engine that set less keeps it. */
+                        errno = 0;
+                        rl.rlim_cur = rl.rlim_max = strtoull(argv[++i], &end, 10);
+                        if (errno || *end || !rl.rlim_cur || getrlimit(RLIMIT_NOFILE, &now) < 0) {
+                                fprintf(stderr, "demesne-shim: bad --rlimit-nofile '%s'\n", argv[i]);
+                                return 1;
+                        }
+                        if (rl.rlim_max > now.rlim_max)
+                                rl.rlim_cur = rl.rlim_max = now.rlim_max;
+                        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+                                fprintf(stderr, "demesne-shim: cannot set RLIMIT_NOFILE to '%s'\n", argv[i]);
+                                return 1;
+                        }
                 } else if (strcmp(argv[i], "--pids-max") == 0 && i + 1 < argc) {
                         char *end;
 
@@ -857,7 +874,7 @@ int main(int argc, char **argv)
                         printf("demesne-shim %s (protocol %d)\n", PACKAGE_VERSION, DM_SHIM_PROTO_VERSION);
                         return 0;
                 } else {
-                        fprintf(stderr, "usage: demesne-shim [--socket PATH] [--rlimit-data BYTES] [--pids-max N] [--version]\n"
+                        fprintf(stderr, "usage: demesne-shim [--socket PATH] [--rlimit-data BYTES] [--rlimit-nofile N] [--pids-max N] [--version]\n"
                                         "       demesne-shim --exec -- COMMAND [ARG...]\n");
                         return 2;
                 }

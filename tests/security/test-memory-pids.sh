@@ -57,5 +57,11 @@ left_behind "$run"; ok $? "the fork bomb left no container or shim behind"
 sleep 1
 ! pgrep -f "$marker" >/dev/null; ok $? "no process of the bomb is left on the host"
 
+# Open files: the shim lowers RLIMIT_NOFILE to DEMESNE_NOFILE whatever the
+# engine did (rootless Podman's compatible API ignores HostConfig.Ulimits).
+DEMESNE_NOFILE=1000 run -i base -- sh -c 'ulimit -n; ulimit -Hn'
+[ "$rc" = 0 ] && [ "$(tr '\n' ' ' <"$tmp/out.txt")" = "1000 1000 " ]
+ok $? "DEMESNE_NOFILE=1000 is the sandbox's open-file limit, soft and hard (rc $rc: $(tr '\n' ' ' <"$tmp/out.txt"))"
+
 echo "1..$n"
 exit $((failed > 0))
