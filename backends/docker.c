@@ -368,7 +368,7 @@ static int create_body(const struct dm_container_spec *spec, char **ret, struct 
         /* "open" is the engine's own default network (the caller's choice,
          * where the operator allows it). */
         r |= dm_json_add(hc, "NetworkMode",
-                         json_object_new_string(!spec->network_mode                 ? "none"
+                         json_object_new_string(!spec->network_mode                   ? "none"
                                                 : !strcmp(spec->network_mode, "open") ? "bridge"
                                                                                       : spec->network_mode));
         if (spec->memory_bytes > 0) {

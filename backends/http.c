@@ -118,8 +118,8 @@ static int tcp_tls(struct dm_http *h, struct dm_error *err)
                         return dm_error_set(err, -ENOMEM, "out of memory");
                 }
                 if (access(*slot[i], R_OK) < 0)
-                        return dm_error_set(err, -errno, "DOCKER_TLS_VERIFY: cannot read '%s' (from %s): %s",
-                                            *slot[i], def ? "~/.docker, DOCKER_CERT_PATH unset" : "DOCKER_CERT_PATH",
+                        return dm_error_set(err, -errno, "DOCKER_TLS_VERIFY: cannot read '%s' (from %s): %s", *slot[i],
+                                            def ? "~/.docker, DOCKER_CERT_PATH unset" : "DOCKER_CERT_PATH",
                                             strerror(errno));
         }
         h->tls = true;
@@ -200,7 +200,8 @@ static int parse_host(struct dm_http *h, const char *host, struct dm_error *err)
                 r = tcp_tls(h, err);
                 if (r < 0)
                         return r;
-                if (asprintf(&h->base_url, strchr(h->tcp_host, ':') ? "%s://[%s]:%s" DM_API_PREFIX : "%s://%s:%s" DM_API_PREFIX,
+                if (asprintf(&h->base_url,
+                             strchr(h->tcp_host, ':') ? "%s://[%s]:%s" DM_API_PREFIX : "%s://%s:%s" DM_API_PREFIX,
                              h->tls ? "https" : "http", h->tcp_host, h->tcp_port) < 0)
                         return dm_error_set(err, -ENOMEM, "out of memory");
                 return 0;
@@ -466,8 +467,8 @@ static int map_curl_error(struct dm_http *h, CURL *c, CURLcode cc, const char *e
                         return dm_error_set(err, -EIO,
                                             "%s TLS connection to '%s' failed: %s (is ca.pem the engine's CA, and "
                                             "does the engine trust the CA of cert.pem? DOCKER_CERT_PATH '%.*s')",
-                                            h->noun, h->host, reason,
-                                            (int)(strlen(h->tls_ca) - strlen("/ca.pem")), h->tls_ca);
+                                            h->noun, h->host, reason, (int)(strlen(h->tls_ca) - strlen("/ca.pem")),
+                                            h->tls_ca);
                 return dm_error_set(err, -EIO, "%s connection to '%s' failed: %s", h->noun, h->host, reason);
         }
 }

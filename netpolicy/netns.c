@@ -204,8 +204,8 @@ static int receive(int sock, size_t n, int *ret_fds, uint32_t *ret_status)
         return 0;
 }
 
-int dm_netns_listen(int pid, const struct sockaddr_in *addrs, size_t n, const struct dm_cidr *routes,
-                    size_t n_routes, int *ret_fds, struct dm_error *err)
+int dm_netns_listen(int pid, const struct sockaddr_in *addrs, size_t n, const struct dm_cidr *routes, size_t n_routes,
+                    int *ret_fds, struct dm_error *err)
 {
         _cleanup_close_ int pidfd = -1, userfd = -1, netfd = -1;
         int sv[2], r, e;

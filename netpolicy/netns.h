@@ -27,7 +27,7 @@
  * pinned with a pidfd while its namespace files are opened, so a recycled
  * pid cannot redirect this. The child is reaped before return (a time-out
  * kills it). On error nothing is left open. */
-int dm_netns_listen(int pid, const struct sockaddr_in *addrs, size_t n, const struct dm_cidr *routes,
-                    size_t n_routes, int *ret_fds, struct dm_error *err);
+int dm_netns_listen(int pid, const struct sockaddr_in *addrs, size_t n, const struct dm_cidr *routes, size_t n_routes,
+                    int *ret_fds, struct dm_error *err);
 
 #endif

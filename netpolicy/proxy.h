@@ -95,8 +95,8 @@ int dm_proxy_new(const struct dm_proxy_limits *limits, const char *hosts_file, s
 void dm_proxy_free(struct dm_proxy *p);
 
 struct dm_proxy_sandbox_conf {
-        const char *id;                       /* the sandbox's name in logs; copied */
-        struct sockaddr_in listen;            /* host side of the veth; port 0 = the kernel picks */
+        const char *id;            /* the sandbox's name in logs; copied */
+        struct sockaddr_in listen; /* host side of the veth; port 0 = the kernel picks */
         /* > 0: a socket listening already (made in the sandbox's own network
          * namespace, netns.h), served instead of binding listen; dup'ed.
          * 0: bind listen. */

@@ -173,8 +173,7 @@ void dm_doctor_images(struct dm_backend *b, bool autobuild_off, struct dm_doctor
          * this user's engine store holds: built, stale (and why) or missing. */
         dm_image_engine(b, engine, host, sizeof(host));
         if (dm_images_list(engine[0] ? engine : NULL, host[0] ? host : NULL, &list, &err) < 0) {
-                printf("note    images: cannot compare them with their inputs (%s); checking presence only\n",
-                       err.msg);
+                printf("note    images: cannot compare them with their inputs (%s); checking presence only\n", err.msg);
                 dm_error_clear(&err);
         }
         list_state(list, "base", base_state, sizeof(base_state), tag, sizeof(tag));
@@ -292,10 +291,20 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
                                  "the sandbox)",
                                  why);
                 else
-                        snprintf(detail2, sizeof(detail2), "none: %s, and demesne-shim (which would apply them "
-                                                           "per process) is off",
+                        snprintf(detail2, sizeof(detail2),
+                                 "none: %s, and demesne-shim (which would apply them "
+                                 "per process) is off",
                                  why);
                 feature(t, cg, "memory and pids limits (DEMESNE_MEMORY, DEMESNE_PIDS_LIMIT)", detail2);
+                /* A CFS quota needs a cgroup; no rlimit stands in for it. */
+                if (cg)
+                        snprintf(detail2, sizeof(detail2), "applied per sandbox by the engine (CFS quota)");
+                else
+                        snprintf(detail2, sizeof(detail2),
+                                 "not applied: %s; no rlimit stands in for a CPU quota, so a sandbox can use every "
+                                 "CPU",
+                                 why);
+                feature(t, cg, "CPU limit (DEMESNE_CPUS)", detail2);
         }
         if (b)
                 feature(t, dm_launch_use_shim(ctx, b), "seccomp filter (demesne-shim)",

@@ -391,10 +391,10 @@ int dm_egress_start_in_netns(struct dm_context *ctx, const struct dm_policy *pol
         int r;
 
         *ret = NULL;
-#define LOOPBACK(port)                                                                                                 \
-        (struct sockaddr_in)                                                                                           \
-        {                                                                                                              \
-                .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)              \
+#define LOOPBACK(port)                                                                                    \
+        (struct sockaddr_in)                                                                              \
+        {                                                                                                 \
+                .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) \
         }
         if (proxy)
                 addrs[n++] = LOOPBACK(DM_EGRESS_PROXY_PORT);

@@ -222,8 +222,10 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
         cfg->allow_host_root = start && strcmp(start, "1") == 0;
         start = getenv("DEMESNE_EGRESS_NETNS");
         if (start && *start && strcmp(start, "0") != 0 && strcmp(start, "1") != 0) {
-                r = dm_error_set(err, -EINVAL, "DEMESNE_EGRESS_NETNS='%s' must be 1 (listeners in the sandbox's "
-                                 "namespace) or 0 (a veth pair when root)", start);
+                r = dm_error_set(err, -EINVAL,
+                                 "DEMESNE_EGRESS_NETNS='%s' must be 1 (listeners in the sandbox's "
+                                 "namespace) or 0 (a veth pair when root)",
+                                 start);
                 dm_config_release(cfg);
                 return r;
         }

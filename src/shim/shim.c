@@ -874,7 +874,8 @@ int main(int argc, char **argv)
                         printf("demesne-shim %s (protocol %d)\n", PACKAGE_VERSION, DM_SHIM_PROTO_VERSION);
                         return 0;
                 } else {
-                        fprintf(stderr, "usage: demesne-shim [--socket PATH] [--rlimit-data BYTES] [--rlimit-nofile N] [--pids-max N] [--version]\n"
+                        fprintf(stderr, "usage: demesne-shim [--socket PATH] [--rlimit-data BYTES] [--rlimit-nofile N] "
+                                        "[--pids-max N] [--version]\n"
                                         "       demesne-shim --exec -- COMMAND [ARG...]\n");
                         return 2;
                 }

@@ -450,7 +450,7 @@ void dm_args_tailor(struct dm_arg_spec *specs, size_t n, bool follow_default)
                                 s->def_str = facts.egress_default;
                         /* Modes the server would refuse stay accepted (not
                          * listed), so the refusal is the policy's own message. */
-                        s->enum_values = !network ? egress_only_none
+                        s->enum_values = !network              ? egress_only_none
                                          : facts.caller_egress ? egress_all
                                                                : egress_no_open;
                         s->enum_aliases = !network ? alias_network : facts.caller_egress ? NULL : alias_open;

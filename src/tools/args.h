@@ -45,7 +45,7 @@ struct dm_arg_spec {
         bool has_default;
         enum dm_arg_role role;
         const char *base_description; /* the table's own text, kept by dm_args_tailor */
-        bool hidden; /* accepted (so its refusal can say why), not listed in the schema */
+        bool hidden;                  /* accepted (so its refusal can say why), not listed in the schema */
 };
 
 /* What this server permits, decided once at start by the functions that

@@ -287,7 +287,8 @@ int main(void)
                 dm_policy_free(policy);
                 memset(&xr, 0, sizeof(xr));
                 r = r < 0 ? r : dm_sandbox_exec(&ctx, &sb, &x, &xr, &err);
-                ok(r == 0 && xr.stdout_text && strstr(xr.stdout_text, "hello from 8080\nhello from 8080\n'other.test' is not"),
+                ok(r == 0 && xr.stdout_text &&
+                           strstr(xr.stdout_text, "hello from 8080\nhello from 8080\n'other.test' is not"),
                    "sandbox_exec: the allowed name by the proxy, the CIDR:port directly, no other name: %s",
                    xr.stdout_text ? xr.stdout_text : err.msg);
                 dm_sandbox_exec_result_release(&xr);
@@ -301,8 +302,10 @@ int main(void)
                 memset(&xr, 0, sizeof(xr));
                 r = dm_sandbox_get(&ctx, sb.id, &sb, &err);
                 r = r < 0 ? r : dm_sandbox_exec(&ctx, &sb, &x, &xr, &err);
-                ok(r == 0 && xr.stdout_text && strstr(xr.stdout_text, "hello from 8080\nhello from 8080\n'other.test' is not"),
-                   "after adoption by a new server, the listeners are back: %s", xr.stdout_text ? xr.stdout_text : err.msg);
+                ok(r == 0 && xr.stdout_text &&
+                           strstr(xr.stdout_text, "hello from 8080\nhello from 8080\n'other.test' is not"),
+                   "after adoption by a new server, the listeners are back: %s",
+                   xr.stdout_text ? xr.stdout_text : err.msg);
                 dm_sandbox_exec_result_release(&xr);
                 r = dm_sandbox_destroy(&ctx, sb.id, &err);
                 is_int(r, 0, "sandbox_destroy: %s", r < 0 ? err.msg : "ok");

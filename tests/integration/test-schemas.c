@@ -132,7 +132,8 @@ int main(void)
            "directories names the root");
         ok(strstr(str_at(param("sandbox_upload", "src"), "description"), roots) != NULL, "upload src names the root");
         {
-                const char *d = str_at(param("sandbox_script", "image"), "description"), *b = strstr(d, "Built on this server: ");
+                const char *d = str_at(param("sandbox_script", "image"), "description"),
+                           *b = strstr(d, "Built on this server: ");
                 ok(b && strstr(b, "base") && (!strstr(d, "Not built") || strstr(d, "Not built") > strstr(b, "base")),
                    "image says base is built in this engine's store");
         }
@@ -141,10 +142,11 @@ int main(void)
         if (!network)
                 ok(strstr(str_at(find_tool("sandbox_agent"), "description"), "Unavailable on this server") != NULL,
                    "agent tools say why they cannot run without a network");
-        static const char *const families[] = { "sandbox_script", "sandbox_create", "sandbox_exec",   "sandbox_upload",
-                                                "sandbox_download", "sandbox_destroy", "sandbox_list", "sandbox_status",
-                                                "sandbox_wait",   "sandbox_cancel", "sandbox_agent",  "sandbox_research",
-                                                "background: true", "image",         NULL };
+        static const char *const families[] = {
+                "sandbox_script",  "sandbox_create",   "sandbox_exec",     "sandbox_upload", "sandbox_download",
+                "sandbox_destroy", "sandbox_list",     "sandbox_status",   "sandbox_wait",   "sandbox_cancel",
+                "sandbox_agent",   "sandbox_research", "background: true", "image",          NULL
+        };
         for (size_t i = 0; families[i]; i++)
                 ok(ins && strstr(ins, families[i]) != NULL, "instructions mention %s", families[i]);
         ok(ins && strstr(ins, getenv("DEMESNE_OUTPUT_ROOT")) != NULL, "instructions name the output root");
@@ -160,7 +162,8 @@ int main(void)
            "egress open (not advertised) is refused, naming why");
         json_object_put(m);
         m = call(c, 12, "sandbox_script", "{\"command\":\"true\",\"image\":\"base\",\"allow\":[\"example.org\"]}");
-        ok(result_error_says(m, "DEMESNE_ALLOW_CALLER_EGRESS"), "allow (not advertised) is refused, naming the variable");
+        ok(result_error_says(m, "DEMESNE_ALLOW_CALLER_EGRESS"),
+           "allow (not advertised) is refused, naming the variable");
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"command\":\"true\",\"image\":\"base\",\"files\":[\"/etc/hostname\"]}");
         m = call(c, 13, "sandbox_script", args);

@@ -261,8 +261,8 @@ int main(void)
                            "rootless on cgroup v1: not applied, and why names the fix (%s)", why);
                 } else {
                         bool applied = dm_limits_cgroup_applies(true, why, sizeof(why));
-                        ok(applied || strstr(why, "Delegate="), "rootless on cgroup v2: applied, or why names Delegate= (%s)",
-                           applied ? "applied" : why);
+                        ok(applied || strstr(why, "Delegate="),
+                           "rootless on cgroup v2: applied, or why names Delegate= (%s)", applied ? "applied" : why);
                 }
         }
         return done_testing();
