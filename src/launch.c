@@ -95,8 +95,8 @@ static const char *const *shim_argv(const struct dm_context *ctx)
 {
         static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
         static bool decided;
-        static char data[32], pids[32], nofile[32];
-        static const char *argv[8];
+        static char data[32], pids[32], nofile[32], fsize[32];
+        static const char *argv[10];
 
         pthread_mutex_lock(&lock);
         if (!decided) {
@@ -107,11 +107,19 @@ static const char *const *shim_argv(const struct dm_context *ctx)
                 /* Rootless Podman's Docker-compatible API ignores
                  * HostConfig.Ulimits (measured on 4.3: a container asked
                  * for nofile 1000 gets the user's 20000), so the shim lowers
-                 * RLIMIT_NOFILE itself, whatever the engine did. */
+                 * RLIMIT_NOFILE and RLIMIT_FSIZE itself, whatever the
+                 * engine did. */
                 if (ctx->cfg.nofile > 0) {
                         snprintf(nofile, sizeof(nofile), "%lld", (long long)ctx->cfg.nofile);
                         argv[n++] = "--rlimit-nofile";
                         argv[n++] = nofile;
+                }
+                /* The same for the disk cap's RLIMIT_FSIZE (the host's watch
+                 * thread holds the total either way). */
+                if (ctx->cfg.disk_max > 0) {
+                        snprintf(fsize, sizeof(fsize), "%lld", (long long)ctx->cfg.disk_max);
+                        argv[n++] = "--rlimit-fsize";
+                        argv[n++] = fsize;
                 }
                 /* The callers' context; const only in this signature. */
                 if (!dm_launch_engine_limits((struct dm_context *)ctx, why, sizeof(why))) {

@@ -823,6 +823,23 @@ static int exec_filtered(char **argv)
         return r == ENOENT ? 127 : 126;
 }
 
+/* Sets resource res to the decimal value arg, soft and hard, or to the
+ * current hard limit if that is lower: only ever lowered, so an engine
+ * that set less keeps it. */
+static int lower_rlimit(int res, const char *arg)
+{
+        struct rlimit rl, now;
+        char *end;
+
+        errno = 0;
+        rl.rlim_cur = rl.rlim_max = strtoull(arg, &end, 10);
+        if (errno || *end || !rl.rlim_cur || getrlimit(res, &now) < 0)
+                return -1;
+        if (rl.rlim_max > now.rlim_max)
+                rl.rlim_cur = rl.rlim_max = now.rlim_max;
+        return setrlimit(res, &rl);
+}
+
 int main(int argc, char **argv)
 {
         sigset_t mask;
@@ -844,21 +861,13 @@ int main(int argc, char **argv)
                                 fprintf(stderr, "demesne-shim: cannot set RLIMIT_DATA to '%s'\n", argv[i]);
                                 return 1;
                         }
-                } else if (strcmp(argv[i], "--rlimit-nofile") == 0 && i + 1 < argc) {
-                        struct rlimit rl, now;
-                        char *end;
+                } else if ((strcmp(argv[i], "--rlimit-nofile") == 0 || strcmp(argv[i], "--rlimit-fsize") == 0) &&
+                           i + 1 < argc) {
+                        bool nofile = argv[i][9] == 'n';
 
-                        /* Only ever lowered: an engine that set less keeps it. */
-                        errno = 0;
-                        rl.rlim_cur = rl.rlim_max = strtoull(argv[++i], &end, 10);
-                        if (errno || *end || !rl.rlim_cur || getrlimit(RLIMIT_NOFILE, &now) < 0) {
-                                fprintf(stderr, "demesne-shim: bad --rlimit-nofile '%s'\n", argv[i]);
-                                return 1;
-                        }
-                        if (rl.rlim_max > now.rlim_max)
-                                rl.rlim_cur = rl.rlim_max = now.rlim_max;
-                        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
-                                fprintf(stderr, "demesne-shim: cannot set RLIMIT_NOFILE to '%s'\n", argv[i]);
+                        if (lower_rlimit(nofile ? RLIMIT_NOFILE : RLIMIT_FSIZE, argv[++i]) < 0) {
+                                fprintf(stderr, "demesne-shim: cannot lower %s to '%s'\n",
+                                        nofile ? "RLIMIT_NOFILE" : "RLIMIT_FSIZE", argv[i]);
                                 return 1;
                         }
                 } else if (strcmp(argv[i], "--pids-max") == 0 && i + 1 < argc) {
@@ -874,7 +883,7 @@ int main(int argc, char **argv)
                         printf("demesne-shim %s (protocol %d)\n", PACKAGE_VERSION, DM_SHIM_PROTO_VERSION);
                         return 0;
                 } else {
-                        fprintf(stderr, "usage: demesne-shim [--socket PATH] [--rlimit-data BYTES] [--rlimit-nofile N] "
+                        fprintf(stderr, "usage: demesne-shim [--socket PATH] [--rlimit-data BYTES] [--rlimit-nofile N] [--rlimit-fsize BYTES] "
                                         "[--pids-max N] [--version]\n"
                                         "       demesne-shim --exec -- COMMAND [ARG...]\n");
                         return 2;

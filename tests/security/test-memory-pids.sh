@@ -59,9 +59,10 @@ sleep 1
 
 # Open files: the shim lowers RLIMIT_NOFILE to DEMESNE_NOFILE whatever the
 # engine did (rootless Podman's compatible API ignores HostConfig.Ulimits).
-DEMESNE_NOFILE=1000 run -i base -- sh -c 'ulimit -n; ulimit -Hn'
-[ "$rc" = 0 ] && [ "$(tr '\n' ' ' <"$tmp/out.txt")" = "1000 1000 " ]
-ok $? "DEMESNE_NOFILE=1000 is the sandbox's open-file limit, soft and hard (rc $rc: $(tr '\n' ' ' <"$tmp/out.txt"))"
+# The same for the disk cap's file-size limit.
+DEMESNE_NOFILE=1000 DEMESNE_DISK_MAX=10m run -i base -- sh -c "ulimit -n; ulimit -Hn; grep 'Max file size' /proc/self/limits | tr -s ' ' | cut -d' ' -f4,5"
+[ "$rc" = 0 ] && [ "$(tr '\n' ' ' <"$tmp/out.txt")" = "1000 1000 10485760 10485760 " ]
+ok $? "DEMESNE_NOFILE=1000 and DEMESNE_DISK_MAX=10m are the sandbox's open-file and file-size limits, soft and hard (rc $rc: $(tr '\n' ' ' <"$tmp/out.txt"))"
 
 echo "1..$n"
 exit $((failed > 0))
