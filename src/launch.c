@@ -95,8 +95,8 @@ static const char *const *shim_argv(const struct dm_context *ctx)
 {
         static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
         static bool decided;
-        static char data[32], pids[32], nofile[32], fsize[32];
-        static const char *argv[10];
+        static char data[32], pids[32], nofile[32], fsize[32], nproc[32];
+        static const char *argv[12];
 
         pthread_mutex_lock(&lock);
         if (!decided) {
@@ -128,6 +128,19 @@ static const char *const *shim_argv(const struct dm_context *ctx)
                                 snprintf(data, sizeof(data), "%lld", (long long)ctx->cfg.memory_bytes);
                                 argv[n++] = "--rlimit-data";
                                 argv[n++] = data;
+                        }
+                        /* The kernel's own bound on a fork bomb where no pids
+                         * cgroup is: RLIMIT_NPROC counts the tasks of the
+                         * sandbox's uid in the engine's user namespace (all of
+                         * this user's rootless sandboxes, Linux >= 5.14), which
+                         * is what DEMESNE_NPROC means. The shim's count below
+                         * then stops the sandbox at DEMESNE_PIDS_LIMIT. Without
+                         * it a bomb grew until the user, then the machine, ran
+                         * out of processes (seen in the rootless CI run). */
+                        if (ctx->cfg.nproc > 0) {
+                                snprintf(nproc, sizeof(nproc), "%lld", (long long)ctx->cfg.nproc);
+                                argv[n++] = "--rlimit-nproc";
+                                argv[n++] = nproc;
                         }
                         if (ctx->cfg.pids_limit > 0) {
                                 snprintf(pids, sizeof(pids), "%lld", (long long)ctx->cfg.pids_limit);

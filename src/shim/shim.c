@@ -861,13 +861,21 @@ int main(int argc, char **argv)
                                 fprintf(stderr, "demesne-shim: cannot set RLIMIT_DATA to '%s'\n", argv[i]);
                                 return 1;
                         }
-                } else if ((strcmp(argv[i], "--rlimit-nofile") == 0 || strcmp(argv[i], "--rlimit-fsize") == 0) &&
+                } else if ((strcmp(argv[i], "--rlimit-nofile") == 0 || strcmp(argv[i], "--rlimit-fsize") == 0 ||
+                            strcmp(argv[i], "--rlimit-nproc") == 0) &&
                            i + 1 < argc) {
-                        bool nofile = argv[i][9] == 'n';
+                        static const struct {
+                                char letter;
+                                int res;
+                                const char *name;
+                        } lim[] = { { 'o', RLIMIT_NOFILE, "RLIMIT_NOFILE" },
+                                    { 's', RLIMIT_FSIZE, "RLIMIT_FSIZE" },
+                                    { 'r', RLIMIT_NPROC, "RLIMIT_NPROC" } };
+                        /* --rlimit-n(o)file, --rlimit-f(s)ize, --rlimit-n(r)oc */
+                        size_t k = argv[i][10] == 'o' ? 0 : argv[i][10] == 's' ? 1 : 2;
 
-                        if (lower_rlimit(nofile ? RLIMIT_NOFILE : RLIMIT_FSIZE, argv[++i]) < 0) {
-                                fprintf(stderr, "demesne-shim: cannot lower %s to '%s'\n",
-                                        nofile ? "RLIMIT_NOFILE" : "RLIMIT_FSIZE", argv[i]);
+                        if (lower_rlimit(lim[k].res, argv[++i]) < 0) {
+                                fprintf(stderr, "demesne-shim: cannot lower %s to '%s'\n", lim[k].name, argv[i]);
                                 return 1;
                         }
                 } else if (strcmp(argv[i], "--pids-max") == 0 && i + 1 < argc) {

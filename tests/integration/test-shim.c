@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "src/limits.h"
 #include "src/shimhost.h"
 #include "src/util/cancel.h"
 #include "src/util/buf.h"
@@ -637,6 +638,21 @@ static int setup(void)
         if (B->ops->userns(B, &u, &err) < 0)
                 return ok(0, "ask the engine how it maps ids: %s", err.msg), -1;
         spec.userns_mode = u.mode;
+        /* Where the engine has no pids cgroup (rootless on cgroup v1), the
+         * shim holds the limits, started as src/launch.c starts it. */
+        {
+                static char pids[16];
+                static const char *rootless_argv[] = {
+                        DM_SHIM_BIN_PATH, "--rlimit-nproc", "4096", "--pids-max", pids, NULL
+                };
+                char why[512];
+
+                if (!dm_limits_cgroup_applies(u.kind == DM_USERNS_ROOTLESS, why, sizeof(why))) {
+                        snprintf(pids, sizeof(pids), "%d", PIDS_LIMIT);
+                        spec.argv = rootless_argv;
+                        diag("the shim applies the pids limit: %s", why);
+                }
+        }
         if (B->ops->create(B, &spec, &ID, &err) < 0)
                 return ok(0, "create the container: %s", err.msg), -1;
         if (u.kind == DM_USERNS_DAEMON || u.kind == DM_USERNS_PER_CONTAINER) {
