@@ -239,14 +239,19 @@ int main(void)
         is_str(s, "c=42\n1\n[1]\n", "a compiler, git and python work under the filter");
         free(s);
 
-        /* A fork bomb runs into the pids limit until its timeout; the
-         * shim kills what it made, and the sandbox stays usable. */
+        /* A fork bomb runs into the pids limit; the shim kills what it
+         * made, and the sandbox stays usable. */
         snprintf(args, sizeof(args),
                  "{\"sandbox_id\":\"%s\",\"command\":\"b() { b | b & }; b; sleep 60\","
                  "\"timeout_seconds\":5}",
                  sb);
         m = call("sandbox_exec", args);
-        ok(json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL)), "a fork bomb times out");
+        /* Against a pids cgroup the bomb lives on until its timeout; where
+         * the engine has none (rootless on cgroup v1) demesne-shim stops the
+         * sandbox's processes past the limit: exit 137. */
+        ok(json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL)) ||
+                   json_object_get_int(path(structured(m), "exit_code", NULL, NULL)) == 137,
+           "a fork bomb is bounded: it times out, or the shim stops it (exit 137)");
         json_object_put(m);
         /* Killed processes take a moment to exit and be reaped on a busy machine. */
         s = exec_out(sb, "echo alive; for i in $(seq 100); do n=$(ps -e --no-headers | wc -l); "
