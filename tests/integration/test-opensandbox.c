@@ -16,8 +16,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "src/egress.h"
+#include "src/limits.h"
 #include "tests/integration/opensandbox-fixture.h"
 #include "tests/integration/stdio-client.h"
 
@@ -325,7 +327,20 @@ int main(void)
         m = call("sandbox_script", "{\"image\":\"base\",\"command\":\"cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us "
                                    "2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max\",\"egress\":\"none\"}");
         is_int(int_at(structured(m), "exit_code"), 0, "exit 0 from execution_complete");
-        is_str(str_at(structured(m), "stdout"), "100000\n", "the CPU limit reaches the sandbox (cfs_quota_us)");
+        {
+                char why[512];
+
+                /* The fixture runs its containers on this user's engine; a
+                 * rootless one without a cgroup of its own has no quota to
+                 * show (the fixture still refuses a malformed
+                 * resourceLimits.cpu, as the server does). */
+                if (geteuid() != 0 && !dm_limits_cgroup_applies(true, why, sizeof(why)))
+                        skip("CPU quota: the fixture's engine is rootless with no cgroup of its own here, so no "
+                             "sandbox has a CFS quota to read");
+                else
+                        is_str(str_at(structured(m), "stdout"), "100000\n",
+                               "the CPU limit reaches the sandbox (cfs_quota_us)");
+        }
         json_object_put(m);
 
         /* A timeout stops the command through execd's interrupt. */
