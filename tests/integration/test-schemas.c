@@ -170,6 +170,7 @@ int main(void)
         ok(result_is_error(m), "a file outside the advertised root is refused");
         json_object_put(m);
         is_int(finish(c, 30000), 0, "server exits cleanly");
+        free(c);
         free(ins);
 
         /* 2. Caller egress permitted, no allowed roots. */
@@ -189,6 +190,7 @@ int main(void)
         ok(result_error_says(m, "not built"), "and a call naming one is refused so");
         json_object_put(m);
         is_int(finish(c, 30000), 0, "server exits cleanly");
+        free(c);
         free(ins);
 
         json_object_put(tool_list);
