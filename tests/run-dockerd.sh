@@ -199,9 +199,13 @@ tls=$tmp/tls
 mkdir -p "$tls"
 "$here/tests/make-test-certs.sh" "$tls" || die "tests/make-test-certs.sh failed (openssl)"
 tls_port=''
+# Below the kernel's ephemeral range (net.ipv4.ip_local_port_range), so
+# that no outgoing connection can hold the port, and used by no socket at
+# all: a port picked up to 60000 once collided ("address already in use").
+low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 for _ in $(seq 50); do
-	p=$((20000 + RANDOM % 40000))
-	ss -Hltn "sport = :$p" 2>/dev/null | grep -q . || { tls_port=$p; break; }
+	p=$((20000 + RANDOM % (low > 21000 ? low - 20000 : 1000)))
+	ss -Hatn "( sport = :$p )" 2>/dev/null | grep -q . || { tls_port=$p; break; }
 done
 [ -n "$tls_port" ] || die "no free loopback port for dockerd's TLS listener"
 dockerd --config-file "$tmp/daemon.json" --data-root "$tmp/data" --exec-root "$tmp/exec" \

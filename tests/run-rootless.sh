@@ -4,10 +4,11 @@
 # Runs the integration, security and end-to-end tests as a normal user on
 # rootless Podman: what a person who is not root gets from demesne. Run as
 # root; it prepares the user and then runs `make check` as that user.
-#   tests/run-rootless.sh               user demesne-ci, images base python node
+#   tests/run-rootless.sh               user demesne-ci, images base python node claude-code codex
 #   --user NAME       the normal user (made with useradd -m when missing)
 #   --images "A B"    the images to copy from root's store (default: base
-#                     python node, what `make check` uses)
+#                     python node claude-code codex, what `make check` uses:
+#                     client-agents runs the real CLIs)
 #   --build-dir DIR   the user's build directory (default build-rootless/)
 # Steps: the user and its /etc/subuid and /etc/subgid ranges; its
 # XDG_RUNTIME_DIR (/run/user/UID, 0700); its rootless Podman configuration
@@ -24,7 +25,7 @@
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
-user=demesne-ci images="base python node" build=''
+user=demesne-ci images="base python node claude-code codex" build=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--user) user=${2:?--user wants a name}; shift ;;
