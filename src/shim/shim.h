@@ -39,6 +39,10 @@ struct shim_child {
 /* The environment a command starts from: the shim's own, copied at start. */
 void shim_spawn_set_base_env(char **environ_copy);
 
+/* The nice value commands start at (0: the shim's own). Set where the shim
+ * holds the pids limit itself: see pids_check() in shim.c. */
+void shim_spawn_set_nice(int nice);
+
 /* Forks and runs one command: own process group, pipes for the streams,
  * rlimits, cwd, the filter, then execve with a PATH search. A missing or
  * unrunnable program is not an error here: the child prints why on its

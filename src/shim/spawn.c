@@ -22,6 +22,13 @@
 
 static char **base_env;
 
+static int command_nice;
+
+void shim_spawn_set_nice(int nice)
+{
+        command_nice = nice;
+}
+
 void shim_spawn_set_base_env(char **environ_copy)
 {
         base_env = environ_copy;
@@ -154,6 +161,9 @@ static void child(const struct dm_shim_exec_msg *m, const struct sock_fprog *fil
         sigprocmask(SIG_SETMASK, &none, NULL);
         /* Its own group, so a cancel reaches everything it starts. */
         setpgid(0, 0);
+        /* Best effort: a higher nice value is always allowed. */
+        if (command_nice)
+                (void)setpriority(PRIO_PROCESS, 0, command_nice);
 
         fd = in_r >= 0 ? in_r : open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (fd < 0 || dup2(fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
@@ -249,7 +259,15 @@ int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter
         pid = fork();
         if (pid < 0) {
                 r = -errno;
-                snprintf(msg, msg_len, "cannot fork: %s", strerror(errno));
+                if (errno == EAGAIN)
+                        /* RLIMIT_NPROC, which counts every sandbox of a
+                         * rootless user together (see src/launch.c). */
+                        snprintf(msg, msg_len,
+                                 "cannot fork: the process limit is reached (DEMESNE_NPROC; rootless without a pids "
+                                 "cgroup, all of this user's sandboxes count together, and a fork bomb in one holds "
+                                 "the limit until demesne-shim stops it): try again");
+                else
+                        snprintf(msg, msg_len, "cannot fork: %s", strerror(errno));
                 goto fail;
         }
         if (pid == 0)

@@ -57,6 +57,37 @@ left_behind "$run"; ok $? "the fork bomb left no container or shim behind"
 sleep 1
 ! pgrep -f "$marker" >/dev/null; ok $? "no process of the bomb is left on the host"
 
+# A bomb that catches EAGAIN and forks on, beside another sandbox of the
+# same user. Rootless without a pids cgroup, RLIMIT_NPROC counts every
+# sandbox of the user together, so the shim must stop the bomb quickly
+# (SIGSTOP before SIGKILL; commands at nice 10, so the shim gets the CPU to
+# count): the other sandbox's commands go on meanwhile (bash retries a
+# fork for some seconds before it gives up).
+timeout 300 "$bin" run -q -t 120 -i base -- bash -c 'sleep 2; for i in $(seq 150); do /bin/true || echo failed; sleep 0.02; done; echo "done $i"' >"$tmp/beside.txt" 2>"$tmp/beside-err.txt" &
+beside=$!
+sleep 2
+t0=$(date +%s%N)
+# Against an engine's pids cgroup it spins at the limit until its timeout
+# (-t 10: rc 124); where the shim holds the limit, the shim kills it (137).
+timeout 300 "$bin" run -t 10 -i python -- python3 -c 'import os
+while True:
+    try: os.fork()
+    except OSError: pass' >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
+run=$(sed -n 's|^demesne: output in .*/||p' "$tmp/err.txt")
+bomb_ms=$((($(date +%s%N) - t0) / 1000000))
+wait "$beside"; beside_rc=$?
+echo "# a bomb catching EAGAIN: rc $rc after $bomb_ms ms (sandbox start included)"
+if grep -q '^feature memory and pids limits.*applied per sandbox by the engine' "$tmp/doctor.txt"; then
+	[ "$rc" = 124 ]; ok $? "a bomb that catches EAGAIN is held at the engine's pids limit until its timeout (rc $rc)"
+else
+	[ "$rc" = 137 ]; ok $? "a bomb that catches EAGAIN is stopped by demesne-shim (rc $rc)"
+fi
+left_behind "$run"; ok $? "that bomb left no container or shim behind"
+grep -v '^demesne: ' "$tmp/beside-err.txt" | head -3 | sed 's/^/# beside: /'
+[ "$beside_rc" = 0 ] && [ "$(cat "$tmp/beside.txt")" = "done 150" ] &&
+	! grep -q 'fork: Resource temporarily unavailable' "$tmp/beside-err.txt"
+ok $? "another sandbox's commands ran on meanwhile (rc $beside_rc: $(tr '\n' ' ' <"$tmp/beside.txt"))"
+
 # Open files: the shim lowers RLIMIT_NOFILE to DEMESNE_NOFILE whatever the
 # engine did (rootless Podman's compatible API ignores HostConfig.Ulimits).
 # The same for the disk cap's file-size limit.
