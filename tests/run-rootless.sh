@@ -10,6 +10,7 @@
 #                     python node claude-code codex, what `make check` uses:
 #                     client-agents runs the real CLIs)
 #   --build-dir DIR   the user's build directory (default build-rootless/)
+#   --tests "A B"     only these tests (paths as in Makefile.am's TESTS)
 # Steps: the user and its /etc/subuid and /etc/subgid ranges; its
 # XDG_RUNTIME_DIR (/run/user/UID, 0700); its rootless Podman configuration
 # (the files setup.sh writes for a normal user: overlay storage, runc,
@@ -25,13 +26,14 @@
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
-user=demesne-ci images="base python node claude-code codex" build=''
+user=demesne-ci images="base python node claude-code codex" build='' only=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--user) user=${2:?--user wants a name}; shift ;;
 	--images) images=${2:?--images wants names}; shift ;;
 	--build-dir) build=${2:?--build-dir wants a directory}; shift ;;
-	-h | --help) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--tests) only=${2:?--tests wants test paths}; shift ;;
+	-h | --help) sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "tests/run-rootless.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -164,6 +166,12 @@ say "built as $user in $build in $(($(date +%s) - t_build)) s"
 tests=$(as_user make -s -C "$build" -f Makefile -f - print-tests <<<'print-tests: ; @echo $(TESTS)' |
 	tr ' ' '\n' | grep -E '^tests/(integration|security|e2e)/' | tr '\n' ' ')
 [ -n "$tests" ] || die "no integration, security or e2e test in $build/Makefile"
+if [ -n "$only" ]; then
+	for t in $only; do
+		case " $tests " in *" $t "*) ;; *) die "--tests: $t is not an integration, security or e2e test of $build/Makefile" ;; esac
+	done
+	tests=$only
+fi
 t_tests=$(date +%s)
 # A hung test must not hold CI.
 as_user timeout -k 10 1800 make -C "$build" -k -j"$(nproc)" check TESTS="$tests" >"$build/rootless-check.log" 2>&1 || true
@@ -182,7 +190,8 @@ for t in $tests; do
 		failed=$((failed + 1))
 		printf 'not ok %d - %s: %s, %s\n' "$n" "$t" "${result:-no result}" "$counts"
 		# -m: no pipe for grep to be cut off by (pipefail).
-		{ grep -m10 -E '^(not ok|Bail out)' "$log" 2>/dev/null || true; } | sed 's/^/#   /'
+		# Each failure with the diagnostics after it (got, want, why).
+		{ awk '/^(not ok|Bail out)/ { n++; show = n <= 10; print; next } show && /^#/ { if (++d[n] <= 4) print; next } { show = 0 }' "$log" 2>/dev/null || true; } | sed 's/^/#   /'
 		say "  log: $log" ;;
 	esac
 done
