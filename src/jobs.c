@@ -135,7 +135,7 @@ static void *job_main(void *arg)
                 json_object_put(result);
         json_object_object_add(final, "job_id", json_object_new_string(job->id));
         json_object_object_add(final, "status", json_object_new_string(dm_job_status_name(status)));
-        if (!result && !error[0])
+        if (!result && !error[0] && status != DM_JOB_CANCELLED)
                 snprintf(error, sizeof(error), "the job ended without a result");
         if (error[0])
                 json_object_object_add(final, "error", json_object_new_string(error));
@@ -151,10 +151,15 @@ static void *job_main(void *arg)
         if (job->free_userdata)
                 job->free_userdata(job->userdata);
 
-        /* From here on, final is shared with readers under the lock. */
+        /* From here on, final is shared with readers under the lock. A
+         * cancel that did not wait this long left a stand-in result: this
+         * one, with what the run printed, replaces it (readers copy under
+         * the lock, so the stand-in has no other holder). */
         pthread_mutex_lock(&jobs->lock);
+        if (job->status == DM_JOB_RUNNING)
+                job->t_end = dm_now_ms();
         job->status = status;
-        job->t_end = dm_now_ms();
+        json_object_put(job->final);
         job->final = final;
         snprintf(job->error, sizeof(job->error), "%s", error);
         job->userdata = NULL;
@@ -297,6 +302,27 @@ json_object *dm_jobs_status(struct dm_jobs *jobs, const char *id, bool include_t
         return o;
 }
 
+/* Waits on jobs->changed until deadline (monotonic ms), at most one slice,
+ * so that the caller looks at its own cancel signal now and then. */
+static void wait_changed_locked(struct dm_jobs *jobs, int64_t deadline)
+{
+        int64_t now = dm_now_ms(), until = deadline;
+        struct timespec ts;
+
+        if (now >= deadline)
+                return;
+        if (until > now + WAIT_SLICE_MS)
+                until = now + WAIT_SLICE_MS;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += (until - now) / 1000;
+        ts.tv_nsec += ((until - now) % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&jobs->changed, &jobs->lock, &ts);
+}
+
 json_object *dm_jobs_wait(struct dm_jobs *jobs, const char *id, int64_t timeout_ms, struct dm_cancel *cancel,
                           bool *ret_running)
 {
@@ -308,23 +334,8 @@ json_object *dm_jobs_wait(struct dm_jobs *jobs, const char *id, int64_t timeout_
         pthread_mutex_lock(&jobs->lock);
         purge_locked(jobs, false);
         j = find_locked(jobs, id);
-        while (j && j->status == DM_JOB_RUNNING && !(cancel && dm_cancel_fired(cancel))) {
-                int64_t now = dm_now_ms(), until = deadline;
-                struct timespec ts;
-
-                if (now >= deadline)
-                        break;
-                /* Wake up now and then to see the caller's cancel signal. */
-                if (until > now + WAIT_SLICE_MS)
-                        until = now + WAIT_SLICE_MS;
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                ts.tv_sec += (until - now) / 1000;
-                ts.tv_nsec += ((until - now) % 1000) * 1000000;
-                if (ts.tv_nsec >= 1000000000) {
-                        ts.tv_sec++;
-                        ts.tv_nsec -= 1000000000;
-                }
-                pthread_cond_timedwait(&jobs->changed, &jobs->lock, &ts);
+        while (j && j->status == DM_JOB_RUNNING && !(cancel && dm_cancel_fired(cancel)) && dm_now_ms() < deadline) {
+                wait_changed_locked(jobs, deadline);
                 /* The registry may have changed while we slept. */
                 j = find_locked(jobs, id);
         }
@@ -336,19 +347,55 @@ json_object *dm_jobs_wait(struct dm_jobs *jobs, const char *id, int64_t timeout_
         return copy;
 }
 
-static void cancel_tree_locked(struct dm_jobs *jobs, struct dm_job *root, int depth)
+/* Calls fn on root and every job below it that still runs. */
+static void tree_walk_locked(struct dm_jobs *jobs, struct dm_job *root, int depth,
+                             void (*fn)(struct dm_jobs *, struct dm_job *, void *), void *userdata)
 {
         if (depth > 64)
                 return; /* a cycle cannot happen; a bound costs nothing */
-        dm_cancel_fire(&root->cancel);
+        fn(jobs, root, userdata);
         for (struct dm_job *j = jobs->head; j; j = j->next)
                 if (strcmp(j->parent, root->id) == 0 && j->status == DM_JOB_RUNNING)
-                        cancel_tree_locked(jobs, j, depth + 1);
+                        tree_walk_locked(jobs, j, depth + 1, fn, userdata);
 }
 
-int dm_jobs_cancel(struct dm_jobs *jobs, const char *id, enum dm_job_status *ret_status)
+static void fire(struct dm_jobs *jobs, struct dm_job *j, void *userdata)
 {
+        (void)jobs;
+        (void)userdata;
+        dm_cancel_fire(&j->cancel);
+}
+
+static void count_running(struct dm_jobs *jobs, struct dm_job *j, void *userdata)
+{
+        (void)jobs;
+        if (j->status == DM_JOB_RUNNING)
+                ++*(int *)userdata;
+}
+
+/* A cancelled job whose thread is still winding down: from now on every
+ * view says cancelled, with a stand-in result until the thread's own. */
+static void mark_cancelled(struct dm_jobs *jobs, struct dm_job *j, void *userdata)
+{
+        json_object *final;
+
+        (void)userdata;
+        if (j->status != DM_JOB_RUNNING)
+                return;
+        final = json_object_new_object();
+        json_object_object_add(final, "job_id", json_object_new_string(j->id));
+        json_object_object_add(final, "status", json_object_new_string(dm_job_status_name(DM_JOB_CANCELLED)));
+        j->status = DM_JOB_CANCELLED;
+        j->t_end = dm_now_ms();
+        j->final = final;
+        pthread_cond_broadcast(&jobs->changed);
+}
+
+int dm_jobs_cancel(struct dm_jobs *jobs, const char *id, int64_t wait_ms, enum dm_job_status *ret_status)
+{
+        int64_t deadline = dm_now_ms() + wait_ms;
         struct dm_job *j;
+        int running = 0;
 
         pthread_mutex_lock(&jobs->lock);
         j = find_locked(jobs, id);
@@ -357,7 +404,24 @@ int dm_jobs_cancel(struct dm_jobs *jobs, const char *id, enum dm_job_status *ret
                 return -ENOENT;
         }
         if (j->status == DM_JOB_RUNNING)
-                cancel_tree_locked(jobs, j, 0);
+                tree_walk_locked(jobs, j, 0, fire, NULL);
+        for (;;) {
+                running = 0;
+                tree_walk_locked(jobs, j, 0, count_running, &running);
+                if (!running || dm_now_ms() >= deadline)
+                        break;
+                wait_changed_locked(jobs, deadline);
+                /* Ended jobs are freed only when a caller purges: this one
+                 * may have been, by a call made while we slept. */
+                j = find_locked(jobs, id);
+                if (!j) {
+                        pthread_mutex_unlock(&jobs->lock);
+                        *ret_status = DM_JOB_CANCELLED;
+                        return 0;
+                }
+        }
+        if (running)
+                tree_walk_locked(jobs, j, 0, mark_cancelled, NULL);
         *ret_status = j->status;
         pthread_mutex_unlock(&jobs->lock);
         return 0;

@@ -68,11 +68,14 @@ json_object *dm_jobs_status(struct dm_jobs *jobs, const char *id, bool include_t
 json_object *dm_jobs_wait(struct dm_jobs *jobs, const char *id, int64_t timeout_ms, struct dm_cancel *cancel,
                           bool *ret_running);
 
-/* Cancels the job and every job below it in the tree. Idempotent: a job
+/* Cancels the job and every job below it in the tree, and waits up to
+ * wait_ms for their threads to end (command killed, container removed).
+ * Whatever still runs then is marked cancelled at once, with a stand-in
+ * result that the thread's own replaces when it ends: after the call every
+ * view of those jobs (status, wait, list) is terminal. Idempotent: a job
  * that already ended keeps its status. -ENOENT when no such job; else the
- * job's status after the call in *ret_status (RUNNING until its thread has
- * cleaned up; sandbox_wait tells when it is done). */
-int dm_jobs_cancel(struct dm_jobs *jobs, const char *id, enum dm_job_status *ret_status);
+ * job's status after the call in *ret_status. */
+int dm_jobs_cancel(struct dm_jobs *jobs, const char *id, int64_t wait_ms, enum dm_job_status *ret_status);
 
 /* All jobs, as sandbox_list shows them: [{job_id, tool, status, elapsed_seconds}]. */
 json_object *dm_jobs_list(struct dm_jobs *jobs);

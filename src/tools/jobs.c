@@ -17,6 +17,10 @@
 
 #define WAIT_DEFAULT_S 30
 #define WAIT_MAX_S 120
+/* sandbox_cancel answers when the command is killed and its container
+ * removed, or after this long (a slow engine) with the job marked
+ * cancelled all the same. */
+#define CANCEL_WAIT_MS 10000
 
 static const struct dm_arg_spec status_args[] = {
         { .name = "job_id",
@@ -152,15 +156,11 @@ static json_object *cancel_call(struct dm_call *call, json_object *args)
         if (dm_args_check(cancel_args, N(cancel_args), args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
         id = dm_args_str(cancel_args, N(cancel_args), args, "job_id");
-        if (dm_jobs_cancel(dm_call_context(call)->jobs, id, &status) < 0)
+        if (dm_jobs_cancel(dm_call_context(call)->jobs, id, CANCEL_WAIT_MS, &status) < 0)
                 return unknown(id);
         o = json_object_new_object();
         json_object_object_add(o, "job_id", json_object_new_string(id));
-        /* A job still winding down is reported as cancelled: that is where
-         * it is going, and a second cancel answers the same. */
-        json_object_object_add(
-                o, "status",
-                json_object_new_string(dm_job_status_name(status == DM_JOB_RUNNING ? DM_JOB_CANCELLED : status)));
+        json_object_object_add(o, "status", json_object_new_string(dm_job_status_name(status)));
         return dm_tool_result_ok(o);
 }
 

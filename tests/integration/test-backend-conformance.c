@@ -404,6 +404,15 @@ static void job_cases(void)
         m = call_timeout("sandbox_cancel", args, 15000, NULL);
         check_str(str_at(structured(m), "status"), "cancelled", "job: sandbox_cancel says cancelled");
         json_object_put(m);
+        /* Right away, not eventually: every view is terminal once the
+         * cancel has answered, and a cancel is not an error. */
+        m = call_timeout("sandbox_status", args, 15000, NULL);
+        check(!strcmp(str_at(structured(m), "status"), "cancelled") &&
+                      !json_object_object_get_ex(structured(m), "error", NULL),
+              "job: sandbox_status right after says cancelled, with no error");
+        if (!m || strcmp(str_at(structured(m), "status"), "cancelled"))
+                diag("sandbox_status: %s", m ? json_object_to_json_string(m) : "nothing");
+        json_object_put(m);
         m = call_timeout("sandbox_wait", args, 30000, NULL);
         check_str(str_at(structured(m), "status"), "cancelled", "job: it ends cancelled");
         json_object_put(m);

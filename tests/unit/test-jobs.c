@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "src/jobs.h"
@@ -23,6 +24,17 @@ static json_object *work(struct dm_job *job, void *userdata, enum dm_job_status 
                 snprintf(error, len, "it broke");
                 *ret_status = DM_JOB_FAILED;
                 return NULL;
+        }
+        if (code == -3) {
+                /* Winds down slowly after a cancel (a slow engine), then
+                 * has a result of its own. */
+                struct pollfd p = { .fd = dm_job_cancel_signal(job)->fd, .events = POLLIN };
+                poll(&p, 1, 30000);
+                usleep(800 * 1000);
+                *ret_status = DM_JOB_CANCELLED;
+                o = json_object_new_object();
+                json_object_object_add(o, "exit_code", json_object_new_int(137));
+                return o;
         }
         if (code < 0) {
                 struct pollfd p = { .fd = dm_job_cancel_signal(job)->fd, .events = POLLIN };
@@ -60,7 +72,7 @@ int main(void)
         static int zero = 0, three = 3, forever = -1, broken = -2;
         char a[32], b[32], c[32], d[32], e[32];
         enum dm_job_status st;
-        json_object *r, *v;
+        json_object *r, *v, *list;
         bool running;
 
         is_int(dm_jobs_start(jobs, "t", NULL, work, done, &zero, NULL, a), 0, "start a job");
@@ -95,25 +107,64 @@ int main(void)
         r = dm_jobs_wait(jobs, c, 300, NULL, &running);
         ok(!r && running, "wait on a running job times out with running");
         ok(dm_now_ms() - t0 >= 250, "after the timeout");
-        is_int(dm_jobs_cancel(jobs, c, &st), 0, "cancel the parent");
+        is_int(dm_jobs_cancel(jobs, c, 5000, &st), 0, "cancel the parent");
+        is_int(st, DM_JOB_CANCELLED, "cancel answers cancelled");
         const char *tree[] = { c, d, g };
+        /* No wait first: the cancel waited for the tree to end. */
+        for (int i = 0; i < 3; i++)
+                is_str(status_of(jobs, tree[i]), "cancelled", "cancel tree: job %d of 3 cancelled when cancel returns",
+                       i + 1);
         for (int i = 0; i < 3; i++) {
-                r = dm_jobs_wait(jobs, tree[i], 5000, NULL, &running);
-                is_str(status_of(jobs, tree[i]), "cancelled", "cancel tree: job %d of 3 cancelled", i + 1);
+                r = dm_jobs_wait(jobs, tree[i], 0, NULL, &running);
+                ok(r && !running &&
+                           strcmp(json_object_get_string(json_object_object_get(r, "status")), "cancelled") == 0 &&
+                           !json_object_object_get_ex(r, "error", NULL),
+                   "cancel tree: job %d's final result says cancelled, with no error", i + 1);
                 json_object_put(r);
         }
         is_str(status_of(jobs, e), "running", "a job outside the tree keeps running");
-        is_int(dm_jobs_cancel(jobs, c, &st), 0, "cancel again: no error");
+        is_int(dm_jobs_cancel(jobs, c, 5000, &st), 0, "cancel again: no error");
         is_int(st, DM_JOB_CANCELLED, "and the status stays cancelled");
-        is_int(dm_jobs_cancel(jobs, a, &st), 0, "cancel an ended job: no error");
+        is_int(dm_jobs_cancel(jobs, a, 5000, &st), 0, "cancel an ended job: no error");
         is_int(st, DM_JOB_SUCCEEDED, "and its status does not change");
-        is_int(dm_jobs_cancel(jobs, "job-nope", &st), -ENOENT, "cancel an unknown job: -ENOENT");
+        is_int(dm_jobs_cancel(jobs, "job-nope", 5000, &st), -ENOENT, "cancel an unknown job: -ENOENT");
         ok(dm_jobs_status(jobs, "job-nope", false) == NULL, "status of an unknown job: NULL");
         r = dm_jobs_wait(jobs, "job-nope", 10, NULL, &running);
         ok(!r && !running, "wait on an unknown job: NULL, not running");
 
-        json_object *list = dm_jobs_list(jobs);
-        is_int(json_object_array_length(list), 7, "list shows every job (7 started)");
+        /* A job slower to wind down than the cancel waits: cancelled at
+         * once in every view, then its own result replaces the stand-in. */
+        static int slow = -3;
+        char h[32];
+        dm_jobs_start(jobs, "slow", NULL, work, done, &slow, NULL, h);
+        t0 = dm_now_ms();
+        is_int(dm_jobs_cancel(jobs, h, 100, &st), 0, "cancel a job that winds down slowly");
+        ok(st == DM_JOB_CANCELLED && dm_now_ms() - t0 < 700, "it answers cancelled after the wait given (%lld ms)",
+           (long long)(dm_now_ms() - t0));
+        is_str(status_of(jobs, h), "cancelled", "its status says cancelled at once");
+        r = dm_jobs_wait(jobs, h, 0, NULL, &running);
+        ok(r && !running && !json_object_object_get_ex(r, "exit_code", NULL),
+           "sandbox_wait answers at once with the stand-in result");
+        json_object_put(r);
+        list = dm_jobs_list(jobs);
+        bool listed_cancelled = false;
+        for (size_t i = 0; i < json_object_array_length(list); i++) {
+                json_object *o = json_object_array_get_idx(list, i);
+                if (strcmp(json_object_get_string(json_object_object_get(o, "job_id")), h) == 0)
+                        listed_cancelled =
+                                strcmp(json_object_get_string(json_object_object_get(o, "status")), "cancelled") == 0;
+        }
+        ok(listed_cancelled, "sandbox_list says cancelled too");
+        json_object_put(list);
+        usleep(1200 * 1000);
+        r = dm_jobs_wait(jobs, h, 0, NULL, &running);
+        ok(r && json_object_object_get_ex(r, "exit_code", &v) && json_object_get_int(v) == 137 &&
+                   strcmp(status_of(jobs, h), "cancelled") == 0,
+           "when its thread ends, its own result replaces the stand-in, still cancelled");
+        json_object_put(r);
+
+        list = dm_jobs_list(jobs);
+        is_int(json_object_array_length(list), 8, "list shows every job (8 started)");
         json_object_put(list);
 
         /* A waiter's own cancel ends the wait early. */
@@ -129,7 +180,7 @@ int main(void)
         dm_jobs_shutdown(jobs);
         is_str(status_of(jobs, e), "cancelled", "shutdown cancels running jobs");
         is_int(dm_jobs_start(jobs, "t", NULL, work, done, &zero, NULL, a), -ESHUTDOWN, "no new jobs after shutdown");
-        is_int(atomic_load(&done_calls), 7, "the done callback ran once per job");
+        is_int(atomic_load(&done_calls), 8, "the done callback ran once per job");
         dm_jobs_free(jobs);
         return done_testing();
 }
