@@ -283,6 +283,7 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
         }
         pthread_mutex_init(&ctx->lock, NULL);
         pthread_mutex_init(&ctx->shim_lock, NULL);
+        pthread_cond_init(&ctx->shim_changed, NULL);
         pthread_mutex_init(&ctx->egress_lock, NULL);
         pthread_cond_init(&ctx->reap_cond, NULL);
         r = pthread_create(&ctx->reaper, NULL, reaper_main, ctx);
@@ -426,6 +427,7 @@ void dm_context_release(struct dm_context *ctx)
         /* Sandboxes outlive the server: their shims reconnect to the next. */
         dm_sandbox_shims_release(ctx);
         pthread_mutex_destroy(&ctx->shim_lock);
+        pthread_cond_destroy(&ctx->shim_changed);
         dm_egress_shutdown(ctx);
         pthread_mutex_destroy(&ctx->egress_lock);
         if (ctx->backend)

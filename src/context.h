@@ -49,6 +49,7 @@ struct dm_context {
         bool nat_done;               /* the pool's source NAT is in place */
 
         pthread_mutex_t shim_lock;     /* guards shims */
+        pthread_cond_t shim_changed;   /* an adoption of a shim ended (src/sandbox.c) */
         struct dm_sandbox_shim *shims; /* persistent sandboxes' shim sockets (src/sandbox.c) */
 };
 

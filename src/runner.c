@@ -33,8 +33,6 @@ const char *const dm_kept_caps[] = {
 };
 
 #define PROGRESS_INTERVAL_MS 1000
-#define DRAIN_AFTER_KILL_MS 5000
-#define SHIM_READY_MS 30000
 
 struct capture {
         int fd[3]; /* [1] stdout.log, [2] stderr.log */
@@ -140,7 +138,7 @@ static int pump(struct dm_backend *b, struct dm_stream *s, const char *id, struc
                  * for, and a shutting-down server must not linger on it. */
                 if (res->cancelled)
                         return 0;
-                r = dm_stream_pump(s, &sink, -1, dm_now_ms() + DRAIN_AFTER_KILL_MS, err);
+                r = dm_stream_pump(s, &sink, -1, dm_now_ms() + DM_DRAIN_AFTER_KILL_MS, err);
                 if (r < 0)
                         log_debug("draining '%.12s' after kill: %s", id, err->msg);
                 dm_error_clear(err);
@@ -217,7 +215,7 @@ static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id
         char **extra = NULL, **env = NULL;
         int r;
 
-        r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, &l, err);
+        r = dm_launch_shim_ready(b, id, host, dm_now_ms() + DM_SHIM_READY_MS, &l, err);
         if (r < 0)
                 return r;
         /* The network, before the command can send anything. */

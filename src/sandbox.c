@@ -31,9 +31,6 @@
 #include "src/util/pidfd.h"
 #include "src/util/timeutil.h"
 
-#define DRAIN_AFTER_KILL_MS 5000
-#define SHIM_READY_MS 15000
-
 int dm_sandbox_dir(struct dm_context *ctx, char *buf, size_t len, struct dm_error *err)
 {
         if ((size_t)snprintf(buf, len, "%s/.sandboxes", ctx->cfg.output_root) >= len)
@@ -219,6 +216,10 @@ struct dm_sandbox_shim {
         struct dm_shimhost *host;
         struct dm_egress_run *egress; /* the proxy listener of a sandbox with a network */
         int refs;
+        /* Being taken over from an earlier server (about a second, up to
+         * DM_SHIM_READY_MS): host is NULL, and other execs into this sandbox
+         * wait on ctx->shim_changed. Only the adopting thread changes it. */
+        bool adopting;
 };
 
 /* The sandbox's policy, from its record. */
@@ -292,14 +293,15 @@ static void shim_put(struct dm_context *ctx, struct dm_sandbox_shim *e)
         }
 }
 
-/* Drops the list's reference to sandbox id's entry, if any. */
+/* Drops the list's reference to sandbox id's entry, if any (not one being
+ * adopted: its adopter holds it, and the next exec looks again). */
 static void shim_forget(struct dm_context *ctx, const char *id)
 {
         struct dm_sandbox_shim *found = NULL;
 
         pthread_mutex_lock(&ctx->shim_lock);
         for (struct dm_sandbox_shim **p = &ctx->shims; *p; p = &(*p)->next)
-                if (strcmp((*p)->id, id) == 0) {
+                if (strcmp((*p)->id, id) == 0 && !(*p)->adopting) {
                         found = *p;
                         *p = found->next;
                         break;
@@ -307,6 +309,20 @@ static void shim_forget(struct dm_context *ctx, const char *id)
         pthread_mutex_unlock(&ctx->shim_lock);
         if (found)
                 shim_put(ctx, found);
+}
+
+static bool shim_ready(struct dm_context *ctx, const char *id)
+{
+        bool ready = false;
+
+        pthread_mutex_lock(&ctx->shim_lock);
+        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
+                if (strcmp(e->id, id) == 0) {
+                        ready = !e->adopting && dm_shimhost_ready(e->host);
+                        break;
+                }
+        pthread_mutex_unlock(&ctx->shim_lock);
+        return ready;
 }
 
 static int shim_add(struct dm_context *ctx, const char *id, struct dm_shimhost *host, struct dm_sandbox_shim **ret)
@@ -333,35 +349,69 @@ static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct d
 {
         struct dm_shimhost *host = NULL;
         struct dm_egress_run *egress = NULL;
+        struct dm_sandbox_shim *e;
         struct dm_sandbox copy;
         struct dm_launched l;
         int r;
 
-        /* Held across adoption, which takes about a second: two execs into
-         * an adopted sandbox must not both try to take its socket over. */
         pthread_mutex_lock(&ctx->shim_lock);
-        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
-                if (strcmp(e->id, sb->id) == 0) {
+        for (;;) {
+                for (e = ctx->shims; e && strcmp(e->id, sb->id) != 0; e = e->next)
+                        ;
+                if (!e)
+                        break;
+                if (!e->adopting) {
                         e->refs++;
                         *ret = e;
                         pthread_mutex_unlock(&ctx->shim_lock);
                         return 0;
                 }
+                /* Another exec is taking this sandbox over: wait, then use
+                 * what it made (or try anew if it failed). Execs into other
+                 * sandboxes go on meanwhile. */
+                pthread_cond_wait(&ctx->shim_changed, &ctx->shim_lock);
+        }
+        /* A place held in the list while the slow part runs unlocked. */
+        e = calloc(1, sizeof(*e));
+        if (!e) {
+                pthread_mutex_unlock(&ctx->shim_lock);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        snprintf(e->id, sizeof(e->id), "%s", sb->id);
+        e->refs = 1; /* the list's */
+        e->adopting = true;
+        e->next = ctx->shims;
+        ctx->shims = e;
+        pthread_mutex_unlock(&ctx->shim_lock);
+
         r = dm_shimhost_new(sb->shim_dir, dm_shim_binary_find(ctx->cfg.shim_path), &host, err);
         if (r >= 0)
-                r = dm_launch_shim_ready(b, sb->container, host, dm_now_ms() + SHIM_READY_MS, &l, err);
+                r = dm_launch_shim_ready(b, sb->container, host, dm_now_ms() + DM_SHIM_READY_MS, &l, err);
         if (r >= 0) {
                 copy = *sb;
                 r = sandbox_net(ctx, &copy, &l, &egress, err);
                 if (r >= 0 && copy.net_host != sb->net_host)
                         r = record_write(ctx, &copy, err);
         }
-        if (r >= 0 && shim_add(ctx, sb->id, host, ret) < 0)
-                r = dm_error_set(err, -ENOMEM, "out of memory");
-        if (r >= 0)
-                (*ret)->egress = egress;
+
+        pthread_mutex_lock(&ctx->shim_lock);
+        if (r >= 0) {
+                e->host = host;
+                e->egress = egress;
+                e->adopting = false;
+                e->refs++; /* the caller's */
+                *ret = e;
+        } else {
+                for (struct dm_sandbox_shim **p = &ctx->shims; *p; p = &(*p)->next)
+                        if (*p == e) {
+                                *p = e->next;
+                                break;
+                        }
+        }
+        pthread_cond_broadcast(&ctx->shim_changed);
         pthread_mutex_unlock(&ctx->shim_lock);
         if (r < 0) {
+                free(e);
                 dm_egress_stop(ctx, egress, false);
                 dm_shimhost_free(host);
         } else
@@ -369,9 +419,20 @@ static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct d
         return r;
 }
 
+static bool any_adopting(struct dm_context *ctx)
+{
+        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
+                if (e->adopting)
+                        return true;
+        return false;
+}
+
 void dm_sandbox_shims_release(struct dm_context *ctx)
 {
         pthread_mutex_lock(&ctx->shim_lock);
+        /* An adoption still under way owns its entry until it ends. */
+        while (any_adopting(ctx))
+                pthread_cond_wait(&ctx->shim_changed, &ctx->shim_lock);
         struct dm_sandbox_shim *e = ctx->shims;
         ctx->shims = NULL;
         pthread_mutex_unlock(&ctx->shim_lock);
@@ -561,7 +622,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
          * mounts. A restart by the engine finds the staged ones gone. */
         dm_inputs_unstage(&stage);
         if (r >= 0 && host)
-                r = dm_launch_shim_ready(b, id, host, dm_now_ms() + SHIM_READY_MS, &l, err);
+                r = dm_launch_shim_ready(b, id, host, dm_now_ms() + DM_SHIM_READY_MS, &l, err);
         /* The network before any command runs. */
         if (r >= 0 && need_net)
                 r = sandbox_net(ctx, sb, &l, &egress, err);
@@ -611,6 +672,10 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb
         r = record_read(ctx, id, sb, err);
         if (r < 0)
                 return r;
+        /* The hot path: a shim that holds a connection open to this server
+         * is PID 1 of a running container, so the engine need not be asked. */
+        if (shim_ready(ctx, id))
+                return 0;
         r = dm_context_backend(ctx, &b, err);
         if (r < 0)
                 return r;
@@ -871,7 +936,7 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
                         kill_group(pidfd, pgid);
                 else if (b->ops->exec_interrupt && b->ops->exec_interrupt(b, exec_id, &e2) < 0)
                         log_warning("sandbox %s: stopping the command: %s", sb->id, e2.msg);
-                dm_stream_pump(stream, &sink, -1, dm_now_ms() + DRAIN_AFTER_KILL_MS, &e2);
+                dm_stream_pump(stream, &sink, -1, dm_now_ms() + DM_DRAIN_AFTER_KILL_MS, &e2);
                 if (r == -ECANCELED) {
                         dm_error_set(err, r, "cancelled");
                         goto finish;

@@ -33,7 +33,6 @@
 #define IDLE_MAX (DM_SHIM_SPARE_CONNS + 2)
 #define INLINE_STDIN_MAX (64 * 1024)
 #define KILL_GRACE_MS 2000 /* dm_shim_exec: the shim's own timeout goes first */
-#define DRAIN_AFTER_KILL_MS 5000
 #define HELLO_LEN (DM_SHIM_HDR_LEN + 12)
 
 const char *const dm_shim_container_argv[] = { DM_SHIM_BIN_PATH, NULL };
@@ -346,6 +345,17 @@ static bool idle_alive(int fd)
 {
         struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
         return poll(&p, 1, 0) == 0;
+}
+
+bool dm_shimhost_ready(struct dm_shimhost *h)
+{
+        bool ready = false;
+
+        pthread_mutex_lock(&h->lock);
+        for (size_t i = 0; i < h->n_idle && !ready; i++)
+                ready = idle_alive(h->idle[i]);
+        pthread_mutex_unlock(&h->lock);
+        return ready;
 }
 
 static int acquire(struct dm_shimhost *h, int cancel_fd, int64_t deadline, bool *ret_pooled, int *ret_fd,
@@ -813,7 +823,7 @@ int dm_shim_exec(struct dm_shimhost *h, const struct dm_shim_request *req, const
 
                 dm_shim_exec_kill(e, SIGKILL);
                 dm_error_clear(err);
-                r = dm_shim_exec_pump(e, sink, -1, dm_now_ms() + DRAIN_AFTER_KILL_MS, err);
+                r = dm_shim_exec_pump(e, sink, -1, dm_now_ms() + DM_DRAIN_AFTER_KILL_MS, err);
                 if (r < 0) {
                         log_debug("shim: draining after kill: %s", err->msg);
                         dm_error_clear(err);

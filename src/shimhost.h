@@ -34,6 +34,13 @@
 #include "src/shim/protocol.h"
 #include "src/util/error.h"
 
+/* How long a command's output is still read after it was killed (a
+ * timeout, a cancel), by every exec path: the shim's and the engine's. */
+#define DM_DRAIN_AFTER_KILL_MS 5000
+/* How long a started or adopted container's shim has to connect: a fresh
+ * one may wait for a cold image's first start on a busy machine. */
+#define DM_SHIM_READY_MS 30000
+
 /* The shim binary: configured (the setting DEMESNE_SHIM_PATH, returned as
  * is even when missing, so the error names it), else the installed
  * <pkglibexecdir>/demesne-shim, else the one in the build tree this server
@@ -154,6 +161,11 @@ void dm_shim_exec_free(struct dm_shim_exec *e);
  * delivered); else an error. */
 int dm_shim_exec(struct dm_shimhost *h, const struct dm_shim_request *req, const struct dm_stream_sink *sink,
                  int cancel_fd, int64_t deadline_ms, struct dm_shim_result *ret, struct dm_error *err);
+
+/* Whether the shim holds a spare connection open to this host now: proof
+ * that its container runs, at the cost of a poll() (no engine round
+ * trip). False tells nothing: the shim may just be reconnecting. */
+bool dm_shimhost_ready(struct dm_shimhost *h);
 
 /* Stops listening and removes the socket; the directory stays, so the
  * container's bind mount stays valid for a later server. NULL is fine. */

@@ -20,6 +20,7 @@
 #include "src/tools/tools.h"
 #include "src/transfer.h"
 #include "src/util/cleanup.h"
+#include "src/util/timeutil.h"
 #include "src/util/utf8.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -234,8 +235,12 @@ static json_object *exec_call(struct dm_call *call, json_object *args)
                 return dm_tool_result_error("invalid arguments: 'workdir' must be an absolute path in the sandbox");
         if (dm_sandbox_get(ctx, dm_args_str(exec_args, N(exec_args), args, "sandbox_id"), &sb, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
-        /* A long command must not let the sandbox expire under it. */
-        if (dm_sandbox_touch(ctx, &sb, &err) < 0)
+        /* A long command must not let the sandbox expire under it: the
+         * clock restarts now when this command could outlast it (after the
+         * command it restarts anyway; one record write, one renew on
+         * OpenSandbox, in the common case). */
+        if (sb.expires_at - dm_wall_ms() / 1000 < dm_args_int(exec_args, N(exec_args), args, "timeout_seconds") + 60 &&
+            dm_sandbox_touch(ctx, &sb, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
         in = dm_args_str(exec_args, N(exec_args), args, "stdin");
         env = dm_args_env(args, "env");

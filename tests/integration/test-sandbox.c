@@ -5,6 +5,7 @@
  * seccomp filter the shim installs, and a fork bomb. */
 #include "config.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,6 +292,54 @@ int main(void)
         s = exec_out(sb, "cat /workspace/f");
         is_str(s, "across\n", "a new server adopts it, state intact");
         free(s);
+        /* An adoption that waits (this sandbox's shim is stopped, so it
+         * cannot reconnect) holds up no other sandbox's exec: the lock
+         * on the shim list is not held across it. */
+        {
+                char slow[64], **ids = NULL, label[96];
+                struct dm_container_info info = { 0 };
+                struct dm_error e = { 0 };
+                size_t n = 0;
+                int slow_id, shim_pid = 0;
+                int64_t t0;
+
+                m = call("sandbox_create", "{}");
+                snprintf(slow, sizeof(slow), "%s", str_at(structured(m), "sandbox_id"));
+                json_object_put(m);
+                s = exec_out(slow, "echo up");
+                free(s);
+                is_int(finish(c, 20000), 0, "the server exits (two sandboxes to adopt)");
+                snprintf(label, sizeof(label), "demesne.sandbox=%s", slow);
+                if (b->ops->list(b, label, &ids, &n, &e) == 0 && n == 1 && b->ops->inspect(b, ids[0], &info, &e) == 0)
+                        shim_pid = info.pid;
+                dm_container_info_release(&info);
+                for (size_t i = 0; i < n; i++)
+                        free(ids[i]);
+                free(ids);
+                ok(shim_pid > 1 && kill(shim_pid, SIGSTOP) == 0, "the one sandbox's shim is stopped (pid %d)",
+                   shim_pid);
+                spawn(c, env);
+                slow_id = next_id++;
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo late\"}", slow);
+                send_call(c, slow_id, "sandbox_exec", args);
+                usleep(300 * 1000);
+                t0 = dm_now_ms();
+                s = exec_out(sb, "cat /workspace/f");
+                ok(strcmp(s, "across\n") == 0 && dm_now_ms() - t0 < 5000,
+                   "meanwhile an exec into the other sandbox is adopted and answers (%lld ms: %s)",
+                   (long long)(dm_now_ms() - t0), s);
+                free(s);
+                if (shim_pid > 1)
+                        kill(shim_pid, SIGCONT);
+                m = recv_response(c, slow_id, 60000, NULL);
+                is_str(result_is_error(m) ? "<error>" : str_at(structured(m), "stdout"), "late\n",
+                       "the waiting exec runs once the shim is back");
+                json_object_put(m);
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", slow);
+                m = call("sandbox_destroy", args);
+                ok(!result_is_error(m), "and that sandbox is destroyed");
+                json_object_put(m);
+        }
         /* A second live server beside it: the first holds the shim's
          * socket, so this one goes through the engine's exec API, with
          * the filter still in place. */
