@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backends/http.h"
+#include "backends/curl.h"
 #include "src/util/cleanup.h"
 #include "src/util/timeutil.h"
 
@@ -40,14 +40,14 @@ static int archive_call(struct dm_backend *b, const char *method, const char *id
                 return r;
         if (!path || path[0] != '/')
                 return dm_error_set(err, -EINVAL, "path '%s' inside the sandbox must be absolute", path ? path : "");
-        esc = dm_http_escape(path, true);
+        esc = dm_curl_escape(path, true);
         if (!esc || asprintf(&url, "/containers/%s/archive?path=%s", id, esc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         dm_buf_init(&errbody, ERRBODY_MAX);
-        r = dm_http_transfer(dm_docker_http(b), method, url, "application/x-tar", in_fd, in_len, out_fd, max,
+        r = dm_curl_transfer(dm_docker_http(b), method, url, "application/x-tar", in_fd, in_len, out_fd, max,
                              ARCHIVE_TIMEOUT_MS, &status, &errbody, err);
         if (r >= 0 && (status < 200 || status > 299))
-                r = dm_http_status_error(err, status, errbody.data, errbody.len);
+                r = dm_curl_status_error(err, status, errbody.data, errbody.len);
         dm_buf_release(&errbody);
         return r;
 }
@@ -94,9 +94,9 @@ int dm_docker_exec_pid(struct dm_backend *b, const char *exec_id, int *ret_pid, 
                 int pid = 0;
 
                 dm_buf_init(&out, 1 << 20);
-                r = dm_http_request(dm_docker_http(b), "GET", url, NULL, 10000, &status, &out, err);
+                r = dm_curl_request(dm_docker_http(b), "GET", url, NULL, 10000, &status, &out, err);
                 if (r >= 0 && status != 200)
-                        r = dm_http_status_error(err, status, out.data, out.len);
+                        r = dm_curl_status_error(err, status, out.data, out.len);
                 if (r >= 0) {
                         o = json_tokener_parse(out.data ? out.data : "");
                         if (!o)

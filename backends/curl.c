@@ -8,7 +8,7 @@
  * next to the engine's own 5-150 ms per container call, but free. The
  * hijacked streams are in stream.c. */
 #include "config.h"
-#include "backends/http.h"
+#include "backends/curl.h"
 #include "src/util/io.h"
 
 #include <arpa/inet.h>
@@ -40,7 +40,7 @@
 #define POOL_MAX 8
 #define CONNECT_TIMEOUT_MS 10000L
 
-struct dm_http {
+struct dm_curl {
         char *host;      /* as given */
         char *unix_path; /* set for unix:// */
         char *tcp_host;  /* set for tcp:// */
@@ -67,12 +67,12 @@ static void curl_init_once(void)
         curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-const char *dm_http_host(const struct dm_http *h)
+const char *dm_curl_host(const struct dm_curl *h)
 {
         return h->host;
 }
 
-bool dm_http_host_is_loopback(const char *host)
+bool dm_curl_host_is_loopback(const char *host)
 {
         struct in_addr a4;
         struct in6_addr a6;
@@ -87,7 +87,7 @@ bool dm_http_host_is_loopback(const char *host)
  * cert.pem and key.pem, all in DOCKER_CERT_PATH (default ~/.docker). Unlike
  * the docker CLI, plain tcp is refused unless the address is loopback
  * (127.0.0.0/8, ::1): an unauthenticated engine API is root on its host. */
-static int tcp_tls(struct dm_http *h, struct dm_error *err)
+static int tcp_tls(struct dm_curl *h, struct dm_error *err)
 {
         const char *verify = getenv("DOCKER_TLS_VERIFY"), *dir = getenv("DOCKER_CERT_PATH"), *home = getenv("HOME");
         _cleanup_free_ char *def = NULL;
@@ -95,7 +95,7 @@ static int tcp_tls(struct dm_http *h, struct dm_error *err)
         static const char *const names[] = { "ca.pem", "cert.pem", "key.pem" };
 
         if (!verify || !verify[0]) {
-                if (dm_http_host_is_loopback(h->tcp_host))
+                if (dm_curl_host_is_loopback(h->tcp_host))
                         return 0;
                 return dm_error_set(err, -EPERM,
                                     "engine host '%s' without TLS: plain tcp is allowed to a loopback address only "
@@ -126,7 +126,7 @@ static int tcp_tls(struct dm_http *h, struct dm_error *err)
         return 0;
 }
 
-static void apply_tls(const struct dm_http *h, CURL *c)
+static void apply_tls(const struct dm_curl *h, CURL *c)
 {
         if (!h->tls)
                 return;
@@ -137,17 +137,17 @@ static void apply_tls(const struct dm_http *h, CURL *c)
         curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
 }
 
-bool dm_http_tls(const struct dm_http *h)
+bool dm_curl_tls(const struct dm_curl *h)
 {
         return h->tls;
 }
 
-bool dm_http_on_this_host(const struct dm_http *h)
+bool dm_curl_on_this_host(const struct dm_curl *h)
 {
-        return h->unix_path || (h->tcp_host && dm_http_host_is_loopback(h->tcp_host));
+        return h->unix_path || (h->tcp_host && dm_curl_host_is_loopback(h->tcp_host));
 }
 
-const char *dm_http_describe_host(struct dm_http *h)
+const char *dm_curl_describe_host(struct dm_curl *h)
 {
         if (!h->tcp_host)
                 return h->host; /* tests read a socket's path after " at " */
@@ -160,7 +160,7 @@ const char *dm_http_describe_host(struct dm_http *h)
         return h->describe ? h->describe : h->host;
 }
 
-static int parse_host(struct dm_http *h, const char *host, struct dm_error *err)
+static int parse_host(struct dm_curl *h, const char *host, struct dm_error *err)
 {
         int r;
 
@@ -209,10 +209,10 @@ static int parse_host(struct dm_http *h, const char *host, struct dm_error *err)
         return dm_error_set(err, -EINVAL, "engine host '%s': expected unix:///path or tcp://host:port", host);
 }
 
-static int http_alloc(const char *host, size_t response_max, const char *noun, struct dm_http **ret,
+static int http_alloc(const char *host, size_t response_max, const char *noun, struct dm_curl **ret,
                       struct dm_error *err)
 {
-        struct dm_http *h;
+        struct dm_curl *h;
 
         pthread_once(&curl_once, curl_init_once);
         if (curl_init_result != CURLE_OK)
@@ -225,7 +225,7 @@ static int http_alloc(const char *host, size_t response_max, const char *noun, s
         h->noun = noun;
         h->host = strdup(host);
         if (!h->host) {
-                dm_http_free(h);
+                dm_curl_free(h);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
         *ret = h;
@@ -234,7 +234,7 @@ static int http_alloc(const char *host, size_t response_max, const char *noun, s
 
 /* The JSON content type, no 100-continue round trip ("Expect:" stops it on
  * bodies > 1 KiB), then the caller's own headers. */
-static int http_headers(struct dm_http *h, const char *const *extra, struct dm_error *err)
+static int http_headers(struct dm_curl *h, const char *const *extra, struct dm_error *err)
 {
         static const char *const base[] = { "Content-Type: application/json", "Expect:" };
 
@@ -254,9 +254,9 @@ static int http_headers(struct dm_http *h, const char *const *extra, struct dm_e
         return 0;
 }
 
-int dm_http_new(const char *host, size_t response_max, struct dm_http **ret, struct dm_error *err)
+int dm_curl_new(const char *host, size_t response_max, struct dm_curl **ret, struct dm_error *err)
 {
-        struct dm_http *h = NULL;
+        struct dm_curl *h = NULL;
         int r;
 
         r = http_alloc(host, response_max, "engine", &h, err);
@@ -265,17 +265,17 @@ int dm_http_new(const char *host, size_t response_max, struct dm_http **ret, str
         if (r >= 0)
                 r = http_headers(h, NULL, err);
         if (r < 0) {
-                dm_http_free(h);
+                dm_curl_free(h);
                 return r;
         }
         *ret = h;
         return 0;
 }
 
-int dm_http_new_url(const char *base_url, size_t response_max, const char *noun, const char *const *headers,
-                    struct dm_http **ret, struct dm_error *err)
+int dm_curl_new_url(const char *base_url, size_t response_max, const char *noun, const char *const *headers,
+                    struct dm_curl **ret, struct dm_error *err)
 {
-        struct dm_http *h = NULL;
+        struct dm_curl *h = NULL;
         int r;
 
         if (strncmp(base_url, "http://", 7) != 0 && strncmp(base_url, "https://", 8) != 0)
@@ -286,14 +286,14 @@ int dm_http_new_url(const char *base_url, size_t response_max, const char *noun,
         if (r >= 0)
                 r = http_headers(h, headers, err);
         if (r < 0) {
-                dm_http_free(h);
+                dm_curl_free(h);
                 return r;
         }
         *ret = h;
         return 0;
 }
 
-void dm_http_free(struct dm_http *h)
+void dm_curl_free(struct dm_curl *h)
 {
         if (!h)
                 return;
@@ -378,7 +378,7 @@ static void mark_curl_pairs_cloexec(void)
 }
 
 struct header_sink {
-        struct dm_http_header *want;
+        struct dm_curl_header *want;
         size_t n_want;
 };
 
@@ -407,7 +407,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *userdata)
         return len;
 }
 
-static CURL *take_handle(struct dm_http *h, bool *ret_fresh)
+static CURL *take_handle(struct dm_curl *h, bool *ret_fresh)
 {
         CURL *c = NULL;
 
@@ -423,7 +423,7 @@ static CURL *take_handle(struct dm_http *h, bool *ret_fresh)
         return c;
 }
 
-static void give_handle(struct dm_http *h, CURL *c)
+static void give_handle(struct dm_curl *h, CURL *c)
 {
         pthread_mutex_lock(&h->lock);
         if (h->n_idle < POOL_MAX) {
@@ -435,7 +435,7 @@ static void give_handle(struct dm_http *h, CURL *c)
                 curl_easy_cleanup(c);
 }
 
-static int map_curl_error(struct dm_http *h, CURL *c, CURLcode cc, const char *ebuf, bool too_big, struct dm_error *err)
+static int map_curl_error(struct dm_curl *h, CURL *c, CURLcode cc, const char *ebuf, bool too_big, struct dm_error *err)
 {
         long os_errno = 0;
         curl_off_t connect_us = 0;
@@ -473,14 +473,14 @@ static int map_curl_error(struct dm_http *h, CURL *c, CURLcode cc, const char *e
         }
 }
 
-int dm_http_request(struct dm_http *h, const char *method, const char *path, const char *json_body, long timeout_ms,
+int dm_curl_request(struct dm_curl *h, const char *method, const char *path, const char *json_body, long timeout_ms,
                     long *ret_status, struct dm_buf *body, struct dm_error *err)
 {
-        return dm_http_request_headers(h, method, path, json_body, timeout_ms, ret_status, body, NULL, 0, err);
+        return dm_curl_request_headers(h, method, path, json_body, timeout_ms, ret_status, body, NULL, 0, err);
 }
 
-int dm_http_request_headers(struct dm_http *h, const char *method, const char *path, const char *json_body,
-                            long timeout_ms, long *ret_status, struct dm_buf *body, struct dm_http_header *want,
+int dm_curl_request_headers(struct dm_curl *h, const char *method, const char *path, const char *json_body,
+                            long timeout_ms, long *ret_status, struct dm_buf *body, struct dm_curl_header *want,
                             size_t n_want, struct dm_error *err)
 {
         struct header_sink hs = { want, n_want };
@@ -597,7 +597,7 @@ static size_t on_transfer_write(char *p, size_t size, size_t n, void *userdata)
         return len;
 }
 
-int dm_http_transfer(struct dm_http *h, const char *method, const char *path, const char *content_type, int in_fd,
+int dm_curl_transfer(struct dm_curl *h, const char *method, const char *path, const char *content_type, int in_fd,
                      int64_t in_len, int out_fd, int64_t out_max, long timeout_ms, long *ret_status,
                      struct dm_buf *errbody, struct dm_error *err)
 {
@@ -665,7 +665,7 @@ int dm_http_transfer(struct dm_http *h, const char *method, const char *path, co
         return 0;
 }
 
-CURL *dm_http_easy(struct dm_http *h, const char *path, struct curl_slist **ret_headers, char *ebuf)
+CURL *dm_curl_easy(struct dm_curl *h, const char *path, struct curl_slist **ret_headers, char *ebuf)
 {
         _cleanup_free_ char *url = NULL;
         struct curl_slist *headers = NULL;
@@ -702,17 +702,17 @@ CURL *dm_http_easy(struct dm_http *h, const char *path, struct curl_slist **ret_
         return c;
 }
 
-void dm_http_easy_performed(void)
+void dm_curl_easy_performed(void)
 {
         mark_curl_pairs_cloexec();
 }
 
-int dm_http_easy_error(struct dm_http *h, CURL *c, CURLcode cc, const char *ebuf, struct dm_error *err)
+int dm_curl_easy_error(struct dm_curl *h, CURL *c, CURLcode cc, const char *ebuf, struct dm_error *err)
 {
         return map_curl_error(h, c, cc, ebuf, false, err);
 }
 
-int dm_http_status_error(struct dm_error *err, long status, const char *body, size_t len)
+int dm_curl_status_error(struct dm_error *err, long status, const char *body, size_t len)
 {
         char text[512] = "";
         struct json_tokener *tok;
@@ -751,7 +751,7 @@ int dm_http_status_error(struct dm_error *err, long status, const char *body, si
         return dm_error_set(err, code, "engine answered %ld: %s", status, text[0] ? text : "(no message)");
 }
 
-char *dm_http_escape(const char *s, bool keep_slash)
+char *dm_curl_escape(const char *s, bool keep_slash)
 {
         static const char hex[] = "0123456789ABCDEF";
         size_t n = strlen(s);
@@ -873,7 +873,7 @@ static void *relay_thread(void *userdata)
         return NULL;
 }
 
-static int tls_connect_raw(struct dm_http *h, int *ret_fd, struct dm_error *err)
+static int tls_connect_raw(struct dm_curl *h, int *ret_fd, struct dm_error *err)
 {
         struct tls_relay *r = calloc(1, sizeof(*r));
         char ebuf[CURL_ERROR_SIZE] = "";
@@ -925,7 +925,7 @@ static int tls_connect_raw(struct dm_http *h, int *ret_fd, struct dm_error *err)
         return 0;
 }
 
-int dm_http_connect_raw(struct dm_http *h, int *ret_fd, struct dm_error *err)
+int dm_curl_connect_raw(struct dm_curl *h, int *ret_fd, struct dm_error *err)
 {
         _cleanup_close_ int fd = -1;
 

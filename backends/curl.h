@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#ifndef DM_BACKENDS_HTTP_H
-#define DM_BACKENDS_HTTP_H
+#ifndef DM_BACKENDS_CURL_H
+#define DM_BACKENDS_CURL_H
 
 /* Backends-internal: the HTTP client for the Docker Engine API (plain
  * requests through libcurl, hijacked streams over raw sockets) and the few
@@ -20,31 +20,31 @@
  * and by Podman >= 3 (4.3.1 here). */
 #define DM_API_PREFIX "/v1.41"
 
-struct dm_http;
+struct dm_curl;
 
 /* host is "unix:///abs/path" or "tcp://host[:port]" (port 2375 when left out).
  * response_max caps every response body. -EINVAL on a malformed host. For
  * tcp://, Docker's DOCKER_TLS_VERIFY and DOCKER_CERT_PATH (ca.pem, cert.pem,
  * key.pem; default ~/.docker) turn on TLS; without TLS only a loopback
  * address is accepted (-EPERM naming the variables), before any connection. */
-int dm_http_new(const char *host, size_t response_max, struct dm_http **ret, struct dm_error *err);
+int dm_curl_new(const char *host, size_t response_max, struct dm_curl **ret, struct dm_error *err);
 /* A client for a plain HTTP(S) API at base_url ("https://host:8080/v1"),
  * every path appended to it as is. headers ("Name: value", NULL-terminated,
  * may be NULL) go with every request, transfers included; noun names the
  * peer in messages ("OpenSandbox server not reachable at ..."). */
-int dm_http_new_url(const char *base_url, size_t response_max, const char *noun, const char *const *headers,
-                    struct dm_http **ret, struct dm_error *err);
-void dm_http_free(struct dm_http *h);
-/* The host exactly as given to dm_http_new, for messages. */
-const char *dm_http_host(const struct dm_http *h);
+int dm_curl_new_url(const char *base_url, size_t response_max, const char *noun, const char *const *headers,
+                    struct dm_curl **ret, struct dm_error *err);
+void dm_curl_free(struct dm_curl *h);
+/* The host exactly as given to dm_curl_new, for messages. */
+const char *dm_curl_host(const struct dm_curl *h);
 /* tcp:// with DOCKER_TLS_VERIFY (https, engine and client verified). */
-bool dm_http_tls(const struct dm_http *h);
+bool dm_curl_tls(const struct dm_curl *h);
 /* unix:// or tcp:// to a loopback address: the engine shares this host
  * (its containers' pids, netns and bind sources are ours). */
-bool dm_http_on_this_host(const struct dm_http *h);
-bool dm_http_host_is_loopback(const char *host);
+bool dm_curl_on_this_host(const struct dm_curl *h);
+bool dm_curl_host_is_loopback(const char *host);
 /* The host, for tcp:// plus "(TLS, ...)" or "(no TLS: ...)", for describe. */
-const char *dm_http_describe_host(struct dm_http *h);
+const char *dm_curl_describe_host(struct dm_curl *h);
 
 /* One request: path is below DM_API_PREFIX ("/containers/create?name=x"),
  * json_body may be NULL (no body). timeout_ms 0 = no limit (wait). On success
@@ -52,47 +52,47 @@ const char *dm_http_describe_host(struct dm_http *h);
  * capped at response_max (-E2BIG past it). -EHOSTDOWN when the engine cannot
  * be reached ("engine not reachable at '...': reason"), -ETIMEDOUT, -EIO.
  * Thread-safe; connections are kept alive in a small pool. */
-int dm_http_request(struct dm_http *h, const char *method, const char *path, const char *json_body, long timeout_ms,
+int dm_curl_request(struct dm_curl *h, const char *method, const char *path, const char *json_body, long timeout_ms,
                     long *ret_status, struct dm_buf *body, struct dm_error *err);
 
 /* A response header to capture: name set by the caller ("Server"), value
  * filled (trimmed, truncated to fit) when the response carries it, else "". */
-struct dm_http_header {
+struct dm_curl_header {
         const char *name;
         char value[128];
 };
 
-/* dm_http_request, also capturing the n_want headers in want. */
-int dm_http_request_headers(struct dm_http *h, const char *method, const char *path, const char *json_body,
-                            long timeout_ms, long *ret_status, struct dm_buf *body, struct dm_http_header *want,
+/* dm_curl_request, also capturing the n_want headers in want. */
+int dm_curl_request_headers(struct dm_curl *h, const char *method, const char *path, const char *json_body,
+                            long timeout_ms, long *ret_status, struct dm_buf *body, struct dm_curl_header *want,
                             size_t n_want, struct dm_error *err);
 
 /* Fills err with "engine answered <status>: <message>" (the `message` field of
  * the engine's JSON error body, or the body itself) and returns the errno the
  * status maps to: 400 -EINVAL, 401/403 -EACCES, 404 -ENOENT, 409 -EBUSY,
  * others -EIO. */
-int dm_http_status_error(struct dm_error *err, long status, const char *body, size_t len);
+int dm_curl_status_error(struct dm_error *err, long status, const char *body, size_t len);
 
 /* Percent-encodes s for use inside a URL path or query (keeps unreserved
  * characters, '/' and ':' when keep_slash). NULL on ENOMEM. */
-char *dm_http_escape(const char *s, bool keep_slash);
+char *dm_curl_escape(const char *s, bool keep_slash);
 
 /* A connected stream socket to the engine, close-on-exec, blocking. */
-int dm_http_connect_raw(struct dm_http *h, int *ret_fd, struct dm_error *err);
+int dm_curl_connect_raw(struct dm_curl *h, int *ret_fd, struct dm_error *err);
 
 /* Sends POST path with json_body on a fresh connection, reads the response
  * head (at most 64 KiB, within head_timeout_ms) and, on 101 or 200, hands the
  * connection over as a stream; bytes read past the head stay in the stream.
- * Other statuses: dm_http_status_error's mapping. */
-int dm_stream_open(struct dm_http *h, const char *path, const char *json_body, long head_timeout_ms,
+ * Other statuses: dm_curl_status_error's mapping. */
+int dm_stream_open(struct dm_curl *h, const char *path, const char *json_body, long head_timeout_ms,
                    struct dm_stream **ret, struct dm_error *err);
 
 /* A request whose body comes from in_fd (in_len bytes; in_fd -1 = none) and
  * whose 2xx response body goes to out_fd (-EFBIG past out_max bytes, 0 = no
  * limit); a non-2xx response body lands in errbody instead (capped) for
- * dm_http_status_error. For archives, which can be far larger than any
+ * dm_curl_status_error. For archives, which can be far larger than any
  * JSON answer. */
-int dm_http_transfer(struct dm_http *h, const char *method, const char *path, const char *content_type, int in_fd,
+int dm_curl_transfer(struct dm_curl *h, const char *method, const char *path, const char *content_type, int in_fd,
                      int64_t in_len, int out_fd, int64_t out_max, long timeout_ms, long *ret_status,
                      struct dm_buf *errbody, struct dm_error *err);
 
@@ -101,11 +101,11 @@ int dm_http_transfer(struct dm_http *h, const char *method, const char *path, co
  * close-on-exec sockets, the client's extra headers (returned in
  * *ret_headers, the caller frees them after the transfer and may append
  * first), errors into ebuf (CURL_ERROR_SIZE). NULL on ENOMEM. After the
- * first perform call dm_http_easy_performed(); map failures with
- * dm_http_easy_error. */
-CURL *dm_http_easy(struct dm_http *h, const char *path, struct curl_slist **ret_headers, char *ebuf);
-void dm_http_easy_performed(void);
-int dm_http_easy_error(struct dm_http *h, CURL *c, CURLcode cc, const char *ebuf, struct dm_error *err);
+ * first perform call dm_curl_easy_performed(); map failures with
+ * dm_curl_easy_error. */
+CURL *dm_curl_easy(struct dm_curl *h, const char *path, struct curl_slist **ret_headers, char *ebuf);
+void dm_curl_easy_performed(void);
+int dm_curl_easy_error(struct dm_curl *h, CURL *c, CURLcode cc, const char *ebuf, struct dm_error *err);
 
 /* A stream over fd (a socket carrying Docker frames), taking it over. */
 int dm_stream_from_fd(int fd, struct dm_stream **ret, struct dm_error *err);
@@ -125,7 +125,7 @@ struct json_object *dm_json_strv(const char *const *v);
 int dm_json_kv(const char *const *kv, const char *what, struct json_object **ret, struct dm_error *err);
 
 /* The docker backend's HTTP client, for the ops that live in other files. */
-struct dm_http *dm_docker_http(struct dm_backend *b);
+struct dm_curl *dm_docker_http(struct dm_backend *b);
 
 /* backends/userns.c: how the engine maps ids, asked once per backend. */
 struct dm_userns_cache {

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/http.h"
+#include "backends/curl.h"
 #include "netpolicy/policy.h"
 #include "src/util/cleanup.h"
 #include "src/util/log.h"
@@ -28,7 +28,7 @@
 
 struct docker {
         struct dm_backend base;
-        struct dm_http *http;
+        struct dm_curl *http;
         size_t response_max;
         void (*release)(void *);
         void *owned;
@@ -58,7 +58,7 @@ static int call(struct docker *d, const char *method, const char *path, const ch
                 long *ret_status, struct dm_buf *out, struct dm_error *err)
 {
         dm_buf_init(out, d->response_max);
-        return dm_http_request(d->http, method, path, body, timeout_ms, ret_status, out, err);
+        return dm_curl_request(d->http, method, path, body, timeout_ms, ret_status, out, err);
 }
 
 int dm_docker_parse_json(const char *data, size_t len, struct json_object **ret, struct dm_error *err)
@@ -167,7 +167,7 @@ static int docker_ping(struct dm_backend *b, struct dm_error *err)
 
         r = call(d, "GET", "/_ping", NULL, 5000, &status, &out, err);
         if (r >= 0 && status != 200)
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
         if (r < 0)
                 return dm_error_wrap(err, "ping");
         return 0;
@@ -197,24 +197,24 @@ static int docker_describe(struct dm_backend *b, char **ret_desc, struct dm_erro
         struct docker *d = to_docker(b);
         _cleanup_buf_ struct dm_buf out = { 0 };
         _cleanup_json_ struct json_object *o = NULL;
-        struct dm_http_header hdr[2] = { { .name = "Server" }, { .name = "Api-Version" } };
+        struct dm_curl_header hdr[2] = { { .name = "Server" }, { .name = "Api-Version" } };
         long status;
         int r;
 
         dm_buf_init(&out, d->response_max);
-        r = dm_http_request_headers(d->http, "GET", "/_ping", NULL, CALL_TIMEOUT_MS, &status, &out, hdr, 2, err);
+        r = dm_curl_request_headers(d->http, "GET", "/_ping", NULL, CALL_TIMEOUT_MS, &status, &out, hdr, 2, err);
         if (r >= 0 && status == 200 &&
-            dm_docker_describe_from_server(hdr[0].value, hdr[1].value, dm_http_describe_host(d->http), ret_desc))
+            dm_docker_describe_from_server(hdr[0].value, hdr[1].value, dm_curl_describe_host(d->http), ret_desc))
                 return 0;
 
         r = call(d, "GET", "/version", NULL, CALL_TIMEOUT_MS, &status, &out, err);
         if (r >= 0 && status != 200)
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
         if (r >= 0)
                 r = parse_json(&out, &o, err);
         if (r < 0)
                 return dm_error_wrap(err, "engine version");
-        if (dm_docker_describe_version(o, dm_http_describe_host(d->http), ret_desc) < 0)
+        if (dm_docker_describe_version(o, dm_curl_describe_host(d->http), ret_desc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         return 0;
 }
@@ -249,12 +249,12 @@ static int docker_image_exists(struct dm_backend *b, const char *image, bool *re
         int r;
 
         /* Slashes stay: the route is /images/{name:.*}/json. */
-        esc = dm_http_escape(image, true);
+        esc = dm_curl_escape(image, true);
         if (!esc || asprintf(&path, "/images/%s/json", esc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = call(d, "GET", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
         if (r >= 0 && status != 200 && status != 404)
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
         if (r < 0)
                 return dm_error_wrap(err, "look up image '%s'", image);
         *ret_exists = status == 200;
@@ -423,16 +423,16 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
                 r = check_ref("container name", spec->name, err);
                 if (r < 0)
                         return dm_error_wrap(err, "create container");
-                esc = dm_http_escape(spec->name, false);
+                esc = dm_curl_escape(spec->name, false);
         }
         /* A bind source names a path on the engine's host: on another host
          * it would be whatever is there (dockerd makes an empty directory). */
-        if (spec->n_mounts && !dm_http_on_this_host(d->http))
+        if (spec->n_mounts && !dm_curl_on_this_host(d->http))
                 return dm_error_set(err, -EOPNOTSUPP,
                                     "create container: the engine at '%s' is not on this host, so host paths "
                                     "('%s', inputs, outputs) cannot be mounted; use sandbox uploads instead, or "
                                     "an engine on this host",
-                                    dm_http_host(d->http), spec->mounts[0].host);
+                                    dm_curl_host(d->http), spec->mounts[0].host);
         /* An engine off this host has no namespace demesne can reach, so
          * it can give a sandbox no network or its own; it enforces no
          * policy (the caller only hands one over in that case). */
@@ -440,7 +440,7 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
                 return dm_error_set(err, -EOPNOTSUPP,
                                     "create container: the engine at '%s' is not on this host, so demesne cannot "
                                     "enforce an egress policy there: use egress 'none'",
-                                    dm_http_host(d->http));
+                                    dm_curl_host(d->http));
         if ((spec->name && !esc) || asprintf(&path, "/containers/create%s%s", esc ? "?name=" : "", esc ? esc : "") < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = create_body(spec, &body, err);
@@ -451,7 +451,7 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
         if (r >= 0 && status != 201 && status != 200) {
                 _cleanup_json_ struct json_object *other = NULL;
 
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
                 /* The name is taken: Docker answers 409, Podman 4.3 500 ("the
                  * container name ... is already in use"); ask rather than
                  * parse prose. */
@@ -516,7 +516,7 @@ static int docker_start(struct dm_backend *b, const char *id, struct dm_error *e
         r = simple_post(d, path, NULL, &status, &out, err);
         /* 304: already started, which is what the caller wanted. */
         if (r >= 0 && status != 204 && status != 200 && status != 304)
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
         if (r < 0)
                 return dm_error_wrap(err, "start container '%s'", id);
         return 0;
@@ -540,7 +540,7 @@ static int docker_kill(struct dm_backend *b, const char *id, int signo, struct d
                 _cleanup_json_ struct json_object *o = NULL;
                 struct json_object *running;
 
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
                 /* Not running: Docker answers 409, Podman 500 ("container
                  * state improper"). The caller kills to stop it and it has
                  * stopped, so that is success; ask rather than parse prose. */
@@ -596,7 +596,7 @@ static int docker_destroy(struct dm_backend *b, const char *id, struct dm_error 
                         delay_us *= 2;
         }
         if (r >= 0 && status != 204 && status != 200 && status != 404)
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
         if (r < 0)
                 return dm_error_wrap(err, "remove container '%s'", id);
         return 0;
@@ -717,7 +717,7 @@ static int inspect_json(struct docker *d, const char *id, struct json_object **r
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = call(d, "GET", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
         if (r >= 0 && status != 200)
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
         if (r >= 0)
                 r = parse_json(&out, ret, err);
         return r;
@@ -787,7 +787,7 @@ static int docker_wait(struct dm_backend *b, const char *id, int *ret_exit_code,
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = call(d, "POST", path, NULL, 0, &status, &out, err);
         if (r >= 0 && status != 200)
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
         if (r >= 0)
                 r = parse_json(&out, &o, err);
         if (r >= 0 && !(code = get(o, "StatusCode")))
@@ -808,12 +808,12 @@ static int docker_list(struct dm_backend *b, const char *label, char ***ret_ids,
         int r;
 
         if (!filters || dm_json_add(filters, "label", dm_json_strv((const char *const[]){ label, NULL })) < 0 ||
-            !(esc = dm_http_escape(json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN), false)) ||
+            !(esc = dm_curl_escape(json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN), false)) ||
             asprintf(&path, "/containers/json?all=1&filters=%s", esc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = call(d, "GET", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
         if (r >= 0 && status != 200)
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
         if (r >= 0)
                 r = parse_json(&out, &o, err);
         if (r >= 0)
@@ -884,7 +884,7 @@ static int docker_exec(struct dm_backend *b, const char *id, const struct dm_exe
 
         r = simple_post(d, path, json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN), &status, &out, err);
         if (r >= 0 && status != 201 && status != 200)
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
         if (r >= 0)
                 r = parse_json(&out, &o, err);
         if (r >= 0 && !(eid = get(o, "Id")))
@@ -927,7 +927,7 @@ static int docker_exec_exit_code(struct dm_backend *b, const char *exec_id, int 
 
                 r = call(d, "GET", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
                 if (r >= 0 && status != 200)
-                        r = dm_http_status_error(err, status, out.data, out.len);
+                        r = dm_curl_status_error(err, status, out.data, out.len);
                 if (r >= 0)
                         r = parse_json(&out, &o, err);
                 if (r < 0)
@@ -958,7 +958,7 @@ static void docker_free(struct dm_backend *b)
 
         if (!d)
                 return;
-        dm_http_free(d->http);
+        dm_curl_free(d->http);
         pthread_mutex_destroy(&d->userns.lock);
         if (d->release)
                 d->release(d->owned);
@@ -1003,7 +1003,7 @@ static void remote_ops_init(void)
         docker_remote_ops.caps &= ~(unsigned)DM_REMOTE_LACKS;
 }
 
-struct dm_http *dm_docker_http(struct dm_backend *b)
+struct dm_curl *dm_docker_http(struct dm_backend *b)
 {
         return to_docker(b)->http;
 }
@@ -1023,12 +1023,12 @@ int dm_docker_backend_new_owning(const char *host, int64_t response_max, void (*
                 return dm_error_set(err, -ENOMEM, "out of memory");
         d->base.ops = &docker_ops;
         d->response_max = response_max > 0 ? (size_t)response_max : 16u << 20;
-        r = dm_http_new(host, d->response_max, &d->http, err);
+        r = dm_curl_new(host, d->response_max, &d->http, err);
         if (r < 0) {
                 free(d);
                 return r;
         }
-        if (!dm_http_on_this_host(d->http)) {
+        if (!dm_curl_on_this_host(d->http)) {
                 pthread_once(&remote_once, remote_ops_init);
                 d->base.ops = &docker_remote_ops;
         }

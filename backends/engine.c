@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backends/http.h"
+#include "backends/curl.h"
 #include "src/util/buf.h"
 #include "src/util/cleanup.h"
 #include "src/util/log.h"
@@ -270,19 +270,19 @@ static char **service_env(void)
 
 static int ping_host(const char *host, long timeout_ms, struct dm_error *err)
 {
-        struct dm_http *h = NULL;
+        struct dm_curl *h = NULL;
         struct dm_buf out;
         long status = 0;
         int r;
 
         dm_buf_init(&out, 4096);
-        r = dm_http_new(host, 4096, &h, err);
+        r = dm_curl_new(host, 4096, &h, err);
         if (r >= 0)
-                r = dm_http_request(h, "GET", "/_ping", NULL, timeout_ms, &status, &out, err);
+                r = dm_curl_request(h, "GET", "/_ping", NULL, timeout_ms, &status, &out, err);
         if (r >= 0 && status != 200)
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
         dm_buf_release(&out);
-        dm_http_free(h);
+        dm_curl_free(h);
         return r;
 }
 

@@ -281,9 +281,9 @@ static int on_progress(void *userdata, curl_off_t a, curl_off_t b, curl_off_t c,
         return 0;
 }
 
-static int interrupt(struct dm_http *execd, const char *cmd_id, struct dm_error *err)
+static int interrupt(struct dm_curl *execd, const char *cmd_id, struct dm_error *err)
 {
-        _cleanup_free_ char *esc = dm_http_escape(cmd_id, false), *path = NULL;
+        _cleanup_free_ char *esc = dm_curl_escape(cmd_id, false), *path = NULL;
         _cleanup_buf_ struct dm_buf out = { 0 };
         long status = 0;
         int r;
@@ -291,7 +291,7 @@ static int interrupt(struct dm_http *execd, const char *cmd_id, struct dm_error 
         if (!esc || asprintf(&path, "/command?id=%s", esc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         dm_buf_init(&out, ERRBODY_MAX);
-        r = dm_http_request(execd, "DELETE", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
+        r = dm_curl_request(execd, "DELETE", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
         if (r >= 0 && status != 200)
                 r = dm_osb_status_error(err, status, &out);
         return r;
@@ -302,7 +302,7 @@ static void *exec_thread(void *userdata)
         struct osb_exec *x = userdata;
         struct curl_slist *headers = NULL;
         char ebuf[CURL_ERROR_SIZE];
-        CURL *c = dm_http_easy(x->execd, "/command", &headers, ebuf);
+        CURL *c = dm_curl_easy(x->execd, "/command", &headers, ebuf);
         struct curl_slist *h2;
         CURLcode cc = CURLE_OUT_OF_MEMORY;
 
@@ -321,7 +321,7 @@ static void *exec_thread(void *userdata)
                 curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
                 curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
                 cc = curl_easy_perform(c);
-                dm_http_easy_performed();
+                dm_curl_easy_performed();
         }
         pthread_mutex_lock(&x->lock);
         if (!x->err_code && x->status != 200 && x->status != 0 && cc == CURLE_OK) {
@@ -330,7 +330,7 @@ static void *exec_thread(void *userdata)
                 snprintf(x->err_msg, sizeof(x->err_msg), "%.500s", e.msg);
         } else if (!x->err_code && cc != CURLE_OK && !x->final && !atomic_load(&x->abandoned)) {
                 struct dm_error e = { 0 };
-                x->err_code = c ? dm_http_easy_error(x->execd, c, cc, ebuf, &e) : -ENOMEM;
+                x->err_code = c ? dm_curl_easy_error(x->execd, c, cc, ebuf, &e) : -ENOMEM;
                 snprintf(x->err_msg, sizeof(x->err_msg), "%.500s", c ? e.msg : "out of memory");
         } else if (!x->err_code && !x->final && !atomic_load(&x->abandoned)) {
                 x->err_code = -EPROTO;
@@ -412,7 +412,7 @@ int dm_osb_exec(struct dm_backend *b, const char *id, const struct dm_exec_spec 
 {
         struct osb *o = to_osb(b);
         struct osb_exec *x;
-        struct dm_http *execd;
+        struct dm_curl *execd;
         sigset_t all, old;
         int sv[2], r;
 
@@ -544,7 +544,7 @@ int dm_osb_kill(struct dm_backend *b, const char *id, int signo, struct dm_error
         struct osb *o = to_osb(b);
         char ids[32][128];
         size_t n = 0;
-        struct dm_http *execd = NULL;
+        struct dm_curl *execd = NULL;
         int r = 0;
 
         (void)signo; /* execd has one way to stop a command */
@@ -611,7 +611,7 @@ static size_t on_answer(char *p, size_t size, size_t n, void *userdata)
 int dm_osb_put_file(struct dm_backend *b, const char *id, const char *path, int in_fd, int64_t len, unsigned mode,
                     struct dm_error *err)
 {
-        struct dm_http *execd;
+        struct dm_curl *execd;
         _cleanup_json_ struct json_object *meta = json_object_new_object();
         _cleanup_buf_ struct dm_buf out = { 0 };
         struct curl_slist *headers = NULL;
@@ -632,7 +632,7 @@ int dm_osb_put_file(struct dm_backend *b, const char *id, const char *path, int 
         if (!meta || json_object_object_add(meta, "path", json_object_new_string(path)) < 0 ||
             json_object_object_add(meta, "mode", json_object_new_int(atoi(octal))) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        c = dm_http_easy(execd, "/files/upload", &headers, ebuf);
+        c = dm_curl_easy(execd, "/files/upload", &headers, ebuf);
         if (!c)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         dm_buf_init(&out, ERRBODY_MAX);
@@ -656,10 +656,10 @@ int dm_osb_put_file(struct dm_backend *b, const char *id, const char *path, int 
         curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
         curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30L * 60 * 1000);
         cc = curl_easy_perform(c);
-        dm_http_easy_performed();
+        dm_curl_easy_performed();
         if (cc != CURLE_OK)
                 r = src.failed ? dm_error_set(err, -EIO, "reading the file to upload: %s", strerror(errno))
-                               : dm_http_easy_error(execd, c, cc, ebuf, err);
+                               : dm_curl_easy_error(execd, c, cc, ebuf, err);
         else if (curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status), status != 200)
                 r = dm_osb_status_error(err, status, &out);
 out:
@@ -672,8 +672,8 @@ out:
 int dm_osb_get_file(struct dm_backend *b, const char *id, const char *path, int out_fd, int64_t max,
                     struct dm_error *err)
 {
-        struct dm_http *execd;
-        _cleanup_free_ char *esc = dm_http_escape(path, false), *url = NULL;
+        struct dm_curl *execd;
+        _cleanup_free_ char *esc = dm_curl_escape(path, false), *url = NULL;
         struct dm_buf errbody;
         long status = 0;
         int r;
@@ -684,7 +684,7 @@ int dm_osb_get_file(struct dm_backend *b, const char *id, const char *path, int 
         if (r < 0)
                 return dm_error_wrap(err, "download from sandbox '%s'", dm_osb_name(to_osb(b), id));
         dm_buf_init(&errbody, ERRBODY_MAX);
-        r = dm_http_transfer(execd, "GET", url, NULL, -1, 0, out_fd, max, 30L * 60 * 1000, &status, &errbody, err);
+        r = dm_curl_transfer(execd, "GET", url, NULL, -1, 0, out_fd, max, 30L * 60 * 1000, &status, &errbody, err);
         if (r >= 0 && status != 200) {
                 r = dm_osb_status_error(err, status, &errbody);
                 /* execd says 400 for a directory. */

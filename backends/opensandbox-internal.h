@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "backends/http.h"
+#include "backends/curl.h"
 #include "src/util/cleanup.h"
 
 #define EXECD_PORT 44772
@@ -34,7 +34,7 @@ enum osb_egress {
 
 struct osb {
         struct dm_backend base;
-        struct dm_http *api; /* lifecycle, with the API key */
+        struct dm_curl *api; /* lifecycle, with the API key */
         char *protocol;      /* "http" or "https", also for execd */
         bool server_proxy;   /* reach execd through the server (OPEN_SANDBOX_USE_SERVER_PROXY) */
         size_t response_max;
@@ -58,14 +58,14 @@ struct osb_name {
 struct execd {
         struct execd *next;
         char *sandbox;
-        struct dm_http *http;
+        struct dm_curl *http;
 };
 
 struct osb_exec {
         struct osb_exec *next;
         struct osb *o;
         char *sandbox;
-        struct dm_http *execd; /* borrowed from the execd list, which outlives it */
+        struct dm_curl *execd; /* borrowed from the execd list, which outlives it */
         char *body;            /* the /command request */
         int fd;                /* our end of the socketpair; -1 once closed */
         pthread_t thread;
@@ -137,7 +137,7 @@ const char *dm_osb_name(struct osb *o, const char *id);
 int dm_osb_check_id(const char *id, struct dm_error *err);
 /* The execd client of sandbox id (endpoint looked up once, then kept until
  * the sandbox is deleted or the backend freed). */
-int dm_osb_execd(struct osb *o, const char *id, struct dm_http **ret, struct dm_error *err);
+int dm_osb_execd(struct osb *o, const char *id, struct dm_curl **ret, struct dm_error *err);
 void dm_osb_execd_free(struct execd *e);
 
 /* opensandbox-exec.c */

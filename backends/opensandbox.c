@@ -89,7 +89,7 @@ int dm_osb_api(struct osb *o, const char *method, const char *path, struct json_
         int r;
 
         dm_buf_init(&out, o->response_max);
-        r = dm_http_request(o->api, method, path,
+        r = dm_curl_request(o->api, method, path,
                             body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL, CALL_TIMEOUT_MS,
                             &status, &out, err);
         if (r < 0)
@@ -140,7 +140,7 @@ static int osb_describe(struct dm_backend *b, char **ret_desc, struct dm_error *
         int r = osb_ping(b, err);
 
         /* The lifecycle API publishes no version; say what we know. */
-        if (r >= 0 && asprintf(ret_desc, "opensandbox (lifecycle API v1) at %s", dm_http_host(to_osb(b)->api)) < 0)
+        if (r >= 0 && asprintf(ret_desc, "opensandbox (lifecycle API v1) at %s", dm_curl_host(to_osb(b)->api)) < 0)
                 r = dm_error_set(err, -ENOMEM, "out of memory");
         return r;
 }
@@ -470,7 +470,7 @@ void dm_osb_execd_free(struct execd *e)
 {
         if (!e)
                 return;
-        dm_http_free(e->http);
+        dm_curl_free(e->http);
         free(e->sandbox);
         free(e);
 }
@@ -543,7 +543,7 @@ static int execd_lookup(struct osb *o, const char *id, struct execd **ret, struc
                 }
         }
         if (r >= 0)
-                r = dm_http_new_url(url, o->response_max, "execd", headers, &e->http, err);
+                r = dm_curl_new_url(url, o->response_max, "execd", headers, &e->http, err);
         for (size_t i = 0; i < n; i++)
                 free((char *)headers[i]);
         free(headers);
@@ -558,7 +558,7 @@ static int execd_lookup(struct osb *o, const char *id, struct execd **ret, struc
 }
 
 /* The execd client of sandbox id, looked up once and kept. */
-int dm_osb_execd(struct osb *o, const char *id, struct dm_http **ret, struct dm_error *err)
+int dm_osb_execd(struct osb *o, const char *id, struct dm_curl **ret, struct dm_error *err)
 {
         struct execd *e = NULL;
         int r;
@@ -607,7 +607,7 @@ static int osb_start(struct dm_backend *b, const char *id, struct dm_error *err)
         struct osb *o = to_osb(b);
         int64_t give_up = dm_now_ms() + RUNNING_WAIT_MS;
         unsigned delay_ms = 50;
-        struct dm_http *x;
+        struct dm_curl *x;
         int r;
 
         for (;;) {
@@ -642,7 +642,7 @@ static int osb_start(struct dm_backend *b, const char *id, struct dm_error *err)
                 long status = 0;
 
                 dm_buf_init(&out, 4096);
-                r = dm_http_request(x, "GET", "/ping", NULL, 5000, &status, &out, err);
+                r = dm_curl_request(x, "GET", "/ping", NULL, 5000, &status, &out, err);
                 if (r >= 0 && status == 200)
                         return 0;
                 if (r >= 0)
@@ -772,7 +772,7 @@ static int osb_list(struct dm_backend *b, const char *label, char ***ret_ids, si
         char **ids = NULL;
         int r = 0;
 
-        if (eq && !(filter = dm_http_escape(label, false)))
+        if (eq && !(filter = dm_curl_escape(label, false)))
                 return dm_error_set(err, -ENOMEM, "out of memory");
         for (int page = 1;; page++) {
                 _cleanup_json_ struct json_object *res = NULL;
@@ -877,7 +877,7 @@ static void osb_free(struct dm_backend *b)
                 free(o->names);
                 o->names = next;
         }
-        dm_http_free(o->api);
+        dm_curl_free(o->api);
         free(o->protocol);
         pthread_mutex_destroy(&o->lock);
         free(o);
@@ -969,7 +969,7 @@ int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, st
         pthread_mutex_init(&o->lock, NULL);
         o->base.ops = &osb_ops;
         o->response_max = response_max > 0 ? (size_t)response_max : 16u << 20;
-        r = dm_http_new_url(url, o->response_max, "OpenSandbox server", headers, &o->api, err);
+        r = dm_curl_new_url(url, o->response_max, "OpenSandbox server", headers, &o->api, err);
         if (r < 0) {
                 osb_free(&o->base);
                 return r;

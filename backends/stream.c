@@ -20,7 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "backends/http.h"
+#include "backends/curl.h"
 #include "src/util/cleanup.h"
 #include "src/util/timeutil.h"
 
@@ -105,7 +105,7 @@ static long header_long(const char *head, size_t head_len, const char *name)
         return -1;
 }
 
-int dm_stream_open(struct dm_http *h, const char *path, const char *json_body, long head_timeout_ms,
+int dm_stream_open(struct dm_curl *h, const char *path, const char *json_body, long head_timeout_ms,
                    struct dm_stream **ret, struct dm_error *err)
 {
         _cleanup_close_ int fd = -1;
@@ -116,7 +116,7 @@ int dm_stream_open(struct dm_http *h, const char *path, const char *json_body, l
         struct dm_stream *s;
         int status = 0, r, n;
 
-        r = dm_http_connect_raw(h, &fd, err);
+        r = dm_curl_connect_raw(h, &fd, err);
         if (r < 0)
                 return r;
         /* Upgrade: tcp makes both Docker and Podman answer 101; without it
@@ -136,7 +136,7 @@ int dm_stream_open(struct dm_http *h, const char *path, const char *json_body, l
         r = send_all(fd, req, (size_t)n);
         if (r < 0)
                 return dm_error_set(err, r == -EPIPE ? -EIO : r, "engine at '%s' closed the connection: %s",
-                                    dm_http_host(h), strerror(-r));
+                                    dm_curl_host(h), strerror(-r));
 
         dm_buf_init(&head, HEAD_MAX);
         while (!head_end) {
@@ -147,7 +147,7 @@ int dm_stream_open(struct dm_http *h, const char *path, const char *json_body, l
                 if (r <= 0) {
                         dm_buf_release(&head);
                         return r == 0 ? dm_error_set(err, -ETIMEDOUT, "engine at '%s' did not answer in %ld ms",
-                                                     dm_http_host(h), head_timeout_ms)
+                                                     dm_curl_host(h), head_timeout_ms)
                                       : dm_error_set(err, -EIO, "poll: %s", strerror(-r));
                 }
                 got = recv(fd, tmp, sizeof(tmp), 0);
@@ -156,7 +156,7 @@ int dm_stream_open(struct dm_http *h, const char *path, const char *json_body, l
                 if (got <= 0) {
                         dm_buf_release(&head);
                         return dm_error_set(err, -EIO, "engine at '%s' closed the connection before answering",
-                                            dm_http_host(h));
+                                            dm_curl_host(h));
                 }
                 if (dm_buf_append(&head, tmp, (size_t)got) < 0) {
                         dm_buf_release(&head);
@@ -173,13 +173,13 @@ int dm_stream_open(struct dm_http *h, const char *path, const char *json_body, l
 
         if (sscanf(head.data, "HTTP/1.%*1d %3d", &status) != 1) {
                 dm_buf_release(&head);
-                return dm_error_set(err, -EPROTO, "engine at '%s' sent no HTTP status line", dm_http_host(h));
+                return dm_error_set(err, -EPROTO, "engine at '%s' sent no HTTP status line", dm_curl_host(h));
         }
         /* Podman answers 101 when asked to upgrade and 200 otherwise; older
          * Docker releases answered 200 with the stream following. */
         if (status != 101 && status != 200) {
                 read_error_body(fd, &head, head_end, header_long(head.data, head_end, "Content-Length"));
-                r = dm_http_status_error(err, status, head.data + head_end, head.len - head_end);
+                r = dm_curl_status_error(err, status, head.data + head_end, head.len - head_end);
                 dm_buf_release(&head);
                 return r;
         }

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/http.h"
+#include "backends/curl.h"
 #include "src/util/cleanup.h"
 
 #define INFO_TIMEOUT_MS 60000L
@@ -47,9 +47,9 @@ static int get_json(struct dm_backend *b, const char *path, struct json_object *
         int r;
 
         dm_buf_init(&out, 4u << 20);
-        r = dm_http_request(dm_docker_http(b), "GET", path, NULL, INFO_TIMEOUT_MS, &status, &out, err);
+        r = dm_curl_request(dm_docker_http(b), "GET", path, NULL, INFO_TIMEOUT_MS, &status, &out, err);
         if (r >= 0 && status != 200)
-                r = dm_http_status_error(err, status, out.data, out.len);
+                r = dm_curl_status_error(err, status, out.data, out.len);
         if (r >= 0) {
                 *ret = json_tokener_parse(out.data ? out.data : "");
                 if (!*ret)

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "backends/http.h"
+#include "backends/curl.h"
 #include "backends/opensandbox-internal.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -102,10 +102,10 @@ static void list(const char *body, size_t len)
 }
 
 /* "Server\nApi-Version": the two header values, each cut to the size the
- * HTTP client keeps (struct dm_http_header). */
+ * HTTP client keeps (struct dm_curl_header). */
 static void ping_headers(const char *body)
 {
-        struct dm_http_header h[2] = { { .name = "Server" }, { .name = "Api-Version" } };
+        struct dm_curl_header h[2] = { { .name = "Server" }, { .name = "Api-Version" } };
         const char *nl = strchr(body, '\n');
         size_t n = nl ? (size_t)(nl - body) : strlen(body);
         char *desc = NULL;
@@ -121,7 +121,7 @@ static void ping_headers(const char *body)
 static void error_body(long status, const char *body, size_t len)
 {
         struct dm_error err = { 0 };
-        int r = dm_http_status_error(&err, status, body, len);
+        int r = dm_curl_status_error(&err, status, body, len);
 
         FUZZ_CHECK(r < 0 && r == err.code);
         FUZZ_CHECK(strncmp(err.msg, "engine answered ", 16) == 0);

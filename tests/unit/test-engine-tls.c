@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backends/http.h"
+#include "backends/curl.h"
 #include "netpolicy/policy.h"
 #include "src/context.h"
 #include "tests/tap.h"
@@ -33,18 +33,18 @@ static void touch(const char *sub, const char *name)
                 close(fd);
 }
 
-/* dm_http_new on host; the errno, and the message in msg. */
-static int open_host(const char *host, struct dm_http **ret, char *msg, size_t n)
+/* dm_curl_new on host; the errno, and the message in msg. */
+static int open_host(const char *host, struct dm_curl **ret, char *msg, size_t n)
 {
         struct dm_error err = { 0 };
-        struct dm_http *h = NULL;
-        int r = dm_http_new(host, 4096, &h, &err);
+        struct dm_curl *h = NULL;
+        int r = dm_curl_new(host, 4096, &h, &err);
 
         snprintf(msg, n, "%s", err.msg);
         if (ret)
                 *ret = h;
         else
-                dm_http_free(h);
+                dm_curl_free(h);
         return r;
 }
 
@@ -54,7 +54,7 @@ static void test_plain(void)
                                                "tcp://[2001:db8::1]:2375", "tcp://128.0.0.1:2375" };
         static const char *const allowed[] = { "tcp://127.0.0.1:2375", "tcp://127.5.6.7:1", "tcp://[::1]:2375" };
         char msg[1024];
-        struct dm_http *h;
+        struct dm_curl *h;
 
         unsetenv("DOCKER_TLS_VERIFY");
         for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
@@ -70,23 +70,23 @@ static void test_plain(void)
         for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
                 h = NULL;
                 is_int(open_host(allowed[i], &h, msg, sizeof(msg)), 0, "plain %s (loopback): allowed", allowed[i]);
-                ok(h && !dm_http_tls(h) && dm_http_on_this_host(h), "... without TLS, on this host");
-                ok(h && strstr(dm_http_describe_host(h), "(no TLS: plain tcp, loopback only)") != NULL,
-                   "... described as %s", h ? dm_http_describe_host(h) : "nothing");
-                dm_http_free(h);
+                ok(h && !dm_curl_tls(h) && dm_curl_on_this_host(h), "... without TLS, on this host");
+                ok(h && strstr(dm_curl_describe_host(h), "(no TLS: plain tcp, loopback only)") != NULL,
+                   "... described as %s", h ? dm_curl_describe_host(h) : "nothing");
+                dm_curl_free(h);
         }
         h = NULL;
         is_int(open_host("unix:///run/x.sock", &h, msg, sizeof(msg)), 0, "unix socket");
-        ok(h && dm_http_on_this_host(h) && !dm_http_tls(h), "... on this host, no TLS");
-        ok(h && strcmp(dm_http_describe_host(h), "unix:///run/x.sock") == 0, "... described as the socket alone");
-        dm_http_free(h);
+        ok(h && dm_curl_on_this_host(h) && !dm_curl_tls(h), "... on this host, no TLS");
+        ok(h && strcmp(dm_curl_describe_host(h), "unix:///run/x.sock") == 0, "... described as the socket alone");
+        dm_curl_free(h);
         unsetenv("DOCKER_TLS_VERIFY");
 }
 
 static void test_tls(void)
 {
         char msg[1024], want[512], certs[256], home[256];
-        struct dm_http *h = NULL;
+        struct dm_curl *h = NULL;
 
         snprintf(certs, sizeof(certs), "%s/certs", dir);
         touch("certs", "ca.pem");
@@ -101,10 +101,10 @@ static void test_tls(void)
         ok(strstr(msg, want) != NULL, "... naming the file: %s", msg);
         touch("certs", "key.pem");
         is_int(open_host("tcp://192.0.2.1:2376", &h, msg, sizeof(msg)), 0, "all three files: a remote engine over TLS");
-        ok(h && dm_http_tls(h) && !dm_http_on_this_host(h), "... TLS on, not on this host");
-        ok(h && strstr(dm_http_describe_host(h), "tcp://192.0.2.1:2376 (TLS, engine verified") != NULL,
-           "... described as %s", h ? dm_http_describe_host(h) : "nothing");
-        dm_http_free(h);
+        ok(h && dm_curl_tls(h) && !dm_curl_on_this_host(h), "... TLS on, not on this host");
+        ok(h && strstr(dm_curl_describe_host(h), "tcp://192.0.2.1:2376 (TLS, engine verified") != NULL,
+           "... described as %s", h ? dm_curl_describe_host(h) : "nothing");
+        dm_curl_free(h);
 
         /* Docker's default: ~/.docker. */
         unsetenv("DOCKER_CERT_PATH");
@@ -120,8 +120,8 @@ static void test_tls(void)
         touch("home/.docker", "key.pem");
         h = NULL;
         is_int(open_host("tcp://[2001:db8::1]:2376", &h, msg, sizeof(msg)), 0, "~/.docker with the three files");
-        ok(h && dm_http_tls(h), "... TLS on");
-        dm_http_free(h);
+        ok(h && dm_curl_tls(h), "... TLS on");
+        dm_curl_free(h);
 }
 
 static void test_caps(void)
