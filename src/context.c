@@ -6,6 +6,7 @@
 #include "src/egress.h"
 #include "src/idmap.h"
 #include "src/ownership.h"
+#include "src/pool.h"
 #include "src/sandbox.h"
 
 #include <dirent.h>
@@ -117,6 +118,14 @@ static void give_back_run(struct dm_context *ctx, const char *run)
                 dm_owner_return(ctx->cfg.output_root, dir);
 }
 
+static bool remove_empty_run(struct dm_context *ctx, const char *run)
+{
+        char dir[PATH_MAX];
+
+        return run && strncmp(run, "run-", 4) == 0 && !strchr(run, '/') &&
+               (size_t)snprintf(dir, sizeof(dir), "%s/%s", ctx->cfg.output_root, run) < sizeof(dir) && rmdir(dir) == 0;
+}
+
 /* Removes the script containers of servers that are gone (killed, crashed).
  * Persistent sandboxes are left for whoever adopts them; a live server's
  * containers are never touched. */
@@ -133,7 +142,7 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
         for (size_t i = 0; i < n; i++) {
                 struct dm_container_info info = { 0 };
                 const char *owner = NULL, *kind = NULL, *run = NULL;
-                bool other_root = false;
+                bool other_root = false, pooled = false;
 
                 if (b->ops->inspect(b, ids[i], &info, &err) == 0) {
                         for (size_t k = 0; info.labels && info.labels[k]; k++) {
@@ -145,6 +154,8 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
                                         run = info.labels[k] + sizeof(DM_LABEL_RUN);
                                 else if (strncmp(info.labels[k], DM_LABEL_ROOT "=", sizeof(DM_LABEL_ROOT)) == 0)
                                         other_root = strcmp(info.labels[k], ctx->root_label) != 0;
+                                else if (strncmp(info.labels[k], DM_LABEL_POOL "=", sizeof(DM_LABEL_POOL)) == 0)
+                                        pooled = true;
                         }
                         /* One-off runs (scripts and agents) belong to their
                          * server; persistent sandboxes outlive it. Runs of
@@ -155,7 +166,10 @@ static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
                                 if (b->ops->destroy(b, ids[i], &err) == 0) {
                                         removed++;
                                         remove_scratch(ctx, run);
-                                        give_back_run(ctx, run);
+                                        /* A warm container no run took left an
+                                         * empty output directory: it goes. */
+                                        if (!pooled || !remove_empty_run(ctx, run))
+                                                give_back_run(ctx, run);
                                 } else
                                         log_warning("remove container '%.12s' of a dead server: %s", ids[i], err.msg);
                         }
@@ -365,10 +379,17 @@ void dm_context_reap_output(struct dm_context *ctx, char *container_id, char *sc
 
 void dm_context_warm_up(struct dm_context *ctx)
 {
+        struct dm_error err = { 0 };
+
         pthread_mutex_lock(&ctx->lock);
         ctx->warm_pending = true;
         pthread_cond_broadcast(&ctx->reap_cond);
         pthread_mutex_unlock(&ctx->lock);
+        /* A server that will take many calls keeps warm containers of the
+         * default image (src/pool.h). */
+        if (ctx->cfg.pool_size > 0 && !ctx->pool &&
+            dm_pool_start(ctx, "python", (int)ctx->cfg.pool_size, &ctx->pool, &err) < 0)
+                log_warning("no warm pool: %s", err.msg);
 }
 
 void dm_context_reap_flush(struct dm_context *ctx)
@@ -413,6 +434,9 @@ void dm_context_release(struct dm_context *ctx)
         /* Jobs first: cancelling them queues their containers for removal. */
         dm_jobs_free(ctx->jobs);
         ctx->jobs = NULL;
+        /* Then the warm containers no run took. */
+        dm_pool_stop(ctx->pool);
+        ctx->pool = NULL;
         if (ctx->reaper_started) {
                 dm_context_reap_flush(ctx);
                 pthread_mutex_lock(&ctx->lock);

@@ -23,6 +23,7 @@
 
 struct dm_reap_item;
 struct dm_sandbox_shim;
+struct dm_pool;
 struct dm_proxy;
 
 struct dm_context {
@@ -47,6 +48,8 @@ struct dm_context {
         pthread_mutex_t egress_lock; /* guards proxy */
         struct dm_proxy *proxy;      /* the egress proxy, made on first use (src/egress.c) */
         bool nat_done;               /* the pool's source NAT is in place */
+
+        struct dm_pool *pool; /* warm containers (src/pool.c), `serve` only; NULL = none */
 
         pthread_mutex_t shim_lock;     /* guards shims */
         pthread_cond_t shim_changed;   /* an adoption of a shim ended (src/sandbox.c) */

@@ -301,14 +301,31 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
                         snprintf(detail2, sizeof(detail2), "applied per sandbox by the engine (CFS quota)");
                 else
                         snprintf(detail2, sizeof(detail2),
-                                 "not applied: %s; no rlimit stands in for a CPU quota, so a sandbox can use every "
-                                 "CPU",
+                                 "not applied: %s; no rlimit stands in for a CPU quota: commands run at nice 10, so "
+                                 "the host comes first, but a sandbox can use every idle CPU",
                                  why);
                 feature(t, cg, "CPU limit (DEMESNE_CPUS)", detail2);
         }
         if (b)
                 feature(t, dm_launch_use_shim(ctx, b), "seccomp filter (demesne-shim)",
                         dm_launch_use_shim(ctx, b) ? "on" : "off: the engine's default seccomp profile only");
+        if (b) {
+                bool can = dm_launch_use_shim(ctx, b) && dm_backend_can(b, DM_CAP_ATTACH);
+                char pool[256];
+
+                if (!ctx->cfg.pool_size)
+                        snprintf(pool, sizeof(pool),
+                                 "off (DEMESNE_POOL=0): every sandbox_script makes its "
+                                 "container");
+                else if (!can)
+                        snprintf(pool, sizeof(pool), "unavailable: it needs demesne-shim and a local engine");
+                else
+                        snprintf(pool, sizeof(pool),
+                                 "demesne serve keeps %lld started python container(s) for sandbox_script runs "
+                                 "without host inputs, once the python image is built",
+                                 (long long)ctx->cfg.pool_size);
+                feature(t, ctx->cfg.pool_size && can, "warm pool (DEMESNE_POOL)", pool);
+        }
 }
 
 /* Prints s as the body of a JSON string, which is also a TOML basic string:

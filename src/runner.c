@@ -18,6 +18,7 @@
 #include "src/images.h"
 #include "src/idmap.h"
 #include "src/launch.h"
+#include "src/pool.h"
 #include "src/limits.h"
 #include "src/ownership.h"
 #include "src/util/cleanup.h"
@@ -198,8 +199,8 @@ static char **env_merge(const char *const *first, const char *const *second)
 /* The command through demesne-shim: it runs under the seccomp filter, and
  * the shim kills its whole process group at the timeout. */
 static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id, struct dm_shimhost *host,
-                    const char *const *argv, struct capture *cap, const struct dm_run_request *req,
-                    struct dm_run_result *res, struct dm_error *err)
+                    const struct dm_launched *warm, const char *const *argv, struct capture *cap,
+                    const struct dm_run_request *req, struct dm_run_result *res, struct dm_error *err)
 {
         struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
         struct tick tick = { .cap = cap };
@@ -212,11 +213,13 @@ static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id
         struct dm_shim_result sres;
         struct dm_egress_run *egress = NULL;
         struct dm_launched l;
-        char **extra = NULL, **env = NULL;
+        char **extra = NULL, **env = NULL, **with_req = NULL;
         int r;
 
-        r = dm_launch_shim_ready(b, id, host, dm_now_ms() + DM_SHIM_READY_MS, &l, err);
-        if (r < 0)
+        /* A warm container's shim connected long ago (src/pool.c). */
+        if (warm)
+                l = *warm;
+        else if ((r = dm_launch_shim_ready(b, id, host, dm_now_ms() + DM_SHIM_READY_MS, &l, err)) < 0)
                 return r;
         /* The network, before the command can send anything. */
         if (dm_egress_needed(req->policy) || req->vendor_port) {
@@ -240,9 +243,29 @@ static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id
                         return r;
                 }
         }
+        /* A warm container was made without the caller's environment: it
+         * goes with the command, under what the network set, as a cold
+         * container's own environment lies under the command's (the shim
+         * takes the last of two). */
+        if (warm && req->env) {
+                size_t n = count(req->env), m = count(sreq.env);
+
+                with_req = calloc(n + m + 1, sizeof(*with_req));
+                if (!with_req) {
+                        dm_egress_stop(ctx, egress, false);
+                        free(env);
+                        strv_free(extra);
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                }
+                memcpy(with_req, req->env, n * sizeof(*with_req));
+                if (m)
+                        memcpy(with_req + n, sreq.env, m * sizeof(*with_req));
+                sreq.env = (const char *const *)with_req;
+        }
         /* timeout_seconds limits the command, not the engine's set-up. */
         tick.t0 = dm_now_ms();
         r = dm_shim_exec(host, &sreq, &sink, cap->stop_fd, tick.t0 + req->timeout_s * 1000, &sres, err);
+        free(with_req);
         /* The pair goes with the container's namespace when the reaper
          * removes it; only the proxy listener goes now. */
         dm_egress_stop(ctx, egress, false);
@@ -257,6 +280,26 @@ static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id
                 return dm_error_wrap(err, "run the command");
         res->exit_code = sres.exit_code;
         res->timed_out = sres.timed_out;
+        return 0;
+}
+
+static int watch_limits(struct dm_context *ctx, struct dm_backend *b, const char *id, const char *outdir,
+                        const char *workspace, const struct dm_run_request *req, struct capture *cap,
+                        struct dm_limits_watch **ret, struct dm_error *err)
+{
+        const char *trees[] = { outdir, workspace, NULL };
+        struct dm_limits_watch_conf wc = {
+                .trees = trees,
+                .cap = ctx->cfg.disk_max,
+                .cancel_fd = cap->stop_fd,
+                .limit_fd = req->limit ? req->limit->fd : -1,
+        };
+        int r;
+
+        r = dm_limits_watch_container(b, id, &wc, ret, err);
+        if (r < 0)
+                return r;
+        cap->stop_fd = dm_limits_watch_fd(*ret);
         return 0;
 }
 
@@ -282,6 +325,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         bool scratch_made = false, exec_only = false, outdir_made = false;
         struct dm_launch_ids ids;
         struct dm_idmap im = { 0 };
+        struct dm_pool_entry *warm = NULL;
         char idmap_stage[PATH_MAX + 16];
         int64_t t0;
         int r, shim_mode;
@@ -323,20 +367,40 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         if (r < 0)
                 goto out;
 
-        /* The output directory: made fresh, owned by the server, bound at /out. */
-        if ((r = dm_run_id_new(run_id, sizeof(run_id))) < 0) {
-                dm_error_set(err, r, "cannot make a run id");
-                goto out;
+        bash_argv[0] = "/bin/bash";
+        bash_argv[1] = "-c";
+        bash_argv[2] = req->command;
+        bash_argv[3] = NULL;
+        /* A warm container when the run fits one (src/pool.h): its mounts
+         * are fixed at create, so no host inputs or extra mounts; the
+         * pool's image; the shim. */
+        if (ctx->pool && shim_mode == 1 && dm_backend_can(b, DM_CAP_ATTACH)) {
+                if (n_in || req->n_mounts || req->vendor_port)
+                        log_info("run without a warm container: %s",
+                                 n_in ? "host inputs are mounted at create" : "its mounts are made at create");
+                else
+                        warm = dm_pool_claim(ctx->pool, img->name);
         }
-        /* 0700: what a sandbox leaves is its owner's alone, even before
-         * it is given back (dm_owner_give_back). */
-        r = dm_mkdir_p(ctx->cfg.output_root, 0700, err);
-        if (r < 0)
-                goto out;
-        snprintf(outdir, sizeof(outdir), "%s/%s", ctx->cfg.output_root, run_id);
-        if (mkdir(outdir, 0700) < 0) {
-                r = dm_error_set(err, -errno, "cannot create output directory '%s': %s", outdir, strerror(errno));
-                goto out;
+        if (warm) {
+                snprintf(run_id, sizeof(run_id), "%s", warm->run_id);
+                snprintf(outdir, sizeof(outdir), "%s", warm->outdir);
+        } else {
+                /* The output directory: made fresh, owned by the server, bound at /out. */
+                if ((r = dm_run_id_new(run_id, sizeof(run_id))) < 0) {
+                        dm_error_set(err, r, "cannot make a run id");
+                        goto out;
+                }
+                /* 0700: what a sandbox leaves is its owner's alone, even before
+                 * it is given back (dm_owner_give_back). */
+                r = dm_mkdir_p(ctx->cfg.output_root, 0700, err);
+                if (r < 0)
+                        goto out;
+                snprintf(outdir, sizeof(outdir), "%s/%s", ctx->cfg.output_root, run_id);
+                if (mkdir(outdir, 0700) < 0) {
+                        r = dm_error_set(err, -errno, "cannot create output directory '%s': %s", outdir,
+                                         strerror(errno));
+                        goto out;
+                }
         }
         outdir_made = true;
         res->run_id = strdup(run_id);
@@ -355,6 +419,20 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 goto out;
         }
 
+        if (warm) {
+                /* The run owns the warm container from here, as if it had
+                 * made it: it goes with the run. */
+                snprintf(scratch, sizeof(scratch), "%s", warm->scratch);
+                snprintf(workspace, sizeof(workspace), "%s", warm->workspace);
+                scratch_made = true;
+                id = warm->container;
+                warm->container = NULL;
+                host = warm->host;
+                warm->host = NULL;
+                t0 = dm_now_ms();
+                log_debug("run %s: a warm container", run_id);
+                goto started;
+        }
         /* scratch/workspace is the container's /workspace; scratch/shim,
          * which it cannot write, holds the shim's socket. */
         snprintf(scratch, sizeof(scratch), "%s/work/%s", ctx->cfg.state_dir, run_id);
@@ -381,10 +459,6 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         labels[2] = label_kind;
         labels[3] = ctx->root_label;
         labels[4] = NULL;
-        bash_argv[0] = "/bin/bash";
-        bash_argv[1] = "-c";
-        bash_argv[2] = req->command;
-        bash_argv[3] = NULL;
 
         struct dm_container_spec spec = {
                 .name = run_id,
@@ -458,22 +532,14 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 dm_error_wrap(err, "start the container");
                 goto out;
         }
-        {
-                const char *trees[] = { outdir, workspace, NULL };
-                struct dm_limits_watch_conf wc = {
-                        .trees = trees,
-                        .cap = ctx->cfg.disk_max,
-                        .cancel_fd = cap.stop_fd,
-                        .limit_fd = req->limit ? req->limit->fd : -1,
-                };
-
-                r = dm_limits_watch_container(b, id, &wc, &limits, err);
-                if (r < 0)
-                        goto out;
-                cap.stop_fd = dm_limits_watch_fd(limits);
-        }
+started:
+        /* The disk cap's watch, from the command's start. */
+        r = watch_limits(ctx, b, id, outdir, workspace, req, &cap, &limits, err);
+        if (r < 0)
+                goto out;
         if (host) {
-                r = run_shim(ctx, b, id, host, req->command ? bash_argv : req->argv, &cap, req, res, err);
+                r = run_shim(ctx, b, id, host, warm ? &warm->launched : NULL, req->command ? bash_argv : req->argv,
+                             &cap, req, res, err);
                 if (r < 0)
                         goto out;
         } else {
@@ -555,6 +621,7 @@ out:
                 /* The result does not depend on the removal: do it after. */
                 dm_context_reap_output(ctx, id, scratch_made ? strdup(scratch) : NULL,
                                        id && outdir_made ? strdup(outdir) : NULL);
+        dm_pool_entry_free(warm);
         for (size_t i = 0; i < n_owned; i++)
                 free(owned[i]);
         if (r < 0 && r != -ECANCELED) {

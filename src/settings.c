@@ -235,6 +235,7 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
             (r = env_size("DEMESNE_PIDS_LIMIT", 512, 16, 1 << 22, &cfg->pids_limit, err)) < 0 ||
             (r = env_size("DEMESNE_NOFILE", 4096, 64, 1 << 20, &cfg->nofile, err)) < 0 ||
             (r = env_size("DEMESNE_NPROC", 4096, 64, 1 << 22, &cfg->nproc, err)) < 0 ||
+            (r = env_size("DEMESNE_POOL", 2, 0, 16, &cfg->pool_size, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_MESSAGE", 4 << 20, 4096, 1LL << 30, &cfg->max_message, err)) < 0 ||
             (r = env_size("DEMESNE_OUTPUT_CAP", 64 << 10, 256, 64 << 20, &cfg->output_cap, err)) < 0 ||
             (r = egress_blocklist(err)) < 0 || (r = load_limits(cfg, err)) < 0) {

@@ -24,6 +24,8 @@ struct dm_config {
         int64_t pids_limit;           /* DEMESNE_PIDS_LIMIT, default 512 */
         int64_t nofile;               /* DEMESNE_NOFILE, default 4096 */
         int64_t nproc;                /* DEMESNE_NPROC, default 4096 */
+        int64_t pool_size;            /* DEMESNE_POOL, warm containers of the default image kept by
+                                         `demesne serve`, default 2; 0 = no pool */
         int64_t nano_cpus;            /* DEMESNE_CPUS (e.g. 1.5) in 1e-9 CPUs, default 1 CPU; 0 = no limit */
         int64_t disk_max;             /* DEMESNE_DISK_MAX, bytes one run or sandbox may write, default 2g; 0 = none */
         double agent_max_usd;         /* DEMESNE_AGENT_MAX_USD, spending cap of one agent run, default 10; 0 = none */

@@ -14,6 +14,7 @@
 #include "src/images.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
+#include "src/pool.h"
 #include "src/sandbox.h"
 #include "src/settings.h"
 #include "src/tools/args.h"
@@ -149,7 +150,9 @@ static const char exec_schema[] =
         "\"stdout_truncated\",\"stderr_truncated\",\"timed_out\",\"duration_ms\"]}";
 static const char list_schema[] =
         "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
-        "\"jobs\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}}},\"required\":[\"sandboxes\",\"jobs\"]}";
+        "\"jobs\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
+        "\"pool\":{\"type\":\"object\",\"description\":\"warm containers kept for sandbox_script: image, size, "
+        "ready\"}},\"required\":[\"sandboxes\",\"jobs\"]}";
 
 static int64_t transfer_max(void)
 {
@@ -340,6 +343,8 @@ static json_object *list_call(struct dm_call *call, json_object *args)
         out = json_object_new_object();
         json_object_object_add(out, "sandboxes", dm_sandbox_list(ctx));
         json_object_object_add(out, "jobs", dm_jobs_list(ctx->jobs));
+        if (ctx->pool)
+                json_object_object_add(out, "pool", dm_pool_describe(ctx->pool));
         return dm_tool_result_ok(out);
 }
 
@@ -375,7 +380,9 @@ static struct dm_tool sandbox_tools[] = {
           .handler = destroy_call },
         { .name = "sandbox_list",
           .title = "List sandboxes and jobs",
-          .description = "The live persistent sandboxes of this output root, and the background jobs of this server.",
+          .description =
+                  "The live persistent sandboxes of this output root, the background jobs of this server, and its "
+                  "warm pool (containers kept started for sandbox_script) when it has one.",
           .output_schema = list_schema,
           .read_only = true,
           .idempotent = true,
