@@ -247,6 +247,9 @@ done
 # ---- tests --------------------------------------------------------------------
 export DEMESNE=$build/src/demesne DEMESNE_IMAGES_DIR=$here/images top_srcdir=$here
 export DEMESNE_SHIM_PATH=$build/src/shim/demesne-shim
+# As Makefile.am's test environment: tests count their servers' containers,
+# so no warm pool unless a test asks for one (test-pool does).
+export DEMESNE_POOL=${DEMESNE_POOL:-0}
 [ "$images" = base ] && export DEMESNE_TEST_IMAGE=base
 
 n=0 failed=0
