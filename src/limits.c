@@ -431,41 +431,60 @@ void dm_limits_watch_stop(struct dm_limits_watch *w)
         watch_free(w);
 }
 
-int dm_limits_watch_container(struct dm_backend *b, const char *id, const struct dm_limits_watch_conf *conf,
-                              struct dm_limits_watch **ret, struct dm_error *err)
+void dm_limits_target_read(struct dm_backend *b, const char *id, struct dm_limits_target *t)
+{
+        struct dm_container_info info = { 0 };
+        struct dm_error err = { 0 };
+        char *slash;
+
+        memset(t, 0, sizeof(*t));
+        if (b->ops->inspect(b, id, &info, &err) < 0)
+                return;
+        t->pid = info.pid;
+        if (info.upper_dir)
+                snprintf(t->dirs[t->n++], PATH_MAX, "%s", info.upper_dir);
+        /* The directories of /etc/hosts, /etc/hostname and the container's
+         * log: container root can write the first two, its PID 1's output
+         * fills the last. */
+        if (info.hosts_path && (slash = strrchr(info.hosts_path, '/')) && slash != info.hosts_path) {
+                *slash = '\0';
+                snprintf(t->dirs[t->n++], PATH_MAX, "%s", info.hosts_path);
+        }
+        if (info.log_path && (slash = strrchr(info.log_path, '/')) && slash != info.log_path) {
+                *slash = '\0';
+                if (!info.hosts_path || strcmp(info.log_path, info.hosts_path) != 0)
+                        snprintf(t->dirs[t->n++], PATH_MAX, "%s", info.log_path);
+        }
+        dm_container_info_release(&info);
+}
+
+int dm_limits_watch_target(const struct dm_limits_target *t, const struct dm_limits_watch_conf *conf,
+                           struct dm_limits_watch **ret, struct dm_error *err)
 {
         struct dm_limits_watch_conf c = *conf;
-        struct dm_container_info info = { 0 };
         const char *trees[10];
-        char *slash;
         size_t n = 0;
-        int r;
 
         for (; conf->trees && conf->trees[n] && n < 6; n++)
                 trees[n] = conf->trees[n];
-        if (conf->cap > 0 && b->ops->inspect(b, id, &info, err) == 0) {
-                c.pid = info.pid;
-                if (info.upper_dir)
-                        trees[n++] = info.upper_dir;
-                /* The directories of /etc/hosts, /etc/hostname and the
-                 * container's log: container root can write the first two,
-                 * its PID 1's output fills the last. */
-                if (info.hosts_path && (slash = strrchr(info.hosts_path, '/')) && slash != info.hosts_path) {
-                        *slash = '\0';
-                        trees[n++] = info.hosts_path;
-                }
-                if (info.log_path && (slash = strrchr(info.log_path, '/')) && slash != info.log_path) {
-                        *slash = '\0';
-                        if (!info.hosts_path || strcmp(info.log_path, info.hosts_path) != 0)
-                                trees[n++] = info.log_path;
-                }
+        if (conf->cap > 0 && t) {
+                c.pid = t->pid;
+                for (size_t i = 0; i < t->n && i < 3; i++)
+                        trees[n++] = t->dirs[i];
         }
-        dm_error_clear(err);
         trees[n] = NULL;
         c.trees = trees;
-        r = dm_limits_watch_start(&c, ret, err);
-        dm_container_info_release(&info);
-        return r;
+        return dm_limits_watch_start(&c, ret, err);
+}
+
+int dm_limits_watch_container(struct dm_backend *b, const char *id, const struct dm_limits_watch_conf *conf,
+                              struct dm_limits_watch **ret, struct dm_error *err)
+{
+        struct dm_limits_target t = { 0 };
+
+        if (conf->cap > 0)
+                dm_limits_target_read(b, id, &t);
+        return dm_limits_watch_target(&t, conf, ret, err);
 }
 
 bool dm_limits_fsize_hit(int64_t cap, int exit_code, struct dm_error *err)

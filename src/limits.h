@@ -23,6 +23,7 @@
  * AT_SYMLINK_NOFOLLOW), never follows a symlink, never leaves a tree's file
  * system, opens nothing but directories and reads no file. */
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -80,10 +81,24 @@ int dm_limits_watch_fd(const struct dm_limits_watch *w);
  * more: a command may end before the first walk), with the sentence in err
  * (-EDQUOT for the disk cap, -ECONNABORTED for the outside limit). */
 bool dm_limits_watch_tripped(struct dm_limits_watch *w, struct dm_error *err);
-/* The watch of a command in container id: trees plus what the engine says
- * holds the container's root file system writes (dm_container_info
- * upper_dir; not counted when it says nothing). */
+/* What the engine says of a container that the disk watch needs: its PID 1
+ * and the host directories its writes go to besides its mounts (the root
+ * file system's upper directory, those of /etc/hosts and of its log). It
+ * does not change while the container runs, so a caller that keeps the
+ * container (a warm one, a persistent sandbox's) reads it once. */
+struct dm_limits_target {
+        int pid;
+        size_t n;
+        char dirs[3][PATH_MAX];
+};
 struct dm_backend;
+/* One inspect. An engine that says nothing of a directory leaves it out;
+ * a failed inspect leaves the target empty (trees only). */
+void dm_limits_target_read(struct dm_backend *b, const char *id, struct dm_limits_target *t);
+/* The watch of a command in a container: conf's trees plus the target's. */
+int dm_limits_watch_target(const struct dm_limits_target *t, const struct dm_limits_watch_conf *conf,
+                           struct dm_limits_watch **ret, struct dm_error *err);
+/* The same, reading the target now (dm_limits_target_read) when a cap is set. */
 int dm_limits_watch_container(struct dm_backend *b, const char *id, const struct dm_limits_watch_conf *conf,
                               struct dm_limits_watch **ret, struct dm_error *err);
 /* After a command ended with exit_code: when it died of SIGXFSZ (a file

@@ -163,6 +163,7 @@ static int entry_make(struct dm_pool *p, struct dm_pool_entry **ret, struct dm_e
                 r = dm_launch_shim_ready(b, e->container, e->host, dm_now_ms() + DM_SHIM_READY_MS, &e->launched, err);
         if (r < 0)
                 goto fail;
+        dm_limits_target_read(b, e->container, &e->target);
         *ret = e;
         return 0;
 fail:

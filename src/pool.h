@@ -24,6 +24,7 @@
 
 #include "src/context.h"
 #include "src/launch.h"
+#include "src/limits.h"
 #include "src/shimhost.h"
 
 #define DM_LABEL_POOL "demesne.pool"
@@ -39,6 +40,7 @@ struct dm_pool_entry {
         char *container; /* the engine's id, owned */
         struct dm_shimhost *host;
         struct dm_launched launched;
+        struct dm_limits_target target; /* read once, at start: the claim asks the engine nothing */
 };
 
 /* A pool of size warm containers of image, filled by a thread of its own

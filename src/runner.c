@@ -283,9 +283,10 @@ static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id
         return 0;
 }
 
-static int watch_limits(struct dm_context *ctx, struct dm_backend *b, const char *id, const char *outdir,
-                        const char *workspace, const struct dm_run_request *req, struct capture *cap,
-                        struct dm_limits_watch **ret, struct dm_error *err)
+static int watch_limits(struct dm_context *ctx, struct dm_backend *b, const char *id,
+                        const struct dm_limits_target *known, const char *outdir, const char *workspace,
+                        const struct dm_run_request *req, struct capture *cap, struct dm_limits_watch **ret,
+                        struct dm_error *err)
 {
         const char *trees[] = { outdir, workspace, NULL };
         struct dm_limits_watch_conf wc = {
@@ -296,7 +297,7 @@ static int watch_limits(struct dm_context *ctx, struct dm_backend *b, const char
         };
         int r;
 
-        r = dm_limits_watch_container(b, id, &wc, ret, err);
+        r = known ? dm_limits_watch_target(known, &wc, ret, err) : dm_limits_watch_container(b, id, &wc, ret, err);
         if (r < 0)
                 return r;
         cap->stop_fd = dm_limits_watch_fd(*ret);
@@ -534,7 +535,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         }
 started:
         /* The disk cap's watch, from the command's start. */
-        r = watch_limits(ctx, b, id, outdir, workspace, req, &cap, &limits, err);
+        r = watch_limits(ctx, b, id, warm ? &warm->target : NULL, outdir, workspace, req, &cap, &limits, err);
         if (r < 0)
                 goto out;
         if (host) {

@@ -216,6 +216,7 @@ struct dm_sandbox_shim {
         struct dm_shimhost *host;
         struct dm_egress_run *egress; /* the proxy listener of a sandbox with a network */
         int refs;
+        struct dm_limits_target target; /* for the disk watch: read once, not per exec */
         /* Being taken over from an earlier server (about a second, up to
          * DM_SHIM_READY_MS): host is NULL, and other execs into this sandbox
          * wait on ctx->shim_changed. Only the adopting thread changes it. */
@@ -311,6 +312,23 @@ static void shim_forget(struct dm_context *ctx, const char *id)
                 shim_put(ctx, found);
 }
 
+/* The disk watch's target of sandbox id, when this server holds its shim. */
+static bool shim_target(struct dm_context *ctx, const char *id, struct dm_limits_target *ret)
+{
+        bool found = false;
+
+        pthread_mutex_lock(&ctx->shim_lock);
+        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
+                if (strcmp(e->id, id) == 0) {
+                        found = !e->adopting && e->target.pid > 0;
+                        if (found)
+                                *ret = e->target;
+                        break;
+                }
+        pthread_mutex_unlock(&ctx->shim_lock);
+        return found;
+}
+
 static bool shim_ready(struct dm_context *ctx, const char *id)
 {
         bool ready = false;
@@ -393,6 +411,9 @@ static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct d
                 if (r >= 0 && copy.net_host != sb->net_host)
                         r = record_write(ctx, &copy, err);
         }
+        /* The placeholder is ours alone until it is marked adopted. */
+        if (r >= 0)
+                dm_limits_target_read(b, sb->container, &e->target);
 
         pthread_mutex_lock(&ctx->shim_lock);
         if (r >= 0) {
@@ -629,15 +650,21 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         if (r >= 0)
                 r = record_write(ctx, sb, err);
         if (r >= 0 && host) {
+                struct dm_limits_target *t = calloc(1, sizeof(*t));
                 int r2;
 
+                if (t)
+                        dm_limits_target_read(b, id, t);
                 pthread_mutex_lock(&ctx->shim_lock);
                 r2 = shim_add(ctx, sb->id, host, &entry);
                 if (r2 == 0) {
                         entry->refs--; /* only the list's */
                         entry->egress = egress;
                         egress = NULL;
+                        if (t)
+                                entry->target = *t;
                 }
+                free(t);
                 pthread_mutex_unlock(&ctx->shim_lock);
                 if (r2 < 0)
                         dm_shimhost_free(host); /* the next exec takes the socket over */
@@ -890,7 +917,14 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
                         .limit_fd = -1,
                 };
 
-                r = dm_limits_watch_container(b, sb->container, &wc, &watch, err);
+                struct dm_limits_target *t = calloc(1, sizeof(*t));
+
+                /* Known since the shim was taken: no engine round trip. */
+                if (t && shim_target(ctx, sb->id, t))
+                        r = dm_limits_watch_target(t, &wc, &watch, err);
+                else
+                        r = dm_limits_watch_container(b, sb->container, &wc, &watch, err);
+                free(t);
                 if (r < 0)
                         return r;
                 stop_fd = dm_limits_watch_fd(watch);
