@@ -347,17 +347,6 @@ static bool idle_alive(int fd)
         return poll(&p, 1, 0) == 0;
 }
 
-bool dm_shimhost_ready(struct dm_shimhost *h)
-{
-        bool ready = false;
-
-        pthread_mutex_lock(&h->lock);
-        for (size_t i = 0; i < h->n_idle && !ready; i++)
-                ready = idle_alive(h->idle[i]);
-        pthread_mutex_unlock(&h->lock);
-        return ready;
-}
-
 static int acquire(struct dm_shimhost *h, int cancel_fd, int64_t deadline, bool *ret_pooled, int *ret_fd,
                    struct dm_error *err)
 {
@@ -424,6 +413,38 @@ static void release_idle(struct dm_shimhost *h, int fd)
         pthread_mutex_unlock(&h->lock);
         if (fd >= 0)
                 close(fd);
+}
+
+bool dm_shimhost_ready(struct dm_shimhost *h)
+{
+        bool ready = false;
+
+        pthread_mutex_lock(&h->lock);
+        for (size_t i = 0; i < h->n_idle && !ready; i++)
+                ready = idle_alive(h->idle[i]);
+        pthread_mutex_unlock(&h->lock);
+        /* The spares the shim keeps connected wait in the listen backlog
+         * (each command's connection is closed after it): take one, with
+         * the greeting it sent on connecting, into the pool. A few tries:
+         * the backlog may hold connections of a shim that has gone. */
+        for (int i = 0; !ready && i < 4; i++) {
+                struct pollfd p = { .fd = h->listen_fd, .events = POLLIN };
+                struct dm_error gerr = { 0 };
+                int fd;
+
+                if (poll(&p, 1, 0) != 1)
+                        break;
+                fd = accept4(h->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (fd < 0)
+                        break;
+                if (greet(h, fd, dm_now_ms() + 200, &gerr) < 0 || !idle_alive(fd)) {
+                        close(fd);
+                        continue;
+                }
+                release_idle(h, fd);
+                ready = true;
+        }
+        return ready;
 }
 
 int dm_shimhost_wait_ready(struct dm_shimhost *h, int64_t deadline_ms, struct dm_error *err)
