@@ -67,41 +67,24 @@ static int make_dir(struct dm_context *ctx, const struct dm_sandbox *sb, const c
         return r;
 }
 
-int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, const char *dst,
-                       int64_t max_bytes, int64_t *ret_bytes, struct dm_error *err)
+/* File in (read from its start, st its fstat) to dst in the sandbox; what
+ * names it in errors. */
+static int upload_fd(struct dm_context *ctx, const struct dm_sandbox *sb, int in, const struct stat *st,
+                     const char *what, const char *dst, int64_t *ret_bytes, struct dm_error *err)
 {
-        _cleanup_free_ char *resolved = NULL, *dir = NULL;
-        _cleanup_close_ int in = -1, tar = -1, checked = -1;
-        char proc[64];
-        const char *name;
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_close_ int tar = -1;
+        const char *name = strrchr(dst, '/') + 1;
         struct archive *a = NULL;
         struct archive_entry *e = NULL;
         struct dm_backend *b;
-        struct stat st;
         char buf[65536];
         off_t tar_len;
         int r;
 
-        r = check_sandbox_path(dst, err);
-        if (r < 0)
-                return r;
-        name = strrchr(dst, '/') + 1;
-        if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-                return dm_error_set(err, -EINVAL, "sandbox path '%s' must name a file, not a directory", dst);
         dir = name - dst > 1 ? strndup(dst, (size_t)(name - dst - 1)) : strdup("/");
-        r = dm_path_open(&ctx->roots, src, DM_PATH_FILE, &resolved, &checked, err);
-        if (r < 0)
-                return r;
-        /* Reopened through the checked fd: the file that was checked, not
-         * whatever its path names now; never blocking on a FIFO. */
-        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", checked);
-        in = open(proc, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-        if (in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode))
-                return dm_error_set(err, -EINVAL, "cannot read '%s' as a regular file", src);
-        fcntl(in, F_SETFL, fcntl(in, F_GETFL) & ~O_NONBLOCK);
-        if (st.st_size > max_bytes)
-                return dm_error_set(err, -EFBIG, "'%s' is %lld bytes, over the %lld-byte limit (DEMESNE_TRANSFER_MAX)",
-                                    src, (long long)st.st_size, (long long)max_bytes);
+        if (!dir)
+                return dm_error_set(err, -ENOMEM, "out of memory");
         r = dm_context_backend(ctx, &b, err);
         if (r < 0)
                 return r;
@@ -109,9 +92,9 @@ int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, cons
                 /* The backend takes the file as it is: no tar around it. */
                 r = make_dir(ctx, sb, dir, err);
                 if (r >= 0)
-                        r = b->ops->put_file(b, sb->container, dst, in, st.st_size, st.st_mode & 0755, err);
+                        r = b->ops->put_file(b, sb->container, dst, in, st->st_size, st->st_mode & 0755, err);
                 if (r >= 0)
-                        *ret_bytes = st.st_size;
+                        *ret_bytes = st->st_size;
                 return r;
         }
         tar = temp_fd(ctx, err);
@@ -126,10 +109,10 @@ int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, cons
                 goto out;
         }
         archive_entry_set_pathname(e, name);
-        archive_entry_set_size(e, st.st_size);
+        archive_entry_set_size(e, st->st_size);
         archive_entry_set_filetype(e, AE_IFREG);
-        archive_entry_set_perm(e, st.st_mode & 0755);
-        archive_entry_set_mtime(e, st.st_mtime, 0);
+        archive_entry_set_perm(e, st->st_mode & 0755);
+        archive_entry_set_mtime(e, st->st_mtime, 0);
         if (archive_write_header(a, e) != ARCHIVE_OK) {
                 r = dm_error_set(err, -EIO, "cannot write the transfer archive: %s", archive_error_string(a));
                 goto out;
@@ -139,7 +122,7 @@ int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, cons
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0) {
-                        r = dm_error_set(err, -errno, "reading '%s': %s", src, strerror(errno));
+                        r = dm_error_set(err, -errno, "reading %s: %s", what, strerror(errno));
                         goto out;
                 }
                 if (n == 0)
@@ -161,12 +144,81 @@ int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, cons
                 goto out;
         r = b->ops->put_archive(b, sb->container, dir, tar, tar_len, err);
         if (r >= 0)
-                *ret_bytes = st.st_size;
+                *ret_bytes = st->st_size;
 out:
         if (a)
                 archive_write_free(a);
         archive_entry_free(e);
         return r;
+}
+
+/* dst names a file in the sandbox: absolute, and not a directory. */
+static int check_upload_dst(const char *dst, struct dm_error *err)
+{
+        const char *name;
+        int r;
+
+        r = check_sandbox_path(dst, err);
+        if (r < 0)
+                return r;
+        name = strrchr(dst, '/') + 1;
+        if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+                return dm_error_set(err, -EINVAL, "sandbox path '%s' must name a file, not a directory", dst);
+        return 0;
+}
+
+int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, const char *dst,
+                       int64_t max_bytes, int64_t *ret_bytes, struct dm_error *err)
+{
+        _cleanup_free_ char *resolved = NULL, *what = NULL;
+        _cleanup_close_ int in = -1, checked = -1;
+        char proc[64];
+        struct stat st;
+        int r;
+
+        r = check_upload_dst(dst, err);
+        if (r < 0)
+                return r;
+        r = dm_path_open(&ctx->roots, src, DM_PATH_FILE, &resolved, &checked, err);
+        if (r < 0)
+                return r;
+        /* Reopened through the checked fd: the file that was checked, not
+         * whatever its path names now; never blocking on a FIFO. */
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", checked);
+        in = open(proc, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        if (in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode))
+                return dm_error_set(err, -EINVAL, "cannot read '%s' as a regular file", src);
+        fcntl(in, F_SETFL, fcntl(in, F_GETFL) & ~O_NONBLOCK);
+        if (st.st_size > max_bytes)
+                return dm_error_set(err, -EFBIG, "'%s' is %lld bytes, over the %lld-byte limit (DEMESNE_TRANSFER_MAX)",
+                                    src, (long long)st.st_size, (long long)max_bytes);
+        if (asprintf(&what, "'%s'", src) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        return upload_fd(ctx, sb, in, &st, what, dst, ret_bytes, err);
+}
+
+int dm_transfer_upload_bytes(struct dm_context *ctx, const struct dm_sandbox *sb, const void *data, size_t len,
+                             const char *dst, int64_t max_bytes, int64_t *ret_bytes, struct dm_error *err)
+{
+        _cleanup_close_ int in = -1;
+        struct stat st;
+        int r;
+
+        r = check_upload_dst(dst, err);
+        if (r < 0)
+                return r;
+        if ((int64_t)len > max_bytes)
+                return dm_error_set(err, -EFBIG,
+                                    "the content is %zu bytes, over the %lld-byte limit "
+                                    "(DEMESNE_TRANSFER_MAX)",
+                                    len, (long long)max_bytes);
+        in = temp_fd(ctx, err);
+        if (in < 0)
+                return in;
+        if (dm_write_all(in, data, len) < 0 || lseek(in, 0, SEEK_SET) < 0 || fstat(in, &st) < 0)
+                return dm_error_set(err, -errno, "cannot stage the content: %s", strerror(errno));
+        st.st_mode = S_IFREG | 0644;
+        return upload_fd(ctx, sb, in, &st, "the content", dst, ret_bytes, err);
 }
 
 /* The downloads folder inside the output directory, opened without following

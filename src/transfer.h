@@ -19,6 +19,11 @@
 int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, const char *dst,
                        int64_t max_bytes, int64_t *ret_bytes, struct dm_error *err);
 
+/* The same with the file's bytes given (a client with no disk in common
+ * with the server): the file is made 0644. */
+int dm_transfer_upload_bytes(struct dm_context *ctx, const struct dm_sandbox *sb, const void *data, size_t len,
+                             const char *dst, int64_t max_bytes, int64_t *ret_bytes, struct dm_error *err);
+
 /* Copies regular file src inside the sandbox (symlinks resolved in there)
  * to <output_dir>/downloads/<basename>, replacing a file of that name.
  * *ret_host_path (malloc'd) and *ret_bytes say where and how much. */

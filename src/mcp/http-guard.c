@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "src/mcp/http-token.h"
+#include "src/util/base64.h"
 #include "src/util/cleanup.h"
 
 #define TOKEN_FILE_MAX 4096
@@ -332,52 +333,19 @@ bool dm_http_media_is(const char *content_type, const char *type)
 
 /* ---- 2026-07-28 header values ----------------------------------------------- */
 
-static int b64_value(int c)
-{
-        if (c >= 'A' && c <= 'Z')
-                return c - 'A';
-        if (c >= 'a' && c <= 'z')
-                return c - 'a' + 26;
-        if (c >= '0' && c <= '9')
-                return c - '0' + 52;
-        if (c == '+')
-                return 62;
-        if (c == '/')
-                return 63;
-        return -1;
-}
-
-/* Strict RFC 4648 decoding: padding required, no stray characters. */
+/* Header values that must be text: a decoded NUL is refused. */
 static int b64_decode(const char *in, size_t len, char **ret)
 {
-        _cleanup_free_ char *out = NULL;
-        size_t o = 0;
+        size_t n;
+        int r = dm_base64_decode(in, len, ret, &n);
 
-        if (len % 4 != 0)
+        if (r < 0)
+                return r;
+        if (memchr(*ret, '\0', n)) {
+                free(*ret);
+                *ret = NULL;
                 return -EINVAL;
-        out = malloc(len / 4 * 3 + 1);
-        if (!out)
-                return -ENOMEM;
-        for (size_t i = 0; i < len; i += 4) {
-                int v[4];
-                bool last = i + 4 == len;
-                for (int k = 0; k < 4; k++) {
-                        v[k] = b64_value((unsigned char)in[i + k]);
-                        if (v[k] < 0 && !(last && k >= 2 && in[i + k] == '='))
-                                return -EINVAL;
-                }
-                if (in[i + 2] == '=' && in[i + 3] != '=')
-                        return -EINVAL;
-                out[o++] = (char)(v[0] << 2 | v[1] >> 4);
-                if (in[i + 2] != '=')
-                        out[o++] = (char)((v[1] & 15) << 4 | v[2] >> 2);
-                if (in[i + 3] != '=')
-                        out[o++] = (char)((v[2] & 3) << 6 | v[3]);
         }
-        if (memchr(out, '\0', o))
-                return -EINVAL;
-        out[o] = '\0';
-        *ret = TAKE_PTR(out);
         return 0;
 }
 

@@ -20,7 +20,9 @@
 #include "src/tools/args.h"
 #include "src/tools/tools.h"
 #include "src/transfer.h"
+#include "src/util/base64.h"
 #include "src/util/cleanup.h"
+#include "src/util/io.h"
 #include "src/util/timeutil.h"
 #include "src/util/utf8.h"
 
@@ -114,9 +116,13 @@ static struct dm_arg_spec upload_args[] = {
         { .name = "src",
           .type = DM_ARG_STRING,
           .role = DM_ARG_ROLE_HOST_PATH,
-          .required = true,
           .max = 4096,
-          .description = "Absolute host path of a regular file." },
+          .description = "Absolute host path of a regular file (or give content instead)." },
+        { .name = "content",
+          .type = DM_ARG_STRING,
+          .max = 1LL << 40, /* the message size caps it */
+          .description = "The file's bytes, base64 (RFC 4648, padded), instead of src: for a client that "
+                         "shares no disk with the server. Up to the server's message size." },
         { .name = "dst",
           .type = DM_ARG_STRING,
           .required = true,
@@ -131,6 +137,12 @@ static const struct dm_arg_spec download_args[] = {
           .required = true,
           .max = 4096,
           .description = "Path of a regular file inside the sandbox (links resolved inside the sandbox)." },
+        { .name = "return_content",
+          .type = DM_ARG_BOOL,
+          .has_default = true,
+          .def_bool = false,
+          .description = "Also return the file's bytes in the result, base64 (content), for a client that "
+                         "shares no disk with the server; files up to 1 MiB." },
 };
 
 static const struct dm_arg_spec id_args[] = { ID_ARG };
@@ -279,20 +291,73 @@ static json_object *upload_call(struct dm_call *call, json_object *args)
         struct dm_error err = { 0 };
         struct dm_sandbox sb;
         int64_t bytes = 0;
-        json_object *out;
+        json_object *out, *v;
+        const char *src, *content, *dst;
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        int r;
 
         if (dm_args_check(upload_args, N(upload_args), args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
+        src = dm_args_str(upload_args, N(upload_args), args, "src");
+        content = dm_args_str(upload_args, N(upload_args), args, "content");
+        if (!src == !content)
+                return dm_tool_result_error("invalid arguments: give either 'src' (a host path) or 'content' (the "
+                                            "file's bytes, base64), not %s",
+                                            src ? "both" : "neither");
+        if (content && json_object_object_get_ex(args, "content", &v)) {
+                r = dm_base64_decode(content, (size_t)json_object_get_string_len(v), &data, &len);
+                if (r < 0)
+                        return dm_tool_result_error(r == -ENOMEM ? "out of memory"
+                                                                 : "invalid arguments: 'content' is not base64 "
+                                                                   "(RFC 4648, standard alphabet, padded, no line "
+                                                                   "breaks)");
+        }
         if (dm_sandbox_get(ctx, dm_args_str(upload_args, N(upload_args), args, "sandbox_id"), &sb, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
-        if (dm_transfer_upload(ctx, &sb, dm_args_str(upload_args, N(upload_args), args, "src"),
-                               dm_args_str(upload_args, N(upload_args), args, "dst"), transfer_max(), &bytes, &err) < 0)
+        dst = dm_args_str(upload_args, N(upload_args), args, "dst");
+        r = data ? dm_transfer_upload_bytes(ctx, &sb, data, len, dst, transfer_max(), &bytes, &err)
+                 : dm_transfer_upload(ctx, &sb, src, dst, transfer_max(), &bytes, &err);
+        if (r < 0)
                 return dm_tool_result_error("sandbox_upload failed: %s", err.msg);
         out = json_object_new_object();
         json_object_object_add(out, "sandbox_path",
                                json_object_new_string(dm_args_str(upload_args, N(upload_args), args, "dst")));
         json_object_object_add(out, "bytes", json_object_new_int64(bytes));
         return dm_tool_result_ok(out);
+}
+
+#define RETURN_CONTENT_MAX (1 << 20)
+
+/* The downloaded file's bytes into the result (content, base64), read back
+ * beneath the output directory, which the sandbox can write: no link is
+ * followed, only a regular file of at most RETURN_CONTENT_MAX is read. */
+static void add_content(const char *output_dir, const char *host_path, int64_t bytes, json_object *out)
+{
+        _cleanup_close_ int dir = -1;
+        _cleanup_free_ char *data = NULL, *enc = NULL;
+        char rel[PATH_MAX];
+        size_t len = 0;
+        int r = -EFBIG;
+
+        if (bytes <= RETURN_CONTENT_MAX) {
+                snprintf(rel, sizeof(rel), "downloads/%s", strrchr(host_path, '/') + 1);
+                dir = dm_io_open_dir(output_dir);
+                r = dir < 0 ? dir : dm_io_read_capped(dir, rel, RETURN_CONTENT_MAX, &data, &len);
+        }
+        if (r >= 0 && !(enc = dm_base64_encode(data, len)))
+                r = -ENOMEM;
+        if (r < 0) {
+                char why[256];
+
+                snprintf(why, sizeof(why), "%s",
+                         r == -EFBIG ? "over 1 MiB: read it at host_path, or in pieces with sandbox_exec"
+                                     : "the downloaded file could not be read back as a plain file");
+                json_object_object_add(out, "content_omitted", json_object_new_string(why));
+                return;
+        }
+        json_object_object_add(out, "content", json_object_new_string_len(enc, (int)strlen(enc)));
+        json_object_object_add(out, "content_encoding", json_object_new_string("base64"));
 }
 
 static json_object *download_call(struct dm_call *call, json_object *args)
@@ -314,6 +379,8 @@ static json_object *download_call(struct dm_call *call, json_object *args)
         out = json_object_new_object();
         json_object_object_add(out, "host_path", json_object_new_string(host));
         json_object_object_add(out, "bytes", json_object_new_int64(bytes));
+        if (dm_args_bool(download_args, N(download_args), args, "return_content"))
+                add_content(sb.output_dir, host, bytes, out);
         free(host);
         return dm_tool_result_ok(out);
 }
@@ -365,13 +432,15 @@ static struct dm_tool sandbox_tools[] = {
           .handler = exec_call },
         { .name = "sandbox_upload",
           .title = "Copy a host file into a sandbox",
-          .description = "Copy a host file (inside the allowed roots: see src) to an absolute path in the sandbox; "
-                         "the folder is made when missing. Files up to 1 GiB (DEMESNE_TRANSFER_MAX).",
+          .description = "Copy a host file (inside the allowed roots: see src), or bytes the caller sends "
+                         "(content, base64), to an absolute path in the sandbox; the folder is made when missing. "
+                         "Files up to 1 GiB (DEMESNE_TRANSFER_MAX).",
           .handler = upload_call },
         { .name = "sandbox_download",
           .title = "Copy a file out of a sandbox",
           .description = "Copy a regular file from the sandbox to <output_dir>/downloads/<name> on the host and "
-                         "nowhere else; links are resolved inside the sandbox. Files up to 1 GiB.",
+                         "nowhere else; links are resolved inside the sandbox. Files up to 1 GiB. With "
+                         "return_content, files up to 1 MiB also come back in the result (content, base64).",
           .handler = download_call },
         { .name = "sandbox_destroy",
           .title = "Destroy a persistent sandbox",

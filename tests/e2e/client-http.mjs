@@ -14,6 +14,7 @@
 //
 // Prints TAP; exits 0 only if every test passed, 77 when node_modules is missing.
 
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import * as h from './lib/harness.mjs';
@@ -32,8 +33,40 @@ const MODERN = '2026-07-28';
 const PROGRESS_CHECKS = 2;
 const CANCEL_CHECKS = 3;
 
-h.plan(1 + (2 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS) + (1 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS) +
+const REMOTE_CHECKS = 2;
+
+h.plan(1 + (2 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS) + (1 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS + REMOTE_CHECKS) +
   (1 + TOOL_CHECKS) + 1 + 2 + 1);
+
+/** A client with no disk in common with the server: a file's bytes go up in
+ * sandbox_upload's content and come back in sandbox_download's. */
+async function remoteFileChecks(label, callTool) {
+  const bytes = Buffer.alloc(70_000);
+  for (let i = 0; i < bytes.length; i += 1) bytes[i] = (i * 7 + (i >> 8)) & 255;
+  const digest = crypto.createHash('sha256').update(bytes).digest('hex');
+  let sb;
+  try {
+    const made = await callTool({ name: 'sandbox_create', arguments: { image: 'base', egress: 'none' } });
+    sb = made.structuredContent?.sandbox_id;
+    const up = await callTool({ name: 'sandbox_upload',
+      arguments: { sandbox_id: sb, content: bytes.toString('base64'), dst: '/workspace/in/data.bin' } });
+    const sum = await callTool({ name: 'sandbox_exec',
+      arguments: { sandbox_id: sb, command: 'sha256sum < /workspace/in/data.bin | cut -d" " -f1; cp /workspace/in/data.bin /workspace/out.bin' } });
+    h.ok(!up.isError && up.structuredContent?.bytes === bytes.length && sum.structuredContent?.stdout === `${digest}\n`,
+      `${label}: sandbox_upload with content puts the bytes in the sandbox (${bytes.length} bytes, sha256 matches)`,
+      JSON.stringify(up.structuredContent ?? up));
+    const down = await callTool({ name: 'sandbox_download',
+      arguments: { sandbox_id: sb, src: '/workspace/out.bin', return_content: true } });
+    const back = Buffer.from(down.structuredContent?.content ?? '', 'base64');
+    h.ok(!down.isError && down.structuredContent?.content_encoding === 'base64' && back.equals(bytes),
+      `${label}: sandbox_download with return_content brings the same bytes back in the result`,
+      JSON.stringify({ ...down.structuredContent, content: `${back.length} bytes` }));
+  } catch (err) {
+    h.fail(`${label}: a file up and down through the call alone`, err);
+    h.fail(`${label}: (download)`, err);
+  }
+  if (sb) await callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: sb } }).catch(() => {});
+}
 
 /** A call that runs 2.5 s and reports progress on the way. */
 async function progressChecks(label, callTool) {
@@ -151,6 +184,7 @@ await h.run(async () => {
       });
       await progressChecks(label, (params, onprogress) => client.callTool(params, { timeout: CALL_TIMEOUT_MS, onprogress }));
       await cancelChecks(label, pid, (params, signal) => client.callTool(params, { timeout: CALL_TIMEOUT_MS, signal }));
+      await remoteFileChecks(label, (params) => client.callTool(params, { timeout: CALL_TIMEOUT_MS }));
     } catch (err) {
       h.fail(`${label}: connect`, err);
     }

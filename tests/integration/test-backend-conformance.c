@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "src/util/base64.h"
 #include "tests/integration/opensandbox-fixture.h"
 #include "tests/integration/stdio-client.h"
 
@@ -231,6 +232,49 @@ static void file_cases(const char *sb)
         m = call("sandbox_download", args);
         check(result_error_says(m, "does not exist"), "download: a missing file is a clear error");
         json_object_put(m);
+
+        /* Without a disk in common: the bytes in the call and in the result. */
+        {
+                char *enc, *big_args, *dec = NULL;
+                size_t dec_len = 0;
+
+                snprintf(p, sizeof(p), "%s/big.bin", allowed);
+                want = read_text(p, &n);
+                enc = dm_base64_encode(want, n);
+                big_args = malloc(strlen(enc) + 256);
+                sprintf(big_args, "{\"sandbox_id\":\"%s\",\"content\":\"%s\",\"dst\":\"/workspace/c/sent.bin\"}", sb,
+                        enc);
+                m = call("sandbox_upload", big_args);
+                check(!result_is_error(m) && int_at(structured(m), "bytes") == BIG_LEN,
+                      "upload content: 256 KiB of every byte value, base64, no host path");
+                json_object_put(m);
+                s = exec_out(sb, "cmp /workspace/c/sent.bin /workspace/big.bin && echo same");
+                check_str(s, "same\n", "upload content: the file in the sandbox is byte for byte the one sent");
+                free(s);
+                snprintf(args, sizeof(args),
+                         "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/c/sent.bin\",\"return_content\":true}", sb);
+                m = call("sandbox_download", args);
+                check(!result_is_error(m) && !strcmp(str_at(structured(m), "content_encoding"), "base64") &&
+                              dm_base64_decode(str_at(structured(m), "content"),
+                                               strlen(str_at(structured(m), "content")), &dec, &dec_len) == 0 &&
+                              dec_len == n && memcmp(dec, want, n) == 0,
+                      "download return_content: the same bytes back in the result");
+                json_object_put(m);
+                free(dec);
+                sprintf(big_args, "{\"sandbox_id\":\"%s\",\"content\":\"not base64!\",\"dst\":\"/workspace/x\"}", sb);
+                m = call("sandbox_upload", big_args);
+                check(result_error_says(m, "not base64"), "upload content: bad base64 is a clear error");
+                json_object_put(m);
+                sprintf(big_args,
+                        "{\"sandbox_id\":\"%s\",\"content\":\"aGk=\",\"src\":\"%s/big.bin\",\"dst\":\"/workspace/x\"}",
+                        sb, allowed);
+                m = call("sandbox_upload", big_args);
+                check(result_error_says(m, "either 'src'"), "upload: src and content together is a clear error");
+                json_object_put(m);
+                free(big_args);
+                free(enc);
+                free(want);
+        }
 }
 
 static void sandbox_cases(void)
