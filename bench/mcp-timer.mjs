@@ -5,10 +5,14 @@
 // from tests/e2e/node_modules.
 //
 //   node bench/mcp-timer.mjs [--calls N | --stdin] [--era modern|legacy] [--tool script|exec]
-//                            [--command 'echo hi'] [--image python] [--egress none]
+//                            [--command 'echo hi'] [--image python] [--egress none] [--parallel K]
 //
 // --calls N (default 20): do N calls, print one line per call ("ms <float>")
 //   and then "median_ms <float>".
+// --parallel K (with --calls): each of the N rounds sends K calls at once
+//   and waits for all; one "ms" line per call, then "median_ms" and
+//   "p95_ms" over all N*K calls (bench/bench-parallel.sh). --pause-ms M
+//   waits M ms between rounds (a warm pool refills meanwhile).
 // --stdin: print "ready <era> <protocolVersion>" once connected, then answer
 //   each input line "call" with one line "ms <float>"; "quit" or EOF ends the
 //   session. bench/bench-script.sh drives this mode so that it can alternate
@@ -38,7 +42,8 @@ function die(msg) {
 }
 
 function parseArgs(argv) {
-  const o = { calls: 20, stdin: false, era: 'modern', tool: 'script', command: undefined, image: 'python', egress: 'none' };
+  const o = { calls: 20, stdin: false, era: 'modern', tool: 'script', command: undefined, image: 'python', egress: 'none',
+    parallel: 1, pauseMs: 0 };
   for (let i = 0; i < argv.length; i += 1) {
     const a = argv[i];
     const val = () => { if (i + 1 >= argv.length) die(`${a} needs a value`); i += 1; return argv[i]; };
@@ -49,9 +54,12 @@ function parseArgs(argv) {
     else if (a === '--command') o.command = val();
     else if (a === '--image') o.image = val();
     else if (a === '--egress') o.egress = val();
+    else if (a === '--parallel') o.parallel = Number(val());
+    else if (a === '--pause-ms') o.pauseMs = Number(val());
     else die(`unknown option ${a}`);
   }
   if (!Number.isInteger(o.calls) || o.calls < 1) die('--calls must be a positive integer');
+  if (!Number.isInteger(o.parallel) || o.parallel < 1 || o.parallel > 64) die('--parallel must be 1 to 64');
   if (!['modern', 'legacy'].includes(o.era)) die('--era must be modern or legacy');
   if (!['script', 'exec'].includes(o.tool)) die('--tool must be script or exec');
   if (o.command === undefined) o.command = o.tool === 'exec' ? 'true' : 'echo hi';
@@ -123,6 +131,19 @@ if (opts.tool === 'exec') {
   }
 }
 
+// A warm pool fills in the background after the server starts: the timed
+// calls begin once it is full (or after 120 s), so the first round measures
+// what every later one does.
+{
+  const t0 = Date.now();
+  for (;;) {
+    const l = await client.callTool({ name: 'sandbox_list', arguments: {} }, { timeout: 60_000 });
+    const pool = l?.structuredContent?.pool;
+    if (!pool || pool.ready >= pool.size || Date.now() - t0 > 120_000) break;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 const CALL = opts.tool === 'exec'
   ? { name: 'sandbox_exec', arguments: { sandbox_id: sandboxId, command: opts.command } }
   : { name: 'sandbox_script', arguments: { command: opts.command, image: opts.image, egress: opts.egress } };
@@ -164,11 +185,16 @@ try {
   } else {
     const times = [];
     for (let i = 0; i < opts.calls; i += 1) {
-      const ms = await timedCall();
-      times.push(ms);
-      process.stdout.write(`ms ${ms.toFixed(3)}\n`);
+      if (i > 0 && opts.pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, opts.pauseMs));
+      const round = await Promise.all(Array.from({ length: opts.parallel }, () => timedCall()));
+      for (const ms of round) {
+        times.push(ms);
+        process.stdout.write(`ms ${ms.toFixed(3)}\n`);
+      }
     }
+    const sorted = [...times].sort((a, b) => a - b);
     process.stdout.write(`median_ms ${median(times).toFixed(3)}\n`);
+    process.stdout.write(`p95_ms ${sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.95) - 1)].toFixed(3)}\n`);
   }
 } catch (err) {
   process.stdout.write(`error ${err?.message ?? err}\n`);
