@@ -375,7 +375,8 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         /* A warm container when the run fits one (src/pool.h): its mounts
          * are fixed at create, so no host inputs or extra mounts; the
          * pool's image; the shim. */
-        if (ctx->pool && shim_mode == 1 && dm_backend_can(b, DM_CAP_ATTACH)) {
+        if (ctx->pool && shim_mode == 1 && dm_backend_can(b, DM_CAP_ATTACH) &&
+            (!req->kind || strcmp(req->kind, "script") == 0)) {
                 if (n_in || req->n_mounts || req->vendor_port)
                         log_info("run without a warm container: %s",
                                  n_in ? "host inputs are mounted at create" : "its mounts are made at create");
