@@ -7,6 +7,8 @@
  * stops and starts only what it started. */
 #include "config.h"
 
+#include <dirent.h>
+
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +63,32 @@ static void stop_service(pid_t pid)
         unlink(sock_path);
 }
 
+/* Whether the one run's stdout.log says its command printed "started". */
+static bool run_started(void)
+{
+        char path[PATH_MAX + 300], line[64] = "";
+        struct dirent *e;
+        bool found = false;
+        DIR *d;
+
+        snprintf(path, sizeof(path), "%s/out", test_root);
+        d = opendir(path);
+        while (d && !found && (e = readdir(d))) {
+                FILE *f;
+
+                if (strncmp(e->d_name, "run-", 4) != 0)
+                        continue;
+                snprintf(path, sizeof(path), "%s/out/%s/stdout.log", test_root, e->d_name);
+                f = fopen(path, "r");
+                found = f && fgets(line, sizeof(line), f) && strcmp(line, "started\n") == 0;
+                if (f)
+                        fclose(f);
+        }
+        if (d)
+                closedir(d);
+        return found;
+}
+
 int main(void)
 {
         struct child *c = calloc(1, sizeof(*c));
@@ -92,12 +120,19 @@ int main(void)
                 usleep(100 * 1000);
         is_int(containers_of(b, server), 1, "a call is running");
         dm_backend_free(b);
+        /* Its command has started (not only its container been made: the
+         * start and the shim's first connection still ask the engine). */
+        t0 = dm_now_ms();
+        while (!run_started() && dm_now_ms() - t0 < 60000)
+                usleep(100 * 1000);
 
         stop_service(service);
         t0 = dm_now_ms();
         m = recv_response(c, 1, 30000, NULL);
         ok(m && !json_object_get_boolean(path(m, "result", "isError", NULL)),
            "the call in flight is not harmed: the shim needs no engine");
+        if (!m || json_object_get_boolean(path(m, "result", "isError", NULL)))
+                diag("the call answered %s", m ? json_object_to_json_string(m) : "nothing");
         is_str(str_at(structured(m), "stdout"), "started\nfinished\n", "it ends with its whole output");
         is_int(json_object_get_int(path(structured(m), "exit_code", NULL, NULL)), 0, "and its exit code");
         json_object_put(m);
