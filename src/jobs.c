@@ -354,8 +354,10 @@ static void tree_walk_locked(struct dm_jobs *jobs, struct dm_job *root, int dept
         if (depth > 64)
                 return; /* a cycle cannot happen; a bound costs nothing */
         fn(jobs, root, userdata);
+        /* Down through ended jobs too: a child that has ended may have a
+         * grandchild still running. */
         for (struct dm_job *j = jobs->head; j; j = j->next)
-                if (strcmp(j->parent, root->id) == 0 && j->status == DM_JOB_RUNNING)
+                if (strcmp(j->parent, root->id) == 0)
                         tree_walk_locked(jobs, j, depth + 1, fn, userdata);
 }
 
@@ -363,7 +365,8 @@ static void fire(struct dm_jobs *jobs, struct dm_job *j, void *userdata)
 {
         (void)jobs;
         (void)userdata;
-        dm_cancel_fire(&j->cancel);
+        if (j->status == DM_JOB_RUNNING)
+                dm_cancel_fire(&j->cancel);
 }
 
 static void count_running(struct dm_jobs *jobs, struct dm_job *j, void *userdata)

@@ -171,8 +171,21 @@ int main(void)
            "when its thread ends, its own result replaces the stand-in, still cancelled");
         json_object_put(r);
 
+        /* A child that ended on its own, with a grandchild still running:
+         * cancelling the parent reaches the grandchild through it. */
+        char p1[32], p2[32], p3[32];
+        dm_jobs_start(jobs, "parent", NULL, work, done, &forever, NULL, p1);
+        dm_jobs_start(jobs, "child", p1, work, done, &zero, NULL, p2);
+        dm_jobs_start(jobs, "grandchild", p2, work, done, &forever, NULL, p3);
+        r = dm_jobs_wait(jobs, p2, 5000, NULL, &running);
+        ok(r && !running, "the child ends on its own");
+        json_object_put(r);
+        is_int(dm_jobs_cancel(jobs, p1, 5000, &st), 0, "cancel the parent of an ended child");
+        is_str(status_of(jobs, p3), "cancelled", "the running grandchild is cancelled when cancel returns");
+        is_str(status_of(jobs, p2), "succeeded", "the ended child keeps its status");
+
         list = dm_jobs_list(jobs);
-        is_int(json_object_array_length(list), 8, "list shows every job (8 started)");
+        is_int(json_object_array_length(list), 11, "list shows every job (11 started)");
         json_object_put(list);
 
         /* A waiter's own cancel ends the wait early. */
@@ -188,7 +201,7 @@ int main(void)
         dm_jobs_shutdown(jobs);
         is_str(status_of(jobs, e), "cancelled", "shutdown cancels running jobs");
         is_int(dm_jobs_start(jobs, "t", NULL, work, done, &zero, NULL, a), -ESHUTDOWN, "no new jobs after shutdown");
-        is_int(atomic_load(&done_calls), 8, "the done callback ran once per job");
+        is_int(atomic_load(&done_calls), 11, "the done callback ran once per job");
         dm_jobs_free(jobs);
         return done_testing();
 }
