@@ -90,21 +90,28 @@ int dm_image_lookup(const char *name, const struct dm_image_info **ret, struct d
 
 /* The engine the backend talks to, for build.sh: "podman 4.3.1 (API 1.41)
  * at unix:///run/podman/podman.sock" gives "podman"; a docker engine also
- * gives its address, which the docker CLI needs as DOCKER_HOST. */
+ * gives its address, which the docker CLI needs as DOCKER_HOST. The podman
+ * CLI uses this user's own store, which is the socket's only when the
+ * service runs as this user: a socket owned by another (a normal user on
+ * root's service, or root on a user's) gives its address too, and build.sh
+ * then drives that service with podman --remote (CONTAINER_HOST). */
 void dm_image_engine(struct dm_backend *b, char engine[16], char *host, size_t host_size)
 {
         struct dm_error err = { 0 };
         char *desc = NULL;
         const char *at;
+        struct stat st;
 
         engine[0] = host[0] = '\0';
         if (b->ops->describe(b, &desc, &err) < 0 || !desc)
                 return;
-        if (strncmp(desc, "podman ", 7) == 0)
+        at = strstr(desc, " at ");
+        if (strncmp(desc, "podman ", 7) == 0) {
                 snprintf(engine, 16, "podman");
-        else if (strncmp(desc, "docker ", 7) == 0) {
+                if (at && strncmp(at + 4, "unix://", 7) == 0 && stat(at + 4 + 7, &st) == 0 && st.st_uid != geteuid())
+                        snprintf(host, host_size, "%s", at + 4);
+        } else if (strncmp(desc, "docker ", 7) == 0) {
                 snprintf(engine, 16, "docker");
-                at = strstr(desc, " at ");
                 if (at)
                         snprintf(host, host_size, "%s", at + 4);
         }
@@ -175,7 +182,7 @@ const char *dm_images_dir(void)
 }
 
 /* Spawns build.sh with args, its stdout and stderr into one pipe. */
-static int spawn_build(const char *const *args, const char *engine, const char *docker_host, pid_t *ret_pid,
+static int spawn_build(const char *const *args, const char *engine, const char *engine_host, pid_t *ret_pid,
                        int *ret_fd, struct dm_error *err)
 {
         char script[PATH_MAX];
@@ -204,15 +211,20 @@ static int spawn_build(const char *const *args, const char *engine, const char *
         nenv = 0;
         for (char **e = environ; *e; e++)
                 if (!(engine && strncmp(*e, "DEMESNE_ENGINE=", 15) == 0) &&
-                    !(docker_host && strncmp(*e, "DOCKER_HOST=", 12) == 0))
+                    !(engine_host && strncmp(*e, "DOCKER_HOST=", 12) == 0) &&
+                    !(engine_host && strncmp(*e, "CONTAINER_HOST=", 15) == 0))
                         env[nenv++] = *e;
         if (engine) {
                 if (asprintf(&engine_var, "DEMESNE_ENGINE=%s", engine) < 0)
                         return dm_error_set(err, -ENOMEM, "out of memory");
                 env[nenv++] = engine_var;
         }
-        if (docker_host) {
-                if (asprintf(&host_var, "DOCKER_HOST=%s", docker_host) < 0)
+        /* The docker CLI reads DOCKER_HOST; podman takes CONTAINER_HOST as
+         * --remote --url. */
+        if (engine_host) {
+                if (asprintf(&host_var, "%s=%s",
+                             engine && strcmp(engine, "podman") == 0 ? "CONTAINER_HOST" : "DOCKER_HOST",
+                             engine_host) < 0)
                         return dm_error_set(err, -ENOMEM, "out of memory");
                 env[nenv++] = host_var;
         }
@@ -313,7 +325,7 @@ static int wait_build(pid_t pid, struct dm_error *err, int *ret_status)
         return 0;
 }
 
-int dm_images_build(const char *const *names, bool force, const char *engine, const char *docker_host,
+int dm_images_build(const char *const *names, bool force, const char *engine, const char *engine_host,
                     const struct dm_image_build_watch *watch, struct dm_error *err)
 {
         const char *args[64];
@@ -340,7 +352,7 @@ int dm_images_build(const char *const *names, bool force, const char *engine, co
         }
         args[n] = NULL;
 
-        r = spawn_build(args, engine, docker_host, &pid, &fd, err);
+        r = spawn_build(args, engine, engine_host, &pid, &fd, err);
         if (r < 0)
                 return r;
         pumped = pump_build(pid, fd, watch, last, sizeof(last));
@@ -358,7 +370,7 @@ int dm_images_build(const char *const *names, bool force, const char *engine, co
         return dm_error_set(err, -EIO, "image build killed by signal %d", WTERMSIG(status));
 }
 
-int dm_images_list(const char *engine, const char *docker_host, char **ret, struct dm_error *err)
+int dm_images_list(const char *engine, const char *engine_host, char **ret, struct dm_error *err)
 {
         static const char *const args[] = { "--list", NULL };
         struct dm_buf out;
@@ -368,7 +380,7 @@ int dm_images_list(const char *engine, const char *docker_host, char **ret, stru
         ssize_t k;
 
         *ret = NULL;
-        r = spawn_build(args, engine, docker_host, &pid, &fd, err);
+        r = spawn_build(args, engine, engine_host, &pid, &fd, err);
         if (r < 0)
                 return r;
         dm_buf_init(&out, 1 << 20);

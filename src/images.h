@@ -58,17 +58,20 @@ const char *dm_images_dir(void);
 
 /* Runs build.sh for the given names (NULL-terminated; NULL = all buildable)
  * with the build's own output on stderr (and to watch, may be NULL).
- * engine: "podman", "docker" or NULL (build.sh picks); docker_host: the
- * DOCKER_HOST the docker CLI must use, or NULL. 0 when built or up to date,
- * else a negative errno with the failing step in err. */
-int dm_images_build(const char *const *names, bool force, const char *engine, const char *docker_host,
+ * engine: "podman", "docker" or NULL (build.sh picks); engine_host: the
+ * engine's address (DOCKER_HOST for docker, CONTAINER_HOST for podman --remote),
+ * or NULL for the CLI's own default. 0 when built or up to date, else a
+ * negative errno with the failing step in err. */
+int dm_images_build(const char *const *names, bool force, const char *engine, const char *engine_host,
                     const struct dm_image_build_watch *watch, struct dm_error *err);
 
 /* The engine backend b talks to, as build.sh wants it: "podman" or
- * "docker" (with its address for DOCKER_HOST in host), or "" when unknown. */
+ * "docker", or "" when unknown. host gets its address when the CLI needs it:
+ * always for docker; for podman only when the socket belongs to another
+ * user, whose store the podman CLI would not use. */
 void dm_image_engine(struct dm_backend *b, char engine[16], char *host, size_t host_size);
 
 /* `build.sh --list`: fills *ret with its tab-separated output. */
-int dm_images_list(const char *engine, const char *docker_host, char **ret, struct dm_error *err);
+int dm_images_list(const char *engine, const char *engine_host, char **ret, struct dm_error *err);
 
 #endif

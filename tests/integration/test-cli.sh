@@ -219,6 +219,33 @@ ok $? "images list names all ten images"
 "$bin" images build >/dev/null 2>"$tmp/err"; rc=$?
 [ "$rc" = 2 ] && grep -q "name images or give --all" "$tmp/err"; ok $? "images build with no name says what to give (rc $rc)"
 
+# build.sh drives the engine demesne talks to. The podman CLI uses this
+# user's own store, which is the engine's only when its socket is ours: on
+# another user's socket, build.sh gets CONTAINER_HOST (podman --remote). A
+# Podman service of our own, on a socket handed to another owner; a stand-in
+# build.sh prints what it was given.
+if [ "$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1 && [ "${DEMESNE_ENGINE:-podman}" = podman ]; then
+	mkdir -p "$tmp/standin"
+	printf '#!/bin/bash\necho "engine=${DEMESNE_ENGINE-unset} host=${CONTAINER_HOST-unset} docker=${DOCKER_HOST-unset}" >&2\n' >"$tmp/standin/build.sh"
+	podman system service --time=0 "unix://$tmp/podman.sock" >/dev/null 2>&1 &
+	ppid_=$!
+	for _ in $(seq 100); do curl -sf --unix-socket "$tmp/podman.sock" http://d/_ping >/dev/null 2>&1 && break; sleep 0.1; done
+	DEMESNE_ENGINE_HOST=unix://$tmp/podman.sock DEMESNE_START_PODMAN=0 DEMESNE_IMAGES_DIR=$tmp/standin \
+		"$bin" images build base >/dev/null 2>"$tmp/own"
+	chown 65534:65534 "$tmp/podman.sock"
+	DEMESNE_ENGINE_HOST=unix://$tmp/podman.sock DEMESNE_START_PODMAN=0 DEMESNE_IMAGES_DIR=$tmp/standin \
+		"$bin" images build base >/dev/null 2>"$tmp/other"
+	kill "$ppid_"
+	wait "$ppid_" 2>/dev/null
+	grep -q '^engine=podman host=unset' "$tmp/own"
+	ok $? "on a Podman socket of its own user, build.sh uses the podman CLI's own store ($(tr '\n' ' ' <"$tmp/own"))"
+	grep -q "^engine=podman host=unix://$tmp/podman.sock docker=" "$tmp/other"
+	ok $? "on another user's Podman socket, build.sh gets it as CONTAINER_HOST ($(tr '\n' ' ' <"$tmp/other"))"
+else
+	echo "ok $((n += 1)) # SKIP needs root and podman, to hand a Podman socket to another owner"
+	echo "ok $((n += 1)) # SKIP needs root and podman, to hand a Podman socket to another owner"
+fi
+
 echo "1..$n"
 echo "cli: $((n - failed)) passed, $failed failed"
 [ $failed = 0 ]
