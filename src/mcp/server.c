@@ -46,6 +46,7 @@ struct dm_mcp_session {
         int n_calls;
         bool closing;
         uint64_t id; /* names the session to jobs that outlive their call */
+        char principal[DM_MCP_PRINCIPAL_MAX]; /* set before the first message; then read-only */
         int refs;    /* senders outside the lock (dm_mcp_server_notify) */
 };
 
@@ -150,12 +151,18 @@ struct dm_mcp_session *dm_mcp_session_new(struct dm_mcp_server *srv, dm_mcp_send
         s->srv = srv;
         s->send = send;
         s->transport = transport;
+        snprintf(s->principal, sizeof(s->principal), "local");
         pthread_mutex_lock(&srv->lock);
         s->id = ++srv->next_session_id;
         s->next = srv->sessions;
         srv->sessions = s;
         pthread_mutex_unlock(&srv->lock);
         return s;
+}
+
+void dm_mcp_session_set_principal(struct dm_mcp_session *s, const char *principal)
+{
+        snprintf(s->principal, sizeof(s->principal), "%s", principal && principal[0] ? principal : "local");
 }
 
 static void cancel_calls_locked(struct dm_mcp_session *s)
@@ -644,6 +651,10 @@ struct dm_mcp_server *dm_call_server(struct dm_call *call)
 uint64_t dm_call_session_id(struct dm_call *call)
 {
         return call->session->id;
+}
+const char *dm_call_principal(struct dm_call *call)
+{
+        return call->session->principal;
 }
 
 int dm_mcp_server_notify(struct dm_mcp_server *srv, uint64_t session_id, enum dm_log_level level, const char *method,

@@ -36,6 +36,13 @@ struct dm_mcp_session *dm_mcp_session_new(struct dm_mcp_server *srv, dm_mcp_send
 /* Cancels the session's calls, waits for them, frees it. */
 void dm_mcp_session_free(struct dm_mcp_session *s);
 
+/* Who the session acts for: the name of the HTTP bearer token its requests
+ * carry ("local" on stdio, the default). What a call makes (a run's output
+ * files, served as resources) can be read only by calls of the same
+ * principal. Set once, before the session handles a message; copied. */
+#define DM_MCP_PRINCIPAL_MAX 64
+void dm_mcp_session_set_principal(struct dm_mcp_session *s, const char *principal);
+
 /* Handles one raw message (a stdio line or an HTTP body). Replies go out
  * through the session's send function, possibly later and from another
  * thread. */
@@ -60,6 +67,8 @@ void dm_call_note(struct dm_call *call, const char *message);
  * by the session's logging/setLevel. Takes ownership of params. */
 struct dm_mcp_server *dm_call_server(struct dm_call *call);
 uint64_t dm_call_session_id(struct dm_call *call);
+/* The principal of the call's session (never NULL). */
+const char *dm_call_principal(struct dm_call *call);
 int dm_mcp_server_notify(struct dm_mcp_server *srv, uint64_t session_id, enum dm_log_level level, const char *method,
                          json_object *params);
 
