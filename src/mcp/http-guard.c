@@ -21,7 +21,7 @@
 #include "src/util/base64.h"
 #include "src/util/cleanup.h"
 
-#define TOKEN_FILE_MAX 4096
+#define TOKEN_FILE_MAX (64 * 1024)
 
 /* ---- listening address ------------------------------------------------------- */
 
@@ -220,28 +220,48 @@ bool dm_http_secret_equal(const char *given, size_t given_len, const char *want,
         return diff == 0;
 }
 
-bool dm_http_bearer_ok(const char *authorization, const char *token, size_t token_len)
+/* The token an Authorization header carries: NULL if it is not
+ * "Bearer TOKEN" (the scheme case-insensitive, blanks around TOKEN). */
+static const char *bearer_value(const char *authorization, size_t *ret_len)
 {
         const char *p = authorization;
         size_t len;
 
         if (!p || strncasecmp(p, "Bearer", 6) != 0 || (p[6] != ' ' && p[6] != '\t'))
-                return false;
+                return NULL;
         p += 6;
         while (*p == ' ' || *p == '\t')
                 p++;
         len = strlen(p);
         while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
                 len--;
-        return dm_http_secret_equal(p, len, token, token_len);
+        *ret_len = len;
+        return p;
 }
 
-int dm_http_read_token(const char *path, char **ret, struct dm_error *err)
+const struct dm_http_token *dm_http_bearer_match(const char *authorization, const struct dm_http_tokens *tokens)
+{
+        size_t len, found = 0; /* 1 + the index of the match */
+        const char *p = bearer_value(authorization, &len);
+
+        if (!p)
+                return NULL;
+        /* No early exit and no branch on a comparison: the tokens are
+         * distinct, so at most one sets found. */
+        for (size_t i = 0; i < tokens->n; i++) {
+                size_t eq = dm_http_secret_equal(p, len, tokens->v[i].secret, tokens->v[i].len);
+                found |= (i + 1) & (0 - eq);
+        }
+        return found ? &tokens->v[found - 1] : NULL;
+}
+
+int dm_http_read_tokens(const char *path, struct dm_http_tokens *ret, struct dm_error *err)
 {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        char buf[TOKEN_FILE_MAX + 1], what[PATH_MAX + 16];
+        _cleanup_free_ char *buf = NULL;
+        char what[PATH_MAX + 16];
         struct stat st;
-        size_t len = 0, start = 0;
+        size_t len = 0;
         ssize_t n;
         int r;
 
@@ -251,26 +271,29 @@ int dm_http_read_token(const char *path, char **ret, struct dm_error *err)
                 return dm_error_set(err, -EINVAL, "token file '%s' is not a regular file", path);
         if (st.st_mode & 0044)
                 return dm_error_set(err, -EPERM, "token file '%s' is readable by other users: chmod 600 it", path);
-        while (len < TOKEN_FILE_MAX && (n = read(fd, buf + len, TOKEN_FILE_MAX - len)) != 0) {
+        if (!(buf = malloc(TOKEN_FILE_MAX + 2)))
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        /* One byte more than allowed: a file that fills it is too long,
+         * rather than cut in the middle of a token. */
+        while (len <= TOKEN_FILE_MAX && (n = read(fd, buf + len, TOKEN_FILE_MAX + 1 - len)) != 0) {
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
-                        return dm_error_set(err, -errno, "token file '%s': %s", path, strerror(errno));
+                        r = dm_error_set(err, -errno, "token file '%s': %s", path, strerror(errno));
+                        explicit_bzero(buf, len);
+                        return r;
                 }
                 len += (size_t)n;
         }
         buf[len] = '\0';
-        len = strcspn(buf, "\r\n");
-        while (start < len && isspace((unsigned char)buf[start]))
-                start++;
-        while (len > start && isspace((unsigned char)buf[len - 1]))
-                len--;
-        buf[len] = '\0';
         snprintf(what, sizeof(what), "token file '%s'", path);
-        r = dm_http_token_check(buf + start, what, err);
-        if (r == 0 && !(*ret = strdup(buf + start)))
-                r = dm_error_set(err, -ENOMEM, "out of memory");
-        explicit_bzero(buf, sizeof(buf));
+        if (len > TOKEN_FILE_MAX)
+                r = dm_error_set(err, -EFBIG, "%s is over %d KiB", what, TOKEN_FILE_MAX / 1024);
+        else if (memchr(buf, '\0', len))
+                r = dm_error_set(err, -EINVAL, "%s holds a NUL byte: it must be text", what);
+        else
+                r = dm_http_tokens_parse(ret, buf, what, err);
+        explicit_bzero(buf, len);
         return r;
 }
 

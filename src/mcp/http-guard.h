@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include "src/mcp/http-token.h"
 #include "src/util/error.h"
 
 /* Parses "[ADDR:]PORT": ADDR is an IPv4 address, an IPv6 address in
@@ -44,14 +45,17 @@ bool dm_http_origin_allowed(const char *origin, const char *const *allowed_hosts
  * where the first difference is or on the length of the guess. */
 bool dm_http_secret_equal(const char *given, size_t given_len, const char *want, size_t want_len);
 
-/* Checks an Authorization header against the token ("Bearer <token>", the
- * scheme case-insensitive). */
-bool dm_http_bearer_ok(const char *authorization, const char *token, size_t token_len);
+/* The token of tokens an Authorization header carries ("Bearer <token>",
+ * the scheme case-insensitive), or NULL. Every
+ * token is compared, each in constant time, whatever matched: the time
+ * says nothing about which one did, or how close a guess came. */
+const struct dm_http_token *dm_http_bearer_match(const char *authorization, const struct dm_http_tokens *tokens);
 
-/* Reads a token file: the first line, surrounding blanks removed, at least
- * 16 printable characters. A file other users can read is refused: the
- * token is the only guard of a server on the network. *ret is malloc'd. */
-int dm_http_read_token(const char *path, char **ret, struct dm_error *err);
+/* Reads a token file into *ret (empty before; see dm_http_tokens_parse
+ * for the format): at most 64 KiB, no NUL bytes. A file other users can
+ * read is refused: the tokens are the only guard of a server on the
+ * network. Messages name the file and the line, never a token. */
+int dm_http_read_tokens(const char *path, struct dm_http_tokens *ret, struct dm_error *err);
 
 /* Whether an Accept header admits the media type ("application/json"):
  * exact, type/ wildcard or star/star, unless q=0. A missing header admits all. */

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "src/mcp/http-token.h"
 #include "src/mcp/http.h"
 #include "src/util/buf.h"
 
@@ -89,9 +90,8 @@ struct http_conn {
 struct dm_http {
         struct dm_mcp_server *srv;
         struct dm_http_options opt;
-        char *token;
-        size_t token_len;
-        bool token_made; /* by the server: written to token_path */
+        struct dm_http_tokens tokens; /* read-only once serving */
+        bool token_made;              /* by the server: written to token_path */
         char *token_path;
         struct stat token_st;
         const char **hosts; /* allowed Host names, NULL-terminated */

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,122 @@ int dm_http_token_check(const char *token, const char *what, struct dm_error *er
                                     "(head -c 32 /dev/urandom | base64 makes one)",
                                     what, DM_HTTP_TOKEN_MIN);
         return 0;
+}
+
+static bool name_ok(const char *name)
+{
+        size_t len = strlen(name);
+
+        if (len == 0 || len > DM_HTTP_TOKEN_NAME_MAX)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-", name[i]))
+                        return false;
+        return true;
+}
+
+int dm_http_tokens_add(struct dm_http_tokens *t, const char *name, const char *secret, const char *what, unsigned line,
+                       struct dm_error *err)
+{
+        struct dm_http_token *tok;
+        char where[PATH_MAX + 64];
+        int r;
+
+        if (line)
+                snprintf(where, sizeof(where), "%s line %u", what, line);
+        else
+                snprintf(where, sizeof(where), "%s", what);
+        /* The name is not quoted: on a garbled line it may be a secret. */
+        if (!name_ok(name))
+                return dm_error_set(err, -EINVAL, "%s: a token's name is 1 to %d letters, digits, '.', '_' or '-'",
+                                    where, DM_HTTP_TOKEN_NAME_MAX);
+        if ((r = dm_http_token_check(secret, where, err)) < 0)
+                return r;
+        for (size_t i = 0; i < t->n; i++) {
+                if (strcmp(t->v[i].name, name) == 0)
+                        return dm_error_set(err, -EINVAL, "%s: the name '%s' is on line %u already", where, name,
+                                            t->v[i].line);
+                if (strcmp(t->v[i].secret, secret) == 0)
+                        return dm_error_set(err, -EINVAL,
+                                            "%s: the same token as on line %u (each principal needs its own)", where,
+                                            t->v[i].line);
+        }
+        if (t->n >= DM_HTTP_TOKENS_MAX)
+                return dm_error_set(err, -EINVAL, "%s: more than %d tokens", where, DM_HTTP_TOKENS_MAX);
+        tok = &t->v[t->n];
+        if (!(tok->secret = strdup(secret)))
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        snprintf(tok->name, sizeof(tok->name), "%s", name);
+        tok->len = strlen(secret);
+        tok->line = line;
+        t->n++;
+        return 0;
+}
+
+int dm_http_tokens_parse(struct dm_http_tokens *t, char *text, const char *what, struct dm_error *err)
+{
+        bool first_bare = false;
+        unsigned line = 0;
+        char *next = text;
+        int r = 0;
+
+        while (next && r == 0) {
+                char *p = next, *end, *name, *secret;
+                char made[16];
+
+                next = strchr(p, '\n');
+                if (next)
+                        *next++ = '\0';
+                line++;
+                end = p + strlen(p);
+                while (end > p && isspace((unsigned char)end[-1]))
+                        *--end = '\0';
+                while (isspace((unsigned char)*p))
+                        p++;
+                if (*p == '\0' || *p == '#')
+                        continue;
+                name = p;
+                p += strcspn(p, " \t");
+                if (*p) {
+                        *p++ = '\0';
+                        p += strspn(p, " \t");
+                }
+                if (*p == '\0') {
+                        /* A bare token: named by its place among the tokens. */
+                        secret = name;
+                        snprintf(made, sizeof(made), "token%zu", t->n + 1);
+                        name = made;
+                        if (t->n == 0)
+                                first_bare = true;
+                } else {
+                        secret = p;
+                        if (secret[strcspn(secret, " \t")])
+                                r = dm_error_set(err, -EINVAL,
+                                                 "%s line %u: write NAME TOKEN or just TOKEN (a token has no blanks)",
+                                                 what, line);
+                }
+                if (r == 0)
+                        r = dm_http_tokens_add(t, name, secret, what, line, err);
+        }
+        if (r == 0 && t->n == 0)
+                r = dm_error_set(err, -EINVAL, "%s holds no token: write one per line, NAME TOKEN or just TOKEN", what);
+        if (r < 0) {
+                dm_http_tokens_release(t);
+                return r;
+        }
+        /* A file with one bare token is the single-token server it always was. */
+        if (t->n == 1 && first_bare)
+                snprintf(t->v[0].name, sizeof(t->v[0].name), "token");
+        return 0;
+}
+
+void dm_http_tokens_release(struct dm_http_tokens *t)
+{
+        for (size_t i = 0; i < t->n; i++) {
+                explicit_bzero(t->v[i].secret, t->v[i].len);
+                free(t->v[i].secret);
+        }
+        memset(t, 0, sizeof(*t));
 }
 
 static int random_bytes(unsigned char *buf, size_t n)

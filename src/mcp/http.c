@@ -46,6 +46,7 @@ struct http_request {
         struct dm_buf body;
         bool post;
         struct http_exchange *ex;
+        const struct dm_http_token *token; /* the one its Authorization carries, in h->tokens */
 };
 
 void dm_http_options_init(struct dm_http_options *o)
@@ -640,7 +641,8 @@ static enum MHD_Result begin_request(struct dm_http *h, struct MHD_Connection *c
                                      "nothing at '%.100s': the MCP endpoint is " ENDPOINT, url);
         if (strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0)
                 return handle_options(c);
-        if (!h->token || !dm_http_bearer_ok(header(c, "Authorization"), h->token, h->token_len)) {
+        rq->token = dm_http_bearer_match(header(c, "Authorization"), &h->tokens);
+        if (!rq->token) {
                 static const char *const challenge[] = { "WWW-Authenticate", "Bearer realm=\"demesne\"", NULL };
                 dm_http_refused(h, "%s without a valid bearer token", method);
                 return respond_error(c, MHD_HTTP_UNAUTHORIZED, NULL, DM_RPC_INVALID_REQUEST, challenge,
@@ -743,25 +745,21 @@ static int setup(struct dm_http *h, const struct dm_http_options *o, struct sock
                                     "--allowed-host NAME (or --allowed-host '*' to leave the Host check to the token)",
                                     o->listen);
         if (o->token_file) {
-                if ((r = dm_http_read_token(o->token_file, &h->token, err)) < 0)
-                        return r;
+                r = dm_http_read_tokens(o->token_file, &h->tokens, err);
         } else if (o->token) {
-                if ((r = dm_http_token_check(o->token, "DEMESNE_HTTP_TOKEN", err)) < 0)
-                        return r;
-                h->token = strdup(o->token);
+                r = dm_http_tokens_add(&h->tokens, "token", o->token, "DEMESNE_HTTP_TOKEN", 0, err);
         } else {
                 char made[65];
-                if ((r = dm_http_token_generate(made)) < 0)
-                        return dm_error_set(err, r, "cannot make a token: getrandom: %s", strerror(-r));
-                h->token = strdup(made);
-                explicit_bzero(made, sizeof(made));
                 if (!o->state_dir)
                         return dm_error_set(err, -EINVAL, "no state directory to write the token to");
+                if ((r = dm_http_token_generate(made)) < 0)
+                        return dm_error_set(err, r, "cannot make a token: getrandom: %s", strerror(-r));
+                r = dm_http_tokens_add(&h->tokens, "token", made, "a made token", 0, err);
+                explicit_bzero(made, sizeof(made));
                 h->token_made = true; /* written once the port is known */
         }
-        if (!h->token)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        h->token_len = strlen(h->token);
+        if (r < 0)
+                return r;
         for (size_t i = 0; o->allowed_hosts && o->allowed_hosts[i]; i++)
                 extra++;
         h->hosts = calloc(extra + 5, sizeof(*h->hosts));
@@ -839,13 +837,28 @@ static int write_token(struct dm_http *h, const char *dir, unsigned port, struct
         int r;
 
         snprintf(name, sizeof(name), "http-%s-%u.token", h->bind_host, port);
-        r = dm_http_token_write(dir, name, h->token, &h->token_path, &h->token_st, err);
+        r = dm_http_token_write(dir, name, h->tokens.v[0].secret, &h->token_path, &h->token_st, err);
         if (r < 0)
                 return r;
         log_info("http: bearer token in '%s' (clients send 'Authorization: Bearer TOKEN'; --token-file or "
                  "DEMESNE_HTTP_TOKEN_FILE chooses one)",
                  h->token_path);
         return 0;
+}
+
+/* Which principals may connect: names only, never a token. A log line
+ * holds 2 KiB, so 64 long names end in a count. */
+static void log_tokens(const struct dm_http_tokens *t)
+{
+        char names[1600];
+        size_t n = 0, i;
+
+        names[0] = '\0';
+        for (i = 0; i < t->n && n + DM_HTTP_TOKEN_NAME_MAX + 4 < sizeof(names); i++)
+                n += (size_t)snprintf(names + n, sizeof(names) - n, "%s'%s'", i ? ", " : "", t->v[i].name);
+        if (i < t->n)
+                snprintf(names + n, sizeof(names) - n, " and %zu more", t->n - i);
+        log_info("http: %zu bearer token%s, one principal each: %s", t->n, t->n == 1 ? "" : "s", names);
 }
 
 static void wait_for_signal(void)
@@ -945,6 +958,7 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o
                 }
         }
         if (r >= 0) {
+                log_tokens(&h->tokens);
                 log_info("serving MCP on http://%s:%u" ENDPOINT " with a bearer token (connections from %s)",
                          h->bind_host, port,
                          dm_http_addr_is_loopback((struct sockaddr *)&addr) ? "this machine only" : "the network");
@@ -958,9 +972,7 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o
         if (h->token_path)
                 dm_http_token_remove(h->token_path, &h->token_st);
         free(h->token_path);
-        if (h->token)
-                explicit_bzero(h->token, h->token_len);
-        free(h->token);
+        dm_http_tokens_release(&h->tokens);
         free(h->hosts);
         pthread_mutex_destroy(&h->lock);
         pthread_cond_destroy(&h->tick);

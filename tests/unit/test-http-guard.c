@@ -101,38 +101,147 @@ static void hosts_and_origins(void)
         ok(!dm_http_origin_allowed("https://app.example:8443", loopback, origins), "... matched exactly");
 }
 
-static void tokens(void)
+static void bearer(void)
 {
-        char path[] = "/tmp/dm-token-XXXXXX", *tok = NULL;
+        struct dm_http_tokens t = { 0 };
         struct dm_error err = { 0 };
-        int fd = mkstemp(path);
-        const char *t = "0123456789abcdefXYZ";
 
         ok(dm_http_secret_equal("abc", 3, "abc", 3), "equal secrets");
         ok(!dm_http_secret_equal("abd", 3, "abc", 3), "a different byte");
         ok(!dm_http_secret_equal("ab", 2, "abc", 3), "a prefix");
         ok(!dm_http_secret_equal("abcd", 4, "abc", 3), "a longer guess");
         ok(!dm_http_secret_equal("", 0, "abc", 3), "an empty guess");
-        ok(dm_http_bearer_ok("Bearer 0123456789abcdefXYZ", t, strlen(t)), "Bearer TOKEN");
-        ok(dm_http_bearer_ok("bearer   0123456789abcdefXYZ  ", t, strlen(t)), "scheme case and spaces do not matter");
-        ok(!dm_http_bearer_ok("Basic 0123456789abcdefXYZ", t, strlen(t)), "another scheme is refused");
-        ok(!dm_http_bearer_ok("Bearer0123456789abcdefXYZ", t, strlen(t)), "no space after the scheme is refused");
-        ok(!dm_http_bearer_ok(NULL, t, strlen(t)), "no header is refused");
+        ok(dm_http_tokens_add(&t, "token", "0123456789abcdefXYZ", "test", 0, &err) == 0, "one token");
+        ok(dm_http_bearer_match("Bearer 0123456789abcdefXYZ", &t) == &t.v[0], "Bearer TOKEN");
+        ok(dm_http_bearer_match("bearer   0123456789abcdefXYZ  ", &t) == &t.v[0],
+           "scheme case and spaces do not matter");
+        ok(!dm_http_bearer_match("Basic 0123456789abcdefXYZ", &t), "another scheme is refused");
+        ok(!dm_http_bearer_match("Bearer0123456789abcdefXYZ", &t), "no space after the scheme is refused");
+        ok(!dm_http_bearer_match(NULL, &t), "no header is refused");
+        dm_http_tokens_release(&t);
+        ok(!dm_http_bearer_match("Bearer 0123456789abcdefXYZ", &t), "no tokens: nothing matches");
+}
 
-        ok(write(fd, "  sekrit-0123456789abcdef  \nsecond line\n", 40) == 40, "token file written");
+/* Parses text as a token file; NULL on success, else the message. */
+static const char *parse(const char *text, struct dm_http_tokens *t)
+{
+        static struct dm_error err;
+        char buf[4096];
+
+        memset(&err, 0, sizeof(err));
+        snprintf(buf, sizeof(buf), "%s", text);
+        return dm_http_tokens_parse(t, buf, "token file 'f'", &err) < 0 ? err.msg : NULL;
+}
+
+static void token_files(void)
+{
+        struct dm_http_tokens t = { 0 };
+        const struct dm_http_token *m;
+        const char *msg;
+        char big[4096];
+
+        ok(!parse("  sekrit-0123456789abcdef  \n", &t) && t.n == 1 && strcmp(t.v[0].name, "token") == 0 &&
+                   strcmp(t.v[0].secret, "sekrit-0123456789abcdef") == 0,
+           "one bare token, trimmed: principal 'token'");
+        dm_http_tokens_release(&t);
+        ok(t.n == 0, "released: empty");
+        ok(!parse("# who may connect\r\n\r\nalice  alice-0123456789abcdef\r\n\tbob\tbob-0123456789abcdef", &t) &&
+                   t.n == 2 && strcmp(t.v[0].name, "alice") == 0 && strcmp(t.v[1].name, "bob") == 0 &&
+                   strcmp(t.v[1].secret, "bob-0123456789abcdef") == 0 && t.v[1].line == 4,
+           "NAME TOKEN lines, comments, blank lines, CRLF, tabs");
+        m = dm_http_bearer_match("Bearer bob-0123456789abcdef", &t);
+        ok(m && strcmp(m->name, "bob") == 0, "the bearer matches bob's token");
+        m = dm_http_bearer_match("bearer alice-0123456789abcdef ", &t);
+        ok(m && strcmp(m->name, "alice") == 0, "... and alice's");
+        ok(!dm_http_bearer_match("Bearer bob-0123456789abcdeX", &t), "a wrong byte: no match");
+        ok(!dm_http_bearer_match("Bearer alice", &t), "a prefix: no match");
+        ok(!dm_http_bearer_match("Basic bob-0123456789abcdef", &t), "another scheme: no match");
+        ok(!dm_http_bearer_match(NULL, &t), "no header: no match");
+        dm_http_tokens_release(&t);
+
+        ok(!parse("first-0123456789abcdef\nsecond-0123456789abcdef\nnamed named-0123456789abcdef\n"
+                  "fourth-0123456789abcdef\n",
+                  &t) &&
+                   t.n == 4 && strcmp(t.v[0].name, "token1") == 0 && strcmp(t.v[1].name, "token2") == 0 &&
+                   strcmp(t.v[2].name, "named") == 0 && strcmp(t.v[3].name, "token4") == 0,
+           "bare tokens among several: token1, token2... by their place");
+        dm_http_tokens_release(&t);
+        ok(!parse("only only-0123456789abcdef\n", &t) && t.n == 1 && strcmp(t.v[0].name, "only") == 0,
+           "one named token keeps its name");
+        dm_http_tokens_release(&t);
+
+        msg = parse("a a-0123456789abcdef\n\n# c\na b-0123456789abcdef\n", &t);
+        ok(msg && strstr(msg, "line 4") && strstr(msg, "'a'") && strstr(msg, "line 1") && t.n == 0,
+           "a duplicate name: refused, naming both lines (%s)", msg ? msg : "accepted");
+        msg = parse("a same-0123456789abcdef\nb same-0123456789abcdef\n", &t);
+        ok(msg && strstr(msg, "line 2") && strstr(msg, "line 1") && !strstr(msg, "same-0123"),
+           "a duplicate token: refused, naming the lines, not the token (%s)", msg ? msg : "accepted");
+        msg = parse("token2 x-0123456789abcdef\ny-0123456789abcdef\n", &t);
+        ok(msg && strstr(msg, "line 2"), "a bare token's name taken already: refused (%s)", msg ? msg : "accepted");
+        msg = parse("a a-0123456789abcdef\nb short\n", &t);
+        ok(msg && strstr(msg, "line 2") && strstr(msg, "16"), "a short token: refused, naming the line (%s)",
+           msg ? msg : "accepted");
+        msg = parse("a a-0123456789abcdef extra\n", &t);
+        ok(msg && strstr(msg, "line 1") && !strstr(msg, "a-0123"), "three fields: refused (%s)",
+           msg ? msg : "accepted");
+        msg = parse("not/a/name name-0123456789abcdef\n", &t);
+        ok(msg && strstr(msg, "line 1") && !strstr(msg, "not/a"), "a bad name: refused, not quoted (%s)",
+           msg ? msg : "accepted");
+        msg = parse("a2345678901234567890123456789012345678901 x-0123456789abcdef\n", &t);
+        ok(msg && strstr(msg, "line 1"), "a name of 41 characters: refused");
+        ok(!parse("a234567890123456789012345678901234567890 x-0123456789abcdef\n", &t) && t.n == 1,
+           "a name of 40 characters: accepted");
+        dm_http_tokens_release(&t);
+        msg = parse("", &t);
+        ok(msg && strstr(msg, "no token"), "an empty file: refused (%s)", msg ? msg : "accepted");
+        msg = parse("# nothing\n\n  \n", &t);
+        ok(msg && strstr(msg, "no token"), "only comments: refused");
+
+        big[0] = '\0';
+        for (int i = 0; i < DM_HTTP_TOKENS_MAX; i++)
+                snprintf(big + strlen(big), sizeof(big) - strlen(big), "n%d secret-%08d-abcdef\n", i, i);
+        ok(!parse(big, &t) && t.n == DM_HTTP_TOKENS_MAX, "%d tokens: accepted", DM_HTTP_TOKENS_MAX);
+        m = dm_http_bearer_match("Bearer secret-00000063-abcdef", &t);
+        ok(m && strcmp(m->name, "n63") == 0, "the last of them matches");
+        dm_http_tokens_release(&t);
+        snprintf(big + strlen(big), sizeof(big) - strlen(big), "one-more one-more-0123456789abcdef\n");
+        msg = parse(big, &t);
+        ok(msg && strstr(msg, "line 65") && strstr(msg, "64"), "one more: refused (%s)", msg ? msg : "accepted");
+}
+
+static void token_file_reads(void)
+{
+        char path[] = "/tmp/dm-token-XXXXXX";
+        struct dm_http_tokens t = { 0 };
+        struct dm_error err = { 0 };
+        int fd = mkstemp(path);
+
+        ok(write(fd, "  sekrit-0123456789abcdef  \n", 28) == 28, "token file written");
         close(fd);
         chmod(path, 0644);
-        ok(dm_http_read_token(path, &tok, &err) < 0 && strstr(err.msg, "chmod 600"), "readable by others: refused");
+        ok(dm_http_read_tokens(path, &t, &err) < 0 && strstr(err.msg, "chmod 600"), "readable by others: refused");
         chmod(path, 0600);
-        ok(dm_http_read_token(path, &tok, &err) == 0 && strcmp(tok, "sekrit-0123456789abcdef") == 0,
-           "the first line, trimmed");
-        free(tok);
+        ok(dm_http_read_tokens(path, &t, &err) == 0 && t.n == 1 &&
+                   strcmp(t.v[0].secret, "sekrit-0123456789abcdef") == 0,
+           "the token, trimmed");
+        dm_http_tokens_release(&t);
         fd = open(path, O_WRONLY | O_TRUNC);
         ok(write(fd, "short\n", 6) == 6, "a short token written");
         close(fd);
-        ok(dm_http_read_token(path, &tok, &err) < 0 && strstr(err.msg, "16"), "too short: refused");
+        ok(dm_http_read_tokens(path, &t, &err) < 0 && strstr(err.msg, "16") && strstr(err.msg, "line 1"),
+           "too short: refused");
+        fd = open(path, O_WRONLY | O_TRUNC);
+        ok(write(fd, "a a-0123456789abcdef\0\n", 22) == 22, "a NUL byte written");
+        close(fd);
+        ok(dm_http_read_tokens(path, &t, &err) < 0 && strstr(err.msg, "NUL"), "a NUL byte: refused");
+        fd = open(path, O_WRONLY | O_TRUNC);
+        for (int i = 0; i < 64 * 1024 / 32 + 1; i++)
+                if (write(fd, "# padding padding padding paddi\n", 32) != 32)
+                        break;
+        close(fd);
+        ok(dm_http_read_tokens(path, &t, &err) < 0 && strstr(err.msg, "64 KiB"), "over 64 KiB: refused");
         unlink(path);
-        ok(dm_http_read_token(path, &tok, &err) < 0, "a missing file: an error");
+        ok(dm_http_read_tokens(path, &t, &err) < 0, "a missing file: an error");
 }
 
 /* The token the server makes, and the file it goes to. */
@@ -223,7 +332,9 @@ int main(void)
 
         listen_specs();
         hosts_and_origins();
-        tokens();
+        bearer();
+        token_files();
+        token_file_reads();
         made_tokens();
         negotiation();
         ok(dm_http_random_id(a) == 0 && dm_http_random_id(b) == 0 && strlen(a) == 32 && strcmp(a, b) != 0,
