@@ -70,6 +70,9 @@ struct http_session {
         struct http_session *next;
         char id[33];
         struct dm_mcp_session *mcp;
+        /* The token that made it, in h->tokens: only requests with that
+         * token find it (compared by address). */
+        const struct dm_http_token *owner;
         int refs;                        /* table + exchanges + streams; guarded by h->lock */
         struct http_exchange *exchanges; /* POSTs waiting for their response */
         struct http_exchange *get;       /* the GET stream, if one is open */
@@ -144,9 +147,12 @@ void dm_http_ex_release_cb(void *cls);
 
 /* ---- sessions (http-session.c) ---- */
 
-struct http_session *dm_http_session_new(struct dm_http *h);
-/* Finds a listed session by id and takes a reference; NULL if unknown. */
-struct http_session *dm_http_session_find(struct dm_http *h, const char *id);
+/* A session acting for owner's principal (a token of h->tokens). */
+struct http_session *dm_http_session_new(struct dm_http *h, const struct dm_http_token *owner);
+/* Finds a listed session by id and takes a reference; NULL if unknown or
+ * made with another token than owner, alike, so a client cannot tell that
+ * another's session exists. */
+struct http_session *dm_http_session_find(struct dm_http *h, const char *id, const struct dm_http_token *owner);
 void dm_http_session_ref_locked(struct http_session *s);
 /* Drops a reference; the last one frees the MCP session, which waits for
  * its calls to end: never call it from a thread a call may wait on. */

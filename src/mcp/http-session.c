@@ -22,7 +22,7 @@
 #define REFUSAL_WINDOW_MS 10000
 #define REFUSALS_PER_WINDOW 5
 
-struct http_session *dm_http_session_new(struct dm_http *h)
+struct http_session *dm_http_session_new(struct dm_http *h, const struct dm_http_token *owner)
 {
         struct http_session *s = calloc(1, sizeof(*s));
 
@@ -30,23 +30,26 @@ struct http_session *dm_http_session_new(struct dm_http *h)
                 return NULL;
         s->h = h;
         s->refs = 1;
+        s->owner = owner;
         s->last_used_ms = dm_now_ms();
         if (dm_http_random_id(s->id) < 0 || !(s->mcp = dm_mcp_session_new(h->srv, dm_http_session_send, s))) {
                 free(s);
                 return NULL;
         }
+        dm_mcp_session_set_principal(s->mcp, owner->name);
         return s;
 }
 
-struct http_session *dm_http_session_find(struct dm_http *h, const char *id)
+struct http_session *dm_http_session_find(struct dm_http *h, const char *id, const struct dm_http_token *owner)
 {
         struct http_session *found = NULL;
         size_t len = strlen(id);
 
         pthread_mutex_lock(&h->lock);
-        /* Session ids are bearer secrets of a kind: compare in constant time. */
+        /* Session ids are bearer secrets of a kind: compare in constant
+         * time. Another token's session is as unknown as no session. */
         for (struct http_session *s = h->sessions; s; s = s->next)
-                if (dm_http_secret_equal(id, len, s->id, sizeof(s->id) - 1)) {
+                if (dm_http_secret_equal(id, len, s->id, sizeof(s->id) - 1) && s->owner == owner) {
                         found = s;
                         s->refs++;
                         break;

@@ -364,6 +364,7 @@ static enum MHD_Result dispatch(struct dm_http *h, struct MHD_Connection *c, str
                 if (!ex->ephemeral)
                         return respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, ex->id, DM_RPC_INTERNAL_ERROR, NULL,
                                              "out of memory");
+                dm_mcp_session_set_principal(ex->ephemeral, rq->token->name);
         }
 
         dm_mcp_session_handle(s ? s->mcp : ex->ephemeral, rq->body.data, rq->body.len);
@@ -466,7 +467,7 @@ static enum MHD_Result legacy_post(struct dm_http *h, struct MHD_Connection *c, 
         if (m->kind == DM_RPC_REQUEST && strcmp(m->method, "initialize") == 0) {
                 /* A new session, whatever Mcp-Session-Id said: listed only
                  * once initialize succeeded. */
-                s = dm_http_session_new(h);
+                s = dm_http_session_new(h, rq->token);
                 if (!s)
                         return respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, id, DM_RPC_INTERNAL_ERROR, NULL,
                                              "out of memory");
@@ -478,7 +479,7 @@ static enum MHD_Result legacy_post(struct dm_http *h, struct MHD_Connection *c, 
                 return respond_error(c, MHD_HTTP_BAD_REQUEST, id, DM_RPC_INVALID_REQUEST, NULL,
                                      "the Mcp-Session-Id header is missing: send initialize first, then its "
                                      "Mcp-Session-Id with every request (or use protocol 2026-07-28)");
-        s = dm_http_session_find(h, sid);
+        s = dm_http_session_find(h, sid, rq->token);
         if (!s)
                 return respond_error(c, MHD_HTTP_NOT_FOUND, id, -32001, NULL,
                                      "session not found (it ended or expired): initialize a new one");
@@ -531,7 +532,7 @@ static enum MHD_Result handle_get(struct dm_http *h, struct MHD_Connection *c, s
         if (!dm_http_accepts(header(c, "Accept"), "text/event-stream"))
                 return respond_error(c, MHD_HTTP_NOT_ACCEPTABLE, NULL, DM_RPC_INVALID_REQUEST, NULL,
                                      "a GET stream is text/event-stream: the Accept header must allow it");
-        s = dm_http_session_find(h, sid);
+        s = dm_http_session_find(h, sid, rq->token);
         if (!s)
                 return respond_error(c, MHD_HTTP_NOT_FOUND, NULL, -32001, NULL,
                                      "session not found (it ended or expired): initialize a new one");
@@ -561,7 +562,7 @@ static enum MHD_Result handle_get(struct dm_http *h, struct MHD_Connection *c, s
         return start_stream(h, c, rq, STREAM_SSE, NULL);
 }
 
-static enum MHD_Result handle_delete(struct dm_http *h, struct MHD_Connection *c)
+static enum MHD_Result handle_delete(struct dm_http *h, struct MHD_Connection *c, struct http_request *rq)
 {
         static const char *const allow_post[] = { "Allow", "POST", NULL };
         const char *hv = header(c, "MCP-Protocol-Version"), *sid = header(c, "Mcp-Session-Id");
@@ -574,7 +575,7 @@ static enum MHD_Result handle_delete(struct dm_http *h, struct MHD_Connection *c
         if (!sid)
                 return respond_error(c, MHD_HTTP_BAD_REQUEST, NULL, DM_RPC_INVALID_REQUEST, NULL,
                                      "the Mcp-Session-Id header is missing: DELETE ends the session it names");
-        s = dm_http_session_find(h, sid);
+        s = dm_http_session_find(h, sid, rq->token);
         if (!s)
                 return respond_error(c, MHD_HTTP_NOT_FOUND, NULL, -32001, NULL, "session not found");
         snprintf(id, sizeof(id), "%.8s", s->id);
@@ -672,7 +673,7 @@ static enum MHD_Result begin_request(struct dm_http *h, struct MHD_Connection *c
         if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
                 return handle_get(h, c, rq);
         if (strcmp(method, MHD_HTTP_METHOD_DELETE) == 0)
-                return handle_delete(h, c);
+                return handle_delete(h, c, rq);
         {
                 static const char *const allow[] = { "Allow", "GET, POST, DELETE, OPTIONS", NULL };
                 return respond_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, NULL, DM_RPC_INVALID_REQUEST, allow,
