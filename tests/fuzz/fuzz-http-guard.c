@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target for the HTTP transport's checks of request heads
  * (src/mcp/http-guard.c): Host and Origin (DNS-rebinding protection), the
- * bearer token, Accept and Content-Type, the 2026-07-28 header values
+ * bearer tokens and token files, Accept and Content-Type, the 2026-07-28 header values
  * (=?base64?...?=) and the operator's listen address.
  *
  * Input: byte 0 picks the check (mod 6); the rest is the header value. */
@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 
 #include "src/mcp/http-guard.h"
+#include "src/mcp/http-token.h"
 #include "tests/fuzz/fuzz.h"
 
 #define TOKEN "0123456789abcdef0123456789abcdef"
@@ -45,11 +46,34 @@ static void origin(const char *v)
         FUZZ_CHECK(!ok || dm_http_origin_allowed(v, hosts, origins));
 }
 
-static void bearer(const char *v)
+/* The Authorization header against two tokens, then the value read as a
+ * token file (which splits it in place). */
+static void bearer(char *v)
 {
-        if (dm_http_bearer_ok(v, TOKEN, strlen(TOKEN)))
-                FUZZ_CHECK(strstr(v, TOKEN) && strncasecmp(v, "bearer", 6) == 0);
-        FUZZ_CHECK(!dm_http_bearer_ok(v, TOKEN, 0) || strlen(v) >= 7);
+        static struct dm_http_tokens two;
+        struct dm_http_tokens t = { 0 };
+        struct dm_error err = { 0 };
+        const struct dm_http_token *m;
+
+        if (!two.n && (dm_http_tokens_add(&two, "a", TOKEN, "fuzz", 0, &err) < 0 ||
+                       dm_http_tokens_add(&two, "b", TOKEN "b", "fuzz", 0, &err) < 0))
+                abort();
+        m = dm_http_bearer_match(v, &two);
+        if (m)
+                FUZZ_CHECK(strstr(v, m->secret) && strncasecmp(v, "bearer", 6) == 0 && strlen(v) >= 7 + m->len);
+
+        if (dm_http_tokens_parse(&t, v, "token file 'f'", &err) == 0) {
+                FUZZ_CHECK(t.n >= 1 && t.n <= DM_HTTP_TOKENS_MAX);
+                for (size_t i = 0; i < t.n; i++) {
+                        FUZZ_CHECK(t.v[i].name[0] && strlen(t.v[i].secret) == t.v[i].len &&
+                                   t.v[i].len >= DM_HTTP_TOKEN_MIN);
+                        for (size_t j = 0; j < i; j++)
+                                FUZZ_CHECK(strcmp(t.v[i].name, t.v[j].name) && strcmp(t.v[i].secret, t.v[j].secret));
+                }
+                dm_http_tokens_release(&t);
+        } else {
+                FUZZ_CHECK(t.n == 0 && err.code == -EINVAL && strncmp(err.msg, "token file 'f'", 14) == 0);
+        }
 }
 
 static void media(const char *v)
