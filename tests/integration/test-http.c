@@ -2,14 +2,17 @@
 /* `demesne serve --http` as a client sees it on the wire: both eras, the
  * legacy session lifecycle, SSE progress, cancellation by closing a stream
  * (the container goes), stream limits, and a clean exit on SIGTERM with
- * calls running. The npm clients and the conformance suite (tests/e2e)
+ * calls running; several tokens, each a principal that cannot reach
+ * another's sessions. The npm clients and the conformance suite (tests/e2e)
  * cover the same from the clients' side; test-http-hostile the attacks. */
 #include "config.h"
 
 #include <json-c/json.h>
+#include <sys/stat.h>
 
 #include "tests/integration/common.h"
 #include "tests/integration/http-client.h"
+#include "src/util/cleanup.h"
 #include "tests/tap.h"
 
 #define CT "Content-Type: application/json\r\n"
@@ -345,6 +348,152 @@ static void sigterm(struct dm_backend *b, struct server *s)
         hresp_release(&cr);
 }
 
+/* Whether the server's log holds needle (quotes and all, unlike log_has). */
+static bool log_says(const struct server *s, const char *needle)
+{
+        FILE *f = fopen(s->log, "re");
+        char line[4096];
+        bool found = false;
+
+        while (f && !found && fgets(line, sizeof(line), f))
+                found = strstr(line, needle) != NULL;
+        if (f)
+                fclose(f);
+        return found;
+}
+
+/* A token file that refuses to start the server: its log must name what. */
+static void refused_file(const char *dir, const char *name, const char *text, const char *says, const char *what)
+{
+        struct server t = { 0 };
+        char path[PATH_MAX], log[PATH_MAX];
+        const char *args[] = { "--token-file", path, NULL };
+        int code = 0, r;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s.tokens", dir, name);
+        snprintf(log, sizeof(log), "%s/%s.log", dir, name);
+        f = fopen(path, "w");
+        fputs(text, f);
+        fclose(f);
+        chmod(path, 0600);
+        r = server_start(&t, log, args, &code);
+        ok(r < 0 && code == 1, "%s: refused at start (exit %d)", what, code);
+        ok(log_says(&t, says), "... the log says '%s'", says);
+        if (r == 0)
+                server_stop(&t, 15000, NULL);
+}
+
+/* One request with the Authorization header auth; the status, and the
+ * body in ret_body (malloc'd, "" if none). */
+static int call_as(const char *auth, const char *method, const char *sid, const char *accept, const char *body,
+                   char **ret_body)
+{
+        struct hresp r;
+        char hdrs[1024];
+        int status;
+
+        snprintf(hdrs, sizeof(hdrs), "%s%s%s%s%s%s", auth, body ? CT : "", accept, sid ? "Mcp-Session-Id: " : "",
+                 sid ? sid : "", sid ? "\r\nMCP-Protocol-Version: 2025-11-25\r\n" : "");
+        http_call(method, hdrs, body, &r);
+        status = r.status;
+        *ret_body = strdup(r.body ? r.body : "");
+        hresp_release(&r);
+        return status;
+}
+
+/* Answers to the same request naming an unknown session id and naming
+ * sid, made with another token: they must not differ at all. */
+static void same_as_unknown(const char *auth, const char *method, const char *sid, const char *accept, const char *body,
+                            const char *what)
+{
+        _cleanup_free_ char *unknown = NULL, *foreign = NULL;
+        int s_unknown = call_as(auth, method, "00000000000000000000000000000000", accept, body, &unknown);
+        int s_foreign = call_as(auth, method, sid, accept, body, &foreign);
+
+        ok(s_foreign == 404 && s_unknown == 404 && strcmp(foreign, unknown) == 0,
+           "%s the other token's session: 404, the same answer as an unknown id (%d '%s')", what, s_foreign, foreign);
+}
+
+/* Several tokens in one file, each a principal with its own sessions. */
+static void principals(const char *dir)
+{
+        const char *alice = "alice-0123456789abcdef-secret", *bob = "bob-0123456789abcdef-secret";
+        char path[PATH_MAX], log[PATH_MAX], a_auth[128], b_auth[128], sid[64] = "", sid_b[64] = "";
+        const char *args[] = { "--token-file", path, NULL };
+        const char *list = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}";
+        struct server t = { 0 };
+        struct hresp r;
+        char *body;
+        FILE *f;
+
+        refused_file(dir, "dup-name", "# two alices\nalice alice-0123456789abcdef\n\nalice other-0123456789abcdef\n",
+                     "line 4: the name 'alice' is on line 2 already", "a duplicate name");
+        refused_file(dir, "dup-token", "alice same-0123456789abcdef\nbob same-0123456789abcdef\n",
+                     "line 2: the same token as on line 1", "a duplicate token");
+        refused_file(dir, "short", "alice alice-0123456789abcdef\nbob short\n", "line 2: the token needs at least 16",
+                     "a short token");
+        refused_file(dir, "empty", "", "holds no token", "an empty file");
+
+        snprintf(path, sizeof(path), "%s/tokens", dir);
+        f = fopen(path, "w");
+        fprintf(f, "# who may connect\nalice %s\nbob\t%s\n", alice, bob);
+        fclose(f);
+        chmod(path, 0600);
+        snprintf(log, sizeof(log), "%s/principals.log", dir);
+        if (server_start(&t, log, args, NULL) < 0) {
+                ok(0, "a server with two tokens starts (log: %s)", log);
+                return;
+        }
+        ok(log_says(&t, "http: 2 bearer tokens, one principal each: 'alice', 'bob'"), "the log names the principals");
+        ok(!log_says(&t, "0123456789abcdef-secret"), "... and no token");
+        hc_use(&t);
+        snprintf(a_auth, sizeof(a_auth), "Authorization: Bearer %s\r\n", alice);
+        snprintf(b_auth, sizeof(b_auth), "Authorization: Bearer %s\r\n", bob);
+
+        http_call("POST", "Authorization: Bearer alice-0123456789abcdef-secreT\r\n" CT ACCEPT_BOTH, INIT_BODY, &r);
+        is_int(r.status, 401, "a wrong token: 401");
+        hresp_release(&r);
+
+        {
+                char hdrs[512];
+                snprintf(hdrs, sizeof(hdrs), "%s" CT ACCEPT_BOTH, a_auth);
+                http_call("POST", hdrs, INIT_BODY, &r);
+                ok(r.status == 200 && hresp_header(&r, "Mcp-Session-Id", sid, sizeof(sid)),
+                   "alice's token: initialize 200");
+                hresp_release(&r);
+                snprintf(hdrs, sizeof(hdrs), "%s" CT ACCEPT_BOTH, b_auth);
+                http_call("POST", hdrs, INIT_BODY, &r);
+                ok(r.status == 200 && hresp_header(&r, "Mcp-Session-Id", sid_b, sizeof(sid_b)),
+                   "bob's token: initialize 200");
+                hresp_release(&r);
+                modern_headers(hdrs, sizeof(hdrs), "tools/list", NULL);
+                snprintf(hdrs + strlen(hdrs), sizeof(hdrs) - strlen(hdrs), "%s", b_auth);
+                http_call("POST", hdrs,
+                          "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}}", &r);
+                is_int(r.status, 200, "bob's token: a 2026-07-28 tools/list 200");
+                hresp_release(&r);
+        }
+        is_int(call_as(a_auth, "POST", sid, ACCEPT_BOTH, list, &body), 200, "alice uses her session: 200");
+        free(body);
+        is_int(call_as(b_auth, "POST", sid_b, ACCEPT_BOTH, list, &body), 200, "bob uses his: 200");
+        free(body);
+
+        same_as_unknown(b_auth, "POST", sid, ACCEPT_BOTH, list, "bob's POST to");
+        same_as_unknown(b_auth, "GET", sid, "Accept: text/event-stream\r\n", NULL, "bob's GET stream of");
+        same_as_unknown(b_auth, "DELETE", sid, "", NULL, "bob's DELETE of");
+        same_as_unknown(a_auth, "DELETE", sid_b, "", NULL, "alice's DELETE of");
+        is_int(call_as(a_auth, "POST", sid, ACCEPT_BOTH, list, &body), 200, "alice's session lives on");
+        free(body);
+        is_int(call_as(b_auth, "POST", sid_b, ACCEPT_BOTH, list, &body), 200, "bob's too");
+        free(body);
+        is_int(call_as(a_auth, "DELETE", sid, "", NULL, &body), 200, "alice ends her own session: 200");
+        free(body);
+
+        ok(!log_says(&t, "0123456789abcdef-secret"), "no token in the log at the end either");
+        is_int(server_stop(&t, 15000, NULL), 0, "the two-token server exits cleanly");
+}
+
 int main(void)
 {
         struct dm_backend *b;
@@ -370,6 +519,7 @@ int main(void)
         legacy(b, &s);
         modern(b, &s);
         sigterm(b, &s);
+        principals(test_root);
 
         dm_backend_free(b);
         if (tap_failed)
