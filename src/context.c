@@ -7,6 +7,7 @@
 #include "src/idmap.h"
 #include "src/ownership.h"
 #include "src/pool.h"
+#include "src/resources.h"
 #include "src/sandbox.h"
 
 #include <dirent.h>
@@ -280,7 +281,10 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
                 return r;
         }
         ctx->jobs = dm_jobs_new();
-        if (!ctx->jobs) {
+        ctx->resources = dm_resources_new();
+        if (!ctx->jobs || !ctx->resources) {
+                dm_jobs_free(ctx->jobs);
+                dm_resources_free(ctx->resources);
                 dm_allowed_roots_release(&ctx->roots);
                 dm_config_release(&ctx->cfg);
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -303,6 +307,7 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
         r = pthread_create(&ctx->reaper, NULL, reaper_main, ctx);
         if (r != 0) {
                 dm_jobs_free(ctx->jobs);
+                dm_resources_free(ctx->resources);
                 dm_allowed_roots_release(&ctx->roots);
                 dm_config_release(&ctx->cfg);
                 return dm_error_set(err, -r, "cannot start the reaper thread: %s", strerror(r));
@@ -434,6 +439,8 @@ void dm_context_release(struct dm_context *ctx)
         /* Jobs first: cancelling them queues their containers for removal. */
         dm_jobs_free(ctx->jobs);
         ctx->jobs = NULL;
+        dm_resources_free(ctx->resources);
+        ctx->resources = NULL;
         /* Then the warm containers no run took. */
         dm_pool_stop(ctx->pool);
         ctx->pool = NULL;

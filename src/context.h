@@ -24,15 +24,17 @@
 struct dm_reap_item;
 struct dm_sandbox_shim;
 struct dm_pool;
+struct dm_resources;
 struct dm_proxy;
 
 struct dm_context {
         struct dm_config cfg;
         struct dm_allowed_roots roots;
-        struct dm_jobs *jobs;  /* background jobs of this server */
-        char owner[96];        /* boot id + pid + start time */
-        char owner_label[128]; /* "demesne.owner=<owner>" */
-        char root_label[64];   /* "demesne.root=<hash of the output root>" */
+        struct dm_jobs *jobs;           /* background jobs of this server */
+        struct dm_resources *resources; /* who made which output directory (src/resources.c) */
+        char owner[96];                 /* boot id + pid + start time */
+        char owner_label[128];          /* "demesne.owner=<owner>" */
+        char root_label[64];            /* "demesne.root=<hash of the output root>" */
 
         pthread_mutex_t lock; /* guards backend and the reap queue */
         struct dm_backend *backend;

@@ -10,6 +10,7 @@
 
 #include "src/mcp/jsonrpc.h"
 #include "src/mcp/registry.h"
+#include "src/resources.h"
 #include "src/util/cancel.h"
 #include "src/util/log.h"
 #include "src/util/timeutil.h"
@@ -45,9 +46,9 @@ struct dm_mcp_session {
         struct dm_call *calls; /* in flight */
         int n_calls;
         bool closing;
-        uint64_t id; /* names the session to jobs that outlive their call */
+        uint64_t id;                          /* names the session to jobs that outlive their call */
         char principal[DM_MCP_PRINCIPAL_MAX]; /* set before the first message; then read-only */
-        int refs;    /* senders outside the lock (dm_mcp_server_notify) */
+        int refs;                             /* senders outside the lock (dm_mcp_server_notify) */
 };
 
 struct dm_call {
@@ -336,6 +337,9 @@ static json_object *server_capabilities(void)
         json_object_object_add(tools, "listChanged", json_object_new_boolean(0));
         json_object_object_add(caps, "tools", tools);
         json_object_object_add(caps, "logging", json_object_new_object());
+        /* Run outputs, for clients that cannot read the server's disk
+         * (src/resources.h); no subscriptions, the set changes with runs. */
+        json_object_object_add(caps, "resources", json_object_new_object());
         return caps;
 }
 
@@ -374,10 +378,15 @@ static void handle_initialize(struct dm_mcp_session *s, struct dm_rpc_msg *m)
  * client may cache it briefly, privately. Required on modern tools/list. */
 #define LIST_TTL_MS 60000
 
+static void add_cache_hints_ttl(json_object *result, int ttl_ms)
+{
+        json_object_object_add(result, "ttlMs", json_object_new_int(ttl_ms));
+        json_object_object_add(result, "cacheScope", json_object_new_string("private"));
+}
+
 static void add_cache_hints(json_object *result)
 {
-        json_object_object_add(result, "ttlMs", json_object_new_int(LIST_TTL_MS));
-        json_object_object_add(result, "cacheScope", json_object_new_string("private"));
+        add_cache_hints_ttl(result, LIST_TTL_MS);
 }
 
 static void handle_discover(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
@@ -448,6 +457,63 @@ static void handle_set_level(struct dm_mcp_session *s, struct dm_rpc_msg *m)
         s->log_level = level;
         pthread_mutex_unlock(&s->srv->lock);
         reply(s, m->id, json_object_new_object(), false);
+}
+
+/* ---- resources: run outputs (src/resources.h) -------------------------------- */
+
+static void handle_resources_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
+{
+        json_object *result = json_object_new_object();
+
+        /* One page: the list is capped (DM_RESOURCE_LIST_MAX), newest runs
+         * first; a cursor from elsewhere gets the same first page. */
+        json_object_object_add(result, "resources",
+                               dm_resources_list(s->srv->ctx->resources, s->srv->ctx->cfg.output_root, s->principal));
+        /* Every run adds files: stale at once. */
+        if (modern)
+                add_cache_hints_ttl(result, 0);
+        reply(s, m->id, result, modern);
+}
+
+static void handle_resource_templates(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
+{
+        json_object *result = json_object_new_object();
+
+        json_object_object_add(result, "resourceTemplates", dm_resources_templates());
+        if (modern)
+                add_cache_hints(result);
+        reply(s, m->id, result, modern);
+}
+
+static void handle_resources_read(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
+{
+        struct dm_error err = { 0 };
+        json_object *v, *contents = NULL, *result, *data;
+        int r;
+
+        if (!m->params || !json_object_object_get_ex(m->params, "uri", &v) ||
+            !json_object_is_type(v, json_type_string)) {
+                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "resources/read needs params.uri (a string)", NULL);
+                return;
+        }
+        r = dm_resources_read(s->srv->ctx->resources, s->srv->ctx->cfg.output_root, s->principal,
+                              json_object_get_string(v), &contents, &err);
+        if (r < 0) {
+                data = json_object_new_object();
+                json_object_object_add(data, "uri", json_object_new_string(json_object_get_string(v)));
+                reply_error(s, m->id,
+                            r == -ENOENT   ? DM_RPC_RESOURCE_NOT_FOUND
+                            : r == -ENOMEM ? DM_RPC_INTERNAL_ERROR
+                                           : DM_RPC_INVALID_PARAMS,
+                            err.msg, data);
+                return;
+        }
+        result = json_object_new_object();
+        json_object_object_add(result, "contents", contents);
+        /* A running sandbox may still be writing the file. */
+        if (modern)
+                add_cache_hints_ttl(result, 0);
+        reply(s, m->id, result, modern);
 }
 
 static void *call_main(void *arg)
@@ -624,6 +690,12 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
                 handle_tools_list(s, &m, modern);
         else if (strcmp(m.method, "server/discover") == 0)
                 handle_discover(s, &m, modern);
+        else if (strcmp(m.method, "resources/list") == 0)
+                handle_resources_list(s, &m, modern);
+        else if (strcmp(m.method, "resources/templates/list") == 0)
+                handle_resource_templates(s, &m, modern);
+        else if (strcmp(m.method, "resources/read") == 0)
+                handle_resources_read(s, &m, modern);
         else if (!modern && strcmp(m.method, "initialize") == 0)
                 handle_initialize(s, &m);
         else if (!modern && strcmp(m.method, "ping") == 0)

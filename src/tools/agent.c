@@ -284,7 +284,8 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                 return NULL;
         if (!out)
                 return dm_tool_result_error("%s failed: %s", tool, err.msg);
-        return dm_tool_result_ok(out);
+        dm_tools_claim_outputs(dm_call_context(call), dm_call_principal(call), out);
+        return dm_tools_result_with_links(call, out);
 }
 
 static json_object *agent_call(struct dm_call *call, json_object *args)

@@ -38,7 +38,9 @@ static void write_instructions(const struct dm_context *ctx, const struct dm_arg
                       "in a sandbox; sandbox_research hands it a question with open internet access.\n"
                       "Output: /out is the command's working directory and stays on the host as the run "
                       "directory <output root>/<run_id or sandbox_id> (output_dir in each result, with "
-                      "stdout.log and stderr.log); this server's output root is %s. ",
+                      "stdout.log and stderr.log); this server's output root is %s. A client without that disk "
+                      "reads the files as resources: results link them (resource_link, "
+                      "demesne://output/<run_id>/<path>) and resources/read returns them. ",
                       ctx ? ctx->cfg.output_root : "DEMESNE_OUTPUT_ROOT");
         if (f->allowed_paths[0])
                 dm_buf_printf(&b, "Host files and directories you name (inside %s) are mounted read-only under /in. ",

@@ -134,7 +134,7 @@ static json_object *wait_call(struct dm_call *call, json_object *args)
                            dm_args_int(wait_args, N(wait_args), args, "timeout_seconds") * 1000, dm_call_cancel(call),
                            &running);
         if (res)
-                return dm_tool_result_ok(res);
+                return dm_tools_result_with_links(call, res);
         if (!running)
                 return unknown(id);
         if (dm_cancel_fired(dm_call_cancel(call)))
@@ -240,8 +240,9 @@ struct background {
         struct dm_context *ctx;
         struct dm_mcp_server *srv;
         uint64_t session;
-        const char *tool;  /* static */
-        json_object *args; /* a deep copy: the call's own is freed when it returns */
+        char principal[DM_MCP_PRINCIPAL_MAX]; /* the starting call's: owns the run's outputs */
+        const char *tool;                     /* static */
+        json_object *args;                    /* a deep copy: the call's own is freed when it returns */
         dm_tools_job_work work;
         void *arg;
 };
@@ -263,6 +264,7 @@ static json_object *background_run(struct dm_job *job, void *userdata, enum dm_j
         int r;
 
         out = bg->work(bg->ctx, bg->args, bg->arg, job, dm_job_cancel_signal(job), &r, &err);
+        dm_tools_claim_outputs(bg->ctx, bg->principal, out);
         if (!out) {
                 *ret_status = r == -ECANCELED ? DM_JOB_CANCELLED : DM_JOB_FAILED;
                 if (r != -ECANCELED)
@@ -301,6 +303,7 @@ json_object *dm_tools_start_background(struct dm_call *call, const char *tool, j
         bg->ctx = ctx;
         bg->srv = dm_call_server(call);
         bg->session = dm_call_session_id(call);
+        snprintf(bg->principal, sizeof(bg->principal), "%s", dm_call_principal(call));
         bg->tool = tool;
         bg->work = work;
         bg->arg = arg;

@@ -14,6 +14,7 @@
 #include "src/images.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
+#include "src/resources.h"
 #include "src/pool.h"
 #include "src/sandbox.h"
 #include "src/settings.h"
@@ -220,6 +221,7 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         dm_policy_free(policy);
         if (r < 0)
                 return dm_tool_result_error("sandbox_create failed: %s", err.msg);
+        dm_resources_claim(dm_call_context(call)->resources, sb.id, dm_call_principal(call));
         return dm_tool_result_ok(dm_sandbox_describe(&sb));
 }
 
@@ -367,7 +369,7 @@ static json_object *download_call(struct dm_call *call, json_object *args)
         struct dm_sandbox sb;
         int64_t bytes = 0;
         char *host = NULL;
-        json_object *out;
+        json_object *out, *result;
 
         if (dm_args_check(download_args, N(download_args), args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
@@ -381,8 +383,15 @@ static json_object *download_call(struct dm_call *call, json_object *args)
         json_object_object_add(out, "bytes", json_object_new_int64(bytes));
         if (dm_args_bool(download_args, N(download_args), args, "return_content"))
                 add_content(sb.output_dir, host, bytes, out);
+        result = dm_tool_result_ok(out);
+        {
+                char rel[PATH_MAX];
+
+                snprintf(rel, sizeof(rel), "downloads/%s", strrchr(host, '/') + 1);
+                dm_tools_link_file(call, result, sb.id, rel, bytes);
+        }
         free(host);
-        return dm_tool_result_ok(out);
+        return result;
 }
 
 static json_object *destroy_call(struct dm_call *call, json_object *args)

@@ -263,7 +263,8 @@ static json_object *script_call(struct dm_call *call, json_object *args)
                 return NULL;
         if (!out)
                 return dm_tool_result_error("sandbox_script failed: %s", err.msg);
-        return dm_tool_result_ok(out);
+        dm_tools_claim_outputs(dm_call_context(call), dm_call_principal(call), out);
+        return dm_tools_result_with_links(call, out);
 }
 
 static struct dm_tool script_tools[] = {

@@ -27,6 +27,18 @@ json_object *dm_tools_text_field(const char *s, size_t len);
 json_object *dm_tools_exec_result(int exit_code, const char *out, size_t out_len, bool out_truncated, const char *err,
                                   size_t err_len, bool err_truncated, bool timed_out, int64_t duration_ms);
 
+/* Output files as resources (src/resources.h). A result whose run_id names
+ * an output directory: claim it for principal (the call's, or the call
+ * that started the job), so that principal alone may read its files. */
+void dm_tools_claim_outputs(struct dm_context *ctx, const char *principal, json_object *out);
+/* dm_tool_result_ok(out), plus a resource_link item per output file of
+ * out's run_id (at most DM_RESOURCE_LINKS_MAX, then a note) when the call's
+ * principal owns that run. Takes out. */
+json_object *dm_tools_result_with_links(struct dm_call *call, json_object *out);
+/* Adds one resource_link item for path below the output directory dir to
+ * the CallToolResult result, when the call's principal owns dir. */
+void dm_tools_link_file(struct dm_call *call, json_object *result, const char *dir, const char *path, int64_t size);
+
 /* Tells the session that started a background job that it ended: a
  * notifications/message at level notice, logger demesne.jobs, whose data
  * holds job_id, tool, status and exit_code. */
@@ -38,6 +50,8 @@ void dm_tools_job_notify_end(struct dm_job *job, struct dm_mcp_server *srv, uint
  * collects the output tail; cancel fires when the job is cancelled. */
 typedef json_object *(*dm_tools_job_work)(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
                                           struct dm_cancel *cancel, int *ret_r, struct dm_error *err);
+/* (The job's result is claimed for the starting call's principal:
+ * dm_tools_claim_outputs.) */
 
 /* Starts work on a deep copy of args as a job of the call's session and
  * answers {job_id, status: "running"}. The job's status comes from the

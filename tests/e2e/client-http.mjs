@@ -33,14 +33,14 @@ const MODERN = '2026-07-28';
 const PROGRESS_CHECKS = 2;
 const CANCEL_CHECKS = 3;
 
-const REMOTE_CHECKS = 2;
+const REMOTE_CHECKS = 7;
 
 h.plan(1 + (2 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS) + (1 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS + REMOTE_CHECKS) +
   (1 + TOOL_CHECKS) + 1 + 2 + 1);
 
 /** A client with no disk in common with the server: a file's bytes go up in
  * sandbox_upload's content and come back in sandbox_download's. */
-async function remoteFileChecks(label, callTool) {
+async function remoteFileChecks(label, callTool, client) {
   const bytes = Buffer.alloc(70_000);
   for (let i = 0; i < bytes.length; i += 1) bytes[i] = (i * 7 + (i >> 8)) & 255;
   const digest = crypto.createHash('sha256').update(bytes).digest('hex');
@@ -61,11 +61,54 @@ async function remoteFileChecks(label, callTool) {
     h.ok(!down.isError && down.structuredContent?.content_encoding === 'base64' && back.equals(bytes),
       `${label}: sandbox_download with return_content brings the same bytes back in the result`,
       JSON.stringify({ ...down.structuredContent, content: `${back.length} bytes` }));
+    const link = down.content?.find((c) => c.type === 'resource_link');
+    const read = link ? await client.readResource({ uri: link.uri }, { timeout: CALL_TIMEOUT_MS }) : null;
+    h.ok(link?.uri === `demesne://output/${sb}/downloads/out.bin` && link.size === bytes.length &&
+      Buffer.from(read?.contents?.[0]?.blob ?? '', 'base64').equals(bytes),
+      `${label}: the download's result links the file (resource_link), and resources/read gives its bytes (blob)`,
+      JSON.stringify(down.content?.filter((c) => c.type !== 'text')));
   } catch (err) {
     h.fail(`${label}: a file up and down through the call alone`, err);
     h.fail(`${label}: (download)`, err);
+    h.fail(`${label}: (download link)`, err);
   }
   if (sb) await callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: sb } }).catch(() => {});
+
+  /* A run's output files: linked from its result, read as resources. */
+  try {
+    const run = await callTool({ name: 'sandbox_script', arguments: { egress: 'none',
+      command: 'printf "report line\\n" > report.txt; mkdir -p img; printf "\\x89PNG\\x00\\x01" > img/pic.png' } });
+    const links = (run.content ?? []).filter((c) => c.type === 'resource_link');
+    const names = links.map((l) => l.title).sort().join(',');
+    h.ok(!run.isError && names === 'img/pic.png,report.txt,stderr.log,stdout.log' &&
+      links.every((l) => l.uri.startsWith(`demesne://output/${run.structuredContent.run_id}/`)),
+      `${label}: sandbox_script's result links each output file (resource_link: ${names})`, JSON.stringify(links));
+    const report = links.find((l) => l.title === 'report.txt');
+    const pic = links.find((l) => l.title === 'img/pic.png');
+    const text = await client.readResource({ uri: report.uri }, { timeout: CALL_TIMEOUT_MS });
+    const blob = await client.readResource({ uri: pic.uri }, { timeout: CALL_TIMEOUT_MS });
+    h.ok(text.contents[0].text === 'report line\n' && text.contents[0].mimeType === 'text/plain' &&
+      Buffer.from(blob.contents[0].blob, 'base64').equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 1])) &&
+      blob.contents[0].mimeType === 'image/png',
+      `${label}: resources/read gives a text file as text and a binary one as a base64 blob`,
+      JSON.stringify({ text, blob }));
+    const templates = await client.listResourceTemplates(undefined, { timeout: CALL_TIMEOUT_MS });
+    const listed = await client.listResources(undefined, { timeout: CALL_TIMEOUT_MS });
+    h.ok(templates.resourceTemplates?.[0]?.uriTemplate === 'demesne://output/{dir}/{+path}' &&
+      listed.resources.some((r) => r.uri === report.uri),
+      `${label}: resources/templates/list names the URI scheme, resources/list the files`,
+      JSON.stringify({ templates, n: listed.resources.length }));
+    let refused;
+    try {
+      await client.readResource({ uri: 'demesne://output/run-x/../../etc/passwd' }, { timeout: CALL_TIMEOUT_MS });
+    } catch (err) {
+      refused = err;
+    }
+    h.ok(refused && /not a resource of this server/.test(refused.message),
+      `${label}: resources/read refuses a URI that climbs out`, String(refused?.message ?? 'no error'));
+  } catch (err) {
+    for (const what of ['links', 'read', 'lists', 'climb']) h.fail(`${label}: output files as resources (${what})`, err);
+  }
 }
 
 /** A call that runs 2.5 s and reports progress on the way. */
@@ -184,7 +227,7 @@ await h.run(async () => {
       });
       await progressChecks(label, (params, onprogress) => client.callTool(params, { timeout: CALL_TIMEOUT_MS, onprogress }));
       await cancelChecks(label, pid, (params, signal) => client.callTool(params, { timeout: CALL_TIMEOUT_MS, signal }));
-      await remoteFileChecks(label, (params) => client.callTool(params, { timeout: CALL_TIMEOUT_MS }));
+      await remoteFileChecks(label, (params) => client.callTool(params, { timeout: CALL_TIMEOUT_MS }), client);
     } catch (err) {
       h.fail(`${label}: connect`, err);
     }

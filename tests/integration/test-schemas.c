@@ -143,9 +143,10 @@ int main(void)
                 ok(strstr(str_at(find_tool("sandbox_agent"), "description"), "Unavailable on this server") != NULL,
                    "agent tools say why they cannot run without a network");
         static const char *const families[] = {
-                "sandbox_script",  "sandbox_create",   "sandbox_exec",     "sandbox_upload", "sandbox_download",
-                "sandbox_destroy", "sandbox_list",     "sandbox_status",   "sandbox_wait",   "sandbox_cancel",
-                "sandbox_agent",   "sandbox_research", "background: true", "image",          NULL
+                "sandbox_script",   "sandbox_create",  "sandbox_exec",   "sandbox_upload",
+                "sandbox_download", "sandbox_destroy", "sandbox_list",   "sandbox_status",
+                "sandbox_wait",     "sandbox_cancel",  "sandbox_agent",  "sandbox_research",
+                "background: true", "image",           "resources/read", NULL
         };
         for (size_t i = 0; families[i]; i++)
                 ok(ins && strstr(ins, families[i]) != NULL, "instructions mention %s", families[i]);
@@ -156,6 +157,28 @@ int main(void)
         ok(!result_is_error(m) && int_at(structured(m), "exit_code") == 0, "a call with the advertised default runs");
         if (result_is_error(m))
                 diag("%s", json_object_to_json_string(m));
+        {
+                /* Its stdout.log, linked from the result, read back over
+                 * stdio as the local principal. */
+                json_object *content = path(m, "result", "content", NULL), *link = NULL, *r;
+                char req[1200];
+
+                for (size_t i = 0; content && i < json_object_array_length(content); i++) {
+                        json_object *item = json_object_array_get_idx(content, i);
+                        if (strcmp(str_at(item, "type"), "resource_link") == 0 &&
+                            strcmp(str_at(item, "name"), "stdout.log") == 0)
+                                link = item;
+                }
+                ok(link != NULL, "the result links the run's stdout.log (resource_link)");
+                snprintf(req, sizeof(req),
+                         "{\"jsonrpc\":\"2.0\",\"id\":40,\"method\":\"resources/read\",\"params\":{\"uri\":\"%s\"}}",
+                         link ? str_at(link, "uri") : "demesne://output/none/stdout.log");
+                send_line(c, req);
+                r = recv_response(c, 40, 30000, NULL);
+                json_object *first = json_object_array_get_idx(path(r, "result", "contents", NULL), 0);
+                ok(first && strcmp(str_at(first, "text"), "ok\n") == 0, "resources/read over stdio gives it back");
+                json_object_put(r);
+        }
         json_object_put(m);
         m = call(c, 11, "sandbox_script", "{\"command\":\"true\",\"image\":\"base\",\"egress\":\"open\"}");
         ok(result_error_says(m, network ? "DEMESNE_ALLOW_CALLER_EGRESS" : "egress"),

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/* A run's output files as resource_link items of its tool result, and the
+ * claim that lets only the caller's principal read them back. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "src/mcp/registry.h"
+#include "src/mcp/server.h"
+#include "src/resources.h"
+#include "src/tools/tools.h"
+
+void dm_tools_claim_outputs(struct dm_context *ctx, const char *principal, json_object *out)
+{
+        json_object *v;
+
+        if (out && json_object_object_get_ex(out, "run_id", &v) && json_object_is_type(v, json_type_string))
+                dm_resources_claim(ctx->resources, json_object_get_string(v), principal);
+}
+
+json_object *dm_tools_result_with_links(struct dm_call *call, json_object *out)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        json_object *result, *content, *links, *v;
+        const char *run;
+        size_t omitted = 0;
+
+        if (!out || !json_object_object_get_ex(out, "run_id", &v) || !json_object_is_type(v, json_type_string))
+                return dm_tool_result_ok(out);
+        run = json_object_get_string(v);
+        /* A job's result may be waited on by anyone who knows its id; the
+         * links go only to the principal whose call made the run. */
+        if (!dm_resources_owned(ctx->resources, run, dm_call_principal(call)))
+                return dm_tool_result_ok(out);
+        links = dm_resources_links(ctx->cfg.output_root, run, DM_RESOURCE_LINKS_MAX, &omitted);
+        result = dm_tool_result_ok(out);
+        if (json_object_object_get_ex(result, "content", &content)) {
+                for (size_t i = 0; i < json_object_array_length(links); i++)
+                        json_object_array_add(content, json_object_get(json_object_array_get_idx(links, i)));
+                if (omitted) {
+                        char note[200];
+                        json_object *t = json_object_new_object();
+
+                        snprintf(note, sizeof(note),
+                                 "%zu more output files are not linked here: resources/list names them all", omitted);
+                        json_object_object_add(t, "type", json_object_new_string("text"));
+                        json_object_object_add(t, "text", json_object_new_string(note));
+                        json_object_array_add(content, t);
+                }
+        }
+        json_object_put(links);
+        return result;
+}
+
+void dm_tools_link_file(struct dm_call *call, json_object *result, const char *dir, const char *path, int64_t size)
+{
+        json_object *content;
+
+        if (!dm_resources_owned(dm_call_context(call)->resources, dir, dm_call_principal(call)) ||
+            !json_object_object_get_ex(result, "content", &content))
+                return;
+        json_object_array_add(content, dm_resources_describe(dir, path, size, "resource_link"));
+}
