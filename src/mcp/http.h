@@ -25,7 +25,7 @@ struct dm_mcp_server;
 
 struct dm_http_options {
         const char *listen;                 /* "[ADDR:]PORT", ADDR default 127.0.0.1 */
-        const char *token_file;             /* the token is this file's first line (mode 0600) */
+        const char *token_file;             /* the tokens, one per line (mode 0600): dm_http_tokens_parse */
         const char *token;                  /* else this token; NULL: make one and write it */
         const char *state_dir;              /* where a token the server made is written */
         const char *const *allowed_hosts;   /* extra Host names, NULL-terminated; "*" = any */
