@@ -179,6 +179,25 @@ static bool service_wait_exit(struct service *s, int64_t ms)
         return exited;
 }
 
+/* Waits for the rest of the service's process group to end after its
+ * leader has, and kills what is left after SERVICE_STOP_MS. The group is
+ * ours: the leader made it with setpgid and its pid is not reused while
+ * any member lives. */
+static void service_wait_group(pid_t pgid)
+{
+        int64_t give_up = dm_now_ms() + SERVICE_STOP_MS;
+
+        while (kill(-pgid, 0) == 0) {
+                if (dm_now_ms() >= give_up) {
+                        log_warning("private podman service's processes (group %d) outlived it; killing them",
+                                    (int)pgid);
+                        kill(-pgid, SIGKILL);
+                        return;
+                }
+                usleep(20000);
+        }
+}
+
 static void service_stop(void *userdata)
 {
         struct service *s = userdata;
@@ -193,15 +212,21 @@ static void service_stop(void *userdata)
                         pthread_cond_wait(&s->cond, &s->lock);
                 pid = s->exited ? -1 : s->pid;
                 pthread_mutex_unlock(&s->lock);
+                /* The whole process group: a rootless podman that had to
+                 * make its user namespace (no pause process yet: the first
+                 * podman since boot) runs the service in a child, which
+                 * outlived a SIGTERM to the parent alone. */
                 if (pid > 0) {
-                        kill(pid, SIGTERM);
+                        kill(-pid, SIGTERM);
                         if (!service_wait_exit(s, SERVICE_STOP_MS)) {
                                 log_warning("private podman service (pid %d) ignored SIGTERM for %d ms; killing it",
                                             (int)pid, SERVICE_STOP_MS);
-                                kill(pid, SIGKILL);
+                                kill(-pid, SIGKILL);
                         }
                 }
                 pthread_join(s->thread, NULL);
+                if (pid > 0)
+                        service_wait_group(pid);
                 log_debug("private podman service (pid %d) stopped", (int)s->pid);
         }
         if (s->log_fd >= 0)
