@@ -33,7 +33,8 @@
 #define DM_RESOURCE_LIST_MAX 500    /* resources in one resources/list answer */
 #define DM_RESOURCE_CLAIMS_MAX 4096 /* the oldest claims are forgotten past this */
 
-/* MCP's "resource not found" error code. */
+/* MCP's "resource not found" error code before 2026-07-28 (which uses
+ * -32602, Invalid Params: SEP-2164). */
 #define DM_RPC_RESOURCE_NOT_FOUND (-32002)
 
 struct dm_resources;

@@ -936,6 +936,10 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o
         pthread_mutex_init(&h->lock, NULL);
         pthread_cond_init(&h->tick, NULL);
         r = setup(h, o, &addr, &addr_len, err);
+        /* The server's log speaks of every client's work: with more than
+         * one principal, no session is sent another's records. */
+        if (r >= 0 && h->tokens.n > 1)
+                dm_mcp_server_set_private_logs(srv);
         if (r >= 0)
                 r = h->listen_fd = open_listener(&addr, addr_len, o->listen, &port, err);
         if (r >= 0 && h->token_made)

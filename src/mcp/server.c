@@ -30,6 +30,7 @@ struct dm_mcp_server {
         pthread_mutex_t lock;
         pthread_cond_t idle;
         struct dm_mcp_session *sessions;
+        bool private_logs; /* no log records to sessions: several principals */
 };
 
 struct dm_mcp_session {
@@ -104,7 +105,7 @@ static void log_hook(enum dm_log_level level, const char *line, void *userdata)
         int n = 0;
 
         pthread_mutex_lock(&srv->lock);
-        for (struct dm_mcp_session *s = srv->sessions; s && n < 16; s = s->next)
+        for (struct dm_mcp_session *s = srv->private_logs ? NULL : srv->sessions; s && n < 16; s = s->next)
                 if (s->log_enabled && level >= s->log_level && !s->closing) {
                         /* HTTP frees sessions while the server runs: the
                          * reference keeps this one until the send is done. */
@@ -141,6 +142,13 @@ struct dm_mcp_server *dm_mcp_server_new(struct dm_context *ctx)
         pthread_cond_init(&srv->idle, NULL);
         dm_log_set_hook(log_hook, srv);
         return srv;
+}
+
+void dm_mcp_server_set_private_logs(struct dm_mcp_server *srv)
+{
+        pthread_mutex_lock(&srv->lock);
+        srv->private_logs = true;
+        pthread_mutex_unlock(&srv->lock);
 }
 
 struct dm_mcp_session *dm_mcp_session_new(struct dm_mcp_server *srv, dm_mcp_send_fn send, void *transport)
@@ -501,10 +509,12 @@ static void handle_resources_read(struct dm_mcp_session *s, struct dm_rpc_msg *m
         if (r < 0) {
                 data = json_object_new_object();
                 json_object_object_add(data, "uri", json_object_new_string(json_object_get_string(v)));
+                /* Not found: -32002 on the legacy eras; 2026-07-28 took
+                 * -32602 (Invalid Params, SEP-2164). */
                 reply_error(s, m->id,
-                            r == -ENOENT   ? DM_RPC_RESOURCE_NOT_FOUND
-                            : r == -ENOMEM ? DM_RPC_INTERNAL_ERROR
-                                           : DM_RPC_INVALID_PARAMS,
+                            r == -ENOENT && !modern ? DM_RPC_RESOURCE_NOT_FOUND
+                            : r == -ENOMEM          ? DM_RPC_INTERNAL_ERROR
+                                                    : DM_RPC_INVALID_PARAMS,
                             err.msg, data);
                 return;
         }

@@ -28,6 +28,10 @@ struct dm_call;
 typedef int (*dm_mcp_send_fn)(void *transport, json_object *msg);
 
 struct dm_mcp_server *dm_mcp_server_new(struct dm_context *ctx);
+/* Stops forwarding the server's log records to sessions (logging/setLevel
+ * still answers; a job's own end notice still reaches its session): for a
+ * server with several principals, whose log tells of all of them. */
+void dm_mcp_server_set_private_logs(struct dm_mcp_server *srv);
 /* Cancels every call in flight and waits for their threads. */
 void dm_mcp_server_shutdown(struct dm_mcp_server *srv);
 void dm_mcp_server_free(struct dm_mcp_server *srv);

@@ -3,8 +3,9 @@
 //   1. @modelcontextprotocol/client 2.x, legacy era (initialize, Mcp-Session-Id)
 //   2. @modelcontextprotocol/client 2.x pinned to 2026-07-28 (per-request POSTs)
 //   3. @modelcontextprotocol/sdk 1.x (legacy)
-//   4. without the token the server made: 401; a server with --token-file,
-//      with and without its token
+//   4. without the token the server made: 401; a server with --token-file of
+//      two named tokens, with and without a token, and one token's client
+//      unable to read or list the other's run outputs (resources)
 // Every client sends the server's bearer token (Authorization: Bearer, through
 // the transports' requestInit), which the server made and named in its log.
 // Each runs sandbox_script with progress; a call whose request is aborted is
@@ -36,7 +37,7 @@ const CANCEL_CHECKS = 3;
 const REMOTE_CHECKS = 7;
 
 h.plan(1 + (2 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS) + (1 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS + REMOTE_CHECKS) +
-  (1 + TOOL_CHECKS) + 1 + 2 + 1);
+  (1 + TOOL_CHECKS) + 1 + 2 + 1 + 2 + 2);
 
 /** A client with no disk in common with the server: a file's bytes go up in
  * sandbox_upload's content and come back in sandbox_download's. */
@@ -187,9 +188,12 @@ await h.run(async () => {
     const label = '2.x legacy over HTTP';
     const client = new Client2({ name: 'demesne-e2e-http-legacy', version: '0.0.0' });
     client.onerror = (err) => h.diag(`${label} client onerror: ${err?.message ?? err}`);
+    const records = [];
+    client.setNotificationHandler('notifications/message', (n) => { if (n.params?.logger === 'demesne') records.push(n.params); });
     const transport = new Http2(url, auth);
     try {
       await h.within(60_000, `${label} connect`, client.connect(transport, { timeout: 30_000 }));
+      await client.setLoggingLevel('debug', { timeout: CALL_TIMEOUT_MS });
       h.ok(client.getProtocolEra() === 'legacy' && client.getNegotiatedProtocolVersion() === '2025-11-25',
         `${label}: initialize negotiates 2025-11-25`, `era ${client.getProtocolEra()}`);
       h.ok(/^[0-9a-f]{32}$/.test(transport.sessionId ?? ''), `${label}: the server issued an Mcp-Session-Id`,
@@ -200,8 +204,10 @@ await h.run(async () => {
       });
       await progressChecks(label, (params, onprogress) => client.callTool(params, { timeout: CALL_TIMEOUT_MS, onprogress }));
       await cancelChecks(label, pid, (params, signal) => client.callTool(params, { timeout: CALL_TIMEOUT_MS, signal }));
+      h.ok(records.length > 0, `${label}: after logging/setLevel debug, the server's log records arrive (${records.length}; one token)`);
     } catch (err) {
       h.fail(`${label}: connect`, err);
+      h.fail(`${label}: log records`, err);
     }
     await transport.terminateSession?.().catch((err) => h.diag(`terminateSession: ${err?.message ?? err}`));
     await client.close().catch(() => {});
@@ -257,33 +263,68 @@ await h.run(async () => {
 
   h.equal(await server.stop(), 0, 'SIGTERM: the server exits 0');
 
-  /* ---------- a bearer token ---------- */
+  /* ---------- bearer tokens, two principals ---------- */
   {
     const tokenFile = path.join(outputRoot, 'token');
     const token = 'e2e-token-0123456789abcdef';
-    fs.writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
+    const otherToken = 'e2e-other-0123456789abcdef';
+    fs.writeFileSync(tokenFile, `alice ${token}\nbob ${otherToken}\n`, { mode: 0o600 });
     let tokenServer;
     try {
       tokenServer = await startHttpServer(DEMESNE, {
         args: ['--token-file', tokenFile], env: h.serverEnv(outputRoot), logFile: path.join(outputRoot, 'token-server.log'),
       });
     } catch (err) {
-      h.fail('token server starts', err);
-      h.fail('token server starts', err);
+      for (let i = 0; i < 4; i += 1) h.fail('token server starts', err);
       return;
     }
     const tokenUrl = new URL(tokenServer.url);
     await refusedWithoutToken(tokenUrl, 'without the token, connect fails (401)');
     const withToken = new Client2({ name: 'token', version: '0.0.0' });
+    const other = new Client2({ name: 'other-token', version: '0.0.0' });
+    const aliceRecords = [];
+    withToken.setNotificationHandler('notifications/message', (n) => { if (n.params?.logger === 'demesne') aliceRecords.push(n.params); });
     try {
       await h.within(30_000, 'connect with the token', withToken.connect(
         new Http2(tokenUrl, { requestInit: { headers: { Authorization: `Bearer ${token}` } } }), { timeout: 20_000 }));
       const listed = await withToken.listTools(undefined, { timeout: CALL_TIMEOUT_MS });
       h.ok(listed.tools.some((t) => t.name === 'sandbox_script'), 'with Authorization: Bearer TOKEN, tools/list works');
+      await withToken.setLoggingLevel('debug', { timeout: CALL_TIMEOUT_MS });
+      /* One client's outputs are not another's: bob cannot read or list
+       * what alice's run wrote. */
+      await h.within(30_000, 'connect with the other token', other.connect(
+        new Http2(tokenUrl, { requestInit: { headers: { Authorization: `Bearer ${otherToken}` } } }), { timeout: 20_000 }));
+      const run = await withToken.callTool({ name: 'sandbox_script', arguments: { egress: 'none', command: 'echo alice-only > secret.txt' } },
+        { timeout: CALL_TIMEOUT_MS });
+      const link = run.content.find((c) => c.type === 'resource_link' && c.title === 'secret.txt');
+      const mine = await withToken.readResource({ uri: link.uri }, { timeout: CALL_TIMEOUT_MS });
+      let refused;
+      try {
+        await other.readResource({ uri: link.uri }, { timeout: CALL_TIMEOUT_MS });
+      } catch (err) {
+        refused = err;
+      }
+      /* The server answers -32002 on the legacy eras and -32602 on
+       * 2026-07-28 (SEP-2164); this SDK turns a received -32002 into
+       * -32602 either way (test-schemas checks the raw code). */
+      h.ok(mine.contents[0].text === 'alice-only\n' && refused?.code === -32602 && /not found/.test(refused?.message),
+        'another token\'s client gets "not found" for a run\'s file its owner reads',
+        `owner: ${JSON.stringify(mine)} other (${other.getProtocolEra()}): ${refused?.code} ${refused?.message}`);
+      const theirs = await other.listResources(undefined, { timeout: CALL_TIMEOUT_MS });
+      const alices = await withToken.listResources(undefined, { timeout: CALL_TIMEOUT_MS });
+      h.ok(alices.resources.some((r) => r.uri === link.uri) && !theirs.resources.some((r) => r.uri === link.uri),
+        'and resources/list shows the file to its owner only', `owner ${alices.resources.length}, other ${theirs.resources.length}`);
+      await other.callTool({ name: 'sandbox_script', arguments: { egress: 'none', command: 'echo bob-was-here' } }, { timeout: CALL_TIMEOUT_MS });
+      await new Promise((resolve) => { setTimeout(resolve, 500); });
+      h.equal(aliceRecords.length, 0, 'with two principals no session gets the server\'s log records (they tell of every client\'s work)');
     } catch (err) {
       h.fail('with Authorization: Bearer TOKEN, tools/list works', err);
+      h.fail('another token cannot read or list the run\'s files', err);
+      h.fail('(list)', err);
+      h.fail('(log records)', err);
     }
     await withToken.close().catch(() => {});
+    await other.close().catch(() => {});
     await tokenServer.stop();
   }
 });

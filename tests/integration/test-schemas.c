@@ -178,6 +178,12 @@ int main(void)
                 json_object *first = json_object_array_get_idx(path(r, "result", "contents", NULL), 0);
                 ok(first && strcmp(str_at(first, "text"), "ok\n") == 0, "resources/read over stdio gives it back");
                 json_object_put(r);
+                send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"resources/read\",\"params\":{\"uri\":"
+                             "\"demesne://output/run-none/x.txt\"}}");
+                r = recv_response(c, 41, 30000, NULL);
+                is_int(int_at(path(r, "error", NULL, NULL), "code"), -32002,
+                       "a file no call made: -32002 on a legacy session (resource not found)");
+                json_object_put(r);
         }
         json_object_put(m);
         m = call(c, 11, "sandbox_script", "{\"command\":\"true\",\"image\":\"base\",\"egress\":\"open\"}");
