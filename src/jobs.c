@@ -20,6 +20,7 @@ struct dm_job {
         char id[32];
         char tool[32];
         char parent[32]; /* "" for a top-level job */
+        char owner[64];  /* who started it (an MCP principal); "" for nobody in particular */
         enum dm_job_status status;
         int64_t t0, t_end;  /* monotonic ms */
         json_object *final; /* the result with job_id and status; NULL while running */
@@ -173,6 +174,12 @@ static void *job_main(void *arg)
 int dm_jobs_start(struct dm_jobs *jobs, const char *tool, const char *parent_id, dm_job_fn fn, dm_job_done_fn done,
                   void *userdata, void (*free_userdata)(void *), char ret_id[32])
 {
+        return dm_jobs_start_owned(jobs, NULL, tool, parent_id, fn, done, userdata, free_userdata, ret_id);
+}
+
+int dm_jobs_start_owned(struct dm_jobs *jobs, const char *owner, const char *tool, const char *parent_id, dm_job_fn fn,
+                        dm_job_done_fn done, void *userdata, void (*free_userdata)(void *), char ret_id[32])
+{
         struct dm_job *job = calloc(1, sizeof(*job));
         unsigned char rnd[6];
         pthread_attr_t attr;
@@ -190,6 +197,7 @@ int dm_jobs_start(struct dm_jobs *jobs, const char *tool, const char *parent_id,
                  rnd[5]);
         snprintf(job->tool, sizeof(job->tool), "%s", tool);
         snprintf(job->parent, sizeof(job->parent), "%s", parent_id ? parent_id : "");
+        snprintf(job->owner, sizeof(job->owner), "%s", owner ? owner : "");
         job->status = DM_JOB_RUNNING;
         job->t0 = dm_now_ms();
         job->fn = fn;
@@ -430,7 +438,19 @@ int dm_jobs_cancel(struct dm_jobs *jobs, const char *id, int64_t wait_ms, enum d
         return 0;
 }
 
-json_object *dm_jobs_list(struct dm_jobs *jobs)
+bool dm_jobs_owned(struct dm_jobs *jobs, const char *id, const char *owner)
+{
+        struct dm_job *j;
+        bool owned;
+
+        pthread_mutex_lock(&jobs->lock);
+        j = find_locked(jobs, id);
+        owned = j && strcmp(j->owner, owner) == 0;
+        pthread_mutex_unlock(&jobs->lock);
+        return owned;
+}
+
+json_object *dm_jobs_list(struct dm_jobs *jobs, const char *owner)
 {
         json_object *a = json_object_new_array();
         int64_t now = dm_now_ms();
@@ -438,6 +458,8 @@ json_object *dm_jobs_list(struct dm_jobs *jobs)
         pthread_mutex_lock(&jobs->lock);
         purge_locked(jobs, false);
         for (struct dm_job *j = jobs->head; j; j = j->next) {
+                if (owner && strcmp(j->owner, owner) != 0)
+                        continue;
                 json_object *o = json_object_new_object();
                 int64_t end = j->status == DM_JOB_RUNNING ? now : j->t_end;
 

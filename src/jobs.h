@@ -48,6 +48,12 @@ void dm_jobs_free(struct dm_jobs *jobs);
  * jobs are running. On success *ret_id (caller's buffer of 32) holds the id. */
 int dm_jobs_start(struct dm_jobs *jobs, const char *tool, const char *parent_id, dm_job_fn fn, dm_job_done_fn done,
                   void *userdata, void (*free_userdata)(void *), char ret_id[32]);
+/* The same, for owner (an MCP principal; NULL = none): dm_jobs_owned and
+ * dm_jobs_list tell its jobs from others'. */
+int dm_jobs_start_owned(struct dm_jobs *jobs, const char *owner, const char *tool, const char *parent_id, dm_job_fn fn,
+                        dm_job_done_fn done, void *userdata, void (*free_userdata)(void *), char ret_id[32]);
+/* Whether the job exists and owner started it. */
+bool dm_jobs_owned(struct dm_jobs *jobs, const char *id, const char *owner);
 
 /* For the job's own work: its cancel signal, and a place to report output. */
 struct dm_cancel *dm_job_cancel_signal(struct dm_job *job);
@@ -77,8 +83,9 @@ json_object *dm_jobs_wait(struct dm_jobs *jobs, const char *id, int64_t timeout_
  * job's status after the call in *ret_status. */
 int dm_jobs_cancel(struct dm_jobs *jobs, const char *id, int64_t wait_ms, enum dm_job_status *ret_status);
 
-/* All jobs, as sandbox_list shows them: [{job_id, tool, status, elapsed_seconds}]. */
-json_object *dm_jobs_list(struct dm_jobs *jobs);
+/* The jobs of owner (NULL: all), as sandbox_list shows them:
+ * [{job_id, tool, status, elapsed_seconds}]. */
+json_object *dm_jobs_list(struct dm_jobs *jobs, const char *owner);
 
 const char *dm_job_status_name(enum dm_job_status s);
 

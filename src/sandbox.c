@@ -101,6 +101,7 @@ static int record_write(struct dm_context *ctx, const struct dm_sandbox *sb, str
         json_object_object_add(o, "created_at", json_object_new_int64(sb->created_at));
         json_object_object_add(o, "expires_at", json_object_new_int64(sb->expires_at));
         json_object_object_add(o, "ttl_seconds", json_object_new_int64(sb->ttl_s));
+        json_object_object_add(o, "principal", json_object_new_string(sb->principal));
         text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
         snprintf(tmp, sizeof(tmp), "%s/.%s.%d.%lx.tmp", dir, sb->id, (int)getpid(), (unsigned long)pthread_self());
         snprintf(final, sizeof(final), "%s/%s.json", dir, sb->id);
@@ -173,6 +174,10 @@ static int record_read(struct dm_context *ctx, const char *id, struct dm_sandbox
         copy_str(o, "workspace", sb->workspace, sizeof(sb->workspace));
         copy_str(o, "shim_dir", sb->shim_dir, sizeof(sb->shim_dir));
         copy_str(o, "allow", sb->allow, sizeof(sb->allow));
+        /* Records from before owners were kept belong to the local caller. */
+        copy_str(o, "principal", sb->principal, sizeof(sb->principal));
+        if (!sb->principal[0])
+                snprintf(sb->principal, sizeof(sb->principal), "local");
         {
                 json_object *net;
                 char a[INET_ADDRSTRLEN];
@@ -586,6 +591,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 goto out;
         }
         sb->ttl_s = req->ttl_s > 0 ? req->ttl_s : DM_SANDBOX_TTL_DEFAULT;
+        snprintf(sb->principal, sizeof(sb->principal), "%s", req->principal ? req->principal : "local");
         sb->created_at = dm_wall_ms() / 1000;
         sb->expires_at = sb->created_at + sb->ttl_s;
         if (mkdir(sb->output_dir, 0700) < 0 || mkdir(sb->workspace, 0700) < 0) {
@@ -737,6 +743,23 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb
         }
         dm_container_info_release(&info);
         return r;
+}
+
+int dm_sandbox_check_owner(struct dm_context *ctx, const char *id, const char *principal, struct dm_error *err)
+{
+        struct dm_sandbox sb;
+        int r = record_read(ctx, id, &sb, err);
+
+        if (r < 0)
+                return r;
+        /* Word for word what an unknown id gets: another principal cannot
+         * even learn that the sandbox exists. */
+        if (strcmp(sb.principal, principal) != 0)
+                return dm_error_set(err, -ENOENT,
+                                    "unknown sandbox '%s': it was destroyed, expired, or never "
+                                    "existed (sandbox_list shows the live ones)",
+                                    id);
+        return 0;
 }
 
 int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err)
@@ -1091,21 +1114,31 @@ json_object *dm_sandbox_describe(const struct dm_sandbox *sb)
         return o;
 }
 
+struct list_walk {
+        json_object *a;
+        const char *principal;
+};
+
 static void list_one(struct dm_context *ctx, const char *id, void *ud)
 {
+        struct list_walk *w = ud;
         struct dm_sandbox sb;
         struct dm_error err = { 0 };
 
+        /* The record first: another principal's sandbox is not even
+         * touched (dm_sandbox_get may adopt it). */
+        if (w->principal && (record_read(ctx, id, &sb, &err) < 0 || strcmp(sb.principal, w->principal) != 0))
+                return;
         if (dm_sandbox_get(ctx, id, &sb, &err) == 0)
-                json_object_array_add(ud, dm_sandbox_describe(&sb));
+                json_object_array_add(w->a, dm_sandbox_describe(&sb));
 }
 
-json_object *dm_sandbox_list(struct dm_context *ctx)
+json_object *dm_sandbox_list(struct dm_context *ctx, const char *principal)
 {
-        json_object *a = json_object_new_array();
+        struct list_walk w = { .a = json_object_new_array(), .principal = principal };
 
-        for_each_record(ctx, list_one, a);
-        return a;
+        for_each_record(ctx, list_one, &w);
+        return w.a;
 }
 
 static void reap_one(struct dm_context *ctx, const char *id, void *ud)

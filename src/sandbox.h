@@ -33,7 +33,8 @@ struct dm_sandbox {
         uint32_t net_host, net_peer; /* its /30: the proxy, and the sandbox (network order) */
         int64_t created_at;          /* unix seconds */
         int64_t expires_at;
-        int64_t ttl_s; /* what each exec pushes expires_at out by */
+        int64_t ttl_s;      /* what each exec pushes expires_at out by */
+        char principal[64]; /* who made it (the MCP caller's principal): only it may use it */
 };
 
 struct dm_sandbox_create {
@@ -45,6 +46,7 @@ struct dm_sandbox_create {
         const char *const *dirs;
         const char *const *env;
         int64_t ttl_s;
+        const char *principal; /* the sandbox's owner; NULL = "local" */
         /* Optional: news before the container starts (an image built on
          * first use), and a cancel that stops such a build. */
         void (*on_message)(void *userdata, const char *message);
@@ -54,6 +56,11 @@ struct dm_sandbox_create {
 
 int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *req, struct dm_sandbox *ret,
                       struct dm_error *err);
+
+/* Whether principal made sandbox id, from its record alone (no engine
+ * call, no adoption): 0, or -ENOENT with exactly the message an unknown id
+ * gets. */
+int dm_sandbox_check_owner(struct dm_context *ctx, const char *id, const char *principal, struct dm_error *err);
 
 /* Looks a sandbox up by id: -ENOENT (with a message) when there is no
  * record, or its container is gone (the record is then removed). */
@@ -98,8 +105,9 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
 /* One sandbox as sandbox_list and sandbox_create show it. */
 json_object *dm_sandbox_describe(const struct dm_sandbox *sb);
 
-/* Every live sandbox of this output root, as sandbox_list shows them. */
-json_object *dm_sandbox_list(struct dm_context *ctx);
+/* Every live sandbox of this output root, as sandbox_list shows them: those
+ * of principal, or every one when it is NULL. */
+json_object *dm_sandbox_list(struct dm_context *ctx, const char *principal);
 
 /* Destroys every sandbox whose TTL has run out; returns how many. */
 int dm_sandbox_reap_expired(struct dm_context *ctx);

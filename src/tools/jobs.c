@@ -104,6 +104,9 @@ static json_object *status_call(struct dm_call *call, json_object *args)
         if (dm_args_check(status_args, N(status_args), args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
         id = dm_args_str(status_args, N(status_args), args, "job_id");
+        /* Another principal's job answers as an unknown one. */
+        if (!dm_jobs_owned(dm_call_context(call)->jobs, id, dm_call_principal(call)))
+                return unknown(id);
         st = dm_jobs_status(dm_call_context(call)->jobs, id,
                             dm_args_bool(status_args, N(status_args), args, "include_stdout_tail"));
         if (!st)
@@ -130,6 +133,8 @@ static json_object *wait_call(struct dm_call *call, json_object *args)
         if (dm_args_check(wait_args, N(wait_args), args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
         id = dm_args_str(wait_args, N(wait_args), args, "job_id");
+        if (!dm_jobs_owned(dm_call_context(call)->jobs, id, dm_call_principal(call)))
+                return unknown(id);
         res = dm_jobs_wait(dm_call_context(call)->jobs, id,
                            dm_args_int(wait_args, N(wait_args), args, "timeout_seconds") * 1000, dm_call_cancel(call),
                            &running);
@@ -156,7 +161,8 @@ static json_object *cancel_call(struct dm_call *call, json_object *args)
         if (dm_args_check(cancel_args, N(cancel_args), args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
         id = dm_args_str(cancel_args, N(cancel_args), args, "job_id");
-        if (dm_jobs_cancel(dm_call_context(call)->jobs, id, CANCEL_WAIT_MS, &status) < 0)
+        if (!dm_jobs_owned(dm_call_context(call)->jobs, id, dm_call_principal(call)) ||
+            dm_jobs_cancel(dm_call_context(call)->jobs, id, CANCEL_WAIT_MS, &status) < 0)
                 return unknown(id);
         o = json_object_new_object();
         json_object_object_add(o, "job_id", json_object_new_string(id));
@@ -307,7 +313,8 @@ json_object *dm_tools_start_background(struct dm_call *call, const char *tool, j
         bg->tool = tool;
         bg->work = work;
         bg->arg = arg;
-        r = dm_jobs_start(ctx->jobs, tool, NULL, background_run, background_done, bg, background_free, id);
+        r = dm_jobs_start_owned(ctx->jobs, bg->principal, tool, NULL, background_run, background_done, bg,
+                                background_free, id);
         if (r < 0) {
                 background_free(bg);
                 return dm_tool_result_error(r == -EAGAIN ? "too many jobs (%d): wait for some to end or cancel them"

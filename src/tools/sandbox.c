@@ -212,6 +212,7 @@ static json_object *create_call(struct dm_call *call, json_object *args)
                 .dirs = dirs,
                 .env = (const char *const *)env,
                 .ttl_s = dm_args_int(create_args, N(create_args), args, "ttl_seconds"),
+                .principal = dm_call_principal(call),
                 .on_message = create_message,
                 .userdata = call,
                 .cancel = dm_call_cancel(call),
@@ -223,6 +224,20 @@ static json_object *create_call(struct dm_call *call, json_object *args)
                 return dm_tool_result_error("sandbox_create failed: %s", err.msg);
         dm_resources_claim(dm_call_context(call)->resources, sb.id, dm_call_principal(call));
         return dm_tool_result_ok(dm_sandbox_describe(&sb));
+}
+
+/* The caller's own sandbox: another principal's answers as an unknown id.
+ * Its output directory is claimed for the caller again (a server started
+ * since it was made knows its files only from here). */
+static int get_own(struct dm_call *call, const char *id, struct dm_sandbox *sb, struct dm_error *err)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        int r = dm_sandbox_check_owner(ctx, id, dm_call_principal(call), err);
+
+        if (r < 0 || (r = dm_sandbox_get(ctx, id, sb, err)) < 0)
+                return r;
+        dm_resources_claim(ctx->resources, sb->id, dm_call_principal(call));
+        return 0;
 }
 
 static void exec_progress(void *userdata, int64_t elapsed_ms, uint64_t output_bytes)
@@ -250,7 +265,7 @@ static json_object *exec_call(struct dm_call *call, json_object *args)
         workdir = dm_args_str(exec_args, N(exec_args), args, "workdir");
         if (workdir[0] != '/')
                 return dm_tool_result_error("invalid arguments: 'workdir' must be an absolute path in the sandbox");
-        if (dm_sandbox_get(ctx, dm_args_str(exec_args, N(exec_args), args, "sandbox_id"), &sb, &err) < 0)
+        if (get_own(call, dm_args_str(exec_args, N(exec_args), args, "sandbox_id"), &sb, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
         /* A long command must not let the sandbox expire under it: the
          * clock restarts now when this command could outlast it (after the
@@ -315,7 +330,7 @@ static json_object *upload_call(struct dm_call *call, json_object *args)
                                                                    "(RFC 4648, standard alphabet, padded, no line "
                                                                    "breaks)");
         }
-        if (dm_sandbox_get(ctx, dm_args_str(upload_args, N(upload_args), args, "sandbox_id"), &sb, &err) < 0)
+        if (get_own(call, dm_args_str(upload_args, N(upload_args), args, "sandbox_id"), &sb, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
         dst = dm_args_str(upload_args, N(upload_args), args, "dst");
         r = data ? dm_transfer_upload_bytes(ctx, &sb, data, len, dst, transfer_max(), &bytes, &err)
@@ -373,7 +388,7 @@ static json_object *download_call(struct dm_call *call, json_object *args)
 
         if (dm_args_check(download_args, N(download_args), args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
-        if (dm_sandbox_get(ctx, dm_args_str(download_args, N(download_args), args, "sandbox_id"), &sb, &err) < 0)
+        if (get_own(call, dm_args_str(download_args, N(download_args), args, "sandbox_id"), &sb, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
         if (dm_transfer_download(ctx, &sb, dm_args_str(download_args, N(download_args), args, "src"), transfer_max(),
                                  &host, &bytes, &err) < 0)
@@ -397,11 +412,14 @@ static json_object *download_call(struct dm_call *call, json_object *args)
 static json_object *destroy_call(struct dm_call *call, json_object *args)
 {
         struct dm_error err = { 0 };
+        const char *id;
         json_object *out;
 
         if (dm_args_check(id_args, N(id_args), args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
-        if (dm_sandbox_destroy(dm_call_context(call), dm_args_str(id_args, N(id_args), args, "sandbox_id"), &err) < 0)
+        id = dm_args_str(id_args, N(id_args), args, "sandbox_id");
+        if (dm_sandbox_check_owner(dm_call_context(call), id, dm_call_principal(call), &err) < 0 ||
+            dm_sandbox_destroy(dm_call_context(call), id, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
         out = json_object_new_object();
         json_object_object_add(out, "destroyed", json_object_new_boolean(1));
@@ -417,8 +435,9 @@ static json_object *list_call(struct dm_call *call, json_object *args)
         if (dm_args_check(list_args, 0, args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
         out = json_object_new_object();
-        json_object_object_add(out, "sandboxes", dm_sandbox_list(ctx));
-        json_object_object_add(out, "jobs", dm_jobs_list(ctx->jobs));
+        /* The caller's own: another principal's are not shown. */
+        json_object_object_add(out, "sandboxes", dm_sandbox_list(ctx, dm_call_principal(call)));
+        json_object_object_add(out, "jobs", dm_jobs_list(ctx->jobs, dm_call_principal(call)));
         if (ctx->pool)
                 json_object_object_add(out, "pool", dm_pool_describe(ctx->pool));
         return dm_tool_result_ok(out);

@@ -37,7 +37,7 @@ const CANCEL_CHECKS = 3;
 const REMOTE_CHECKS = 7;
 
 h.plan(1 + (2 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS) + (1 + TOOL_CHECKS + PROGRESS_CHECKS + CANCEL_CHECKS + REMOTE_CHECKS) +
-  (1 + TOOL_CHECKS) + 1 + 2 + 1 + 2 + 2);
+  (1 + TOOL_CHECKS) + 1 + 2 + 1 + 2 + 2 + 3);
 
 /** A client with no disk in common with the server: a file's bytes go up in
  * sandbox_upload's content and come back in sandbox_download's. */
@@ -314,6 +314,30 @@ await h.run(async () => {
       const alices = await withToken.listResources(undefined, { timeout: CALL_TIMEOUT_MS });
       h.ok(alices.resources.some((r) => r.uri === link.uri) && !theirs.resources.some((r) => r.uri === link.uri),
         'and resources/list shows the file to its owner only', `owner ${alices.resources.length}, other ${theirs.resources.length}`);
+      /* Nor her sandboxes and jobs: not listed, and used by id they answer
+       * as unknown ones do. */
+      const call = (client, name, args) => client.callTool({ name, arguments: args }, { timeout: CALL_TIMEOUT_MS });
+      const box = (await call(withToken, 'sandbox_create', { image: 'base', egress: 'none' })).structuredContent?.sandbox_id;
+      const job = (await call(withToken, 'sandbox_script', { command: 'sleep 1', egress: 'none', background: true }))
+        .structuredContent?.job_id;
+      const bobList = (await call(other, 'sandbox_list', {})).structuredContent;
+      const aliceList = (await call(withToken, 'sandbox_list', {})).structuredContent;
+      h.ok(aliceList.sandboxes.some((b) => b.sandbox_id === box) && aliceList.jobs.some((j) => j.job_id === job) &&
+        !bobList.sandboxes.some((b) => b.sandbox_id === box) && !bobList.jobs.some((j) => j.job_id === job),
+        'sandbox_list shows a sandbox and a job to their owner only', JSON.stringify({ aliceList, bobList }));
+      const tries = [
+        await call(other, 'sandbox_exec', { sandbox_id: box, command: 'cat /etc/hostname' }),
+        await call(other, 'sandbox_download', { sandbox_id: box, src: '/etc/hostname' }),
+        await call(other, 'sandbox_destroy', { sandbox_id: box }),
+        await call(other, 'sandbox_wait', { job_id: job, timeout_seconds: 5 }),
+        await call(other, 'sandbox_cancel', { job_id: job }),
+      ];
+      const texts = tries.map((t) => `${t.isError ? 'error' : 'ok'}: ${t.content?.[0]?.text}`);
+      h.ok(tries.every((t) => t.isError && /unknown (sandbox|job)/.test(t.content?.[0]?.text ?? '')),
+        'another token\'s exec, download, destroy, wait and cancel are refused as for unknown ids', texts.join(' | '));
+      const still = await call(withToken, 'sandbox_exec', { sandbox_id: box, command: 'echo mine' });
+      h.equal(still.structuredContent?.stdout, 'mine\n', 'and the owner\'s sandbox is untouched');
+      await call(withToken, 'sandbox_destroy', { sandbox_id: box });
       await other.callTool({ name: 'sandbox_script', arguments: { egress: 'none', command: 'echo bob-was-here' } }, { timeout: CALL_TIMEOUT_MS });
       await new Promise((resolve) => { setTimeout(resolve, 500); });
       h.equal(aliceRecords.length, 0, 'with two principals no session gets the server\'s log records (they tell of every client\'s work)');
@@ -322,6 +346,9 @@ await h.run(async () => {
       h.fail('another token cannot read or list the run\'s files', err);
       h.fail('(list)', err);
       h.fail('(log records)', err);
+      h.fail('(sandbox_list)', err);
+      h.fail('(other ids)', err);
+      h.fail('(owner untouched)', err);
     }
     await withToken.close().catch(() => {});
     await other.close().catch(() => {});

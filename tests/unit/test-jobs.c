@@ -144,7 +144,7 @@ int main(void)
         ok(r && !running && !json_object_object_get_ex(r, "exit_code", NULL),
            "sandbox_wait answers at once with the stand-in result");
         json_object_put(r);
-        list = dm_jobs_list(jobs);
+        list = dm_jobs_list(jobs, NULL);
         bool listed_cancelled = false;
         for (size_t i = 0; i < json_object_array_length(list); i++) {
                 json_object *o = json_object_array_get_idx(list, i);
@@ -184,8 +184,27 @@ int main(void)
         is_str(status_of(jobs, p3), "cancelled", "the running grandchild is cancelled when cancel returns");
         is_str(status_of(jobs, p2), "succeeded", "the ended child keeps its status");
 
-        list = dm_jobs_list(jobs);
+        list = dm_jobs_list(jobs, NULL);
         is_int(json_object_array_length(list), 11, "list shows every job (11 started)");
+        json_object_put(list);
+
+        /* Owners: a job knows who started it; a list for an owner shows its
+         * jobs alone. */
+        char own[32];
+        is_int(dm_jobs_start_owned(jobs, "alice", "t", NULL, work, done, &zero, NULL, own), 0, "start a job for alice");
+        r = dm_jobs_wait(jobs, own, 5000, NULL, &running);
+        json_object_put(r);
+        ok(dm_jobs_owned(jobs, own, "alice") && !dm_jobs_owned(jobs, own, "bob") && !dm_jobs_owned(jobs, a, "alice"),
+           "alice owns her job, bob does not, and alice no job started without an owner");
+        ok(!dm_jobs_owned(jobs, "job-nope", "alice"), "an unknown job is nobody's");
+        list = dm_jobs_list(jobs, "alice");
+        ok(json_object_array_length(list) == 1 &&
+                   strcmp(json_object_get_string(json_object_object_get(json_object_array_get_idx(list, 0), "job_id")),
+                          own) == 0,
+           "alice's list shows her one job");
+        json_object_put(list);
+        list = dm_jobs_list(jobs, "bob");
+        is_int(json_object_array_length(list), 0, "bob's list is empty");
         json_object_put(list);
 
         /* A waiter's own cancel ends the wait early. */
@@ -201,7 +220,7 @@ int main(void)
         dm_jobs_shutdown(jobs);
         is_str(status_of(jobs, e), "cancelled", "shutdown cancels running jobs");
         is_int(dm_jobs_start(jobs, "t", NULL, work, done, &zero, NULL, a), -ESHUTDOWN, "no new jobs after shutdown");
-        is_int(atomic_load(&done_calls), 11, "the done callback ran once per job");
+        is_int(atomic_load(&done_calls), 12, "the done callback ran once per job");
         dm_jobs_free(jobs);
         return done_testing();
 }
