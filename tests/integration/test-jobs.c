@@ -45,7 +45,7 @@ int main(void)
 
         /* A job that prints, sleeps and fails. */
         t0 = dm_now_ms();
-        m = call(1, "sandbox_script", "{\"command\":\"echo start; sleep 3; echo end; exit 4\",\"background\":true}",
+        m = call(1, "sandbox_script", "{\"command\":\"echo start; sleep 6; echo end; exit 4\",\"background\":true}",
                  10000, NULL);
         ok(dm_now_ms() - t0 < 2000, "background call answers at once (%lld ms)", (long long)(dm_now_ms() - t0));
         is_str(str_at(structured(m), "status"), "running", "status running");
@@ -53,9 +53,17 @@ int main(void)
         ok(strncmp(job, "job-", 4) == 0, "job id: %s", job);
         json_object_put(m);
 
-        usleep(1500 * 1000);
+        /* Until the container has started and printed (slow on a loaded
+         * machine); the command then sleeps 6 s, so it still runs. */
+        usleep(1000 * 1000);
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\",\"include_stdout_tail\":true}", job);
-        m = call(2, "sandbox_status", args, 5000, NULL);
+        for (int id = 100;; id++) {
+                m = call(id, "sandbox_status", args, 5000, NULL);
+                if (strcmp(str_at(structured(m), "stdout_tail"), "start\n") == 0 || dm_now_ms() - t0 > 5000)
+                        break;
+                json_object_put(m);
+                usleep(200 * 1000);
+        }
         is_str(str_at(structured(m), "status"), "running", "sandbox_status: running");
         is_str(str_at(structured(m), "stdout_tail"), "start\n", "sandbox_status: tail of the output so far");
         ok(json_object_get_double(path(structured(m), "elapsed_seconds", NULL, NULL)) >= 1.0, "elapsed_seconds grows");
@@ -223,7 +231,7 @@ int main(void)
         struct child *a = calloc(1, sizeof(*a));
         spawn(a, NULL);
         send_line(a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                     "\"arguments\":{\"command\":\"sleep 4; echo a-done\"}," MODERN_META "}}");
+                     "\"arguments\":{\"command\":\"sleep 15; echo a-done\"}," MODERN_META "}}");
         t0 = dm_now_ms();
         while (containers_of(b, a->pid) < 1 && dm_now_ms() - t0 < 15000)
                 usleep(100 * 1000);

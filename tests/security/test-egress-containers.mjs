@@ -116,7 +116,9 @@ await h.run(async () => {
     const cAddrs = await exec(idC, [
       'nohup python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 &',
       'python3 -c "import socket; s=socket.socket(2,2); s.connect((\'192.0.2.1\',9)); print(s.getsockname()[0])"',
-      'sleep 1; curl -s -m 2 --noproxy "*" -o /dev/null -w "%{http_code}\\n" http://127.0.0.1:8000/',
+      // Python's start takes a while on a loaded machine: up to 10 s.
+      'for i in $(seq 50); do code=$(curl -s -m 2 --noproxy "*" -o /dev/null -w "%{http_code}" http://127.0.0.1:8000/); ' +
+        '[ "$code" = 200 ] && break; sleep 0.2; done; echo "$code"',
     ].join('\n'));
     const [cPeer, cServes] = (cAddrs.stdout ?? '').trim().split('\n');
     h.ok(/^10\.213\./.test(bHost) && /^10\.213\./.test(cPeer ?? '') && cServes === '200',
