@@ -242,10 +242,7 @@ int dm_cli_serve(int argc, char **argv)
                 return 1;
         }
         dm_context_warm_up(&ctx);
-        {
-                const char *iv = getenv("DEMESNE_SANDBOX_SWEEP_SECONDS");
-                dm_sandbox_reaper_start(&ctx, iv ? atoi(iv) : 60);
-        }
+        dm_sandbox_reaper_start(&ctx, (int)ctx.cfg.sweep_s);
         if (http.listen) {
                 http.max_message = (size_t)ctx.cfg.max_message;
                 http.state_dir = ctx.cfg.state_dir;
@@ -585,7 +582,7 @@ int dm_cli_doctor(int argc, char **argv)
                         "for limits and agents",
               NULL);
         {
-                const char *pool_s = getenv("DEMESNE_SANDBOX_SUBNET");
+                const char *pool_s = ctx.cfg.sandbox_subnet;
                 struct dm_cidr pool;
                 char hosts[2048] = "", detail[2300];
                 size_t len = 0;
@@ -646,10 +643,8 @@ int dm_cli_doctor(int argc, char **argv)
                                                         len ? "; " : "", lacks[i].what);
                 if (len)
                         check(true, "what this backend lacks", missing, NULL);
-                const char *ab = getenv("DEMESNE_IMAGES_AUTOBUILD");
-
                 if (b->ops->caps & DM_CAP_IMAGES)
-                        dm_doctor_images(b, ab && strcmp(ab, "0") == 0, &tally);
+                        dm_doctor_images(b, !ctx.cfg.images_autobuild, &tally);
         }
         dm_doctor_features(&ctx, b, &tally);
         problems += tally.problems;

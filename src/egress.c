@@ -468,7 +468,7 @@ int dm_egress_start_vendor(struct dm_context *ctx, const struct dm_policy *polic
 {
         struct dm_egress_run *e;
         struct dm_cidr *routes = NULL;
-        const char *pool_s = getenv("DEMESNE_SANDBOX_SUBNET");
+        const char *pool_s = ctx->cfg.sandbox_subnet;
         struct dm_cidr pool;
         int64_t t0 = dm_now_ms();
         int r;

@@ -118,10 +118,9 @@ void dm_image_engine(struct dm_backend *b, char engine[16], char *host, size_t h
         free(desc);
 }
 
-int dm_image_require(struct dm_backend *b, const struct dm_image_info *img, const struct dm_image_build_watch *watch,
-                     struct dm_error *err)
+int dm_image_require(struct dm_backend *b, const struct dm_image_info *img, bool autobuild,
+                     const struct dm_image_build_watch *watch, struct dm_error *err)
 {
-        const char *autobuild = getenv("DEMESNE_IMAGES_AUTOBUILD");
         const char *names[2] = { img->name, NULL };
         char engine[16], host[512];
         bool exists = false;
@@ -136,7 +135,7 @@ int dm_image_require(struct dm_backend *b, const struct dm_image_info *img, cons
                 return dm_error_wrap(err, "look up image '%s'", img->name);
         if (exists)
                 return 0;
-        if (!img->buildable || (autobuild && strcmp(autobuild, "0") == 0))
+        if (!img->buildable || !autobuild)
                 return dm_error_set(err, -ENOENT, "image '%s' is not built: run `demesne images build %s`", img->name,
                                     img->name);
         dm_image_engine(b, engine, host, sizeof(host));

@@ -46,11 +46,11 @@ int dm_image_lookup(const char *name, const struct dm_image_info **ret, struct d
 
 /* Makes sure the engine has the image. A missing one is built on first use
  * (build.sh, with the engine the backend talks to), its lines going to
- * watch (may be NULL), unless DEMESNE_IMAGES_AUTOBUILD=0 or the backend has
- * no image store of ours; then -ENOENT with the command that builds it.
- * -ECANCELED when watch->cancel fires (the build is stopped). */
-int dm_image_require(struct dm_backend *b, const struct dm_image_info *img, const struct dm_image_build_watch *watch,
-                     struct dm_error *err);
+ * watch (may be NULL), unless autobuild is false (DEMESNE_IMAGES_AUTOBUILD=0)
+ * or the backend has no image store of ours; then -ENOENT with the command
+ * that builds it. -ECANCELED when watch->cancel fires (the build is stopped). */
+int dm_image_require(struct dm_backend *b, const struct dm_image_info *img, bool autobuild,
+                     const struct dm_image_build_watch *watch, struct dm_error *err);
 
 /* The directory holding build.sh: $DEMESNE_IMAGES_DIR, else the installed
  * pkgdatadir, else the source tree this binary was built from. */

@@ -363,7 +363,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 struct dm_image_build_watch watch = { .on_line = req->on_message,
                                                       .userdata = req->userdata,
                                                       .cancel = req->cancel };
-                r = dm_image_require(b, img, &watch, err);
+                r = dm_image_require(b, img, ctx->cfg.images_autobuild, &watch, err);
         }
         if (r < 0)
                 goto out;

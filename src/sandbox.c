@@ -551,7 +551,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         if (r >= 0 && (dm_egress_backend_open(b, req->policy) || !dm_backend_can(b, DM_CAP_HOST_NETNS)))
                 need_net = false; /* the backend's own network: spec.network_mode or spec.egress below */
         if (r >= 0)
-                r = dm_image_require(b, img,
+                r = dm_image_require(b, img, ctx->cfg.images_autobuild,
                                      &(struct dm_image_build_watch){ .on_line = req->on_message,
                                                                      .userdata = req->userdata,
                                                                      .cancel = req->cancel },

@@ -156,9 +156,9 @@ static char *dup_env_or(const char *name, const char *fallback)
 /* The process-wide parts of the egress blocklist (netpolicy/blocked.h): the
  * pool (a bad DEMESNE_SANDBOX_SUBNET is reported where egress is set up, so
  * the default stays blocked here) and DEMESNE_EGRESS_ALLOW_PRIVATE. */
-static int egress_blocklist(struct dm_error *err)
+static int egress_blocklist(const struct dm_config *cfg, struct dm_error *err)
 {
-        const char *pool_s = getenv("DEMESNE_SANDBOX_SUBNET");
+        const char *pool_s = cfg->sandbox_subnet;
         struct dm_error ignored = { 0 };
         struct dm_cidr pool;
 
@@ -195,6 +195,11 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
         cfg->http_token_file = getenv("DEMESNE_HTTP_TOKEN_FILE") && *getenv("DEMESNE_HTTP_TOKEN_FILE")
                                        ? strdup(getenv("DEMESNE_HTTP_TOKEN_FILE"))
                                        : NULL;
+        cfg->sandbox_subnet = getenv("DEMESNE_SANDBOX_SUBNET") && *getenv("DEMESNE_SANDBOX_SUBNET")
+                                      ? strdup(getenv("DEMESNE_SANDBOX_SUBNET"))
+                                      : NULL;
+        start = getenv("DEMESNE_IMAGES_AUTOBUILD");
+        cfg->images_autobuild = !(start && strcmp(start, "0") == 0);
         /* A secret: not handed down to the processes the server starts. */
         unsetenv("DEMESNE_HTTP_TOKEN");
         if (!cfg->output_root || !cfg->state_dir || !cfg->allowed_paths || !cfg->allow_credential_paths || !cfg->home) {
@@ -238,7 +243,9 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
             (r = env_size("DEMESNE_POOL", 2, 0, 16, &cfg->pool_size, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_MESSAGE", 4 << 20, 4096, 1LL << 30, &cfg->max_message, err)) < 0 ||
             (r = env_size("DEMESNE_OUTPUT_CAP", 64 << 10, 256, 64 << 20, &cfg->output_cap, err)) < 0 ||
-            (r = egress_blocklist(err)) < 0 || (r = load_limits(cfg, err)) < 0) {
+            (r = env_size("DEMESNE_TRANSFER_MAX", 1LL << 30, 1, INT64_MAX / 2, &cfg->transfer_max, err)) < 0 ||
+            (r = env_size("DEMESNE_SANDBOX_SWEEP_SECONDS", 60, 1, 86400, &cfg->sweep_s, err)) < 0 ||
+            (r = egress_blocklist(cfg, err)) < 0 || (r = load_limits(cfg, err)) < 0) {
                 dm_config_release(cfg);
                 return r;
         }
@@ -257,6 +264,7 @@ void dm_config_release(struct dm_config *cfg)
         free(cfg->home);
         free(cfg->engine_host);
         free(cfg->shim_path);
+        free(cfg->sandbox_subnet);
         if (cfg->http_token)
                 explicit_bzero(cfg->http_token, strlen(cfg->http_token));
         free(cfg->http_token);

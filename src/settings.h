@@ -40,6 +40,11 @@ struct dm_config {
         char *shim_path;              /* DEMESNE_SHIM_PATH (or an absolute DEMESNE_SHIM); NULL = search */
         char *http_token;             /* DEMESNE_HTTP_TOKEN: serve --http's bearer token, NULL = none given */
         char *http_token_file;        /* DEMESNE_HTTP_TOKEN_FILE: ... read from this file (like --token-file) */
+        char *sandbox_subnet;         /* DEMESNE_SANDBOX_SUBNET as given (checked where egress is set up,
+                                         and by doctor); NULL = the default pool */
+        bool images_autobuild;        /* DEMESNE_IMAGES_AUTOBUILD=0 turns off building a missing image */
+        int64_t transfer_max;         /* DEMESNE_TRANSFER_MAX, largest file up or down, default 1g */
+        int64_t sweep_s;              /* DEMESNE_SANDBOX_SWEEP_SECONDS, the expired-sandbox sweep, default 60 */
 };
 
 /* Fills cfg from the environment. Bad values are errors naming the variable. */

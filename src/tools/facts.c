@@ -63,7 +63,7 @@ static char *describe_images(struct dm_context *ctx)
         struct dm_backend *b;
         struct dm_error err = { 0 };
         struct dm_buf built, missing;
-        const char *ab = getenv("DEMESNE_IMAGES_AUTOBUILD"), *dir = dm_images_dir();
+        const char *dir = dm_images_dir();
         char script[4096];
         char *text = NULL;
 
@@ -88,7 +88,7 @@ static char *describe_images(struct dm_context *ctx)
                 dm_buf_init(&t, 16384);
                 dm_buf_printf(&t, "Built on this server: %s.", built.len ? built.data : "none");
                 if (missing.len) {
-                        if (ab && !strcmp(ab, "0"))
+                        if (!ctx->cfg.images_autobuild)
                                 dm_buf_printf(&t, " Not built, and refused here (DEMESNE_IMAGES_AUTOBUILD=0): %s.",
                                               missing.data);
                         else if (!dir || access(script, X_OK) < 0)

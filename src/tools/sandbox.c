@@ -167,14 +167,6 @@ static const char list_schema[] =
         "\"pool\":{\"type\":\"object\",\"description\":\"warm containers kept for sandbox_script: image, size, "
         "ready\"}},\"required\":[\"sandboxes\",\"jobs\"]}";
 
-static int64_t transfer_max(void)
-{
-        const char *v = getenv("DEMESNE_TRANSFER_MAX");
-        int64_t x;
-
-        return v && dm_parse_size(v, &x) == 0 && x > 0 ? x : DM_TRANSFER_MAX_DEFAULT;
-}
-
 static void create_message(void *userdata, const char *message)
 {
         dm_call_note(userdata, message);
@@ -333,8 +325,8 @@ static json_object *upload_call(struct dm_call *call, json_object *args)
         if (get_own(call, dm_args_str(upload_args, N(upload_args), args, "sandbox_id"), &sb, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
         dst = dm_args_str(upload_args, N(upload_args), args, "dst");
-        r = data ? dm_transfer_upload_bytes(ctx, &sb, data, len, dst, transfer_max(), &bytes, &err)
-                 : dm_transfer_upload(ctx, &sb, src, dst, transfer_max(), &bytes, &err);
+        r = data ? dm_transfer_upload_bytes(ctx, &sb, data, len, dst, ctx->cfg.transfer_max, &bytes, &err)
+                 : dm_transfer_upload(ctx, &sb, src, dst, ctx->cfg.transfer_max, &bytes, &err);
         if (r < 0)
                 return dm_tool_result_error("sandbox_upload failed: %s", err.msg);
         out = json_object_new_object();
@@ -390,8 +382,8 @@ static json_object *download_call(struct dm_call *call, json_object *args)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
         if (get_own(call, dm_args_str(download_args, N(download_args), args, "sandbox_id"), &sb, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
-        if (dm_transfer_download(ctx, &sb, dm_args_str(download_args, N(download_args), args, "src"), transfer_max(),
-                                 &host, &bytes, &err) < 0)
+        if (dm_transfer_download(ctx, &sb, dm_args_str(download_args, N(download_args), args, "src"),
+                                 ctx->cfg.transfer_max, &host, &bytes, &err) < 0)
                 return dm_tool_result_error("sandbox_download failed: %s", err.msg);
         out = json_object_new_object();
         json_object_object_add(out, "host_path", json_object_new_string(host));

@@ -200,6 +200,11 @@ out=$("$bin" run "${image[@]}" -q --log-file "$tmp/run.log" -- echo hi 2>"$tmp/e
 [ "$out" = hi ] && grep -q '^demesne: info: ' "$tmp/run.log" && ! grep -q '^demesne: info:' "$tmp/err"
 ok $? "run --log-file keeps demesne's log out of the command's stderr"
 
+# Settings are read once, at start: a bad one stops the program and names itself.
+for bad in DEMESNE_TRANSFER_MAX=lots DEMESNE_SANDBOX_SWEEP_SECONDS=0; do
+	env "$bad" "$bin" run -- true >/dev/null 2>"$tmp/err"; rc=$?
+	[ "$rc" != 0 ] && grep -q "${bad%%=*}" "$tmp/err"; ok $? "$bad: refused at start, naming the variable (rc $rc)"
+done
 DEMESNE_SANDBOX_SUBNET=bogus "$bin" doctor >"$tmp/doctor-subnet" 2>&1
 grep -q '^PROBLEM sandbox subnet (DEMESNE_SANDBOX_SUBNET)' "$tmp/doctor-subnet"; ok $? "doctor reports a bad DEMESNE_SANDBOX_SUBNET"
 DEMESNE_ENGINE_HOST=unix:///nonexistent/engine.sock DEMESNE_START_PODMAN=0 "$bin" doctor >"$tmp/doctor" 2>&1; rc=$?

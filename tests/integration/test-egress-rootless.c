@@ -166,7 +166,7 @@ int main(void)
                 stop_host();
                 return 1;
         }
-        if (dm_image_lookup("python", &img, &err) < 0 || dm_image_require(b, img, NULL, &err) < 0) {
+        if (dm_image_lookup("python", &img, &err) < 0 || dm_image_require(b, img, true, NULL, &err) < 0) {
                 printf("Bail out! %s\n", err.msg);
                 stop_host();
                 return 1;

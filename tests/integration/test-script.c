@@ -69,7 +69,7 @@ int main(void)
                 printf("Bail out! no engine: %s\n", err.msg);
                 return 1;
         }
-        if (dm_image_lookup(image, &img, &err) < 0 || dm_image_require(b, img, NULL, &err) < 0) {
+        if (dm_image_lookup(image, &img, &err) < 0 || dm_image_require(b, img, true, NULL, &err) < 0) {
                 printf("Bail out! %s (run images/build.sh base %s)\n", err.msg, image);
                 return 1;
         }
