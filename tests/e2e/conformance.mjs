@@ -7,7 +7,7 @@
 // Every server scenario the suite has is either run (at each protocol
 // version it applies to) or excluded here with the reason. Each check of a
 // run scenario is one TAP test; the few checks that cannot pass against a
-// server without the suite's own test tools, prompts or resources are listed
+// server without the suite's own test tools, prompts or test:// resources are listed
 // in tests/conformance/expected-failures.yml and reported as skipped (the
 // CLI, given that file, also fails if one of them starts passing).
 //
@@ -48,7 +48,7 @@ const RUN = {
   '2025-11-25': ['server-initialize', 'server-session-lifecycle', 'ping', 'logging-set-level', 'tools-list',
     'dns-rebinding-protection', 'server-sse-multiple-streams'],
   '2026-07-28': ['server-stateless', 'tools-list', 'caching', 'dns-rebinding-protection', 'server-sse-multiple-streams',
-    'http-header-validation', 'input-required-result-unsupported-methods'],
+    'http-header-validation', 'input-required-result-unsupported-methods', 'sep-2164-resource-not-found'],
 };
 
 /* What does not apply to demesne, and why. */
@@ -59,8 +59,8 @@ const EXCLUDED = [
   [/^elicitation-/, FIXTURE_TOOLS + '; demesne never elicits'],
   [/^input-required-result-(?!unsupported-methods$)/, FIXTURE_TOOLS + '; demesne never returns input_required'],
   [/^server-sse-polling$/, FIXTURE_TOOLS + ': test_reconnection (server-closed streams, SEP-1699)'],
-  [/^(prompts|resources)-/, 'demesne has no prompts or resources'],
-  [/^sep-2164-resource-not-found$/, 'demesne has no resources'],
+  [/^prompts-/, 'demesne has no prompts'],
+  [/^resources-/, "reads, lists or subscribes to the suite's own test:// resources (demesne's are its run outputs, and it has no subscriptions)"],
   [/^completion-complete$/, 'demesne has no prompts or resources to complete (no completions capability)'],
   [/^http-custom-header-server-validation$/, 'no demesne tool declares x-mcp-header parameters'],
   [/^(tasks|sep-2640-skills)-/, 'an extension demesne does not implement (tasks, skills)'],
