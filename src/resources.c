@@ -312,42 +312,9 @@ static int walk_add(struct walk *w, const char *path, const struct stat *st)
         return 0;
 }
 
-/* Regular files below the directory fd (taken), depth first; symlinks,
- * devices and FIFOs are skipped, directories entered without following a
- * link. */
-static int walk_dir(int fd, const char *prefix, int depth, struct walk *w)
+static int walk_one(void *userdata, const char *path, const struct stat *st)
 {
-        DIR *d = fdopendir(fd);
-        struct dirent *e;
-        int r = 0;
-
-        if (!d) {
-                r = -errno;
-                close(fd);
-                return r;
-        }
-        while (r >= 0 && (e = readdir(d))) {
-                struct stat st;
-                char path[4096];
-
-                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                        continue;
-                if ((size_t)snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "/" : "", e->d_name) >=
-                    sizeof(path))
-                        continue;
-                if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        continue;
-                if (S_ISREG(st.st_mode))
-                        r = walk_add(w, path, &st);
-                else if (S_ISDIR(st.st_mode) && depth < WALK_DEPTH_MAX) {
-                        int sub = openat(dirfd(d), e->d_name,
-                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-                        if (sub >= 0)
-                                r = walk_dir(sub, path, depth + 1, w);
-                }
-        }
-        closedir(d);
-        return r;
+        return walk_add(userdata, path, st);
 }
 
 static int cmp_found(const void *a, const void *b)
@@ -365,7 +332,7 @@ static void walk_release(struct walk *w)
 static int walk_output(const char *output_root, const char *dir, size_t keep, struct walk *w)
 {
         _cleanup_close_ int rootfd = -1;
-        int fd;
+        int fd, r;
 
         *w = (struct walk){ .keep = keep };
         rootfd = dm_io_open_dir(output_root);
@@ -374,7 +341,9 @@ static int walk_output(const char *output_root, const char *dir, size_t keep, st
         fd = dm_io_open_beneath(rootfd, dir, O_RDONLY | O_DIRECTORY, 0);
         if (fd < 0)
                 return fd;
-        return walk_dir(fd, "", 0, w);
+        r = dm_io_walk_files(fd, WALK_DEPTH_MAX, false, walk_one, w);
+        close(fd);
+        return r;
 }
 
 json_object *dm_resources_describe(const char *dir, const char *path, int64_t size, const char *type)

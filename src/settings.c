@@ -198,6 +198,9 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
         cfg->sandbox_subnet = getenv("DEMESNE_SANDBOX_SUBNET") && *getenv("DEMESNE_SANDBOX_SUBNET")
                                       ? strdup(getenv("DEMESNE_SANDBOX_SUBNET"))
                                       : NULL;
+        cfg->skills_dir = getenv("DEMESNE_SKILLS_DIR") && *getenv("DEMESNE_SKILLS_DIR")
+                                  ? strdup(getenv("DEMESNE_SKILLS_DIR"))
+                                  : NULL;
         start = getenv("DEMESNE_IMAGES_AUTOBUILD");
         cfg->images_autobuild = !(start && strcmp(start, "0") == 0);
         /* A secret: not handed down to the processes the server starts. */
@@ -265,6 +268,7 @@ void dm_config_release(struct dm_config *cfg)
         free(cfg->engine_host);
         free(cfg->shim_path);
         free(cfg->sandbox_subnet);
+        free(cfg->skills_dir);
         if (cfg->http_token)
                 explicit_bzero(cfg->http_token, strlen(cfg->http_token));
         free(cfg->http_token);

@@ -45,6 +45,7 @@ struct dm_config {
         bool images_autobuild;        /* DEMESNE_IMAGES_AUTOBUILD=0 turns off building a missing image */
         int64_t transfer_max;         /* DEMESNE_TRANSFER_MAX, largest file up or down, default 1g */
         int64_t sweep_s;              /* DEMESNE_SANDBOX_SWEEP_SECONDS, the expired-sandbox sweep, default 60 */
+        char *skills_dir;             /* DEMESNE_SKILLS_DIR: the skills served over MCP; NULL = installed ones */
 };
 
 /* Fills cfg from the environment. Bad values are errors naming the variable. */

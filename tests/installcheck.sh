@@ -48,6 +48,14 @@ export DEMESNE_OUTPUT_ROOT=$scratch/out
 
 check "the installed demesne runs" sh -c '"$0" --version >/dev/null' "$demesne"
 check "build.sh and lib.sh are installed side by side" test -x "$pkgdatadir/images/build.sh" -a -f "$pkgdatadir/images/lib.sh"
+check "the skills are installed, one folder each" test -f "$pkgdatadir/skills/verify-and-retry/SKILL.md"
+# The installed server serves them from pkgdatadir (not from the source tree).
+out=$(printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"i","version":"1"}}}' \
+	'{"jsonrpc":"2.0","id":2,"method":"skills/list"}' | "$demesne" serve 2>"$scratch/serve.err" | grep '"id":2')
+skills=$(printf '%s' "$out" | grep -o '"uri":"skill://[a-z0-9-]*/SKILL.md","frontmatter"' | wc -l)
+[ "$skills" -ge 5 ] && grep -q "skills: serving $skills from '$pkgdatadir/skills'" "$scratch/serve.err" &&
+	tap ok "the installed server lists the $skills installed skills (skills/list)" ||
+	{ tap "not ok" "the installed server lists the installed skills: $skills"; sed 's/^/#   /' "$scratch/serve.err"; }
 "$demesne" images list >"$scratch/list" 2>&1
 if grep -q stale "$scratch/list"; then
 	tap "not ok" "the installed image inputs match the source tree's (a file is missing from the install):"

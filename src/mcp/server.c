@@ -11,6 +11,7 @@
 #include "src/mcp/jsonrpc.h"
 #include "src/mcp/registry.h"
 #include "src/resources.h"
+#include "src/skills.h"
 #include "src/util/cancel.h"
 #include "src/util/log.h"
 #include "src/util/timeutil.h"
@@ -30,7 +31,8 @@ struct dm_mcp_server {
         pthread_mutex_t lock;
         pthread_cond_t idle;
         struct dm_mcp_session *sessions;
-        bool private_logs; /* no log records to sessions: several principals */
+        bool private_logs;        /* no log records to sessions: several principals */
+        struct dm_skills *skills; /* served with the skills extension; read-only once made */
 };
 
 struct dm_mcp_session {
@@ -138,6 +140,17 @@ struct dm_mcp_server *dm_mcp_server_new(struct dm_context *ctx)
         if (!srv)
                 return NULL;
         srv->ctx = ctx;
+        {
+                struct dm_error err = { 0 };
+                const char *dir = dm_skills_dir(ctx ? ctx->cfg.skills_dir : NULL);
+
+                /* Skills are an extra: a failure to read them is logged and
+                 * the server goes on without. */
+                if (dm_skills_load(dir, &srv->skills, &err) < 0)
+                        log_warning("skills: %s", err.msg);
+                else if (dm_skills_count(srv->skills))
+                        log_info("skills: serving %zu from '%s'", dm_skills_count(srv->skills), dir);
+        }
         pthread_mutex_init(&srv->lock, NULL);
         pthread_cond_init(&srv->idle, NULL);
         dm_log_set_hook(log_hook, srv);
@@ -229,6 +242,7 @@ void dm_mcp_server_free(struct dm_mcp_server *srv)
                 dm_mcp_session_free(srv->sessions);
         pthread_mutex_destroy(&srv->lock);
         pthread_cond_destroy(&srv->idle);
+        dm_skills_free(srv->skills);
         free(srv);
 }
 
@@ -338,7 +352,7 @@ static json_object *server_info(void)
         return info;
 }
 
-static json_object *server_capabilities(void)
+static json_object *server_capabilities(const struct dm_mcp_server *srv)
 {
         json_object *caps = json_object_new_object(), *tools = json_object_new_object();
 
@@ -348,6 +362,12 @@ static json_object *server_capabilities(void)
         /* Run outputs, for clients that cannot read the server's disk
          * (src/resources.h); no subscriptions, the set changes with runs. */
         json_object_object_add(caps, "resources", json_object_new_object());
+        /* Skills (SEP-2640), with no optional feature: an empty object. */
+        if (dm_skills_count(srv->skills)) {
+                json_object *ext = json_object_new_object();
+                json_object_object_add(ext, DM_SKILLS_EXTENSION, json_object_new_object());
+                json_object_object_add(caps, "extensions", ext);
+        }
         return caps;
 }
 
@@ -375,7 +395,7 @@ static void handle_initialize(struct dm_mcp_session *s, struct dm_rpc_msg *m)
 
         result = json_object_new_object();
         json_object_object_add(result, "protocolVersion", json_object_new_string(chosen));
-        json_object_object_add(result, "capabilities", server_capabilities());
+        json_object_object_add(result, "capabilities", server_capabilities(s->srv));
         json_object_object_add(result, "serverInfo", server_info());
         json_object_object_add(result, "instructions", dm_registry_instructions());
         reply(s, m->id, result, false);
@@ -407,7 +427,7 @@ static void handle_discover(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool
          * there and ignore a top-level serverInfo. */
         json_object_object_add(meta, "io.modelcontextprotocol/serverInfo", server_info());
         json_object_object_add(result, "supportedVersions", supported_versions());
-        json_object_object_add(result, "capabilities", server_capabilities());
+        json_object_object_add(result, "capabilities", server_capabilities(s->srv));
         json_object_object_add(result, "instructions", dm_registry_instructions());
         add_cache_hints(result);
         json_object_object_add(result, "_meta", meta);
@@ -475,8 +495,14 @@ static void handle_resources_list(struct dm_mcp_session *s, struct dm_rpc_msg *m
 
         /* One page: the list is capped (DM_RESOURCE_LIST_MAX), newest runs
          * first; a cursor from elsewhere gets the same first page. */
-        json_object_object_add(result, "resources",
-                               dm_resources_list(s->srv->ctx->resources, s->srv->ctx->cfg.output_root, s->principal));
+        json_object *list = dm_skills_resources(s->srv->skills), *mine;
+
+        /* The skills' manifests (public), then the caller's run outputs. */
+        mine = dm_resources_list(s->srv->ctx->resources, s->srv->ctx->cfg.output_root, s->principal);
+        for (size_t i = 0; i < json_object_array_length(mine); i++)
+                json_object_array_add(list, json_object_get(json_object_array_get_idx(mine, i)));
+        json_object_put(mine);
+        json_object_object_add(result, "resources", list);
         /* Every run adds files: stale at once. */
         if (modern)
                 add_cache_hints_ttl(result, 0);
@@ -504,6 +530,15 @@ static void handle_resources_read(struct dm_mcp_session *s, struct dm_rpc_msg *m
                 reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "resources/read needs params.uri (a string)", NULL);
                 return;
         }
+        contents = dm_skills_read(s->srv->skills, json_object_get_string(v));
+        if (contents) {
+                result = json_object_new_object();
+                json_object_object_add(result, "contents", contents);
+                if (modern)
+                        add_cache_hints(result); /* read once at start: fixed for the server's life */
+                reply(s, m->id, result, modern);
+                return;
+        }
         r = dm_resources_read(s->srv->ctx->resources, s->srv->ctx->cfg.output_root, s->principal,
                               json_object_get_string(v), &contents, &err);
         if (r < 0) {
@@ -523,6 +558,44 @@ static void handle_resources_read(struct dm_mcp_session *s, struct dm_rpc_msg *m
         /* A running sandbox may still be writing the file. */
         if (modern)
                 add_cache_hints_ttl(result, 0);
+        reply(s, m->id, result, modern);
+}
+
+/* ---- skills (SEP-2640, src/skills.h) ------------------------------------------ */
+
+static void handle_skills_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
+{
+        json_object *result = json_object_new_object();
+
+        /* One page: a handful of skills. */
+        json_object_object_add(result, "skills", dm_skills_list(s->srv->skills));
+        if (modern)
+                add_cache_hints(result);
+        reply(s, m->id, result, modern);
+}
+
+static void handle_skills_get(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
+{
+        json_object *v, *entry, *result, *data;
+        char msg[300];
+
+        if (!m->params || !json_object_object_get_ex(m->params, "uri", &v) ||
+            !json_object_is_type(v, json_type_string)) {
+                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "skills/get needs params.uri (a string)", NULL);
+                return;
+        }
+        entry = dm_skills_get(s->srv->skills, json_object_get_string(v));
+        if (!entry) {
+                snprintf(msg, sizeof(msg), "no skill at '%.200s': skills/list names them", json_object_get_string(v));
+                data = json_object_new_object();
+                json_object_object_add(data, "uri", json_object_new_string(json_object_get_string(v)));
+                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, msg, data);
+                return;
+        }
+        result = json_object_new_object();
+        json_object_object_add(result, "skill", entry);
+        if (modern)
+                add_cache_hints(result);
         reply(s, m->id, result, modern);
 }
 
@@ -706,6 +779,10 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
                 handle_resource_templates(s, &m, modern);
         else if (strcmp(m.method, "resources/read") == 0)
                 handle_resources_read(s, &m, modern);
+        else if (strcmp(m.method, "skills/list") == 0 && dm_skills_count(s->srv->skills))
+                handle_skills_list(s, &m, modern);
+        else if (strcmp(m.method, "skills/get") == 0 && dm_skills_count(s->srv->skills))
+                handle_skills_get(s, &m, modern);
         else if (!modern && strcmp(m.method, "initialize") == 0)
                 handle_initialize(s, &m);
         else if (!modern && strcmp(m.method, "ping") == 0)

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "src/util/io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -258,4 +259,50 @@ const char *dm_io_strerror(int r)
         case -EFBIG: return "over its size limit";
         default: return strerror(-r);
         }
+}
+
+static int walk_files(int fd, const char *prefix, int depth, int max_depth, bool skip_hidden,
+                      int (*fn)(void *userdata, const char *path, const struct stat *st), void *userdata)
+{
+        DIR *d = fdopendir(fd);
+        struct dirent *e;
+        int r = 0;
+
+        if (!d) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        while (r >= 0 && (e = readdir(d))) {
+                char path[4096];
+                struct stat st;
+
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || (skip_hidden && e->d_name[0] == '.'))
+                        continue;
+                if ((size_t)snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "/" : "", e->d_name) >=
+                    sizeof(path))
+                        continue;
+                if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                if (S_ISREG(st.st_mode))
+                        r = fn(userdata, path, &st);
+                else if (S_ISDIR(st.st_mode) && depth < max_depth) {
+                        int sub = openat(dirfd(d), e->d_name,
+                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+                        if (sub >= 0)
+                                r = walk_files(sub, path, depth + 1, max_depth, skip_hidden, fn, userdata);
+                }
+        }
+        closedir(d);
+        return r;
+}
+
+int dm_io_walk_files(int fd, int max_depth, bool skip_hidden,
+                     int (*fn)(void *userdata, const char *path, const struct stat *st), void *userdata)
+{
+        int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+
+        if (own < 0)
+                return -errno;
+        return walk_files(own, "", 0, max_depth, skip_hidden, fn, userdata);
 }

@@ -39,6 +39,16 @@ int dm_io_open_parent(const char *path, const char **ret_base);
  * malloc'd NUL-terminated buffer; more than max bytes: -EFBIG. */
 int dm_io_read_capped(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
 
+/* Calls fn for each regular file below the directory fd (not taken), depth
+ * first, with its path relative to fd and its lstat. Symlinks, FIFOs and
+ * devices are skipped; directories are entered without following a link
+ * (O_NOFOLLOW, O_NONBLOCK), down to max_depth levels. Names starting with
+ * '.' are skipped when skip_hidden. fn returning < 0 stops the walk with
+ * that value; otherwise 0, or -errno when fd cannot be read. */
+struct stat;
+int dm_io_walk_files(int fd, int max_depth, bool skip_hidden,
+                     int (*fn)(void *userdata, const char *path, const struct stat *st), void *userdata);
+
 /* Calls fn for each '\n'-terminated line of fd (the last one may lack it),
  * NUL-terminated, without the newline. Lines longer than max_line are
  * skipped whole; reading stops after max_total bytes. Memory stays below
