@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "backends/curl.h"
-#include "src/util/cleanup.h"
-#include "src/util/timeutil.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/timeutil.h"
 
 #define ARCHIVE_TIMEOUT_MS (30L * 60 * 1000)
 #define ERRBODY_MAX (64 * 1024)

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/util/error.h"
+#include "src/basic/error.h"
 
 struct dm_backend;
 struct dm_stream;

@@ -9,7 +9,7 @@
  * hijacked streams are in stream.c. */
 #include "config.h"
 #include "backends/curl.h"
-#include "src/util/io.h"
+#include "src/basic/io.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -34,8 +34,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "src/util/cleanup.h"
-#include "src/util/log.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/log.h"
 
 #define POOL_MAX 8
 #define CONNECT_TIMEOUT_MS 10000L

@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
-#include "src/util/buf.h"
-#include "src/util/error.h"
+#include "src/basic/buf.h"
+#include "src/basic/error.h"
 
 /* Every path is sent under this API version: 1.41 is served by dockerd >= 20.10
  * and by Podman >= 3 (4.3.1 here). */

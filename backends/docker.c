@@ -13,9 +13,9 @@
 
 #include "backends/curl.h"
 #include "netpolicy/policy.h"
-#include "src/util/cleanup.h"
-#include "src/util/log.h"
-#include "src/util/timeutil.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/log.h"
+#include "src/basic/timeutil.h"
 
 /* Ordinary calls finish in well under a second; the limit only turns a hung
  * engine into an error. wait is the one call without a limit. */

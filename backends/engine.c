@@ -19,10 +19,10 @@
 #include <unistd.h>
 
 #include "backends/curl.h"
-#include "src/util/buf.h"
-#include "src/util/cleanup.h"
-#include "src/util/log.h"
-#include "src/util/timeutil.h"
+#include "src/basic/buf.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/log.h"
+#include "src/basic/timeutil.h"
 
 #define DEFAULT_RESPONSE_MAX (16 << 20)
 #define EXPLICIT_PING_MS 5000L /* a host the user named gets more patience */

@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "backends/opensandbox-internal.h"
-#include "src/util/io.h"
-#include "src/util/log.h"
-#include "src/util/timeutil.h"
+#include "src/basic/io.h"
+#include "src/basic/log.h"
+#include "src/basic/timeutil.h"
 
 /* POSIX shell quoting: 'it'\''s'. */
 static char *shell_join(const char *const *argv)

@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 
 #include "backends/curl.h"
-#include "src/util/cleanup.h"
+#include "src/basic/cleanup.h"
 
 #define EXECD_PORT 44772
 #define CALL_TIMEOUT_MS 60000L

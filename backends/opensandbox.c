@@ -39,9 +39,9 @@
 
 #include "backends/opensandbox-internal.h"
 #include "netpolicy/policy.h"
-#include "src/util/cleanup.h"
-#include "src/util/log.h"
-#include "src/util/timeutil.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/log.h"
+#include "src/basic/timeutil.h"
 
 /* OpenSandbox's error body is {"code","message"}. */
 int dm_osb_status_error(struct dm_error *err, long status, const struct dm_buf *body)

@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "backends/curl.h"
-#include "src/util/cleanup.h"
-#include "src/util/timeutil.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/timeutil.h"
 
 #define HEAD_MAX (64 * 1024)
 #define ERROR_BODY_WAIT_MS 2000

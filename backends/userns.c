@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "backends/curl.h"
-#include "src/util/cleanup.h"
+#include "src/basic/cleanup.h"
 
 #define INFO_TIMEOUT_MS 60000L
 /* Enough for every id a Debian image uses (nobody is 65534). */

@@ -22,7 +22,7 @@
  * request.
  *
  * The pool and the operator's private ranges are process-wide, set once at
- * start (src/settings.c) before any thread reads them. Addresses below are
+ * start (src/core/settings.c) before any thread reads them. Addresses below are
  * in host byte order. */
 
 #include <stdbool.h>
@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #include "netpolicy/link.h"
-#include "src/util/error.h"
+#include "src/basic/error.h"
 
 /* How many ranges DEMESNE_EGRESS_ALLOW_PRIVATE may name. */
 #define DM_BLOCKED_MAX_PRIVATE 16

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "netpolicy/policy.h"
-#include "src/util/error.h"
+#include "src/basic/error.h"
 
 /* The kernel's limit on a classic BPF program (BPF_MAXINSNS). */
 #define DM_BPF_MAX_INSNS 4096

@@ -8,21 +8,21 @@
 
 #include "netpolicy/http-head.h"
 
-bool dm_http_is_tchar(char c)
+bool dm_httphead_is_tchar(char c)
 {
         return isalnum((unsigned char)c) || (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
-bool dm_http_token_ok(const char *s, size_t max)
+bool dm_httphead_token_ok(const char *s, size_t max)
 {
         size_t n = 0;
         for (; *s; s++, n++)
-                if (!dm_http_is_tchar(*s))
+                if (!dm_httphead_is_tchar(*s))
                         return false;
         return n > 0 && n <= max;
 }
 
-char *dm_http_trim(char *s)
+char *dm_httphead_trim(char *s)
 {
         char *e;
 
@@ -34,7 +34,7 @@ char *dm_http_trim(char *s)
         return s;
 }
 
-bool dm_http_list_has(const char *list, const char *token)
+bool dm_httphead_list_has(const char *list, const char *token)
 {
         size_t n = strlen(token);
 
@@ -50,7 +50,7 @@ bool dm_http_list_has(const char *list, const char *token)
         return false;
 }
 
-char *dm_http_next_line(char **s)
+char *dm_httphead_next_line(char **s)
 {
         char *line = *s, *nl;
 
@@ -66,7 +66,7 @@ char *dm_http_next_line(char **s)
         return *line ? line : NULL;
 }
 
-int dm_http_request_line(char *line, char **ret_method, char **ret_target, char **ret_version)
+int dm_httphead_request_line(char *line, char **ret_method, char **ret_target, char **ret_version)
 {
         char *target, *sp;
 
@@ -83,7 +83,7 @@ int dm_http_request_line(char *line, char **ret_method, char **ret_target, char 
         return 0;
 }
 
-bool dm_http_target_chars_ok(const char *target)
+bool dm_httphead_target_chars_ok(const char *target)
 {
         for (const char *c = target; *c; c++)
                 if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
@@ -91,23 +91,23 @@ bool dm_http_target_chars_ok(const char *target)
         return true;
 }
 
-enum dm_http_field_error dm_http_field(char *line, size_t max_name, const char **ret_name, const char **ret_value)
+enum dm_httphead_field_error dm_httphead_field(char *line, size_t max_name, const char **ret_name, const char **ret_value)
 {
         char *colon;
 
         if (line[0] == ' ' || line[0] == '\t')
-                return DM_HTTP_FIELD_FOLDED;
+                return DM_HTTPHEAD_FIELD_FOLDED;
         if (!(colon = strchr(line, ':')))
-                return DM_HTTP_FIELD_NO_COLON;
+                return DM_HTTPHEAD_FIELD_NO_COLON;
         *colon = '\0';
         if (!*line)
-                return DM_HTTP_FIELD_EMPTY_NAME;
-        if (!dm_http_token_ok(line, max_name))
-                return DM_HTTP_FIELD_BAD_NAME;
+                return DM_HTTPHEAD_FIELD_EMPTY_NAME;
+        if (!dm_httphead_token_ok(line, max_name))
+                return DM_HTTPHEAD_FIELD_BAD_NAME;
         *ret_name = line;
         for (const char *c = colon + 1; *c; c++)
                 if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
-                        return DM_HTTP_FIELD_CONTROL;
-        *ret_value = dm_http_trim(colon + 1);
-        return DM_HTTP_FIELD_OK;
+                        return DM_HTTPHEAD_FIELD_CONTROL;
+        *ret_value = dm_httphead_trim(colon + 1);
+        return DM_HTTPHEAD_FIELD_OK;
 }

@@ -11,37 +11,37 @@
 #include <stddef.h>
 
 /* Whether c is an RFC 9110 tchar. */
-bool dm_http_is_tchar(char c);
+bool dm_httphead_is_tchar(char c);
 /* Whether s is a token of 1..max tchars. */
-bool dm_http_token_ok(const char *s, size_t max);
+bool dm_httphead_token_ok(const char *s, size_t max);
 /* Cuts leading and trailing blanks (space, tab); trailing ones in place. */
-char *dm_http_trim(char *s);
+char *dm_httphead_trim(char *s);
 /* Whether a comma-separated list (e.g. a Connection value; NULL is empty)
  * names token, case-insensitively. */
-bool dm_http_list_has(const char *list, const char *token);
+bool dm_httphead_list_has(const char *list, const char *token);
 
 /* The next line of a head, cut in place (CRLF or bare LF ends); *s moves past
  * it. NULL at the blank line that ends the head or at the end of the string
  * (*s then says nothing useful: stop). */
-char *dm_http_next_line(char **s);
+char *dm_httphead_next_line(char **s);
 
 /* Splits "method SP target SP version" in place. 0, or -1 when a space is
  * missing. */
-int dm_http_request_line(char *line, char **ret_method, char **ret_target, char **ret_version);
+int dm_httphead_request_line(char *line, char **ret_method, char **ret_target, char **ret_version);
 /* Whether every byte of a request target is visible ASCII (0x21..0x7e). */
-bool dm_http_target_chars_ok(const char *target);
+bool dm_httphead_target_chars_ok(const char *target);
 
-enum dm_http_field_error {
-        DM_HTTP_FIELD_OK,
-        DM_HTTP_FIELD_FOLDED, /* starts with a blank (obsolete line folding) */
-        DM_HTTP_FIELD_NO_COLON,
-        DM_HTTP_FIELD_EMPTY_NAME,
-        DM_HTTP_FIELD_BAD_NAME, /* not a token, or longer than max_name */
-        DM_HTTP_FIELD_CONTROL,  /* control character in the value (*ret_name set) */
+enum dm_httphead_field_error {
+        DM_HTTPHEAD_FIELD_OK,
+        DM_HTTPHEAD_FIELD_FOLDED, /* starts with a blank (obsolete line folding) */
+        DM_HTTPHEAD_FIELD_NO_COLON,
+        DM_HTTPHEAD_FIELD_EMPTY_NAME,
+        DM_HTTPHEAD_FIELD_BAD_NAME, /* not a token, or longer than max_name */
+        DM_HTTPHEAD_FIELD_CONTROL,  /* control character in the value (*ret_name set) */
 };
 
 /* Takes one header line apart in place: *ret_name, and *ret_value with its
  * blanks trimmed. Checks in the order of the enum. */
-enum dm_http_field_error dm_http_field(char *line, size_t max_name, const char **ret_name, const char **ret_value);
+enum dm_httphead_field_error dm_httphead_field(char *line, size_t max_name, const char **ret_name, const char **ret_value);
 
 #endif

@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <net/if.h>
 
-#include "src/util/error.h"
+#include "src/basic/error.h"
 
 #define DM_NETLINK_ALIAS_PREFIX "demesne "
 #define DM_NETLINK_POOL_DEFAULT "10.213.0.0/16"

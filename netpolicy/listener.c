@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "netpolicy/listener.h"
-#include "src/util/cleanup.h"
-#include "src/util/log.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/log.h"
 
 struct dm_listener_conn {
         struct dm_listener *l;

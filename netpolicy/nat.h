@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "netpolicy/link.h"
-#include "src/util/error.h"
+#include "src/basic/error.h"
 
 #define DM_NAT_TABLE "demesne"
 

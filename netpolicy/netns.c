@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #include "netpolicy/netns.h"
-#include "src/util/cleanup.h"
-#include "src/util/pidfd.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/pidfd.h"
 
 #define CHILD_TIMEOUT_MS 5000
 

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "netpolicy/link.h"
-#include "src/util/error.h"
+#include "src/basic/error.h"
 
 #define DM_NETNS_MAX_LISTEN 32
 #define DM_NETNS_MAX_ROUTES 64

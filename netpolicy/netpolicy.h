@@ -2,13 +2,10 @@
 #ifndef DM_NETPOLICY_H
 #define DM_NETPOLICY_H
 
-/* Egress policy of a sandbox. Today only `none` is enforced (the container
- * gets NetworkMode none: loopback only); the other modes are parsed and
- * refused with a clear message until the veth/tc/proxy plumbing lands. */
-
-#include <stddef.h>
-
-#include "src/util/error.h"
+/* The egress modes of a sandbox: none (loopback only), package-managers
+ * (the egress proxy, to the package registries), open (anything public).
+ * netpolicy/policy.h parses a mode and its allow entries; the rest of this
+ * folder enforces them. A header only: the names live in policy.c. */
 
 enum dm_egress {
         DM_EGRESS_NONE,
@@ -18,14 +15,5 @@ enum dm_egress {
 
 /* The names a tool schema lists, NULL-terminated. */
 extern const char *const dm_egress_names[];
-
-/* Parses mode and the caller's extra allow entries (netpolicy/policy.h has
- * the full model; this reads DEMESNE_ALLOW_CALLER_EGRESS itself); fails with
- * a message a caller can act on for unknown modes, malformed or refused
- * entries, and for modes not available yet. */
-int dm_netpolicy_parse(const char *mode, const char *const *allow, enum dm_egress *ret, struct dm_error *err);
-
-/* The engine's NetworkMode for a policy. */
-const char *dm_netpolicy_network_mode(enum dm_egress e);
 
 #endif

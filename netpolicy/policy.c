@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "netpolicy/blocked.h"
-#include "src/util/cleanup.h"
+#include "src/basic/cleanup.h"
+
+const char *const dm_egress_names[] = { "none", "package-managers", "open", NULL };
 
 static uint32_t prefix_mask(unsigned prefix)
 {
@@ -288,4 +290,18 @@ void dm_policy_free(struct dm_policy *p)
         free(p->names);
         free(p->cidrs);
         free(p);
+}
+
+int dm_policy_parse_mode(const char *mode, const char *const *allow, enum dm_egress *ret, struct dm_error *err)
+{
+        struct dm_policy *p = NULL;
+        unsigned flags = dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0;
+        int r;
+
+        r = dm_policy_parse(mode, allow, flags, &p, err);
+        if (r < 0)
+                return r;
+        *ret = p->mode;
+        dm_policy_free(p);
+        return 0;
 }

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "netpolicy/netpolicy.h"
-#include "src/util/error.h"
+#include "src/basic/error.h"
 
 /* Limits on what a caller may send: entries per policy and bytes per entry
  * (a DNS name is at most 253 bytes, plus ":65535"). */
@@ -69,5 +69,10 @@ bool dm_policy_needs_network(const struct dm_policy *p);
 
 /* Frees p; accepts NULL. */
 void dm_policy_free(struct dm_policy *p);
+
+/* Only the mode of what dm_policy_parse would make of mode and allow, with
+ * the flags this server's settings give (dm_policy_caller_egress_allowed):
+ * the same errors, nothing kept. */
+int dm_policy_parse_mode(const char *mode, const char *const *allow, enum dm_egress *ret, struct dm_error *err);
 
 #endif

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "netpolicy/proxy.h"
-#include "src/util/cleanup.h"
+#include "src/basic/cleanup.h"
 
 static void proxy_url(const struct sockaddr_in *addr, char *buf, size_t len)
 {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "netpolicy/proxy.h"
-#include "src/util/buf.h"
+#include "src/basic/buf.h"
 
 /* Why a request was allowed or refused; each has one HTTP status. */
 enum dm_proxy_code {

@@ -16,7 +16,7 @@
 
 #include "netpolicy/blocked.h"
 #include "netpolicy/proxy-internal.h"
-#include "src/util/cleanup.h"
+#include "src/basic/cleanup.h"
 
 #define HOSTS_FILE_MAX (1024 * 1024)
 

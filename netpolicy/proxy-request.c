@@ -12,7 +12,7 @@
 
 #include "netpolicy/http-head.h"
 #include "netpolicy/proxy-internal.h"
-#include "src/util/cleanup.h"
+#include "src/basic/cleanup.h"
 
 size_t dm_proxy_head_end(const char *buf, size_t len)
 {
@@ -33,7 +33,7 @@ static int split_lines(char *s, char **lines, size_t max, size_t *ret_n)
 {
         size_t n = 0;
 
-        for (char *line; (line = dm_http_next_line(&s));) {
+        for (char *line; (line = dm_httphead_next_line(&s));) {
                 if (n == max)
                         return -1;
                 lines[n++] = line;
@@ -126,13 +126,13 @@ int dm_proxy_request_parse(const char *head, size_t len, struct dm_proxy_request
         if (n == 0)
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "empty request");
 
-        if (dm_http_request_line(lines[0], &method, &target, &version) < 0)
+        if (dm_httphead_request_line(lines[0], &method, &target, &version) < 0)
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "malformed request line");
-        if (!dm_http_token_ok(method, 32))
+        if (!dm_httphead_token_ok(method, 32))
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "malformed method");
         if (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0)
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "unsupported protocol version '%.16s'", version);
-        if (!dm_http_target_chars_ok(target))
+        if (!dm_httphead_target_chars_ok(target))
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "bad character in request target");
         if (target[0] == '\0')
                 return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "empty request target");
@@ -149,16 +149,16 @@ int dm_proxy_request_parse(const char *head, size_t len, struct dm_proxy_request
         for (size_t i = 1; i < n; i++) {
                 struct dm_proxy_header *h = &r->headers[r->n_headers];
 
-                switch (dm_http_field(lines[i], 256, &h->name, &h->value)) {
-                case DM_HTTP_FIELD_OK: break;
-                case DM_HTTP_FIELD_FOLDED:
+                switch (dm_httphead_field(lines[i], 256, &h->name, &h->value)) {
+                case DM_HTTPHEAD_FIELD_OK: break;
+                case DM_HTTPHEAD_FIELD_FOLDED:
                         return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "folded header lines are not accepted");
-                case DM_HTTP_FIELD_NO_COLON:
+                case DM_HTTPHEAD_FIELD_NO_COLON:
                         return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "header line without a colon");
-                case DM_HTTP_FIELD_EMPTY_NAME:
-                case DM_HTTP_FIELD_BAD_NAME:
+                case DM_HTTPHEAD_FIELD_EMPTY_NAME:
+                case DM_HTTPHEAD_FIELD_BAD_NAME:
                         return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "malformed header name");
-                case DM_HTTP_FIELD_CONTROL:
+                case DM_HTTPHEAD_FIELD_CONTROL:
                         return dm_proxy_verdict_set(v, DM_PROXY_BAD_REQUEST, "control character in header '%s'",
                                                     h->name);
                 }
@@ -188,7 +188,7 @@ static bool hop_by_hop(const char *name, const struct dm_proxy_header *h, size_t
                 if (strcasecmp(name, fixed[i]) == 0)
                         return true;
         for (size_t i = 0; i < n; i++)
-                if (strcasecmp(h[i].name, "connection") == 0 && dm_http_list_has(h[i].value, name))
+                if (strcasecmp(h[i].name, "connection") == 0 && dm_httphead_list_has(h[i].value, name))
                         return true;
         return false;
 }
@@ -238,7 +238,7 @@ int dm_proxy_response_build(const char *head, size_t len, struct dm_buf *out)
                         goto out;
                 *colon = '\0';
                 h[nh].name = lines[i];
-                h[nh].value = dm_http_trim(colon + 1);
+                h[nh].value = dm_httphead_trim(colon + 1);
                 nh++;
         }
         ret = dm_buf_printf(out, "%s\r\n", lines[0]);

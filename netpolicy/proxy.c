@@ -23,9 +23,9 @@
 
 #include "netpolicy/listener.h"
 #include "netpolicy/proxy-internal.h"
-#include "src/util/cleanup.h"
-#include "src/util/log.h"
-#include "src/util/timeutil.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/log.h"
+#include "src/basic/timeutil.h"
 
 #define MAX_ADDRS 16
 #define RESPONSE_HEAD_MAX (64 * 1024)

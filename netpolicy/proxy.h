@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/util/error.h"
+#include "src/basic/error.h"
 
 /* --- the allowlist --------------------------------------------------------- */
 

@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "src/util/error.h"
+#include "src/basic/error.h"
 
 struct nl_sock;
 

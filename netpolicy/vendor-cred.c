@@ -17,7 +17,7 @@
 #include <json-c/json.h>
 
 #include "netpolicy/vendor.h"
-#include "src/util/cleanup.h"
+#include "src/basic/cleanup.h"
 
 #define LOGIN_FILE_MAX (1024 * 1024)
 

@@ -15,7 +15,7 @@
 
 #include "netpolicy/http-head.h"
 #include "netpolicy/vendor-internal.h"
-#include "src/util/cleanup.h"
+#include "src/basic/cleanup.h"
 
 static int fail(char *why, size_t whylen, const char *msg)
 {
@@ -33,34 +33,34 @@ int dm_vendor_request_parse(const char *head, size_t len, struct dm_vendor_reque
         if (!(r->storage = strndup(head, len)))
                 return fail(why, whylen, "out of memory");
         s = r->storage;
-        line = dm_http_next_line(&s);
-        while (line && (field = dm_http_next_line(&s))) {
+        line = dm_httphead_next_line(&s);
+        while (line && (field = dm_httphead_next_line(&s))) {
                 struct dm_vendor_header *h;
 
                 if (r->n_headers == DM_VENDOR_MAX_HEADERS)
                         return fail(why, whylen, "too many header fields");
                 h = &r->headers[r->n_headers];
-                switch (dm_http_field(field, SIZE_MAX, &h->name, &h->value)) {
-                case DM_HTTP_FIELD_OK: break;
-                case DM_HTTP_FIELD_FOLDED: return fail(why, whylen, "folded header lines are not accepted");
-                case DM_HTTP_FIELD_NO_COLON: return fail(why, whylen, "header line without a colon");
-                case DM_HTTP_FIELD_EMPTY_NAME: return fail(why, whylen, "empty header name");
-                case DM_HTTP_FIELD_BAD_NAME: return fail(why, whylen, "malformed header name");
-                case DM_HTTP_FIELD_CONTROL: return fail(why, whylen, "control character in a header value");
+                switch (dm_httphead_field(field, SIZE_MAX, &h->name, &h->value)) {
+                case DM_HTTPHEAD_FIELD_OK: break;
+                case DM_HTTPHEAD_FIELD_FOLDED: return fail(why, whylen, "folded header lines are not accepted");
+                case DM_HTTPHEAD_FIELD_NO_COLON: return fail(why, whylen, "header line without a colon");
+                case DM_HTTPHEAD_FIELD_EMPTY_NAME: return fail(why, whylen, "empty header name");
+                case DM_HTTPHEAD_FIELD_BAD_NAME: return fail(why, whylen, "malformed header name");
+                case DM_HTTPHEAD_FIELD_CONTROL: return fail(why, whylen, "control character in a header value");
                 }
                 r->n_headers++;
         }
         if (!line)
                 return fail(why, whylen, "empty request");
-        if (dm_http_request_line(line, &method, &target, &version) < 0)
+        if (dm_httphead_request_line(line, &method, &target, &version) < 0)
                 return fail(why, whylen, "malformed request line");
-        if (!dm_http_token_ok(method, 16))
+        if (!dm_httphead_token_ok(method, 16))
                 return fail(why, whylen, "malformed method");
         if (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0)
                 return fail(why, whylen, "unsupported protocol version");
         if (target[0] != '/')
                 return fail(why, whylen, "the request target must be a path (this is not a forward proxy)");
-        if (!dm_http_target_chars_ok(target))
+        if (!dm_httphead_target_chars_ok(target))
                 return fail(why, whylen, "bad character in the request target");
         r->method = method;
         r->target = target;
@@ -89,8 +89,8 @@ bool dm_vendor_request_keep_alive(const struct dm_vendor_request *r)
         const char *c = dm_vendor_request_header(r, "connection");
 
         if (r->http10)
-                return dm_http_list_has(c, "keep-alive");
-        return !dm_http_list_has(c, "close");
+                return dm_httphead_list_has(c, "keep-alive");
+        return !dm_httphead_list_has(c, "close");
 }
 
 /* --- routes ---------------------------------------------------------------- */
@@ -224,7 +224,7 @@ static bool dropped_upstream(const struct dm_vendor_request *r, const char *name
         };
         const char *conn = dm_vendor_request_header(r, "connection");
 
-        if (hop_by_hop(name, strlen(name)) || dm_http_list_has(conn, name))
+        if (hop_by_hop(name, strlen(name)) || dm_httphead_list_has(conn, name))
                 return true;
         for (size_t i = 0; i < DM_ARRAY_SIZE(fixed); i++)
                 if (strcasecmp(name, fixed[i]) == 0)
@@ -285,7 +285,7 @@ int dm_vendor_upstream_headers(const struct dm_vendor_request *r, enum dm_vendor
         if (k == 0 && cred->auth == DM_VENDOR_AUTH_CHATGPT && cred->account_id)
                 k = add(&l, "chatgpt-account-id: %s", cred->account_id);
         if (k == 0 && provider == DM_VENDOR_ANTHROPIC && cred->auth == DM_VENDOR_AUTH_OAUTH) {
-                if (beta && *beta && !dm_http_list_has(beta, "oauth-2025-04-20"))
+                if (beta && *beta && !dm_httphead_list_has(beta, "oauth-2025-04-20"))
                         k = add(&l, "anthropic-beta: %s,oauth-2025-04-20", beta);
                 else if (beta && *beta)
                         k = add(&l, "anthropic-beta: %s", beta);

@@ -13,7 +13,7 @@
 #include <json-c/json.h>
 
 #include "netpolicy/vendor.h"
-#include "src/util/buf.h"
+#include "src/basic/buf.h"
 
 /* --- requests -------------------------------------------------------------- */
 

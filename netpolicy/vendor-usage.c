@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "netpolicy/vendor-internal.h"
-#include "src/util/cleanup.h"
-#include "src/util/io.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/io.h"
 
 #define SSE_LINE_MAX (1024 * 1024)
 

@@ -28,10 +28,10 @@
 #include "netpolicy/listener.h"
 #include "netpolicy/proxy-internal.h"
 #include "netpolicy/vendor-internal.h"
-#include "src/util/cleanup.h"
-#include "src/util/io.h"
-#include "src/util/log.h"
-#include "src/util/timeutil.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/io.h"
+#include "src/basic/log.h"
+#include "src/basic/timeutil.h"
 
 #define HEAD_MAX (64 * 1024)
 #define IN_MAX (HEAD_MAX + 16 * 1024)

@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "src/util/error.h"
+#include "src/basic/error.h"
 
 enum dm_vendor {
         DM_VENDOR_ANTHROPIC,

@@ -89,7 +89,7 @@ fi
 jobs=$(nproc)
 [ $flavour != plain ] && jobs=1
 # The test binaries link the same suppression through the environment; the
-# server has it compiled in (src/main.c).
+# server has it compiled in (src/cli/main.c).
 [ $flavour = tsan ] && export TSAN_OPTIONS="suppressions=$here/tests/tsan.supp ${TSAN_OPTIONS:-}"
 set +e
 make -j"$jobs" check

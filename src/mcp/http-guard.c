@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "src/mcp/http-token.h"
-#include "src/util/base64.h"
-#include "src/util/cleanup.h"
+#include "src/basic/base64.h"
+#include "src/basic/cleanup.h"
 
 #define TOKEN_FILE_MAX (64 * 1024)
 
@@ -40,7 +40,7 @@ static int parse_port(const char *s, uint16_t *ret)
         return 0;
 }
 
-int dm_http_parse_listen(const char *spec, struct sockaddr_storage *ret, socklen_t *ret_len, struct dm_error *err)
+int dm_mcphttp_parse_listen(const char *spec, struct sockaddr_storage *ret, socklen_t *ret_len, struct dm_error *err)
 {
         const char *colon;
         char addr[64];
@@ -90,7 +90,7 @@ int dm_http_parse_listen(const char *spec, struct sockaddr_storage *ret, socklen
         return 0;
 }
 
-bool dm_http_addr_is_loopback(const struct sockaddr *sa)
+bool dm_mcphttp_addr_is_loopback(const struct sockaddr *sa)
 {
         if (sa->sa_family == AF_INET)
                 return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
@@ -101,7 +101,7 @@ bool dm_http_addr_is_loopback(const struct sockaddr *sa)
         return false;
 }
 
-bool dm_http_addr_is_wildcard(const struct sockaddr *sa)
+bool dm_mcphttp_addr_is_wildcard(const struct sockaddr *sa)
 {
         if (sa->sa_family == AF_INET)
                 return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
@@ -110,7 +110,7 @@ bool dm_http_addr_is_wildcard(const struct sockaddr *sa)
         return false;
 }
 
-void dm_http_addr_host(const struct sockaddr *sa, char *ret, size_t n)
+void dm_mcphttp_addr_host(const struct sockaddr *sa, char *ret, size_t n)
 {
         char a[INET6_ADDRSTRLEN] = "";
 
@@ -125,7 +125,7 @@ void dm_http_addr_host(const struct sockaddr *sa, char *ret, size_t n)
 
 /* ---- Host and Origin ---------------------------------------------------------- */
 
-int dm_http_host_part(const char *authority, size_t len, char *ret, size_t n)
+int dm_mcphttp_host_part(const char *authority, size_t len, char *ret, size_t n)
 {
         size_t host_len;
 
@@ -172,18 +172,18 @@ static bool in_list(const char *name, const char *const *list)
         return false;
 }
 
-bool dm_http_host_allowed(const char *host_header, const char *const *allowed_hosts)
+bool dm_mcphttp_host_allowed(const char *host_header, const char *const *allowed_hosts)
 {
         char host[256];
 
         if (!host_header)
                 return false;
-        if (dm_http_host_part(host_header, strlen(host_header), host, sizeof(host)) < 0)
+        if (dm_mcphttp_host_part(host_header, strlen(host_header), host, sizeof(host)) < 0)
                 return in_list("*", allowed_hosts) && strchr(host_header, '\n') == NULL;
         return in_list(host, allowed_hosts);
 }
 
-bool dm_http_origin_allowed(const char *origin, const char *const *allowed_hosts, const char *const *allowed_origins)
+bool dm_mcphttp_origin_allowed(const char *origin, const char *const *allowed_hosts, const char *const *allowed_origins)
 {
         const char *authority;
         char host[256];
@@ -199,7 +199,7 @@ bool dm_http_origin_allowed(const char *origin, const char *const *allowed_hosts
                 authority = origin + 8;
         else
                 return false; /* "null", file:, chrome-extension:, garbage */
-        if (dm_http_host_part(authority, strlen(authority), host, sizeof(host)) < 0)
+        if (dm_mcphttp_host_part(authority, strlen(authority), host, sizeof(host)) < 0)
                 return false;
         /* An Origin names a page, so its host must be one of ours even when
          * the Host check itself is off: "*" in the host list does not count. */
@@ -211,7 +211,7 @@ bool dm_http_origin_allowed(const char *origin, const char *const *allowed_hosts
 
 /* ---- bearer token ------------------------------------------------------------ */
 
-bool dm_http_secret_equal(const char *given, size_t given_len, const char *want, size_t want_len)
+bool dm_mcphttp_secret_equal(const char *given, size_t given_len, const char *want, size_t want_len)
 {
         volatile unsigned char diff = given_len != want_len;
 
@@ -239,7 +239,7 @@ static const char *bearer_value(const char *authorization, size_t *ret_len)
         return p;
 }
 
-const struct dm_http_token *dm_http_bearer_match(const char *authorization, const struct dm_http_tokens *tokens)
+const struct dm_mcphttp_token *dm_mcphttp_bearer_match(const char *authorization, const struct dm_mcphttp_tokens *tokens)
 {
         size_t len, found = 0; /* 1 + the index of the match */
         const char *p = bearer_value(authorization, &len);
@@ -249,13 +249,13 @@ const struct dm_http_token *dm_http_bearer_match(const char *authorization, cons
         /* No early exit and no branch on a comparison: the tokens are
          * distinct, so at most one sets found. */
         for (size_t i = 0; i < tokens->n; i++) {
-                size_t eq = dm_http_secret_equal(p, len, tokens->v[i].secret, tokens->v[i].len);
+                size_t eq = dm_mcphttp_secret_equal(p, len, tokens->v[i].secret, tokens->v[i].len);
                 found |= (i + 1) & (0 - eq);
         }
         return found ? &tokens->v[found - 1] : NULL;
 }
 
-int dm_http_read_tokens(const char *path, struct dm_http_tokens *ret, struct dm_error *err)
+int dm_mcphttp_read_tokens(const char *path, struct dm_mcphttp_tokens *ret, struct dm_error *err)
 {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         _cleanup_free_ char *buf = NULL;
@@ -292,7 +292,7 @@ int dm_http_read_tokens(const char *path, struct dm_http_tokens *ret, struct dm_
         else if (memchr(buf, '\0', len))
                 r = dm_error_set(err, -EINVAL, "%s holds a NUL byte: it must be text", what);
         else
-                r = dm_http_tokens_parse(ret, buf, what, err);
+                r = dm_mcphttp_tokens_parse(ret, buf, what, err);
         explicit_bzero(buf, len);
         return r;
 }
@@ -304,7 +304,7 @@ static bool media_eq(const char *a, size_t alen, const char *b)
         return strlen(b) == alen && strncasecmp(a, b, alen) == 0;
 }
 
-bool dm_http_accepts(const char *accept, const char *type)
+bool dm_mcphttp_accepts(const char *accept, const char *type)
 {
         const char *slash = strchr(type, '/');
         size_t major = slash ? (size_t)(slash - type) : strlen(type);
@@ -342,7 +342,7 @@ bool dm_http_accepts(const char *accept, const char *type)
         return false;
 }
 
-bool dm_http_media_is(const char *content_type, const char *type)
+bool dm_mcphttp_media_is(const char *content_type, const char *type)
 {
         size_t len;
 
@@ -372,7 +372,7 @@ static int b64_decode(const char *in, size_t len, char **ret)
         return 0;
 }
 
-int dm_http_header_value(const char *raw, char **ret)
+int dm_mcphttp_header_value(const char *raw, char **ret)
 {
         size_t len;
 
@@ -387,7 +387,7 @@ int dm_http_header_value(const char *raw, char **ret)
         return *ret ? 0 : -ENOMEM;
 }
 
-int dm_http_random_id(char ret[33])
+int dm_mcphttp_random_id(char ret[33])
 {
         unsigned char b[16];
         size_t got = 0;

@@ -24,7 +24,7 @@
 
 #include "src/mcp/http-token.h"
 #include "src/mcp/http.h"
-#include "src/util/buf.h"
+#include "src/basic/buf.h"
 
 struct MHD_Daemon;
 struct MHD_Connection;
@@ -38,7 +38,7 @@ enum stream_mode {
 
 struct http_exchange {
         atomic_int refs;
-        struct dm_http *h;
+        struct dm_mcphttp *h;
         struct http_session *session;                /* legacy: the session it routes through */
         struct dm_mcp_session *ephemeral;            /* 2026-07-28: a session of its own */
         char *id;                                    /* the request id as JSON text, NULL for a GET stream */
@@ -66,13 +66,13 @@ struct http_exchange {
 };
 
 struct http_session {
-        struct dm_http *h;
+        struct dm_mcphttp *h;
         struct http_session *next;
         char id[33];
         struct dm_mcp_session *mcp;
         /* The token that made it, in h->tokens: only requests with that
          * token find it (compared by address). */
-        const struct dm_http_token *owner;
+        const struct dm_mcphttp_token *owner;
         int refs;                        /* table + exchanges + streams; guarded by h->lock */
         struct http_exchange *exchanges; /* POSTs waiting for their response */
         struct http_exchange *get;       /* the GET stream, if one is open */
@@ -90,10 +90,10 @@ struct http_conn {
         int64_t deadline_ms; /* 0 = none (a request is being answered) */
 };
 
-struct dm_http {
+struct dm_mcphttp {
         struct dm_mcp_server *srv;
-        struct dm_http_options opt;
-        struct dm_http_tokens tokens; /* read-only once serving */
+        struct dm_mcphttp_options opt;
+        struct dm_mcphttp_tokens tokens; /* read-only once serving */
         bool token_made;              /* by the server: written to token_path */
         char *token_path;
         struct stat token_st;
@@ -119,66 +119,66 @@ struct dm_http {
 
 /* ---- exchanges (http-stream.c) ---- */
 
-struct http_exchange *dm_http_ex_new(struct dm_http *h, int sock_fd);
-void dm_http_ex_ref(struct http_exchange *ex);
-void dm_http_ex_unref(struct http_exchange *ex);
+struct http_exchange *dm_mcphttp_ex_new(struct dm_mcphttp *h, int sock_fd);
+void dm_mcphttp_ex_ref(struct http_exchange *ex);
+void dm_mcphttp_ex_unref(struct http_exchange *ex);
 /* Queues one serialized message (not NUL-terminated data of len bytes);
  * is_response ends the exchange. Notifications that do not fit the cap on
  * waiting bytes are dropped (a client that does not read loses progress,
  * never its result). */
-void dm_http_ex_push(struct http_exchange *ex, const char *json, size_t len, bool is_response, int error_code);
+void dm_mcphttp_ex_push(struct http_exchange *ex, const char *json, size_t len, bool is_response, int error_code);
 /* Ends the stream without a response (shutdown, session ended). */
-void dm_http_ex_abort(struct http_exchange *ex);
+void dm_mcphttp_ex_abort(struct http_exchange *ex);
 /* The response, if it came before any stream started: the request is then
  * answered as plain JSON. The text stays owned by the exchange. */
-bool dm_http_ex_take_final(struct http_exchange *ex, char **ret_json, size_t *ret_len, int *ret_error);
-bool dm_http_ex_answered(struct http_exchange *ex);
-void dm_http_ex_set_mode(struct http_exchange *ex, enum stream_mode mode);
+bool dm_mcphttp_ex_take_final(struct http_exchange *ex, char **ret_json, size_t *ret_len, int *ret_error);
+bool dm_mcphttp_ex_answered(struct http_exchange *ex);
+void dm_mcphttp_ex_set_mode(struct http_exchange *ex, enum stream_mode mode);
 /* How a message finds its exchange: a response by its id, a progress
  * notification by its token (both as JSON text, malloc'd); true for a
  * response, with its error code (0 for a result). */
-bool dm_http_msg_route(json_object *msg, char **ret_id, char **ret_token, int *ret_code);
+bool dm_mcphttp_msg_route(json_object *msg, char **ret_id, char **ret_token, int *ret_code);
 /* The transport's send function for an exchange that is its session's
  * only destination (the 2026-07-28 per-request session). */
-int dm_http_ex_send(void *transport, json_object *msg);
+int dm_mcphttp_ex_send(void *transport, json_object *msg);
 /* libmicrohttpd's content reader and its free callback for streamed answers. */
-ssize_t dm_http_ex_read(void *cls, uint64_t pos, char *buf, size_t max);
-void dm_http_ex_release_cb(void *cls);
+ssize_t dm_mcphttp_ex_read(void *cls, uint64_t pos, char *buf, size_t max);
+void dm_mcphttp_ex_release_cb(void *cls);
 
 /* ---- sessions (http-session.c) ---- */
 
 /* A session acting for owner's principal (a token of h->tokens). */
-struct http_session *dm_http_session_new(struct dm_http *h, const struct dm_http_token *owner);
+struct http_session *dm_mcphttp_session_new(struct dm_mcphttp *h, const struct dm_mcphttp_token *owner);
 /* Finds a listed session by id and takes a reference; NULL if unknown or
  * made with another token than owner, alike, so a client cannot tell that
  * another's session exists. */
-struct http_session *dm_http_session_find(struct dm_http *h, const char *id, const struct dm_http_token *owner);
-void dm_http_session_ref_locked(struct http_session *s);
+struct http_session *dm_mcphttp_session_find(struct dm_mcphttp *h, const char *id, const struct dm_mcphttp_token *owner);
+void dm_mcphttp_session_ref_locked(struct http_session *s);
 /* Drops a reference; the last one frees the MCP session, which waits for
  * its calls to end: never call it from a thread a call may wait on. */
-void dm_http_session_unref(struct http_session *s);
+void dm_mcphttp_session_unref(struct http_session *s);
 /* Lists it (after a successful initialize); -EBUSY when full. */
-int dm_http_session_list(struct http_session *s);
+int dm_mcphttp_session_list(struct http_session *s);
 /* Unlists it and aborts its streams (DELETE, expiry, shutdown). */
-void dm_http_session_end(struct http_session *s);
-int dm_http_session_send(void *transport, json_object *msg);
+void dm_mcphttp_session_end(struct http_session *s);
+int dm_mcphttp_session_send(void *transport, json_object *msg);
 /* Routes messages to ex until unregistered; takes a session reference
  * that the caller drops after unregistering. */
-void dm_http_session_register(struct http_session *s, struct http_exchange *ex);
+void dm_mcphttp_session_register(struct http_session *s, struct http_exchange *ex);
 /* Makes ex the session's GET stream (-EEXIST: it has one; -ENOENT: ended). */
-int dm_http_session_attach_get(struct http_session *s, struct http_exchange *ex);
-void dm_http_session_unregister(struct http_exchange *ex);
+int dm_mcphttp_session_attach_get(struct http_session *s, struct http_exchange *ex);
+void dm_mcphttp_session_unregister(struct http_exchange *ex);
 
 /* A stream slot for a call or a GET stream: -EBUSY when the server has
  * max_streams, -EAGAIN when the session (may be NULL) has its share. */
-int dm_http_slot_take(struct dm_http *h, struct http_session *s, struct http_exchange *ex);
-void dm_http_slot_put(struct http_exchange *ex);
+int dm_mcphttp_slot_take(struct dm_mcphttp *h, struct http_session *s, struct http_exchange *ex);
+void dm_mcphttp_slot_put(struct http_exchange *ex);
 
 /* ---- the janitor (http-session.c) ---- */
 
-int dm_http_janitor_start(struct dm_http *h, pthread_t *ret);
-void dm_http_janitor_stop(struct dm_http *h, pthread_t th);
+int dm_mcphttp_janitor_start(struct dm_mcphttp *h, pthread_t *ret);
+void dm_mcphttp_janitor_stop(struct dm_mcphttp *h, pthread_t th);
 /* A refusal worth a log line, unless many come at once. */
-void dm_http_refused(struct dm_http *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dm_mcphttp_refused(struct dm_mcphttp *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -15,14 +15,14 @@
 #include "src/mcp/http-internal.h"
 #include "src/mcp/jsonrpc.h"
 #include "src/mcp/server.h"
-#include "src/util/log.h"
-#include "src/util/timeutil.h"
+#include "src/basic/log.h"
+#include "src/basic/timeutil.h"
 
 #define JANITOR_TICK_MS 250
 #define REFUSAL_WINDOW_MS 10000
 #define REFUSALS_PER_WINDOW 5
 
-struct http_session *dm_http_session_new(struct dm_http *h, const struct dm_http_token *owner)
+struct http_session *dm_mcphttp_session_new(struct dm_mcphttp *h, const struct dm_mcphttp_token *owner)
 {
         struct http_session *s = calloc(1, sizeof(*s));
 
@@ -32,7 +32,7 @@ struct http_session *dm_http_session_new(struct dm_http *h, const struct dm_http
         s->refs = 1;
         s->owner = owner;
         s->last_used_ms = dm_now_ms();
-        if (dm_http_random_id(s->id) < 0 || !(s->mcp = dm_mcp_session_new(h->srv, dm_http_session_send, s))) {
+        if (dm_mcphttp_random_id(s->id) < 0 || !(s->mcp = dm_mcp_session_new(h->srv, dm_mcphttp_session_send, s))) {
                 free(s);
                 return NULL;
         }
@@ -40,7 +40,7 @@ struct http_session *dm_http_session_new(struct dm_http *h, const struct dm_http
         return s;
 }
 
-struct http_session *dm_http_session_find(struct dm_http *h, const char *id, const struct dm_http_token *owner)
+struct http_session *dm_mcphttp_session_find(struct dm_mcphttp *h, const char *id, const struct dm_mcphttp_token *owner)
 {
         struct http_session *found = NULL;
         size_t len = strlen(id);
@@ -49,7 +49,7 @@ struct http_session *dm_http_session_find(struct dm_http *h, const char *id, con
         /* Session ids are bearer secrets of a kind: compare in constant
          * time. Another token's session is as unknown as no session. */
         for (struct http_session *s = h->sessions; s; s = s->next)
-                if (dm_http_secret_equal(id, len, s->id, sizeof(s->id) - 1) && s->owner == owner) {
+                if (dm_mcphttp_secret_equal(id, len, s->id, sizeof(s->id) - 1) && s->owner == owner) {
                         found = s;
                         s->refs++;
                         break;
@@ -58,12 +58,12 @@ struct http_session *dm_http_session_find(struct dm_http *h, const char *id, con
         return found;
 }
 
-void dm_http_session_ref_locked(struct http_session *s)
+void dm_mcphttp_session_ref_locked(struct http_session *s)
 {
         s->refs++;
 }
 
-void dm_http_session_unref(struct http_session *s)
+void dm_mcphttp_session_unref(struct http_session *s)
 {
         bool last;
 
@@ -80,9 +80,9 @@ void dm_http_session_unref(struct http_session *s)
         free(s);
 }
 
-int dm_http_session_list(struct http_session *s)
+int dm_mcphttp_session_list(struct http_session *s)
 {
-        struct dm_http *h = s->h;
+        struct dm_mcphttp *h = s->h;
         int r = 0;
 
         pthread_mutex_lock(&h->lock);
@@ -102,7 +102,7 @@ int dm_http_session_list(struct http_session *s)
 
 static bool unlist_locked(struct http_session *s)
 {
-        struct dm_http *h = s->h;
+        struct dm_mcphttp *h = s->h;
 
         if (!s->listed)
                 return false;
@@ -116,9 +116,9 @@ static bool unlist_locked(struct http_session *s)
         return true;
 }
 
-void dm_http_session_end(struct http_session *s)
+void dm_mcphttp_session_end(struct http_session *s)
 {
-        struct dm_http *h = s->h;
+        struct dm_mcphttp *h = s->h;
         bool was_listed;
 
         pthread_mutex_lock(&h->lock);
@@ -126,17 +126,17 @@ void dm_http_session_end(struct http_session *s)
         /* Its open requests end without an answer; ending them cancels
          * their calls (see request_done). */
         for (struct http_exchange *ex = s->exchanges; ex; ex = ex->next)
-                dm_http_ex_abort(ex);
+                dm_mcphttp_ex_abort(ex);
         if (s->get)
-                dm_http_ex_abort(s->get);
+                dm_mcphttp_ex_abort(s->get);
         pthread_mutex_unlock(&h->lock);
         if (was_listed)
-                dm_http_session_unref(s);
+                dm_mcphttp_session_unref(s);
 }
 
 /* ---- routing ------------------------------------------------------------------ */
 
-int dm_http_session_send(void *transport, json_object *msg)
+int dm_mcphttp_session_send(void *transport, json_object *msg)
 {
         struct http_session *s = transport;
         struct http_exchange *target = NULL;
@@ -144,7 +144,7 @@ int dm_http_session_send(void *transport, json_object *msg)
         int code;
         size_t len;
         char *line = dm_rpc_serialize(msg, &len);
-        bool response = dm_http_msg_route(msg, &id, &token, &code);
+        bool response = dm_mcphttp_msg_route(msg, &id, &token, &code);
 
         if (!line) {
                 free(id);
@@ -161,7 +161,7 @@ int dm_http_session_send(void *transport, json_object *msg)
         if (!target && !response)
                 target = s->get;
         if (target)
-                dm_http_ex_push(target, line, len, response, code);
+                dm_mcphttp_ex_push(target, line, len, response, code);
         pthread_mutex_unlock(&s->h->lock);
         free(line);
         free(id);
@@ -169,7 +169,7 @@ int dm_http_session_send(void *transport, json_object *msg)
         return target ? 0 : -ENOENT;
 }
 
-void dm_http_session_register(struct http_session *s, struct http_exchange *ex)
+void dm_mcphttp_session_register(struct http_session *s, struct http_exchange *ex)
 {
         pthread_mutex_lock(&s->h->lock);
         s->refs++;
@@ -181,7 +181,7 @@ void dm_http_session_register(struct http_session *s, struct http_exchange *ex)
         pthread_mutex_unlock(&s->h->lock);
 }
 
-int dm_http_session_attach_get(struct http_session *s, struct http_exchange *ex)
+int dm_mcphttp_session_attach_get(struct http_session *s, struct http_exchange *ex)
 {
         int r = 0;
 
@@ -198,7 +198,7 @@ int dm_http_session_attach_get(struct http_session *s, struct http_exchange *ex)
         return r;
 }
 
-void dm_http_session_unregister(struct http_exchange *ex)
+void dm_mcphttp_session_unregister(struct http_exchange *ex)
 {
         struct http_session *s = ex->session;
 
@@ -222,7 +222,7 @@ void dm_http_session_unregister(struct http_exchange *ex)
 
 /* ---- stream slots ------------------------------------------------------------- */
 
-int dm_http_slot_take(struct dm_http *h, struct http_session *s, struct http_exchange *ex)
+int dm_mcphttp_slot_take(struct dm_mcphttp *h, struct http_session *s, struct http_exchange *ex)
 {
         int r = 0;
 
@@ -247,9 +247,9 @@ int dm_http_slot_take(struct dm_http *h, struct http_session *s, struct http_exc
         return r;
 }
 
-void dm_http_slot_put(struct http_exchange *ex)
+void dm_mcphttp_slot_put(struct http_exchange *ex)
 {
-        struct dm_http *h = ex->h;
+        struct dm_mcphttp *h = ex->h;
 
         pthread_mutex_lock(&h->lock);
         if (ex->counted) {
@@ -266,7 +266,7 @@ void dm_http_slot_put(struct http_exchange *ex)
 
 /* ---- the janitor ----------------------------------------------------------------- */
 
-void dm_http_refused(struct dm_http *h, const char *fmt, ...)
+void dm_mcphttp_refused(struct dm_mcphttp *h, const char *fmt, ...)
 {
         char msg[512];
         va_list ap;
@@ -294,7 +294,7 @@ void dm_http_refused(struct dm_http *h, const char *fmt, ...)
 
 static void *janitor_main(void *arg)
 {
-        struct dm_http *h = arg;
+        struct dm_mcphttp *h = arg;
 
         pthread_mutex_lock(&h->lock);
         while (!h->janitor_stop) {
@@ -330,7 +330,7 @@ static void *janitor_main(void *arg)
                 pthread_mutex_unlock(&h->lock);
 
                 if (slow)
-                        dm_http_refused(h, "%u connection%s sent no whole request within %u s: closed", slow,
+                        dm_mcphttp_refused(h, "%u connection%s sent no whole request within %u s: closed", slow,
                                         slow == 1 ? "" : "s", h->opt.request_timeout_s);
                 if (quiet)
                         log_warning("http: refused %u more requests in the last %d s (not logged one by one)", quiet,
@@ -340,7 +340,7 @@ static void *janitor_main(void *arg)
                         expired = s->next;
                         log_info("http: session %.8s... ended after %u s without requests", s->id,
                                  h->opt.session_idle_s);
-                        dm_http_session_unref(s);
+                        dm_mcphttp_session_unref(s);
                 }
 
                 pthread_mutex_lock(&h->lock);
@@ -357,12 +357,12 @@ static void *janitor_main(void *arg)
         return NULL;
 }
 
-int dm_http_janitor_start(struct dm_http *h, pthread_t *ret)
+int dm_mcphttp_janitor_start(struct dm_mcphttp *h, pthread_t *ret)
 {
         return -pthread_create(ret, NULL, janitor_main, h);
 }
 
-void dm_http_janitor_stop(struct dm_http *h, pthread_t th)
+void dm_mcphttp_janitor_stop(struct dm_mcphttp *h, pthread_t th)
 {
         pthread_mutex_lock(&h->lock);
         h->janitor_stop = true;

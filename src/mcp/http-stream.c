@@ -16,13 +16,13 @@
 
 #include "src/mcp/http-internal.h"
 #include "src/mcp/jsonrpc.h"
-#include "src/util/timeutil.h"
+#include "src/basic/timeutil.h"
 
 /* Notifications waiting for a client that does not read are capped; the
  * response itself is kept apart and always delivered. */
 #define PENDING_MAX (1024 * 1024)
 
-struct http_exchange *dm_http_ex_new(struct dm_http *h, int sock_fd)
+struct http_exchange *dm_mcphttp_ex_new(struct dm_mcphttp *h, int sock_fd)
 {
         struct http_exchange *ex = calloc(1, sizeof(*ex));
 
@@ -44,12 +44,12 @@ struct http_exchange *dm_http_ex_new(struct dm_http *h, int sock_fd)
         return ex;
 }
 
-void dm_http_ex_ref(struct http_exchange *ex)
+void dm_mcphttp_ex_ref(struct http_exchange *ex)
 {
         atomic_fetch_add(&ex->refs, 1);
 }
 
-void dm_http_ex_unref(struct http_exchange *ex)
+void dm_mcphttp_ex_unref(struct http_exchange *ex)
 {
         if (!ex || atomic_fetch_sub(&ex->refs, 1) != 1)
                 return;
@@ -71,7 +71,7 @@ static void wake(struct http_exchange *ex)
         }
 }
 
-void dm_http_ex_push(struct http_exchange *ex, const char *json, size_t len, bool is_response, int error_code)
+void dm_mcphttp_ex_push(struct http_exchange *ex, const char *json, size_t len, bool is_response, int error_code)
 {
         static const char pre[] = "event: message\ndata: ", post[] = "\n\n";
 
@@ -104,7 +104,7 @@ void dm_http_ex_push(struct http_exchange *ex, const char *json, size_t len, boo
         wake(ex);
 }
 
-void dm_http_ex_abort(struct http_exchange *ex)
+void dm_mcphttp_ex_abort(struct http_exchange *ex)
 {
         pthread_mutex_lock(&ex->lock);
         ex->aborted = true;
@@ -112,7 +112,7 @@ void dm_http_ex_abort(struct http_exchange *ex)
         wake(ex);
 }
 
-bool dm_http_ex_take_final(struct http_exchange *ex, char **ret_json, size_t *ret_len, int *ret_error)
+bool dm_mcphttp_ex_take_final(struct http_exchange *ex, char **ret_json, size_t *ret_len, int *ret_error)
 {
         bool have;
 
@@ -127,7 +127,7 @@ bool dm_http_ex_take_final(struct http_exchange *ex, char **ret_json, size_t *re
         return have;
 }
 
-bool dm_http_ex_answered(struct http_exchange *ex)
+bool dm_mcphttp_ex_answered(struct http_exchange *ex)
 {
         bool r;
 
@@ -137,7 +137,7 @@ bool dm_http_ex_answered(struct http_exchange *ex)
         return r;
 }
 
-void dm_http_ex_set_mode(struct http_exchange *ex, enum stream_mode mode)
+void dm_mcphttp_ex_set_mode(struct http_exchange *ex, enum stream_mode mode)
 {
         pthread_mutex_lock(&ex->lock);
         ex->mode = mode;
@@ -164,7 +164,7 @@ static bool is_response_msg(json_object *msg, int *ret_code)
         return json_object_object_get_ex(msg, "result", &v);
 }
 
-int dm_http_ex_send(void *transport, json_object *msg)
+int dm_mcphttp_ex_send(void *transport, json_object *msg)
 {
         struct http_exchange *ex = transport;
         size_t len;
@@ -174,7 +174,7 @@ int dm_http_ex_send(void *transport, json_object *msg)
 
         if (!line)
                 return -ENOMEM;
-        dm_http_ex_push(ex, line, len, response, code);
+        dm_mcphttp_ex_push(ex, line, len, response, code);
         free(line);
         return 0;
 }
@@ -196,7 +196,7 @@ static char *text_of(json_object *v)
         return text;
 }
 
-bool dm_http_msg_route(json_object *msg, char **ret_id, char **ret_token, int *ret_code)
+bool dm_mcphttp_msg_route(json_object *msg, char **ret_id, char **ret_token, int *ret_code)
 {
         json_object *v, *params;
         bool response = is_response_msg(msg, ret_code);
@@ -242,7 +242,7 @@ static int wait_for_news(struct http_exchange *ex, int64_t deadline_ms)
         return 1;
 }
 
-ssize_t dm_http_ex_read(void *cls, uint64_t pos, char *buf, size_t max)
+ssize_t dm_mcphttp_ex_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
         struct http_exchange *ex = cls;
         int64_t keepalive_at = dm_now_ms() + ex->keepalive_ms;
@@ -269,7 +269,7 @@ ssize_t dm_http_ex_read(void *cls, uint64_t pos, char *buf, size_t max)
                          * free now, not when libmicrohttpd's completion
                          * callback runs, which can come after the client
                          * has read the end and sent its next request. */
-                        dm_http_slot_put(ex);
+                        dm_mcphttp_slot_put(ex);
                         return MHD_CONTENT_READER_END_OF_STREAM;
                 }
                 if (ex->final) {
@@ -308,7 +308,7 @@ ssize_t dm_http_ex_read(void *cls, uint64_t pos, char *buf, size_t max)
         }
 }
 
-void dm_http_ex_release_cb(void *cls)
+void dm_mcphttp_ex_release_cb(void *cls)
 {
-        dm_http_ex_unref(cls);
+        dm_mcphttp_ex_unref(cls);
 }

@@ -12,22 +12,22 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "src/util/cleanup.h"
-#include "src/util/io.h"
-#include "src/util/paths.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/io.h"
+#include "src/basic/paths.h"
 
-int dm_http_token_check(const char *token, const char *what, struct dm_error *err)
+int dm_mcphttp_token_check(const char *token, const char *what, struct dm_error *err)
 {
         size_t len = strlen(token);
 
         for (size_t i = 0; i < len; i++)
                 if (!isgraph((unsigned char)token[i]))
                         return dm_error_set(err, -EINVAL, "%s: the token must be printable, without spaces", what);
-        if (len < DM_HTTP_TOKEN_MIN)
+        if (len < DM_MCPHTTP_TOKEN_MIN)
                 return dm_error_set(err, -EINVAL,
                                     "%s: the token needs at least %d characters "
                                     "(head -c 32 /dev/urandom | base64 makes one)",
-                                    what, DM_HTTP_TOKEN_MIN);
+                                    what, DM_MCPHTTP_TOKEN_MIN);
         return 0;
 }
 
@@ -35,7 +35,7 @@ static bool name_ok(const char *name)
 {
         size_t len = strlen(name);
 
-        if (len == 0 || len > DM_HTTP_TOKEN_NAME_MAX)
+        if (len == 0 || len > DM_MCPHTTP_TOKEN_NAME_MAX)
                 return false;
         for (size_t i = 0; i < len; i++)
                 if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-", name[i]))
@@ -43,10 +43,10 @@ static bool name_ok(const char *name)
         return true;
 }
 
-int dm_http_tokens_add(struct dm_http_tokens *t, const char *name, const char *secret, const char *what, unsigned line,
+int dm_mcphttp_tokens_add(struct dm_mcphttp_tokens *t, const char *name, const char *secret, const char *what, unsigned line,
                        struct dm_error *err)
 {
-        struct dm_http_token *tok;
+        struct dm_mcphttp_token *tok;
         char where[PATH_MAX + 64];
         int r;
 
@@ -57,8 +57,8 @@ int dm_http_tokens_add(struct dm_http_tokens *t, const char *name, const char *s
         /* The name is not quoted: on a garbled line it may be a secret. */
         if (!name_ok(name))
                 return dm_error_set(err, -EINVAL, "%s: a token's name is 1 to %d letters, digits, '.', '_' or '-'",
-                                    where, DM_HTTP_TOKEN_NAME_MAX);
-        if ((r = dm_http_token_check(secret, where, err)) < 0)
+                                    where, DM_MCPHTTP_TOKEN_NAME_MAX);
+        if ((r = dm_mcphttp_token_check(secret, where, err)) < 0)
                 return r;
         for (size_t i = 0; i < t->n; i++) {
                 if (strcmp(t->v[i].name, name) == 0)
@@ -69,8 +69,8 @@ int dm_http_tokens_add(struct dm_http_tokens *t, const char *name, const char *s
                                             "%s: the same token as on line %u (each principal needs its own)", where,
                                             t->v[i].line);
         }
-        if (t->n >= DM_HTTP_TOKENS_MAX)
-                return dm_error_set(err, -EINVAL, "%s: more than %d tokens", where, DM_HTTP_TOKENS_MAX);
+        if (t->n >= DM_MCPHTTP_TOKENS_MAX)
+                return dm_error_set(err, -EINVAL, "%s: more than %d tokens", where, DM_MCPHTTP_TOKENS_MAX);
         tok = &t->v[t->n];
         if (!(tok->secret = strdup(secret)))
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -81,7 +81,7 @@ int dm_http_tokens_add(struct dm_http_tokens *t, const char *name, const char *s
         return 0;
 }
 
-int dm_http_tokens_parse(struct dm_http_tokens *t, char *text, const char *what, struct dm_error *err)
+int dm_mcphttp_tokens_parse(struct dm_mcphttp_tokens *t, char *text, const char *what, struct dm_error *err)
 {
         bool first_bare = false;
         unsigned line = 0;
@@ -124,12 +124,12 @@ int dm_http_tokens_parse(struct dm_http_tokens *t, char *text, const char *what,
                                                  what, line);
                 }
                 if (r == 0)
-                        r = dm_http_tokens_add(t, name, secret, what, line, err);
+                        r = dm_mcphttp_tokens_add(t, name, secret, what, line, err);
         }
         if (r == 0 && t->n == 0)
                 r = dm_error_set(err, -EINVAL, "%s holds no token: write one per line, NAME TOKEN or just TOKEN", what);
         if (r < 0) {
-                dm_http_tokens_release(t);
+                dm_mcphttp_tokens_release(t);
                 return r;
         }
         /* A file with one bare token is the single-token server it always was. */
@@ -138,7 +138,7 @@ int dm_http_tokens_parse(struct dm_http_tokens *t, char *text, const char *what,
         return 0;
 }
 
-void dm_http_tokens_release(struct dm_http_tokens *t)
+void dm_mcphttp_tokens_release(struct dm_mcphttp_tokens *t)
 {
         for (size_t i = 0; i < t->n; i++) {
                 explicit_bzero(t->v[i].secret, t->v[i].len);
@@ -163,7 +163,7 @@ static int random_bytes(unsigned char *buf, size_t n)
         return 0;
 }
 
-int dm_http_token_generate(char ret[65])
+int dm_mcphttp_token_generate(char ret[65])
 {
         unsigned char raw[32];
         int r = random_bytes(raw, sizeof(raw));
@@ -176,7 +176,7 @@ int dm_http_token_generate(char ret[65])
         return 0;
 }
 
-int dm_http_token_write(const char *dir, const char *name, const char *token, char **ret_path, struct stat *ret_st,
+int dm_mcphttp_token_write(const char *dir, const char *name, const char *token, char **ret_path, struct stat *ret_st,
                         struct dm_error *err)
 {
         _cleanup_close_ int dfd = -1, fd = -1;
@@ -226,7 +226,7 @@ int dm_http_token_write(const char *dir, const char *name, const char *token, ch
         return 0;
 }
 
-void dm_http_token_remove(const char *path, const struct stat *st)
+void dm_mcphttp_token_remove(const char *path, const struct stat *st)
 {
         struct stat now;
 

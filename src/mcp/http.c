@@ -25,9 +25,9 @@
 #include "src/mcp/http-token.h"
 #include "src/mcp/jsonrpc.h"
 #include "src/mcp/server.h"
-#include "src/util/cleanup.h"
-#include "src/util/log.h"
-#include "src/util/timeutil.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/log.h"
+#include "src/basic/timeutil.h"
 
 #define ENDPOINT "/mcp"
 /* Connection threads only parse and route; calls run on threads of their own. */
@@ -46,10 +46,10 @@ struct http_request {
         struct dm_buf body;
         bool post;
         struct http_exchange *ex;
-        const struct dm_http_token *token; /* the one its Authorization carries, in h->tokens */
+        const struct dm_mcphttp_token *token; /* the one its Authorization carries, in h->tokens */
 };
 
-void dm_http_options_init(struct dm_http_options *o)
+void dm_mcphttp_options_init(struct dm_mcphttp_options *o)
 {
         memset(o, 0, sizeof(*o));
         o->max_sessions = 64;
@@ -162,7 +162,7 @@ static unsigned status_for(int error_code, bool modern)
 
 /* ---- connections and their deadlines --------------------------------------------- */
 
-static void set_deadline(struct dm_http *h, struct http_conn *conn, bool running)
+static void set_deadline(struct dm_mcphttp *h, struct http_conn *conn, bool running)
 {
         if (!conn)
                 return;
@@ -174,7 +174,7 @@ static void set_deadline(struct dm_http *h, struct http_conn *conn, bool running
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-        struct dm_http *h = cls;
+        struct dm_mcphttp *h = cls;
         struct http_conn *conn = *socket_context;
 
         if (code == MHD_CONNECTION_NOTIFY_STARTED) {
@@ -226,7 +226,7 @@ static void cancel_request(struct http_session *s, const char *id)
 
 static void request_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-        struct dm_http *h = cls;
+        struct dm_mcphttp *h = cls;
         struct http_request *rq = *con_cls;
         struct http_exchange *ex;
 
@@ -234,14 +234,14 @@ static void request_done(void *cls, struct MHD_Connection *c, void **con_cls, en
                 return;
         ex = rq->ex;
         if (ex) {
-                bool answered = dm_http_ex_answered(ex);
+                bool answered = dm_mcphttp_ex_answered(ex);
 
-                dm_http_slot_put(ex);
+                dm_mcphttp_slot_put(ex);
                 if (ex->session) {
-                        dm_http_session_unregister(ex);
+                        dm_mcphttp_session_unregister(ex);
                         if (!answered && ex->id)
                                 cancel_request(ex->session, ex->id);
-                        dm_http_session_unref(ex->session);
+                        dm_mcphttp_session_unref(ex->session);
                 } else if (ex->ephemeral) {
                         /* Cancels the call if it still runs, and waits for it. */
                         dm_mcp_session_free(ex->ephemeral);
@@ -261,7 +261,7 @@ static void request_done(void *cls, struct MHD_Connection *c, void **con_cls, en
                 if (ex->dropped)
                         log_warning("http: %u notifications dropped for request %s: the client did not read them",
                                     ex->dropped, ex->id ? ex->id : "(GET stream)");
-                dm_http_ex_unref(ex);
+                dm_mcphttp_ex_unref(ex);
         }
         set_deadline(h, rq->conn, false);
         dm_buf_release(&rq->body);
@@ -271,22 +271,22 @@ static void request_done(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 /* ---- answering -------------------------------------------------------------------- */
 
-static enum MHD_Result start_stream(struct dm_http *h, struct MHD_Connection *c, struct http_request *rq,
+static enum MHD_Result start_stream(struct dm_mcphttp *h, struct MHD_Connection *c, struct http_request *rq,
                                     enum stream_mode mode, const char *session_id)
 {
         struct http_exchange *ex = rq->ex;
         struct MHD_Response *r;
         enum MHD_Result ret;
 
-        dm_http_ex_set_mode(ex, mode);
+        dm_mcphttp_ex_set_mode(ex, mode);
         /* A stream may be quiet for minutes; the keep-alive comments and the
          * socket watch in the reader take over from the idle timeout. */
         MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0);
-        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, dm_http_ex_read, ex,
-                                              dm_http_ex_release_cb);
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, dm_mcphttp_ex_read, ex,
+                                              dm_mcphttp_ex_release_cb);
         if (!r)
                 return MHD_NO;
-        dm_http_ex_ref(ex);
+        dm_mcphttp_ex_ref(ex);
         MHD_add_response_header(r, "Content-Type", mode == STREAM_SSE ? "text/event-stream" : "application/json");
         MHD_add_response_header(r, "Cache-Control", "no-cache, no-store");
         /* Keeps buffering proxies (nginx) from holding progress back. */
@@ -319,7 +319,7 @@ static json_object *meta_of(json_object *params)
  * 202 for a notification, JSON when the response is there at once, a
  * stream otherwise (tools/call). s is the legacy session (a reference the
  * caller keeps) or NULL for a 2026-07-28 request. */
-static enum MHD_Result dispatch(struct dm_http *h, struct MHD_Connection *c, struct http_request *rq,
+static enum MHD_Result dispatch(struct dm_mcphttp *h, struct MHD_Connection *c, struct http_request *rq,
                                 struct dm_rpc_msg *m, struct http_session *s, bool initialize)
 {
         const char *accept = header(c, "Accept");
@@ -340,7 +340,7 @@ static enum MHD_Result dispatch(struct dm_http *h, struct MHD_Connection *c, str
         }
 
         info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        ex = dm_http_ex_new(h, info ? info->connect_fd : -1);
+        ex = dm_mcphttp_ex_new(h, info ? info->connect_fd : -1);
         if (!ex)
                 return respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, DM_RPC_INTERNAL_ERROR, NULL,
                                      "out of memory");
@@ -349,18 +349,18 @@ static enum MHD_Result dispatch(struct dm_http *h, struct MHD_Connection *c, str
         if (meta && json_object_object_get_ex(meta, "progressToken", &tok))
                 ex->progress_token = json_text(tok);
 
-        if (strcmp(m->method, "tools/call") == 0 && (r = dm_http_slot_take(h, s, ex)) < 0) {
+        if (strcmp(m->method, "tools/call") == 0 && (r = dm_mcphttp_slot_take(h, s, ex)) < 0) {
                 static const char *const retry[] = { "Retry-After", "2", NULL };
-                dm_http_refused(h, "tools/call %s: %s", ex->id,
+                dm_mcphttp_refused(h, "tools/call %s: %s", ex->id,
                                 r == -EBUSY ? "max streams reached" : "the session's max streams reached");
                 return respond_error(c, MHD_HTTP_TOO_MANY_REQUESTS, ex->id, DM_RPC_INTERNAL_ERROR, retry,
                                      "too many calls in flight (%u in the server, %u per session): retry when one ends",
                                      h->opt.max_streams, h->opt.max_session_streams);
         }
         if (s) {
-                dm_http_session_register(s, ex);
+                dm_mcphttp_session_register(s, ex);
         } else {
-                ex->ephemeral = dm_mcp_session_new(h->srv, dm_http_ex_send, ex);
+                ex->ephemeral = dm_mcp_session_new(h->srv, dm_mcphttp_ex_send, ex);
                 if (!ex->ephemeral)
                         return respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, ex->id, DM_RPC_INTERNAL_ERROR, NULL,
                                              "out of memory");
@@ -369,12 +369,12 @@ static enum MHD_Result dispatch(struct dm_http *h, struct MHD_Connection *c, str
 
         dm_mcp_session_handle(s ? s->mcp : ex->ephemeral, rq->body.data, rq->body.len);
 
-        if (dm_http_ex_take_final(ex, &json, &len, &code)) {
+        if (dm_mcphttp_ex_take_final(ex, &json, &len, &code)) {
                 const char *extra[] = { "Mcp-Session-Id", s ? s->id : NULL, NULL };
                 if (initialize && code == 0) {
-                        if (dm_http_session_list(s) < 0) {
+                        if (dm_mcphttp_session_list(s) < 0) {
                                 static const char *const retry[] = { "Retry-After", "10", NULL };
-                                dm_http_refused(h, "initialize: %u sessions already", h->opt.max_sessions);
+                                dm_mcphttp_refused(h, "initialize: %u sessions already", h->opt.max_sessions);
                                 return respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, ex->id, DM_RPC_INTERNAL_ERROR,
                                                      retry,
                                                      "too many sessions (%u): end one with DELETE, or wait for an "
@@ -388,7 +388,7 @@ static enum MHD_Result dispatch(struct dm_http *h, struct MHD_Connection *c, str
         }
         /* Still running: tools/call. SSE carries its progress; a client
          * that takes only JSON gets the result when it is there. */
-        return start_stream(h, c, rq, dm_http_accepts(accept, "text/event-stream") ? STREAM_SSE : STREAM_JSON, NULL);
+        return start_stream(h, c, rq, dm_mcphttp_accepts(accept, "text/event-stream") ? STREAM_SSE : STREAM_JSON, NULL);
 }
 
 /* 2026-07-28: the headers repeat what the body says and must agree with it
@@ -406,7 +406,7 @@ static const char *name_field(const char *method)
         return NULL;
 }
 
-static enum MHD_Result modern_post(struct dm_http *h, struct MHD_Connection *c, struct http_request *rq,
+static enum MHD_Result modern_post(struct dm_mcphttp *h, struct MHD_Connection *c, struct http_request *rq,
                                    struct dm_rpc_msg *m, const char *hv)
 {
         json_object *meta = meta_of(m->params), *v;
@@ -428,7 +428,7 @@ static enum MHD_Result modern_post(struct dm_http *h, struct MHD_Connection *c, 
                 return respond_error(c, MHD_HTTP_BAD_REQUEST, id, DM_RPC_HEADER_MISMATCH, NULL,
                                      "header mismatch: MCP-Protocol-Version is '%s' but _meta says '%s'", hv, bv);
         raw = header(c, "Mcp-Method");
-        if (!raw || dm_http_header_value(raw, &hmethod) < 0 || strcmp(hmethod, m->method) != 0)
+        if (!raw || dm_mcphttp_header_value(raw, &hmethod) < 0 || strcmp(hmethod, m->method) != 0)
                 return respond_error(c, MHD_HTTP_BAD_REQUEST, id, DM_RPC_HEADER_MISMATCH, NULL,
                                      "header mismatch: Mcp-Method is %s%s%s but the body's method is '%s'",
                                      raw ? "'" : "", raw ? raw : "missing", raw ? "'" : "", m->method);
@@ -439,7 +439,7 @@ static enum MHD_Result modern_post(struct dm_http *h, struct MHD_Connection *c, 
                                             ? json_object_get_string(v)
                                             : NULL;
                 raw = header(c, "Mcp-Name");
-                if (raw && dm_http_header_value(raw, &hname) < 0)
+                if (raw && dm_mcphttp_header_value(raw, &hname) < 0)
                         return respond_error(c, MHD_HTTP_BAD_REQUEST, id, DM_RPC_HEADER_MISMATCH, NULL,
                                              "header mismatch: Mcp-Name is not valid =?base64?...?= encoding");
                 if ((bname || hname) && (!bname || !hname || strcmp(bname, hname) != 0))
@@ -451,7 +451,7 @@ static enum MHD_Result modern_post(struct dm_http *h, struct MHD_Connection *c, 
         return dispatch(h, c, rq, m, NULL, false);
 }
 
-static enum MHD_Result legacy_post(struct dm_http *h, struct MHD_Connection *c, struct http_request *rq,
+static enum MHD_Result legacy_post(struct dm_mcphttp *h, struct MHD_Connection *c, struct http_request *rq,
                                    struct dm_rpc_msg *m, const char *hv)
 {
         _cleanup_free_ char *id = json_text(m->id);
@@ -467,28 +467,28 @@ static enum MHD_Result legacy_post(struct dm_http *h, struct MHD_Connection *c, 
         if (m->kind == DM_RPC_REQUEST && strcmp(m->method, "initialize") == 0) {
                 /* A new session, whatever Mcp-Session-Id said: listed only
                  * once initialize succeeded. */
-                s = dm_http_session_new(h, rq->token);
+                s = dm_mcphttp_session_new(h, rq->token);
                 if (!s)
                         return respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, id, DM_RPC_INTERNAL_ERROR, NULL,
                                              "out of memory");
                 ret = dispatch(h, c, rq, m, s, true);
-                dm_http_session_unref(s);
+                dm_mcphttp_session_unref(s);
                 return ret;
         }
         if (!sid)
                 return respond_error(c, MHD_HTTP_BAD_REQUEST, id, DM_RPC_INVALID_REQUEST, NULL,
                                      "the Mcp-Session-Id header is missing: send initialize first, then its "
                                      "Mcp-Session-Id with every request (or use protocol 2026-07-28)");
-        s = dm_http_session_find(h, sid, rq->token);
+        s = dm_mcphttp_session_find(h, sid, rq->token);
         if (!s)
                 return respond_error(c, MHD_HTTP_NOT_FOUND, id, -32001, NULL,
                                      "session not found (it ended or expired): initialize a new one");
         ret = dispatch(h, c, rq, m, s, false);
-        dm_http_session_unref(s);
+        dm_mcphttp_session_unref(s);
         return ret;
 }
 
-static enum MHD_Result handle_post(struct dm_http *h, struct MHD_Connection *c, struct http_request *rq)
+static enum MHD_Result handle_post(struct dm_mcphttp *h, struct MHD_Connection *c, struct http_request *rq)
 {
         const char *hv_raw = header(c, "MCP-Protocol-Version");
         _cleanup_free_ char *hv = NULL, *id = NULL;
@@ -497,7 +497,7 @@ static enum MHD_Result handle_post(struct dm_http *h, struct MHD_Connection *c, 
         enum MHD_Result ret;
         bool modern;
 
-        if (hv_raw && dm_http_header_value(hv_raw, &hv) < 0)
+        if (hv_raw && dm_mcphttp_header_value(hv_raw, &hv) < 0)
                 return respond_error(c, MHD_HTTP_BAD_REQUEST, NULL, DM_RPC_INVALID_REQUEST, NULL,
                                      "MCP-Protocol-Version is not a valid header value");
         dm_rpc_parse(rq->body.data ? rq->body.data : "", rq->body.len, &m);
@@ -515,7 +515,7 @@ static enum MHD_Result handle_post(struct dm_http *h, struct MHD_Connection *c, 
         return ret;
 }
 
-static enum MHD_Result handle_get(struct dm_http *h, struct MHD_Connection *c, struct http_request *rq)
+static enum MHD_Result handle_get(struct dm_mcphttp *h, struct MHD_Connection *c, struct http_request *rq)
 {
         static const char *const allow_post[] = { "Allow", "POST", NULL };
         const char *hv = header(c, "MCP-Protocol-Version"), *sid = header(c, "Mcp-Session-Id");
@@ -529,31 +529,31 @@ static enum MHD_Result handle_get(struct dm_http *h, struct MHD_Connection *c, s
         if (!sid)
                 return respond_error(c, MHD_HTTP_BAD_REQUEST, NULL, DM_RPC_INVALID_REQUEST, NULL,
                                      "the Mcp-Session-Id header is missing: a GET stream belongs to a session");
-        if (!dm_http_accepts(header(c, "Accept"), "text/event-stream"))
+        if (!dm_mcphttp_accepts(header(c, "Accept"), "text/event-stream"))
                 return respond_error(c, MHD_HTTP_NOT_ACCEPTABLE, NULL, DM_RPC_INVALID_REQUEST, NULL,
                                      "a GET stream is text/event-stream: the Accept header must allow it");
-        s = dm_http_session_find(h, sid, rq->token);
+        s = dm_mcphttp_session_find(h, sid, rq->token);
         if (!s)
                 return respond_error(c, MHD_HTTP_NOT_FOUND, NULL, -32001, NULL,
                                      "session not found (it ended or expired): initialize a new one");
         info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        rq->ex = dm_http_ex_new(h, info ? info->connect_fd : -1);
+        rq->ex = dm_mcphttp_ex_new(h, info ? info->connect_fd : -1);
         if (!rq->ex) {
-                dm_http_session_unref(s);
+                dm_mcphttp_session_unref(s);
                 return MHD_NO;
         }
-        if ((r = dm_http_slot_take(h, s, rq->ex)) < 0) {
+        if ((r = dm_mcphttp_slot_take(h, s, rq->ex)) < 0) {
                 static const char *const retry[] = { "Retry-After", "2", NULL };
-                dm_http_session_unref(s);
+                dm_mcphttp_session_unref(s);
                 return respond_error(c, MHD_HTTP_TOO_MANY_REQUESTS, NULL, DM_RPC_INTERNAL_ERROR, retry,
                                      "too many open streams (%u in the server, %u per session)", h->opt.max_streams,
                                      h->opt.max_session_streams);
         }
-        r = dm_http_session_attach_get(s, rq->ex);
+        r = dm_mcphttp_session_attach_get(s, rq->ex);
         if (r < 0)
                 /* Before our reference goes: the slot names the session. */
-                dm_http_slot_put(rq->ex);
-        dm_http_session_unref(s);
+                dm_mcphttp_slot_put(rq->ex);
+        dm_mcphttp_session_unref(s);
         if (r < 0)
                 return respond_error(c, r == -EEXIST ? MHD_HTTP_CONFLICT : MHD_HTTP_NOT_FOUND, NULL,
                                      DM_RPC_INVALID_REQUEST, NULL,
@@ -562,7 +562,7 @@ static enum MHD_Result handle_get(struct dm_http *h, struct MHD_Connection *c, s
         return start_stream(h, c, rq, STREAM_SSE, NULL);
 }
 
-static enum MHD_Result handle_delete(struct dm_http *h, struct MHD_Connection *c, struct http_request *rq)
+static enum MHD_Result handle_delete(struct dm_mcphttp *h, struct MHD_Connection *c, struct http_request *rq)
 {
         static const char *const allow_post[] = { "Allow", "POST", NULL };
         const char *hv = header(c, "MCP-Protocol-Version"), *sid = header(c, "Mcp-Session-Id");
@@ -575,14 +575,14 @@ static enum MHD_Result handle_delete(struct dm_http *h, struct MHD_Connection *c
         if (!sid)
                 return respond_error(c, MHD_HTTP_BAD_REQUEST, NULL, DM_RPC_INVALID_REQUEST, NULL,
                                      "the Mcp-Session-Id header is missing: DELETE ends the session it names");
-        s = dm_http_session_find(h, sid, rq->token);
+        s = dm_mcphttp_session_find(h, sid, rq->token);
         if (!s)
                 return respond_error(c, MHD_HTTP_NOT_FOUND, NULL, -32001, NULL, "session not found");
         snprintf(id, sizeof(id), "%.8s", s->id);
-        dm_http_session_end(s);
+        dm_mcphttp_session_end(s);
         /* The last reference may be ours: then this waits until the
          * session's calls are cancelled and their containers gone. */
-        dm_http_session_unref(s);
+        dm_mcphttp_session_unref(s);
         log_info("http: session %s... ended by the client", id);
         return respond(c, MHD_HTTP_OK, NULL, "", 0, NULL);
 }
@@ -609,7 +609,7 @@ static enum MHD_Result handle_options(struct MHD_Connection *c)
 
 /* ---- the access handler: every request passes here first ------------------------- */
 
-static enum MHD_Result begin_request(struct dm_http *h, struct MHD_Connection *c, struct http_request *rq,
+static enum MHD_Result begin_request(struct dm_mcphttp *h, struct MHD_Connection *c, struct http_request *rq,
                                      const char *url, const char *method)
 {
         const char *host = header(c, "Host"), *origin = header(c, "Origin");
@@ -623,15 +623,15 @@ static enum MHD_Result begin_request(struct dm_http *h, struct MHD_Connection *c
                                      "the server is shutting down");
         /* DNS rebinding: a page of evil.example resolving to 127.0.0.1 still
          * says Host: evil.example; and a page elsewhere says its Origin. */
-        if (!dm_http_host_allowed(host, h->hosts)) {
-                dm_http_refused(h, "Host '%.100s' is not allowed", host ? host : "(none)");
+        if (!dm_mcphttp_host_allowed(host, h->hosts)) {
+                dm_mcphttp_refused(h, "Host '%.100s' is not allowed", host ? host : "(none)");
                 return respond_error(c, MHD_HTTP_FORBIDDEN, NULL, DM_RPC_INVALID_REQUEST, NULL,
                                      "Host '%.100s' is not allowed (DNS-rebinding protection): start the server with "
                                      "--allowed-host NAME for each name clients use",
                                      host ? host : "(none)");
         }
-        if (!dm_http_origin_allowed(origin, h->hosts, h->opt.allowed_origins)) {
-                dm_http_refused(h, "Origin '%.100s' is not allowed", origin);
+        if (!dm_mcphttp_origin_allowed(origin, h->hosts, h->opt.allowed_origins)) {
+                dm_mcphttp_refused(h, "Origin '%.100s' is not allowed", origin);
                 return respond_error(c, MHD_HTTP_FORBIDDEN, NULL, DM_RPC_INVALID_REQUEST, NULL,
                                      "Origin '%.100s' is not allowed: start the server with --allowed-origin ORIGIN "
                                      "to let a web page in",
@@ -642,25 +642,25 @@ static enum MHD_Result begin_request(struct dm_http *h, struct MHD_Connection *c
                                      "nothing at '%.100s': the MCP endpoint is " ENDPOINT, url);
         if (strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0)
                 return handle_options(c);
-        rq->token = dm_http_bearer_match(header(c, "Authorization"), &h->tokens);
+        rq->token = dm_mcphttp_bearer_match(header(c, "Authorization"), &h->tokens);
         if (!rq->token) {
                 static const char *const challenge[] = { "WWW-Authenticate", "Bearer realm=\"demesne\"", NULL };
-                dm_http_refused(h, "%s without a valid bearer token", method);
+                dm_mcphttp_refused(h, "%s without a valid bearer token", method);
                 return respond_error(c, MHD_HTTP_UNAUTHORIZED, NULL, DM_RPC_INVALID_REQUEST, challenge,
                                      "a valid 'Authorization: Bearer TOKEN' header is required");
         }
         if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) {
                 const char *length = header(c, "Content-Length"), *accept = header(c, "Accept");
 
-                if (!dm_http_media_is(header(c, "Content-Type"), "application/json"))
+                if (!dm_mcphttp_media_is(header(c, "Content-Type"), "application/json"))
                         return respond_error(c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, NULL, DM_RPC_INVALID_REQUEST, NULL,
                                              "the body must be JSON: Content-Type: application/json");
-                if (!dm_http_accepts(accept, "application/json") && !dm_http_accepts(accept, "text/event-stream"))
+                if (!dm_mcphttp_accepts(accept, "application/json") && !dm_mcphttp_accepts(accept, "text/event-stream"))
                         return respond_error(c, MHD_HTTP_NOT_ACCEPTABLE, NULL, DM_RPC_INVALID_REQUEST, NULL,
                                              "answers are application/json or text/event-stream: the Accept header "
                                              "must allow them");
                 if (length && strtoull(length, NULL, 10) > h->opt.max_message) {
-                        dm_http_refused(h, "a body of %.30s bytes (the limit is %zu)", length, h->opt.max_message);
+                        dm_mcphttp_refused(h, "a body of %.30s bytes (the limit is %zu)", length, h->opt.max_message);
                         return respond_error(c, MHD_HTTP_CONTENT_TOO_LARGE, NULL, DM_RPC_INVALID_REQUEST, NULL,
                                              "message too large: over %zu bytes (DEMESNE_MAX_MESSAGE sets the limit)",
                                              h->opt.max_message);
@@ -685,7 +685,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
 {
-        struct dm_http *h = cls;
+        struct dm_mcphttp *h = cls;
         struct http_request *rq = *con_cls;
 
         (void)version;
@@ -703,7 +703,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                         /* Only a body without Content-Length gets here (a
                          * chunked one): nothing can be answered mid-upload,
                          * so the connection is closed. */
-                        dm_http_refused(h, "a chunked body over %zu bytes: connection closed", h->opt.max_message);
+                        dm_mcphttp_refused(h, "a chunked body over %zu bytes: connection closed", h->opt.max_message);
                         return MHD_NO;
                 }
                 *upload_data_size = 0;
@@ -730,32 +730,32 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- serving ------------------------------------------------------------------------ */
 
-static int setup(struct dm_http *h, const struct dm_http_options *o, struct sockaddr_storage *addr, socklen_t *addr_len,
+static int setup(struct dm_mcphttp *h, const struct dm_mcphttp_options *o, struct sockaddr_storage *addr, socklen_t *addr_len,
                  struct dm_error *err)
 {
         size_t n = 0, extra = 0;
         int r;
 
-        r = dm_http_parse_listen(o->listen, addr, addr_len, err);
+        r = dm_mcphttp_parse_listen(o->listen, addr, addr_len, err);
         if (r < 0)
                 return r;
-        dm_http_addr_host((struct sockaddr *)addr, h->bind_host, sizeof(h->bind_host));
-        if (dm_http_addr_is_wildcard((struct sockaddr *)addr) && !o->allowed_hosts)
+        dm_mcphttp_addr_host((struct sockaddr *)addr, h->bind_host, sizeof(h->bind_host));
+        if (dm_mcphttp_addr_is_wildcard((struct sockaddr *)addr) && !o->allowed_hosts)
                 return dm_error_set(err, -EINVAL,
                                     "--http %s listens on every address: name the host names clients use with "
                                     "--allowed-host NAME (or --allowed-host '*' to leave the Host check to the token)",
                                     o->listen);
         if (o->token_file) {
-                r = dm_http_read_tokens(o->token_file, &h->tokens, err);
+                r = dm_mcphttp_read_tokens(o->token_file, &h->tokens, err);
         } else if (o->token) {
-                r = dm_http_tokens_add(&h->tokens, "token", o->token, "DEMESNE_HTTP_TOKEN", 0, err);
+                r = dm_mcphttp_tokens_add(&h->tokens, "token", o->token, "DEMESNE_HTTP_TOKEN", 0, err);
         } else {
                 char made[65];
                 if (!o->state_dir)
                         return dm_error_set(err, -EINVAL, "no state directory to write the token to");
-                if ((r = dm_http_token_generate(made)) < 0)
+                if ((r = dm_mcphttp_token_generate(made)) < 0)
                         return dm_error_set(err, r, "cannot make a token: getrandom: %s", strerror(-r));
-                r = dm_http_tokens_add(&h->tokens, "token", made, "a made token", 0, err);
+                r = dm_mcphttp_tokens_add(&h->tokens, "token", made, "a made token", 0, err);
                 explicit_bzero(made, sizeof(made));
                 h->token_made = true; /* written once the port is known */
         }
@@ -769,7 +769,7 @@ static int setup(struct dm_http *h, const struct dm_http_options *o, struct sock
         h->hosts[n++] = "localhost";
         h->hosts[n++] = "127.0.0.1";
         h->hosts[n++] = "[::1]";
-        if (!dm_http_addr_is_wildcard((struct sockaddr *)addr))
+        if (!dm_mcphttp_addr_is_wildcard((struct sockaddr *)addr))
                 h->hosts[n++] = h->bind_host;
         for (size_t i = 0; i < extra; i++)
                 h->hosts[n++] = o->allowed_hosts[i];
@@ -832,13 +832,13 @@ static int open_listener(struct sockaddr_storage *addr, socklen_t len, const cha
 
 /* A token the server made: local clients read it from a 0600 file named
  * after the address, so servers on other ports keep theirs. */
-static int write_token(struct dm_http *h, const char *dir, unsigned port, struct dm_error *err)
+static int write_token(struct dm_mcphttp *h, const char *dir, unsigned port, struct dm_error *err)
 {
         char name[128];
         int r;
 
         snprintf(name, sizeof(name), "http-%s-%u.token", h->bind_host, port);
-        r = dm_http_token_write(dir, name, h->tokens.v[0].secret, &h->token_path, &h->token_st, err);
+        r = dm_mcphttp_token_write(dir, name, h->tokens.v[0].secret, &h->token_path, &h->token_st, err);
         if (r < 0)
                 return r;
         log_info("http: bearer token in '%s' (clients send 'Authorization: Bearer TOKEN'; --token-file or "
@@ -849,13 +849,13 @@ static int write_token(struct dm_http *h, const char *dir, unsigned port, struct
 
 /* Which principals may connect: names only, never a token. A log line
  * holds 2 KiB, so 64 long names end in a count. */
-static void log_tokens(const struct dm_http_tokens *t)
+static void log_tokens(const struct dm_mcphttp_tokens *t)
 {
         char names[1600];
         size_t n = 0, i;
 
         names[0] = '\0';
-        for (i = 0; i < t->n && n + DM_HTTP_TOKEN_NAME_MAX + 4 < sizeof(names); i++)
+        for (i = 0; i < t->n && n + DM_MCPHTTP_TOKEN_NAME_MAX + 4 < sizeof(names); i++)
                 n += (size_t)snprintf(names + n, sizeof(names) - n, "%s'%s'", i ? ", " : "", t->v[i].name);
         if (i < t->n)
                 snprintf(names + n, sizeof(names) - n, " and %zu more", t->n - i);
@@ -886,7 +886,7 @@ static void wait_for_signal(void)
         close(sfd);
 }
 
-static void stop(struct dm_http *h)
+static void stop(struct dm_mcphttp *h)
 {
         struct http_session *list[64];
         size_t n;
@@ -901,7 +901,7 @@ static void stop(struct dm_http *h)
         do {
                 pthread_mutex_lock(&h->lock);
                 for (struct http_exchange *ex = h->streams; ex; ex = ex->all_next)
-                        dm_http_ex_abort(ex);
+                        dm_mcphttp_ex_abort(ex);
                 /* Unlisted here, so the table's reference becomes ours. */
                 for (n = 0; h->sessions && n < DM_ARRAY_SIZE(list); n++) {
                         list[n] = h->sessions;
@@ -911,17 +911,17 @@ static void stop(struct dm_http *h)
                 }
                 pthread_mutex_unlock(&h->lock);
                 for (size_t i = 0; i < n; i++) {
-                        dm_http_session_end(list[i]);
-                        dm_http_session_unref(list[i]);
+                        dm_mcphttp_session_end(list[i]);
+                        dm_mcphttp_session_unref(list[i]);
                 }
         } while (n == DM_ARRAY_SIZE(list));
         MHD_stop_daemon(h->daemon);
         h->daemon = NULL;
 }
 
-int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o, struct dm_error *err)
+int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, struct dm_error *err)
 {
-        struct dm_http *h = calloc(1, sizeof(*h));
+        struct dm_mcphttp *h = calloc(1, sizeof(*h));
         struct sockaddr_storage addr;
         socklen_t addr_len = 0;
         unsigned port = 0;
@@ -944,7 +944,7 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o
                 r = h->listen_fd = open_listener(&addr, addr_len, o->listen, &port, err);
         if (r >= 0 && h->token_made)
                 r = write_token(h, o->state_dir, port, err);
-        if (r >= 0 && (r = dm_http_janitor_start(h, &janitor)) < 0)
+        if (r >= 0 && (r = dm_mcphttp_janitor_start(h, &janitor)) < 0)
                 dm_error_set(err, r, "cannot start a thread: %s", strerror(-r));
         if (r >= 0) {
                 h->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
@@ -959,25 +959,25 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o
                                              on_connection, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_END);
                 if (!h->daemon) {
                         r = dm_error_set(err, -EIO, "libmicrohttpd could not start on %s", o->listen);
-                        dm_http_janitor_stop(h, janitor);
+                        dm_mcphttp_janitor_stop(h, janitor);
                 }
         }
         if (r >= 0) {
                 log_tokens(&h->tokens);
                 log_info("serving MCP on http://%s:%u" ENDPOINT " with a bearer token (connections from %s)",
                          h->bind_host, port,
-                         dm_http_addr_is_loopback((struct sockaddr *)&addr) ? "this machine only" : "the network");
+                         dm_mcphttp_addr_is_loopback((struct sockaddr *)&addr) ? "this machine only" : "the network");
                 wait_for_signal();
                 stop(h);
-                dm_http_janitor_stop(h, janitor);
+                dm_mcphttp_janitor_stop(h, janitor);
                 r = 0;
         }
         if (h->listen_fd >= 0)
                 close(h->listen_fd);
         if (h->token_path)
-                dm_http_token_remove(h->token_path, &h->token_st);
+                dm_mcphttp_token_remove(h->token_path, &h->token_st);
         free(h->token_path);
-        dm_http_tokens_release(&h->tokens);
+        dm_mcphttp_tokens_release(&h->tokens);
         free(h->hosts);
         pthread_mutex_destroy(&h->lock);
         pthread_cond_destroy(&h->tick);

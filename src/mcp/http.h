@@ -19,13 +19,13 @@
 
 #include <stddef.h>
 
-#include "src/util/error.h"
+#include "src/basic/error.h"
 
 struct dm_mcp_server;
 
-struct dm_http_options {
+struct dm_mcphttp_options {
         const char *listen;                 /* "[ADDR:]PORT", ADDR default 127.0.0.1 */
-        const char *token_file;             /* the tokens, one per line (mode 0600): dm_http_tokens_parse */
+        const char *token_file;             /* the tokens, one per line (mode 0600): dm_mcphttp_tokens_parse */
         const char *token;                  /* else this token; NULL: make one and write it */
         const char *state_dir;              /* where a token the server made is written */
         const char *const *allowed_hosts;   /* extra Host names, NULL-terminated; "*" = any */
@@ -42,7 +42,7 @@ struct dm_http_options {
 };
 
 /* The defaults; listen and max_message still have to be set. */
-void dm_http_options_init(struct dm_http_options *o);
+void dm_mcphttp_options_init(struct dm_mcphttp_options *o);
 
 /* Serves until SIGTERM, SIGINT or SIGHUP; then refuses new requests,
  * cancels every call (the commands are killed) and waits for them before
@@ -50,6 +50,6 @@ void dm_http_options_init(struct dm_http_options *o);
  * A token it made is in STATE_DIR/http-ADDR-PORT.token (logged) while it
  * serves, removed at the end.
  * 0, or a negative errno with err filled (bad address, port taken, token). */
-int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_http_options *o, struct dm_error *err);
+int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, struct dm_error *err);
 
 #endif

@@ -12,6 +12,9 @@
 #define DM_RPC_METHOD_NOT_FOUND -32601
 #define DM_RPC_INVALID_PARAMS -32602
 #define DM_RPC_INTERNAL_ERROR -32603
+/* MCP's "resource not found" before 2026-07-28 (which uses -32602, Invalid
+ * Params: SEP-2164). */
+#define DM_RPC_RESOURCE_NOT_FOUND (-32002)
 /* 2026-07-28 */
 #define DM_RPC_HEADER_MISMATCH -32020
 #define DM_RPC_MISSING_CLIENT_CAPABILITY -32021

@@ -10,11 +10,10 @@
 
 #include "src/mcp/jsonrpc.h"
 #include "src/mcp/registry.h"
-#include "src/resources.h"
-#include "src/skills.h"
-#include "src/util/cancel.h"
-#include "src/util/log.h"
-#include "src/util/timeutil.h"
+#include "src/mcp/skills.h"
+#include "src/basic/cancel.h"
+#include "src/basic/log.h"
+#include "src/basic/timeutil.h"
 
 #define TOOLS_PAGE_SIZE 20
 #define META_VERSION "io.modelcontextprotocol/protocolVersion"
@@ -24,7 +23,9 @@
 static const char *const legacy_versions[] = { "2025-11-25", "2025-06-18", NULL };
 
 struct dm_mcp_server {
-        struct dm_context *ctx;
+        void *app;                                 /* the tools' (borrowed) */
+        const struct dm_mcp_resource_ops *res_ops; /* NULL: the skills only */
+        void *res_data;
         uint64_t next_session_id;
         /* Guards sessions and their call lists. Never log while holding it:
          * the log hook takes it to find the sessions that want records. */
@@ -133,16 +134,16 @@ static void log_hook(enum dm_log_level level, const char *line, void *userdata)
 
 /* ---- server and sessions ------------------------------------------------ */
 
-struct dm_mcp_server *dm_mcp_server_new(struct dm_context *ctx)
+struct dm_mcp_server *dm_mcp_server_new(void *app, const char *skills_dir)
 {
         struct dm_mcp_server *srv = calloc(1, sizeof(*srv));
 
         if (!srv)
                 return NULL;
-        srv->ctx = ctx;
+        srv->app = app;
         {
                 struct dm_error err = { 0 };
-                const char *dir = dm_skills_dir(ctx ? ctx->cfg.skills_dir : NULL);
+                const char *dir = dm_skills_dir(skills_dir);
 
                 /* Skills are an extra: a failure to read them is logged and
                  * the server goes on without. */
@@ -155,6 +156,12 @@ struct dm_mcp_server *dm_mcp_server_new(struct dm_context *ctx)
         pthread_cond_init(&srv->idle, NULL);
         dm_log_set_hook(log_hook, srv);
         return srv;
+}
+
+void dm_mcp_server_set_resources(struct dm_mcp_server *srv, const struct dm_mcp_resource_ops *ops, void *data)
+{
+        srv->res_ops = ops;
+        srv->res_data = data;
 }
 
 void dm_mcp_server_set_private_logs(struct dm_mcp_server *srv)
@@ -248,9 +255,9 @@ void dm_mcp_server_free(struct dm_mcp_server *srv)
 
 /* ---- the call API for tools ---------------------------------------------- */
 
-struct dm_context *dm_call_context(struct dm_call *call)
+void *dm_call_app(struct dm_call *call)
 {
-        return call->session->srv->ctx;
+        return call->session->srv->app;
 }
 struct dm_cancel *dm_call_cancel(struct dm_call *call)
 {
@@ -360,7 +367,7 @@ static json_object *server_capabilities(const struct dm_mcp_server *srv)
         json_object_object_add(caps, "tools", tools);
         json_object_object_add(caps, "logging", json_object_new_object());
         /* Run outputs, for clients that cannot read the server's disk
-         * (src/resources.h); no subscriptions, the set changes with runs. */
+         * (src/core/resources.h); no subscriptions, the set changes with runs. */
         json_object_object_add(caps, "resources", json_object_new_object());
         /* Skills (SEP-2640), with no optional feature: an empty object. */
         if (dm_skills_count(srv->skills)) {
@@ -487,7 +494,7 @@ static void handle_set_level(struct dm_mcp_session *s, struct dm_rpc_msg *m)
         reply(s, m->id, json_object_new_object(), false);
 }
 
-/* ---- resources: run outputs (src/resources.h) -------------------------------- */
+/* ---- resources: run outputs (src/core/resources.h) -------------------------------- */
 
 static void handle_resources_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
 {
@@ -498,8 +505,8 @@ static void handle_resources_list(struct dm_mcp_session *s, struct dm_rpc_msg *m
         json_object *list = dm_skills_resources(s->srv->skills), *mine;
 
         /* The skills' manifests (public), then the caller's run outputs. */
-        mine = dm_resources_list(s->srv->ctx->resources, s->srv->ctx->cfg.output_root, s->principal);
-        for (size_t i = 0; i < json_object_array_length(mine); i++)
+        mine = s->srv->res_ops ? s->srv->res_ops->list(s->srv->res_data, s->principal) : NULL;
+        for (size_t i = 0; mine && i < json_object_array_length(mine); i++)
                 json_object_array_add(list, json_object_get(json_object_array_get_idx(mine, i)));
         json_object_put(mine);
         json_object_object_add(result, "resources", list);
@@ -513,7 +520,8 @@ static void handle_resource_templates(struct dm_mcp_session *s, struct dm_rpc_ms
 {
         json_object *result = json_object_new_object();
 
-        json_object_object_add(result, "resourceTemplates", dm_resources_templates());
+        json_object_object_add(result, "resourceTemplates", s->srv->res_ops ? s->srv->res_ops->templates(s->srv->res_data)
+                                                                            : json_object_new_array());
         if (modern)
                 add_cache_hints(result);
         reply(s, m->id, result, modern);
@@ -539,8 +547,10 @@ static void handle_resources_read(struct dm_mcp_session *s, struct dm_rpc_msg *m
                 reply(s, m->id, result, modern);
                 return;
         }
-        r = dm_resources_read(s->srv->ctx->resources, s->srv->ctx->cfg.output_root, s->principal,
-                              json_object_get_string(v), &contents, &err);
+        if (s->srv->res_ops)
+                r = s->srv->res_ops->read(s->srv->res_data, s->principal, json_object_get_string(v), &contents, &err);
+        else
+                r = dm_error_set(&err, -ENOENT, "no resource '%.200s'", json_object_get_string(v));
         if (r < 0) {
                 data = json_object_new_object();
                 json_object_object_add(data, "uri", json_object_new_string(json_object_get_string(v)));
@@ -561,7 +571,7 @@ static void handle_resources_read(struct dm_mcp_session *s, struct dm_rpc_msg *m
         reply(s, m->id, result, modern);
 }
 
-/* ---- skills (SEP-2640, src/skills.h) ------------------------------------------ */
+/* ---- skills (SEP-2640, src/mcp/skills.h) ------------------------------------------ */
 
 static void handle_skills_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
 {

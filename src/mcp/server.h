@@ -13,8 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "src/context.h"
-#include "src/util/log.h"
+#include "src/basic/error.h"
+#include "src/basic/log.h"
 
 #define DM_MCP_MODERN_VERSION "2026-07-28"
 #define DM_MCP_LATEST_LEGACY_VERSION "2025-11-25"
@@ -27,7 +27,23 @@ struct dm_call;
  * A negative return means the peer is gone. */
 typedef int (*dm_mcp_send_fn)(void *transport, json_object *msg);
 
-struct dm_mcp_server *dm_mcp_server_new(struct dm_context *ctx);
+/* Resources the application serves beside the skills (demesne's run
+ * outputs), for one principal's session. list and templates return new
+ * arrays; read fills *ret with a contents array, or returns -ENOENT (no such
+ * resource for this principal), -ENOMEM or another negative errno with err
+ * set. */
+struct dm_mcp_resource_ops {
+        json_object *(*list)(void *data, const char *principal);
+        json_object *(*templates)(void *data);
+        int (*read)(void *data, const char *principal, const char *uri, json_object **ret, struct dm_error *err);
+};
+
+/* app is what tool handlers get back through dm_call_app (borrowed);
+ * skills_dir the setting dm_skills_dir resolves (may be NULL). */
+struct dm_mcp_server *dm_mcp_server_new(void *app, const char *skills_dir);
+/* Serves ops' resources (borrowed, with data) after the skills'. Call
+ * before the first session. */
+void dm_mcp_server_set_resources(struct dm_mcp_server *srv, const struct dm_mcp_resource_ops *ops, void *data);
 /* Stops forwarding the server's log records to sessions (logging/setLevel
  * still answers; a job's own end notice still reaches its session): for a
  * server with several principals, whose log tells of all of them. */
@@ -56,7 +72,7 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
 void dm_mcp_session_send_error(struct dm_mcp_session *s, int code, const char *message);
 
 /* What a tool handler may ask of its call. */
-struct dm_context *dm_call_context(struct dm_call *call);
+void *dm_call_app(struct dm_call *call);
 struct dm_cancel *dm_call_cancel(struct dm_call *call);
 /* Sends notifications/progress when the caller gave a progressToken;
  * progress must grow from call to call. */

@@ -15,8 +15,8 @@
 
 #include "src/mcp/jsonrpc.h"
 #include "src/mcp/server.h"
-#include "src/util/io.h"
-#include "src/util/log.h"
+#include "src/basic/io.h"
+#include "src/basic/log.h"
 
 #define READ_CHUNK 65536
 

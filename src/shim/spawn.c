@@ -261,7 +261,7 @@ int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter
                 r = -errno;
                 if (errno == EAGAIN)
                         /* RLIMIT_NPROC, which counts every sandbox of a
-                         * rootless user together (see src/launch.c). */
+                         * rootless user together (see src/core/launch.c). */
                         snprintf(msg, msg_len,
                                  "cannot fork: the process limit is reached (DEMESNE_NPROC; rootless without a pids "
                                  "cgroup, all of this user's sandboxes count together, and a fork bomb in one holds "

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* sandbox_agent and sandbox_research: a prompt handed to Claude Code or
- * Codex in a sandbox (src/agent.c), in the foreground or as a job. */
+ * Codex in a sandbox (src/core/agent.c), in the foreground or as a job. */
 #include "config.h"
 
 #include <errno.h>
@@ -11,15 +11,15 @@
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/policy.h"
 #include "netpolicy/vendor.h"
-#include "src/agent.h"
-#include "src/jobs.h"
+#include "src/core/agent.h"
+#include "src/core/jobs.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
 #include "src/tools/args.h"
 #include "src/tools/tools.h"
-#include "src/util/buf.h"
-#include "src/util/cleanup.h"
-#include "src/util/log.h"
+#include "src/basic/buf.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/log.h"
 
 #define MAX_INPUTS 64
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/util/buf.h"
+#include "src/basic/buf.h"
 
 static const char *type_name(enum dm_arg_type t)
 {

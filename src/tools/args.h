@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/util/error.h"
+#include "src/basic/error.h"
 
 /* Parameters whose truth depends on the server (dm_args_tailor). */
 enum dm_arg_role {

@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include "netpolicy/policy.h"
-#include "src/egress.h"
-#include "src/images.h"
+#include "src/core/egress.h"
+#include "src/core/images.h"
 #include "src/mcp/registry.h"
 #include "src/tools/args.h"
 #include "src/tools/tools.h"
-#include "src/util/buf.h"
+#include "src/basic/buf.h"
 
 static void write_instructions(const struct dm_context *ctx, const struct dm_args_facts *f)
 {

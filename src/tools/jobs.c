@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/jobs.h"
+#include "src/core/jobs.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
 #include "src/tools/args.h"
 #include "src/tools/tools.h"
-#include "src/util/utf8.h"
+#include "src/basic/utf8.h"
 
 #define WAIT_DEFAULT_S 30
 #define WAIT_MAX_S 120

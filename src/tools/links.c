@@ -8,8 +8,45 @@
 
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
-#include "src/resources.h"
+#include "src/core/resources.h"
 #include "src/tools/tools.h"
+
+_Static_assert(DM_MCP_PRINCIPAL_MAX <= DM_RESOURCE_PRINCIPAL_MAX, "a session's principal fits a claim");
+
+static json_object *outputs_list(void *data, const char *principal)
+{
+        struct dm_context *ctx = data;
+
+        return dm_resources_list(ctx->resources, ctx->cfg.output_root, principal);
+}
+
+static json_object *outputs_templates(void *data)
+{
+        (void)data;
+        return dm_resources_templates();
+}
+
+static int outputs_read(void *data, const char *principal, const char *uri, json_object **ret, struct dm_error *err)
+{
+        struct dm_context *ctx = data;
+
+        return dm_resources_read(ctx->resources, ctx->cfg.output_root, principal, uri, ret, err);
+}
+
+static const struct dm_mcp_resource_ops outputs_ops = {
+        .list = outputs_list,
+        .templates = outputs_templates,
+        .read = outputs_read,
+};
+
+struct dm_mcp_server *dm_tools_server_new(struct dm_context *ctx)
+{
+        struct dm_mcp_server *srv = dm_mcp_server_new(ctx, ctx ? ctx->cfg.skills_dir : NULL);
+
+        if (srv && ctx)
+                dm_mcp_server_set_resources(srv, &outputs_ops, ctx);
+        return srv;
+}
 
 void dm_tools_claim_outputs(struct dm_context *ctx, const char *principal, json_object *out)
 {

@@ -10,22 +10,22 @@
 
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/policy.h"
-#include "src/egress.h"
-#include "src/images.h"
+#include "src/core/egress.h"
+#include "src/core/images.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
-#include "src/resources.h"
-#include "src/pool.h"
-#include "src/sandbox.h"
-#include "src/settings.h"
+#include "src/core/resources.h"
+#include "src/core/pool.h"
+#include "src/core/sandbox.h"
+#include "src/core/settings.h"
 #include "src/tools/args.h"
 #include "src/tools/tools.h"
-#include "src/transfer.h"
-#include "src/util/base64.h"
-#include "src/util/cleanup.h"
-#include "src/util/io.h"
-#include "src/util/timeutil.h"
-#include "src/util/utf8.h"
+#include "src/core/transfer.h"
+#include "src/basic/base64.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/io.h"
+#include "src/basic/timeutil.h"
+#include "src/basic/utf8.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define ID_ARG                                                                            \
@@ -41,7 +41,7 @@ static struct dm_arg_spec create_args[] = {
           .enum_values = dm_image_names,
           .enum_aliases = dm_image_aliases,
           .has_default = true,
-          .def_str = "python",
+          .def_str = DM_IMAGE_DEFAULT,
           .description = "Container image (as for sandbox_script)." },
         { .name = "egress",
           .type = DM_ARG_STRING,

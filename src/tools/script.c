@@ -8,17 +8,17 @@
 
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/policy.h"
-#include "src/egress.h"
-#include "src/images.h"
+#include "src/core/egress.h"
+#include "src/core/images.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
-#include "src/jobs.h"
-#include "src/runner.h"
+#include "src/core/jobs.h"
+#include "src/core/runner.h"
 #include "src/tools/args.h"
 #include "src/tools/tools.h"
-#include "src/util/cleanup.h"
-#include "src/util/log.h"
-#include "src/util/utf8.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/log.h"
+#include "src/basic/utf8.h"
 
 #define MAX_INPUTS 64
 #define MAX_ENV 256
@@ -35,7 +35,7 @@ static struct dm_arg_spec script_args[] = {
           .enum_values = dm_image_names,
           .enum_aliases = dm_image_aliases,
           .has_default = true,
-          .def_str = "python",
+          .def_str = DM_IMAGE_DEFAULT,
           .description = "Container image: base, python (default; alias anaconda, which is the same image: pip, "
                          "no conda), node, go, browser, media, twine, webgamedev." },
         { .name = "egress",
@@ -253,7 +253,7 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         if (dm_args_check(script_args, N_ARGS, args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
         allow = dm_args_strv(args, "allow");
-        if (dm_netpolicy_parse(dm_args_str(script_args, N_ARGS, args, "egress"), allow, &egress, &err) < 0)
+        if (dm_policy_parse_mode(dm_args_str(script_args, N_ARGS, args, "egress"), allow, &egress, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
         if (dm_args_bool(script_args, N_ARGS, args, "background"))
                 return dm_tools_start_background(call, "sandbox_script", args, script_work, NULL);

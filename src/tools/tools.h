@@ -7,14 +7,24 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "src/context.h"
-#include "src/jobs.h"
-#include "src/util/cancel.h"
-#include "src/util/error.h"
+#include "src/core/context.h"
+#include "src/core/jobs.h"
+#include "src/basic/cancel.h"
+#include "src/basic/error.h"
 
-struct dm_call;
+#include "src/mcp/server.h"
 
-struct dm_mcp_server;
+/* The context every tool works in: the application the MCP server was made
+ * with (dm_tools_server_new). */
+static inline struct dm_context *dm_call_context(struct dm_call *call)
+{
+        return dm_call_app(call);
+}
+
+/* The MCP server for ctx: tools see ctx through dm_call_context; the run
+ * outputs ctx's principals claimed are served as resources after the
+ * skills. NULL when out of memory. */
+struct dm_mcp_server *dm_tools_server_new(struct dm_context *ctx);
 
 void dm_tools_script_register(void);
 void dm_tools_jobs_register(void);
@@ -27,7 +37,7 @@ json_object *dm_tools_text_field(const char *s, size_t len);
 json_object *dm_tools_exec_result(int exit_code, const char *out, size_t out_len, bool out_truncated, const char *err,
                                   size_t err_len, bool err_truncated, bool timed_out, int64_t duration_ms);
 
-/* Output files as resources (src/resources.h). A result whose run_id names
+/* Output files as resources (src/core/resources.h). A result whose run_id names
  * an output directory: claim it for principal (the call's, or the call
  * that started the job), so that principal alone may read its files. */
 void dm_tools_claim_outputs(struct dm_context *ctx, const char *principal, json_object *out);

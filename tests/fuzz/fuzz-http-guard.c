@@ -25,52 +25,52 @@ static void host(const char *v, size_t len)
 {
         char part[256];
 
-        if (dm_http_host_part(v, len, part, sizeof(part)) == 0) {
+        if (dm_mcphttp_host_part(v, len, part, sizeof(part)) == 0) {
                 FUZZ_CHECK(part[0] && strlen(part) < sizeof(part) && strlen(part) <= len);
                 for (const char *c = part; *c; c++)
                         FUZZ_CHECK(!isupper((unsigned char)*c) && *c > 0x20 && *c < 0x7f && *c != '/' && *c != '@');
         }
-        if (dm_http_host_allowed(v, hosts))
-                FUZZ_CHECK(dm_http_host_part(v, len, part, sizeof(part)) == 0);
-        (void)dm_http_host_allowed(v, any_host);
+        if (dm_mcphttp_host_allowed(v, hosts))
+                FUZZ_CHECK(dm_mcphttp_host_part(v, len, part, sizeof(part)) == 0);
+        (void)dm_mcphttp_host_allowed(v, any_host);
 }
 
 static void origin(const char *v)
 {
-        bool ok = dm_http_origin_allowed(v, hosts, NULL);
+        bool ok = dm_mcphttp_origin_allowed(v, hosts, NULL);
 
         /* A wildcard host list never lets an Origin through by itself. */
-        FUZZ_CHECK(!dm_http_origin_allowed(v, any_host, NULL));
+        FUZZ_CHECK(!dm_mcphttp_origin_allowed(v, any_host, NULL));
         if (ok)
                 FUZZ_CHECK(strncasecmp(v, "http://", 7) == 0 || strncasecmp(v, "https://", 8) == 0);
-        FUZZ_CHECK(!ok || dm_http_origin_allowed(v, hosts, origins));
+        FUZZ_CHECK(!ok || dm_mcphttp_origin_allowed(v, hosts, origins));
 }
 
 /* The Authorization header against two tokens, then the value read as a
  * token file (which splits it in place). */
 static void bearer(char *v)
 {
-        static struct dm_http_tokens two;
-        struct dm_http_tokens t = { 0 };
+        static struct dm_mcphttp_tokens two;
+        struct dm_mcphttp_tokens t = { 0 };
         struct dm_error err = { 0 };
-        const struct dm_http_token *m;
+        const struct dm_mcphttp_token *m;
 
-        if (!two.n && (dm_http_tokens_add(&two, "a", TOKEN, "fuzz", 0, &err) < 0 ||
-                       dm_http_tokens_add(&two, "b", TOKEN "b", "fuzz", 0, &err) < 0))
+        if (!two.n && (dm_mcphttp_tokens_add(&two, "a", TOKEN, "fuzz", 0, &err) < 0 ||
+                       dm_mcphttp_tokens_add(&two, "b", TOKEN "b", "fuzz", 0, &err) < 0))
                 abort();
-        m = dm_http_bearer_match(v, &two);
+        m = dm_mcphttp_bearer_match(v, &two);
         if (m)
                 FUZZ_CHECK(strstr(v, m->secret) && strncasecmp(v, "bearer", 6) == 0 && strlen(v) >= 7 + m->len);
 
-        if (dm_http_tokens_parse(&t, v, "token file 'f'", &err) == 0) {
-                FUZZ_CHECK(t.n >= 1 && t.n <= DM_HTTP_TOKENS_MAX);
+        if (dm_mcphttp_tokens_parse(&t, v, "token file 'f'", &err) == 0) {
+                FUZZ_CHECK(t.n >= 1 && t.n <= DM_MCPHTTP_TOKENS_MAX);
                 for (size_t i = 0; i < t.n; i++) {
                         FUZZ_CHECK(t.v[i].name[0] && strlen(t.v[i].secret) == t.v[i].len &&
-                                   t.v[i].len >= DM_HTTP_TOKEN_MIN);
+                                   t.v[i].len >= DM_MCPHTTP_TOKEN_MIN);
                         for (size_t j = 0; j < i; j++)
                                 FUZZ_CHECK(strcmp(t.v[i].name, t.v[j].name) && strcmp(t.v[i].secret, t.v[j].secret));
                 }
-                dm_http_tokens_release(&t);
+                dm_mcphttp_tokens_release(&t);
         } else {
                 FUZZ_CHECK(t.n == 0 && err.code == -EINVAL && strncmp(err.msg, "token file 'f'", 14) == 0);
         }
@@ -78,16 +78,16 @@ static void bearer(char *v)
 
 static void media(const char *v)
 {
-        (void)dm_http_accepts(v, "application/json");
-        (void)dm_http_accepts(v, "text/event-stream");
-        if (dm_http_media_is(v, "application/json"))
+        (void)dm_mcphttp_accepts(v, "application/json");
+        (void)dm_mcphttp_accepts(v, "text/event-stream");
+        if (dm_mcphttp_media_is(v, "application/json"))
                 FUZZ_CHECK(strcasestr(v, "application/json"));
 }
 
 static void header_value(const char *v)
 {
         char *out = NULL;
-        int r = dm_http_header_value(v, &out);
+        int r = dm_mcphttp_header_value(v, &out);
 
         if (r == 0) {
                 FUZZ_CHECK(out);
@@ -106,13 +106,13 @@ static void listen_spec(const char *v)
         socklen_t len = 0;
         char h[64];
 
-        if (dm_http_parse_listen(v, &ss, &len, &err) == 0) {
+        if (dm_mcphttp_parse_listen(v, &ss, &len, &err) == 0) {
                 FUZZ_CHECK((ss.ss_family == AF_INET && len == sizeof(struct sockaddr_in)) ||
                            (ss.ss_family == AF_INET6 && len == sizeof(struct sockaddr_in6)));
-                dm_http_addr_host((struct sockaddr *)&ss, h, sizeof(h));
+                dm_mcphttp_addr_host((struct sockaddr *)&ss, h, sizeof(h));
                 FUZZ_CHECK(h[0]);
-                (void)dm_http_addr_is_loopback((struct sockaddr *)&ss);
-                (void)dm_http_addr_is_wildcard((struct sockaddr *)&ss);
+                (void)dm_mcphttp_addr_is_loopback((struct sockaddr *)&ss);
+                (void)dm_mcphttp_addr_is_wildcard((struct sockaddr *)&ss);
         } else {
                 FUZZ_CHECK(err.code == -EINVAL && err.msg[0]);
         }

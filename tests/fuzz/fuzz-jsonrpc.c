@@ -19,12 +19,12 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "src/context.h"
+#include "src/core/context.h"
 #include "src/mcp/jsonrpc.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
 #include "src/tools/tools.h"
-#include "src/util/log.h"
+#include "src/basic/log.h"
 #include "tests/fuzz/fuzz.h"
 
 #define MAX_LINES 32
@@ -102,7 +102,7 @@ static void setup(void)
         }
         dm_registry_clear();
         dm_registry_add(tools, n);
-        srv = dm_mcp_server_new(&ctx);
+        srv = dm_tools_server_new(&ctx);
         FUZZ_CHECK(srv);
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target for the egress policy: the `egress` mode and `allow`
  * entries a caller sends (netpolicy/policy.c), and how the egress proxy
- * takes the result (netpolicy/proxy-policy.c, as src/egress.c hands it
+ * takes the result (netpolicy/proxy-policy.c, as src/core/egress.c hands it
  * over): every name and address rule the policy accepts must be accepted
  * by the proxy too and must let through what it names, and nothing in a
  * range no sandbox reaches may be accepted. The proxy's own entry parser
@@ -34,7 +34,7 @@ static void check_name_rule(const struct dm_policy_name *n, struct dm_proxy_poli
         for (const char *c = n->host; *c; c++)
                 FUZZ_CHECK(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '-' || *c == '.');
         snprintf(pattern, sizeof(pattern), "%s%s", n->wildcard ? "*." : "", n->host);
-        /* src/egress.c adds every name rule this way; a refusal there fails
+        /* src/core/egress.c adds every name rule this way; a refusal there fails
          * the sandbox after its caller was told the policy is fine. */
         FUZZ_CHECK(dm_proxy_policy_add_host(pp, pattern, n->port, NULL) == 0);
         snprintf(probe, sizeof(probe), "%s%s", n->wildcard ? "a." : "", n->host);

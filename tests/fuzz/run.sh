@@ -66,7 +66,7 @@ if [ ! -f "$build/Makefile" ]; then
 	(cd "$build" && CC="$cc" "$here/configure" -q --disable-integration)
 fi
 say "building the libraries with $cc, libFuzzer coverage, ASan and UBSan"
-libs="src/libdmserver.a netpolicy/libdmnetpolicy.a backends/libdmbackends.a src/shim/libdmshimproto.a src/util/libdmutil.a"
+libs="src/libdmserver.a netpolicy/libdmnetpolicy.a backends/libdmbackends.a src/shim/libdmshimproto.a src/basic/libdmutil.a"
 # shellcheck disable=SC2086
 nice make -s -C "$build" -j2 CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $san" $libs >/dev/null
 # The external libraries, as configure found them.

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "src/context.h"
+#include "src/core/context.h"
 
 static char test_root[256];
 

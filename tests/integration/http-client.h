@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "src/util/timeutil.h"
+#include "src/basic/timeutil.h"
 #include "tests/integration/common.h"
 
 static int hc_port;

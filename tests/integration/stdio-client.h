@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "src/util/timeutil.h"
+#include "src/basic/timeutil.h"
 #include "tests/integration/common.h"
 #include "tests/tap.h"
 

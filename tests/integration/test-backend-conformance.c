@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "src/util/base64.h"
+#include "src/basic/base64.h"
 #include "tests/integration/opensandbox-fixture.h"
 #include "tests/integration/stdio-client.h"
 

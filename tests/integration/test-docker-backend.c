@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "src/limits.h"
-#include "src/util/buf.h"
-#include "src/util/timeutil.h"
+#include "src/core/limits.h"
+#include "src/basic/buf.h"
+#include "src/basic/timeutil.h"
 #include "tests/tap.h"
 
 #define IMAGE "localhost/demesne/base:latest"
@@ -136,7 +136,7 @@ static void test_out_err_exit(void)
 /* create + attach + start + pump + wait + destroy of a whole spec: 0 once
  * created (*ret_code is -1 when it did not get to run). */
 /* Runs spec to its end and removes the container. With lend, in the
- * engine's user namespace as src/launch.c uses it: that rw bind is given to
+ * engine's user namespace as src/core/launch.c uses it: that rw bind is given to
  * the container's root between create and start. */
 static int run_spec(struct dm_container_spec *spec, const char *lend, struct output *o, int *ret_code,
                     struct dm_error *err)

@@ -16,10 +16,11 @@
 #include <unistd.h>
 
 #include "netpolicy/vendor.h"
-#include "src/egress.h"
-#include "src/images.h"
-#include "src/runner.h"
-#include "src/sandbox.h"
+#include "src/core/egress.h"
+#include "src/core/images.h"
+#include "src/core/server.h"
+#include "src/core/runner.h"
+#include "src/core/sandbox.h"
 #include "tests/integration/common.h"
 #include "tests/tap.h"
 
@@ -161,7 +162,7 @@ int main(void)
         setenv("DEMESNE_PROXY_HOSTS", hosts, 1);
         setenv("DEMESNE_EGRESS_PACKAGE_HOSTS", "allowed.test:8080", 1);
         snprintf(vendor_upstream, sizeof(vendor_upstream), "http://%s:8080", test_host);
-        if (dm_context_init(&ctx, &err) < 0 || dm_context_backend(&ctx, &b, &err) < 0) {
+        if (dm_server_init(&ctx, &err) < 0 || dm_context_backend(&ctx, &b, &err) < 0) {
                 printf("Bail out! no engine: %s\n", err.msg);
                 stop_host();
                 return 1;
@@ -293,9 +294,9 @@ int main(void)
                    xr.stdout_text ? xr.stdout_text : err.msg);
                 dm_sandbox_exec_result_release(&xr);
                 /* The server goes; the next one adopts the sandbox. */
-                dm_context_release(&ctx);
+                dm_server_release(&ctx);
                 memset(&ctx, 0, sizeof(ctx));
-                if (dm_context_init(&ctx, &err) < 0 || dm_context_backend(&ctx, &b, &err) < 0) {
+                if (dm_server_init(&ctx, &err) < 0 || dm_context_backend(&ctx, &b, &err) < 0) {
                         printf("Bail out! no engine after restart: %s\n", err.msg);
                         return 1;
                 }
@@ -323,7 +324,7 @@ int main(void)
         is_int(count_dir("/proc/self/task"), threads0, "no thread left");
         ok(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD, "no child left");
 
-        dm_context_release(&ctx);
+        dm_server_release(&ctx);
         stop_host();
         r = dm_remove_tree(test_root);
         ok(r == 0, "the test's own directory is removed (%s)", r < 0 ? strerror(-r) : "ok");

@@ -24,7 +24,7 @@
 #include <stdatomic.h>
 #include <sys/resource.h>
 
-#include "src/util/paths.h"
+#include "src/basic/paths.h"
 #include "tests/integration/common.h"
 #include "tests/integration/http-client.h"
 #include "tests/tap.h"

@@ -12,7 +12,7 @@
 
 #include "tests/integration/common.h"
 #include "tests/integration/http-client.h"
-#include "src/util/cleanup.h"
+#include "src/basic/cleanup.h"
 #include "tests/tap.h"
 
 #define CT "Content-Type: application/json\r\n"

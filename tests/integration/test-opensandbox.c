@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/egress.h"
-#include "src/limits.h"
+#include "src/core/egress.h"
+#include "src/core/limits.h"
 #include "tests/integration/opensandbox-fixture.h"
 #include "tests/integration/stdio-client.h"
 

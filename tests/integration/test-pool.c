@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The warm pool (src/pool.h) through `demesne serve` over stdio against the
+/* The warm pool (src/core/pool.h) through `demesne serve` over stdio against the
  * real engine: the pool fills; a sandbox_script takes one of its containers
  * (never used before), with its environment, /out and egress attached at
  * the claim; the pool fills again; a run with host inputs makes its own;

@@ -25,8 +25,8 @@
 #include <unistd.h>
 
 #include "netpolicy/proxy.h"
-#include "src/util/cleanup.h"
-#include "src/util/timeutil.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/timeutil.h"
 #include "tests/tap.h"
 
 #define MAX_UPSTREAM_CONNS 256

@@ -14,8 +14,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "src/context.h"
-#include "src/egress.h"
+#include "src/core/context.h"
+#include "src/core/server.h"
+#include "src/core/egress.h"
 #include "tests/integration/common.h"
 #include "tests/integration/stdio-client.h"
 #include "tests/tap.h"
@@ -104,7 +105,7 @@ int main(void)
         unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
         unsetenv("DEMESNE_ALLOWED_PATHS");
         /* What the server will decide, from the function that decides it. */
-        if (dm_context_init(&ctx, &err) < 0) {
+        if (dm_server_init(&ctx, &err) < 0) {
                 printf("Bail out! %s\n", err.msg);
                 return 1;
         }
@@ -223,6 +224,6 @@ int main(void)
         free(ins);
 
         json_object_put(tool_list);
-        dm_context_release(&ctx);
+        dm_server_release(&ctx);
         return done_testing();
 }

@@ -10,9 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/images.h"
-#include "src/runner.h"
-#include "src/util/timeutil.h"
+#include "src/core/images.h"
+#include "src/core/server.h"
+#include "src/core/runner.h"
+#include "src/basic/timeutil.h"
 #include "tests/integration/common.h"
 #include "tests/tap.h"
 
@@ -65,7 +66,7 @@ int main(void)
         snprintf(inputs, sizeof(inputs), "%s/inputs", test_root);
         mkdir(inputs, 0755);
         setenv("DEMESNE_ALLOWED_PATHS", inputs, 1);
-        if (dm_context_init(&ctx, &err) < 0 || dm_context_backend(&ctx, &b, &err) < 0) {
+        if (dm_server_init(&ctx, &err) < 0 || dm_context_backend(&ctx, &b, &err) < 0) {
                 printf("Bail out! no engine: %s\n", err.msg);
                 return 1;
         }
@@ -185,7 +186,7 @@ int main(void)
         dm_context_reap_flush(&ctx);
         is_int(count_label(b, ctx.owner_label), 0, "no container left behind (label %s)", ctx.owner_label);
 
-        dm_context_release(&ctx);
+        dm_server_release(&ctx);
         dm_remove_tree(test_root);
         return done_testing();
 }

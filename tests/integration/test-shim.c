@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* demesne-shim as PID 1 of a real container (Podman here; the docker
- * backend creates it), driven through src/shimhost.c: streams, exit codes,
+ * backend creates it), driven through src/core/shimhost.c: streams, exit codes,
  * stdin, cwd, env, timeouts and cancel that end the process group, 20
  * commands at once, zombie reaping, the seccomp filter (EPERM where it must,
  * ordinary programs still fine), a fork bomb, a command that pretends to be
@@ -24,11 +24,11 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "src/limits.h"
-#include "src/shimhost.h"
-#include "src/util/cancel.h"
-#include "src/util/buf.h"
-#include "src/util/timeutil.h"
+#include "src/core/limits.h"
+#include "src/core/shimhost.h"
+#include "src/basic/cancel.h"
+#include "src/basic/buf.h"
+#include "src/basic/timeutil.h"
 #include "tests/integration/common.h"
 #include "tests/integration/shim-probes.h"
 #include "tests/tap.h"
@@ -638,14 +638,14 @@ static int setup(void)
                 .network_mode = "none",
                 .init = false,
         };
-        /* In the engine's user namespace, as src/launch.c does it: the
+        /* In the engine's user namespace, as src/core/launch.c does it: the
          * socket opens to the sandbox root's group before start. */
         struct dm_userns u = { 0 };
         if (B->ops->userns(B, &u, &err) < 0)
                 return ok(0, "ask the engine how it maps ids: %s", err.msg), -1;
         spec.userns_mode = u.mode;
         /* Where the engine has no pids cgroup (rootless on cgroup v1), the
-         * shim holds the limits, started as src/launch.c starts it. */
+         * shim holds the limits, started as src/core/launch.c starts it. */
         {
                 static char pids[16];
                 static const char *rootless_argv[] = {

@@ -21,7 +21,7 @@
 #include <json-c/json.h>
 
 #include "netpolicy/vendor.h"
-#include "src/util/timeutil.h"
+#include "src/basic/timeutil.h"
 #include "tests/tap.h"
 
 #define REAL_KEY "sk-ant-REAL-host-key"

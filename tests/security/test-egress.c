@@ -8,7 +8,7 @@
  * interface, as a host address the filter must keep out), a public test host
  * (a second namespace behind a veth) and host services bound to 0.0.0.0 and
  * 127.0.0.1. The sandboxes are processes in namespaces of their own (as a
- * container's), set up by the server's own code (src/egress.c). Nothing
+ * container's), set up by the server's own code (src/core/egress.c). Nothing
  * touches the machine's namespace; traffic goes only to these hosts. */
 #include "config.h"
 
@@ -33,9 +33,9 @@
 
 #include "netpolicy/nat.h"
 #include "netpolicy/policy.h"
-#include "src/context.h"
-#include "src/egress.h"
-#include "src/util/timeutil.h"
+#include "src/core/context.h"
+#include "src/core/egress.h"
+#include "src/basic/timeutil.h"
 #include "tests/tap.h"
 #include "tests/netns.h"
 

@@ -24,10 +24,10 @@
 
 #include "netpolicy/vendor-internal.h"
 #include "netpolicy/vendor.h"
-#include "src/context.h"
-#include "src/inputs.h"
-#include "src/util/io.h"
-#include "src/util/paths.h"
+#include "src/core/context.h"
+#include "src/core/inputs.h"
+#include "src/basic/io.h"
+#include "src/basic/paths.h"
 #include "tests/tap.h"
 
 static char base[] = "/tmp/dm-sec-host-opens-XXXXXX";

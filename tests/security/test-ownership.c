@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The host-side give-back on its own (src/ownership.c), without any engine
+/* The host-side give-back on its own (src/core/ownership.c), without any engine
  * or user namespace: a tree as a sandbox's root could leave it (files of a
  * foreign uid, setuid and setgid bits, a FIFO, links to host files, a
  * directory nobody may enter) goes to the owner with no privilege left,
@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/context.h"
-#include "src/ownership.h"
+#include "src/core/context.h"
+#include "src/core/ownership.h"
 #include "tests/tap.h"
 
 #define SANDBOX_ROOT 2147483647u

@@ -56,7 +56,7 @@ trap cleanup EXIT
 # --- what is left behind ---------------------------------------------------
 
 # The label demesne puts on every container of a server of this output root:
-# FNV-1a (64 bit) of DEMESNE_OUTPUT_ROOT as given (src/context.c).
+# FNV-1a (64 bit) of DEMESNE_OUTPUT_ROOT as given (src/core/context.c).
 root_label() {
 	local s=$1 h=1469598103934665603 i c
 	for ((i = 0; i < ${#s}; i++)); do

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "netpolicy/vendor.h"
-#include "src/util/timeutil.h"
+#include "src/basic/timeutil.h"
 #include "tests/tap.h"
 
 #define REAL_SECRET "sk-REAL-host-credential-never-to-leave"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/util/base64.h"
+#include "src/basic/base64.h"
 #include "tests/tap.h"
 
 int main(void)

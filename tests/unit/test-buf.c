@@ -3,7 +3,7 @@
 
 #include <errno.h>
 
-#include "src/util/buf.h"
+#include "src/basic/buf.h"
 #include "tests/tap.h"
 
 int main(void)

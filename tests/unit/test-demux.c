@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
-#include "src/util/buf.h"
+#include "src/basic/buf.h"
 #include "tests/tap.h"
 
 struct collect {

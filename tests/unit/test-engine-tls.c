@@ -15,7 +15,7 @@
 
 #include "backends/curl.h"
 #include "netpolicy/policy.h"
-#include "src/context.h"
+#include "src/core/context.h"
 #include "tests/tap.h"
 
 static char dir[] = "/tmp/dm-engine-tls-XXXXXX";

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include "src/util/headtail.h"
-#include "src/util/utf8.h"
+#include "src/basic/headtail.h"
+#include "src/basic/utf8.h"
 #include "tests/tap.h"
 
 static char *run(size_t limit, const char *in, size_t len, size_t chunk, size_t *out_len, bool *trunc)

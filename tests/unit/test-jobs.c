@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/jobs.h"
-#include "src/util/timeutil.h"
+#include "src/core/jobs.h"
+#include "src/basic/timeutil.h"
 #include "tests/tap.h"
 
 static atomic_int done_calls;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The disk cap's walk and watch (src/limits.c) on real directories: what
+/* The disk cap's walk and watch (src/core/limits.c) on real directories: what
  * counts, that links are never followed, and when the watch trips. */
 #include "config.h"
 
@@ -15,8 +15,8 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "src/context.h"
-#include "src/limits.h"
+#include "src/core/context.h"
+#include "src/core/limits.h"
 #include "tests/tap.h"
 
 static char top[64];

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <unistd.h>
 
-#include "src/util/log.h"
+#include "src/basic/log.h"
 #include "tests/tap.h"
 
 struct owner {

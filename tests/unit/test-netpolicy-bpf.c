@@ -7,7 +7,7 @@
 #include "netpolicy/blocked.h"
 #include "netpolicy/bpf.h"
 #include "netpolicy/policy.h"
-#include "src/util/cleanup.h"
+#include "src/basic/cleanup.h"
 #include "tests/tap.h"
 #include "tests/unit/bpf-interp.h"
 

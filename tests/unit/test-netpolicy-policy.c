@@ -216,21 +216,21 @@ static void test_compat(void)
         enum dm_egress e = DM_EGRESS_OPEN;
         const char *allow[] = { "example.com", NULL };
 
-        is_int(dm_netpolicy_parse("none", NULL, &e, &err), 0, "dm_netpolicy_parse: none");
+        is_int(dm_policy_parse_mode("none", NULL, &e, &err), 0, "dm_policy_parse_mode: none");
         is_int(e, DM_EGRESS_NONE, "is none");
-        is_int(dm_netpolicy_parse("open", NULL, &e, &err), -EPERM, "dm_netpolicy_parse: open needs the setting");
-        is_int(dm_netpolicy_parse("nope", NULL, &e, &err), -EINVAL, "dm_netpolicy_parse: unknown mode");
-        is_int(dm_netpolicy_parse("none", allow, &e, &err), -EPERM, "dm_netpolicy_parse: allow needs the setting");
+        is_int(dm_policy_parse_mode("open", NULL, &e, &err), -EPERM, "dm_policy_parse_mode: open needs the setting");
+        is_int(dm_policy_parse_mode("nope", NULL, &e, &err), -EINVAL, "dm_policy_parse_mode: unknown mode");
+        is_int(dm_policy_parse_mode("none", allow, &e, &err), -EPERM, "dm_policy_parse_mode: allow needs the setting");
         setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
-        is_int(dm_netpolicy_parse("open", NULL, &e, &err), 0, "dm_netpolicy_parse: open with the setting");
+        is_int(dm_policy_parse_mode("open", NULL, &e, &err), 0, "dm_policy_parse_mode: open with the setting");
         is_int(e, DM_EGRESS_OPEN, "is open");
-        is_int(dm_netpolicy_parse("none", allow, &e, &err), 0,
-               "dm_netpolicy_parse: with the setting, allow is accepted");
+        is_int(dm_policy_parse_mode("none", allow, &e, &err), 0,
+               "dm_policy_parse_mode: with the setting, allow is accepted");
         is_int(e, DM_EGRESS_NONE, "as an allowlist on top of none");
-        is_int(dm_netpolicy_parse("package-managers", NULL, &e, &err), 0, "dm_netpolicy_parse: package-managers");
+        is_int(dm_policy_parse_mode("package-managers", NULL, &e, &err), 0, "dm_policy_parse_mode: package-managers");
         is_int(e, DM_EGRESS_PACKAGE_MANAGERS, "is package-managers");
         const char *bad[] = { "::1", NULL };
-        is_int(dm_netpolicy_parse("none", bad, &e, &err), -EINVAL, "dm_netpolicy_parse: a bad entry is reported first");
+        is_int(dm_policy_parse_mode("none", bad, &e, &err), -EINVAL, "dm_policy_parse_mode: a bad entry is reported first");
         unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
 }
 

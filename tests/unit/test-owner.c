@@ -5,7 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "src/context.h"
+#include "src/core/context.h"
 #include "tests/tap.h"
 
 /* The owner label value for a pid, as a server with that pid would write it. */

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/context.h"
-#include "src/util/paths.h"
+#include "src/core/context.h"
+#include "src/basic/paths.h"
 #include "tests/tap.h"
 
 static char root[512], outside[512];

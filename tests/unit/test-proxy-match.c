@@ -13,7 +13,7 @@
 
 #include "netpolicy/blocked.h"
 #include "netpolicy/proxy-internal.h"
-#include "src/util/cleanup.h"
+#include "src/basic/cleanup.h"
 #include "tests/tap.h"
 
 static struct dm_proxy_policy pol;

@@ -10,8 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/resources.h"
-#include "src/util/base64.h"
+#include "src/core/resources.h"
+#include "src/basic/base64.h"
+#include "src/basic/uri.h"
 #include "tests/tap.h"
 
 static char root[] = "/tmp/dm-res-XXXXXX";
@@ -79,11 +80,11 @@ int main(void)
         mkfifo(path, 0600);
 
         /* URIs: each segment percent-encoded, the slashes kept. */
-        uri = dm_resources_uri("run-a", "sub dir/100%.csv");
+        uri = dm_uri_make(DM_RESOURCE_SCHEME, "run-a", "sub dir/100%.csv");
         is_str(uri, "demesne://output/run-a/sub%20dir/100%25.csv", "a URI encodes blanks and %% per segment");
         free(uri);
-        is_str(dm_resources_mime("x/report.JSON"), "application/json", "a MIME type from the extension, any case");
-        is_str(dm_resources_mime("Makefile"), "application/octet-stream", "no extension: octet-stream");
+        is_str(dm_mime_type("x/report.JSON"), "application/json", "a MIME type from the extension, any case");
+        is_str(dm_mime_type("Makefile"), "application/octet-stream", "no extension: octet-stream");
 
         /* Links: regular files only, sorted by path. */
         links = dm_resources_links(root, "run-a", DM_RESOURCE_LINKS_MAX, &omitted);

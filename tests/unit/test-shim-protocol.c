@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "src/shim/protocol.h"
-#include "src/util/buf.h"
+#include "src/basic/buf.h"
 #include "tests/tap.h"
 
 static void u32(struct dm_buf *b, uint32_t v)

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/skills.h"
+#include "src/mcp/skills.h"
 #include "tests/tap.h"
 
 static char root[] = "/tmp/dm-skills-XXXXXX";

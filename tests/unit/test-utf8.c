@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include "src/util/utf8.h"
+#include "src/basic/utf8.h"
 #include "tests/tap.h"
 
 static void check(const char *in, size_t len, const char *want, const char *what)

@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/core/agent.h"
+#include "src/core/ownership.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/core/egress.h"
+#include "src/core/images.h"
+#include "src/core/runner.h"
+#include "src/basic/buf.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/io.h"
+#include "src/basic/log.h"
+#include "src/basic/paths.h"
+
+/* Where the run's own files (instructions, prompt, launcher) are mounted,
+ * read-only. */
+#define AGENT_DIR "/opt/demesne-agent"
+/* A transcript line longer than this is not looked into for the answer. */
+#define LINE_MAX_BYTES (16u << 20)
+
+static const char default_preamble[] =
+        "You are working non-interactively inside a disposable Linux sandbox that demesne started for this "
+        "one task. Nobody will answer questions or approve anything: decide, act, check your work, and finish. "
+        "Everything outside /out is thrown away when you stop.";
+
+int dm_agent_provider_of(const char *model, enum dm_vendor *ret, struct dm_error *err)
+{
+        /* It goes into the launcher and Codex's config: letters, digits,
+         * '.', '_', '-' only. */
+        size_t len = strspn(model, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
+
+        if (model[len] || len == 0 || len > 128)
+                return dm_error_set(err, -EINVAL,
+                                    "model '%.64s' is not a model name: use letters, digits, '.', '_' and '-' only",
+                                    model);
+        if (!strcmp(model, "sonnet") || !strcmp(model, "opus") || !strcmp(model, "haiku") ||
+            !strncmp(model, "claude-", 7)) {
+                *ret = DM_VENDOR_ANTHROPIC;
+                return 0;
+        }
+        if (!strncmp(model, "gpt-", 4) || !strncmp(model, "codex-", 6) ||
+            (model[0] == 'o' && model[1] >= '0' && model[1] <= '9')) {
+                *ret = DM_VENDOR_OPENAI;
+                return 0;
+        }
+        return dm_error_set(err, -EINVAL,
+                            "unknown model '%s': use sonnet, opus, haiku or a claude-* id (Claude Code), or a gpt-*, "
+                            "o* or codex-* id (Codex)",
+                            model);
+}
+
+int dm_agent_pick_provider(const char *model, enum dm_vendor *ret, struct dm_error *err)
+{
+        const char *why;
+        int r;
+
+        if (model) {
+                r = dm_agent_provider_of(model, ret, err);
+                if (r < 0)
+                        return r;
+                why = dm_vendor_unavailable(*ret);
+                if (why)
+                        return dm_error_set(err, -ENOENT, "model '%s' needs %s credentials on the host: %s", model,
+                                            *ret == DM_VENDOR_ANTHROPIC ? "Anthropic (Claude Code)" : "OpenAI (Codex)",
+                                            why);
+                return 0;
+        }
+        if (!dm_vendor_unavailable(DM_VENDOR_ANTHROPIC)) {
+                *ret = DM_VENDOR_ANTHROPIC;
+                return 0;
+        }
+        if (!dm_vendor_unavailable(DM_VENDOR_OPENAI)) {
+                *ret = DM_VENDOR_OPENAI;
+                return 0;
+        }
+        return dm_error_set(err, -ENOENT, "no agent provider has credentials on the host: Claude Code: %s; Codex: %s",
+                            dm_vendor_unavailable(DM_VENDOR_ANTHROPIC), dm_vendor_unavailable(DM_VENDOR_OPENAI));
+}
+
+/* ---- the files the agent gets ----------------------------------------------- */
+
+static int write_file(const char *path, const char *data, size_t len, struct dm_error *err)
+{
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+
+        if (fd < 0 || dm_write_all(fd, data, len) < 0)
+                return dm_error_set(err, -errno, "cannot write '%s': %s", path, strerror(errno));
+        return 0;
+}
+
+static const char *egress_words(const struct dm_policy *p)
+{
+        switch (p ? p->mode : DM_EGRESS_NONE) {
+        case DM_EGRESS_OPEN: return "open: you can reach the internet (not the host)";
+        case DM_EGRESS_PACKAGE_MANAGERS:
+                return "package registries only (npm, PyPI, Debian, Go), through the proxy in HTTP_PROXY";
+        default: return "none: only your model's API is reachable; nothing can be downloaded";
+        }
+}
+
+static void list_inputs(struct dm_buf *b, const char *const *paths)
+{
+        for (size_t i = 0; paths && paths[i]; i++) {
+                const char *base = strrchr(paths[i], '/');
+
+                dm_buf_printf(b, "  - /in/%s\n", base && base[1] ? base + 1 : paths[i]);
+        }
+}
+
+/* CLAUDE.md / AGENTS.md: preamble, environment, definition of done, task. */
+static int write_instructions(const char *path, const struct dm_agent_request *req, struct dm_error *err)
+{
+        struct dm_buf b;
+        bool any_in = (req->files && req->files[0]) || (req->dirs && req->dirs[0]);
+        int r;
+
+        dm_buf_init(&b, 8u << 20);
+        dm_buf_printf(&b, "# Instructions from demesne\n\n%s\n\n## Environment\n\n",
+                      req->preamble && *req->preamble ? req->preamble : default_preamble);
+        if (any_in) {
+                dm_buf_printf(&b, "- Inputs, read-only, under /in:\n");
+                list_inputs(&b, req->files);
+                list_inputs(&b, req->dirs);
+        } else
+                dm_buf_printf(&b, "- There are no input files (/in is empty).\n");
+        dm_buf_printf(&b,
+                      "- /out is your working directory and the output directory: every file you write there is "
+                      "kept on the host after you finish. Write nothing you do not mean to hand over.\n"
+                      "- /workspace is scratch space, thrown away afterwards.\n"
+                      "- Network: %s.\n"
+                      "- You run as root in a container with no capabilities; you cannot install system packages "
+                      "without network.\n\n",
+                      egress_words(req->policy));
+        dm_buf_printf(&b, "## Definition of done\n\nYou are done when all of these hold:\n\n");
+        for (size_t i = 0; req->success_criteria && req->success_criteria[i]; i++)
+                dm_buf_printf(&b, "- %s\n", req->success_criteria[i]);
+        if (req->output_path)
+                dm_buf_printf(&b, "- The deliverable is written to /out/%s%s%s%s.\n", req->output_path,
+                              req->output_format ? " (format: " : "", req->output_format ? req->output_format : "",
+                              req->output_format ? ")" : "");
+        dm_buf_printf(&b, "- Your final message states the answer or outcome in a few sentences%s.\n\n",
+                      req->research ? ", with the sources you used" : "");
+        dm_buf_printf(&b, "## Task\n\n%s\n", req->prompt);
+        r = b.data ? write_file(path, b.data, b.len, err) : dm_error_set(err, -ENOMEM, "out of memory");
+        dm_buf_release(&b);
+        return r;
+}
+
+/* The launcher, run with bash in the sandbox: instructions where the CLI
+ * reads them, then the CLI in its JSON streaming mode with permission prompts
+ * off (the sandbox is the boundary), the prompt on stdin. */
+static int write_launcher(const char *path, enum dm_vendor provider, const char *model, struct dm_error *err)
+{
+        struct dm_buf b;
+        int r;
+
+        dm_buf_init(&b, 1u << 20);
+        dm_buf_printf(&b, "# Written by demesne for one agent run.\nset -eu\nexport HOME=${HOME:-/root}\n");
+        if (provider == DM_VENDOR_ANTHROPIC) {
+                /* IS_SANDBOX: Claude Code refuses to skip permissions as root
+                 * anywhere else. */
+                dm_buf_printf(&b,
+                              "mkdir -p \"$HOME/.claude\"\n"
+                              "cp " AGENT_DIR "/instructions.md \"$HOME/.claude/CLAUDE.md\"\n"
+                              "export IS_SANDBOX=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 "
+                              "DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 "
+                              "CLAUDE_CODE_MAX_RETRIES=${CLAUDE_CODE_MAX_RETRIES:-3}\n"
+                              "exec claude -p --output-format stream-json --verbose --dangerously-skip-permissions%s%s "
+                              "< " AGENT_DIR "/prompt.txt\n",
+                              model ? " --model " : "", model ? model : "");
+        } else {
+                dm_buf_printf(&b,
+                              "export CODEX_HOME=\"$HOME/.codex\"\n"
+                              "mkdir -p \"$CODEX_HOME\"\n"
+                              "cp " AGENT_DIR "/instructions.md \"$CODEX_HOME/AGENTS.md\"\n"
+                              "cat > \"$CODEX_HOME/config.toml\" <<EOF\n"
+                              "model_provider = \"demesne\"\n"
+                              "%s%s%s"
+                              "[features]\n"
+                              "plugins = false\n"
+                              "[model_providers.demesne]\n"
+                              "name = \"demesne vendor proxy\"\n"
+                              "base_url = \"$OPENAI_BASE_URL\"\n"
+                              "env_key = \"DEMESNE_VENDOR_TOKEN\"\n"
+                              "wire_api = \"responses\"\n"
+                              "EOF\n"
+                              "exec codex exec --json --dangerously-bypass-approvals-and-sandbox "
+                              "--skip-git-repo-check -C /out - < " AGENT_DIR "/prompt.txt\n",
+                              model ? "model = \"" : "", model ? model : "", model ? "\"\n" : "");
+        }
+        r = b.data ? write_file(path, b.data, b.len, err) : dm_error_set(err, -ENOMEM, "out of memory");
+        dm_buf_release(&b);
+        return r;
+}
+
+/* ---- the run ------------------------------------------------------------------ */
+
+struct run_state {
+        const struct dm_agent_request *req;
+        enum dm_vendor provider;
+        struct dm_vendor_cred cred;
+        char token[65];
+        struct dm_vendor_proxy *proxy;
+        char usage_path[PATH_MAX];
+        double max_usd;         /* DEMESNE_AGENT_MAX_USD */
+        struct dm_cancel limit; /* fired by the proxy at the spending cap: ends the run */
+};
+
+static void on_cap(void *userdata)
+{
+        struct run_state *st = userdata;
+
+        dm_cancel_fire(&st->limit);
+}
+
+static char *env_entry(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *env_entry(const char *fmt, ...)
+{
+        va_list ap;
+        char *s = NULL;
+
+        va_start(ap, fmt);
+        if (vasprintf(&s, fmt, ap) < 0)
+                s = NULL;
+        va_end(ap);
+        return s;
+}
+
+/* The sandbox's network exists: the vendor proxy goes on its host side (or,
+ * rootless, on its own loopback: net->vendor_fd). */
+static int on_network(void *userdata, const struct dm_netlink *net, const char *output_dir, char ***ret_env,
+                      struct dm_error *err)
+{
+        struct run_state *st = userdata;
+        char ip[INET_ADDRSTRLEN], log_path[PATH_MAX];
+        const char *up = getenv(st->provider == DM_VENDOR_ANTHROPIC ? "DEMESNE_VENDOR_UPSTREAM_ANTHROPIC"
+                                                                    : "DEMESNE_VENDOR_UPSTREAM_OPENAI");
+        char **env;
+        size_t n = 0;
+        int r;
+
+        snprintf(st->usage_path, sizeof(st->usage_path), "%s/usage.json", output_dir);
+        snprintf(log_path, sizeof(log_path), "%s/vendor.log", output_dir);
+        struct dm_vendor_conf conf = {
+                .provider = st->provider,
+                .bind = { .sin_family = AF_INET,
+                          .sin_port = htons(DM_EGRESS_VENDOR_PORT),
+                          .sin_addr.s_addr = net->host_addr },
+                .listen_fd = net->vendor_fd, /* rootless: made in the sandbox's namespace */
+                .upstream = up && *up ? up : NULL,
+                .token = st->token,
+                .cred = st->cred,
+                .usage_path = st->usage_path,
+                .log_path = log_path,
+                .max_usd = st->max_usd,
+                .on_cap = on_cap,
+                .cap_userdata = st,
+        };
+        r = dm_vendor_start(&conf, &st->proxy, err);
+        if (r < 0)
+                return dm_error_wrap(err, "start the vendor proxy");
+        inet_ntop(AF_INET, &net->host_addr, ip, sizeof(ip));
+        env = calloc(8, sizeof(*env));
+        if (!env)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        if (st->provider == DM_VENDOR_ANTHROPIC) {
+                env[n++] = env_entry("ANTHROPIC_BASE_URL=http://%s:%d", ip, DM_EGRESS_VENDOR_PORT);
+                env[n++] = env_entry("ANTHROPIC_API_KEY=%s", st->token);
+        } else {
+                env[n++] = env_entry("OPENAI_BASE_URL=http://%s:%d/v1", ip, DM_EGRESS_VENDOR_PORT);
+                env[n++] = env_entry("DEMESNE_VENDOR_TOKEN=%s", st->token);
+        }
+        /* Straight to the vendor proxy, never through the egress proxy. */
+        env[n++] = env_entry("NO_PROXY=localhost,127.0.0.1,%s", ip);
+        env[n++] = env_entry("no_proxy=localhost,127.0.0.1,%s", ip);
+        for (size_t i = 0; i < n; i++)
+                if (!env[i]) {
+                        for (size_t j = 0; j < n; j++)
+                                free(env[j]);
+                        free(env);
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                }
+        *ret_env = env;
+        return 0;
+}
+
+/* Bytes of transcript looked through for the answer: a sandbox can make
+ * its stdout.log as large (or sparse) as it likes. */
+#define TRANSCRIPT_MAX_BYTES (1ull << 30)
+
+struct answer_scan {
+        enum dm_vendor provider;
+        char *answer;
+};
+
+static int answer_line(void *userdata, char *line, size_t len)
+{
+        struct answer_scan *a = userdata;
+        json_object *o, *v, *item;
+        const char *type;
+
+        if (len == 0 || line[0] != '{')
+                return 0;
+        o = json_tokener_parse(line);
+        if (!o)
+                return 0;
+        type = json_object_object_get_ex(o, "type", &v) ? json_object_get_string(v) : "";
+        if (a->provider == DM_VENDOR_ANTHROPIC && !strcmp(type, "result") &&
+            json_object_object_get_ex(o, "result", &v) && json_object_is_type(v, json_type_string)) {
+                free(a->answer);
+                a->answer = strdup(json_object_get_string(v));
+        } else if (a->provider == DM_VENDOR_OPENAI && !strcmp(type, "item.completed") &&
+                   json_object_object_get_ex(o, "item", &item) && json_object_object_get_ex(item, "type", &v) &&
+                   !strcmp(json_object_get_string(v), "agent_message") && json_object_object_get_ex(item, "text", &v)) {
+                free(a->answer);
+                a->answer = strdup(json_object_get_string(v));
+        }
+        json_object_put(o);
+        return 0;
+}
+
+/* The last answer in the transcript: Claude Code's {"type":"result",
+ * "result":...} line, or Codex's last item.completed agent_message. fd is
+ * stdout.log as dm_io_open_beneath opened it; lines and total are capped. */
+static char *final_answer(int fd, enum dm_vendor provider)
+{
+        struct answer_scan a = { .provider = provider };
+
+        if (fd >= 0)
+                dm_io_for_each_line(fd, LINE_MAX_BYTES, TRANSCRIPT_MAX_BYTES, answer_line, &a);
+        return a.answer ? a.answer : strdup("");
+}
+
+/* The run's stdout.log, opened beneath the output directory (no link, no
+ * FIFO, a regular file), and transcript.jsonl made a second name of that
+ * very file: linked from the fd under a fresh name, then renamed over
+ * whatever the sandbox put there (never followed). -errno when stdout.log
+ * is not the server's file any more. */
+static int open_transcript(int dirfd, const char *outdir)
+{
+        int fd = dm_io_open_beneath(dirfd, "stdout.log", O_RDONLY, 0);
+        char tmp[64], proc[64];
+        unsigned char rnd[6];
+
+        if (fd < 0) {
+                log_warning("%s/stdout.log: %s: no answer or transcript taken from it", outdir, dm_io_strerror(fd));
+                return fd;
+        }
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+                return fd;
+        snprintf(tmp, sizeof(tmp), ".transcript.%02x%02x%02x%02x%02x%02x.tmp", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
+                 rnd[5]);
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        if (linkat(AT_FDCWD, proc, dirfd, tmp, AT_SYMLINK_FOLLOW) < 0 ||
+            renameat(dirfd, tmp, dirfd, "transcript.jsonl") < 0) {
+                log_warning("cannot link %s/stdout.log to transcript.jsonl: %s", outdir, strerror(errno));
+                unlinkat(dirfd, tmp, 0);
+        }
+        return fd;
+}
+
+static json_object *usage_json(const struct dm_vendor_usage *u)
+{
+        json_object *o = json_object_new_object(), *per = json_object_new_object();
+
+        json_object_object_add(o, "input_tokens", json_object_new_int64((int64_t)u->total.input));
+        json_object_object_add(o, "output_tokens", json_object_new_int64((int64_t)u->total.output));
+        json_object_object_add(o, "cache_read_tokens", json_object_new_int64((int64_t)u->total.cache_read));
+        json_object_object_add(o, "cache_write_tokens", json_object_new_int64((int64_t)u->total.cache_write));
+        for (size_t i = 0; i < u->n_models; i++) {
+                const struct dm_vendor_model_usage *m = &u->models[i];
+                json_object *e = json_object_new_object();
+
+                json_object_object_add(e, "input_tokens", json_object_new_int64((int64_t)m->tokens.input));
+                json_object_object_add(e, "output_tokens", json_object_new_int64((int64_t)m->tokens.output));
+                json_object_object_add(e, "cache_read_tokens", json_object_new_int64((int64_t)m->tokens.cache_read));
+                json_object_object_add(e, "cache_write_tokens", json_object_new_int64((int64_t)m->tokens.cache_write));
+                json_object_object_add(e, "requests", json_object_new_int64((int64_t)m->tokens.requests));
+                json_object_object_add(e, "cost_usd", json_object_new_double(m->tokens.cost_usd));
+                json_object_object_add(e, "priced", json_object_new_boolean(m->priced));
+                json_object_object_add(per, m->model, e);
+        }
+        json_object_object_add(o, "per_model", per);
+        return o;
+}
+
+/* output_path must stay inside /out: relative, or absolute under /out. */
+static int check_output_path(const char *p, const char **ret_rel, struct dm_error *err)
+{
+        const char *rel = p;
+
+        if (!strncmp(rel, "/out/", 5))
+                rel += 5;
+        if (!*rel || rel[0] == '/' || strlen(rel) > 1024)
+                return dm_error_set(err, -EINVAL, "output_path '%s' must be a path inside /out (e.g. report.md)", p);
+        for (const char *s = rel; *s;) {
+                size_t len = strcspn(s, "/");
+
+                if ((len == 2 && !strncmp(s, "..", 2)) || (len == 1 && s[0] == '.'))
+                        return dm_error_set(err, -EINVAL, "output_path '%s' must not contain '.' or '..'", p);
+                s += len;
+                s += *s == '/';
+        }
+        *ret_rel = rel;
+        return 0;
+}
+
+int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, struct dm_agent_result *res,
+                 struct dm_error *err)
+{
+        struct run_state st = { .req = req, .max_usd = ctx->cfg.agent_max_usd, .limit = { .fd = -1 } };
+        struct dm_run_result run = { 0 };
+        char dir[PATH_MAX - 64], path[PATH_MAX];
+        _cleanup_close_ int outfd = -1;
+        unsigned char rnd[6];
+        const char *out_rel = NULL;
+        struct dm_vendor_usage usage = { 0 };
+        bool dir_made = false;
+        int r;
+
+        memset(res, 0, sizeof(*res));
+        if (req->output_path && check_output_path(req->output_path, &out_rel, err) < 0)
+                return -EINVAL;
+        r = dm_agent_pick_provider(req->model, &st.provider, err);
+        if (r < 0)
+                return r;
+        r = dm_vendor_cred_load(st.provider, &st.cred, err);
+        if (r < 0)
+                return r;
+        if (dm_cancel_init(&st.limit) < 0) {
+                r = dm_error_set(err, -errno, "cannot make an eventfd: %s", strerror(errno));
+                goto out;
+        }
+        res->provider = dm_vendor_name(st.provider);
+        res->model = req->model ? req->model : "default";
+        if (dm_vendor_token_new(st.token) < 0 || getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+                r = dm_error_set(err, -EIO, "no randomness for the run's token");
+                goto out;
+        }
+
+        /* The run's own files, next to the output directories. */
+        snprintf(dir, sizeof(dir), "%s/.agents", ctx->cfg.output_root);
+        r = dm_mkdir_p(dir, 0700, err);
+        if (r < 0)
+                goto out;
+        snprintf(dir, sizeof(dir), "%s/.agents/%02x%02x%02x%02x%02x%02x", ctx->cfg.output_root, rnd[0], rnd[1], rnd[2],
+                 rnd[3], rnd[4], rnd[5]);
+        if (mkdir(dir, 0755) < 0) {
+                r = dm_error_set(err, -errno, "cannot create '%s': %s", dir, strerror(errno));
+                goto out;
+        }
+        dir_made = true;
+        /* Whose it is, for the sweep after a crash (dm_agent_sweep). */
+        snprintf(path, sizeof(path), "%s/owner", dir);
+        r = write_file(path, ctx->owner, strlen(ctx->owner), err);
+        snprintf(path, sizeof(path), "%s/instructions.md", dir);
+        if (r >= 0)
+                r = write_instructions(path, req, err);
+        if (r >= 0) {
+                snprintf(path, sizeof(path), "%s/prompt.txt", dir);
+                r = write_file(path, req->prompt, strlen(req->prompt), err);
+        }
+        if (r >= 0) {
+                snprintf(path, sizeof(path), "%s/run.sh", dir);
+                r = write_launcher(path, st.provider, req->model, err);
+        }
+        if (r < 0)
+                goto out;
+
+        struct dm_mount mount = { .host = dir, .target = AGENT_DIR, .readonly = true };
+        static const char *const argv[] = { "/bin/bash", AGENT_DIR "/run.sh", NULL };
+        struct dm_run_request rreq = {
+                .image = st.provider == DM_VENDOR_ANTHROPIC ? "claude-code" : "codex",
+                .argv = argv,
+                .files = req->files,
+                .dirs = req->dirs,
+                .timeout_s = req->timeout_s,
+                .policy = req->policy,
+                .cancel = req->cancel,
+                .on_output = req->on_output,
+                .on_progress = req->on_progress,
+                .on_message = req->on_message,
+                .userdata = req->userdata,
+                .kind = "agent",
+                .mounts = &mount,
+                .n_mounts = 1,
+                .vendor_port = DM_EGRESS_VENDOR_PORT,
+                .on_network = on_network,
+                .network_userdata = &st,
+                .limit = &st.limit,
+        };
+        r = dm_run(ctx, &rreq, &run, err);
+        /* Stopping writes usage.json a last time. */
+        if (st.proxy) {
+                double spent = 0;
+
+                dm_vendor_usage(st.proxy, &usage);
+                /* Whether the proxy's refusal ended the CLI or the runner
+                 * stopped it, the run fails with the cap's sentence. */
+                if (dm_vendor_cap_reached(st.proxy, &spent) && r != -ECANCELED)
+                        r = dm_error_set(err, -EDQUOT,
+                                         "spending cap of $%.6g reached (DEMESNE_AGENT_MAX_USD): the "
+                                         "agent was stopped after $%.4f of model use; usage in '%s'",
+                                         st.max_usd, spent, st.usage_path);
+                dm_vendor_stop(st.proxy);
+                st.proxy = NULL;
+        }
+        if (r < 0)
+                goto out;
+
+        res->run_id = run.run_id;
+        res->output_dir = run.output_dir;
+        run.run_id = run.output_dir = NULL;
+        res->exit_code = run.exit_code;
+        res->timed_out = run.timed_out;
+        res->cancelled = run.cancelled;
+        res->duration_ms = run.duration_ms;
+        res->stderr_text = run.stderr_text;
+        res->stderr_len = run.stderr_len;
+        res->stderr_truncated = run.stderr_truncated;
+        run.stderr_text = NULL;
+        /* The CLI's event stream is the transcript. stdout.log, not
+         * transcript.jsonl, is read: the server made that name. */
+        outfd = dm_io_open_dir(res->output_dir);
+        if (outfd >= 0) {
+                _cleanup_close_ int fd = open_transcript(outfd, res->output_dir);
+
+                res->result = final_answer(fd, st.provider);
+        } else {
+                res->result = strdup("");
+        }
+        res->usage = usage_json(&usage);
+        res->cost_usd = usage.total.cost_usd;
+        /* What the server wrote after the run (transcript.jsonl, usage.json,
+         * vendor.log) goes to the owner too. */
+        dm_owner_return(ctx->cfg.output_root, res->output_dir);
+        if (out_rel && outfd >= 0) {
+                /* Through no link at any level of the relative path. */
+                int fd = dm_io_open_beneath(outfd, out_rel, O_PATH, 0);
+
+                res->output_exists = fd >= 0;
+                if (fd >= 0)
+                        close(fd);
+        }
+        if (!res->result || !res->usage)
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+out:
+        dm_vendor_usage_release(&usage);
+        dm_run_result_release(&run);
+        dm_vendor_cred_release(&st.cred);
+        dm_cancel_release(&st.limit);
+        explicit_bzero(st.token, sizeof(st.token));
+        if (dir_made && dm_remove_tree(dir) < 0)
+                log_warning("cannot remove '%s'", dir);
+        if (r < 0)
+                dm_agent_result_release(res);
+        return r;
+}
+
+void dm_agent_result_release(struct dm_agent_result *res)
+{
+        free(res->run_id);
+        free(res->output_dir);
+        free(res->result);
+        free(res->stderr_text);
+        json_object_put(res->usage);
+        memset(res, 0, sizeof(*res));
+}
+
+void dm_agent_sweep(struct dm_context *ctx)
+{
+        char dir[PATH_MAX - 512], path[PATH_MAX];
+        DIR *d;
+        struct dirent *de;
+        size_t removed = 0;
+
+        snprintf(dir, sizeof(dir), "%s/.agents", ctx->cfg.output_root);
+        d = opendir(dir);
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                char owner[128] = "";
+                ssize_t n = -1;
+                int fd;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s/owner", dir, de->d_name);
+                fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd >= 0) {
+                        n = read(fd, owner, sizeof(owner) - 1);
+                        close(fd);
+                }
+                /* No owner file yet: a live server is making it. */
+                if (n <= 0)
+                        continue;
+                owner[n] = '\0';
+                if (!strcmp(owner, ctx->owner) || dm_owner_alive(owner, ctx->owner))
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+                if (dm_remove_tree(path) == 0)
+                        removed++;
+        }
+        closedir(d);
+        if (removed)
+                log_info("removed the files of %zu agent run(s) left by servers that are gone", removed);
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_AGENT_H
+#define DM_AGENT_H
+
+/* A coding agent (Claude Code or Codex) run to completion in a sandbox of
+ * its provider's image: sandbox_agent and sandbox_research.
+ *
+ * The agent's CLI talks to the vendor proxy (netpolicy/vendor.c) on the host
+ * side of the sandbox's network, with a random per-run token as its key; the
+ * proxy holds the host's real credential, which never enters the container.
+ * The run's output directory gets transcript.jsonl (the CLI's JSON event
+ * stream), usage.json (the proxy's token counts) and whatever the agent
+ * writes to /out. */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "netpolicy/policy.h"
+#include "netpolicy/vendor.h"
+#include "src/core/context.h"
+#include "src/basic/cancel.h"
+#include "src/basic/error.h"
+
+/* The provider a model name belongs to: sonnet, opus, haiku and claude-*
+ * are Anthropic's (Claude Code); gpt-*, o<digit>* and codex-* are OpenAI's
+ * (Codex). -EINVAL with a message otherwise. */
+int dm_agent_provider_of(const char *model, enum dm_vendor *ret, struct dm_error *err);
+
+/* The provider for a run: model's, which must have a credential; with no
+ * model, the first with a credential (Anthropic, then OpenAI). -ENOENT with
+ * what is missing for each when none has one. */
+int dm_agent_pick_provider(const char *model, enum dm_vendor *ret, struct dm_error *err);
+
+struct dm_agent_request {
+        const char *prompt;
+        const char *model;                   /* NULL: the provider's default */
+        const char *preamble;                /* NULL: the built-in one */
+        const char *const *success_criteria; /* NULL-terminated; may be NULL */
+        const char *output_path;             /* where the agent must write its deliverable, or NULL */
+        const char *output_format;           /* e.g. "markdown", "json"; or NULL */
+        const char *const *files;            /* host inputs -> /in */
+        const char *const *dirs;
+        const struct dm_policy *policy; /* egress of the sandbox; the vendor proxy is always reachable */
+        bool research;                  /* sandbox_research: says so in the instructions */
+        int64_t timeout_s;
+        struct dm_cancel *cancel;
+        int (*on_output)(void *userdata, int stream, const char *data, size_t len);
+        void (*on_progress)(void *userdata, int64_t elapsed_ms, uint64_t output_bytes);
+        void (*on_message)(void *userdata, const char *message);
+        void *userdata;
+};
+
+struct dm_agent_result {
+        char *run_id, *output_dir; /* owned */
+        int exit_code;
+        bool timed_out, cancelled;
+        int64_t duration_ms;
+        char *result;      /* the agent's final answer (owned; may be "") */
+        char *stderr_text; /* owned */
+        size_t stderr_len;
+        bool stderr_truncated;
+        const char *provider; /* "anthropic" / "openai" */
+        const char *model;    /* as asked, or the provider's default */
+        double cost_usd;
+        json_object *usage; /* owned: {input_tokens, output_tokens, cache_read_tokens,
+                                                 * cache_write_tokens, per_model{}} */
+        bool output_exists; /* output_path was given and the file is there */
+};
+
+int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, struct dm_agent_result *res,
+                 struct dm_error *err);
+void dm_agent_result_release(struct dm_agent_result *res);
+
+/* Removes the run files (instructions, launcher) that servers which are
+ * gone left under <output root>/.agents; a live server's are left alone. */
+void dm_agent_sweep(struct dm_context *ctx);
+
+#endif

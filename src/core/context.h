@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_CONTEXT_H
+#define DM_CONTEXT_H
+
+/* What one server process owns: its settings, its engine connection (opened
+ * on first use, so tools/list works with no engine), its owner label, and
+ * the queue of containers waiting to be removed after their result was sent.
+ *
+ * This file knows none of the parts that keep state here (pool, egress,
+ * sandboxes' shims, the TTL reaper): src/core/server.h starts and releases
+ * the whole in order. */
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "backends/backend.h"
+#include "src/core/jobs.h"
+#include "src/core/settings.h"
+#include "src/basic/paths.h"
+
+#define DM_LABEL_OWNER "demesne.owner"
+/* Which output root a one-off run's server served: a server sweeps up only
+ * after dead servers of its own output root (its predecessors). */
+#define DM_LABEL_ROOT "demesne.root"
+#define DM_LABEL_RUN "demesne.run"
+#define DM_LABEL_KIND "demesne.kind"
+/* A warm container no run has claimed yet (src/core/pool.h). */
+#define DM_LABEL_POOL "demesne.pool"
+
+struct dm_reap_item;
+struct dm_sandbox_shim;
+struct dm_pool;
+struct dm_resources;
+struct dm_proxy;
+
+struct dm_context {
+        struct dm_config cfg;
+        struct dm_allowed_roots roots;
+        struct dm_jobs *jobs;           /* background jobs of this server */
+        struct dm_resources *resources; /* who made which output directory (src/core/resources.c) */
+        char owner[96];                 /* boot id + pid + start time */
+        char owner_label[128];          /* "demesne.owner=<owner>" */
+        char root_label[64];            /* "demesne.root=<hash of the output root>" */
+
+        pthread_mutex_t lock; /* guards backend and the reap queue */
+        struct dm_backend *backend;
+        pthread_cond_t reap_cond;
+        struct dm_reap_item *reap_head;
+        bool reap_stop;
+        pthread_t reaper;
+        bool reaper_started;
+        int reap_busy;
+        bool orphans_pending; /* the reaper sweeps dead servers' containers */
+        bool warm_pending;    /* the reaper opens the engine */
+        bool drained;         /* dm_context_drain ran */
+
+        pthread_mutex_t egress_lock; /* guards proxy */
+        struct dm_proxy *proxy;      /* the egress proxy, made on first use (src/core/egress.c) */
+        bool nat_done;               /* the pool's source NAT is in place */
+
+        struct dm_pool *pool; /* warm containers (src/core/pool.c), `serve` only; NULL = none */
+
+        pthread_mutex_t shim_lock;     /* guards shims */
+        pthread_cond_t shim_changed;   /* an adoption of a shim ended (src/core/sandbox.c) */
+        struct dm_sandbox_shim *shims; /* persistent sandboxes' shim sockets (src/core/sandbox.c) */
+
+        pthread_mutex_t ttl_lock; /* guards the TTL reaper's fields (src/core/sandbox.c) */
+        pthread_cond_t ttl_cond;
+        pthread_t ttl_thread;
+        bool ttl_running, ttl_stop;
+        int ttl_interval_s;
+
+        /* Called by the orphan sweep after it removed dead servers'
+         * containers: the rest they left (agents' files, input stages). */
+        void (*after_orphan_sweep)(struct dm_context *ctx);
+};
+
+/* Loads the config, resolves the allowed roots, computes the owner.
+ * Servers use dm_server_init (src/core/server.h), which calls it. */
+int dm_context_init(struct dm_context *ctx, struct dm_error *err);
+/* Ends the jobs, waits for the reap queue, stops the reaper, removes every
+ * container this process owns, and closes the engine (stopping any engine
+ * service it started). Safe to call once; dm_server_release calls it last. */
+void dm_context_release(struct dm_context *ctx);
+/* Waits for the reap queue, stops the reaper and removes every container
+ * this process owns; the engine stays open. Safe to call twice. */
+void dm_context_drain(struct dm_context *ctx);
+
+/* The engine, opened (or reopened after it went away) on demand. The
+ * returned pointer stays valid until dm_context_release. */
+int dm_context_backend(struct dm_context *ctx, struct dm_backend **ret, struct dm_error *err);
+
+/* Queues a container (and, optionally, a host scratch directory the server
+ * made for it) for removal in the background. Takes ownership of both strings. */
+void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_dir);
+/* The same, and then gives output_dir (may be NULL; taken) back to the
+ * output root's owner (dm_owner_give_back): what the container's last
+ * processes wrote too. */
+void dm_context_reap_output(struct dm_context *ctx, char *container_id, char *scratch_dir, char *output_dir);
+
+/* Opens the engine in the background and then removes what dead servers
+ * left, so a server cleans up at start without making its first answer
+ * wait. An engine that is not there yet is only a warning. (dm_server_start
+ * does this, and starts the pool and the TTL reaper.) */
+void dm_context_warm_up(struct dm_context *ctx);
+
+/* Waits until the reap queue is empty. */
+void dm_context_reap_flush(struct dm_context *ctx);
+
+/* Removes every container labelled with this process's owner. */
+int dm_context_sweep(struct dm_context *ctx, struct dm_error *err);
+
+/* Whether the server named by an owner label value still runs: same boot,
+ * and a process with that pid and start time. my_owner is this server's. */
+bool dm_owner_alive(const char *owner, const char *my_owner);
+
+/* A new run id, the name of its output directory:
+ * "run-20261202T130501-1a2b3c", sortable, unique enough for one user. */
+int dm_run_id_new(char *buf, size_t len);
+
+/* Removes a host directory tree without following symlinks. */
+int dm_remove_tree(const char *path);
+
+#endif

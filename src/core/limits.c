@@ -1,0 +1,543 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/core/limits.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "src/basic/log.h"
+#include "src/basic/timeutil.h"
+
+/* The watch's pace: a walk every MIN ms at most, and never more than a
+ * fifth of the time in walks (a huge tree is walked less often). */
+#define WATCH_MIN_MS 200
+#define WATCH_MAX_MS 5000
+#define DM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static int64_t charge(const struct stat *st)
+{
+        return (int64_t)st->st_blocks * 512 + DM_DISK_INODE_BYTES;
+}
+
+/* dirfd is an open directory on device dev; it is closed here. */
+static int walk(int dirfd, dev_t dev, int depth, int64_t *sum)
+{
+        DIR *d;
+        struct dirent *e;
+        int r = 0;
+
+        if (depth > DM_DISK_MAX_DEPTH) {
+                close(dirfd);
+                return -ELOOP;
+        }
+        d = fdopendir(dirfd);
+        if (!d) {
+                close(dirfd);
+                return 0;
+        }
+        while (r == 0 && (e = readdir(d))) {
+                struct stat st;
+                int fd;
+
+                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                        continue;
+                if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue; /* gone since readdir */
+                *sum += charge(&st);
+                if (!S_ISDIR(st.st_mode) || st.st_dev != dev)
+                        continue;
+                fd = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+                if (fd < 0)
+                        continue; /* swapped for a symlink, or removed: not followed */
+                r = walk(fd, dev, depth + 1, sum);
+        }
+        closedir(d);
+        return r;
+}
+
+int dm_disk_usage(const char *const *paths, int64_t *ret_bytes)
+{
+        int64_t sum = 0;
+
+        for (size_t i = 0; paths && paths[i]; i++) {
+                struct stat st;
+                int fd = open(paths[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), r;
+
+                if (fd < 0)
+                        continue;
+                if (fstat(fd, &st) < 0) {
+                        close(fd);
+                        continue;
+                }
+                r = walk(fd, st.st_dev, 0, &sum);
+                if (r < 0)
+                        return r;
+        }
+        *ret_bytes = sum;
+        return 0;
+}
+
+/* ---- files unlinked but still open ------------------------------------------- */
+
+#define UNLINKED_MAX_PIDS 65536
+#define UNLINKED_MAX_FILES 65536
+
+struct held {
+        dev_t dev;
+        ino_t ino;
+        int64_t bytes;
+};
+
+static int held_cmp(const void *a, const void *b)
+{
+        const struct held *x = a, *y = b;
+
+        if (x->dev != y->dev)
+                return x->dev < y->dev ? -1 : 1;
+        return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static void scan_fds(int pid, const dev_t *devs, size_t n_devs, struct held *v, size_t *n)
+{
+        char dir[64];
+        DIR *d;
+        struct dirent *e;
+
+        snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
+        d = opendir(dir);
+        if (!d)
+                return;
+        while (*n < UNLINKED_MAX_FILES && (e = readdir(d))) {
+                struct stat st;
+                bool ours = false;
+
+                /* stat through the magic link: the kernel's own file, no
+                 * path walked, nothing opened. */
+                if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, 0) < 0 || !S_ISREG(st.st_mode) ||
+                    st.st_nlink != 0)
+                        continue;
+                /* Only the trees' file systems: memfd and tmpfs are memory. */
+                for (size_t i = 0; i < n_devs && !ours; i++)
+                        ours = st.st_dev == devs[i];
+                if (ours)
+                        v[(*n)++] = (struct held){ st.st_dev, st.st_ino, (int64_t)st.st_blocks * 512 };
+        }
+        closedir(d);
+}
+
+int64_t dm_disk_unlinked_open(const char *procs_path, const dev_t *devs, size_t n_devs)
+{
+        struct held *v;
+        size_t n = 0, pids = 0;
+        int64_t sum = 0;
+        FILE *f;
+        int pid;
+
+        if (!procs_path || !(f = fopen(procs_path, "re")))
+                return 0;
+        v = malloc(UNLINKED_MAX_FILES * sizeof(*v));
+        while (v && pids++ < UNLINKED_MAX_PIDS && fscanf(f, "%d", &pid) == 1)
+                if (pid > 0)
+                        scan_fds(pid, devs, n_devs, v, &n);
+        fclose(f);
+        if (!v)
+                return 0;
+        qsort(v, n, sizeof(*v), held_cmp);
+        for (size_t i = 0; i < n; i++)
+                if (i == 0 || held_cmp(&v[i], &v[i - 1]) != 0)
+                        sum += v[i].bytes;
+        free(v);
+        return sum;
+}
+
+/* The cgroup.procs file of pid's cgroup (v1 pids hierarchy, else v2),
+ * malloc'd, or NULL. */
+static char *procs_file(int pid)
+{
+        char path[64], *line = NULL, *ret = NULL;
+        size_t cap = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+        if (pid <= 0 || !(f = fopen(path, "re")))
+                return NULL;
+        while (!ret && getline(&line, &cap, f) > 0) {
+                char *ctl = strchr(line, ':'), *cg = ctl ? strchr(ctl + 1, ':') : NULL;
+
+                if (!cg)
+                        continue;
+                *cg++ = '\0';
+                cg[strcspn(cg, "\n")] = '\0';
+                if (!strcmp(ctl + 1, "pids")) {
+                        if (asprintf(&ret, "/sys/fs/cgroup/pids%s/cgroup.procs", cg) < 0)
+                                ret = NULL;
+                } else if (ctl == line + 1 && line[0] == '0' && !ctl[1]) {
+                        /* v2 (or hybrid's unified tree, listed after the v1
+                         * lines): its cgroup.procs lists the same processes. */
+                        bool hybrid = access("/sys/fs/cgroup/unified", F_OK) == 0;
+
+                        if (asprintf(&ret, "/sys/fs/cgroup%s%s/cgroup.procs", hybrid ? "/unified" : "", cg) < 0)
+                                ret = NULL;
+                }
+        }
+        free(line);
+        fclose(f);
+        return ret;
+}
+
+void dm_format_size(int64_t bytes, char *buf, size_t len)
+{
+        static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB" };
+        double v = (double)bytes;
+        int u = -1;
+
+        if (bytes < 1024) {
+                snprintf(buf, len, "%lld bytes", (long long)bytes);
+                return;
+        }
+        while (v >= 1024 && u < 3) {
+                v /= 1024;
+                u++;
+        }
+        if (v == (double)(int64_t)v)
+                snprintf(buf, len, "%lld %s", (long long)v, unit[u]);
+        else
+                snprintf(buf, len, "%.1f %s", v, unit[u]);
+}
+
+int dm_disk_cap_error(struct dm_error *err, int64_t cap, const char *why)
+{
+        char c[32];
+
+        dm_format_size(cap, c, sizeof(c));
+        return dm_error_set(err, -EDQUOT, "disk cap of %s reached (DEMESNE_DISK_MAX): %s", c, why);
+}
+
+/* ---- the watch ------------------------------------------------------------------ */
+
+struct dm_limits_watch {
+        pthread_t thread;
+        int stop_fd, trip_fd;
+        int cancel_fd, limit_fd;
+        char **trees;
+        char *procs;   /* the container's cgroup.procs, or NULL */
+        dev_t devs[8]; /* the trees' file systems */
+        size_t n_devs;
+        int64_t cap, baseline;
+        pthread_mutex_t lock; /* guards err */
+        struct dm_error err;  /* code != 0 once a limit tripped */
+};
+
+static void trip(struct dm_limits_watch *w, int code, const char *msg)
+{
+        uint64_t one = 1;
+
+        pthread_mutex_lock(&w->lock);
+        if (!w->err.code)
+                dm_error_set(&w->err, code, "%s", msg);
+        pthread_mutex_unlock(&w->lock);
+        if (write(w->trip_fd, &one, sizeof(one)) < 0)
+                log_warning("limits: cannot wake the command's waiter: %s", strerror(errno));
+}
+
+/* 1 when the command must stop (w->err set), else 0. */
+static int check_disk(struct dm_limits_watch *w)
+{
+        struct dm_error e = { 0 };
+        char used[32];
+        int64_t sum = 0;
+        int r = dm_disk_usage((const char *const *)w->trees, &sum);
+
+        sum += dm_disk_unlinked_open(w->procs, w->devs, w->n_devs);
+
+        if (r == -ELOOP) {
+                dm_disk_cap_error(&e, w->cap, "a directory tree is deeper than 256 levels; the command was stopped");
+                trip(w, e.code, e.msg);
+                return 1;
+        }
+        if (sum <= w->cap || sum <= w->baseline)
+                return 0;
+        dm_format_size(sum, used, sizeof(used));
+        {
+                char why[128];
+
+                snprintf(why, sizeof(why),
+                         "the sandbox holds %s (/out, /workspace, its root file system and logs); "
+                         "the command was stopped",
+                         used);
+                dm_disk_cap_error(&e, w->cap, why);
+        }
+        trip(w, e.code, e.msg);
+        return 1;
+}
+
+static void *watch_main(void *arg)
+{
+        struct dm_limits_watch *w = arg;
+        int64_t pause = WATCH_MIN_MS;
+
+        for (;;) {
+                struct pollfd p[3] = {
+                        { .fd = w->stop_fd, .events = POLLIN },
+                        { .fd = w->cancel_fd, .events = POLLIN },
+                        { .fd = w->limit_fd, .events = POLLIN },
+                };
+                int64_t t0;
+                int n = poll(p, 3, w->cap > 0 ? (int)pause : -1);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 || p[0].revents)
+                        break;
+                if (p[1].revents) {
+                        uint64_t one = 1;
+
+                        /* Not a limit: only passed on. */
+                        if (write(w->trip_fd, &one, sizeof(one)) < 0)
+                                log_warning("limits: cannot pass a cancel on: %s", strerror(errno));
+                        break;
+                }
+                if (p[2].revents) {
+                        trip(w, -ECONNABORTED, "stopped by a limit");
+                        break;
+                }
+                t0 = dm_now_ms();
+                if (check_disk(w))
+                        break;
+                pause = 5 * (dm_now_ms() - t0);
+                pause = pause < WATCH_MIN_MS ? WATCH_MIN_MS : pause > WATCH_MAX_MS ? WATCH_MAX_MS : pause;
+        }
+        return NULL;
+}
+
+static void watch_free(struct dm_limits_watch *w)
+{
+        if (w->stop_fd >= 0)
+                close(w->stop_fd);
+        if (w->trip_fd >= 0)
+                close(w->trip_fd);
+        for (size_t i = 0; w->trees && w->trees[i]; i++)
+                free(w->trees[i]);
+        free(w->trees);
+        free(w->procs);
+        pthread_mutex_destroy(&w->lock);
+        free(w);
+}
+
+int dm_limits_watch_start(const struct dm_limits_watch_conf *conf, struct dm_limits_watch **ret, struct dm_error *err)
+{
+        struct dm_limits_watch *w = calloc(1, sizeof(*w));
+        size_t n = 0;
+        int r;
+
+        if (!w)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        pthread_mutex_init(&w->lock, NULL);
+        w->cap = conf->cap;
+        w->cancel_fd = conf->cancel_fd;
+        w->limit_fd = conf->limit_fd;
+        w->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        w->trip_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        while (conf->trees && conf->trees[n])
+                n++;
+        w->trees = calloc(n + 1, sizeof(*w->trees));
+        if (w->stop_fd < 0 || w->trip_fd < 0) {
+                r = dm_error_set(err, -errno, "limits: eventfd: %s", strerror(errno));
+                watch_free(w);
+                return r;
+        }
+        for (size_t i = 0; w->trees && i < n; i++)
+                if (!(w->trees[i] = strdup(conf->trees[i]))) {
+                        watch_free(w);
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                }
+        if (!w->trees) {
+                watch_free(w);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < n && w->n_devs < DM_ARRAY_LEN(w->devs); i++) {
+                struct stat st;
+
+                if (stat(w->trees[i], &st) == 0)
+                        w->devs[w->n_devs++] = st.st_dev;
+        }
+        if (w->cap > 0)
+                w->procs = procs_file(conf->pid);
+        if (w->cap > 0 && dm_disk_usage((const char *const *)w->trees, &w->baseline) < 0)
+                w->baseline = 0;
+        if (w->cap > 0)
+                w->baseline += dm_disk_unlinked_open(w->procs, w->devs, w->n_devs);
+        r = -pthread_create(&w->thread, NULL, watch_main, w);
+        if (r < 0) {
+                watch_free(w);
+                return dm_error_set(err, r, "limits: cannot start the disk watch: %s", strerror(-r));
+        }
+        *ret = w;
+        return 0;
+}
+
+int dm_limits_watch_fd(const struct dm_limits_watch *w)
+{
+        return w->trip_fd;
+}
+
+bool dm_limits_watch_tripped(struct dm_limits_watch *w, struct dm_error *err)
+{
+        bool tripped;
+
+        pthread_mutex_lock(&w->lock);
+        tripped = w->err.code != 0;
+        pthread_mutex_unlock(&w->lock);
+        /* A command quicker than the watch's first walk is measured once
+         * more now that it has ended: what it left counts the same. Not
+         * after a cancel: nobody waits for that answer. */
+        if (!tripped && w->cap > 0) {
+                struct pollfd p = { .fd = w->cancel_fd, .events = POLLIN };
+
+                if (w->cancel_fd < 0 || poll(&p, 1, 0) == 0)
+                        check_disk(w);
+        }
+        pthread_mutex_lock(&w->lock);
+        tripped = w->err.code != 0;
+        if (tripped)
+                dm_error_set(err, w->err.code, "%s", w->err.msg);
+        pthread_mutex_unlock(&w->lock);
+        return tripped;
+}
+
+void dm_limits_watch_stop(struct dm_limits_watch *w)
+{
+        uint64_t one = 1;
+
+        if (!w)
+                return;
+        if (write(w->stop_fd, &one, sizeof(one)) < 0)
+                log_warning("limits: cannot stop the disk watch: %s", strerror(errno));
+        pthread_join(w->thread, NULL);
+        watch_free(w);
+}
+
+void dm_limits_target_read(struct dm_backend *b, const char *id, struct dm_limits_target *t)
+{
+        struct dm_container_info info = { 0 };
+        struct dm_error err = { 0 };
+        char *slash;
+
+        memset(t, 0, sizeof(*t));
+        if (b->ops->inspect(b, id, &info, &err) < 0)
+                return;
+        t->pid = info.pid;
+        if (info.upper_dir)
+                snprintf(t->dirs[t->n++], PATH_MAX, "%s", info.upper_dir);
+        /* The directories of /etc/hosts, /etc/hostname and the container's
+         * log: container root can write the first two, its PID 1's output
+         * fills the last. */
+        if (info.hosts_path && (slash = strrchr(info.hosts_path, '/')) && slash != info.hosts_path) {
+                *slash = '\0';
+                snprintf(t->dirs[t->n++], PATH_MAX, "%s", info.hosts_path);
+        }
+        if (info.log_path && (slash = strrchr(info.log_path, '/')) && slash != info.log_path) {
+                *slash = '\0';
+                if (!info.hosts_path || strcmp(info.log_path, info.hosts_path) != 0)
+                        snprintf(t->dirs[t->n++], PATH_MAX, "%s", info.log_path);
+        }
+        dm_container_info_release(&info);
+}
+
+int dm_limits_watch_target(const struct dm_limits_target *t, const struct dm_limits_watch_conf *conf,
+                           struct dm_limits_watch **ret, struct dm_error *err)
+{
+        struct dm_limits_watch_conf c = *conf;
+        const char *trees[10];
+        size_t n = 0;
+
+        for (; conf->trees && conf->trees[n] && n < 6; n++)
+                trees[n] = conf->trees[n];
+        if (conf->cap > 0 && t) {
+                c.pid = t->pid;
+                for (size_t i = 0; i < t->n && i < 3; i++)
+                        trees[n++] = t->dirs[i];
+        }
+        trees[n] = NULL;
+        c.trees = trees;
+        return dm_limits_watch_start(&c, ret, err);
+}
+
+int dm_limits_watch_container(struct dm_backend *b, const char *id, const struct dm_limits_watch_conf *conf,
+                              struct dm_limits_watch **ret, struct dm_error *err)
+{
+        struct dm_limits_target t = { 0 };
+
+        if (conf->cap > 0)
+                dm_limits_target_read(b, id, &t);
+        return dm_limits_watch_target(&t, conf, ret, err);
+}
+
+bool dm_limits_fsize_hit(int64_t cap, int exit_code, struct dm_error *err)
+{
+        if (cap <= 0 || exit_code != 128 + SIGXFSZ)
+                return false;
+        dm_disk_cap_error(err, cap,
+                          "a file grew past it and the command was stopped (SIGXFSZ, "
+                          "file size limit exceeded)");
+        return true;
+}
+
+/* ---- whether the engine can apply memory and pids limits ----------------- */
+
+bool dm_limits_cgroup_applies(bool rootless, char *why, size_t size)
+{
+        char path[256], ctl[512] = "";
+        struct statfs sf;
+        FILE *f;
+
+        if (!rootless)
+                return true;
+        if (statfs("/sys/fs/cgroup", &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC) {
+                snprintf(why, size,
+                         "cgroup v1 (or hybrid): a rootless engine gets no cgroup of its own, so memory and pids "
+                         "limits are ignored; boot with systemd.unified_cgroup_hierarchy=1 and delegate the "
+                         "controllers (Delegate=memory pids cpu in a drop-in for user@.service)");
+                return false;
+        }
+        snprintf(path, sizeof(path), "/sys/fs/cgroup/user.slice/user-%u.slice/user@%u.service/cgroup.controllers",
+                 (unsigned)geteuid(), (unsigned)geteuid());
+        f = fopen(path, "re");
+        if (f) {
+                if (!fgets(ctl, sizeof(ctl), f))
+                        ctl[0] = '\0';
+                fclose(f);
+        }
+        /* Whole words: "memory" and "pids" among the controllers. */
+        {
+                bool mem = false, pids = false;
+                char *save = NULL;
+
+                for (char *w = strtok_r(ctl, " \n", &save); w; w = strtok_r(NULL, " \n", &save)) {
+                        mem |= !strcmp(w, "memory");
+                        pids |= !strcmp(w, "pids");
+                }
+                if (mem && pids)
+                        return true;
+        }
+        snprintf(why, size,
+                 "cgroup v2 without the memory and pids controllers delegated to user@%u.service, so a rootless "
+                 "engine cannot apply them; add Delegate=memory pids cpu in "
+                 "/etc/systemd/system/user@.service.d/delegate.conf and log in again",
+                 (unsigned)geteuid());
+        return false;
+}

@@ -1,0 +1,615 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/core/runner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/core/egress.h"
+#include "src/core/images.h"
+#include "src/core/idmap.h"
+#include "src/core/launch.h"
+#include "src/core/pool.h"
+#include "src/core/limits.h"
+#include "src/core/ownership.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/headtail.h"
+#include "src/basic/io.h"
+#include "src/basic/log.h"
+#include "src/basic/timeutil.h"
+
+#define PROGRESS_INTERVAL_MS 1000
+
+struct capture {
+        int fd[3]; /* [1] stdout.log, [2] stderr.log */
+        bool write_failed[3];
+        struct dm_headtail ht[3];
+        const struct dm_run_request *req;
+        int stop_fd; /* the caller's cancel or a limit (src/core/limits.h) */
+};
+
+void dm_run_result_release(struct dm_run_result *res)
+{
+        free(res->run_id);
+        free(res->output_dir);
+        free(res->stdout_text);
+        free(res->stderr_text);
+        memset(res, 0, sizeof(*res));
+}
+
+static int on_data(void *userdata, int stream, const char *data, size_t len)
+{
+        struct capture *c = userdata;
+
+        if (stream != 2)
+                stream = 1;
+        dm_headtail_feed(&c->ht[stream], data, len);
+        if (!c->write_failed[stream] && dm_write_all(c->fd[stream], data, len) < 0) {
+                /* Keep running: the result still carries the capped copy. */
+                c->write_failed[stream] = true;
+                log_warning("writing %s.log failed: %s; the file is incomplete", stream == 1 ? "stdout" : "stderr",
+                            strerror(errno));
+        }
+        if (c->req->on_output)
+                return c->req->on_output(c->req->userdata, stream, data, len);
+        return 0;
+}
+
+static size_t count(const char *const *v)
+{
+        size_t n = 0;
+        while (v && v[n])
+                n++;
+        return n;
+}
+
+static int open_log(int dirfd, const char *name, const char *dir, struct dm_error *err)
+{
+        /* O_EXCL: the directory is new and ours; nothing may be there yet,
+         * and a link would be an attack. */
+        int fd = dm_io_open_beneath(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0)
+                return dm_error_set(err, fd, "cannot create '%s/%s': %s", dir, name, dm_io_strerror(fd));
+        return fd;
+}
+
+static int pump(struct dm_backend *b, struct dm_stream *s, const char *id, struct capture *cap,
+                const struct dm_run_request *req, int64_t t0, struct dm_run_result *res, struct dm_error *err)
+{
+        struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
+        int64_t deadline = t0 + req->timeout_s * 1000;
+        int cancel_fd = cap->stop_fd;
+        int r;
+
+        for (;;) {
+                int64_t now = dm_now_ms();
+                int64_t slice = deadline;
+
+                if (req->on_progress && now + PROGRESS_INTERVAL_MS < deadline)
+                        slice = now + PROGRESS_INTERVAL_MS;
+                r = dm_stream_pump(s, &sink, cancel_fd, slice, err);
+                if (r == -ETIMEDOUT && slice < deadline) {
+                        req->on_progress(req->userdata, dm_now_ms() - t0, cap->ht[1].total + cap->ht[2].total);
+                        continue;
+                }
+                break;
+        }
+        if (r == -ETIMEDOUT || r == -ECANCELED) {
+                struct dm_error kerr = { 0 };
+
+                if (r == -ETIMEDOUT)
+                        res->timed_out = true;
+                else
+                        res->cancelled = true;
+                /* Killing PID 1 ends the container's whole PID namespace:
+                 * every process the command started goes with it. */
+                if (b->ops->kill(b, id, SIGKILL, &kerr) < 0)
+                        log_debug("kill '%.12s': %s", id, kerr.msg);
+                dm_error_clear(err);
+                /* A cancelled call sends no result: nothing to drain or wait
+                 * for, and a shutting-down server must not linger on it. */
+                if (res->cancelled)
+                        return 0;
+                r = dm_stream_pump(s, &sink, -1, dm_now_ms() + DM_DRAIN_AFTER_KILL_MS, err);
+                if (r < 0)
+                        log_debug("draining '%.12s' after kill: %s", id, err->msg);
+                dm_error_clear(err);
+                return 0;
+        }
+        return r;
+}
+
+struct tick {
+        struct capture *cap;
+        int64_t t0;
+};
+
+static void on_tick(void *userdata)
+{
+        struct tick *t = userdata;
+
+        t->cap->req->on_progress(t->cap->req->userdata, dm_now_ms() - t->t0, t->cap->ht[1].total + t->cap->ht[2].total);
+}
+
+static void strv_free(char **v)
+{
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+/* first's entries, then those of second whose names first does not set
+ * (so an agent's NO_PROXY wins over the egress proxy's). The strings stay
+ * theirs; the array is malloc'd. */
+static char **env_merge(const char *const *first, const char *const *second)
+{
+        size_t n = 0, k = 0;
+        char **out;
+
+        for (size_t i = 0; first && first[i]; i++)
+                n++;
+        for (size_t i = 0; second && second[i]; i++)
+                n++;
+        out = calloc(n + 1, sizeof(*out));
+        if (!out)
+                return NULL;
+        for (size_t i = 0; first && first[i]; i++)
+                out[k++] = (char *)first[i];
+        for (size_t i = 0; second && second[i]; i++) {
+                size_t len = strcspn(second[i], "=");
+                bool shadowed = false;
+
+                for (size_t j = 0; first && first[j] && !shadowed; j++)
+                        shadowed = strncmp(first[j], second[i], len) == 0 && first[j][len] == '=';
+                if (!shadowed)
+                        out[k++] = (char *)second[i];
+        }
+        return out;
+}
+
+/* The command through demesne-shim: it runs under the seccomp filter, and
+ * the shim kills its whole process group at the timeout. */
+static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id, struct dm_shimhost *host,
+                    const struct dm_launched *warm, const char *const *argv, struct capture *cap,
+                    const struct dm_run_request *req, struct dm_run_result *res, struct dm_error *err)
+{
+        struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
+        struct tick tick = { .cap = cap };
+        struct dm_shim_request sreq = {
+                .argv = argv,
+                .cwd = "/out",
+                .on_tick = req->on_progress ? on_tick : NULL,
+                .tick_userdata = &tick,
+        };
+        struct dm_shim_result sres;
+        struct dm_egress_run *egress = NULL;
+        struct dm_launched l;
+        char **extra = NULL, **env = NULL, **with_req = NULL;
+        int r;
+
+        /* A warm container's shim connected long ago (src/core/pool.c). */
+        if (warm)
+                l = *warm;
+        else if ((r = dm_launch_shim_ready(b, id, host, dm_now_ms() + DM_SHIM_READY_MS, &l, err)) < 0)
+                return r;
+        /* The network, before the command can send anything. */
+        if (dm_egress_needed(req->policy) || req->vendor_port) {
+                r = dm_egress_start_vendor(ctx, req->policy, res->run_id, ctx->owner, l.pid, l.package_hosts,
+                                           res->output_dir, req->vendor_port, &egress, err);
+                if (r < 0)
+                        return r;
+                sreq.env = dm_egress_env(egress);
+        }
+        if (egress && req->on_network) {
+                r = req->on_network(req->network_userdata, dm_egress_net(egress), res->output_dir, &extra, err);
+                if (r >= 0 && extra) {
+                        env = env_merge((const char *const *)extra, dm_egress_env(egress));
+                        if (!env)
+                                r = dm_error_set(err, -ENOMEM, "out of memory");
+                        sreq.env = (const char *const *)env;
+                }
+                if (r < 0) {
+                        strv_free(extra);
+                        dm_egress_stop(ctx, egress, false);
+                        return r;
+                }
+        }
+        /* A warm container was made without the caller's environment: it
+         * goes with the command, under what the network set, as a cold
+         * container's own environment lies under the command's (the shim
+         * takes the last of two). */
+        if (warm && req->env) {
+                size_t n = count(req->env), m = count(sreq.env);
+
+                with_req = calloc(n + m + 1, sizeof(*with_req));
+                if (!with_req) {
+                        dm_egress_stop(ctx, egress, false);
+                        free(env);
+                        strv_free(extra);
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                }
+                memcpy(with_req, req->env, n * sizeof(*with_req));
+                if (m)
+                        memcpy(with_req + n, sreq.env, m * sizeof(*with_req));
+                sreq.env = (const char *const *)with_req;
+        }
+        /* timeout_seconds limits the command, not the engine's set-up. */
+        tick.t0 = dm_now_ms();
+        r = dm_shim_exec(host, &sreq, &sink, cap->stop_fd, tick.t0 + req->timeout_s * 1000, &sres, err);
+        free(with_req);
+        /* The pair goes with the container's namespace when the reaper
+         * removes it; only the proxy listener goes now. */
+        dm_egress_stop(ctx, egress, false);
+        free(env);
+        strv_free(extra);
+        if (r == -ECANCELED) {
+                dm_error_clear(err);
+                res->cancelled = true;
+                return 0;
+        }
+        if (r < 0)
+                return dm_error_wrap(err, "run the command");
+        res->exit_code = sres.exit_code;
+        res->timed_out = sres.timed_out;
+        return 0;
+}
+
+static int watch_limits(struct dm_context *ctx, struct dm_backend *b, const char *id,
+                        const struct dm_limits_target *known, const char *outdir, const char *workspace,
+                        const struct dm_run_request *req, struct capture *cap, struct dm_limits_watch **ret,
+                        struct dm_error *err)
+{
+        const char *trees[] = { outdir, workspace, NULL };
+        struct dm_limits_watch_conf wc = {
+                .trees = trees,
+                .cap = ctx->cfg.disk_max,
+                .cancel_fd = cap->stop_fd,
+                .limit_fd = req->limit ? req->limit->fd : -1,
+        };
+        int r;
+
+        r = known ? dm_limits_watch_target(known, &wc, ret, err) : dm_limits_watch_container(b, id, &wc, ret, err);
+        if (r < 0)
+                return r;
+        cap->stop_fd = dm_limits_watch_fd(*ret);
+        return 0;
+}
+
+int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res, struct dm_error *err)
+{
+        const struct dm_image_info *img;
+        struct dm_backend *b;
+        struct capture cap = { .fd = { -1, -1, -1 }, .req = req, .stop_fd = req->cancel ? req->cancel->fd : -1 };
+        struct dm_limits_watch *limits = NULL;
+        size_t n_in = count(req->files) + count(req->dirs);
+        _cleanup_free_ struct dm_mount *mounts = NULL;
+        _cleanup_free_ char **owned = NULL;
+        struct dm_inputs_stage stage = { .n = 0 };
+        size_t n_mounts = 0, n_owned = 0;
+        char run_id[64], label_owner[160], label_run[128], label_kind[64], outdir[PATH_MAX], scratch[PATH_MAX];
+        char workspace[PATH_MAX + 16], shimdir[PATH_MAX + 16];
+        struct dm_shimhost *host = NULL;
+        const char *labels[5], *bash_argv[4];
+        _cleanup_close_ int dirfd = -1;
+        struct dm_stream *stream = NULL;
+        static const char *const idle_argv[] = { "sleep", "infinity", NULL };
+        char *id = NULL, *exec_id = NULL;
+        bool scratch_made = false, exec_only = false, outdir_made = false;
+        struct dm_launch_ids ids;
+        struct dm_idmap im = { 0 };
+        struct dm_pool_entry *warm = NULL;
+        char idmap_stage[PATH_MAX + 16];
+        int64_t t0;
+        int r, shim_mode;
+
+        memset(res, 0, sizeof(*res));
+        if (req->timeout_s <= 0 || req->timeout_s > ctx->cfg.max_timeout_s)
+                return dm_error_set(err, -EINVAL, "timeout_seconds must be between 1 and %lld",
+                                    (long long)ctx->cfg.max_timeout_s);
+        r = dm_image_lookup(req->image ? req->image : DM_IMAGE_DEFAULT, &img, err);
+        if (r < 0)
+                return r;
+
+        mounts = calloc(n_in + 4 + req->n_mounts, sizeof(*mounts));
+        owned = calloc(3 * n_in + 1, sizeof(*owned));
+        if (!mounts || !owned)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, &stage, err);
+        if (r >= 0)
+                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, &stage, err);
+        if (r < 0)
+                goto out;
+
+        r = dm_context_backend(ctx, &b, err);
+        if (r < 0)
+                goto out;
+        /* No shim, no run, unless the operator turned it off by name:
+         * before anything is made for the run. */
+        shim_mode = dm_launch_shim_mode(ctx, b, err);
+        if (shim_mode < 0) {
+                r = shim_mode;
+                goto out;
+        }
+        {
+                struct dm_image_build_watch watch = { .on_line = req->on_message,
+                                                      .userdata = req->userdata,
+                                                      .cancel = req->cancel };
+                r = dm_image_require(b, img, ctx->cfg.images_autobuild, &watch, err);
+        }
+        if (r < 0)
+                goto out;
+
+        bash_argv[0] = "/bin/bash";
+        bash_argv[1] = "-c";
+        bash_argv[2] = req->command;
+        bash_argv[3] = NULL;
+        /* A warm container when the run fits one (src/core/pool.h): its mounts
+         * are fixed at create, so no host inputs or extra mounts; the
+         * pool's image; the shim. */
+        if (ctx->pool && shim_mode == 1 && dm_backend_can(b, DM_CAP_ATTACH) &&
+            (!req->kind || strcmp(req->kind, "script") == 0)) {
+                if (n_in || req->n_mounts || req->vendor_port)
+                        log_info("run without a warm container: %s",
+                                 n_in ? "host inputs are mounted at create" : "its mounts are made at create");
+                else
+                        warm = dm_pool_claim(ctx->pool, img->name);
+        }
+        if (warm) {
+                snprintf(run_id, sizeof(run_id), "%s", warm->run_id);
+                snprintf(outdir, sizeof(outdir), "%s", warm->outdir);
+        } else {
+                /* The output directory: made fresh, owned by the server, bound at /out. */
+                if ((r = dm_run_id_new(run_id, sizeof(run_id))) < 0) {
+                        dm_error_set(err, r, "cannot make a run id");
+                        goto out;
+                }
+                /* 0700: what a sandbox leaves is its owner's alone, even before
+                 * it is given back (dm_owner_give_back). */
+                r = dm_mkdir_p(ctx->cfg.output_root, 0700, err);
+                if (r < 0)
+                        goto out;
+                snprintf(outdir, sizeof(outdir), "%s/%s", ctx->cfg.output_root, run_id);
+                if (mkdir(outdir, 0700) < 0) {
+                        r = dm_error_set(err, -errno, "cannot create output directory '%s': %s", outdir,
+                                         strerror(errno));
+                        goto out;
+                }
+        }
+        outdir_made = true;
+        res->run_id = strdup(run_id);
+        res->output_dir = strdup(outdir);
+        dirfd = open(outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dirfd < 0 || !res->run_id || !res->output_dir) {
+                r = dm_error_set(err, -errno, "cannot open output directory '%s': %s", outdir, strerror(errno));
+                goto out;
+        }
+        if ((r = cap.fd[1] = open_log(dirfd, "stdout.log", outdir, err)) < 0 ||
+            (r = cap.fd[2] = open_log(dirfd, "stderr.log", outdir, err)) < 0)
+                goto out;
+        if ((r = dm_headtail_init(&cap.ht[1], (size_t)ctx->cfg.output_cap)) < 0 ||
+            (r = dm_headtail_init(&cap.ht[2], (size_t)ctx->cfg.output_cap)) < 0) {
+                dm_error_set(err, r, "out of memory");
+                goto out;
+        }
+
+        if (warm) {
+                /* The run owns the warm container from here, as if it had
+                 * made it: it goes with the run. */
+                snprintf(scratch, sizeof(scratch), "%s", warm->scratch);
+                snprintf(workspace, sizeof(workspace), "%s", warm->workspace);
+                scratch_made = true;
+                id = warm->container;
+                warm->container = NULL;
+                host = warm->host;
+                warm->host = NULL;
+                t0 = dm_now_ms();
+                log_debug("run %s: a warm container", run_id);
+                goto started;
+        }
+        /* scratch/workspace is the container's /workspace; scratch/shim,
+         * which it cannot write, holds the shim's socket. */
+        snprintf(scratch, sizeof(scratch), "%s/work/%s", ctx->cfg.state_dir, run_id);
+        snprintf(workspace, sizeof(workspace), "%s/workspace", scratch);
+        snprintf(shimdir, sizeof(shimdir), "%s/shim", scratch);
+        r = dm_mkdir_p(scratch, 0700, err);
+        if (r < 0)
+                goto out;
+        scratch_made = true;
+        r = dm_mkdir_p(workspace, 0700, err);
+        if (r < 0)
+                goto out;
+
+        mounts[n_mounts++] = (struct dm_mount){ .host = outdir, .target = "/out", .readonly = false };
+        mounts[n_mounts++] = (struct dm_mount){ .host = workspace, .target = "/workspace", .readonly = false };
+        for (size_t i = 0; i < req->n_mounts; i++)
+                mounts[n_mounts++] = req->mounts[i];
+
+        snprintf(label_owner, sizeof(label_owner), "%s", ctx->owner_label);
+        snprintf(label_run, sizeof(label_run), "%s=%s", DM_LABEL_RUN, run_id);
+        labels[0] = label_owner;
+        labels[1] = label_run;
+        snprintf(label_kind, sizeof(label_kind), "%s=%s", DM_LABEL_KIND, req->kind ? req->kind : "script");
+        labels[2] = label_kind;
+        labels[3] = ctx->root_label;
+        labels[4] = NULL;
+
+        struct dm_container_spec spec = {
+                .name = run_id,
+                .image = dm_image_ref(img),
+                .argv = req->command ? bash_argv : req->argv,
+                .env = req->env,
+                .workdir = "/out",
+                .mounts = mounts,
+                .n_mounts = n_mounts,
+                .labels = labels,
+        };
+        dm_launch_harden(ctx, &spec);
+        r = dm_launch_userns(ctx, b, &spec, &ids, err);
+        if (r < 0)
+                goto out;
+        /* Inputs the sandbox's root could not read otherwise: idmapped. */
+        snprintf(idmap_stage, sizeof(idmap_stage), "%s/in", scratch);
+        if (ids.lend && (r = dm_idmap_prepare(&im, idmap_stage, mounts, n_mounts, err)) < 0)
+                goto out;
+        /* Without attach (OpenSandbox) the container idles and the command
+         * is an exec, whose exit code comes from the exec. */
+        exec_only = !dm_backend_can(b, DM_CAP_ATTACH);
+        if (exec_only) {
+                spec.entrypoint = idle_argv;
+                spec.argv = NULL;
+                /* The backend's own expiry as a backstop: the command's
+                 * limit plus time to make and remove the sandbox. */
+                spec.ttl_s = req->timeout_s + 600;
+        }
+        if (shim_mode == 1) {
+                r = dm_launch_shim_prepare(ctx, shimdir, &spec, mounts, &n_mounts, &host, err);
+                if (r < 0)
+                        goto out;
+        } else if (dm_egress_backend_open(b, req->policy) && !req->vendor_port) {
+                spec.network_mode = "open"; /* the backend's own network */
+        } else if (!dm_backend_can(b, DM_CAP_HOST_NETNS) && !req->vendor_port) {
+                spec.egress = req->policy; /* the backend enforces it or refuses */
+                spec.egress_package_hosts = dm_egress_package_hosts();
+        } else if (dm_egress_needed(req->policy) || req->vendor_port) {
+                /* Without the shim a command could run before the network is
+                 * in place: refuse rather than run it with less. */
+                r = dm_error_set(err, -ENOTSUP,
+                                 "egress other than 'none' needs demesne-shim, which is off "
+                                 "(DEMESNE_SHIM=off) or which this backend cannot mount");
+                goto out;
+        }
+
+        t0 = dm_now_ms();
+        r = b->ops->create(b, &spec, &id, err);
+        if (r < 0) {
+                dm_error_wrap(err, "create the container");
+                goto out;
+        }
+        /* Before attach: Podman sets the container up (its mounts) there. */
+        r = dm_launch_lend(b, id, &ids, (const char *const[]){ outdir, workspace, NULL }, host, err);
+        if (r >= 0 && ids.lend)
+                r = dm_idmap_attach(&im, ids.uid, ids.gid, err);
+        if (r < 0)
+                goto out;
+        if (!host && !exec_only) {
+                r = b->ops->attach(b, id, &stream, err);
+                if (r < 0) {
+                        dm_error_wrap(err, "attach to the container");
+                        goto out;
+                }
+        }
+        r = b->ops->start(b, id, err);
+        /* The container has its own copies of the inputs' mounts now. */
+        dm_inputs_unstage(&stage);
+        if (r < 0) {
+                dm_error_wrap(err, "start the container");
+                goto out;
+        }
+started:
+        /* The disk cap's watch, from the command's start. */
+        r = watch_limits(ctx, b, id, warm ? &warm->target : NULL, outdir, workspace, req, &cap, &limits, err);
+        if (r < 0)
+                goto out;
+        if (host) {
+                r = run_shim(ctx, b, id, host, warm ? &warm->launched : NULL, req->command ? bash_argv : req->argv,
+                             &cap, req, res, err);
+                if (r < 0)
+                        goto out;
+        } else {
+                if (exec_only) {
+                        struct dm_exec_spec es = {
+                                .argv = req->command ? bash_argv : req->argv,
+                                .env = req->env,
+                                .workdir = "/out",
+                        };
+
+                        r = b->ops->exec(b, id, &es, &stream, &exec_id, err);
+                        if (r < 0) {
+                                dm_error_wrap(err, "run the command");
+                                goto out;
+                        }
+                }
+                /* timeout_seconds limits the command, not the engine's set-up. */
+                r = pump(b, stream, id, &cap, req, dm_now_ms(), res, err);
+                if (r < 0) {
+                        dm_error_wrap(err, "read the command's output");
+                        goto out;
+                }
+        }
+        if (res->cancelled || host)
+                r = 0;
+        else if (exec_id)
+                r = b->ops->exec_exit_code(b, exec_id, &res->exit_code, err);
+        else
+                r = b->ops->wait(b, id, &res->exit_code, err);
+        if (r >= 0 && exec_id && res->timed_out && res->exit_code < 128)
+                res->exit_code = 128 + SIGKILL;
+        if (res->cancelled)
+                res->exit_code = 128 + SIGKILL;
+        if (r < 0) {
+                dm_error_wrap(err, "wait for the command");
+                goto out;
+        }
+        /* A limit, not the caller, stopped it: the run fails with the
+         * limit's sentence (the logs so far stay in the output directory). */
+        if (dm_limits_watch_tripped(limits, err) ||
+            (!res->cancelled && dm_limits_fsize_hit(ctx->cfg.disk_max, res->exit_code, err))) {
+                r = err->code;
+                log_info("run %s: %s", run_id, err->msg);
+                goto out;
+        }
+        res->duration_ms = dm_now_ms() - t0;
+        res->stdout_bytes = cap.ht[1].total;
+        res->stderr_bytes = cap.ht[2].total;
+        res->stdout_text = dm_headtail_finish(&cap.ht[1], &res->stdout_len, &res->stdout_truncated);
+        res->stderr_text = dm_headtail_finish(&cap.ht[2], &res->stderr_len, &res->stderr_truncated);
+        if (!res->stdout_text || !res->stderr_text) {
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+                goto out;
+        }
+        r = res->cancelled ? -ECANCELED : 0;
+        if (r < 0)
+                dm_error_set(err, r, "cancelled");
+
+out:
+        dm_limits_watch_stop(limits);
+        if (stream)
+                dm_stream_free(stream);
+        free(exec_id);
+        /* The socket goes now; its directory with the scratch tree, after
+         * the container. */
+        dm_shimhost_free(host);
+        dm_inputs_unstage(&stage);
+        dm_idmap_release(&im);
+        for (int i = 1; i <= 2; i++) {
+                if (cap.fd[i] >= 0)
+                        close(cap.fd[i]);
+                dm_headtail_release(&cap.ht[i]);
+        }
+        /* Now for the result, and again once the container is gone
+         * (something it left running may still write). */
+        if (outdir_made)
+                dm_owner_return(ctx->cfg.output_root, outdir);
+        if (id || scratch_made)
+                /* The result does not depend on the removal: do it after. */
+                dm_context_reap_output(ctx, id, scratch_made ? strdup(scratch) : NULL,
+                                       id && outdir_made ? strdup(outdir) : NULL);
+        dm_pool_entry_free(warm);
+        for (size_t i = 0; i < n_owned; i++)
+                free(owned[i]);
+        if (r < 0 && r != -ECANCELED) {
+                /* Keep the output directory (it may hold partial logs) but
+                 * return no half-filled result. */
+                dm_run_result_release(res);
+        }
+        return r;
+}

@@ -1,0 +1,1218 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/core/sandbox.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/core/egress.h"
+#include "src/core/images.h"
+#include "src/core/idmap.h"
+#include "src/core/launch.h"
+#include "src/core/limits.h"
+#include "src/core/ownership.h"
+#include "src/core/runner.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/headtail.h"
+#include "src/basic/io.h"
+#include "src/basic/log.h"
+#include "src/basic/pidfd.h"
+#include "src/basic/timeutil.h"
+
+int dm_sandbox_dir(struct dm_context *ctx, char *buf, size_t len, struct dm_error *err)
+{
+        if ((size_t)snprintf(buf, len, "%s/.sandboxes", ctx->cfg.output_root) >= len)
+                return dm_error_set(err, -ENAMETOOLONG, "output root too long");
+        return dm_mkdir_p(buf, 0700, err);
+}
+
+static bool valid_id(const char *id)
+{
+        return id && strncmp(id, "sbx-", 4) == 0 && strlen(id) == 16 && strspn(id + 4, "0123456789abcdef") == 12;
+}
+
+/* Where a sandbox's inputs are mounted (src/core/idmap.c): beside its workspace,
+ * "<id>.in" for "<id>.workspace". */
+static void stage_dir(const struct dm_sandbox *sb, char *buf, size_t len)
+{
+        size_t n = strlen(sb->workspace), suffix = strlen(".workspace");
+
+        if (n > suffix && strcmp(sb->workspace + n - suffix, ".workspace") == 0)
+                snprintf(buf, len, "%.*s.in", (int)(n - suffix), sb->workspace);
+        else
+                snprintf(buf, len, "%.4000s.in", sb->workspace);
+}
+
+/* The workspace and the inputs' mounts, once the container is gone. */
+static void remove_scratch(const struct dm_sandbox *sb)
+{
+        char stage[PATH_MAX + 16];
+
+        stage_dir(sb, stage, sizeof(stage));
+        dm_idmap_remove(stage);
+        dm_remove_tree(sb->workspace);
+}
+
+/* ---- records ------------------------------------------------------------------ */
+
+static int record_write(struct dm_context *ctx, const struct dm_sandbox *sb, struct dm_error *err)
+{
+        char dir[PATH_MAX], tmp[PATH_MAX + 64], final[PATH_MAX + 64];
+        json_object *o = json_object_new_object();
+        const char *text;
+        int fd, r;
+
+        r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
+        if (r < 0) {
+                json_object_put(o);
+                return r;
+        }
+        json_object_object_add(o, "sandbox_id", json_object_new_string(sb->id));
+        json_object_object_add(o, "container", json_object_new_string(sb->container));
+        json_object_object_add(o, "image", json_object_new_string(sb->image));
+        json_object_object_add(o, "egress", json_object_new_string(sb->egress));
+        json_object_object_add(o, "output_dir", json_object_new_string(sb->output_dir));
+        json_object_object_add(o, "workspace", json_object_new_string(sb->workspace));
+        json_object_object_add(o, "shim_dir", json_object_new_string(sb->shim_dir));
+        json_object_object_add(o, "allow", json_object_new_string(sb->allow));
+        if (sb->net_ifname[0]) {
+                json_object *net = json_object_new_object();
+                char a[INET_ADDRSTRLEN];
+
+                json_object_object_add(net, "ifname", json_object_new_string(sb->net_ifname));
+                inet_ntop(AF_INET, &sb->net_host, a, sizeof(a));
+                json_object_object_add(net, "host", json_object_new_string(a));
+                inet_ntop(AF_INET, &sb->net_peer, a, sizeof(a));
+                json_object_object_add(net, "peer", json_object_new_string(a));
+                json_object_object_add(o, "net", net);
+        }
+        json_object_object_add(o, "created_at", json_object_new_int64(sb->created_at));
+        json_object_object_add(o, "expires_at", json_object_new_int64(sb->expires_at));
+        json_object_object_add(o, "ttl_seconds", json_object_new_int64(sb->ttl_s));
+        json_object_object_add(o, "principal", json_object_new_string(sb->principal));
+        text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+        snprintf(tmp, sizeof(tmp), "%s/.%s.%d.%lx.tmp", dir, sb->id, (int)getpid(), (unsigned long)pthread_self());
+        snprintf(final, sizeof(final), "%s/%s.json", dir, sb->id);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0) {
+                json_object_put(o);
+                return dm_error_set(err, -errno, "cannot write sandbox record '%s': %s", tmp, strerror(errno));
+        }
+        r = dm_write_all(fd, text, strlen(text));
+        close(fd);
+        json_object_put(o);
+        /* Written whole, then renamed: a reader sees the old record or the new. */
+        if (r < 0 || rename(tmp, final) < 0) {
+                r = r < 0 ? r : -errno;
+                unlink(tmp);
+                return dm_error_set(err, r, "cannot write sandbox record '%s': %s", final, strerror(-r));
+        }
+        return 0;
+}
+
+static void copy_str(json_object *o, const char *key, char *dst, size_t len)
+{
+        json_object *v;
+
+        dst[0] = '\0';
+        if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
+                snprintf(dst, len, "%s", json_object_get_string(v));
+}
+
+static int64_t get_int(json_object *o, const char *key)
+{
+        json_object *v;
+        return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
+}
+
+static int record_read(struct dm_context *ctx, const char *id, struct dm_sandbox *sb, struct dm_error *err)
+{
+        char dir[PATH_MAX], name[DM_SANDBOX_ID_LEN + 8];
+        _cleanup_free_ char *text = NULL;
+        _cleanup_close_ int dirfd = -1;
+        json_object *o = NULL;
+        int r;
+
+        if (!valid_id(id))
+                return dm_error_set(err, -ENOENT,
+                                    "unknown sandbox '%.64s': ids look like sbx-0123456789ab "
+                                    "(sandbox_list shows the live ones)",
+                                    id ? id : "");
+        r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
+        if (r < 0)
+                return r;
+        /* Read by hand, not json_object_from_file: that one writes its
+         * error into a global buffer of json-c's, which concurrent calls for
+         * an unknown sandbox race on (ThreadSanitizer). A record is small. */
+        snprintf(name, sizeof(name), "%s.json", id);
+        dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dirfd >= 0 && dm_io_read_capped(dirfd, name, 1 << 20, &text, NULL) == 0)
+                o = json_tokener_parse(text);
+        if (!o)
+                return dm_error_set(err, -ENOENT,
+                                    "unknown sandbox '%s': it was destroyed, expired, or never "
+                                    "existed (sandbox_list shows the live ones)",
+                                    id);
+        memset(sb, 0, sizeof(*sb));
+        copy_str(o, "sandbox_id", sb->id, sizeof(sb->id));
+        copy_str(o, "container", sb->container, sizeof(sb->container));
+        copy_str(o, "image", sb->image, sizeof(sb->image));
+        copy_str(o, "egress", sb->egress, sizeof(sb->egress));
+        copy_str(o, "output_dir", sb->output_dir, sizeof(sb->output_dir));
+        copy_str(o, "workspace", sb->workspace, sizeof(sb->workspace));
+        copy_str(o, "shim_dir", sb->shim_dir, sizeof(sb->shim_dir));
+        copy_str(o, "allow", sb->allow, sizeof(sb->allow));
+        /* Records from before owners were kept belong to the local caller. */
+        copy_str(o, "principal", sb->principal, sizeof(sb->principal));
+        if (!sb->principal[0])
+                snprintf(sb->principal, sizeof(sb->principal), "local");
+        {
+                json_object *net;
+                char a[INET_ADDRSTRLEN];
+
+                if (json_object_object_get_ex(o, "net", &net)) {
+                        copy_str(net, "ifname", sb->net_ifname, sizeof(sb->net_ifname));
+                        copy_str(net, "host", a, sizeof(a));
+                        inet_pton(AF_INET, a, &sb->net_host);
+                        copy_str(net, "peer", a, sizeof(a));
+                        inet_pton(AF_INET, a, &sb->net_peer);
+                }
+        }
+        sb->created_at = get_int(o, "created_at");
+        sb->expires_at = get_int(o, "expires_at");
+        sb->ttl_s = get_int(o, "ttl_seconds");
+        json_object_put(o);
+        if (strcmp(sb->id, id) != 0 || !sb->container[0])
+                return dm_error_set(err, -EIO, "sandbox record '%s/%s' is damaged", dir, name);
+        return 0;
+}
+
+static void record_remove(struct dm_context *ctx, const char *id)
+{
+        char dir[PATH_MAX], path[PATH_MAX + 64];
+        struct dm_error err = { 0 };
+
+        if (dm_sandbox_dir(ctx, dir, sizeof(dir), &err) < 0)
+                return;
+        snprintf(path, sizeof(path), "%s/%s.json", dir, id);
+        unlink(path);
+}
+
+/* ---- the shim sockets this server holds ----------------------------------------- */
+
+/* One per sandbox this server has talked to through its shim. An exec
+ * holds a reference; destroy unlinks the entry and the last reference
+ * frees the socket. */
+struct dm_sandbox_shim {
+        struct dm_sandbox_shim *next;
+        char id[DM_SANDBOX_ID_LEN];
+        struct dm_shimhost *host;
+        struct dm_egress_run *egress; /* the proxy listener of a sandbox with a network */
+        int refs;
+        struct dm_limits_target target; /* for the disk watch: read once, not per exec */
+        /* Being taken over from an earlier server (about a second, up to
+         * DM_SHIM_READY_MS): host is NULL, and other execs into this sandbox
+         * wait on ctx->shim_changed. Only the adopting thread changes it. */
+        bool adopting;
+};
+
+/* The sandbox's policy, from its record. */
+static int sandbox_policy(const struct dm_sandbox *sb, struct dm_policy **ret, struct dm_error *err)
+{
+        char buf[sizeof(sb->allow)];
+        const char *allow[DM_POLICY_MAX_ENTRIES + 1];
+        size_t n = 0;
+
+        snprintf(buf, sizeof(buf), "%s", sb->allow);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < DM_POLICY_MAX_ENTRIES;
+             t = strtok_r(NULL, ",", &save))
+                allow[n++] = t;
+        allow[n] = NULL;
+        /* Accepted when the sandbox was made: the server's setting then counts. */
+        return dm_policy_parse(sb->egress[0] ? sb->egress : "none", allow, DM_POLICY_CALLER_ALLOWED, ret, err);
+}
+
+/* Brings a sandbox's network back for this server: the proxy listener on
+ * the pair that lives with the container, or the whole network when the
+ * container was restarted (a new namespace has no pair). Updates sb. */
+static int sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, const struct dm_launched *l,
+                       struct dm_egress_run **ret, struct dm_error *err)
+{
+        struct dm_policy *policy = NULL;
+        struct dm_backend *b = NULL;
+        int r;
+
+        *ret = NULL;
+        r = sandbox_policy(sb, &policy, err);
+        if (r >= 0 && dm_context_backend(ctx, &b, err) >= 0 &&
+            (dm_egress_backend_open(b, policy) || !dm_backend_can(b, DM_CAP_HOST_NETNS))) {
+                dm_policy_free(policy);
+                return 0; /* the backend's own network */
+        }
+        if (r < 0 || !dm_egress_needed(policy)) {
+                dm_policy_free(policy);
+                return r;
+        }
+        if (sb->net_ifname[0] && dm_netlink_exists(sb->net_ifname, sb->id)) {
+                struct dm_netlink net = { .host_addr = sb->net_host, .peer_addr = sb->net_peer };
+
+                snprintf(net.host_ifname, sizeof(net.host_ifname), "%s", sb->net_ifname);
+                r = dm_egress_adopt(ctx, policy, sb->id, &net, l->package_hosts, sb->output_dir, ret, err);
+        } else {
+                r = dm_egress_start(ctx, policy, sb->id, "-", l->pid, l->package_hosts, sb->output_dir, ret, err);
+                if (r >= 0) {
+                        const struct dm_netlink *net = dm_egress_net(*ret);
+
+                        snprintf(sb->net_ifname, sizeof(sb->net_ifname), "%s", net->host_ifname);
+                        sb->net_host = net->host_addr;
+                        sb->net_peer = net->peer_addr;
+                }
+        }
+        dm_policy_free(policy);
+        return r;
+}
+
+static void shim_put(struct dm_context *ctx, struct dm_sandbox_shim *e)
+{
+        bool last;
+
+        pthread_mutex_lock(&ctx->shim_lock);
+        last = --e->refs == 0;
+        pthread_mutex_unlock(&ctx->shim_lock);
+        if (last) {
+                /* The pair lives with the container; only the listener goes. */
+                dm_egress_stop(ctx, e->egress, false);
+                dm_shimhost_free(e->host);
+                free(e);
+        }
+}
+
+/* Drops the list's reference to sandbox id's entry, if any (not one being
+ * adopted: its adopter holds it, and the next exec looks again). */
+static void shim_forget(struct dm_context *ctx, const char *id)
+{
+        struct dm_sandbox_shim *found = NULL;
+
+        pthread_mutex_lock(&ctx->shim_lock);
+        for (struct dm_sandbox_shim **p = &ctx->shims; *p; p = &(*p)->next)
+                if (strcmp((*p)->id, id) == 0 && !(*p)->adopting) {
+                        found = *p;
+                        *p = found->next;
+                        break;
+                }
+        pthread_mutex_unlock(&ctx->shim_lock);
+        if (found)
+                shim_put(ctx, found);
+}
+
+/* The disk watch's target of sandbox id, when this server holds its shim. */
+static bool shim_target(struct dm_context *ctx, const char *id, struct dm_limits_target *ret)
+{
+        bool found = false;
+
+        pthread_mutex_lock(&ctx->shim_lock);
+        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
+                if (strcmp(e->id, id) == 0) {
+                        found = !e->adopting && e->target.pid > 0;
+                        if (found)
+                                *ret = e->target;
+                        break;
+                }
+        pthread_mutex_unlock(&ctx->shim_lock);
+        return found;
+}
+
+static bool shim_ready(struct dm_context *ctx, const char *id)
+{
+        bool ready = false;
+
+        pthread_mutex_lock(&ctx->shim_lock);
+        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
+                if (strcmp(e->id, id) == 0) {
+                        ready = !e->adopting && dm_shimhost_ready(e->host);
+                        break;
+                }
+        pthread_mutex_unlock(&ctx->shim_lock);
+        return ready;
+}
+
+static int shim_add(struct dm_context *ctx, const char *id, struct dm_shimhost *host, struct dm_sandbox_shim **ret)
+{
+        struct dm_sandbox_shim *e = calloc(1, sizeof(*e));
+
+        if (!e)
+                return -ENOMEM;
+        snprintf(e->id, sizeof(e->id), "%s", id);
+        e->host = host;
+        e->refs = 2; /* the list's and the caller's */
+        e->next = ctx->shims;
+        ctx->shims = e;
+        *ret = e;
+        return 0;
+}
+
+/* The shim of sandbox sb, with a reference for the caller: the one this
+ * server holds, or its socket taken over from the server that made it (the
+ * running shim reconnects by itself). -EBUSY when another live server holds
+ * it: the caller then uses the engine's exec API. */
+static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct dm_sandbox *sb,
+                    struct dm_sandbox_shim **ret, struct dm_error *err)
+{
+        struct dm_shimhost *host = NULL;
+        struct dm_egress_run *egress = NULL;
+        struct dm_sandbox_shim *e;
+        struct dm_sandbox copy;
+        struct dm_launched l;
+        int r;
+
+        pthread_mutex_lock(&ctx->shim_lock);
+        for (;;) {
+                for (e = ctx->shims; e && strcmp(e->id, sb->id) != 0; e = e->next)
+                        ;
+                if (!e)
+                        break;
+                if (!e->adopting) {
+                        e->refs++;
+                        *ret = e;
+                        pthread_mutex_unlock(&ctx->shim_lock);
+                        return 0;
+                }
+                /* Another exec is taking this sandbox over: wait, then use
+                 * what it made (or try anew if it failed). Execs into other
+                 * sandboxes go on meanwhile. */
+                pthread_cond_wait(&ctx->shim_changed, &ctx->shim_lock);
+        }
+        /* A place held in the list while the slow part runs unlocked. */
+        e = calloc(1, sizeof(*e));
+        if (!e) {
+                pthread_mutex_unlock(&ctx->shim_lock);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        snprintf(e->id, sizeof(e->id), "%s", sb->id);
+        e->refs = 1; /* the list's */
+        e->adopting = true;
+        e->next = ctx->shims;
+        ctx->shims = e;
+        pthread_mutex_unlock(&ctx->shim_lock);
+
+        r = dm_shimhost_new(sb->shim_dir, dm_shim_binary_find(ctx->cfg.shim_path), &host, err);
+        if (r >= 0)
+                r = dm_launch_shim_ready(b, sb->container, host, dm_now_ms() + DM_SHIM_READY_MS, &l, err);
+        if (r >= 0) {
+                copy = *sb;
+                r = sandbox_net(ctx, &copy, &l, &egress, err);
+                if (r >= 0 && copy.net_host != sb->net_host)
+                        r = record_write(ctx, &copy, err);
+        }
+        /* The placeholder is ours alone until it is marked adopted. */
+        if (r >= 0)
+                dm_limits_target_read(b, sb->container, &e->target);
+
+        pthread_mutex_lock(&ctx->shim_lock);
+        if (r >= 0) {
+                e->host = host;
+                e->egress = egress;
+                e->adopting = false;
+                e->refs++; /* the caller's */
+                *ret = e;
+        } else {
+                for (struct dm_sandbox_shim **p = &ctx->shims; *p; p = &(*p)->next)
+                        if (*p == e) {
+                                *p = e->next;
+                                break;
+                        }
+        }
+        pthread_cond_broadcast(&ctx->shim_changed);
+        pthread_mutex_unlock(&ctx->shim_lock);
+        if (r < 0) {
+                free(e);
+                dm_egress_stop(ctx, egress, false);
+                dm_shimhost_free(host);
+        } else
+                log_info("sandbox %s: took its shim over from an earlier server", sb->id);
+        return r;
+}
+
+static bool any_adopting(struct dm_context *ctx)
+{
+        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
+                if (e->adopting)
+                        return true;
+        return false;
+}
+
+void dm_sandbox_shims_release(struct dm_context *ctx)
+{
+        pthread_mutex_lock(&ctx->shim_lock);
+        /* An adoption still under way owns its entry until it ends. */
+        while (any_adopting(ctx))
+                pthread_cond_wait(&ctx->shim_changed, &ctx->shim_lock);
+        struct dm_sandbox_shim *e = ctx->shims;
+        ctx->shims = NULL;
+        pthread_mutex_unlock(&ctx->shim_lock);
+        while (e) {
+                struct dm_sandbox_shim *next = e->next;
+                shim_put(ctx, e);
+                e = next;
+        }
+}
+
+/* ---- lifecycle ------------------------------------------------------------------ */
+
+static size_t count(const char *const *v)
+{
+        size_t n = 0;
+        while (v && v[n])
+                n++;
+        return n;
+}
+
+static const char **strv_concat(const char *const *a, const char *const *b)
+{
+        size_t na = count(a), nb = count(b);
+        const char **v = calloc(na + nb + 1, sizeof(*v));
+
+        /* memcpy from NULL is undefined even for 0 bytes (UBSan says so). */
+        if (v && na)
+                memcpy(v, a, na * sizeof(*v));
+        if (v && nb)
+                memcpy(v + na, b, nb * sizeof(*v));
+        return v;
+}
+
+/* An engine that expires sandboxes itself may grant less than asked (an
+ * OpenSandbox server's max_sandbox_timeout_seconds): the record, and so the
+ * result's expires_at, say what was granted. */
+static void ttl_granted(struct dm_backend *b, struct dm_sandbox *sb)
+{
+        struct dm_container_info info;
+        struct dm_error e = { 0 };
+
+        if (b->ops->inspect(b, sb->container, &info, &e) < 0)
+                return;
+        if (info.expires_unix > 0 && info.expires_unix < sb->expires_at) {
+                log_warning("sandbox %s: the engine grants a TTL of %lld s, not %lld s: it expires at %lld", sb->id,
+                            (long long)(info.expires_unix - sb->created_at), (long long)sb->ttl_s,
+                            (long long)info.expires_unix);
+                sb->ttl_s = info.expires_unix - sb->created_at;
+                sb->expires_at = info.expires_unix;
+        }
+        dm_container_info_release(&info);
+}
+
+int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *req, struct dm_sandbox *sb,
+                      struct dm_error *err)
+{
+        static const char *const sleep_argv[] = { "sleep", "infinity", NULL };
+        struct dm_egress_run *egress = NULL;
+        bool need_net = dm_egress_needed(req->policy);
+        struct dm_launched l = { 0 };
+        struct dm_shimhost *host = NULL;
+        struct dm_sandbox_shim *entry = NULL;
+        const struct dm_image_info *img;
+        struct dm_backend *b;
+        size_t n_in = count(req->files) + count(req->dirs), n_mounts = 0, n_owned = 0;
+        _cleanup_free_ struct dm_mount *mounts = calloc(n_in + 4, sizeof(*mounts));
+        _cleanup_free_ char **owned = calloc(3 * n_in + 1, sizeof(char *));
+        struct dm_inputs_stage stage = { .n = 0 };
+        char dir[PATH_MAX], label_id[64], *id = NULL;
+        struct dm_launch_ids ids;
+        struct dm_idmap im = { 0 };
+        char idmap_stage[PATH_MAX + 16];
+        unsigned char rnd[6];
+        const char *labels[3];
+        int r, use_shim = 0;
+
+        memset(sb, 0, sizeof(*sb));
+        if (!mounts || !owned)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = dm_image_lookup(req->image ? req->image : DM_IMAGE_DEFAULT, &img, err);
+        if (r >= 0)
+                r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, &stage, err);
+        if (r >= 0)
+                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, &stage, err);
+        if (r >= 0)
+                r = dm_context_backend(ctx, &b, err);
+        /* No shim, no sandbox, unless the operator turned it off by name. */
+        if (r >= 0 && (use_shim = dm_launch_shim_mode(ctx, b, err)) < 0)
+                r = use_shim;
+        if (r >= 0 && (dm_egress_backend_open(b, req->policy) || !dm_backend_can(b, DM_CAP_HOST_NETNS)))
+                need_net = false; /* the backend's own network: spec.network_mode or spec.egress below */
+        if (r >= 0)
+                r = dm_image_require(b, img, ctx->cfg.images_autobuild,
+                                     &(struct dm_image_build_watch){ .on_line = req->on_message,
+                                                                     .userdata = req->userdata,
+                                                                     .cancel = req->cancel },
+                                     err);
+        if (r >= 0)
+                r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
+        if (r < 0)
+                goto out;
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+                r = dm_error_set(err, -EIO, "no randomness for a sandbox id");
+                goto out;
+        }
+        snprintf(sb->id, sizeof(sb->id), "sbx-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
+                 rnd[5]);
+        snprintf(sb->image, sizeof(sb->image), "%s", img->name);
+        snprintf(sb->egress, sizeof(sb->egress), "%s", req->egress ? req->egress : "none");
+        for (size_t i = 0, len = 0; req->allow && req->allow[i]; i++) {
+                int n = snprintf(sb->allow + len, sizeof(sb->allow) - len, "%s%s", i ? "," : "", req->allow[i]);
+                if (n < 0 || (size_t)n >= sizeof(sb->allow) - len) {
+                        r = dm_error_set(err, -E2BIG, "too many allow entries");
+                        goto out;
+                }
+                len += (size_t)n;
+        }
+        if (need_net && !use_shim) {
+                r = dm_error_set(err, -ENOTSUP,
+                                 "egress other than 'none' needs demesne-shim, which is off "
+                                 "(DEMESNE_SHIM=off) or which this backend cannot mount");
+                goto out;
+        }
+        snprintf(sb->output_dir, sizeof(sb->output_dir), "%.4000s/%s", ctx->cfg.output_root, sb->id);
+        /* Beside the record, not in the state dir: it must outlive this
+         * server (and /run) as long as the sandbox does. */
+        if ((size_t)snprintf(sb->workspace, sizeof(sb->workspace), "%.4000s/%s.workspace", dir, sb->id) >=
+            sizeof(sb->workspace)) {
+                r = dm_error_set(err, -ENAMETOOLONG, "output root too long");
+                goto out;
+        }
+        sb->ttl_s = req->ttl_s > 0 ? req->ttl_s : DM_SANDBOX_TTL_DEFAULT;
+        snprintf(sb->principal, sizeof(sb->principal), "%s", req->principal ? req->principal : "local");
+        sb->created_at = dm_wall_ms() / 1000;
+        sb->expires_at = sb->created_at + sb->ttl_s;
+        if (mkdir(sb->output_dir, 0700) < 0 || mkdir(sb->workspace, 0700) < 0) {
+                r = dm_error_set(err, -errno, "cannot create the sandbox's directories: %s", strerror(errno));
+                goto out;
+        }
+        mounts[n_mounts++] = (struct dm_mount){ .host = sb->output_dir, .target = "/out" };
+        mounts[n_mounts++] = (struct dm_mount){ .host = sb->workspace, .target = "/workspace" };
+        snprintf(label_id, sizeof(label_id), "demesne.sandbox=%s", sb->id);
+        labels[0] = label_id;
+        /* No owner label: a persistent sandbox belongs to no server, so no
+         * server's exit or orphan sweep removes it. */
+        labels[1] = DM_LABEL_KIND "=sandbox";
+        labels[2] = NULL;
+        struct dm_container_spec spec = {
+                .name = sb->id,
+                .image = dm_image_ref(img),
+                .argv = sleep_argv,
+                .env = req->env,
+                .workdir = "/out",
+                .mounts = mounts,
+                .n_mounts = n_mounts,
+                .labels = labels,
+                .ttl_s = sb->ttl_s,
+        };
+        dm_launch_harden(ctx, &spec);
+        if (dm_egress_backend_open(b, req->policy)) {
+                spec.network_mode = "open";
+        } else if (!dm_backend_can(b, DM_CAP_HOST_NETNS)) {
+                spec.egress = req->policy; /* the backend enforces it or refuses */
+                spec.egress_package_hosts = dm_egress_package_hosts();
+        }
+        r = dm_launch_userns(ctx, b, &spec, &ids, err);
+        stage_dir(sb, idmap_stage, sizeof(idmap_stage));
+        if (r >= 0 && ids.lend)
+                r = dm_idmap_prepare(&im, idmap_stage, mounts, n_mounts, err);
+        if (r >= 0 && use_shim) {
+                snprintf(sb->shim_dir, sizeof(sb->shim_dir), "%.4000s/%s.shim", dir, sb->id);
+                r = dm_launch_shim_prepare(ctx, sb->shim_dir, &spec, mounts, &n_mounts, &host, err);
+        }
+        if (r >= 0)
+                r = b->ops->create(b, &spec, &id, err);
+        if (r >= 0)
+                r = dm_launch_lend(b, id, &ids, (const char *const[]){ sb->output_dir, sb->workspace, NULL }, host,
+                                   err);
+        if (r >= 0 && ids.lend)
+                r = dm_idmap_attach(&im, ids.uid, ids.gid, err);
+        if (r >= 0) {
+                snprintf(sb->container, sizeof(sb->container), "%s", id);
+                r = b->ops->start(b, id, err);
+        }
+        if (r >= 0 && dm_backend_can(b, DM_CAP_TTL))
+                ttl_granted(b, sb);
+        /* Started (or not): the container has its own copies of the inputs'
+         * mounts. A restart by the engine finds the staged ones gone. */
+        dm_inputs_unstage(&stage);
+        if (r >= 0 && host)
+                r = dm_launch_shim_ready(b, id, host, dm_now_ms() + DM_SHIM_READY_MS, &l, err);
+        /* The network before any command runs. */
+        if (r >= 0 && need_net)
+                r = sandbox_net(ctx, sb, &l, &egress, err);
+        if (r >= 0)
+                r = record_write(ctx, sb, err);
+        if (r >= 0 && host) {
+                struct dm_limits_target *t = calloc(1, sizeof(*t));
+                int r2;
+
+                if (t)
+                        dm_limits_target_read(b, id, t);
+                pthread_mutex_lock(&ctx->shim_lock);
+                r2 = shim_add(ctx, sb->id, host, &entry);
+                if (r2 == 0) {
+                        entry->refs--; /* only the list's */
+                        entry->egress = egress;
+                        egress = NULL;
+                        if (t)
+                                entry->target = *t;
+                }
+                free(t);
+                pthread_mutex_unlock(&ctx->shim_lock);
+                if (r2 < 0)
+                        dm_shimhost_free(host); /* the next exec takes the socket over */
+                host = NULL;
+        }
+        dm_egress_stop(ctx, egress, false);
+        if (r < 0) {
+                struct dm_error e2 = { 0 };
+                if (id)
+                        b->ops->destroy(b, id, &e2);
+                dm_shimhost_free(host);
+                if (sb->shim_dir[0])
+                        dm_shimhost_remove_dir(sb->shim_dir, &e2);
+                remove_scratch(sb);
+                dm_error_wrap(err, "create sandbox");
+        }
+out:
+        dm_inputs_unstage(&stage);
+        dm_idmap_release(&im);
+        free(id);
+        for (size_t i = 0; i < n_owned; i++)
+                free(owned[i]);
+        return r;
+}
+
+int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb, struct dm_error *err)
+{
+        struct dm_container_info info = { 0 };
+        struct dm_backend *b;
+        int r;
+
+        r = record_read(ctx, id, sb, err);
+        if (r < 0)
+                return r;
+        /* The hot path: a shim that holds a connection open to this server
+         * is PID 1 of a running container, so the engine need not be asked. */
+        if (shim_ready(ctx, id))
+                return 0;
+        r = dm_context_backend(ctx, &b, err);
+        if (r < 0)
+                return r;
+        r = b->ops->inspect(b, sb->container, &info, err);
+        if (r == -ENOENT) {
+                struct dm_error e2 = { 0 };
+
+                shim_forget(ctx, id);
+                if (sb->shim_dir[0])
+                        dm_shimhost_remove_dir(sb->shim_dir, &e2);
+                record_remove(ctx, id);
+                remove_scratch(sb);
+                return dm_error_set(err, -ENOENT,
+                                    "unknown sandbox '%s': its container is gone (destroyed, expired, or removed "
+                                    "by hand)",
+                                    id);
+        }
+        if (r < 0)
+                return r;
+        if (!info.running) {
+                /* Stopped by an engine restart, say: bring it back, state intact. */
+                log_info("sandbox %s was stopped; starting it again", id);
+                /* Its new shim has a new pid: take the socket anew. */
+                shim_forget(ctx, id);
+                r = b->ops->start(b, sb->container, err);
+                /* Its host inputs were staged for its first start only. */
+                if (r < 0)
+                        dm_error_wrap(err,
+                                      "start sandbox '%s' again (one made with files or directories "
+                                      "cannot be restarted: destroy it and create it anew)",
+                                      id);
+        }
+        dm_container_info_release(&info);
+        return r;
+}
+
+int dm_sandbox_check_owner(struct dm_context *ctx, const char *id, const char *principal, struct dm_error *err)
+{
+        struct dm_sandbox sb;
+        int r = record_read(ctx, id, &sb, err);
+
+        if (r < 0)
+                return r;
+        /* Word for word what an unknown id gets: another principal cannot
+         * even learn that the sandbox exists. */
+        if (strcmp(sb.principal, principal) != 0)
+                return dm_error_set(err, -ENOENT,
+                                    "unknown sandbox '%s': it was destroyed, expired, or never "
+                                    "existed (sandbox_list shows the live ones)",
+                                    id);
+        return 0;
+}
+
+int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err)
+{
+        int64_t before = sb->expires_at;
+        struct dm_backend *b;
+        int r;
+
+        sb->expires_at = dm_wall_ms() / 1000 + sb->ttl_s;
+        /* A backend that expires sandboxes itself must hear of it too; it
+         * only takes a later time (two execs in one second give the same). */
+        r = dm_context_backend(ctx, &b, err);
+        if (r >= 0 && sb->expires_at > before && dm_backend_can(b, DM_CAP_TTL) && b->ops->renew)
+                r = b->ops->renew(b, sb->container, sb->expires_at, err);
+        if (r < 0)
+                return dm_error_wrap(err, "refresh the TTL of sandbox '%s'", sb->id);
+        return record_write(ctx, sb, err);
+}
+
+struct capture {
+        struct dm_headtail ht[3];
+};
+
+static int on_data(void *userdata, int stream, const char *data, size_t len)
+{
+        struct capture *c = userdata;
+
+        dm_headtail_feed(&c->ht[stream == 2 ? 2 : 1], data, len);
+        return 0;
+}
+
+/* One SIGKILL to a process group can miss children forked while it is
+ * delivered (a fork bomb refills the group faster than that), so repeat
+ * until the group is empty: a killed process forks no more. Through the
+ * pidfd, never the bare number: by now the leader may be gone and its pid
+ * reused by an unrelated process of the host. */
+static void kill_group(int pidfd, int pgid)
+{
+        int64_t deadline = dm_now_ms() + 5000;
+
+        while (dm_pidfd_kill_group(pidfd, pgid, SIGKILL) == 0 && dm_now_ms() < deadline)
+                usleep(10 * 1000);
+}
+
+/* A pidfd for the exec's leader, taken while the engine says that pid is
+ * the exec's and running: the pid is asked for, the pidfd opened, and the
+ * pid asked for again. If the exec still runs with that pid after the
+ * pidfd exists, the pidfd is its process (a pid is not reused while its
+ * process exists). -1 when the engine reports no pid or it changed. */
+static int exec_pidfd(struct dm_backend *b, const char *exec_id, int *ret_pgid)
+{
+        struct dm_error e2 = { 0 };
+        int pid = 0, again = 0, fd;
+
+        if (!dm_backend_can(b, DM_CAP_EXEC_PID) || b->ops->exec_pid(b, exec_id, &pid, &e2) < 0 || pid <= 1)
+                return -1;
+        fd = dm_pidfd_open(pid);
+        if (fd < 0)
+                return -1;
+        if (b->ops->exec_pid(b, exec_id, &again, &e2) < 0 || again != pid || dm_pidfd_alive(fd) < 0) {
+                close(fd);
+                return -1;
+        }
+        *ret_pgid = pid;
+        return fd;
+}
+
+struct tick {
+        const struct dm_sandbox_exec *req;
+        const struct capture *cap;
+        int64_t t0;
+};
+
+static void on_tick(void *userdata)
+{
+        struct tick *t = userdata;
+
+        t->req->on_progress(t->req->userdata, dm_now_ms() - t->t0, t->cap->ht[1].total + t->cap->ht[2].total);
+}
+
+/* Through the sandbox's shim: under the seccomp filter, and the shim kills
+ * the command's whole process group at the timeout or on cancel. 1 when
+ * the shim is held by another server (use the exec API). */
+static int exec_shim(struct dm_context *ctx, struct dm_backend *b, const struct dm_sandbox *sb,
+                     const struct dm_sandbox_exec *req, const char *const *argv, int stop_fd, struct capture *cap,
+                     struct dm_sandbox_exec_result *res, struct dm_error *err)
+{
+        struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
+        struct tick tick = { .req = req, .cap = cap, .t0 = dm_now_ms() };
+        struct dm_shim_request sreq = {
+                .argv = argv,
+                .on_tick = req->on_progress ? on_tick : NULL,
+                .tick_userdata = &tick,
+                .env = req->env,
+                .cwd = req->workdir ? req->workdir : "/out",
+                .stdin_data = req->stdin_data,
+                .stdin_len = req->stdin_len,
+        };
+        struct dm_sandbox_shim *e = NULL;
+        struct dm_shim_result sres;
+        _cleanup_free_ const char **env = NULL;
+        int r;
+
+        r = shim_get(ctx, b, sb, &e, err);
+        if (r == -EBUSY) {
+                log_debug("sandbox %s: its shim is held by another server (%s); using the engine's exec API", sb->id,
+                          err->msg);
+                dm_error_clear(err);
+                return 1;
+        }
+        if (r < 0)
+                return dm_error_wrap(err, "reach sandbox '%s'", sb->id);
+        if (e->egress) {
+                /* The caller's first: getenv takes the first of two. */
+                env = strv_concat(req->env, dm_egress_env(e->egress));
+                if (!env) {
+                        shim_put(ctx, e);
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                }
+                sreq.env = env;
+        }
+        r = dm_shim_exec(e->host, &sreq, &sink, stop_fd, dm_now_ms() + req->timeout_s * 1000, &sres, err);
+        shim_put(ctx, e);
+        if (r < 0)
+                return r;
+        res->exit_code = sres.exit_code;
+        res->timed_out = sres.timed_out;
+        return 0;
+}
+
+int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const struct dm_sandbox_exec *req,
+                    struct dm_sandbox_exec_result *res, struct dm_error *err)
+{
+        const char *argv[] = { "/bin/bash", "-c", req->command, NULL };
+        /* Through the engine's exec API the shim binary still applies the
+         * filter before it runs the command. */
+        const char *filtered[] = { DM_SHIM_BIN_PATH, "--exec", "--", "/bin/bash", "-c", req->command, NULL };
+        struct dm_exec_spec spec = {
+                .argv = sb->shim_dir[0] ? filtered : argv,
+                .env = req->env,
+                .workdir = req->workdir ? req->workdir : "/out",
+                .attach_stdin = true,
+        };
+        struct capture cap;
+        struct dm_stream_sink sink = { .on_data = on_data, .userdata = &cap };
+        struct dm_stream *stream = NULL;
+        struct dm_backend *b;
+        char *exec_id = NULL;
+        int64_t t0 = dm_now_ms();
+        _cleanup_close_ int pidfd = -1;
+        struct dm_limits_watch *watch = NULL;
+        int pgid = 0, stop_fd, r;
+
+        memset(res, 0, sizeof(*res));
+        r = dm_launch_check_workdir(spec.workdir, err);
+        if (r < 0)
+                return r;
+        /* A sandbox made while the shim was off has no filter to put its
+         * commands under: it runs them only while the operator still says
+         * so. */
+        if (!sb->shim_dir[0] && !ctx->cfg.shim_off)
+                return dm_error_set(err, -EPERM,
+                                    "sandbox '%s' was created without demesne-shim (DEMESNE_SHIM=off), so its "
+                                    "commands would run without the seccomp filter: destroy it and create a new "
+                                    "one, or set DEMESNE_SHIM=off",
+                                    sb->id);
+        r = dm_context_backend(ctx, &b, err);
+        if (r < 0)
+                return r;
+        {
+                /* The sandbox's cap covers all it holds, not one command's
+                 * share: a command may still free space in a full one. */
+                const char *trees[] = { sb->output_dir, sb->workspace, NULL };
+                struct dm_limits_watch_conf wc = {
+                        .trees = trees,
+                        .cap = ctx->cfg.disk_max,
+                        .cancel_fd = req->cancel ? req->cancel->fd : -1,
+                        .limit_fd = -1,
+                };
+
+                struct dm_limits_target *t = calloc(1, sizeof(*t));
+
+                /* Known since the shim was taken: no engine round trip. */
+                if (t && shim_target(ctx, sb->id, t))
+                        r = dm_limits_watch_target(t, &wc, &watch, err);
+                else
+                        r = dm_limits_watch_container(b, sb->container, &wc, &watch, err);
+                free(t);
+                if (r < 0)
+                        return r;
+                stop_fd = dm_limits_watch_fd(watch);
+        }
+        if (dm_headtail_init(&cap.ht[1], (size_t)ctx->cfg.output_cap) < 0 ||
+            dm_headtail_init(&cap.ht[2], (size_t)ctx->cfg.output_cap) < 0) {
+                dm_headtail_release(&cap.ht[1]);
+                dm_limits_watch_stop(watch);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        if (req->stdin_len && !dm_backend_can(b, DM_CAP_EXEC_STDIN)) {
+                r = dm_error_set(err, -EOPNOTSUPP,
+                                 "the %s backend cannot pass stdin to a command: write the "
+                                 "input to a file with sandbox_upload and redirect from it",
+                                 b->ops->name);
+                goto out;
+        }
+        if (sb->shim_dir[0]) {
+                r = exec_shim(ctx, b, sb, req, argv, stop_fd, &cap, res, err);
+                if (r <= 0)
+                        goto finish;
+        }
+        r = b->ops->exec(b, sb->container, &spec, &stream, &exec_id, err);
+        if (r < 0)
+                goto out;
+        /* stdin goes in whole, then EOF, so a command reading it finishes. */
+        if (req->stdin_len)
+                r = dm_stream_write(stream, req->stdin_data, req->stdin_len, err);
+        dm_stream_close_write(stream);
+        if (r < 0)
+                goto out;
+        /* The leader's pid now, while it surely runs: by the timeout it may
+         * have exited and left its group (a fork bomb, say) holding the
+         * stream open, and the engine no longer reports a pid then. */
+        pidfd = exec_pidfd(b, exec_id, &pgid);
+        r = dm_stream_pump(stream, &sink, stop_fd, t0 + req->timeout_s * 1000, err);
+        if (r == -ETIMEDOUT || r == -ECANCELED) {
+                struct dm_error e2 = { 0 };
+
+                res->timed_out = r == -ETIMEDOUT;
+                /* The exec's process leads its own group: the whole group goes. */
+                if (pidfd >= 0)
+                        kill_group(pidfd, pgid);
+                else if (b->ops->exec_interrupt && b->ops->exec_interrupt(b, exec_id, &e2) < 0)
+                        log_warning("sandbox %s: stopping the command: %s", sb->id, e2.msg);
+                dm_stream_pump(stream, &sink, -1, dm_now_ms() + DM_DRAIN_AFTER_KILL_MS, &e2);
+                if (r == -ECANCELED) {
+                        dm_error_set(err, r, "cancelled");
+                        goto finish;
+                }
+                r = 0;
+        }
+        if (r < 0)
+                goto out;
+        r = b->ops->exec_exit_code(b, exec_id, &res->exit_code, err);
+        if (r < 0)
+                goto out;
+        if (res->timed_out && res->exit_code < 128)
+                res->exit_code = 128 + SIGKILL;
+finish:
+        /* A limit, not the caller, stopped it: its sentence is the error. */
+        if ((r == -ECANCELED || r >= 0) && dm_limits_watch_tripped(watch, err))
+                r = err->code;
+        else if (r >= 0 && dm_limits_fsize_hit(ctx->cfg.disk_max, res->exit_code, err))
+                r = err->code;
+        if (r < 0)
+                goto out;
+        res->duration_ms = dm_now_ms() - t0;
+        res->stdout_text = dm_headtail_finish(&cap.ht[1], &res->stdout_len, &res->stdout_truncated);
+        res->stderr_text = dm_headtail_finish(&cap.ht[2], &res->stderr_len, &res->stderr_truncated);
+        if (!res->stdout_text || !res->stderr_text)
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+out:
+        dm_limits_watch_stop(watch);
+        if (stream)
+                dm_stream_free(stream);
+        free(exec_id);
+        dm_headtail_release(&cap.ht[1]);
+        dm_headtail_release(&cap.ht[2]);
+        if (r < 0)
+                dm_sandbox_exec_result_release(res);
+        return r;
+}
+
+void dm_sandbox_exec_result_release(struct dm_sandbox_exec_result *r)
+{
+        free(r->stdout_text);
+        free(r->stderr_text);
+        memset(r, 0, sizeof(*r));
+}
+
+int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *err)
+{
+        struct dm_sandbox sb;
+        struct dm_backend *b;
+        int r;
+
+        r = record_read(ctx, id, &sb, err);
+        if (r < 0)
+                return r;
+        r = dm_context_backend(ctx, &b, err);
+        if (r >= 0)
+                r = b->ops->destroy(b, sb.container, err);
+        if (r < 0)
+                return dm_error_wrap(err, "destroy sandbox '%s'", id);
+        shim_forget(ctx, id);
+        if (sb.shim_dir[0] && dm_shimhost_remove_dir(sb.shim_dir, err) < 0) {
+                log_warning("sandbox %s: %s", id, err->msg);
+                dm_error_clear(err);
+        }
+        record_remove(ctx, id);
+        remove_scratch(&sb);
+        /* What it left goes to the owner; it can no longer write there. */
+        dm_owner_return(ctx->cfg.output_root, sb.output_dir);
+        log_info("sandbox %s destroyed (output directory '%s' kept)", id, sb.output_dir);
+        return 0;
+}
+
+/* Calls fn for each record in the directory. */
+static void for_each_record(struct dm_context *ctx, void (*fn)(struct dm_context *, const char *, void *), void *ud)
+{
+        char dir[PATH_MAX];
+        struct dm_error err = { 0 };
+        DIR *d;
+        struct dirent *e;
+
+        if (dm_sandbox_dir(ctx, dir, sizeof(dir), &err) < 0 || !(d = opendir(dir)))
+                return;
+        while ((e = readdir(d))) {
+                char id[DM_SANDBOX_ID_LEN];
+                size_t n = strlen(e->d_name);
+                if (n != 21 || strcmp(e->d_name + 16, ".json") != 0)
+                        continue;
+                memcpy(id, e->d_name, 16);
+                id[16] = '\0';
+                if (valid_id(id))
+                        fn(ctx, id, ud);
+        }
+        closedir(d);
+}
+
+static void iso_time(int64_t t, char *buf, size_t len)
+{
+        time_t tt = (time_t)t;
+        struct tm tm;
+
+        gmtime_r(&tt, &tm);
+        strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+json_object *dm_sandbox_describe(const struct dm_sandbox *sb)
+{
+        json_object *o = json_object_new_object();
+        char t[32];
+
+        json_object_object_add(o, "sandbox_id", json_object_new_string(sb->id));
+        json_object_object_add(o, "image", json_object_new_string(sb->image));
+        json_object_object_add(o, "egress", json_object_new_string(sb->egress));
+        iso_time(sb->created_at, t, sizeof(t));
+        json_object_object_add(o, "created_at", json_object_new_string(t));
+        iso_time(sb->expires_at, t, sizeof(t));
+        json_object_object_add(o, "expires_at", json_object_new_string(t));
+        json_object_object_add(o, "output_dir", json_object_new_string(sb->output_dir));
+        return o;
+}
+
+struct list_walk {
+        json_object *a;
+        const char *principal;
+};
+
+static void list_one(struct dm_context *ctx, const char *id, void *ud)
+{
+        struct list_walk *w = ud;
+        struct dm_sandbox sb;
+        struct dm_error err = { 0 };
+
+        /* The record first: another principal's sandbox is not even
+         * touched (dm_sandbox_get may adopt it). */
+        if (w->principal && (record_read(ctx, id, &sb, &err) < 0 || strcmp(sb.principal, w->principal) != 0))
+                return;
+        if (dm_sandbox_get(ctx, id, &sb, &err) == 0)
+                json_object_array_add(w->a, dm_sandbox_describe(&sb));
+}
+
+json_object *dm_sandbox_list(struct dm_context *ctx, const char *principal)
+{
+        struct list_walk w = { .a = json_object_new_array(), .principal = principal };
+
+        for_each_record(ctx, list_one, &w);
+        return w.a;
+}
+
+static void reap_one(struct dm_context *ctx, const char *id, void *ud)
+{
+        struct dm_sandbox sb;
+        struct dm_error err = { 0 };
+
+        if (record_read(ctx, id, &sb, &err) < 0 || sb.expires_at > dm_wall_ms() / 1000)
+                return;
+        if (dm_sandbox_destroy(ctx, id, &err) == 0) {
+                log_info("sandbox %s expired (TTL %lld s) and was destroyed", id, (long long)sb.ttl_s);
+                (*(int *)ud)++;
+        } else if (err.code == -ENOENT) {
+                record_remove(ctx, id);
+        } else {
+                log_warning("sandbox %s expired but could not be destroyed: %s", id, err.msg);
+        }
+}
+
+int dm_sandbox_reap_expired(struct dm_context *ctx)
+{
+        int n = 0;
+
+        for_each_record(ctx, reap_one, &n);
+        return n;
+}
+
+/* ---- the TTL reaper thread ---------------------------------------------------------- */
+
+static void *reaper_main(void *arg)
+{
+        struct dm_context *ctx = arg;
+
+        pthread_mutex_lock(&ctx->ttl_lock);
+        while (!ctx->ttl_stop) {
+                struct timespec ts;
+
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += ctx->ttl_interval_s;
+                pthread_cond_timedwait(&ctx->ttl_cond, &ctx->ttl_lock, &ts);
+                if (ctx->ttl_stop)
+                        break;
+                pthread_mutex_unlock(&ctx->ttl_lock);
+                dm_sandbox_reap_expired(ctx);
+                pthread_mutex_lock(&ctx->ttl_lock);
+        }
+        pthread_mutex_unlock(&ctx->ttl_lock);
+        return NULL;
+}
+
+int dm_sandbox_reaper_start(struct dm_context *ctx, int interval_s)
+{
+        int r;
+
+        pthread_mutex_lock(&ctx->ttl_lock);
+        ctx->ttl_interval_s = interval_s > 0 ? interval_s : 60;
+        ctx->ttl_stop = false;
+        r = ctx->ttl_running ? 0 : pthread_create(&ctx->ttl_thread, NULL, reaper_main, ctx);
+        if (r == 0)
+                ctx->ttl_running = true;
+        pthread_mutex_unlock(&ctx->ttl_lock);
+        return -r;
+}
+
+void dm_sandbox_reaper_stop(struct dm_context *ctx)
+{
+        pthread_mutex_lock(&ctx->ttl_lock);
+        if (!ctx->ttl_running) {
+                pthread_mutex_unlock(&ctx->ttl_lock);
+                return;
+        }
+        ctx->ttl_stop = true;
+        pthread_cond_broadcast(&ctx->ttl_cond);
+        pthread_mutex_unlock(&ctx->ttl_lock);
+        pthread_join(ctx->ttl_thread, NULL);
+        ctx->ttl_running = false;
+}

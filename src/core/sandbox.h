@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_SANDBOX_H
+#define DM_SANDBOX_H
+
+/* Persistent sandboxes: a container that lives across calls until it is
+ * destroyed or its TTL runs out, and outlives the server that made it. Its
+ * record is a small JSON file under <output root>/.sandboxes/, written
+ * atomically, so any later server of the same user and output root adopts
+ * it: exec, upload, download, destroy, list and the TTL reaper all work
+ * from the record and the engine, never from memory alone. */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "netpolicy/policy.h"
+#include "src/core/context.h"
+#include "src/basic/cancel.h"
+
+#define DM_SANDBOX_TTL_DEFAULT 172800
+#define DM_SANDBOX_ID_LEN 32
+
+struct dm_sandbox {
+        char id[DM_SANDBOX_ID_LEN]; /* "sbx-<12 hex>", also the container's name */
+        char container[80];
+        char image[32];
+        char egress[32];
+        char output_dir[4096];
+        char workspace[4096];
+        char shim_dir[4096];         /* "" when the sandbox runs without demesne-shim */
+        char allow[64 * 262];        /* the caller's allow entries, comma-separated */
+        char net_ifname[16];         /* the veth's host side; "" without a network */
+        uint32_t net_host, net_peer; /* its /30: the proxy, and the sandbox (network order) */
+        int64_t created_at;          /* unix seconds */
+        int64_t expires_at;
+        int64_t ttl_s;      /* what each exec pushes expires_at out by */
+        char principal[64]; /* who made it (the MCP caller's principal): only it may use it */
+};
+
+struct dm_sandbox_create {
+        const char *image;
+        const char *egress;
+        const char *const *allow;
+        const struct dm_policy *policy; /* parsed from egress and allow */
+        const char *const *files;
+        const char *const *dirs;
+        const char *const *env;
+        int64_t ttl_s;
+        const char *principal; /* the sandbox's owner; NULL = "local" */
+        /* Optional: news before the container starts (an image built on
+         * first use), and a cancel that stops such a build. */
+        void (*on_message)(void *userdata, const char *message);
+        void *userdata;
+        struct dm_cancel *cancel;
+};
+
+int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *req, struct dm_sandbox *ret,
+                      struct dm_error *err);
+
+/* Whether principal made sandbox id, from its record alone (no engine
+ * call, no adoption): 0, or -ENOENT with exactly the message an unknown id
+ * gets. */
+int dm_sandbox_check_owner(struct dm_context *ctx, const char *id, const char *principal, struct dm_error *err);
+
+/* Looks a sandbox up by id: -ENOENT (with a message) when there is no
+ * record, or its container is gone (the record is then removed). */
+int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *ret, struct dm_error *err);
+
+/* Pushes expires_at to now + the TTL it was created with. */
+int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err);
+
+struct dm_sandbox_exec {
+        const char *command;
+        const char *const *env;
+        const char *workdir;    /* default /out */
+        const char *stdin_data; /* may be NULL */
+        size_t stdin_len;
+        int64_t timeout_s;
+        struct dm_cancel *cancel;
+        /* Optional: called about once a second while the command runs
+         * (through the shim only). */
+        void (*on_progress)(void *userdata, int64_t elapsed_ms, uint64_t output_bytes);
+        void *userdata;
+};
+
+struct dm_sandbox_exec_result {
+        int exit_code;
+        bool timed_out;
+        int64_t duration_ms;
+        char *stdout_text, *stderr_text;
+        size_t stdout_len, stderr_len;
+        bool stdout_truncated, stderr_truncated;
+};
+
+/* Runs a command in the sandbox (and refreshes its TTL). -ECANCELED when
+ * cancelled; a timeout is a result with timed_out set. */
+int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const struct dm_sandbox_exec *req,
+                    struct dm_sandbox_exec_result *ret, struct dm_error *err);
+void dm_sandbox_exec_result_release(struct dm_sandbox_exec_result *r);
+
+/* Removes the container, the record and the workspace; the output
+ * directory stays. -ENOENT for an unknown (or already destroyed) id. */
+int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *err);
+
+/* One sandbox as sandbox_list and sandbox_create show it. */
+json_object *dm_sandbox_describe(const struct dm_sandbox *sb);
+
+/* Every live sandbox of this output root, as sandbox_list shows them: those
+ * of principal, or every one when it is NULL. */
+json_object *dm_sandbox_list(struct dm_context *ctx, const char *principal);
+
+/* Destroys every sandbox whose TTL has run out; returns how many. */
+int dm_sandbox_reap_expired(struct dm_context *ctx);
+
+/* A thread that calls dm_sandbox_reap_expired every interval_s seconds
+ * until dm_sandbox_reaper_stop. */
+int dm_sandbox_reaper_start(struct dm_context *ctx, int interval_s);
+void dm_sandbox_reaper_stop(struct dm_context *ctx);
+
+/* Lets go of the shim sockets this server holds (at exit): the sandboxes'
+ * shims reconnect to the next server that execs in them. */
+void dm_sandbox_shims_release(struct dm_context *ctx);
+
+/* The directory holding the records: <output root>/.sandboxes. */
+int dm_sandbox_dir(struct dm_context *ctx, char *buf, size_t len, struct dm_error *err);
+
+#endif

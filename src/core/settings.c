@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+#include "src/core/settings.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "netpolicy/blocked.h"
+
+int dm_parse_size(const char *s, int64_t *ret)
+{
+        char *end;
+        long long v;
+        int64_t mul = 1;
+
+        if (!s || !*s)
+                return -EINVAL;
+        errno = 0;
+        v = strtoll(s, &end, 10);
+        if (errno || end == s || v < 0)
+                return -EINVAL;
+        switch (*end) {
+        case '\0': break;
+        case 'k':
+        case 'K':
+                mul = 1024;
+                end++;
+                break;
+        case 'm':
+        case 'M':
+                mul = 1024 * 1024;
+                end++;
+                break;
+        case 'g':
+        case 'G':
+                mul = 1024LL * 1024 * 1024;
+                end++;
+                break;
+        default: return -EINVAL;
+        }
+        if (*end == 'b' || *end == 'B')
+                end++;
+        if (*end != '\0')
+                return -EINVAL;
+        if (v > INT64_MAX / mul)
+                return -ERANGE;
+        *ret = v * mul;
+        return 0;
+}
+
+static const char *home_dir(void)
+{
+        const char *h = getenv("HOME");
+        struct passwd *pw;
+
+        if (h && *h == '/')
+                return h;
+        pw = getpwuid(getuid());
+        return pw && pw->pw_dir ? pw->pw_dir : "/";
+}
+
+static int env_size(const char *name, int64_t def, int64_t min, int64_t max, int64_t *ret, struct dm_error *err)
+{
+        const char *v = getenv(name);
+        int64_t x;
+
+        if (!v || !*v) {
+                *ret = def;
+                return 0;
+        }
+        if (dm_parse_size(v, &x) < 0 || x < min || x > max)
+                return dm_error_set(err, -EINVAL, "%s='%s' is not a size between %lld and %lld (e.g. 512, 64k, 2g)",
+                                    name, v, (long long)min, (long long)max);
+        *ret = x;
+        return 0;
+}
+
+/* DEMESNE_SHIM is "on" (the default) or "off"; an absolute path there is
+ * the older spelling of DEMESNE_SHIM_PATH. Anything else is a typo that
+ * must not silently leave the filter on or off. */
+static int shim_settings(struct dm_config *cfg, struct dm_error *err)
+{
+        const char *mode = getenv("DEMESNE_SHIM");
+        const char *path = getenv("DEMESNE_SHIM_PATH");
+
+        if (mode && *mode == '/' && !(path && *path))
+                path = mode;
+        else if (mode && *mode && *mode != '/' && strcmp(mode, "on") != 0 && strcmp(mode, "off") != 0)
+                return dm_error_set(err, -EINVAL,
+                                    "DEMESNE_SHIM='%s' is neither 'on' nor 'off' (the shim's path goes in "
+                                    "DEMESNE_SHIM_PATH)",
+                                    mode);
+        cfg->shim_off = mode && strcmp(mode, "off") == 0;
+        if (path && *path) {
+                if (*path != '/')
+                        return dm_error_set(err, -EINVAL, "DEMESNE_SHIM_PATH='%s' must be an absolute path", path);
+                cfg->shim_path = strdup(path);
+                if (!cfg->shim_path)
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        return 0;
+}
+
+/* A decimal number such as "1.5" in [min, max]: CPUs and dollars. */
+static int env_decimal(const char *name, double def, double min, double max, const char *example, double *ret,
+                       struct dm_error *err)
+{
+        const char *v = getenv(name);
+        char *end;
+        double x;
+
+        if (!v || !*v) {
+                *ret = def;
+                return 0;
+        }
+        errno = 0;
+        x = strtod(v, &end);
+        if (errno || end == v || *end || !(x >= min && x <= max))
+                return dm_error_set(err, -EINVAL, "%s='%s' is not a number between %g and %g (e.g. %s)", name, v, min,
+                                    max, example);
+        *ret = x;
+        return 0;
+}
+
+static int load_limits(struct dm_config *cfg, struct dm_error *err)
+{
+        double cpus;
+        int r;
+
+        if ((r = env_decimal("DEMESNE_CPUS", 1.0, 0.0, 1024.0, "1.5; 0 = no limit", &cpus, err)) < 0)
+                return r;
+        if (cpus > 0 && cpus < 0.01)
+                return dm_error_set(err, -EINVAL, "DEMESNE_CPUS='%s' is below the engines' minimum of 0.01 CPU",
+                                    getenv("DEMESNE_CPUS"));
+        cfg->nano_cpus = (int64_t)(cpus * 1e9 + 0.5);
+        /* 1 MiB at least: the logs and a shell's history need room. */
+        if ((r = env_size("DEMESNE_DISK_MAX", 2LL << 30, 0, 1LL << 50, &cfg->disk_max, err)) < 0)
+                return r;
+        if (cfg->disk_max > 0 && cfg->disk_max < (1 << 20))
+                return dm_error_set(err, -EINVAL, "DEMESNE_DISK_MAX='%s' is below 1m (0 turns the cap off)",
+                                    getenv("DEMESNE_DISK_MAX"));
+        return env_decimal("DEMESNE_AGENT_MAX_USD", 10.0, 0.0, 1e6, "2.50; 0 = no cap", &cfg->agent_max_usd, err);
+}
+
+static char *dup_env_or(const char *name, const char *fallback)
+{
+        const char *v = getenv(name);
+        return strdup(v && *v ? v : fallback);
+}
+
+/* The process-wide parts of the egress blocklist (netpolicy/blocked.h): the
+ * pool (a bad DEMESNE_SANDBOX_SUBNET is reported where egress is set up, so
+ * the default stays blocked here) and DEMESNE_EGRESS_ALLOW_PRIVATE. */
+static int egress_blocklist(const struct dm_config *cfg, struct dm_error *err)
+{
+        const char *pool_s = cfg->sandbox_subnet;
+        struct dm_error ignored = { 0 };
+        struct dm_cidr pool;
+
+        if (pool_s && *pool_s && dm_cidr_parse(pool_s, &pool, &ignored) == 0)
+                dm_blocked_set_pool(&pool);
+        return dm_blocked_set_private_allowed(getenv("DEMESNE_EGRESS_ALLOW_PRIVATE"), err);
+}
+
+int dm_config_load(struct dm_config *cfg, struct dm_error *err)
+{
+        char path[PATH_MAX];
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        const char *start;
+        int r;
+
+        memset(cfg, 0, sizeof(*cfg));
+        snprintf(path, sizeof(path), "%s/.demesne/out", home_dir());
+        cfg->output_root = dup_env_or("DEMESNE_OUTPUT_ROOT", path);
+        if (geteuid() == 0)
+                snprintf(path, sizeof(path), "/run/demesne");
+        else if (xdg && *xdg == '/')
+                snprintf(path, sizeof(path), "%s/demesne", xdg);
+        else
+                snprintf(path, sizeof(path), "%s/.demesne/run", home_dir());
+        cfg->state_dir = dup_env_or("DEMESNE_STATE_DIR", path);
+        cfg->allowed_paths = dup_env_or("DEMESNE_ALLOWED_PATHS", "");
+        cfg->allow_credential_paths = dup_env_or("DEMESNE_ALLOW_CREDENTIAL_PATHS", "");
+        cfg->home = strdup(home_dir());
+        cfg->engine_host = getenv("DEMESNE_ENGINE_HOST") ? strdup(getenv("DEMESNE_ENGINE_HOST")) : NULL;
+        /* serve --http always wants a token; without these it makes one. */
+        cfg->http_token = getenv("DEMESNE_HTTP_TOKEN") && *getenv("DEMESNE_HTTP_TOKEN")
+                                  ? strdup(getenv("DEMESNE_HTTP_TOKEN"))
+                                  : NULL;
+        cfg->http_token_file = getenv("DEMESNE_HTTP_TOKEN_FILE") && *getenv("DEMESNE_HTTP_TOKEN_FILE")
+                                       ? strdup(getenv("DEMESNE_HTTP_TOKEN_FILE"))
+                                       : NULL;
+        cfg->sandbox_subnet = getenv("DEMESNE_SANDBOX_SUBNET") && *getenv("DEMESNE_SANDBOX_SUBNET")
+                                      ? strdup(getenv("DEMESNE_SANDBOX_SUBNET"))
+                                      : NULL;
+        cfg->skills_dir = getenv("DEMESNE_SKILLS_DIR") && *getenv("DEMESNE_SKILLS_DIR")
+                                  ? strdup(getenv("DEMESNE_SKILLS_DIR"))
+                                  : NULL;
+        start = getenv("DEMESNE_IMAGES_AUTOBUILD");
+        cfg->images_autobuild = !(start && strcmp(start, "0") == 0);
+        /* A secret: not handed down to the processes the server starts. */
+        unsetenv("DEMESNE_HTTP_TOKEN");
+        if (!cfg->output_root || !cfg->state_dir || !cfg->allowed_paths || !cfg->allow_credential_paths || !cfg->home) {
+                dm_config_release(cfg);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        if (cfg->output_root[0] != '/' || cfg->state_dir[0] != '/') {
+                r = dm_error_set(err, -EINVAL, "DEMESNE_OUTPUT_ROOT and DEMESNE_STATE_DIR must be absolute paths");
+                dm_config_release(cfg);
+                return r;
+        }
+        r = shim_settings(cfg, err);
+        if (r < 0) {
+                dm_config_release(cfg);
+                return r;
+        }
+        start = getenv("DEMESNE_START_PODMAN");
+        cfg->may_start_podman = !(start && strcmp(start, "0") == 0);
+        start = getenv("DEMESNE_ALLOW_HOST_ROOT");
+        if (start && *start && strcmp(start, "0") != 0 && strcmp(start, "1") != 0) {
+                r = dm_error_set(err, -EINVAL, "DEMESNE_ALLOW_HOST_ROOT='%s' must be 1 (allow) or 0 (refuse)", start);
+                dm_config_release(cfg);
+                return r;
+        }
+        cfg->allow_host_root = start && strcmp(start, "1") == 0;
+        start = getenv("DEMESNE_EGRESS_NETNS");
+        if (start && *start && strcmp(start, "0") != 0 && strcmp(start, "1") != 0) {
+                r = dm_error_set(err, -EINVAL,
+                                 "DEMESNE_EGRESS_NETNS='%s' must be 1 (listeners in the sandbox's "
+                                 "namespace) or 0 (a veth pair when root)",
+                                 start);
+                dm_config_release(cfg);
+                return r;
+        }
+        cfg->egress_in_netns = start && strcmp(start, "1") == 0;
+
+        if ((r = env_size("DEMESNE_MEMORY", 2LL << 30, 6LL << 20, INT64_MAX / 2, &cfg->memory_bytes, err)) < 0 ||
+            (r = env_size("DEMESNE_PIDS_LIMIT", 512, 16, 1 << 22, &cfg->pids_limit, err)) < 0 ||
+            (r = env_size("DEMESNE_NOFILE", 4096, 64, 1 << 20, &cfg->nofile, err)) < 0 ||
+            (r = env_size("DEMESNE_NPROC", 4096, 64, 1 << 22, &cfg->nproc, err)) < 0 ||
+            (r = env_size("DEMESNE_POOL", 2, 0, 16, &cfg->pool_size, err)) < 0 ||
+            (r = env_size("DEMESNE_MAX_MESSAGE", 4 << 20, 4096, 1LL << 30, &cfg->max_message, err)) < 0 ||
+            (r = env_size("DEMESNE_OUTPUT_CAP", 64 << 10, 256, 64 << 20, &cfg->output_cap, err)) < 0 ||
+            (r = env_size("DEMESNE_TRANSFER_MAX", 1LL << 30, 1, INT64_MAX / 2, &cfg->transfer_max, err)) < 0 ||
+            (r = env_size("DEMESNE_SANDBOX_SWEEP_SECONDS", 60, 1, 86400, &cfg->sweep_s, err)) < 0 ||
+            (r = egress_blocklist(cfg, err)) < 0 || (r = load_limits(cfg, err)) < 0) {
+                dm_config_release(cfg);
+                return r;
+        }
+        cfg->engine_response_max = 16 << 20;
+        cfg->max_timeout_s = 172800;
+        cfg->default_timeout_s = 3600;
+        return 0;
+}
+
+void dm_config_release(struct dm_config *cfg)
+{
+        free(cfg->output_root);
+        free(cfg->state_dir);
+        free(cfg->allowed_paths);
+        free(cfg->allow_credential_paths);
+        free(cfg->home);
+        free(cfg->engine_host);
+        free(cfg->shim_path);
+        free(cfg->sandbox_subnet);
+        free(cfg->skills_dir);
+        if (cfg->http_token)
+                explicit_bzero(cfg->http_token, strlen(cfg->http_token));
+        free(cfg->http_token);
+        free(cfg->http_token_file);
+        memset(cfg, 0, sizeof(*cfg));
+}

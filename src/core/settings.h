@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_SETTINGS_H
+#define DM_SETTINGS_H
+
+/* Server settings, read once from the environment at start. Every limit a
+ * caller can push against has a default here and a variable to change it. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "src/basic/error.h"
+
+struct dm_config {
+        char *output_root;            /* DEMESNE_OUTPUT_ROOT, default ~/.demesne/out */
+        char *state_dir;              /* DEMESNE_STATE_DIR, default $XDG_RUNTIME_DIR/demesne or ~/.demesne/run */
+        char *allowed_paths;          /* DEMESNE_ALLOWED_PATHS, colon-separated, default empty */
+        char *allow_credential_paths; /* DEMESNE_ALLOW_CREDENTIAL_PATHS, colon-separated, default empty */
+        char *home;                   /* $HOME (else the passwd entry): where the credential folders are */
+        char *engine_host;            /* DEMESNE_ENGINE_HOST (else DOCKER_HOST, ... by discovery) */
+        bool may_start_podman;        /* DEMESNE_START_PODMAN=0 disables the embedded default */
+        bool allow_host_root;         /* DEMESNE_ALLOW_HOST_ROOT=1: run sandboxes on an engine whose
+                                     containers' root is the host's root (no user namespace) */
+        int64_t memory_bytes;         /* DEMESNE_MEMORY, default 2g */
+        int64_t pids_limit;           /* DEMESNE_PIDS_LIMIT, default 512 */
+        int64_t nofile;               /* DEMESNE_NOFILE, default 4096 */
+        int64_t nproc;                /* DEMESNE_NPROC, default 4096 */
+        int64_t pool_size;            /* DEMESNE_POOL, warm containers of the default image kept by
+                                         `demesne serve`, default 2; 0 = no pool */
+        int64_t nano_cpus;            /* DEMESNE_CPUS (e.g. 1.5) in 1e-9 CPUs, default 1 CPU; 0 = no limit */
+        int64_t disk_max;             /* DEMESNE_DISK_MAX, bytes one run or sandbox may write, default 2g; 0 = none */
+        double agent_max_usd;         /* DEMESNE_AGENT_MAX_USD, spending cap of one agent run, default 10; 0 = none */
+        int64_t max_message;          /* DEMESNE_MAX_MESSAGE, bytes of one JSON-RPC message, default 4 MiB */
+        int64_t output_cap;           /* DEMESNE_OUTPUT_CAP, bytes of stdout/stderr in a result, default 64 KiB */
+        int64_t engine_response_max;  /* cap on one engine answer, default 16 MiB */
+        int64_t max_timeout_s;        /* 172800 */
+        int64_t default_timeout_s;    /* 3600 */
+        bool egress_in_netns;         /* DEMESNE_EGRESS_NETNS=1: as root too, listeners in the sandbox's
+                                     namespace instead of a veth pair (what a normal user gets) */
+        bool shim_off;                /* DEMESNE_SHIM=off: no demesne-shim, the engine's seccomp profile only */
+        char *shim_path;              /* DEMESNE_SHIM_PATH (or an absolute DEMESNE_SHIM); NULL = search */
+        char *http_token;             /* DEMESNE_HTTP_TOKEN: serve --http's bearer token, NULL = none given */
+        char *http_token_file;        /* DEMESNE_HTTP_TOKEN_FILE: ... read from this file (like --token-file) */
+        char *sandbox_subnet;         /* DEMESNE_SANDBOX_SUBNET as given (checked where egress is set up,
+                                         and by doctor); NULL = the default pool */
+        bool images_autobuild;        /* DEMESNE_IMAGES_AUTOBUILD=0 turns off building a missing image */
+        int64_t transfer_max;         /* DEMESNE_TRANSFER_MAX, largest file up or down, default 1g */
+        int64_t sweep_s;              /* DEMESNE_SANDBOX_SWEEP_SECONDS, the expired-sandbox sweep, default 60 */
+        char *skills_dir;             /* DEMESNE_SKILLS_DIR: the skills served over MCP; NULL = installed ones */
+};
+
+/* Fills cfg from the environment. Bad values are errors naming the variable. */
+int dm_config_load(struct dm_config *cfg, struct dm_error *err);
+void dm_config_release(struct dm_config *cfg);
+
+/* Parses "123", "64k", "2m", "2g" (binary units). -EINVAL when malformed. */
+int dm_parse_size(const char *s, int64_t *ret);
+
+#endif
