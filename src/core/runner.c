@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "src/core/egress.h"
+#include "src/core/exec.h"
 #include "src/core/images.h"
 #include "src/core/idmap.h"
 #include "src/core/launch.h"
@@ -22,20 +23,9 @@
 #include "src/core/limits.h"
 #include "src/core/ownership.h"
 #include "src/basic/cleanup.h"
-#include "src/basic/headtail.h"
 #include "src/basic/io.h"
 #include "src/basic/log.h"
 #include "src/basic/timeutil.h"
-
-#define PROGRESS_INTERVAL_MS 1000
-
-struct capture {
-        int fd[3]; /* [1] stdout.log, [2] stderr.log */
-        bool write_failed[3];
-        struct dm_headtail ht[3];
-        const struct dm_run_request *req;
-        int stop_fd; /* the caller's cancel or a limit (src/core/limits.h) */
-};
 
 void dm_run_result_release(struct dm_run_result *res)
 {
@@ -44,24 +34,6 @@ void dm_run_result_release(struct dm_run_result *res)
         free(res->stdout_text);
         free(res->stderr_text);
         memset(res, 0, sizeof(*res));
-}
-
-static int on_data(void *userdata, int stream, const char *data, size_t len)
-{
-        struct capture *c = userdata;
-
-        if (stream != 2)
-                stream = 1;
-        dm_headtail_feed(&c->ht[stream], data, len);
-        if (!c->write_failed[stream] && dm_write_all(c->fd[stream], data, len) < 0) {
-                /* Keep running: the result still carries the capped copy. */
-                c->write_failed[stream] = true;
-                log_warning("writing %s.log failed: %s; the file is incomplete", stream == 1 ? "stdout" : "stderr",
-                            strerror(errno));
-        }
-        if (c->req->on_output)
-                return c->req->on_output(c->req->userdata, stream, data, len);
-        return 0;
 }
 
 static size_t count(const char *const *v)
@@ -82,64 +54,6 @@ static int open_log(int dirfd, const char *name, const char *dir, struct dm_erro
         return fd;
 }
 
-static int pump(struct dm_backend *b, struct dm_stream *s, const char *id, struct capture *cap,
-                const struct dm_run_request *req, int64_t t0, struct dm_run_result *res, struct dm_error *err)
-{
-        struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
-        int64_t deadline = t0 + req->timeout_s * 1000;
-        int cancel_fd = cap->stop_fd;
-        int r;
-
-        for (;;) {
-                int64_t now = dm_now_ms();
-                int64_t slice = deadline;
-
-                if (req->on_progress && now + PROGRESS_INTERVAL_MS < deadline)
-                        slice = now + PROGRESS_INTERVAL_MS;
-                r = dm_stream_pump(s, &sink, cancel_fd, slice, err);
-                if (r == -ETIMEDOUT && slice < deadline) {
-                        req->on_progress(req->userdata, dm_now_ms() - t0, cap->ht[1].total + cap->ht[2].total);
-                        continue;
-                }
-                break;
-        }
-        if (r == -ETIMEDOUT || r == -ECANCELED) {
-                struct dm_error kerr = { 0 };
-
-                if (r == -ETIMEDOUT)
-                        res->timed_out = true;
-                else
-                        res->cancelled = true;
-                /* Killing PID 1 ends the container's whole PID namespace:
-                 * every process the command started goes with it. */
-                if (b->ops->kill(b, id, SIGKILL, &kerr) < 0)
-                        log_debug("kill '%.12s': %s", id, kerr.msg);
-                dm_error_clear(err);
-                /* A cancelled call sends no result: nothing to drain or wait
-                 * for, and a shutting-down server must not linger on it. */
-                if (res->cancelled)
-                        return 0;
-                r = dm_stream_pump(s, &sink, -1, dm_now_ms() + DM_DRAIN_AFTER_KILL_MS, err);
-                if (r < 0)
-                        log_debug("draining '%.12s' after kill: %s", id, err->msg);
-                dm_error_clear(err);
-                return 0;
-        }
-        return r;
-}
-
-struct tick {
-        struct capture *cap;
-        int64_t t0;
-};
-
-static void on_tick(void *userdata)
-{
-        struct tick *t = userdata;
-
-        t->cap->req->on_progress(t->cap->req->userdata, dm_now_ms() - t->t0, t->cap->ht[1].total + t->cap->ht[2].total);
-}
-
 static void strv_free(char **v)
 {
         for (size_t i = 0; v && v[i]; i++)
@@ -147,59 +61,24 @@ static void strv_free(char **v)
         free(v);
 }
 
-/* first's entries, then those of second whose names first does not set
- * (so an agent's NO_PROXY wins over the egress proxy's). The strings stay
- * theirs; the array is malloc'd. */
-static char **env_merge(const char *const *first, const char *const *second)
+/* The command through demesne-shim, once the shim is up and the network
+ * in place. */
+static int run_shim(struct dm_context *ctx, struct dm_exec_target *t, const struct dm_launched *warm,
+                    const struct dm_exec_request *xreq, struct dm_exec_sink *sink, const struct dm_run_request *req,
+                    struct dm_run_result *res, struct dm_exec_result *xres, struct dm_error *err)
 {
-        size_t n = 0, k = 0;
-        char **out;
-
-        for (size_t i = 0; first && first[i]; i++)
-                n++;
-        for (size_t i = 0; second && second[i]; i++)
-                n++;
-        out = calloc(n + 1, sizeof(*out));
-        if (!out)
-                return NULL;
-        for (size_t i = 0; first && first[i]; i++)
-                out[k++] = (char *)first[i];
-        for (size_t i = 0; second && second[i]; i++) {
-                size_t len = strcspn(second[i], "=");
-                bool shadowed = false;
-
-                for (size_t j = 0; first && first[j] && !shadowed; j++)
-                        shadowed = strncmp(first[j], second[i], len) == 0 && first[j][len] == '=';
-                if (!shadowed)
-                        out[k++] = (char *)second[i];
-        }
-        return out;
-}
-
-/* The command through demesne-shim: it runs under the seccomp filter, and
- * the shim kills its whole process group at the timeout. */
-static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id, struct dm_shimhost *host,
-                    const struct dm_launched *warm, const char *const *argv, struct capture *cap,
-                    const struct dm_run_request *req, struct dm_run_result *res, struct dm_error *err)
-{
-        struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
-        struct tick tick = { .cap = cap };
-        struct dm_shim_request sreq = {
-                .argv = argv,
-                .cwd = "/out",
-                .on_tick = req->on_progress ? on_tick : NULL,
-                .tick_userdata = &tick,
-        };
-        struct dm_shim_result sres;
+        struct dm_exec_request with_env = *xreq;
         struct dm_egress_run *egress = NULL;
         struct dm_launched l;
-        char **extra = NULL, **env = NULL, **with_req = NULL;
+        char **extra = NULL;
+        _cleanup_free_ const char **env = NULL;
         int r;
 
         /* A warm container's shim connected long ago (src/core/pool.c). */
         if (warm)
                 l = *warm;
-        else if ((r = dm_launch_shim_ready(b, id, host, dm_now_ms() + DM_SHIM_READY_MS, &l, err)) < 0)
+        else if ((r = dm_launch_shim_ready(t->backend, t->container, t->shim, dm_now_ms() + DM_SHIM_READY_MS, &l,
+                                           err)) < 0)
                 return r;
         /* The network, before the command can send anything. */
         if (dm_egress_needed(req->policy) || req->vendor_port) {
@@ -207,72 +86,43 @@ static int run_shim(struct dm_context *ctx, struct dm_backend *b, const char *id
                                            res->output_dir, req->vendor_port, &egress, err);
                 if (r < 0)
                         return r;
-                sreq.env = dm_egress_env(egress);
         }
-        if (egress && req->on_network) {
-                r = req->on_network(req->network_userdata, dm_egress_net(egress), res->output_dir, &extra, err);
-                if (r >= 0 && extra) {
-                        env = env_merge((const char *const *)extra, dm_egress_env(egress));
-                        if (!env)
-                                r = dm_error_set(err, -ENOMEM, "out of memory");
-                        sreq.env = (const char *const *)env;
-                }
-                if (r < 0) {
-                        strv_free(extra);
-                        dm_egress_stop(ctx, egress, false);
-                        return r;
-                }
+        if (egress && req->on_network &&
+            (r = req->on_network(req->network_userdata, dm_egress_net(egress), res->output_dir, &extra, err)) < 0) {
+                strv_free(extra);
+                dm_egress_stop(ctx, egress, false);
+                return r;
         }
-        /* A warm container was made without the caller's environment: it
-         * goes with the command, under what the network set, as a cold
-         * container's own environment lies under the command's (the shim
-         * takes the last of two). */
-        if (warm && req->env) {
-                size_t n = count(req->env), m = count(sreq.env);
-
-                with_req = calloc(n + m + 1, sizeof(*with_req));
-                if (!with_req) {
-                        dm_egress_stop(ctx, egress, false);
-                        free(env);
-                        strv_free(extra);
-                        return dm_error_set(err, -ENOMEM, "out of memory");
-                }
-                memcpy(with_req, req->env, n * sizeof(*with_req));
-                if (m)
-                        memcpy(with_req + n, sreq.env, m * sizeof(*with_req));
-                sreq.env = (const char *const *)with_req;
+        /* Bottom to top: the caller's environment (a warm container was made
+         * without it; a cold one has it as its own, under the command's),
+         * the egress proxy's, the agent's (its NO_PROXY wins). */
+        env = dm_exec_env((const char *const *const[]){ warm ? req->env : NULL, dm_egress_env(egress),
+                                                        (const char *const *)extra },
+                          3);
+        if (!env) {
+                strv_free(extra);
+                dm_egress_stop(ctx, egress, false);
+                return dm_error_set(err, -ENOMEM, "out of memory");
         }
-        /* timeout_seconds limits the command, not the engine's set-up. */
-        tick.t0 = dm_now_ms();
-        r = dm_shim_exec(host, &sreq, &sink, cap->stop_fd, tick.t0 + req->timeout_s * 1000, &sres, err);
-        free(with_req);
+        with_env.env = env;
+        r = dm_exec(t, &with_env, sink, xres, err);
         /* The pair goes with the container's namespace when the reaper
          * removes it; only the proxy listener goes now. */
         dm_egress_stop(ctx, egress, false);
-        free(env);
         strv_free(extra);
-        if (r == -ECANCELED) {
-                dm_error_clear(err);
-                res->cancelled = true;
-                return 0;
-        }
-        if (r < 0)
-                return dm_error_wrap(err, "run the command");
-        res->exit_code = sres.exit_code;
-        res->timed_out = sres.timed_out;
-        return 0;
+        return r < 0 ? dm_error_wrap(err, "run the command") : 0;
 }
 
 static int watch_limits(struct dm_context *ctx, struct dm_backend *b, const char *id,
                         const struct dm_limits_target *known, const char *outdir, const char *workspace,
-                        const struct dm_run_request *req, struct capture *cap, struct dm_limits_watch **ret,
+                        const struct dm_run_request *req, int *stop_fd, struct dm_limits_watch **ret,
                         struct dm_error *err)
 {
         const char *trees[] = { outdir, workspace, NULL };
         struct dm_limits_watch_conf wc = {
                 .trees = trees,
                 .cap = ctx->cfg.disk_max,
-                .cancel_fd = cap->stop_fd,
+                .cancel_fd = *stop_fd,
                 .limit_fd = req->limit ? req->limit->fd : -1,
         };
         int r;
@@ -280,7 +130,7 @@ static int watch_limits(struct dm_context *ctx, struct dm_backend *b, const char
         r = known ? dm_limits_watch_target(known, &wc, ret, err) : dm_limits_watch_container(b, id, &wc, ret, err);
         if (r < 0)
                 return r;
-        cap->stop_fd = dm_limits_watch_fd(*ret);
+        *stop_fd = dm_limits_watch_fd(*ret);
         return 0;
 }
 
@@ -288,7 +138,10 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
 {
         const struct dm_image_info *img;
         struct dm_backend *b;
-        struct capture cap = { .fd = { -1, -1, -1 }, .req = req, .stop_fd = req->cancel ? req->cancel->fd : -1 };
+        struct dm_exec_sink sink = { .log_fd = { -1, -1, -1 } };
+        struct dm_exec_result xres = { 0 };
+        int stop_fd = req->cancel ? req->cancel->fd : -1; /* the caller's cancel, then a limit's too */
+        bool sink_made = false;
         struct dm_limits_watch *limits = NULL;
         size_t n_in = count(req->files) + count(req->dirs);
         _cleanup_free_ struct dm_mount *mounts = NULL;
@@ -302,7 +155,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         _cleanup_close_ int dirfd = -1;
         struct dm_stream *stream = NULL;
         static const char *const idle_argv[] = { "sleep", "infinity", NULL };
-        char *id = NULL, *exec_id = NULL;
+        char *id = NULL;
         bool scratch_made = false, exec_only = false, outdir_made = false;
         struct dm_launch_ids ids;
         struct dm_idmap im = { 0 };
@@ -392,14 +245,17 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 r = dm_error_set(err, -errno, "cannot open output directory '%s': %s", outdir, strerror(errno));
                 goto out;
         }
-        if ((r = cap.fd[1] = open_log(dirfd, "stdout.log", outdir, err)) < 0 ||
-            (r = cap.fd[2] = open_log(dirfd, "stderr.log", outdir, err)) < 0)
-                goto out;
-        if ((r = dm_headtail_init(&cap.ht[1], (size_t)ctx->cfg.output_cap)) < 0 ||
-            (r = dm_headtail_init(&cap.ht[2], (size_t)ctx->cfg.output_cap)) < 0) {
+        if ((r = dm_exec_sink_init(&sink, (size_t)ctx->cfg.output_cap)) < 0) {
                 dm_error_set(err, r, "out of memory");
                 goto out;
         }
+        sink_made = true;
+        sink.on_output = req->on_output;
+        sink.on_progress = req->on_progress;
+        sink.userdata = req->userdata;
+        if ((r = sink.log_fd[1] = open_log(dirfd, "stdout.log", outdir, err)) < 0 ||
+            (r = sink.log_fd[2] = open_log(dirfd, "stderr.log", outdir, err)) < 0)
+                goto out;
 
         if (warm) {
                 /* The run owns the warm container from here, as if it had
@@ -516,48 +372,34 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         }
 started:
         /* The disk cap's watch, from the command's start. */
-        r = watch_limits(ctx, b, id, warm ? &warm->target : NULL, outdir, workspace, req, &cap, &limits, err);
+        r = watch_limits(ctx, b, id, warm ? &warm->target : NULL, outdir, workspace, req, &stop_fd, &limits, err);
         if (r < 0)
                 goto out;
-        if (host) {
-                r = run_shim(ctx, b, id, host, warm ? &warm->launched : NULL, req->command ? bash_argv : req->argv,
-                             &cap, req, res, err);
+        {
+                struct dm_exec_target t = {
+                        .backend = b,
+                        .container = id,
+                        .shim = host,
+                        .attached = stream,
+                        .whole_container = true,
+                };
+                struct dm_exec_request xreq = {
+                        .argv = req->command ? bash_argv : req->argv,
+                        .env = exec_only ? req->env : NULL,
+                        .cwd = "/out",
+                        .timeout_s = req->timeout_s,
+                        .stop_fd = stop_fd,
+                };
+
+                /* Without attach (OpenSandbox) the command is an exec, whose
+                 * exit code comes from the exec. */
+                r = host ? run_shim(ctx, &t, warm ? &warm->launched : NULL, &xreq, &sink, req, res, &xres, err)
+                         : dm_exec(&t, &xreq, &sink, &xres, err);
                 if (r < 0)
                         goto out;
-        } else {
-                if (exec_only) {
-                        struct dm_exec_spec es = {
-                                .argv = req->command ? bash_argv : req->argv,
-                                .env = req->env,
-                                .workdir = "/out",
-                        };
-
-                        r = b->ops->exec(b, id, &es, &stream, &exec_id, err);
-                        if (r < 0) {
-                                dm_error_wrap(err, "run the command");
-                                goto out;
-                        }
-                }
-                /* timeout_seconds limits the command, not the engine's set-up. */
-                r = pump(b, stream, id, &cap, req, dm_now_ms(), res, err);
-                if (r < 0) {
-                        dm_error_wrap(err, "read the command's output");
-                        goto out;
-                }
-        }
-        if (res->cancelled || host)
-                r = 0;
-        else if (exec_id)
-                r = b->ops->exec_exit_code(b, exec_id, &res->exit_code, err);
-        else
-                r = b->ops->wait(b, id, &res->exit_code, err);
-        if (r >= 0 && exec_id && res->timed_out && res->exit_code < 128)
-                res->exit_code = 128 + SIGKILL;
-        if (res->cancelled)
-                res->exit_code = 128 + SIGKILL;
-        if (r < 0) {
-                dm_error_wrap(err, "wait for the command");
-                goto out;
+                res->exit_code = xres.exit_code;
+                res->timed_out = xres.timed_out;
+                res->cancelled = xres.cancelled;
         }
         /* A limit, not the caller, stopped it: the run fails with the
          * limit's sentence (the logs so far stay in the output directory). */
@@ -568,10 +410,10 @@ started:
                 goto out;
         }
         res->duration_ms = dm_now_ms() - t0;
-        res->stdout_bytes = cap.ht[1].total;
-        res->stderr_bytes = cap.ht[2].total;
-        res->stdout_text = dm_headtail_finish(&cap.ht[1], &res->stdout_len, &res->stdout_truncated);
-        res->stderr_text = dm_headtail_finish(&cap.ht[2], &res->stderr_len, &res->stderr_truncated);
+        res->stdout_bytes = dm_exec_sink_total(&sink, 1);
+        res->stderr_bytes = dm_exec_sink_total(&sink, 2);
+        res->stdout_text = dm_exec_sink_text(&sink, 1, &res->stdout_len, &res->stdout_truncated);
+        res->stderr_text = dm_exec_sink_text(&sink, 2, &res->stderr_len, &res->stderr_truncated);
         if (!res->stdout_text || !res->stderr_text) {
                 r = dm_error_set(err, -ENOMEM, "out of memory");
                 goto out;
@@ -584,17 +426,16 @@ out:
         dm_limits_watch_stop(limits);
         if (stream)
                 dm_stream_free(stream);
-        free(exec_id);
         /* The socket goes now; its directory with the scratch tree, after
          * the container. */
         dm_shimhost_free(host);
         dm_inputs_unstage(&stage);
         dm_idmap_release(&im);
-        for (int i = 1; i <= 2; i++) {
-                if (cap.fd[i] >= 0)
-                        close(cap.fd[i]);
-                dm_headtail_release(&cap.ht[i]);
-        }
+        for (int i = 1; i <= 2; i++)
+                if (sink.log_fd[i] >= 0)
+                        close(sink.log_fd[i]);
+        if (sink_made)
+                dm_exec_sink_release(&sink);
         /* Now for the result, and again once the container is gone
          * (something it left running may still write). */
         if (outdir_made)

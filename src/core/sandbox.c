@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "src/core/egress.h"
+#include "src/core/exec.h"
 #include "src/core/images.h"
 #include "src/core/idmap.h"
 #include "src/core/launch.h"
@@ -25,10 +26,8 @@
 #include "src/core/ownership.h"
 #include "src/core/runner.h"
 #include "src/basic/cleanup.h"
-#include "src/basic/headtail.h"
 #include "src/basic/io.h"
 #include "src/basic/log.h"
-#include "src/basic/pidfd.h"
 #include "src/basic/timeutil.h"
 
 int dm_sandbox_dir(struct dm_context *ctx, char *buf, size_t len, struct dm_error *err)
@@ -479,19 +478,6 @@ static size_t count(const char *const *v)
         return n;
 }
 
-static const char **strv_concat(const char *const *a, const char *const *b)
-{
-        size_t na = count(a), nb = count(b);
-        const char **v = calloc(na + nb + 1, sizeof(*v));
-
-        /* memcpy from NULL is undefined even for 0 bytes (UBSan says so). */
-        if (v && na)
-                memcpy(v, a, na * sizeof(*v));
-        if (v && nb)
-                memcpy(v + na, b, nb * sizeof(*v));
-        return v;
-}
-
 /* An engine that expires sandboxes itself may grant less than asked (an
  * OpenSandbox server's max_sandbox_timeout_seconds): the record, and so the
  * result's expires_at, say what was granted. */
@@ -779,142 +765,70 @@ int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_er
         return record_write(ctx, sb, err);
 }
 
-struct capture {
-        struct dm_headtail ht[3];
-};
-
-static int on_data(void *userdata, int stream, const char *data, size_t len)
+/* Through the sandbox's shim when this server holds it (cached; the
+ * egress proxy's environment over the caller's), else the engine's exec
+ * API. */
+static int exec_in(struct dm_context *ctx, struct dm_backend *b, const struct dm_sandbox *sb,
+                   struct dm_exec_request *xreq, struct dm_exec_sink *sink, struct dm_exec_result *xres,
+                   struct dm_error *err)
 {
-        struct capture *c = userdata;
-
-        dm_headtail_feed(&c->ht[stream == 2 ? 2 : 1], data, len);
-        return 0;
-}
-
-/* One SIGKILL to a process group can miss children forked while it is
- * delivered (a fork bomb refills the group faster than that), so repeat
- * until the group is empty: a killed process forks no more. Through the
- * pidfd, never the bare number: by now the leader may be gone and its pid
- * reused by an unrelated process of the host. */
-static void kill_group(int pidfd, int pgid)
-{
-        int64_t deadline = dm_now_ms() + 5000;
-
-        while (dm_pidfd_kill_group(pidfd, pgid, SIGKILL) == 0 && dm_now_ms() < deadline)
-                usleep(10 * 1000);
-}
-
-/* A pidfd for the exec's leader, taken while the engine says that pid is
- * the exec's and running: the pid is asked for, the pidfd opened, and the
- * pid asked for again. If the exec still runs with that pid after the
- * pidfd exists, the pidfd is its process (a pid is not reused while its
- * process exists). -1 when the engine reports no pid or it changed. */
-static int exec_pidfd(struct dm_backend *b, const char *exec_id, int *ret_pgid)
-{
-        struct dm_error e2 = { 0 };
-        int pid = 0, again = 0, fd;
-
-        if (!dm_backend_can(b, DM_CAP_EXEC_PID) || b->ops->exec_pid(b, exec_id, &pid, &e2) < 0 || pid <= 1)
-                return -1;
-        fd = dm_pidfd_open(pid);
-        if (fd < 0)
-                return -1;
-        if (b->ops->exec_pid(b, exec_id, &again, &e2) < 0 || again != pid || dm_pidfd_alive(fd) < 0) {
-                close(fd);
-                return -1;
-        }
-        *ret_pgid = pid;
-        return fd;
-}
-
-struct tick {
-        const struct dm_sandbox_exec *req;
-        const struct capture *cap;
-        int64_t t0;
-};
-
-static void on_tick(void *userdata)
-{
-        struct tick *t = userdata;
-
-        t->req->on_progress(t->req->userdata, dm_now_ms() - t->t0, t->cap->ht[1].total + t->cap->ht[2].total);
-}
-
-/* Through the sandbox's shim: under the seccomp filter, and the shim kills
- * the command's whole process group at the timeout or on cancel. 1 when
- * the shim is held by another server (use the exec API). */
-static int exec_shim(struct dm_context *ctx, struct dm_backend *b, const struct dm_sandbox *sb,
-                     const struct dm_sandbox_exec *req, const char *const *argv, int stop_fd, struct capture *cap,
-                     struct dm_sandbox_exec_result *res, struct dm_error *err)
-{
-        struct dm_stream_sink sink = { .on_data = on_data, .userdata = cap };
-        struct tick tick = { .req = req, .cap = cap, .t0 = dm_now_ms() };
-        struct dm_shim_request sreq = {
-                .argv = argv,
-                .on_tick = req->on_progress ? on_tick : NULL,
-                .tick_userdata = &tick,
-                .env = req->env,
-                .cwd = req->workdir ? req->workdir : "/out",
-                .stdin_data = req->stdin_data,
-                .stdin_len = req->stdin_len,
+        struct dm_exec_target t = {
+                .backend = b,
+                .container = sb->container,
+                .filter_exec = sb->shim_dir[0] != '\0',
         };
         struct dm_sandbox_shim *e = NULL;
-        struct dm_shim_result sres;
         _cleanup_free_ const char **env = NULL;
         int r;
 
-        r = shim_get(ctx, b, sb, &e, err);
-        if (r == -EBUSY) {
-                log_debug("sandbox %s: its shim is held by another server (%s); using the engine's exec API", sb->id,
-                          err->msg);
-                dm_error_clear(err);
-                return 1;
+        if (sb->shim_dir[0]) {
+                r = shim_get(ctx, b, sb, &e, err);
+                if (r == -EBUSY) {
+                        log_debug("sandbox %s: its shim is held by another server (%s); using the engine's exec API",
+                                  sb->id, err->msg);
+                        dm_error_clear(err);
+                        e = NULL;
+                } else if (r < 0)
+                        return dm_error_wrap(err, "reach sandbox '%s'", sb->id);
         }
-        if (r < 0)
-                return dm_error_wrap(err, "reach sandbox '%s'", sb->id);
-        if (e->egress) {
-                /* The caller's first: getenv takes the first of two. */
-                env = strv_concat(req->env, dm_egress_env(e->egress));
-                if (!env) {
-                        shim_put(ctx, e);
-                        return dm_error_set(err, -ENOMEM, "out of memory");
+        if (e) {
+                t.shim = e->host;
+                if (e->egress) {
+                        env = dm_exec_env((const char *const *const[]){ xreq->env, dm_egress_env(e->egress) }, 2);
+                        if (!env) {
+                                shim_put(ctx, e);
+                                return dm_error_set(err, -ENOMEM, "out of memory");
+                        }
+                        xreq->env = env;
                 }
-                sreq.env = env;
         }
-        r = dm_shim_exec(e->host, &sreq, &sink, stop_fd, dm_now_ms() + req->timeout_s * 1000, &sres, err);
-        shim_put(ctx, e);
-        if (r < 0)
-                return r;
-        res->exit_code = sres.exit_code;
-        res->timed_out = sres.timed_out;
-        return 0;
+        r = dm_exec(&t, xreq, sink, xres, err);
+        if (e)
+                shim_put(ctx, e);
+        return r;
 }
 
 int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const struct dm_sandbox_exec *req,
                     struct dm_sandbox_exec_result *res, struct dm_error *err)
 {
         const char *argv[] = { "/bin/bash", "-c", req->command, NULL };
-        /* Through the engine's exec API the shim binary still applies the
-         * filter before it runs the command. */
-        const char *filtered[] = { DM_SHIM_BIN_PATH, "--exec", "--", "/bin/bash", "-c", req->command, NULL };
-        struct dm_exec_spec spec = {
-                .argv = sb->shim_dir[0] ? filtered : argv,
+        struct dm_exec_request xreq = {
+                .argv = argv,
                 .env = req->env,
-                .workdir = req->workdir ? req->workdir : "/out",
-                .attach_stdin = true,
+                .cwd = req->workdir ? req->workdir : "/out",
+                .stdin_data = req->stdin_data,
+                .stdin_len = req->stdin_len,
+                .timeout_s = req->timeout_s,
         };
-        struct capture cap;
-        struct dm_stream_sink sink = { .on_data = on_data, .userdata = &cap };
-        struct dm_stream *stream = NULL;
+        struct dm_exec_sink sink;
+        struct dm_exec_result xres;
         struct dm_backend *b;
-        char *exec_id = NULL;
         int64_t t0 = dm_now_ms();
-        _cleanup_close_ int pidfd = -1;
         struct dm_limits_watch *watch = NULL;
-        int pgid = 0, stop_fd, r;
+        int r;
 
         memset(res, 0, sizeof(*res));
-        r = dm_launch_check_workdir(spec.workdir, err);
+        r = dm_launch_check_workdir(xreq.cwd, err);
         if (r < 0)
                 return r;
         /* A sandbox made while the shim was off has no filter to put its
@@ -929,6 +843,11 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
         r = dm_context_backend(ctx, &b, err);
         if (r < 0)
                 return r;
+        if (req->stdin_len && !dm_backend_can(b, DM_CAP_EXEC_STDIN))
+                return dm_error_set(err, -EOPNOTSUPP,
+                                    "the %s backend cannot pass stdin to a command: write the "
+                                    "input to a file with sandbox_upload and redirect from it",
+                                    b->ops->name);
         {
                 /* The sandbox's cap covers all it holds, not one command's
                  * share: a command may still free space in a full one. */
@@ -950,84 +869,39 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
                 free(t);
                 if (r < 0)
                         return r;
-                stop_fd = dm_limits_watch_fd(watch);
+                xreq.stop_fd = dm_limits_watch_fd(watch);
         }
-        if (dm_headtail_init(&cap.ht[1], (size_t)ctx->cfg.output_cap) < 0 ||
-            dm_headtail_init(&cap.ht[2], (size_t)ctx->cfg.output_cap) < 0) {
-                dm_headtail_release(&cap.ht[1]);
+        if (dm_exec_sink_init(&sink, (size_t)ctx->cfg.output_cap) < 0) {
                 dm_limits_watch_stop(watch);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
-        if (req->stdin_len && !dm_backend_can(b, DM_CAP_EXEC_STDIN)) {
-                r = dm_error_set(err, -EOPNOTSUPP,
-                                 "the %s backend cannot pass stdin to a command: write the "
-                                 "input to a file with sandbox_upload and redirect from it",
-                                 b->ops->name);
-                goto out;
-        }
-        if (sb->shim_dir[0]) {
-                r = exec_shim(ctx, b, sb, req, argv, stop_fd, &cap, res, err);
-                if (r <= 0)
-                        goto finish;
-        }
-        r = b->ops->exec(b, sb->container, &spec, &stream, &exec_id, err);
+        sink.on_progress = req->on_progress;
+        sink.userdata = req->userdata;
+        r = exec_in(ctx, b, sb, &xreq, &sink, &xres, err);
         if (r < 0)
                 goto out;
-        /* stdin goes in whole, then EOF, so a command reading it finishes. */
-        if (req->stdin_len)
-                r = dm_stream_write(stream, req->stdin_data, req->stdin_len, err);
-        dm_stream_close_write(stream);
-        if (r < 0)
-                goto out;
-        /* The leader's pid now, while it surely runs: by the timeout it may
-         * have exited and left its group (a fork bomb, say) holding the
-         * stream open, and the engine no longer reports a pid then. */
-        pidfd = exec_pidfd(b, exec_id, &pgid);
-        r = dm_stream_pump(stream, &sink, stop_fd, t0 + req->timeout_s * 1000, err);
-        if (r == -ETIMEDOUT || r == -ECANCELED) {
-                struct dm_error e2 = { 0 };
-
-                res->timed_out = r == -ETIMEDOUT;
-                /* The exec's process leads its own group: the whole group goes. */
-                if (pidfd >= 0)
-                        kill_group(pidfd, pgid);
-                else if (b->ops->exec_interrupt && b->ops->exec_interrupt(b, exec_id, &e2) < 0)
-                        log_warning("sandbox %s: stopping the command: %s", sb->id, e2.msg);
-                dm_stream_pump(stream, &sink, -1, dm_now_ms() + DM_DRAIN_AFTER_KILL_MS, &e2);
-                if (r == -ECANCELED) {
-                        dm_error_set(err, r, "cancelled");
-                        goto finish;
-                }
-                r = 0;
-        }
-        if (r < 0)
-                goto out;
-        r = b->ops->exec_exit_code(b, exec_id, &res->exit_code, err);
-        if (r < 0)
-                goto out;
-        if (res->timed_out && res->exit_code < 128)
-                res->exit_code = 128 + SIGKILL;
-finish:
+        res->exit_code = xres.exit_code;
+        res->timed_out = xres.timed_out;
         /* A limit, not the caller, stopped it: its sentence is the error. */
-        if ((r == -ECANCELED || r >= 0) && dm_limits_watch_tripped(watch, err))
+        if (dm_limits_watch_tripped(watch, err) ||
+            (!xres.cancelled && dm_limits_fsize_hit(ctx->cfg.disk_max, res->exit_code, err))) {
                 r = err->code;
-        else if (r >= 0 && dm_limits_fsize_hit(ctx->cfg.disk_max, res->exit_code, err))
-                r = err->code;
-        if (r < 0)
                 goto out;
+        }
         res->duration_ms = dm_now_ms() - t0;
-        res->stdout_text = dm_headtail_finish(&cap.ht[1], &res->stdout_len, &res->stdout_truncated);
-        res->stderr_text = dm_headtail_finish(&cap.ht[2], &res->stderr_len, &res->stderr_truncated);
-        if (!res->stdout_text || !res->stderr_text)
+        res->stdout_text = dm_exec_sink_text(&sink, 1, &res->stdout_len, &res->stdout_truncated);
+        res->stderr_text = dm_exec_sink_text(&sink, 2, &res->stderr_len, &res->stderr_truncated);
+        if (!res->stdout_text || !res->stderr_text) {
                 r = dm_error_set(err, -ENOMEM, "out of memory");
+                goto out;
+        }
+        /* Cancelled: the result so far, as a run's (dm_run). */
+        if (xres.cancelled)
+                r = dm_error_set(err, -ECANCELED, "cancelled");
 out:
         dm_limits_watch_stop(watch);
-        if (stream)
-                dm_stream_free(stream);
-        free(exec_id);
-        dm_headtail_release(&cap.ht[1]);
-        dm_headtail_release(&cap.ht[2]);
-        if (r < 0)
+        dm_exec_sink_release(&sink);
+        if (r < 0 && r != -ECANCELED)
                 dm_sandbox_exec_result_release(res);
         return r;
 }

@@ -77,8 +77,7 @@ struct dm_sandbox_exec {
         size_t stdin_len;
         int64_t timeout_s;
         struct dm_cancel *cancel;
-        /* Optional: called about once a second while the command runs
-         * (through the shim only). */
+        /* Optional: called about once a second while the command runs. */
         void (*on_progress)(void *userdata, int64_t elapsed_ms, uint64_t output_bytes);
         void *userdata;
 };
@@ -92,8 +91,10 @@ struct dm_sandbox_exec_result {
         bool stdout_truncated, stderr_truncated;
 };
 
-/* Runs a command in the sandbox (and refreshes its TTL). -ECANCELED when
- * cancelled; a timeout is a result with timed_out set. */
+/* Runs a command in the sandbox (src/core/exec.h). 0 when it ran, a
+ * timeout included (timed_out set); -ECANCELED when cancelled, with the
+ * result so far filled as for 0 (release it either way); -EDQUOT when the
+ * disk cap stopped it; else an error and no result. */
 int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const struct dm_sandbox_exec *req,
                     struct dm_sandbox_exec_result *ret, struct dm_error *err);
 void dm_sandbox_exec_result_release(struct dm_sandbox_exec_result *r);

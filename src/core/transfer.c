@@ -305,8 +305,10 @@ static int download(struct dm_context *ctx, const struct dm_sandbox *sb, const c
                 .timeout_s = 30,
         };
         r = dm_sandbox_exec(ctx, sb, &q, &res, err);
-        if (r < 0)
+        if (r < 0) {
+                dm_sandbox_exec_result_release(&res);
                 return r;
+        }
         if (res.exit_code == 3 || res.exit_code == 4 || res.stdout_len == 0 || res.stdout_len >= sizeof(resolved)) {
                 r = dm_error_set(err, res.exit_code == 4 ? -EISDIR : -ENOENT,
                                  res.exit_code == 4 ? "'%s' in the sandbox is not a regular file"

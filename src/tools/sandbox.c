@@ -282,8 +282,10 @@ static json_object *exec_call(struct dm_call *call, json_object *args)
         };
         r = dm_sandbox_exec(ctx, &sb, &req, &res, &err);
         dm_args_strv_free(env);
-        if (r == -ECANCELED)
+        if (r == -ECANCELED) {
+                dm_sandbox_exec_result_release(&res);
                 return NULL;
+        }
         if (r < 0)
                 return dm_tool_result_error("sandbox_exec failed: %s", err.msg);
         dm_sandbox_touch(ctx, &sb, &err);
