@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 // Times `sandbox_script` calls (or, with --tool exec, `sandbox_exec` calls
-// into one sandbox it creates first and destroys at the end) through ONE
-// `demesne serve` session over stdio, using @modelcontextprotocol/client 2.x
-// from tests/e2e/node_modules.
+// into one sandbox it creates first and destroys at the end; with --tool
+// list, `sandbox_list` calls) through ONE `demesne serve` session over stdio,
+// using @modelcontextprotocol/client 2.x from tests/e2e/node_modules.
 //
-//   node bench/mcp-timer.mjs [--calls N | --stdin] [--era modern|legacy] [--tool script|exec]
+//   node bench/mcp-timer.mjs [--calls N | --stdin] [--era modern|legacy] [--tool script|exec|list]
 //                            [--command 'echo hi'] [--image python] [--egress none] [--parallel K]
+//                            [--keep-going]
 //
 // --calls N (default 20): do N calls, print one line per call ("ms <float>")
 //   and then "median_ms <float>".
@@ -16,8 +17,17 @@
 // --stdin: print "ready <era> <protocolVersion>" once connected, then answer
 //   each input line "call" with one line "ms <float>"; "quit" or EOF ends the
 //   session. bench/bench-script.sh drives this mode so that it can alternate
-//   demesne calls with plain `podman run` calls.
-// Any failed or unexpected call prints "error <message>" and exits 1.
+//   demesne calls with plain `podman run` calls. More input lines, for a
+//   mix of calls in one session (bench/bench-rss.sh):
+//     "call exec|script|list"  that tool instead of --tool's (exec `true`,
+//                              script `echo hi`; --command is --tool's own)
+//     "create"   sandbox_create (--image, --egress) when there is no sandbox:
+//                "created <sandbox_id> <ms>"; "call exec" goes into it
+//     "destroy"  sandbox_destroy of that sandbox: "ms <float>"
+//     "pid"      "pid <pid of the demesne serve process>"
+// Any failed or unexpected call prints "error <message>" and exits 1; with
+// --keep-going (--stdin only) it answers "fail <message>" instead and the
+// session goes on.
 //
 // Timing is client-side wall time from sending tools/call to receiving its
 // result (process.hrtime), i.e. what an MCP client waits for; the one-off
@@ -41,9 +51,11 @@ function die(msg) {
   process.exit(1);
 }
 
+const DEFAULT_COMMAND = { exec: 'true', script: 'echo hi', list: undefined };
+
 function parseArgs(argv) {
   const o = { calls: 20, stdin: false, era: 'modern', tool: 'script', command: undefined, image: 'python', egress: 'none',
-    parallel: 1, pauseMs: 0 };
+    parallel: 1, pauseMs: 0, keepGoing: false };
   for (let i = 0; i < argv.length; i += 1) {
     const a = argv[i];
     const val = () => { if (i + 1 >= argv.length) die(`${a} needs a value`); i += 1; return argv[i]; };
@@ -56,13 +68,14 @@ function parseArgs(argv) {
     else if (a === '--egress') o.egress = val();
     else if (a === '--parallel') o.parallel = Number(val());
     else if (a === '--pause-ms') o.pauseMs = Number(val());
+    else if (a === '--keep-going') o.keepGoing = true;
     else die(`unknown option ${a}`);
   }
   if (!Number.isInteger(o.calls) || o.calls < 1) die('--calls must be a positive integer');
   if (!Number.isInteger(o.parallel) || o.parallel < 1 || o.parallel > 64) die('--parallel must be 1 to 64');
   if (!['modern', 'legacy'].includes(o.era)) die('--era must be modern or legacy');
-  if (!['script', 'exec'].includes(o.tool)) die('--tool must be script or exec');
-  if (o.command === undefined) o.command = o.tool === 'exec' ? 'true' : 'echo hi';
+  if (!['script', 'exec', 'list'].includes(o.tool)) die('--tool must be script, exec or list');
+  if (o.command === undefined) o.command = DEFAULT_COMMAND[o.tool];
   return o;
 }
 
@@ -121,12 +134,23 @@ try {
 serverPid = transport.pid ?? undefined;
 
 let sandboxId;
-if (opts.tool === 'exec') {
+// -> ms; sets sandboxId. Throws on failure.
+async function createSandbox() {
+  const t0 = process.hrtime.bigint();
   const r = await client.callTool({ name: 'sandbox_create', arguments: { image: opts.image, egress: opts.egress } },
     { timeout: 600_000 });
-  sandboxId = r?.structuredContent?.sandbox_id;
-  if (r?.isError || !sandboxId) {
-    process.stdout.write(`error sandbox_create failed: ${JSON.stringify(r).slice(0, 500)}\n`);
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  if (r?.isError || !r?.structuredContent?.sandbox_id) {
+    throw new Error(`sandbox_create failed: ${JSON.stringify(r).slice(0, 500)}`);
+  }
+  sandboxId = r.structuredContent.sandbox_id;
+  return ms;
+}
+if (opts.tool === 'exec') {
+  try {
+    await createSandbox();
+  } catch (err) {
+    process.stdout.write(`error ${err.message}\n`);
     await shutdown(1);
   }
 }
@@ -144,25 +168,62 @@ if (opts.tool === 'exec') {
   }
 }
 
-const CALL = opts.tool === 'exec'
-  ? { name: 'sandbox_exec', arguments: { sandbox_id: sandboxId, command: opts.command } }
-  : { name: 'sandbox_script', arguments: { command: opts.command, image: opts.image, egress: opts.egress } };
-const EXPECT_STDOUT = opts.command === 'echo hi' ? 'hi\n' : undefined;
+// The request for one tool (--tool's by default) and the check of its result.
+function callFor(tool) {
+  const command = tool === opts.tool ? opts.command : DEFAULT_COMMAND[tool];
+  const expectStdout = command === 'echo hi' ? 'hi\n' : undefined;
+  const ran = (sc) => sc?.exit_code === 0 && (expectStdout === undefined || sc?.stdout === expectStdout);
+  if (tool === 'exec') {
+    return { req: { name: 'sandbox_exec', arguments: { sandbox_id: sandboxId, command } }, ok: ran };
+  }
+  if (tool === 'script') {
+    return { req: { name: 'sandbox_script', arguments: { command, image: opts.image, egress: opts.egress } }, ok: ran };
+  }
+  return { req: { name: 'sandbox_list', arguments: {} }, ok: (sc) => Array.isArray(sc?.sandboxes) };
+}
 
-async function timedCall() {
+async function timedCall(tool = opts.tool) {
+  if (tool === 'exec' && !sandboxId) throw new Error('sandbox_exec: no sandbox (send "create" first)');
+  const { req, ok } = callFor(tool);
   const t0 = process.hrtime.bigint();
   let r;
   try {
-    r = await client.callTool(CALL, { timeout: 600_000 });
+    r = await client.callTool(req, { timeout: 600_000 });
   } catch (err) {
     throw new Error(`tools/call failed: ${err?.message ?? err}`);
   }
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-  const sc = r?.structuredContent;
-  if (r?.isError || sc?.exit_code !== 0 || (EXPECT_STDOUT !== undefined && sc?.stdout !== EXPECT_STDOUT)) {
+  if (r?.isError || !ok(r?.structuredContent)) {
     throw new Error(`unexpected result: ${JSON.stringify(r).slice(0, 500)}`);
   }
   return ms;
+}
+
+// One input line of --stdin -> its answer line. Throws on a failed call.
+async function answer(cmd) {
+  const [verb, arg, ...rest] = cmd.split(/\s+/);
+  if (verb === 'call' && rest.length === 0 && (arg === undefined || ['script', 'exec', 'list'].includes(arg))) {
+    return `ms ${(await timedCall(arg ?? opts.tool)).toFixed(3)}`;
+  }
+  if (verb === 'pid' && arg === undefined) return `pid ${serverPid ?? 0}`;
+  if (verb === 'create' && arg === undefined) {
+    if (sandboxId) throw new Error(`create: there is a sandbox already (${sandboxId})`);
+    const ms = await createSandbox();
+    return `created ${sandboxId} ${ms.toFixed(3)}`;
+  }
+  if (verb === 'destroy' && arg === undefined) {
+    if (!sandboxId) throw new Error('destroy: no sandbox');
+    const t0 = process.hrtime.bigint();
+    const r = await client.callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: sandboxId } },
+      { timeout: 60_000 });
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+    if (r?.isError || r?.structuredContent?.destroyed !== true) {
+      throw new Error(`sandbox_destroy failed: ${JSON.stringify(r).slice(0, 500)}`);
+    }
+    sandboxId = undefined;
+    return `ms ${ms.toFixed(3)}`;
+  }
+  return undefined;
 }
 
 function median(xs) {
@@ -179,8 +240,14 @@ try {
       const cmd = line.trim();
       if (cmd === '') continue;
       if (cmd === 'quit') break;
-      if (cmd !== 'call') { process.stdout.write(`error unknown input ${JSON.stringify(cmd)}\n`); continue; }
-      process.stdout.write(`ms ${(await timedCall()).toFixed(3)}\n`);
+      let reply;
+      try {
+        reply = await answer(cmd);
+      } catch (err) {
+        if (!opts.keepGoing) throw err;
+        reply = `fail ${String(err?.message ?? err).replace(/\s+/g, ' ')}`;
+      }
+      process.stdout.write(`${reply ?? `error unknown input ${JSON.stringify(cmd)}`}\n`);
     }
   } else {
     const times = [];

@@ -238,7 +238,8 @@ struct dm_limits_watch {
         dev_t devs[8]; /* the trees' file systems */
         size_t n_devs;
         int64_t cap, baseline;
-        pthread_mutex_t lock; /* guards err */
+        pthread_mutex_t lock; /* guards err and used */
+        int64_t used;         /* at the last walk; -1: none yet */
         struct dm_error err;  /* code != 0 once a limit tripped */
 };
 
@@ -263,6 +264,9 @@ static int check_disk(struct dm_limits_watch *w)
         int r = dm_disk_usage((const char *const *)w->trees, &sum);
 
         sum += dm_disk_unlinked_open(w->procs, w->devs, w->n_devs);
+        pthread_mutex_lock(&w->lock);
+        w->used = r < 0 ? -1 : sum;
+        pthread_mutex_unlock(&w->lock);
 
         if (r == -ELOOP) {
                 dm_disk_cap_error(&e, w->cap, "a directory tree is deeper than 256 levels; the command was stopped");
@@ -377,10 +381,14 @@ int dm_limits_watch_start(const struct dm_limits_watch_conf *conf, struct dm_lim
         }
         if (w->cap > 0)
                 w->procs = procs_file(conf->pid);
-        if (w->cap > 0 && dm_disk_usage((const char *const *)w->trees, &w->baseline) < 0)
-                w->baseline = 0;
-        if (w->cap > 0)
+        w->used = -1;
+        if (w->cap > 0 && conf->baseline_known)
+                w->baseline = conf->baseline;
+        else if (w->cap > 0) {
+                if (dm_disk_usage((const char *const *)w->trees, &w->baseline) < 0)
+                        w->baseline = 0;
                 w->baseline += dm_disk_unlinked_open(w->procs, w->devs, w->n_devs);
+        }
         r = -pthread_create(&w->thread, NULL, watch_main, w);
         if (r < 0) {
                 watch_free(w);
@@ -417,6 +425,16 @@ bool dm_limits_watch_tripped(struct dm_limits_watch *w, struct dm_error *err)
                 dm_error_set(err, w->err.code, "%s", w->err.msg);
         pthread_mutex_unlock(&w->lock);
         return tripped;
+}
+
+int64_t dm_limits_watch_usage(struct dm_limits_watch *w)
+{
+        int64_t used;
+
+        pthread_mutex_lock(&w->lock);
+        used = w->used;
+        pthread_mutex_unlock(&w->lock);
+        return used;
 }
 
 void dm_limits_watch_stop(struct dm_limits_watch *w)

@@ -67,11 +67,15 @@ struct dm_limits_watch_conf {
         int pid;                  /* the container's PID 1 on this host, 0 = unknown: files
                                            its processes hold open after unlinking them count
                                            too (they are in no tree) */
+        bool baseline_known;      /* what the trees held is known (the last command's
+                                           end measured it): no walk at start */
+        int64_t baseline;
 };
 
 /* Measures the trees once (the baseline: a sandbox already over its cap may
- * still run commands that free space; it is stopped when it grows) and
- * starts the thread. 0, -ENOMEM, or a pthread/eventfd errno. */
+ * still run commands that free space; it is stopped when it grows; or
+ * conf->baseline when known) and starts the thread. 0, -ENOMEM, or a
+ * pthread/eventfd errno. */
 int dm_limits_watch_start(const struct dm_limits_watch_conf *conf, struct dm_limits_watch **ret, struct dm_error *err);
 /* Readable once the command must end: the caller's cancel, the disk cap or
  * the outside limit. Pass it where a cancel fd goes. */
@@ -81,6 +85,9 @@ int dm_limits_watch_fd(const struct dm_limits_watch *w);
  * more: a command may end before the first walk), with the sentence in err
  * (-EDQUOT for the disk cap, -ECONNABORTED for the outside limit). */
 bool dm_limits_watch_tripped(struct dm_limits_watch *w, struct dm_error *err);
+/* What the trees held at the last walk (dm_limits_watch_tripped walks once
+ * more at the end), -1 when there was none (no cap, or a cancel). */
+int64_t dm_limits_watch_usage(struct dm_limits_watch *w);
 /* What the engine says of a container that the disk watch needs: its PID 1
  * and the host directories its writes go to besides its mounts (the root
  * file system's upper directory, those of /etc/hosts and of its log). It

@@ -142,16 +142,15 @@ static int record_read(struct dm_context *ctx, const char *id, struct dm_sandbox
         _cleanup_free_ char *text = NULL;
         _cleanup_close_ int dirfd = -1;
         json_object *o = NULL;
-        int r;
 
         if (!valid_id(id))
                 return dm_error_set(err, -ENOENT,
                                     "unknown sandbox '%.64s': ids look like sbx-0123456789ab "
                                     "(sandbox_list shows the live ones)",
                                     id ? id : "");
-        r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
-        if (r < 0)
-                return r;
+        /* Only read here: no directory made (dm_sandbox_dir makes it). */
+        if ((size_t)snprintf(dir, sizeof(dir), "%s/.sandboxes", ctx->cfg.output_root) >= sizeof(dir))
+                return dm_error_set(err, -ENAMETOOLONG, "output root too long");
         /* Read by hand, not json_object_from_file: that one writes its
          * error into a global buffer of json-c's, which concurrent calls for
          * an unknown sandbox race on (ThreadSanitizer). A record is small. */
@@ -221,6 +220,7 @@ struct dm_sandbox_shim {
         struct dm_egress_run *egress; /* the proxy listener of a sandbox with a network */
         int refs;
         struct dm_limits_target target; /* for the disk watch: read once, not per exec */
+        int64_t disk_used;              /* what it held at the last command's end; -1: unknown */
         /* Being taken over from an earlier server (about a second, up to
          * DM_SHIM_READY_MS): host is NULL, and other execs into this sandbox
          * wait on ctx->shim_changed. Only the adopting thread changes it. */
@@ -317,20 +317,41 @@ static void shim_forget(struct dm_context *ctx, const char *id)
 }
 
 /* The disk watch's target of sandbox id, when this server holds its shim. */
-static bool shim_target(struct dm_context *ctx, const char *id, struct dm_limits_target *ret)
+static bool shim_target(struct dm_context *ctx, const char *id, struct dm_limits_target *ret, int64_t *ret_used)
 {
         bool found = false;
 
+        *ret_used = -1;
         pthread_mutex_lock(&ctx->shim_lock);
         for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
                 if (strcmp(e->id, id) == 0) {
                         found = !e->adopting && e->target.pid > 0;
-                        if (found)
+                        if (found) {
                                 *ret = e->target;
+                                *ret_used = e->disk_used;
+                        }
                         break;
                 }
         pthread_mutex_unlock(&ctx->shim_lock);
         return found;
+}
+
+/* What the sandbox holds, as its last command's disk watch measured it at
+ * the end (-1: not known; the next command's watch measures at start). */
+static void shim_note_usage(struct dm_context *ctx, const char *id, int64_t used)
+{
+        pthread_mutex_lock(&ctx->shim_lock);
+        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
+                if (strcmp(e->id, id) == 0) {
+                        e->disk_used = used;
+                        break;
+                }
+        pthread_mutex_unlock(&ctx->shim_lock);
+}
+
+void dm_sandbox_usage_changed(struct dm_context *ctx, const char *id)
+{
+        shim_note_usage(ctx, id, -1);
 }
 
 static bool shim_ready(struct dm_context *ctx, const char *id)
@@ -355,6 +376,7 @@ static int shim_add(struct dm_context *ctx, const char *id, struct dm_shimhost *
                 return -ENOMEM;
         snprintf(e->id, sizeof(e->id), "%s", id);
         e->host = host;
+        e->disk_used = -1;
         e->refs = 2; /* the list's and the caller's */
         e->next = ctx->shims;
         ctx->shims = e;
@@ -682,7 +704,17 @@ out:
         return r;
 }
 
-int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb, struct dm_error *err)
+/* Word for word what an unknown id gets. */
+static int not_theirs(const char *id, struct dm_error *err)
+{
+        return dm_error_set(err, -ENOENT,
+                            "unknown sandbox '%s': it was destroyed, expired, or never existed (sandbox_list shows "
+                            "the live ones)",
+                            id);
+}
+
+int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal, struct dm_sandbox *sb,
+                   struct dm_error *err)
 {
         struct dm_container_info info = { 0 };
         struct dm_backend *b;
@@ -691,6 +723,8 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *sb
         r = record_read(ctx, id, sb, err);
         if (r < 0)
                 return r;
+        if (principal && strcmp(sb->principal, principal) != 0)
+                return not_theirs(id, err);
         /* The hot path: a shim that holds a connection open to this server
          * is PID 1 of a running container, so the engine need not be asked. */
         if (shim_ready(ctx, id))
@@ -738,14 +772,8 @@ int dm_sandbox_check_owner(struct dm_context *ctx, const char *id, const char *p
 
         if (r < 0)
                 return r;
-        /* Word for word what an unknown id gets: another principal cannot
-         * even learn that the sandbox exists. */
-        if (strcmp(sb.principal, principal) != 0)
-                return dm_error_set(err, -ENOENT,
-                                    "unknown sandbox '%s': it was destroyed, expired, or never "
-                                    "existed (sandbox_list shows the live ones)",
-                                    id);
-        return 0;
+        /* Another principal cannot even learn that the sandbox exists. */
+        return strcmp(sb.principal, principal) == 0 ? 0 : not_theirs(id, err);
 }
 
 int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err)
@@ -860,11 +888,17 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
                 };
 
                 struct dm_limits_target *t = calloc(1, sizeof(*t));
+                int64_t used = -1;
 
-                /* Known since the shim was taken: no engine round trip. */
-                if (t && shim_target(ctx, sb->id, t))
+                /* Known since the shim was taken: no engine round trip. What
+                 * the sandbox held at the last command's end is the baseline
+                 * while it is under the cap (the baseline only matters over
+                 * it): no walk before the command either. */
+                if (t && shim_target(ctx, sb->id, t, &used)) {
+                        wc.baseline_known = used >= 0 && used < wc.cap;
+                        wc.baseline = used;
                         r = dm_limits_watch_target(t, &wc, &watch, err);
-                else
+                } else
                         r = dm_limits_watch_container(b, sb->container, &wc, &watch, err);
                 free(t);
                 if (r < 0)
@@ -886,8 +920,12 @@ int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const s
         if (dm_limits_watch_tripped(watch, err) ||
             (!xres.cancelled && dm_limits_fsize_hit(ctx->cfg.disk_max, res->exit_code, err))) {
                 r = err->code;
+                shim_note_usage(ctx, sb->id, -1);
                 goto out;
         }
+        /* Nothing else writes to it until the next command but an upload,
+         * which says so (dm_sandbox_usage_changed). */
+        shim_note_usage(ctx, sb->id, xres.cancelled ? -1 : dm_limits_watch_usage(watch));
         res->duration_ms = dm_now_ms() - t0;
         res->stdout_text = dm_exec_sink_text(&sink, 1, &res->stdout_len, &res->stdout_truncated);
         res->stderr_text = dm_exec_sink_text(&sink, 2, &res->stderr_len, &res->stderr_truncated);
@@ -999,11 +1037,9 @@ static void list_one(struct dm_context *ctx, const char *id, void *ud)
         struct dm_sandbox sb;
         struct dm_error err = { 0 };
 
-        /* The record first: another principal's sandbox is not even
-         * touched (dm_sandbox_get may adopt it). */
-        if (w->principal && (record_read(ctx, id, &sb, &err) < 0 || strcmp(sb.principal, w->principal) != 0))
-                return;
-        if (dm_sandbox_get(ctx, id, &sb, &err) == 0)
+        /* Another principal's sandbox is not even touched (dm_sandbox_get
+         * checks the record's principal before it may adopt it). */
+        if (dm_sandbox_get(ctx, id, w->principal, &sb, &err) == 0)
                 json_object_array_add(w->a, dm_sandbox_describe(&sb));
 }
 

@@ -62,9 +62,16 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
  * gets. */
 int dm_sandbox_check_owner(struct dm_context *ctx, const char *id, const char *principal, struct dm_error *err);
 
-/* Looks a sandbox up by id: -ENOENT (with a message) when there is no
- * record, or its container is gone (the record is then removed). */
-int dm_sandbox_get(struct dm_context *ctx, const char *id, struct dm_sandbox *ret, struct dm_error *err);
+/* Looks a sandbox up by id, from one read of its record: -ENOENT (with a
+ * message) when there is no record, when principal (NULL: anyone's) did
+ * not make it (the same message: another principal cannot learn that it
+ * exists), or when its container is gone (the record is then removed). */
+int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal, struct dm_sandbox *ret,
+                   struct dm_error *err);
+
+/* Something other than a command wrote to the sandbox (an upload): the
+ * next command's disk watch measures what it holds anew. */
+void dm_sandbox_usage_changed(struct dm_context *ctx, const char *id);
 
 /* Pushes expires_at to now + the TTL it was created with. */
 int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err);

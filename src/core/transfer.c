@@ -143,6 +143,7 @@ static int upload_fd(struct dm_context *ctx, const struct dm_sandbox *sb, int in
         if (r < 0)
                 goto out;
         r = b->ops->put_archive(b, sb->container, dir, tar, tar_len, err);
+        dm_sandbox_usage_changed(ctx, sb->id);
         if (r >= 0)
                 *ret_bytes = st->st_size;
 out:

@@ -224,9 +224,9 @@ static json_object *create_call(struct dm_call *call, json_object *args)
 static int get_own(struct dm_call *call, const char *id, struct dm_sandbox *sb, struct dm_error *err)
 {
         struct dm_context *ctx = dm_call_context(call);
-        int r = dm_sandbox_check_owner(ctx, id, dm_call_principal(call), err);
+        int r = dm_sandbox_get(ctx, id, dm_call_principal(call), sb, err);
 
-        if (r < 0 || (r = dm_sandbox_get(ctx, id, sb, err)) < 0)
+        if (r < 0)
                 return r;
         dm_resources_claim(ctx->resources, sb->id, dm_call_principal(call));
         return 0;

@@ -301,7 +301,7 @@ int main(void)
                         return 1;
                 }
                 memset(&xr, 0, sizeof(xr));
-                r = dm_sandbox_get(&ctx, sb.id, &sb, &err);
+                r = dm_sandbox_get(&ctx, sb.id, NULL, &sb, &err);
                 r = r < 0 ? r : dm_sandbox_exec(&ctx, &sb, &x, &xr, &err);
                 ok(r == 0 && xr.stdout_text &&
                            strstr(xr.stdout_text, "hello from 8080\nhello from 8080\n'other.test' is not"),
@@ -310,7 +310,7 @@ int main(void)
                 dm_sandbox_exec_result_release(&xr);
                 r = dm_sandbox_destroy(&ctx, sb.id, &err);
                 is_int(r, 0, "sandbox_destroy: %s", r < 0 ? err.msg : "ok");
-                ok(dm_sandbox_get(&ctx, sb.id, &sb, &err) == -ENOENT, "its container and record are gone");
+                ok(dm_sandbox_get(&ctx, sb.id, NULL, &sb, &err) == -ENOENT, "its container and record are gone");
         }
 
         /* Nothing left: fds, threads, children, containers. */
