@@ -91,7 +91,8 @@ bool dm_httphead_target_chars_ok(const char *target)
         return true;
 }
 
-enum dm_httphead_field_error dm_httphead_field(char *line, size_t max_name, const char **ret_name, const char **ret_value)
+enum dm_httphead_field_error dm_httphead_field(char *line, size_t max_name, const char **ret_name,
+                                               const char **ret_value)
 {
         char *colon;
 

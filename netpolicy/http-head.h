@@ -42,6 +42,7 @@ enum dm_httphead_field_error {
 
 /* Takes one header line apart in place: *ret_name, and *ret_value with its
  * blanks trimmed. Checks in the order of the enum. */
-enum dm_httphead_field_error dm_httphead_field(char *line, size_t max_name, const char **ret_name, const char **ret_value);
+enum dm_httphead_field_error dm_httphead_field(char *line, size_t max_name, const char **ret_name,
+                                               const char **ret_value);
 
 #endif

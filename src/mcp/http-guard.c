@@ -239,7 +239,8 @@ static const char *bearer_value(const char *authorization, size_t *ret_len)
         return p;
 }
 
-const struct dm_mcphttp_token *dm_mcphttp_bearer_match(const char *authorization, const struct dm_mcphttp_tokens *tokens)
+const struct dm_mcphttp_token *dm_mcphttp_bearer_match(const char *authorization,
+                                                       const struct dm_mcphttp_tokens *tokens)
 {
         size_t len, found = 0; /* 1 + the index of the match */
         const char *p = bearer_value(authorization, &len);

@@ -39,7 +39,8 @@ bool dm_mcphttp_host_allowed(const char *host_header, const char *const *allowed
 /* Whether an Origin header may talk to us: an http(s) origin whose host is
  * an allowed host (any port), or an exact entry of allowed_origins ("*"
  * allows any). "null" and anything malformed are refused. */
-bool dm_mcphttp_origin_allowed(const char *origin, const char *const *allowed_hosts, const char *const *allowed_origins);
+bool dm_mcphttp_origin_allowed(const char *origin, const char *const *allowed_hosts,
+                               const char *const *allowed_origins);
 
 /* Constant-time comparison: the time depends only on want_len, never on
  * where the first difference is or on the length of the guess. */
@@ -49,7 +50,8 @@ bool dm_mcphttp_secret_equal(const char *given, size_t given_len, const char *wa
  * the scheme case-insensitive), or NULL. Every
  * token is compared, each in constant time, whatever matched: the time
  * says nothing about which one did, or how close a guess came. */
-const struct dm_mcphttp_token *dm_mcphttp_bearer_match(const char *authorization, const struct dm_mcphttp_tokens *tokens);
+const struct dm_mcphttp_token *dm_mcphttp_bearer_match(const char *authorization,
+                                                       const struct dm_mcphttp_tokens *tokens);
 
 /* Reads a token file into *ret (empty before; see dm_mcphttp_tokens_parse
  * for the format): at most 64 KiB, no NUL bytes. A file other users can

@@ -94,7 +94,7 @@ struct dm_mcphttp {
         struct dm_mcp_server *srv;
         struct dm_mcphttp_options opt;
         struct dm_mcphttp_tokens tokens; /* read-only once serving */
-        bool token_made;              /* by the server: written to token_path */
+        bool token_made;                 /* by the server: written to token_path */
         char *token_path;
         struct stat token_st;
         const char **hosts; /* allowed Host names, NULL-terminated */
@@ -152,7 +152,8 @@ struct http_session *dm_mcphttp_session_new(struct dm_mcphttp *h, const struct d
 /* Finds a listed session by id and takes a reference; NULL if unknown or
  * made with another token than owner, alike, so a client cannot tell that
  * another's session exists. */
-struct http_session *dm_mcphttp_session_find(struct dm_mcphttp *h, const char *id, const struct dm_mcphttp_token *owner);
+struct http_session *dm_mcphttp_session_find(struct dm_mcphttp *h, const char *id,
+                                             const struct dm_mcphttp_token *owner);
 void dm_mcphttp_session_ref_locked(struct http_session *s);
 /* Drops a reference; the last one frees the MCP session, which waits for
  * its calls to end: never call it from a thread a call may wait on. */

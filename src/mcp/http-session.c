@@ -331,7 +331,7 @@ static void *janitor_main(void *arg)
 
                 if (slow)
                         dm_mcphttp_refused(h, "%u connection%s sent no whole request within %u s: closed", slow,
-                                        slow == 1 ? "" : "s", h->opt.request_timeout_s);
+                                           slow == 1 ? "" : "s", h->opt.request_timeout_s);
                 if (quiet)
                         log_warning("http: refused %u more requests in the last %d s (not logged one by one)", quiet,
                                     REFUSAL_WINDOW_MS / 1000);

@@ -43,8 +43,8 @@ static bool name_ok(const char *name)
         return true;
 }
 
-int dm_mcphttp_tokens_add(struct dm_mcphttp_tokens *t, const char *name, const char *secret, const char *what, unsigned line,
-                       struct dm_error *err)
+int dm_mcphttp_tokens_add(struct dm_mcphttp_tokens *t, const char *name, const char *secret, const char *what,
+                          unsigned line, struct dm_error *err)
 {
         struct dm_mcphttp_token *tok;
         char where[PATH_MAX + 64];
@@ -177,7 +177,7 @@ int dm_mcphttp_token_generate(char ret[65])
 }
 
 int dm_mcphttp_token_write(const char *dir, const char *name, const char *token, char **ret_path, struct stat *ret_st,
-                        struct dm_error *err)
+                           struct dm_error *err)
 {
         _cleanup_close_ int dfd = -1, fd = -1;
         unsigned char rnd[8];

@@ -25,7 +25,7 @@
 
 struct dm_mcphttp_token {
         char name[DM_MCPHTTP_TOKEN_NAME_MAX + 1]; /* [A-Za-z0-9._-], 1..40: logged, never the secret */
-        char *secret;                          /* malloc'd; wiped by dm_mcphttp_tokens_release */
+        char *secret;                             /* malloc'd; wiped by dm_mcphttp_tokens_release */
         size_t len;
         unsigned line; /* in its token file, for messages; 0 if it came from elsewhere */
 };
@@ -41,8 +41,8 @@ struct dm_mcphttp_tokens {
  * token (dm_mcphttp_token_check) or name, a name or a secret already in t
  * (the message names the line that has it, never the secret), or a full
  * table; -ENOMEM. */
-int dm_mcphttp_tokens_add(struct dm_mcphttp_tokens *t, const char *name, const char *secret, const char *what, unsigned line,
-                       struct dm_error *err);
+int dm_mcphttp_tokens_add(struct dm_mcphttp_tokens *t, const char *name, const char *secret, const char *what,
+                          unsigned line, struct dm_error *err);
 
 /* Parses a token file's text, a NUL-terminated string that is split in
  * place (the caller wipes it): one token per line, "NAME TOKEN" or just
@@ -70,7 +70,7 @@ int dm_mcphttp_token_generate(char ret[65]);
  * swap the file under the clients). *ret_path is malloc'd; ret_st says
  * which file it is, for dm_mcphttp_token_remove. */
 int dm_mcphttp_token_write(const char *dir, const char *name, const char *token, char **ret_path, struct stat *ret_st,
-                        struct dm_error *err);
+                           struct dm_error *err);
 
 /* Removes path if it is still the file st describes (another server may
  * have replaced it since). */

@@ -352,7 +352,7 @@ static enum MHD_Result dispatch(struct dm_mcphttp *h, struct MHD_Connection *c, 
         if (strcmp(m->method, "tools/call") == 0 && (r = dm_mcphttp_slot_take(h, s, ex)) < 0) {
                 static const char *const retry[] = { "Retry-After", "2", NULL };
                 dm_mcphttp_refused(h, "tools/call %s: %s", ex->id,
-                                r == -EBUSY ? "max streams reached" : "the session's max streams reached");
+                                   r == -EBUSY ? "max streams reached" : "the session's max streams reached");
                 return respond_error(c, MHD_HTTP_TOO_MANY_REQUESTS, ex->id, DM_RPC_INTERNAL_ERROR, retry,
                                      "too many calls in flight (%u in the server, %u per session): retry when one ends",
                                      h->opt.max_streams, h->opt.max_session_streams);
@@ -730,8 +730,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- serving ------------------------------------------------------------------------ */
 
-static int setup(struct dm_mcphttp *h, const struct dm_mcphttp_options *o, struct sockaddr_storage *addr, socklen_t *addr_len,
-                 struct dm_error *err)
+static int setup(struct dm_mcphttp *h, const struct dm_mcphttp_options *o, struct sockaddr_storage *addr,
+                 socklen_t *addr_len, struct dm_error *err)
 {
         size_t n = 0, extra = 0;
         int r;

@@ -520,8 +520,9 @@ static void handle_resource_templates(struct dm_mcp_session *s, struct dm_rpc_ms
 {
         json_object *result = json_object_new_object();
 
-        json_object_object_add(result, "resourceTemplates", s->srv->res_ops ? s->srv->res_ops->templates(s->srv->res_data)
-                                                                            : json_object_new_array());
+        json_object_object_add(result, "resourceTemplates",
+                               s->srv->res_ops ? s->srv->res_ops->templates(s->srv->res_data)
+                                               : json_object_new_array());
         if (modern)
                 add_cache_hints(result);
         reply(s, m->id, result, modern);

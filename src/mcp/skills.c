@@ -440,8 +440,7 @@ json_object *dm_skills_read(const struct dm_skills *s, const char *uri)
                         if (strcmp(f->path, "SKILL.md") == 0)
                                 json_object_object_add(c, "mimeType", json_object_new_string("text/markdown"));
                         else
-                                json_object_object_add(c, "mimeType",
-                                                       json_object_new_string(dm_mime_type(f->path)));
+                                json_object_object_add(c, "mimeType", json_object_new_string(dm_mime_type(f->path)));
                         if (!memchr(f->data, '\0', f->len) && dm_utf8_valid(f->data, f->len))
                                 json_object_object_add(c, "text", json_object_new_string_len(f->data, (int)f->len));
                         else {

@@ -96,7 +96,8 @@ static void hosts_and_origins(void)
         ok(!dm_mcphttp_origin_allowed("null", loopback, NULL), "Origin: null (sandboxed, file:) is refused");
         ok(!dm_mcphttp_origin_allowed("file://", loopback, NULL), "file:// is refused");
         ok(!dm_mcphttp_origin_allowed("http://localhost.evil.example", loopback, NULL), "a look-alike is refused");
-        ok(!dm_mcphttp_origin_allowed("http://evil.example", any, NULL), "'*' hosts do not open the door to every page");
+        ok(!dm_mcphttp_origin_allowed("http://evil.example", any, NULL),
+           "'*' hosts do not open the door to every page");
         ok(dm_mcphttp_origin_allowed("https://app.example", loopback, origins), "an --allowed-origin entry");
         ok(!dm_mcphttp_origin_allowed("https://app.example:8443", loopback, origins), "... matched exactly");
 }
@@ -288,7 +289,8 @@ static void made_tokens(void)
         free(path);
         path = NULL;
         chmod(dir, 0777);
-        ok(dm_mcphttp_token_write(dir, "t.token", a, &path, &st, &err) == -EPERM && strstr(err.msg, "writable by others"),
+        ok(dm_mcphttp_token_write(dir, "t.token", a, &path, &st, &err) == -EPERM &&
+                   strstr(err.msg, "writable by others"),
            "a directory others can write: refused");
         chmod(dir, 0700);
         unlink(victim);
@@ -317,12 +319,14 @@ static void negotiation(void)
         ok(dm_mcphttp_header_value("=?base64?c2FuZGJveF9zY3JpcHQ=?=", &v) == 0 && strcmp(v, "sandbox_script") == 0,
            "=?base64?...?= decoded");
         free(v);
-        ok(dm_mcphttp_header_value("=?base64?w6nDqA==?=", &v) == 0 && strcmp(v, "\xc3\xa9\xc3\xa8") == 0, "... to UTF-8");
+        ok(dm_mcphttp_header_value("=?base64?w6nDqA==?=", &v) == 0 && strcmp(v, "\xc3\xa9\xc3\xa8") == 0,
+           "... to UTF-8");
         free(v);
         ok(dm_mcphttp_header_value("=?base64?c2FuZGJveF9zY3JpcHQ?=", &v) < 0, "missing padding: refused");
         ok(dm_mcphttp_header_value("=?base64?c2Fu!GJv?=", &v) < 0, "a stray character: refused");
         ok(dm_mcphttp_header_value("=?base64?AA==?=", &v) < 0, "a NUL inside: refused");
-        ok(dm_mcphttp_header_value("plain=?base64?", &v) == 0 && strcmp(v, "plain=?base64?") == 0, "no wrapper: literal");
+        ok(dm_mcphttp_header_value("plain=?base64?", &v) == 0 && strcmp(v, "plain=?base64?") == 0,
+           "no wrapper: literal");
         free(v);
 }
 

@@ -230,7 +230,8 @@ static void test_compat(void)
         is_int(dm_policy_parse_mode("package-managers", NULL, &e, &err), 0, "dm_policy_parse_mode: package-managers");
         is_int(e, DM_EGRESS_PACKAGE_MANAGERS, "is package-managers");
         const char *bad[] = { "::1", NULL };
-        is_int(dm_policy_parse_mode("none", bad, &e, &err), -EINVAL, "dm_policy_parse_mode: a bad entry is reported first");
+        is_int(dm_policy_parse_mode("none", bad, &e, &err), -EINVAL,
+               "dm_policy_parse_mode: a bad entry is reported first");
         unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
 }
 
