@@ -66,7 +66,10 @@ if [ ! -f "$build/Makefile" ]; then
 	(cd "$build" && CC="$cc" "$here/configure" -q --disable-integration)
 fi
 say "building the libraries with $cc, libFuzzer coverage, ASan and UBSan"
-libs="src/libdmserver.a netpolicy/libdmnetpolicy.a backends/libdmbackends.a src/shim/libdmshimproto.a src/basic/libdmutil.a"
+# The project's libraries, in link order, as the Makefile lists them.
+# shellcheck disable=SC2016
+libs=$(printf 'fuzz-print-dm-libs:\n\t@echo $(DM_LIBS)\n' | make -s -C "$build" -f Makefile -f - fuzz-print-dm-libs)
+[ -n "$libs" ] || { say "the Makefile in $build names no DM_LIBS"; exit 2; }
 # shellcheck disable=SC2086
 nice make -s -C "$build" -j2 CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $san" $libs >/dev/null
 # The external libraries, as configure found them.
