@@ -108,15 +108,6 @@ int dm_osb_check_id(const char *id, struct dm_error *err)
         return 0;
 }
 
-static void iso_time(int64_t t, char *buf, size_t len)
-{
-        time_t tt = (time_t)t;
-        struct tm tm;
-
-        gmtime_r(&tt, &tm);
-        strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static int64_t parse_time(const char *s)
 {
         struct tm tm = { 0 };
@@ -842,7 +833,7 @@ static int osb_renew(struct dm_backend *b, const char *id, int64_t expires_unix,
         char t[32];
         int r;
 
-        iso_time(expires_unix, t, sizeof(t));
+        dm_time_format(expires_unix, t, sizeof(t));
         if (!body || dm_json_add(body, "expiresAt", json_object_new_string(t)) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = on_sandbox(to_osb(b), "POST", id, "/renew-expiration", body, 200, NULL, err);

@@ -132,8 +132,6 @@ const struct dm_vendor_price *dm_vendor_price_lookup(const struct dm_vendor_pric
 /* Adds one response's sample to u, priced from p (may be NULL). 0 or -ENOMEM. */
 int dm_vendor_usage_add(struct dm_vendor_usage *u, const struct dm_vendor_prices *p, const struct dm_vendor_sample *s);
 int dm_vendor_usage_copy(struct dm_vendor_usage *dst, const struct dm_vendor_usage *src);
-/* The usage.json document (see docs/reference/vendor-proxy.md). NULL on ENOMEM. */
-json_object *dm_vendor_usage_json(const struct dm_vendor_usage *u);
 /* Writes it to path through path.tmp and rename. 0 or -errno with a message. */
 int dm_vendor_usage_write(const struct dm_vendor_usage *u, const char *path, struct dm_error *err);
 

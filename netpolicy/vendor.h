@@ -15,6 +15,7 @@
  * joins every thread and closes every fd before it returns. Every fd is
  * close-on-exec. Credentials live in memory only and are wiped when freed. */
 
+#include <json-c/json.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -129,6 +130,8 @@ struct dm_vendor_usage {
 /* A snapshot of the counts so far. 0 or -ENOMEM; release with
  * dm_vendor_usage_release. */
 int dm_vendor_usage(struct dm_vendor_proxy *p, struct dm_vendor_usage *ret);
+/* The usage.json document (see docs/reference/vendor-proxy.md). NULL on ENOMEM. */
+json_object *dm_vendor_usage_json(const struct dm_vendor_usage *u);
 void dm_vendor_usage_release(struct dm_vendor_usage *u);
 
 /* Whether the spending cap was reached; *ret_spent (may be NULL) is the

@@ -18,6 +18,7 @@
 
 #include "src/core/egress.h"
 #include "src/core/images.h"
+#include "src/core/ledger.h"
 #include "src/core/runner.h"
 #include "src/basic/buf.h"
 #include "src/basic/cleanup.h"
@@ -207,6 +208,27 @@ static int write_launcher(const char *path, enum dm_vendor provider, const char 
 }
 
 /* ---- the run ------------------------------------------------------------------ */
+
+/* The proxy's final counts into the run's ledger entry: the run is the
+ * output directory that holds usage_path. */
+static void ledger_usage(struct dm_context *ctx, const char *usage_path, const struct dm_vendor_usage *usage)
+{
+        char dir[PATH_MAX];
+        char *slash;
+        const char *run_id;
+        json_object *o;
+        struct dm_error err = { 0 };
+
+        snprintf(dir, sizeof(dir), "%s", usage_path);
+        if (!(slash = strrchr(dir, '/')))
+                return;
+        *slash = '\0';
+        if (!(run_id = dm_path_basename(dir)) || !(o = dm_vendor_usage_json(usage)))
+                return;
+        if (dm_ledger_set_usage(ctx->cfg.output_root, run_id, o, &err) < 0)
+                log_warning("run %s: %s", run_id, err.msg);
+        json_object_put(o);
+}
 
 struct run_state {
         const struct dm_agent_request *req;
@@ -501,6 +523,10 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                 .on_network = on_network,
                 .network_userdata = &st,
                 .limit = &st.limit,
+                .principal = req->principal,
+                .job_id = req->job_id,
+                .parent_run_id = req->parent_run_id,
+                .ledger_kind = req->research ? "research" : "agent",
         };
         r = dm_run(ctx, &rreq, &run, err);
         /* Stopping writes usage.json a last time. */
@@ -508,6 +534,7 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                 double spent = 0;
 
                 dm_vendor_usage(st.proxy, &usage);
+                ledger_usage(ctx, st.usage_path, &usage);
                 /* Whether the proxy's refusal ended the CLI or the runner
                  * stopped it, the run fails with the cap's sentence. */
                 if (dm_vendor_cap_reached(st.proxy, &spent) && r != -ECANCELED)

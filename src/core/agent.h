@@ -49,6 +49,10 @@ struct dm_agent_request {
         void (*on_progress)(void *userdata, int64_t elapsed_ms, uint64_t output_bytes);
         void (*on_message)(void *userdata, const char *message);
         void *userdata;
+        /* For the run ledger (src/core/runner.h): may be NULL. */
+        const char *principal;
+        const char *job_id;
+        const char *parent_run_id;
 };
 
 struct dm_agent_result {

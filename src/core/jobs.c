@@ -242,6 +242,11 @@ const char *dm_job_id(const struct dm_job *job)
 {
         return job->id;
 }
+const char *dm_job_owner(const struct dm_job *job)
+{
+        return job->owner;
+}
+
 const char *dm_job_tool(const struct dm_job *job)
 {
         return job->tool;

@@ -60,6 +60,8 @@ struct dm_cancel *dm_job_cancel_signal(struct dm_job *job);
 void dm_job_add_output(struct dm_job *job, int stream, const char *data, size_t len);
 const char *dm_job_id(const struct dm_job *job);
 const char *dm_job_tool(const struct dm_job *job);
+/* Who started it (dm_jobs_start_owned), or "" for nobody in particular. */
+const char *dm_job_owner(const struct dm_job *job);
 
 /* A snapshot of a job as sandbox_status shows it: a new object with job_id,
  * tool, status, elapsed_seconds, exit_code (when known), error (when

@@ -20,6 +20,7 @@
 #include "src/core/idmap.h"
 #include "src/core/launch.h"
 #include "src/core/pool.h"
+#include "src/core/ledger.h"
 #include "src/core/limits.h"
 #include "src/core/ownership.h"
 #include "src/basic/cleanup.h"
@@ -134,6 +135,25 @@ static int watch_limits(struct dm_context *ctx, struct dm_backend *b, const char
         return 0;
 }
 
+/* How the run ended, in its ledger entry: r is dm_run's answer. */
+static void ledger_end(struct dm_context *ctx, const char *run_id, int r, const struct dm_run_result *res,
+                       int64_t wall_ms, const struct dm_error *err)
+{
+        struct dm_error lerr = { 0 };
+        bool ran = r == 0 || r == -ECANCELED;
+        const char *status = r == -ECANCELED       ? "cancelled"
+                             : r < 0               ? "failed"
+                             : res->timed_out      ? "timed_out"
+                             : res->exit_code == 0 ? "succeeded"
+                                                   : "failed";
+
+        /* The command's own time when it ran; else until it failed. */
+        if (dm_ledger_end(ctx->cfg.output_root, run_id, status, ran, res->exit_code,
+                          ran && res->duration_ms > 0 ? res->duration_ms : wall_ms,
+                          r < 0 && r != -ECANCELED ? err->msg : NULL, &lerr) < 0)
+                log_warning("run %s: %s", run_id, lerr.msg);
+}
+
 int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res, struct dm_error *err)
 {
         const struct dm_image_info *img;
@@ -161,7 +181,7 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         struct dm_idmap im = { 0 };
         struct dm_pool_entry *warm = NULL;
         char idmap_stage[PATH_MAX + 16];
-        int64_t t0;
+        int64_t t0, ledger_t0 = 0;
         int r, shim_mode;
 
         memset(res, 0, sizeof(*res));
@@ -238,6 +258,22 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 }
         }
         outdir_made = true;
+        ledger_t0 = dm_now_ms();
+        {
+                struct dm_ledger_run lr = { .run_id = run_id,
+                                            .kind = req->ledger_kind ? req->ledger_kind
+                                                    : req->kind      ? req->kind
+                                                                     : "script",
+                                            .image = img->name,
+                                            .principal = req->principal,
+                                            .job_id = req->job_id,
+                                            .parent_run_id = req->parent_run_id,
+                                            .output_dir = outdir };
+                struct dm_error lerr = { 0 };
+
+                if (dm_ledger_begin(ctx->cfg.output_root, ctx->owner, &lr, &lerr) < 0)
+                        log_warning("run %s: %s", run_id, lerr.msg);
+        }
         res->run_id = strdup(run_id);
         res->output_dir = strdup(outdir);
         dirfd = open(outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -447,6 +483,8 @@ out:
         dm_pool_entry_free(warm);
         for (size_t i = 0; i < n_owned; i++)
                 free(owned[i]);
+        if (outdir_made)
+                ledger_end(ctx, run_id, r, res, dm_now_ms() - ledger_t0, err);
         if (r < 0 && r != -ECANCELED) {
                 /* Keep the output directory (it may hold partial logs) but
                  * return no half-filled result. */

@@ -57,6 +57,14 @@ struct dm_run_request {
          * cap) fires it to end the command; dm_run then fails with
          * -ECONNABORTED "stopped by a limit" and the caller says which. */
         struct dm_cancel *limit;
+
+        /* For the run ledger (src/core/ledger.h): who asked (an MCP
+         * principal; NULL: "local"), the background job that runs it, the
+         * run whose sandbox asked for it. All may be NULL. */
+        const char *principal;
+        const char *job_id;
+        const char *parent_run_id;
+        const char *ledger_kind; /* the ledger's kind when not kind ("research") */
 };
 
 struct dm_run_result {

@@ -22,6 +22,7 @@
 #include "src/core/images.h"
 #include "src/core/idmap.h"
 #include "src/core/launch.h"
+#include "src/core/ledger.h"
 #include "src/core/limits.h"
 #include "src/core/ownership.h"
 #include "src/core/runner.h"
@@ -685,6 +686,18 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 host = NULL;
         }
         dm_egress_stop(ctx, egress, false);
+        if (r >= 0) {
+                /* No server owns it: never "interrupted", live until destroyed. */
+                struct dm_ledger_run lr = { .run_id = sb->id,
+                                            .kind = "sandbox",
+                                            .image = img->name,
+                                            .principal = sb->principal,
+                                            .output_dir = sb->output_dir };
+                struct dm_error lerr = { 0 };
+
+                if (dm_ledger_begin(ctx->cfg.output_root, NULL, &lr, &lerr) < 0)
+                        log_warning("sandbox %s: %s", sb->id, lerr.msg);
+        }
         if (r < 0) {
                 struct dm_error e2 = { 0 };
                 if (id)
@@ -972,6 +985,12 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
         }
         record_remove(ctx, id);
         remove_scratch(&sb);
+        /* (A sandbox made before the ledger existed has no entry.) */
+        r = dm_ledger_end(ctx->cfg.output_root, id, "destroyed", false, 0,
+                          sb.created_at > 0 ? dm_wall_ms() - sb.created_at * 1000 : 0, NULL, err);
+        if (r < 0 && r != -ENOENT)
+                log_warning("sandbox %s: %s", id, err->msg);
+        dm_error_clear(err);
         /* What it left goes to the owner; it can no longer write there. */
         dm_owner_return(ctx->cfg.output_root, sb.output_dir);
         log_info("sandbox %s destroyed (output directory '%s' kept)", id, sb.output_dir);
@@ -1001,15 +1020,6 @@ static void for_each_record(struct dm_context *ctx, void (*fn)(struct dm_context
         closedir(d);
 }
 
-static void iso_time(int64_t t, char *buf, size_t len)
-{
-        time_t tt = (time_t)t;
-        struct tm tm;
-
-        gmtime_r(&tt, &tm);
-        strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 json_object *dm_sandbox_describe(const struct dm_sandbox *sb)
 {
         json_object *o = json_object_new_object();
@@ -1018,9 +1028,9 @@ json_object *dm_sandbox_describe(const struct dm_sandbox *sb)
         json_object_object_add(o, "sandbox_id", json_object_new_string(sb->id));
         json_object_object_add(o, "image", json_object_new_string(sb->image));
         json_object_object_add(o, "egress", json_object_new_string(sb->egress));
-        iso_time(sb->created_at, t, sizeof(t));
+        dm_time_format(sb->created_at, t, sizeof(t));
         json_object_object_add(o, "created_at", json_object_new_string(t));
-        iso_time(sb->expires_at, t, sizeof(t));
+        dm_time_format(sb->expires_at, t, sizeof(t));
         json_object_object_add(o, "expires_at", json_object_new_string(t));
         json_object_object_add(o, "output_dir", json_object_new_string(sb->output_dir));
         return o;

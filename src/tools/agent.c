@@ -230,6 +230,8 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 .on_progress = on_progress,
                 .on_message = on_message,
                 .userdata = a,
+                .principal = a->call ? dm_call_principal(a->call) : dm_job_owner(a->job),
+                .job_id = a->job ? dm_job_id(a->job) : NULL,
         };
         r = dm_agent_run(ctx, &req, &res, err);
         dm_policy_free(policy);

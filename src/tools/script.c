@@ -206,6 +206,8 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
                 .on_progress = on_progress,
                 .on_message = on_message,
                 .userdata = sink,
+                .principal = sink->call ? dm_call_principal(sink->call) : dm_job_owner(sink->job),
+                .job_id = sink->job ? dm_job_id(sink->job) : NULL,
         };
         r = dm_run(ctx, &req, &res, err);
         dm_args_strv_free(env);

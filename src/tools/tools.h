@@ -30,6 +30,7 @@ void dm_tools_script_register(void);
 void dm_tools_jobs_register(void);
 void dm_tools_sandbox_register(void);
 void dm_tools_agent_register(void);
+void dm_tools_report_register(void);
 
 /* A command's output as a result string: invalid UTF-8 replaced (U+FFFD). */
 json_object *dm_tools_text_field(const char *s, size_t len);
@@ -82,6 +83,7 @@ static inline void dm_tools_register_all(void)
         dm_tools_sandbox_register();
         dm_tools_agent_register();
         dm_tools_jobs_register();
+        dm_tools_report_register();
 }
 
 #endif

@@ -93,7 +93,7 @@ async function until(ms, what, fn) {
   }
 }
 
-h.plan(40);
+h.plan(42);
 
 await h.run(async () => {
   const root = h.makeOutputRoot('agents');
@@ -159,6 +159,15 @@ await h.run(async () => {
       : { input_tokens: 1600, output_tokens: 120, cache_read_tokens: 800, cache_write_tokens: 0 };
     h.ok(Object.entries(want).every(([k, v]) => u[k] === v && usageFile[k] === v),
       `${c.cli}: usage (result and usage.json) sums the fixture's token counts`, JSON.stringify({ u, usageFile }));
+    // sandbox_usage_report on the run adds up to its usage.json.
+    const rep = await call(client, 'sandbox_usage_report', { run_id: sc.run_id });
+    const rs = rep.structuredContent ?? {};
+    h.ok(!rep.isError && rs.sandbox_count === 1 && rs.runs?.[0]?.run_id === sc.run_id &&
+      rs.runs[0].kind === 'agent' && rs.runs[0].status === 'succeeded' && rs.runs[0].usage_final === true &&
+      Object.keys(want).every((k) => rs.usage?.[k] === usageFile[k]) &&
+      Math.abs(rs.cost_usd - usageFile.cost_usd) < 1e-9 && rep.content?.[0]?.text?.includes('total'),
+    `${c.cli}: sandbox_usage_report on the run adds up to its usage.json, with a table`,
+    rep.isError ? h.firstText(rep) : JSON.stringify(rs));
     const [model] = Object.keys(u.per_model ?? {});
     const expected = model ? costOf(want, priceOf(model)) : NaN;
     h.ok(model && Math.abs(sc.cost_usd - expected) < 1e-9,

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_CORE_LEDGER_H
+#define DM_CORE_LEDGER_H
+
+/* The run ledger, which sandbox_usage_report sums: one small JSON file per
+ * run (a sandbox_script, agent or research run, or a persistent sandbox),
+ * <output_root>/.ledger/<run_id>.json. The server writes it when the run
+ * begins (status running), when it ends (status, exit code, wall time) and,
+ * for agents, once the vendor proxy has stopped (its token counts, the same
+ * numbers as the final usage.json). No sandbox mounts the ledger, so what a
+ * run writes in its /out does not change what the report says of it once
+ * it has ended; while an agent still runs, its tokens are read from its
+ * usage.json (the proxy rewrites it after each response).
+ *
+ * A run's parent_run_id names the run whose sandbox asked for it (nested
+ * sandboxes), so a report on a run rolls up its whole tree. Entries survive
+ * servers: a report covers every run of this output root that the asking
+ * principal started. */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "src/basic/error.h"
+
+#define DM_LEDGER_DIR ".ledger"
+#define DM_LEDGER_MAX_ENTRIES 100000 /* a report reads at most this many files */
+
+struct dm_ledger_run {
+        const char *run_id; /* required */
+        const char *kind;   /* "script", "agent", "research", "sandbox" */
+        const char *image;
+        const char *principal;     /* the MCP principal that asked; NULL: "local" */
+        const char *job_id;        /* the background job that made it, or NULL */
+        const char *parent_run_id; /* the run whose sandbox asked for it, or NULL */
+        const char *output_dir;
+};
+
+/* Writes the entry of a run that begins now, made by the server owner
+ * (ctx->owner: a run left "running" by a dead server is reported
+ * "interrupted"). Errors are returned, not logged: the caller logs and
+ * goes on (accounting never fails a run). */
+int dm_ledger_begin(const char *output_root, const char *owner, const struct dm_ledger_run *run, struct dm_error *err);
+/* The run ended: status (succeeded, failed, cancelled, timed_out),
+ * exit_code when has_exit, wall time, the error's sentence or NULL. */
+int dm_ledger_end(const char *output_root, const char *run_id, const char *status, bool has_exit, int exit_code,
+                  int64_t duration_ms, const char *error, struct dm_error *err);
+/* The run's final token counts (borrowed; the shape of usage.json). */
+int dm_ledger_set_usage(const char *output_root, const char *run_id, json_object *usage, struct dm_error *err);
+
+/* What a report covers: exactly one of job_id, run_id, output_dir, or
+ * has_since (every run that began at or after since, seconds since the
+ * epoch). A job, run or directory brings its whole tree. */
+struct dm_ledger_scope {
+        const char *job_id;
+        const char *run_id;
+        const char *output_dir;
+        bool has_since;
+        int64_t since;
+};
+
+/* The report for principal (NULL: "local"): {scope, cost_usd, usage
+ * {input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+ * per_model}, wall_seconds (first start to last end), sandbox_seconds (the
+ * runs' wall times summed), sandbox_count, by_kind, runs[] (one row per run,
+ * parents before children)}. -ENOENT (err says what) when the scope names
+ * no run of principal's; NULL on other errors too. */
+json_object *dm_ledger_report(const char *output_root, const char *my_owner, const char *principal,
+                              const struct dm_ledger_scope *scope, struct dm_error *err);
+/* The report's rows and totals as a fixed-width table, malloc'd. */
+char *dm_ledger_table(json_object *report);
+
+#endif
