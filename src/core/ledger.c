@@ -17,6 +17,7 @@
 #include "src/basic/paths.h"
 #include "src/basic/timeutil.h"
 #include "src/core/context.h"
+#include "src/core/ownership.h"
 
 #define ENTRY_MAX (64 * 1024)   /* a ledger entry is a few hundred bytes */
 #define USAGE_MAX (1024 * 1024) /* a live usage.json, one object per model */
@@ -34,6 +35,23 @@ static bool valid_id(const char *id)
                strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == n;
 }
 
+/* The ledger belongs to the output root's owner, like everything else in
+ * it, so that a root server serving a user's directory leaves nothing that
+ * user cannot read or delete (fd is the ledger; name an entry, or NULL for
+ * the ledger itself). As another user the server owns what it writes. */
+static void give_to_owner(const char *root, int fd, const char *name)
+{
+        struct dm_owner owner;
+        struct dm_error ignored = { 0 };
+
+        if (geteuid() != 0 || dm_owner_of(root, &owner, &ignored) < 0)
+                return;
+        if (name)
+                (void)dm_owner_give_entry(fd, name, &owner);
+        else
+                (void)!fchown(fd, owner.uid, owner.gid);
+}
+
 static int open_ledger(const char *root, bool make, struct dm_error *err)
 {
         char path[PATH_MAX];
@@ -49,6 +67,8 @@ static int open_ledger(const char *root, bool make, struct dm_error *err)
         fd = dm_io_open_dir(path);
         if (fd < 0 && (make || fd != -ENOENT))
                 return dm_error_set(err, fd, "cannot open the run ledger '%s': %s", path, dm_io_strerror(fd));
+        if (make)
+                give_to_owner(root, fd, NULL);
         return fd;
 }
 
@@ -68,7 +88,7 @@ static json_object *read_entry(int dirfd, const char *name)
         return o;
 }
 
-static int write_entry(int dirfd, const char *run_id, json_object *o, struct dm_error *err)
+static int write_entry(const char *root, int dirfd, const char *run_id, json_object *o, struct dm_error *err)
 {
         char name[80];
         const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -78,6 +98,7 @@ static int write_entry(int dirfd, const char *run_id, json_object *o, struct dm_
         r = text ? dm_io_replace(dirfd, name, text, strlen(text), 0600) : -ENOMEM;
         if (r < 0)
                 return dm_error_set(err, r, "cannot write the ledger entry of run %s: %s", run_id, dm_io_strerror(r));
+        give_to_owner(root, dirfd, name);
         return 0;
 }
 
@@ -109,7 +130,7 @@ int dm_ledger_begin(const char *output_root, const char *owner, const struct dm_
         add_str(o, "owner", owner);
         json_object_object_add(o, "started_ms", json_object_new_int64(dm_wall_ms()));
         add_str(o, "status", "running");
-        r = write_entry(fd, run->run_id, o, err);
+        r = write_entry(output_root, fd, run->run_id, o, err);
         json_object_put(o);
         return r;
 }
@@ -131,7 +152,7 @@ static int update(const char *root, const char *run_id, void (*change)(json_obje
         if (!(o = read_entry(fd, name)))
                 return dm_error_set(err, -ENOENT, "run %s has no ledger entry", run_id);
         change(o, arg);
-        r = write_entry(fd, run_id, o, err);
+        r = write_entry(root, fd, run_id, o, err);
         json_object_put(o);
         return r;
 }

@@ -148,8 +148,15 @@ done
 ok $? "no container and no scratch directory is left${left:+: $left}"
 mounts=$(grep -c " $tmp/" /proc/self/mountinfo)
 [ "$mounts" = 0 ]; ok $? "no input mount is left ($mounts)"
-[ -z "$(ls -A "$tmp/out" | grep -v '^\.sandboxes$')" ] && [ -z "$(ls -A "$tmp/out/.sandboxes" 2>/dev/null)" ]
+# What stays is the run ledger (sandbox_usage_report's), the output root
+# owner's like everything in it, with every run in it ended.
+[ -z "$(ls -A "$tmp/out" | grep -v -e '^\.sandboxes$' -e '^\.ledger$')" ] && [ -z "$(ls -A "$tmp/out/.sandboxes" 2>/dev/null)" ]
 ok $? "no run output or sandbox record is left"
+running=$(grep -l '"status":"running"' "$tmp/out/.ledger"/*.json 2>/dev/null)
+ledger_mode=$(stat -c '%u %a' "$tmp/out/.ledger" 2>/dev/null)
+foreign=$(find "$tmp/out/.ledger" ! -user $user 2>/dev/null)
+[ "$ledger_mode" = "$user 700" ] && [ -z "$foreign" ] && [ -z "$running" ] && [ -n "$(ls -A "$tmp/out/.ledger")" ]
+ok $? "the run ledger is uid $user's, 0700 ($ledger_mode${foreign:+; not: $foreign}), and every run in it has ended${running:+; running: $running}"
 
 # ---- the opt-out variable is checked --------------------------------------------
 DEMESNE_ALLOW_HOST_ROOT=maybe "$bin" run -q --image "$img" -- true >/dev/null 2>"$tmp/err"; rc=$?
