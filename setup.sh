@@ -57,7 +57,7 @@ packages=(
 	build-essential autoconf automake libtool pkg-config clang
 	libcurl4-openssl-dev libjson-c-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libmicrohttpd-dev libarchive-dev nettle-dev
 	libnftnl-dev libmnl-dev
-	podman runc catatonit uidmap mmdebstrap iproute2 ca-certificates curl
+	podman runc catatonit uidmap mmdebstrap iproute2 ca-certificates curl jq
 )
 # valgrind for the unit tests; libclang-rt-dev for the libFuzzer target (tests/fuzz/run.sh).
 [ $test_deps = 1 ] && packages+=(valgrind libclang-rt-dev clang-format)

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Every example in examples/ runs as a user would run it (its own run.sh,
+# against the built demesne, over stdio) and holds every check it prints.
+# sandbox-agent-hello runs twice, Claude Code and Codex, each against the
+# vendor API fixture (tests/fixtures/vendor/server.mjs: the internet vendor
+# APIs cannot be reached here), with the credential in the server's
+# environment only. Afterwards no container of the examples' output root is
+# left. Needs the engine, jq, node, and the base, python, claude-code and
+# codex images (setup.sh builds them).
+set -uo pipefail
+top=${top_srcdir:-$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)}
+export DEMESNE=${DEMESNE:?DEMESNE must name the built demesne (make check sets it)}
+command -v jq >/dev/null || { echo "1..0 # SKIP needs jq"; exit 77; }
+command -v node >/dev/null || { echo "1..0 # SKIP needs node for the vendor fixture"; exit 77; }
+
+n=0 failed=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi; }
+
+tmp=$(mktemp -d /tmp/dm-examples-XXXXXX)
+fixtures=()
+cleanup() {
+	local p
+	for p in "${fixtures[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+mkdir -p "$tmp/out" "$tmp/home"
+# A home with no login files: the agents' credentials come only from the
+# variables below.
+export DEMESNE_OUTPUT_ROOT=$tmp/out HOME=$tmp/home MCP_TIMEOUT=300
+unset ANTHROPIC_API_KEY OPENAI_API_KEY CLAUDE_CODE_OAUTH_TOKEN DEMESNE_ALLOWED_PATHS
+
+# Runs examples/$1/run.sh; passes when it exits 0 having printed no FAILED
+# line and its closing line.
+example() {
+	local name=$1 log=$tmp/$1${2:+-$2}.log rc
+	shift
+	[ $# -gt 0 ] && shift
+	env "$@" timeout -k 10 900 bash "$top/examples/$name/run.sh" >"$log" 2>"$log.err"
+	rc=$?
+	[ $rc = 0 ] && ! grep -q '^FAILED' "$log" && grep -q '^== done: every check held' "$log"
+	ok $? "examples/$name${tag:+ ($tag)}: every check held (exit $rc, $(grep -c '^ok:' "$log") checks)"
+	if [ $rc != 0 ]; then
+		grep '^FAILED' "$log" | sed 's/^/# /'
+		tail -n 15 "$log" | sed 's/^/#   /'
+		tail -n 5 "$log.err" | sed 's/^/#   stderr: /'
+	fi
+}
+
+# Starts the vendor fixture for one provider, on loopback; its port goes to
+# port_of_NAME.
+fixture() {
+	local name=$1 key=$2 out=$tmp/fixture-$1.out port=
+	node "$top/tests/fixtures/vendor/server.mjs" --expect-key "$key" --port 0 --host 127.0.0.1 \
+		--log "$tmp/fixture-$name.log" >"$out" 2>&1 &
+	fixtures+=($!)
+	for _ in $(seq 100); do
+		port=$(sed -n 's/^listening //p' "$out")
+		[ -n "$port" ] && break
+		sleep 0.1
+	done
+	printf -v "port_of_$name" '%s' "$port"
+}
+
+tag='' example hello-script
+tag='' example persistent-session
+tag='' example background-jobs
+
+akey=sk-ant-api03-demesne-examples-$RANDOM$RANDOM okey=sk-proj-demesne-examples-$RANDOM$RANDOM
+port_of_anthropic='' port_of_openai=''
+fixture anthropic "$akey"
+fixture openai "$okey"
+aport=$port_of_anthropic oport=$port_of_openai
+[ -n "$aport" ] && [ -n "$oport" ]; ok $? "the vendor fixtures listen (${aport:-none}, ${oport:-none})"
+tag='Claude Code' example sandbox-agent-hello claude MODEL=sonnet ANTHROPIC_API_KEY="$akey" \
+	DEMESNE_VENDOR_UPSTREAM_ANTHROPIC="http://127.0.0.1:$aport"
+tag=Codex example sandbox-agent-hello codex MODEL=gpt-5.5 OPENAI_API_KEY="$okey" \
+	DEMESNE_VENDOR_UPSTREAM_OPENAI="http://127.0.0.1:$oport"
+for p in anthropic openai; do
+	key=$([ $p = anthropic ] && echo "$akey" || echo "$okey")
+	grep -q '"auth_ok":true' "$tmp/fixture-$p.log" 2>/dev/null && ! grep -rqF "$key" "$tmp/out"
+	ok $? "$p: the fixture saw the real credential; no file of the runs holds it"
+done
+
+# Nothing is left of the examples' sandboxes: no container with the label
+# of their output root (FNV-1a, 64 bit, of DEMESNE_OUTPUT_ROOT as given; see
+# src/core/context.c), asked of the engine's socket, else of the podman CLI
+# (a server that found no engine service started a private one).
+h=1469598103934665603
+for ((i = 0; i < ${#DEMESNE_OUTPUT_ROOT}; i++)); do
+	printf -v c '%d' "'${DEMESNE_OUTPUT_ROOT:i:1}"
+	h=$(((h ^ c) * 1099511628211))
+done
+printf -v label 'demesne.root=%016x' "$h"
+engine=${DOCKER_HOST:-${DEMESNE_ENGINE_HOST:-unix:///run/podman/podman.sock}}
+left="(neither the engine at $engine nor the podman CLI answered)"
+for _ in $(seq 50); do
+	if list=$(curl -sf --unix-socket "${engine#unix://}" -G http://d/v1.41/containers/json --data-urlencode all=1 \
+		--data-urlencode "filters={\"label\":[\"$label\"]}"); then
+		left=$(jq -r '.[].Id' <<<"$list")
+	elif list=$(podman ps -aq --filter "label=$label"); then
+		left=$list
+	fi
+	[ -z "$left" ] && break
+	sleep 0.2
+done
+[ -z "$left" ]; ok $? "no container of the examples is left${left:+: $left}"
+
+echo "1..$n"
+[ $failed = 0 ]
