@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "netpolicy/link.h"
+#include "netpolicy/policy.h"
 #include "src/core/context.h"
 #include "src/core/server.h"
 #include "src/cli/doctor.h"
@@ -283,12 +284,17 @@ static const char run_usage[] =
         "  -d, --dir PATH       mount a host directory read-only at /in/<basename> (repeatable)\n"
         "  -e, --env KEY=VALUE  set a variable for the command (repeatable)\n"
         "  -t, --timeout SECS   kill the command after SECS seconds (default 3600)\n"
+        "      --egress MODE    none (the default: loopback only), package-managers (the\n"
+        "                       package registries through the logging egress proxy) or open\n"
+        "      --allow ENTRY    let the sandbox reach ENTRY too: host, *.host, host:port,\n"
+        "                       CIDR or CIDR:port (repeatable; with --egress none, only these)\n"
         "  -q, --quiet          do not print where the output directory is\n"
         "      --log-file PATH  append demesne's own log lines there (created 0600, no\n"
         "                       symlink) instead of mixing them into the command's stderr\n"
         "\n"
         "Paths you name are mounted even when DEMESNE_ALLOWED_PATHS is unset; when it is\n"
-        "set, they must lie inside it, as for MCP clients.\n";
+        "set, they must lie inside it, as for MCP clients. --egress open and --allow need\n"
+        "no DEMESNE_ALLOW_CALLER_EGRESS: the person at the terminal is the operator.\n";
 
 struct run_signals {
         sigset_t mask;
@@ -337,14 +343,17 @@ int dm_cli_run(int argc, char **argv)
                 { "dir", required_argument, NULL, 'd' },
                 { "env", required_argument, NULL, 'e' },
                 { "timeout", required_argument, NULL, 't' },
+                { "egress", required_argument, NULL, 'E' },
+                { "allow", required_argument, NULL, 'A' },
                 { "quiet", no_argument, NULL, 'q' },
                 { "log-file", required_argument, NULL, 'L' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
-        const char **files = NULL, **dirs = NULL, **env = NULL;
-        size_t n_files = 0, n_dirs = 0, n_env = 0;
-        const char *image = "python";
+        const char **files = NULL, **dirs = NULL, **env = NULL, **allow = NULL;
+        size_t n_files = 0, n_dirs = 0, n_env = 0, n_allow = 0;
+        const char *image = "python", *egress = "none";
+        struct dm_policy *policy = NULL;
         long timeout = 3600;
         bool quiet = false;
         struct dm_context ctx;
@@ -384,6 +393,11 @@ int dm_cli_run(int argc, char **argv)
                                 return 2;
                         }
                         break;
+                case 'E': egress = optarg; break;
+                case 'A':
+                        if (push(&allow, &n_allow, optarg) < 0)
+                                return 1;
+                        break;
                 case 'q': quiet = true; break;
                 case 'L':
                         if (set_log_file("run", optarg) < 0)
@@ -397,12 +411,28 @@ int dm_cli_run(int argc, char **argv)
                 fprintf(stderr, "demesne run: no command given\n\n%s", run_usage);
                 return 2;
         }
+        /* Checked before anything starts: a bad mode or entry is a usage
+         * error. The terminal's user may open the network or name entries
+         * (DM_POLICY_CALLER_ALLOWED), as they may name any path. */
+        if (dm_policy_parse(egress, allow, DM_POLICY_CALLER_ALLOWED, &policy, &err) < 0) {
+                fprintf(stderr, "demesne run: %s\n", err.msg);
+                free(files);
+                free(dirs);
+                free(env);
+                free(allow);
+                return 2;
+        }
 
         block_signals(&rs.mask);
         sigaddset(&rs.mask, SIGUSR1);
         pthread_sigmask(SIG_BLOCK, &rs.mask, NULL);
         if (dm_server_init(&ctx, &err) < 0) {
                 log_error("%s", err.msg);
+                dm_policy_free(policy);
+                free(files);
+                free(dirs);
+                free(env);
+                free(allow);
                 return 1;
         }
         if (ctx.roots.n == 0 && !getenv("DEMESNE_ALLOWED_PATHS")) {
@@ -427,6 +457,7 @@ int dm_cli_run(int argc, char **argv)
                 .dirs = dirs,
                 .env = env,
                 .timeout_s = timeout,
+                .policy = policy,
                 .cancel = &cancel,
                 .on_output = write_through,
         };
@@ -451,9 +482,11 @@ int dm_cli_run(int argc, char **argv)
         pthread_join(sig_thread, NULL);
         dm_cancel_release(&cancel);
         dm_server_release(&ctx);
+        dm_policy_free(policy);
         free(files);
         free(dirs);
         free(env);
+        free(allow);
         return code;
 }
 

@@ -41,6 +41,20 @@ grep -q "unknown image 'nope'" "$tmp/err"; ok $? "bad image is explained"
 [ "$rc" = 125 ] && grep -q "does not exist" "$tmp/err"; ok $? "missing input is refused with its path"
 
 "$bin" run --timeout abc -- true >/dev/null 2>&1; [ $? = 2 ]; ok $? "bad --timeout is a usage error"
+"$bin" run --egress bogus -- true >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" = 2 ] && grep -q "unknown egress 'bogus'" "$tmp/err"; ok $? "bad --egress is a usage error naming it (rc $rc)"
+"$bin" run --allow 127.0.0.1 -- true >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" = 2 ] && grep -q "overlaps loopback" "$tmp/err"; ok $? "--allow of the host's loopback is refused (rc $rc)"
+
+# Egress: none by default (no route, no proxy); package-managers gives the
+# command the egress proxy (a veth as root, a listener in the sandbox's own
+# namespace rootless) without DEMESNE_ALLOW_CALLER_EGRESS.
+probe='echo "proxy=${HTTPS_PROXY:-unset} routes=$(tail -n +2 /proc/net/route | wc -l)"'
+out=$("$bin" run "${image[@]}" -q -- sh -c "$probe" 2>"$tmp/err")
+[ "$out" = "proxy=unset routes=0" ]; ok $? "run's egress is none by default ($out)"
+out=$(env -u DEMESNE_ALLOW_CALLER_EGRESS "$bin" run "${image[@]}" -q --egress package-managers -- sh -c "$probe" 2>"$tmp/err")
+case $out in proxy=http://*:3128\ *) rc=0 ;; *) rc=1 ;; esac
+ok $rc "--egress package-managers gives the command the egress proxy ($out; $(tail -1 "$tmp/err"))"
 "$bin" run >/dev/null 2>&1; [ $? = 2 ]; ok $? "no command is a usage error"
 
 "$bin" run "${image[@]}" -- bash -c 'echo kept > /out/result.txt' >/dev/null 2>"$tmp/err"
