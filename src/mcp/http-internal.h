@@ -101,6 +101,8 @@ struct dm_mcphttp {
         char bind_host[64];
         struct MHD_Daemon *daemon;
         int listen_fd;
+        bool loopback; /* listen_fd is bound to a loopback address */
+        pthread_t janitor;
 
         pthread_mutex_t lock;
         pthread_cond_t tick;
@@ -144,6 +146,13 @@ int dm_mcphttp_ex_send(void *transport, json_object *msg);
 /* libmicrohttpd's content reader and its free callback for streamed answers. */
 ssize_t dm_mcphttp_ex_read(void *cls, uint64_t pos, char *buf, size_t max);
 void dm_mcphttp_ex_release_cb(void *cls);
+
+/* Who a request with token t acts for: the endpoint's principal when it
+ * has one (a nested sandbox's), else the token's name. */
+static inline const char *dm_mcphttp_principal_of(const struct dm_mcphttp *h, const struct dm_mcphttp_token *t)
+{
+        return h->opt.principal ? h->opt.principal : t->name;
+}
 
 /* ---- sessions (http-session.c) ---- */
 

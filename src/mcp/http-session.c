@@ -36,7 +36,7 @@ struct http_session *dm_mcphttp_session_new(struct dm_mcphttp *h, const struct d
                 free(s);
                 return NULL;
         }
-        dm_mcp_session_set_principal(s->mcp, owner->name);
+        dm_mcp_session_set_principal(s->mcp, dm_mcphttp_principal_of(h, owner));
         return s;
 }
 

@@ -364,7 +364,7 @@ static enum MHD_Result dispatch(struct dm_mcphttp *h, struct MHD_Connection *c, 
                 if (!ex->ephemeral)
                         return respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, ex->id, DM_RPC_INTERNAL_ERROR, NULL,
                                              "out of memory");
-                dm_mcp_session_set_principal(ex->ephemeral, rq->token->name);
+                dm_mcp_session_set_principal(ex->ephemeral, dm_mcphttp_principal_of(h, rq->token));
         }
 
         dm_mcp_session_handle(s ? s->mcp : ex->ephemeral, rq->body.data, rq->body.len);
@@ -736,10 +736,17 @@ static int setup(struct dm_mcphttp *h, const struct dm_mcphttp_options *o, struc
         size_t n = 0, extra = 0;
         int r;
 
-        r = dm_mcphttp_parse_listen(o->listen, addr, addr_len, err);
-        if (r < 0)
-                return r;
+        if (o->use_listen_fd) {
+                *addr_len = sizeof(*addr);
+                if (getsockname(o->listen_fd, (struct sockaddr *)addr, addr_len) < 0)
+                        return dm_error_set(err, -errno, "getsockname: %s", strerror(errno));
+        } else {
+                r = dm_mcphttp_parse_listen(o->listen, addr, addr_len, err);
+                if (r < 0)
+                        return r;
+        }
         dm_mcphttp_addr_host((struct sockaddr *)addr, h->bind_host, sizeof(h->bind_host));
+        h->loopback = dm_mcphttp_addr_is_loopback((struct sockaddr *)addr);
         if (dm_mcphttp_addr_is_wildcard((struct sockaddr *)addr) && !o->allowed_hosts)
                 return dm_error_set(err, -EINVAL,
                                     "--http %s listens on every address: name the host names clients use with "
@@ -886,7 +893,10 @@ static void wait_for_signal(void)
         close(sfd);
 }
 
-static void stop(struct dm_mcphttp *h)
+/* Stops accepting and ends every session of this endpoint (their calls
+ * cancelled and waited for). The MCP server's own shutdown (every call of
+ * every transport) only when it serves alone. */
+static void stop(struct dm_mcphttp *h, bool shutdown_server)
 {
         struct http_session *list[64];
         size_t n;
@@ -897,7 +907,8 @@ static void stop(struct dm_mcphttp *h)
         MHD_quiesce_daemon(h->daemon);
         /* Every call is cancelled (commands killed, containers removed)
          * before any connection goes. */
-        dm_mcp_server_shutdown(h->srv);
+        if (shutdown_server)
+                dm_mcp_server_shutdown(h->srv);
         do {
                 pthread_mutex_lock(&h->lock);
                 for (struct http_exchange *ex = h->streams; ex; ex = ex->all_next)
@@ -919,32 +930,50 @@ static void stop(struct dm_mcphttp *h)
         h->daemon = NULL;
 }
 
-int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, struct dm_error *err)
+static void release(struct dm_mcphttp *h)
+{
+        if (h->listen_fd >= 0)
+                close(h->listen_fd);
+        if (h->token_path)
+                dm_mcphttp_token_remove(h->token_path, &h->token_st);
+        free(h->token_path);
+        dm_mcphttp_tokens_release(&h->tokens);
+        free(h->hosts);
+        pthread_mutex_destroy(&h->lock);
+        pthread_cond_destroy(&h->tick);
+        free(h);
+}
+
+/* Everything up to a running daemon; *ret_port the port it listens on. */
+static int start(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, struct dm_mcphttp **ret,
+                 unsigned *ret_port, struct dm_error *err)
 {
         struct dm_mcphttp *h = calloc(1, sizeof(*h));
         struct sockaddr_storage addr;
         socklen_t addr_len = 0;
         unsigned port = 0;
-        pthread_t janitor;
         int r;
 
-        if (!h)
+        if (!h) {
+                if (o->use_listen_fd)
+                        close(o->listen_fd);
                 return dm_error_set(err, -ENOMEM, "out of memory");
+        }
         h->srv = srv;
         h->opt = *o;
-        h->listen_fd = -1;
+        h->listen_fd = o->use_listen_fd ? o->listen_fd : -1;
         pthread_mutex_init(&h->lock, NULL);
         pthread_cond_init(&h->tick, NULL);
         r = setup(h, o, &addr, &addr_len, err);
         /* The server's log speaks of every client's work: with more than
          * one principal, no session is sent another's records. */
-        if (r >= 0 && h->tokens.n > 1)
+        if (r >= 0 && (h->tokens.n > 1 || o->principal))
                 dm_mcp_server_set_private_logs(srv);
-        if (r >= 0)
+        if (r >= 0 && !o->use_listen_fd)
                 r = h->listen_fd = open_listener(&addr, addr_len, o->listen, &port, err);
         if (r >= 0 && h->token_made)
                 r = write_token(h, o->state_dir, port, err);
-        if (r >= 0 && (r = dm_mcphttp_janitor_start(h, &janitor)) < 0)
+        if (r >= 0 && (r = dm_mcphttp_janitor_start(h, &h->janitor)) < 0)
                 dm_error_set(err, r, "cannot start a thread: %s", strerror(-r));
         if (r >= 0) {
                 h->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
@@ -958,29 +987,56 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_mcphttp_options
                                              MHD_OPTION_NOTIFY_COMPLETED, request_done, h, MHD_OPTION_NOTIFY_CONNECTION,
                                              on_connection, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_END);
                 if (!h->daemon) {
-                        r = dm_error_set(err, -EIO, "libmicrohttpd could not start on %s", o->listen);
-                        dm_mcphttp_janitor_stop(h, janitor);
+                        r = dm_error_set(err, -EIO, "libmicrohttpd could not start on %s",
+                                         o->use_listen_fd ? "a given socket" : o->listen);
+                        dm_mcphttp_janitor_stop(h, h->janitor);
                 }
         }
-        if (r >= 0) {
-                log_tokens(&h->tokens);
-                log_info("serving MCP on http://%s:%u" ENDPOINT " with a bearer token (connections from %s)",
-                         h->bind_host, port,
-                         dm_mcphttp_addr_is_loopback((struct sockaddr *)&addr) ? "this machine only" : "the network");
-                wait_for_signal();
-                stop(h);
-                dm_mcphttp_janitor_stop(h, janitor);
-                r = 0;
+        if (r < 0) {
+                release(h);
+                return r;
         }
-        if (h->listen_fd >= 0)
-                close(h->listen_fd);
-        if (h->token_path)
-                dm_mcphttp_token_remove(h->token_path, &h->token_st);
-        free(h->token_path);
-        dm_mcphttp_tokens_release(&h->tokens);
-        free(h->hosts);
-        pthread_mutex_destroy(&h->lock);
-        pthread_cond_destroy(&h->tick);
-        free(h);
-        return r;
+        *ret = h;
+        *ret_port = port;
+        return 0;
+}
+
+int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, struct dm_error *err)
+{
+        struct dm_mcphttp *h;
+        unsigned port;
+        int r = start(srv, o, &h, &port, err);
+
+        if (r < 0)
+                return r;
+        log_tokens(&h->tokens);
+        log_info("serving MCP on http://%s:%u" ENDPOINT " with a bearer token (connections from %s)", h->bind_host,
+                 port, h->loopback ? "this machine only" : "the network");
+        wait_for_signal();
+        stop(h, true);
+        dm_mcphttp_janitor_stop(h, h->janitor);
+        release(h);
+        return 0;
+}
+
+int dm_mcphttp_start(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, struct dm_mcphttp **ret,
+                     struct dm_error *err)
+{
+        unsigned port;
+
+        if (!o->token && !o->token_file) {
+                if (o->use_listen_fd)
+                        close(o->listen_fd);
+                return dm_error_set(err, -EINVAL, "an HTTP endpoint started beside another transport needs a token");
+        }
+        return start(srv, o, ret, &port, err);
+}
+
+void dm_mcphttp_stop(struct dm_mcphttp *h)
+{
+        if (!h)
+                return;
+        stop(h, false);
+        dm_mcphttp_janitor_stop(h, h->janitor);
+        release(h);
 }

@@ -17,6 +17,7 @@
  * 127.0.0.1, a browser page or a sandbox's proxy, is not the operator), and
  * every resource a client can tie up has a limit. */
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "src/basic/error.h"
@@ -39,6 +40,16 @@ struct dm_mcphttp_options {
         unsigned session_idle_s;    /* a session unused this long is ended */
         unsigned request_timeout_s; /* a request must arrive whole within this */
         unsigned keepalive_s;       /* comment on a quiet stream this often */
+
+        /* For an endpoint the caller starts and stops (dm_mcphttp_start):
+         * serve listen_fd, a socket that listens already (e.g. made in a
+         * sandbox's network namespace), instead of opening listen; it is
+         * taken over, closed on error too. */
+        bool use_listen_fd;
+        int listen_fd;
+        /* Every request acts for this principal, whatever its token's
+         * name (a nested sandbox's endpoint); NULL: the token's name. */
+        const char *principal;
 };
 
 /* The defaults; listen and max_message still have to be set. */
@@ -51,5 +62,16 @@ void dm_mcphttp_options_init(struct dm_mcphttp_options *o);
  * serves, removed at the end.
  * 0, or a negative errno with err filled (bad address, port taken, token). */
 int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, struct dm_error *err);
+
+/* The same endpoint beside another transport, without the signals: serves
+ * on its own threads from return until dm_mcphttp_stop. A token must be
+ * given (o->token or o->token_file). Stopping ends this endpoint's sessions
+ * (their calls are cancelled and waited for) and leaves the MCP server's
+ * other sessions alone. */
+struct dm_mcphttp;
+int dm_mcphttp_start(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, struct dm_mcphttp **ret,
+                     struct dm_error *err);
+/* NULL is fine. */
+void dm_mcphttp_stop(struct dm_mcphttp *h);
 
 #endif
