@@ -259,7 +259,10 @@ int dm_cli_serve(int argc, char **argv)
                 log_info("serving MCP on stdio (output root '%s')", ctx.cfg.output_root);
                 r = dm_mcp_stdio_serve(srv, STDIN_FILENO, STDOUT_FILENO, (size_t)ctx.cfg.max_message);
         }
-        /* Jobs end before the server goes: their last act is a notification. */
+        /* Nested sandboxes' endpoints stop first (their calls are
+         * cancelled); jobs end before the server goes: their last act is a
+         * notification. */
+        dm_tools_nested_release(&ctx);
         dm_jobs_shutdown(ctx.jobs);
         dm_mcp_server_free(srv);
         dm_server_release(&ctx);

@@ -32,6 +32,7 @@ struct dm_sandbox_shim;
 struct dm_pool;
 struct dm_resources;
 struct dm_proxy;
+struct dm_nested;
 
 struct dm_context {
         struct dm_config cfg;
@@ -73,6 +74,13 @@ struct dm_context {
         /* Called by the orphan sweep after it removed dead servers'
          * containers: the rest they left (agents' files, input stages). */
         void (*after_orphan_sweep)(struct dm_context *ctx);
+        /* Called after a persistent sandbox is destroyed (by a call, or by
+         * the TTL reaper), with no lock held: what was made for it above
+         * the core ends too (its nested MCP endpoint, its children). */
+        void (*after_sandbox_destroy)(struct dm_context *ctx, const char *id);
+        /* Nested sandboxes' MCP endpoints (src/tools/nested.c): the tools
+         * layer's, opaque here; NULL until the first. */
+        struct dm_nested *nested;
 };
 
 /* Loads the config, resolves the allowed roots, computes the owner.

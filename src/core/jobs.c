@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "src/basic/log.h"
+#include "src/basic/principal.h"
 #include "src/basic/timeutil.h"
 
 #define WAIT_SLICE_MS 200
@@ -19,8 +20,8 @@ struct dm_job {
         struct dm_jobs *jobs;
         char id[32];
         char tool[32];
-        char parent[32]; /* "" for a top-level job */
-        char owner[64];  /* who started it (an MCP principal); "" for nobody in particular */
+        char parent[32];              /* "" for a top-level job */
+        char owner[DM_PRINCIPAL_MAX]; /* who started it (an MCP principal); "" for nobody in particular */
         enum dm_job_status status;
         int64_t t0, t_end;  /* monotonic ms */
         json_object *final; /* the result with job_id and status; NULL while running */
@@ -450,7 +451,7 @@ bool dm_jobs_owned(struct dm_jobs *jobs, const char *id, const char *owner)
 
         pthread_mutex_lock(&jobs->lock);
         j = find_locked(jobs, id);
-        owned = j && strcmp(j->owner, owner) == 0;
+        owned = j && dm_principal_covers(owner, j->owner);
         pthread_mutex_unlock(&jobs->lock);
         return owned;
 }
@@ -463,7 +464,7 @@ json_object *dm_jobs_list(struct dm_jobs *jobs, const char *owner)
         pthread_mutex_lock(&jobs->lock);
         purge_locked(jobs, false);
         for (struct dm_job *j = jobs->head; j; j = j->next) {
-                if (owner && strcmp(j->owner, owner) != 0)
+                if (owner && !dm_principal_covers(owner, j->owner))
                         continue;
                 json_object *o = json_object_new_object();
                 int64_t end = j->status == DM_JOB_RUNNING ? now : j->t_end;
@@ -476,6 +477,25 @@ json_object *dm_jobs_list(struct dm_jobs *jobs, const char *owner)
         }
         pthread_mutex_unlock(&jobs->lock);
         return a;
+}
+
+size_t dm_jobs_running(struct dm_jobs *jobs, const char *owner, bool exact, char (*ids)[32], size_t max)
+{
+        size_t n = 0;
+
+        if (!owner || !owner[0])
+                return 0;
+        pthread_mutex_lock(&jobs->lock);
+        for (struct dm_job *j = jobs->head; j; j = j->next) {
+                if (j->status != DM_JOB_RUNNING ||
+                    !(exact ? strcmp(j->owner, owner) == 0 : dm_principal_covers(owner, j->owner)))
+                        continue;
+                if (n < max)
+                        snprintf(ids[n], 32, "%s", j->id);
+                n++;
+        }
+        pthread_mutex_unlock(&jobs->lock);
+        return n;
 }
 
 void dm_jobs_shutdown(struct dm_jobs *jobs)

@@ -52,7 +52,8 @@ int dm_jobs_start(struct dm_jobs *jobs, const char *tool, const char *parent_id,
  * dm_jobs_list tell its jobs from others'. */
 int dm_jobs_start_owned(struct dm_jobs *jobs, const char *owner, const char *tool, const char *parent_id, dm_job_fn fn,
                         dm_job_done_fn done, void *userdata, void (*free_userdata)(void *), char ret_id[32]);
-/* Whether the job exists and owner started it. */
+/* Whether the job exists and owner, or a principal below it
+ * (dm_principal_covers), started it. */
 bool dm_jobs_owned(struct dm_jobs *jobs, const char *id, const char *owner);
 
 /* For the job's own work: its cancel signal, and a place to report output. */
@@ -84,6 +85,10 @@ json_object *dm_jobs_wait(struct dm_jobs *jobs, const char *id, int64_t timeout_
  * that already ended keeps its status. -ENOENT when no such job; else the
  * job's status after the call in *ret_status. */
 int dm_jobs_cancel(struct dm_jobs *jobs, const char *id, int64_t wait_ms, enum dm_job_status *ret_status);
+
+/* The running jobs owner started (exact), or that a principal below it
+ * started too: at most max ids, returns how many there are. */
+size_t dm_jobs_running(struct dm_jobs *jobs, const char *owner, bool exact, char (*ids)[32], size_t max);
 
 /* The jobs of owner (NULL: all), as sandbox_list shows them:
  * [{job_id, tool, status, elapsed_seconds}]. */

@@ -15,6 +15,7 @@
 #include "src/basic/cleanup.h"
 #include "src/basic/io.h"
 #include "src/basic/paths.h"
+#include "src/basic/principal.h"
 #include "src/basic/timeutil.h"
 #include "src/core/context.h"
 #include "src/core/ownership.h"
@@ -125,7 +126,8 @@ int dm_ledger_begin(const char *output_root, const char *owner, const struct dm_
         add_str(o, "image", run->image);
         add_str(o, "principal", run->principal && run->principal[0] ? run->principal : "local");
         add_str(o, "job_id", run->job_id);
-        add_str(o, "parent_run_id", run->parent_run_id);
+        /* A run a nested sandbox's call made belongs to that sandbox's tree. */
+        add_str(o, "parent_run_id", run->parent_run_id ? run->parent_run_id : dm_principal_leaf(run->principal));
         add_str(o, "output_dir", run->output_dir);
         add_str(o, "owner", owner);
         json_object_object_add(o, "started_ms", json_object_new_int64(dm_wall_ms()));
@@ -276,7 +278,7 @@ static int load(const char *root, const char *principal, struct ledger *l, struc
                 if (!(e = read_entry(fd, de->d_name)))
                         continue;
                 who = str_of(e, "principal");
-                if (!valid_id(str_of(e, "run_id")) || strcmp(who ? who : "local", principal) != 0) {
+                if (!valid_id(str_of(e, "run_id")) || !dm_principal_covers(principal, who ? who : "local")) {
                         json_object_put(e);
                         continue;
                 }

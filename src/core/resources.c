@@ -107,7 +107,7 @@ bool dm_resources_owned(struct dm_resources *res, const char *dir, const char *p
                 return false;
         pthread_mutex_lock(&res->lock);
         c = find_locked(res, dir);
-        owned = c && strcmp(c->principal, principal) == 0;
+        owned = c && dm_principal_covers(principal, c->principal);
         pthread_mutex_unlock(&res->lock);
         return owned;
 }
@@ -283,7 +283,7 @@ json_object *dm_resources_list(struct dm_resources *res, const char *output_root
         pthread_mutex_lock(&res->lock);
         mine = calloc(res->n ? res->n : 1, sizeof(*mine));
         for (size_t i = 0; mine && i < res->n; i++)
-                if (strcmp(res->claims[i].principal, principal) == 0)
+                if (dm_principal_covers(principal, res->claims[i].principal))
                         mine[n++] = res->claims[i];
         pthread_mutex_unlock(&res->lock);
         for (size_t i = 0; i < n; i++)

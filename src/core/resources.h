@@ -26,13 +26,15 @@
 #include <stdint.h>
 
 #include "src/basic/error.h"
+#include "src/basic/principal.h"
 
 #define DM_RESOURCE_SCHEME "demesne://output/"
 #define DM_RESOURCE_READ_MAX ((size_t)4 << 20)
-#define DM_RESOURCE_LINKS_MAX 32     /* resource_link items in one tool result */
-#define DM_RESOURCE_LIST_MAX 500     /* resources in one resources/list answer */
-#define DM_RESOURCE_CLAIMS_MAX 4096  /* the oldest claims are forgotten past this */
-#define DM_RESOURCE_PRINCIPAL_MAX 64 /* a principal's name, with its NUL (as MCP sessions' DM_MCP_PRINCIPAL_MAX) */
+#define DM_RESOURCE_LINKS_MAX 32    /* resource_link items in one tool result */
+#define DM_RESOURCE_LIST_MAX 500    /* resources in one resources/list answer */
+#define DM_RESOURCE_CLAIMS_MAX 4096 /* the oldest claims are forgotten past this */
+#define DM_RESOURCE_PRINCIPAL_MAX \
+        DM_PRINCIPAL_MAX /* a principal, with its NUL (as MCP sessions' DM_MCP_PRINCIPAL_MAX) */
 
 struct dm_resources;
 

@@ -736,7 +736,7 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
         r = record_read(ctx, id, sb, err);
         if (r < 0)
                 return r;
-        if (principal && strcmp(sb->principal, principal) != 0)
+        if (principal && !dm_principal_covers(principal, sb->principal))
                 return not_theirs(id, err);
         /* The hot path: a shim that holds a connection open to this server
          * is PID 1 of a running container, so the engine need not be asked. */
@@ -786,7 +786,7 @@ int dm_sandbox_check_owner(struct dm_context *ctx, const char *id, const char *p
         if (r < 0)
                 return r;
         /* Another principal cannot even learn that the sandbox exists. */
-        return strcmp(sb.principal, principal) == 0 ? 0 : not_theirs(id, err);
+        return dm_principal_covers(principal, sb.principal) ? 0 : not_theirs(id, err);
 }
 
 int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err)
@@ -994,6 +994,8 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
         /* What it left goes to the owner; it can no longer write there. */
         dm_owner_return(ctx->cfg.output_root, sb.output_dir);
         log_info("sandbox %s destroyed (output directory '%s' kept)", id, sb.output_dir);
+        if (ctx->after_sandbox_destroy)
+                ctx->after_sandbox_destroy(ctx, id);
         return 0;
 }
 
@@ -1059,6 +1061,54 @@ json_object *dm_sandbox_list(struct dm_context *ctx, const char *principal)
 
         for_each_record(ctx, list_one, &w);
         return w.a;
+}
+
+struct ids_walk {
+        const char *principal;
+        bool exact;
+        char (*ids)[DM_SANDBOX_ID_LEN];
+        size_t max, n;
+};
+
+static void ids_one(struct dm_context *ctx, const char *id, void *ud)
+{
+        struct ids_walk *w = ud;
+        struct dm_sandbox sb;
+        struct dm_error err = { 0 };
+
+        if (record_read(ctx, id, &sb, &err) < 0 ||
+            !(w->exact ? strcmp(sb.principal, w->principal) == 0 : dm_principal_covers(w->principal, sb.principal)))
+                return;
+        if (w->n < w->max)
+                snprintf(w->ids[w->n], DM_SANDBOX_ID_LEN, "%s", sb.id);
+        w->n++;
+}
+
+size_t dm_sandbox_ids(struct dm_context *ctx, const char *principal, bool exact, char (*ids)[DM_SANDBOX_ID_LEN],
+                      size_t max)
+{
+        struct ids_walk w = { .principal = principal, .exact = exact, .ids = ids, .max = max };
+
+        if (principal && principal[0])
+                for_each_record(ctx, ids_one, &w);
+        return w.n;
+}
+
+int dm_sandbox_pid(struct dm_context *ctx, const struct dm_sandbox *sb, int *ret_pid, struct dm_error *err)
+{
+        struct dm_container_info info = { 0 };
+        struct dm_backend *b;
+        int r = dm_context_backend(ctx, &b, err);
+
+        if (r < 0)
+                return r;
+        r = b->ops->inspect(b, sb->container, &info, err);
+        if (r >= 0 && (!info.running || info.pid <= 0))
+                r = dm_error_set(err, -ESRCH, "sandbox '%s' is not running", sb->id);
+        if (r >= 0)
+                *ret_pid = info.pid;
+        dm_container_info_release(&info);
+        return r;
 }
 
 static void reap_one(struct dm_context *ctx, const char *id, void *ud)

@@ -16,6 +16,7 @@
 #include "netpolicy/policy.h"
 #include "src/core/context.h"
 #include "src/basic/cancel.h"
+#include "src/basic/principal.h"
 
 #define DM_SANDBOX_TTL_DEFAULT 172800
 #define DM_SANDBOX_ID_LEN 32
@@ -33,8 +34,9 @@ struct dm_sandbox {
         uint32_t net_host, net_peer; /* its /30: the proxy, and the sandbox (network order) */
         int64_t created_at;          /* unix seconds */
         int64_t expires_at;
-        int64_t ttl_s;      /* what each exec pushes expires_at out by */
-        char principal[64]; /* who made it (the MCP caller's principal): only it may use it */
+        int64_t ttl_s;                    /* what each exec pushes expires_at out by */
+        char principal[DM_PRINCIPAL_MAX]; /* who made it (the MCP caller's principal): it and those
+                                             above it (dm_principal_covers) may use it */
 };
 
 struct dm_sandbox_create {
@@ -68,6 +70,16 @@ int dm_sandbox_check_owner(struct dm_context *ctx, const char *id, const char *p
  * exists), or when its container is gone (the record is then removed). */
 int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal, struct dm_sandbox *ret,
                    struct dm_error *err);
+
+/* The ids of the sandboxes principal made (exact) or that a principal
+ * below it made too (src/basic/principal.h), from their records alone:
+ * at most max into ids; returns how many there are. */
+size_t dm_sandbox_ids(struct dm_context *ctx, const char *principal, bool exact, char (*ids)[DM_SANDBOX_ID_LEN],
+                      size_t max);
+
+/* The host pid of the sandbox's PID 1 (for its namespaces): an engine
+ * inspect. -ESRCH when it is not running. */
+int dm_sandbox_pid(struct dm_context *ctx, const struct dm_sandbox *sb, int *ret_pid, struct dm_error *err);
 
 /* Something other than a command wrote to the sandbox (an upload): the
  * next command's disk watch measures what it holds anew. */

@@ -46,6 +46,10 @@ struct dm_config {
         int64_t transfer_max;         /* DEMESNE_TRANSFER_MAX, largest file up or down, default 1g */
         int64_t sweep_s;              /* DEMESNE_SANDBOX_SWEEP_SECONDS, the expired-sandbox sweep, default 60 */
         char *skills_dir;             /* DEMESNE_SKILLS_DIR: the skills served over MCP; NULL = installed ones */
+        /* Nested sandboxes (src/tools/nested.c): */
+        int64_t max_depth;    /* DEMESNE_MAX_DEPTH, levels of nested sandboxes, default 3 */
+        int64_t max_children; /* DEMESNE_MAX_CHILDREN, live sandboxes and jobs a nested one may have, default 8 */
+        int64_t max_tree;     /* DEMESNE_MAX_TREE, live sandboxes and jobs below a top nested one, default 32 */
 };
 
 /* Fills cfg from the environment. Bad values are errors naming the variable. */

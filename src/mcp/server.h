@@ -15,6 +15,7 @@
 
 #include "src/basic/error.h"
 #include "src/basic/log.h"
+#include "src/basic/principal.h"
 
 #define DM_MCP_MODERN_VERSION "2026-07-28"
 #define DM_MCP_LATEST_LEGACY_VERSION "2025-11-25"
@@ -60,7 +61,7 @@ void dm_mcp_session_free(struct dm_mcp_session *s);
  * carry ("local" on stdio, the default). What a call makes (a run's output
  * files, served as resources) can be read only by calls of the same
  * principal. Set once, before the session handles a message; copied. */
-#define DM_MCP_PRINCIPAL_MAX 64
+#define DM_MCP_PRINCIPAL_MAX DM_PRINCIPAL_MAX
 void dm_mcp_session_set_principal(struct dm_mcp_session *s, const char *principal);
 
 /* Handles one raw message (a stdio line or an HTTP body). Replies go out

@@ -279,6 +279,22 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
         model = dm_args_str(specs, n, args, "model");
         if (dm_agent_pick_provider(model, &provider, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
+        {
+                /* research is open egress: from inside a nested sandbox only
+                 * where that sandbox's own is. */
+                enum dm_egress egress = research ? DM_EGRESS_OPEN : DM_EGRESS_NONE;
+                _cleanup_free_ const char **files = research ? NULL : dm_args_strv(args, "files"),
+                                          **dirs = research ? NULL : dm_args_strv(args, "directories");
+                struct dm_tools_nested_ask ask = {
+                        .egress = &egress,
+                        .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
+                };
+
+                if (!research && dm_policy_parse_mode(dm_args_str(specs, n, args, "egress"), NULL, &egress, &err) < 0)
+                        return dm_tool_result_error("%s", err.msg);
+                if (dm_tools_nested_check(call, &ask, &err) < 0)
+                        return dm_tool_result_error("%s", err.msg);
+        }
         if (dm_args_bool(specs, n, args, "background"))
                 return dm_tools_start_background(call, tool, args, agent_work, research ? (void *)1 : NULL);
         out = run_agent(dm_call_context(call), &a, dm_call_cancel(call), &r, &err);

@@ -78,6 +78,13 @@ static struct dm_arg_spec create_args[] = {
           .has_default = true,
           .def_int = DM_SANDBOX_TTL_DEFAULT,
           .description = "Destroy the sandbox after this long without a sandbox_exec (each exec restarts the clock)." },
+        { .name = "nested",
+          .type = DM_ARG_BOOL,
+          .has_default = true,
+          .def_bool = false,
+          .description = "Give the sandbox demesne's own tools: an MCP endpoint inside it at DEMESNE_MCP_URL, "
+                         "with DEMESNE_MCP_TOKEN, that sees and controls only what it makes. Its children's egress "
+                         "is never wider than its own; destroying it ends them." },
 };
 
 static const struct dm_arg_spec exec_args[] = {
@@ -179,7 +186,9 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         struct dm_policy *policy = NULL;
         const char *egress;
         _cleanup_free_ const char **allow = NULL, **files = NULL, **dirs = NULL;
-        char **env = NULL;
+        char **env = NULL, token[65] = "";
+        enum dm_egress mode;
+        bool nested;
         int r;
 
         if (dm_args_check(create_args, N(create_args), args, &err) < 0)
@@ -187,14 +196,30 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         allow = dm_args_strv(args, "allow");
         egress = json_object_object_get_ex(args, "egress", NULL)
                          ? dm_args_str(create_args, N(create_args), args, "egress")
-                         : dm_egress_default(dm_call_context(call));
+                         : dm_tools_nested_egress_default(call);
         if (dm_policy_parse(egress, allow, dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy,
                             &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
 
         files = dm_args_strv(args, "files");
         dirs = dm_args_strv(args, "directories");
+        nested = dm_args_bool(create_args, N(create_args), args, "nested");
+        struct dm_tools_nested_ask ask = {
+                .nested = nested,
+                .egress = &policy->mode,
+                .has_allow = allow && allow[0],
+                .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
+        };
+        if (dm_tools_nested_check(call, &ask, &err) < 0) {
+                dm_policy_free(policy);
+                return dm_tool_result_error("%s", err.msg);
+        }
         env = dm_args_env(args, "env");
+        if (nested && env && dm_tools_nested_env(token, &env) < 0) {
+                dm_args_strv_free(env);
+                dm_policy_free(policy);
+                return dm_tool_result_error("out of memory");
+        }
         struct dm_sandbox_create req = {
                 .image = dm_args_str(create_args, N(create_args), args, "image"),
                 .egress = egress,
@@ -211,9 +236,19 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         };
         r = dm_sandbox_create(dm_call_context(call), &req, &sb, &err);
         dm_args_strv_free(env);
+        mode = policy->mode;
         dm_policy_free(policy);
         if (r < 0)
                 return dm_tool_result_error("sandbox_create failed: %s", err.msg);
+        if (nested && dm_tools_nested_open(call, &sb, token, mode, &err) < 0) {
+                struct dm_error e2 = { 0 };
+
+                explicit_bzero(token, sizeof(token));
+                if (dm_sandbox_destroy(dm_call_context(call), sb.id, &e2) < 0)
+                        log_warning("sandbox %s: %s", sb.id, e2.msg);
+                return dm_tool_result_error("sandbox_create failed: %s", err.msg);
+        }
+        explicit_bzero(token, sizeof(token));
         dm_resources_claim(dm_call_context(call)->resources, sb.id, dm_call_principal(call));
         return dm_tool_result_ok(dm_sandbox_describe(&sb));
 }
@@ -316,6 +351,12 @@ static json_object *upload_call(struct dm_call *call, json_object *args)
                 return dm_tool_result_error("invalid arguments: give either 'src' (a host path) or 'content' (the "
                                             "file's bytes, base64), not %s",
                                             src ? "both" : "neither");
+        if (src) {
+                struct dm_tools_nested_ask ask = { .has_host_paths = true };
+
+                if (dm_principal_depth(dm_call_principal(call)) > 0 && dm_tools_nested_check(call, &ask, &err) < 0)
+                        return dm_tool_result_error("%s", err.msg);
+        }
         if (content && json_object_object_get_ex(args, "content", &v)) {
                 r = dm_base64_decode(content, (size_t)json_object_get_string_len(v), &data, &len);
                 if (r < 0)

@@ -254,9 +254,26 @@ static json_object *script_call(struct dm_call *call, json_object *args)
 
         if (dm_args_check(script_args, N_ARGS, args, &err) < 0)
                 return dm_tool_result_error("invalid arguments: %s", err.msg);
+        /* From inside a nested sandbox the default is no wider than its own
+         * egress; written into the arguments, so a background job runs with
+         * the same. */
+        if (!json_object_object_get_ex(args, "egress", NULL) && dm_principal_depth(dm_call_principal(call)) > 0)
+                json_object_object_add(args, "egress", json_object_new_string(dm_tools_nested_egress_default(call)));
         allow = dm_args_strv(args, "allow");
         if (dm_policy_parse_mode(dm_args_str(script_args, N_ARGS, args, "egress"), allow, &egress, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
+        {
+                _cleanup_free_ const char **files = dm_args_strv(args, "files"),
+                                          **dirs = dm_args_strv(args, "directories");
+                struct dm_tools_nested_ask ask = {
+                        .egress = &egress,
+                        .has_allow = allow && allow[0],
+                        .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
+                };
+
+                if (dm_tools_nested_check(call, &ask, &err) < 0)
+                        return dm_tool_result_error("%s", err.msg);
+        }
         if (dm_args_bool(script_args, N_ARGS, args, "background"))
                 return dm_tools_start_background(call, "sandbox_script", args, script_work, NULL);
 

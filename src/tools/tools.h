@@ -7,8 +7,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "netpolicy/netpolicy.h"
 #include "src/core/context.h"
 #include "src/core/jobs.h"
+#include "src/core/sandbox.h"
 #include "src/basic/cancel.h"
 #include "src/basic/error.h"
 
@@ -75,6 +77,35 @@ json_object *dm_tools_start_background(struct dm_call *call, const char *tool, j
  * roots) and writes the initialize instructions; before the families
  * register, whose schemas say it. ctx NULL: nothing permitted. */
 void dm_tools_configure(struct dm_context *ctx);
+
+/* ---- nested sandboxes (nested.c) ---- */
+
+/* What a call asks for, for the rules of nested sandboxes. */
+struct dm_tools_nested_ask {
+        bool nested;                  /* nested: true */
+        const enum dm_egress *egress; /* the egress it asked for, NULL: none asked (a job tool) */
+        bool has_allow;               /* caller allow entries */
+        bool has_host_paths;          /* files, directories, or an upload's src */
+};
+/* 0, or a refusal naming the limit and its variable: depth
+ * (DEMESNE_MAX_DEPTH) for nested: true; from inside a nested sandbox, an
+ * egress wider than its own, allow entries, host paths, and the live
+ * children (DEMESNE_MAX_CHILDREN) and tree (DEMESNE_MAX_TREE) caps. */
+int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask *ask, struct dm_error *err);
+/* The egress a call gets when it names none: dm_egress_default, or less
+ * from inside a nested sandbox whose own is less. */
+const char *dm_tools_nested_egress_default(struct dm_call *call);
+/* Makes a token (token: 64 hex digits and a NUL) and appends
+ * DEMESNE_MCP_URL and DEMESNE_MCP_TOKEN to the malloc'd env array. */
+int dm_tools_nested_env(char token[65], char ***env);
+/* Serves the endpoint of sandbox sb (running), behind token, for the
+ * principal "<the call's principal>/<sb's id>"; egress is sb's own. */
+int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, const char *token, enum dm_egress egress,
+                         struct dm_error *err);
+/* Sets the hooks up (dm_tools_server_new); stops every endpoint (before
+ * the MCP server is freed). */
+void dm_tools_nested_init(struct dm_context *ctx);
+void dm_tools_nested_release(struct dm_context *ctx);
 
 /* All families, in the order tools/list shows them. */
 static inline void dm_tools_register_all(void)

@@ -83,28 +83,9 @@ for p in anthropic openai; do
 	ok $? "$p: the fixture saw the real credential; no file of the runs holds it"
 done
 
-# Nothing is left of the examples' sandboxes: no container with the label
-# of their output root (FNV-1a, 64 bit, of DEMESNE_OUTPUT_ROOT as given; see
-# src/core/context.c), asked of the engine's socket, else of the podman CLI
-# (a server that found no engine service started a private one).
-h=1469598103934665603
-for ((i = 0; i < ${#DEMESNE_OUTPUT_ROOT}; i++)); do
-	printf -v c '%d' "'${DEMESNE_OUTPUT_ROOT:i:1}"
-	h=$(((h ^ c) * 1099511628211))
-done
-printf -v label 'demesne.root=%016x' "$h"
-engine=${DOCKER_HOST:-${DEMESNE_ENGINE_HOST:-unix:///run/podman/podman.sock}}
-left="(neither the engine at $engine nor the podman CLI answered)"
-for _ in $(seq 50); do
-	if list=$(curl -sf --unix-socket "${engine#unix://}" -G http://d/v1.41/containers/json --data-urlencode all=1 \
-		--data-urlencode "filters={\"label\":[\"$label\"]}"); then
-		left=$(jq -r '.[].Id' <<<"$list")
-	elif list=$(podman ps -aq --filter "label=$label"); then
-		left=$list
-	fi
-	[ -z "$left" ] && break
-	sleep 0.2
-done
+# Nothing is left of the examples' sandboxes.
+. "$top/tests/e2e/lib/left.sh"
+left=$(containers_left "$DEMESNE_OUTPUT_ROOT")
 [ -z "$left" ]; ok $? "no container of the examples is left${left:+: $left}"
 
 echo "1..$n"

@@ -55,16 +55,9 @@ trap cleanup EXIT
 
 # --- what is left behind ---------------------------------------------------
 
-# The label demesne puts on every container of a server of this output root:
-# FNV-1a (64 bit) of DEMESNE_OUTPUT_ROOT as given (src/core/context.c).
-root_label() {
-	local s=$1 h=1469598103934665603 i c
-	for ((i = 0; i < ${#s}; i++)); do
-		printf -v c '%d' "'${s:i:1}"
-		h=$(((h ^ c) * 1099511628211))
-	done
-	printf 'demesne.root=%016x' "$h"
-}
+# The label demesne puts on every container of a server of this output root
+# (root_label: FNV-1a of DEMESNE_OUTPUT_ROOT as given, src/core/context.c).
+. "${top_srcdir:-$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)}/tests/e2e/lib/left.sh"
 label=$(root_label "$root")
 
 # Containers (running or not) with this test's label, as the engine lists them.

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: MIT */
+/* Nested sandboxes: a sandbox made with nested: true gets demesne's own
+ * tools over Streamable HTTP at 127.0.0.1:3130 inside its own network
+ * namespace (DEMESNE_MCP_URL), behind a bearer token of its own
+ * (DEMESNE_MCP_TOKEN). The listening socket is made in the sandbox's
+ * namespace (netpolicy/netns.h), so it is reachable from that sandbox only,
+ * in every egress mode, rootful and rootless; the server serves it from its
+ * own threads (src/mcp/http.c, dm_mcphttp_start).
+ *
+ * The endpoint's calls act for the principal "<maker>/<sandbox id>"
+ * (src/basic/principal.h): they see and control only what they made and
+ * what their children made. The rules for such callers are checked here:
+ * egress no wider than the sandbox's own, no caller allow entries, no host
+ * paths, and the caps on depth, live children and the whole tree.
+ * Destroying a nested sandbox stops its endpoint, cancels its subtree's
+ * jobs and destroys its subtree's sandboxes. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "netpolicy/netns.h"
+#include "src/basic/log.h"
+#include "src/basic/principal.h"
+#include "src/core/egress.h"
+#include "src/core/sandbox.h"
+#include "src/mcp/http-token.h"
+#include "src/mcp/http.h"
+#include "src/tools/tools.h"
+
+#define NESTED_ADDR "127.0.0.1"
+#define NESTED_PORT 3130
+#define LIST_MAX 1024 /* ids read for a cascade: DEMESNE_MAX_TREE is at most this */
+
+struct endpoint {
+        char id[DM_SANDBOX_ID_LEN];       /* the sandbox it serves */
+        char principal[DM_PRINCIPAL_MAX]; /* what its calls act for: "<maker>/<id>" */
+        enum dm_egress egress;            /* the sandbox's own: its children's is no wider */
+        struct dm_mcphttp *http;
+        struct endpoint *next;
+};
+
+struct dm_nested {
+        pthread_mutex_t lock;
+        struct endpoint *head;
+};
+
+static const char *const egress_names[] = { "none", "package-managers", "open" };
+
+/* The endpoint whose calls act for principal, unlinked when take. */
+static struct endpoint *find_locked(struct dm_nested *n, const char *principal, const char *id, bool take)
+{
+        for (struct endpoint **p = &n->head; *p; p = &(*p)->next) {
+                struct endpoint *e = *p;
+
+                if ((principal && strcmp(e->principal, principal) == 0) || (id && strcmp(e->id, id) == 0)) {
+                        if (take)
+                                *p = e->next;
+                        return e;
+                }
+        }
+        return NULL;
+}
+
+/* The principal of the top nested sandbox of principal's tree: its first
+ * two components ("local/sbx-..."). */
+static void tree_root(const char *principal, char *ret, size_t len)
+{
+        const char *slash = strchr(principal, DM_PRINCIPAL_SEP);
+        const char *end = slash ? strchr(slash + 1, DM_PRINCIPAL_SEP) : NULL;
+        size_t n = end ? (size_t)(end - principal) : strlen(principal);
+
+        snprintf(ret, len, "%.*s", (int)(n < len ? n : len - 1), principal);
+}
+
+static size_t live_below(struct dm_context *ctx, const char *principal, bool exact)
+{
+        return dm_sandbox_ids(ctx, principal, exact, NULL, 0) + dm_jobs_running(ctx->jobs, principal, exact, NULL, 0);
+}
+
+int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask *ask, struct dm_error *err)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        const char *principal = dm_call_principal(call);
+        unsigned depth = dm_principal_depth(principal);
+        struct dm_backend *b;
+        char root[DM_PRINCIPAL_MAX];
+        size_t n;
+
+        if (ask->nested && (int64_t)depth + 1 > ctx->cfg.max_depth)
+                return dm_error_set(err, -EPERM,
+                                    "nested: true would make a sandbox %u levels deep, past the limit of %lld "
+                                    "(DEMESNE_MAX_DEPTH)",
+                                    depth + 1, (long long)ctx->cfg.max_depth);
+        if (ask->nested && dm_context_backend(ctx, &b, err) < 0)
+                return err->code;
+        if (ask->nested && !dm_backend_can(b, DM_CAP_HOST_NETNS))
+                return dm_error_set(err, -EOPNOTSUPP,
+                                    "nested: true needs the sandbox's network namespace on this host, which this "
+                                    "engine does not give (OpenSandbox): the endpoint could not be reached");
+        if (depth == 0)
+                return 0;
+
+        /* A call from inside a nested sandbox. */
+        if (ask->has_allow)
+                return dm_error_set(err, -EPERM,
+                                    "'allow' entries are refused from inside a sandbox: a child's egress is never "
+                                    "wider than its parent's");
+        if (ask->has_host_paths)
+                return dm_error_set(err, -EPERM,
+                                    "host paths are refused from inside a sandbox (files, directories, src): put "
+                                    "what the child needs in it with sandbox_upload's content, or have it fetch it");
+        if (ask->egress) {
+                struct endpoint *e;
+                enum dm_egress mine = DM_EGRESS_NONE;
+
+                if (ctx->nested) {
+                        pthread_mutex_lock(&ctx->nested->lock);
+                        e = find_locked(ctx->nested, principal, NULL, false);
+                        if (e)
+                                mine = e->egress;
+                        pthread_mutex_unlock(&ctx->nested->lock);
+                }
+                if (*ask->egress > mine)
+                        return dm_error_set(err, -EPERM,
+                                            "egress '%s' is wider than this sandbox's own ('%s'): a child gets no "
+                                            "more network than its parent",
+                                            egress_names[*ask->egress], egress_names[mine]);
+        }
+        n = live_below(ctx, principal, true);
+        if ((int64_t)n >= ctx->cfg.max_children)
+                return dm_error_set(err, -EAGAIN,
+                                    "this sandbox has %zu live children (sandboxes and background jobs), the "
+                                    "limit (DEMESNE_MAX_CHILDREN=%lld): destroy or wait for some first",
+                                    n, (long long)ctx->cfg.max_children);
+        tree_root(principal, root, sizeof(root));
+        n = live_below(ctx, root, false);
+        if ((int64_t)n >= ctx->cfg.max_tree)
+                return dm_error_set(err, -EAGAIN,
+                                    "this tree of sandboxes has %zu live sandboxes and background jobs, the limit "
+                                    "(DEMESNE_MAX_TREE=%lld)",
+                                    n, (long long)ctx->cfg.max_tree);
+        return 0;
+}
+
+const char *dm_tools_nested_egress_default(struct dm_call *call)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        const char *principal = dm_call_principal(call), *def = dm_egress_default(ctx);
+        struct endpoint *e;
+        enum dm_egress cap = DM_EGRESS_NONE;
+
+        if (dm_principal_depth(principal) == 0)
+                return def;
+        if (ctx->nested) {
+                pthread_mutex_lock(&ctx->nested->lock);
+                e = find_locked(ctx->nested, principal, NULL, false);
+                if (e)
+                        cap = e->egress;
+                pthread_mutex_unlock(&ctx->nested->lock);
+        }
+        for (int i = DM_EGRESS_NONE; i < (int)cap; i++)
+                if (strcmp(def, egress_names[i]) == 0)
+                        return def;
+        return egress_names[cap];
+}
+
+int dm_tools_nested_env(char token[65], char ***env)
+{
+        size_t n = 0;
+        char **grown;
+
+        if (dm_mcphttp_token_generate(token) < 0)
+                return -EIO;
+        while (*env && (*env)[n])
+                n++;
+        grown = realloc(*env, (n + 3) * sizeof(*grown));
+        if (!grown)
+                return -ENOMEM;
+        *env = grown;
+        grown[n] = NULL;
+        if (asprintf(&grown[n], "DEMESNE_MCP_URL=http://" NESTED_ADDR ":%d/mcp", NESTED_PORT) < 0) {
+                grown[n] = NULL;
+                return -ENOMEM;
+        }
+        grown[n + 1] = NULL;
+        if (asprintf(&grown[n + 1], "DEMESNE_MCP_TOKEN=%s", token) < 0) {
+                grown[n + 1] = NULL;
+                return -ENOMEM;
+        }
+        grown[n + 2] = NULL;
+        return 0;
+}
+
+int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, const char *token, enum dm_egress egress,
+                         struct dm_error *err)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons(NESTED_PORT) };
+        struct dm_mcphttp_options o;
+        struct endpoint *e;
+        int pid, fd = -1, r;
+
+        if (!ctx->nested)
+                return dm_error_set(err, -EINVAL, "nested sandboxes need the MCP server (demesne serve)");
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        snprintf(e->id, sizeof(e->id), "%s", sb->id);
+        e->egress = egress;
+        if ((size_t)snprintf(e->principal, sizeof(e->principal), "%s%c%s", dm_call_principal(call), DM_PRINCIPAL_SEP,
+                             sb->id) >= sizeof(e->principal)) {
+                free(e);
+                return dm_error_set(err, -ENAMETOOLONG, "the caller's principal is too long to nest under");
+        }
+        inet_pton(AF_INET, NESTED_ADDR, &addr.sin_addr);
+        r = dm_sandbox_pid(ctx, sb, &pid, err);
+        if (r >= 0)
+                r = dm_netns_listen(pid, &addr, 1, NULL, 0, &fd, err);
+        if (r < 0) {
+                free(e);
+                return dm_error_wrap(err, "make the MCP endpoint in sandbox '%s'", sb->id);
+        }
+        dm_mcphttp_options_init(&o);
+        o.use_listen_fd = true;
+        o.listen_fd = fd;
+        o.token = token;
+        o.principal = e->principal;
+        o.max_message = (size_t)ctx->cfg.max_message;
+        o.max_sessions = 8;
+        o.max_streams = 16;
+        o.max_connections = 32;
+        o.max_connections_per_ip = 32;
+        r = dm_mcphttp_start(dm_call_server(call), &o, &e->http, err);
+        if (r < 0) {
+                free(e);
+                return dm_error_wrap(err, "serve the MCP endpoint of sandbox '%s'", sb->id);
+        }
+        pthread_mutex_lock(&ctx->nested->lock);
+        e->next = ctx->nested->head;
+        ctx->nested->head = e;
+        pthread_mutex_unlock(&ctx->nested->lock);
+        log_info("sandbox %s: its MCP endpoint is http://" NESTED_ADDR ":%d/mcp inside it, for principal '%s'", sb->id,
+                 NESTED_PORT, e->principal);
+        return 0;
+}
+
+/* A sandbox was destroyed: its endpoint stops (its calls are cancelled
+ * and waited for), then what its calls made goes: the subtree's jobs are
+ * cancelled and its sandboxes destroyed (each of those may end a subtree
+ * of its own the same way). */
+static void after_destroy(struct dm_context *ctx, const char *id)
+{
+        char principal[DM_PRINCIPAL_MAX], job_ids[64][32];
+        char(*ids)[DM_SANDBOX_ID_LEN];
+        struct endpoint *e;
+        struct dm_error err = { 0 };
+        size_t n;
+
+        pthread_mutex_lock(&ctx->nested->lock);
+        e = find_locked(ctx->nested, NULL, id, true);
+        pthread_mutex_unlock(&ctx->nested->lock);
+        if (!e)
+                return;
+        snprintf(principal, sizeof(principal), "%s", e->principal);
+        dm_mcphttp_stop(e->http);
+        free(e);
+
+        n = dm_jobs_running(ctx->jobs, principal, false, job_ids, 64);
+        for (size_t i = 0; i < n && i < 64; i++) {
+                enum dm_job_status st;
+
+                dm_jobs_cancel(ctx->jobs, job_ids[i], 10000, &st);
+        }
+        ids = calloc(LIST_MAX, sizeof(*ids));
+        n = ids ? dm_sandbox_ids(ctx, principal, false, ids, LIST_MAX) : 0;
+        for (size_t i = 0; i < n && i < LIST_MAX; i++) {
+                if (dm_sandbox_destroy(ctx, ids[i], &err) < 0 && err.code != -ENOENT)
+                        log_warning("sandbox %s (below %s): %s", ids[i], id, err.msg);
+                dm_error_clear(&err);
+        }
+        free(ids);
+        log_info("sandbox %s: its MCP endpoint stopped, %zu sandbox%s below it destroyed", id, n, n == 1 ? "" : "es");
+}
+
+void dm_tools_nested_init(struct dm_context *ctx)
+{
+        struct dm_nested *n = calloc(1, sizeof(*n));
+
+        if (!n)
+                return;
+        pthread_mutex_init(&n->lock, NULL);
+        ctx->nested = n;
+        ctx->after_sandbox_destroy = after_destroy;
+}
+
+void dm_tools_nested_release(struct dm_context *ctx)
+{
+        struct dm_nested *n = ctx ? ctx->nested : NULL;
+        struct endpoint *e;
+
+        if (!n)
+                return;
+        ctx->after_sandbox_destroy = NULL;
+        for (;;) {
+                pthread_mutex_lock(&n->lock);
+                e = n->head;
+                if (e)
+                        n->head = e->next;
+                pthread_mutex_unlock(&n->lock);
+                if (!e)
+                        break;
+                dm_mcphttp_stop(e->http);
+                free(e);
+        }
+        pthread_mutex_destroy(&n->lock);
+        free(n);
+        ctx->nested = NULL;
+}

@@ -1,0 +1,38 @@
+# SPDX-License-Identifier: MIT
+# Sourced by the shell tests: what a test's output root left in the engine.
+#
+#   containers_left ROOT   the ids of the containers (running or not) with the
+#                          label of a server of output root ROOT, after waiting
+#                          up to 10 s for removals in flight; a sentence in
+#                          parentheses when neither the engine's socket
+#                          (DOCKER_HOST, DEMESNE_ENGINE_HOST, root's Podman
+#                          socket) nor the podman CLI answered.
+#
+# The label is demesne.root=<FNV-1a, 64 bit, of ROOT as given> (src/core/context.c).
+
+root_label() {
+	local s=$1 h=1469598103934665603 i c
+	for ((i = 0; i < ${#s}; i++)); do
+		printf -v c '%d' "'${s:i:1}"
+		h=$(((h ^ c) * 1099511628211))
+	done
+	printf 'demesne.root=%016x' "$h"
+}
+
+containers_left() {
+	local label engine list left
+	label=$(root_label "$1")
+	engine=${DOCKER_HOST:-${DEMESNE_ENGINE_HOST:-unix:///run/podman/podman.sock}}
+	left="(neither the engine at $engine nor the podman CLI answered)"
+	for _ in $(seq 50); do
+		if list=$(curl -sf --unix-socket "${engine#unix://}" -G http://d/v1.41/containers/json \
+			--data-urlencode all=1 --data-urlencode "filters={\"label\":[\"$label\"]}"); then
+			left=$(jq -r '.[].Id' <<<"$list")
+		elif list=$(podman ps -aq --filter "label=$label" 2>/dev/null); then
+			left=$list
+		fi
+		[ -z "$left" ] && break
+		sleep 0.2
+	done
+	printf '%s' "$left"
+}
