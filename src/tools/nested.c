@@ -306,6 +306,10 @@ void dm_tools_nested_release(struct dm_context *ctx)
 
         if (!n)
                 return;
+        /* The TTL reaper destroys sandboxes, and so calls the hook: it
+         * stops first (dm_server_release would stop it later anyway). The
+         * transport has ended, so no call destroys one any more. */
+        dm_sandbox_reaper_stop(ctx);
         ctx->after_sandbox_destroy = NULL;
         for (;;) {
                 pthread_mutex_lock(&n->lock);
