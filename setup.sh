@@ -155,11 +155,15 @@ if [ $test_deps = 1 ] && [ $root = 1 ]; then
 	add_subids dockremap 1879048192:65536
 fi
 
+# npm ci runs in the folder, not with --prefix: --prefix also moves npm's
+# global configuration to PREFIX/etc/npmrc, so the machine's own
+# (/usr/etc/npmrc: a registry mirror, the cafile of a proxy's CA) was lost
+# for every user without the same settings in ~/.npmrc or the environment.
 if [ $test_deps = 1 ]; then
 	say "npm clients for the tests (tests/e2e)"
-	npm ci --prefix "$here/tests/e2e" --no-audit --no-fund --loglevel=error >/dev/null
+	(cd "$here/tests/e2e" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 	say "the MCP conformance suite and the Node 22 it needs (tests/conformance)"
-	npm ci --prefix "$here/tests/conformance" --no-audit --no-fund --loglevel=error >/dev/null
+	(cd "$here/tests/conformance" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 [ $build = 1 ] || exit 0
 

@@ -258,8 +258,10 @@ stage_npm() {
 	command -v npm >/dev/null 2>&1 || dm_die "$name: npm is not on PATH (Debian: apt-get install npm)"
 	cache=${DEMESNE_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/demesne/npm}
 	mkdir -p "$cache"
+	# In the folder (env -C), not with --prefix, which would also move
+	# npm's global configuration away from the machine's /usr/etc/npmrc.
 	step "$name" "npm ci on the host ($(grep -c '"node_modules/' "$ctx/npm/package-lock.json") packages)" \
-		npm ci --prefix "$ctx/npm" --ignore-scripts --no-audit --no-fund --loglevel=error \
+		env -C "$ctx/npm" npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
 		--cache "$cache"
 }
 

@@ -37,7 +37,7 @@ const BASELINE = path.join(DIR, 'expected-failures.yml');
 const AUTH_PRELOAD = pathToFileURL(path.join(h.E2E_DIR, 'lib', 'conformance-auth.mjs')).href;
 const UNDICI = path.join(DIR, 'node_modules', 'undici');
 if (!fs.existsSync(NODE22) || !fs.existsSync(CLI)) {
-  process.stdout.write('1..0 # SKIP tests/conformance/node_modules is missing: run `npm ci --prefix tests/conformance`\n');
+  process.stdout.write('1..0 # SKIP tests/conformance/node_modules is missing: run `(cd tests/conformance && npm ci)`\n');
   process.exit(77);
 }
 const { startHttpServer } = await import('./lib/http-server.mjs');

@@ -86,7 +86,7 @@ export function skip(n, reason) {
 /** Exit 77 with a TAP skip plan when the e2e dependencies are not installed. */
 export function requireNodeModules() {
   if (!fs.existsSync(path.join(NODE_MODULES, '@modelcontextprotocol'))) {
-    process.stdout.write(`1..0 # SKIP tests/e2e/node_modules is missing: run \`npm ci --prefix tests/e2e\` first\n`);
+    process.stdout.write(`1..0 # SKIP tests/e2e/node_modules is missing: run \`(cd tests/e2e && npm ci)\` first\n`);
     process.exit(77);
   }
 }
