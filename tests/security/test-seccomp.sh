@@ -33,6 +33,9 @@ left_behind() {
 cp "$probe" "$tmp/seccomp-probe"
 run -f "$tmp/seccomp-probe" -- /in/seccomp-probe
 sed 's/^/# /' "$tmp/out.txt"
+# A run that failed in demesne itself (125) says why, or the probes below
+# all fail with nothing to go on.
+[ "$rc" = 0 ] || tail -n 8 "$tmp/err.txt" | sed 's/^/# stderr: /'
 for c in unshare-newuser x32-unshare i386-unshare clone3-enosys io_uring_setup personality-read-implies-exec \
 	personality-query-allowed proc1-mem proc1-fd-readlink proc1-fd-open proc1-environ no-inherited-fds \
 	chmod-4755 chmod-2755 fchmod-6755 fchmodat-4755 fchmodat2-2755 chmod-0755-allowed no-setid-bit; do
