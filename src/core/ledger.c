@@ -546,7 +546,9 @@ json_object *dm_ledger_report(const char *output_root, const char *my_owner, con
                 ledger_release(&l);
                 return NULL;
         }
-        qsort(l.rows, l.n, sizeof(*l.rows), by_start);
+        /* No rows is no array at all: qsort must not see its NULL. */
+        if (l.n > 1)
+                qsort(l.rows, l.n, sizeof(*l.rows), by_start);
         out = json_object_new_object();
         rows = json_object_new_array();
         usage = zero_tokens();
