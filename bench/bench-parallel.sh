@@ -11,7 +11,7 @@
 # default 8), ROUNDS (default 5), PAUSE_MS between rounds (default 5000: a warm
 # pool refills meanwhile), PODMAN_N (default 10), IMAGE, PODMAN, and
 # DEMESNE_POOL as the server should have it (default: the server's, 2).
-# Needs node and tests/e2e/node_modules (npm ci --prefix tests/e2e).
+# Needs node and tests/e2e/node_modules ((cd tests/e2e && npm ci)).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
