@@ -71,7 +71,7 @@ static int run_shim(struct dm_context *ctx, struct dm_exec_target *t, const stru
         struct dm_exec_request with_env = *xreq;
         struct dm_egress_run *egress = NULL;
         struct dm_launched l;
-        char **extra = NULL;
+        char **extra = NULL, **started = NULL;
         _cleanup_free_ const char **env = NULL;
         int r;
 
@@ -94,14 +94,20 @@ static int run_shim(struct dm_context *ctx, struct dm_exec_target *t, const stru
                 dm_egress_stop(ctx, egress, false);
                 return r;
         }
+        if (req->on_started && (r = req->on_started(req->started_userdata, res->run_id, l.pid, &started, err)) < 0) {
+                strv_free(extra);
+                dm_egress_stop(ctx, egress, false);
+                return r;
+        }
         /* Bottom to top: the caller's environment (a warm container was made
          * without it; a cold one has it as its own, under the command's),
-         * the egress proxy's, the agent's (its NO_PROXY wins). */
+         * the egress proxy's, the agent's (its NO_PROXY wins), the hook's. */
         env = dm_exec_env((const char *const *const[]){ warm ? req->env : NULL, dm_egress_env(egress),
-                                                        (const char *const *)extra },
-                          3);
+                                                        (const char *const *)extra, (const char *const *)started },
+                          4);
         if (!env) {
                 strv_free(extra);
+                strv_free(started);
                 dm_egress_stop(ctx, egress, false);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
@@ -111,6 +117,7 @@ static int run_shim(struct dm_context *ctx, struct dm_exec_target *t, const stru
          * removes it; only the proxy listener goes now. */
         dm_egress_stop(ctx, egress, false);
         strv_free(extra);
+        strv_free(started);
         return r < 0 ? dm_error_wrap(err, "run the command") : 0;
 }
 
@@ -427,6 +434,12 @@ started:
                         .stop_fd = stop_fd,
                 };
 
+                if (!host && req->on_started) {
+                        r = dm_error_set(err, -ENOTSUP,
+                                         "this run needs demesne-shim (its hook runs before the command), which is "
+                                         "off (DEMESNE_SHIM=off) or which this backend cannot mount");
+                        goto out;
+                }
                 /* Without attach (OpenSandbox) the command is an exec, whose
                  * exit code comes from the exec. */
                 r = host ? run_shim(ctx, &t, warm ? &warm->launched : NULL, &xreq, &sink, req, res, &xres, err)

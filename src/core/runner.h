@@ -65,6 +65,14 @@ struct dm_run_request {
         const char *job_id;
         const char *parent_run_id;
         const char *ledger_kind; /* the ledger's kind when not kind ("research") */
+
+        /* Optional, with demesne-shim only: called once the container runs
+         * and its network is in place, before the command starts, with the
+         * run's id and the host pid of its PID 1 (for its namespaces); may
+         * return environment entries for the command as on_network does.
+         * A failure ends the run with that error. */
+        int (*on_started)(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err);
+        void *started_userdata;
 };
 
 struct dm_run_result {

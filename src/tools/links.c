@@ -45,7 +45,7 @@ struct dm_mcp_server *dm_tools_server_new(struct dm_context *ctx)
 
         if (srv && ctx) {
                 dm_mcp_server_set_resources(srv, &outputs_ops, ctx);
-                dm_tools_nested_init(ctx);
+                dm_tools_nested_init(ctx, srv);
         }
         return srv;
 }

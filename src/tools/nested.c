@@ -48,6 +48,7 @@ struct endpoint {
 struct dm_nested {
         pthread_mutex_t lock;
         struct endpoint *head;
+        struct dm_mcp_server *srv; /* what the endpoints serve */
 };
 
 static const char *const egress_names[] = { "none", "package-managers", "open" };
@@ -197,34 +198,33 @@ int dm_tools_nested_env(char token[65], char ***env)
         return 0;
 }
 
-int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, const char *token, enum dm_egress egress,
-                         struct dm_error *err)
+/* Serves the endpoint of sandbox or run id, whose PID 1 is pid, behind
+ * token, for "<maker>/<id>". */
+static int open_endpoint(struct dm_context *ctx, const char *maker, const char *id, int pid, const char *token,
+                         enum dm_egress egress, struct dm_error *err)
 {
-        struct dm_context *ctx = dm_call_context(call);
         struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons(NESTED_PORT) };
         struct dm_mcphttp_options o;
         struct endpoint *e;
-        int pid, fd = -1, r;
+        int fd = -1, r;
 
-        if (!ctx->nested)
+        if (!ctx->nested || !ctx->nested->srv)
                 return dm_error_set(err, -EINVAL, "nested sandboxes need the MCP server (demesne serve)");
         e = calloc(1, sizeof(*e));
         if (!e)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        snprintf(e->id, sizeof(e->id), "%s", sb->id);
+        snprintf(e->id, sizeof(e->id), "%s", id);
         e->egress = egress;
-        if ((size_t)snprintf(e->principal, sizeof(e->principal), "%s%c%s", dm_call_principal(call), DM_PRINCIPAL_SEP,
-                             sb->id) >= sizeof(e->principal)) {
+        if ((size_t)snprintf(e->principal, sizeof(e->principal), "%s%c%s", maker && maker[0] ? maker : "local",
+                             DM_PRINCIPAL_SEP, id) >= sizeof(e->principal)) {
                 free(e);
                 return dm_error_set(err, -ENAMETOOLONG, "the caller's principal is too long to nest under");
         }
         inet_pton(AF_INET, NESTED_ADDR, &addr.sin_addr);
-        r = dm_sandbox_pid(ctx, sb, &pid, err);
-        if (r >= 0)
-                r = dm_netns_listen(pid, &addr, 1, NULL, 0, &fd, err);
+        r = dm_netns_listen(pid, &addr, 1, NULL, 0, &fd, err);
         if (r < 0) {
                 free(e);
-                return dm_error_wrap(err, "make the MCP endpoint in sandbox '%s'", sb->id);
+                return dm_error_wrap(err, "make the MCP endpoint in '%s'", id);
         }
         dm_mcphttp_options_init(&o);
         o.use_listen_fd = true;
@@ -236,25 +236,42 @@ int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, cons
         o.max_streams = 16;
         o.max_connections = 32;
         o.max_connections_per_ip = 32;
-        r = dm_mcphttp_start(dm_call_server(call), &o, &e->http, err);
+        r = dm_mcphttp_start(ctx->nested->srv, &o, &e->http, err);
         if (r < 0) {
                 free(e);
-                return dm_error_wrap(err, "serve the MCP endpoint of sandbox '%s'", sb->id);
+                return dm_error_wrap(err, "serve the MCP endpoint of '%s'", id);
         }
         pthread_mutex_lock(&ctx->nested->lock);
         e->next = ctx->nested->head;
         ctx->nested->head = e;
         pthread_mutex_unlock(&ctx->nested->lock);
-        log_info("sandbox %s: its MCP endpoint is http://" NESTED_ADDR ":%d/mcp inside it, for principal '%s'", sb->id,
-                 NESTED_PORT, e->principal);
+        log_info("%s: its MCP endpoint is http://" NESTED_ADDR ":%d/mcp inside it, for principal '%s'", id, NESTED_PORT,
+                 e->principal);
         return 0;
 }
 
-/* A sandbox was destroyed: its endpoint stops (its calls are cancelled
- * and waited for), then what its calls made goes: the subtree's jobs are
- * cancelled and its sandboxes destroyed (each of those may end a subtree
- * of its own the same way). */
-static void after_destroy(struct dm_context *ctx, const char *id)
+int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, const char *token, enum dm_egress egress,
+                         struct dm_error *err)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        int pid, r = dm_sandbox_pid(ctx, sb, &pid, err);
+
+        if (r < 0)
+                return dm_error_wrap(err, "make the MCP endpoint in sandbox '%s'", sb->id);
+        return open_endpoint(ctx, dm_call_principal(call), sb->id, pid, token, egress, err);
+}
+
+int dm_tools_nested_open_run(struct dm_context *ctx, const char *maker, const char *run_id, int pid, const char *token,
+                             enum dm_egress egress, struct dm_error *err)
+{
+        return open_endpoint(ctx, maker, run_id, pid, token, egress, err);
+}
+
+/* A sandbox was destroyed, or a run ended: its endpoint stops (its calls
+ * are cancelled and waited for), then what its calls made goes: the
+ * subtree's jobs are cancelled and its sandboxes destroyed (each of those
+ * may end a subtree of its own the same way). */
+void dm_tools_nested_end(struct dm_context *ctx, const char *id)
 {
         char principal[DM_PRINCIPAL_MAX], job_ids[64][32];
         char(*ids)[DM_SANDBOX_ID_LEN];
@@ -262,6 +279,8 @@ static void after_destroy(struct dm_context *ctx, const char *id)
         struct dm_error err = { 0 };
         size_t n;
 
+        if (!ctx->nested)
+                return;
         pthread_mutex_lock(&ctx->nested->lock);
         e = find_locked(ctx->nested, NULL, id, true);
         pthread_mutex_unlock(&ctx->nested->lock);
@@ -285,18 +304,19 @@ static void after_destroy(struct dm_context *ctx, const char *id)
                 dm_error_clear(&err);
         }
         free(ids);
-        log_info("sandbox %s: its MCP endpoint stopped, %zu sandbox%s below it destroyed", id, n, n == 1 ? "" : "es");
+        log_info("%s: its MCP endpoint stopped, %zu sandbox%s below it destroyed", id, n, n == 1 ? "" : "es");
 }
 
-void dm_tools_nested_init(struct dm_context *ctx)
+void dm_tools_nested_init(struct dm_context *ctx, struct dm_mcp_server *srv)
 {
         struct dm_nested *n = calloc(1, sizeof(*n));
 
         if (!n)
                 return;
         pthread_mutex_init(&n->lock, NULL);
+        n->srv = srv;
         ctx->nested = n;
-        ctx->after_sandbox_destroy = after_destroy;
+        ctx->after_sandbox_destroy = dm_tools_nested_end;
 }
 
 void dm_tools_nested_release(struct dm_context *ctx)

@@ -102,9 +102,17 @@ int dm_tools_nested_env(char token[65], char ***env);
  * principal "<the call's principal>/<sb's id>"; egress is sb's own. */
 int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, const char *token, enum dm_egress egress,
                          struct dm_error *err);
-/* Sets the hooks up (dm_tools_server_new); stops every endpoint (before
- * the MCP server is freed). */
-void dm_tools_nested_init(struct dm_context *ctx);
+/* The same for a run (sandbox_script with nested: true) whose PID 1 is
+ * pid, for the principal "<maker>/<run_id>". */
+int dm_tools_nested_open_run(struct dm_context *ctx, const char *maker, const char *run_id, int pid, const char *token,
+                             enum dm_egress egress, struct dm_error *err);
+/* A nested sandbox was destroyed or a nested run ended: its endpoint stops,
+ * its subtree's jobs are cancelled and its sandboxes destroyed. Nothing for
+ * an id without an endpoint. */
+void dm_tools_nested_end(struct dm_context *ctx, const char *id);
+/* Sets the hooks up (dm_tools_server_new: srv is what the endpoints
+ * serve); stops every endpoint (before the MCP server is freed). */
+void dm_tools_nested_init(struct dm_context *ctx, struct dm_mcp_server *srv);
 void dm_tools_nested_release(struct dm_context *ctx);
 
 /* All families, in the order tools/list shows them. */

@@ -25,6 +25,9 @@ export DEMESNE_OUTPUT_ROOT=$tmp/out DEMESNE_STATE_DIR=$tmp/state MCP_QUIET=1 MCP
 # Caller allow entries are permitted to the host's caller, so that their
 # refusal from inside is the nested sandbox's rule.
 export DEMESNE_MAX_DEPTH=2 DEMESNE_MAX_CHILDREN=2 DEMESNE_ALLOW_CALLER_EGRESS=1
+# The client below, as a host input of the nested run (sandbox_script).
+mkdir -p "$tmp/in"
+export DEMESNE_ALLOWED_PATHS=$tmp/in
 . "$top/examples/lib/mcp.sh" >/dev/null
 exec 3>&1 >"$tmp/client.log" 2>"$tmp/server.log"
 tap() { ok "$@" >&3; }
@@ -154,6 +157,26 @@ mcp_call sandbox_exec "$(jq -cn --arg id "$b" '{sandbox_id: $id, command: "sh /w
 tap $(jq -e '.structuredContent.stdout | fromjson | .result.structuredContent.sandboxes == []' <<<"$MCP_RESULT" >/dev/null; echo $?) \
 	"the sibling's endpoint still serves"
 mcp_call sandbox_destroy "$(jq -cn --arg id "$b" '{sandbox_id: $id}')"
+
+# 21-23: a nested run: sandbox_script with nested: true, whose command makes
+# a child sandbox and runs a child script through its endpoint; what it
+# made ends with it.
+cp "$tmp/call.sh" "$tmp/in/call.sh"
+cmd=$(cat <<'CMD'
+echo '{"image":"base","egress":"none","ttl_seconds":900}' | sh /in/call.sh sandbox_create
+echo '{"image":"base","command":"echo from-a-run"}' | sh /in/call.sh sandbox_script
+CMD
+)
+mcp_call sandbox_script "$(jq -cn --arg f "$tmp/in/call.sh" --arg c "$cmd" \
+	'{image: "base", egress: "none", nested: true, files: [$f], command: $c}')"
+out=$(field stdout)
+kept=$(sed -n 1p <<<"$out" | jq -r '.result.structuredContent.sandbox_id // empty' 2>/dev/null)
+tap $([ -n "$kept" ]; echo $?) "a nested run makes a child sandbox through its endpoint ($kept$(sed -n 1p <<<"$out" | head -c 200))"
+tap $(sed -n 2p <<<"$out" | jq -r '.result.structuredContent.stdout' 2>/dev/null | grep -qx from-a-run; echo $?) \
+	"and runs a child script"
+mcp_call sandbox_list '{}'
+tap $(jq -e --arg k "$kept" '[.structuredContent.sandboxes[].sandbox_id] | index($k) == null' <<<"$MCP_RESULT" >/dev/null; echo $?) \
+	"the child sandbox ended with the run ($(jq -c '[.structuredContent.sandboxes[].sandbox_id]' <<<"$MCP_RESULT"))"
 mcp_stop
 
 # Nothing is left: no container of this output root.
