@@ -24,6 +24,19 @@ int64_t dm_wall_ms(void)
         return clock_ms(CLOCK_REALTIME);
 }
 
+void dm_monotonic_after(int64_t ms, struct timespec *ret)
+{
+        clock_gettime(CLOCK_MONOTONIC, ret);
+        if (ms < 0)
+                ms = 0;
+        ret->tv_sec += ms / 1000;
+        ret->tv_nsec += (ms % 1000) * 1000000;
+        if (ret->tv_nsec >= 1000000000) {
+                ret->tv_sec++;
+                ret->tv_nsec -= 1000000000;
+        }
+}
+
 void dm_time_format(int64_t seconds, char *buf, size_t len)
 {
         time_t tt = (time_t)seconds;

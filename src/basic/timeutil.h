@@ -9,6 +9,10 @@
 int64_t dm_now_ms(void);
 /* CLOCK_REALTIME in milliseconds since the epoch. */
 int64_t dm_wall_ms(void);
+/* CLOCK_MONOTONIC ms milliseconds from now, for pthread_cond_timedwait on a
+ * condition made with pthread_condattr_setclock(CLOCK_MONOTONIC). */
+struct timespec;
+void dm_monotonic_after(int64_t ms, struct timespec *ret);
 
 /* Seconds since the epoch as RFC 3339 UTC ("2026-12-04T10:00:00Z"). buf
  * holds at least 21 bytes. */

@@ -54,6 +54,13 @@ struct dm_context {
         bool orphans_pending; /* the reaper sweeps dead servers' containers */
         bool warm_pending;    /* the reaper opens the engine */
         bool drained;         /* dm_context_drain ran */
+        /* Calls in flight (runs and sandbox execs), guarded by lock:
+         * background work (removals, the pool's refills) waits for a
+         * quiet moment rather than take the CPU from them. */
+        int busy_n;
+        int64_t busy_end_ms;       /* when the last one ended */
+        int flushing;              /* dm_context_reap_flush is waiting: no yielding */
+        pthread_cond_t quiet_cond; /* CLOCK_MONOTONIC; busy_n went to 0, or a stop */
 
         pthread_mutex_t egress_lock; /* guards proxy */
         struct dm_proxy *proxy;      /* the egress proxy, made on first use (src/core/egress.c) */
@@ -111,6 +118,17 @@ void dm_context_reap_output(struct dm_context *ctx, char *container_id, char *sc
  * wait. An engine that is not there yet is only a warning. (dm_server_start
  * does this, and starts the pool and the TTL reaper.) */
 void dm_context_warm_up(struct dm_context *ctx);
+
+/* A run or a sandbox exec begins or ends (every begin has its end). */
+void dm_context_busy(struct dm_context *ctx, bool begin);
+/* Background work yields to calls: returns once no run or exec has been in
+ * flight for DM_QUIET_GRACE_MS, after DM_QUIET_MAX_MS at most (so a steady
+ * stream of calls delays it, never starves it), or at once when *stop
+ * (read atomically; may be NULL) is set and dm_context_quiet_wake called. */
+#define DM_QUIET_GRACE_MS 30
+#define DM_QUIET_MAX_MS 1000
+void dm_context_wait_quiet(struct dm_context *ctx, const bool *stop);
+void dm_context_quiet_wake(struct dm_context *ctx);
 
 /* Waits until the reap queue is empty. */
 void dm_context_reap_flush(struct dm_context *ctx);

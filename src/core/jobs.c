@@ -327,13 +327,7 @@ static void wait_changed_locked(struct dm_jobs *jobs, int64_t deadline)
                 return;
         if (until > now + WAIT_SLICE_MS)
                 until = now + WAIT_SLICE_MS;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += (until - now) / 1000;
-        ts.tv_nsec += ((until - now) % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-        }
+        dm_monotonic_after(until - now, &ts);
         pthread_cond_timedwait(&jobs->changed, &jobs->lock, &ts);
 }
 

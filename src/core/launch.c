@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "src/core/images.h"
 #include "src/core/limits.h"
 #include "src/core/ownership.h"
 #include "src/basic/log.h"
@@ -205,6 +206,7 @@ int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct 
                 const char *key = "demesne.package-hosts=";
 
                 ret->pid = info.pid;
+                dm_limits_target_from_info(&info, &ret->target);
                 ret->package_hosts[0] = '\0';
                 for (size_t i = 0; info.labels && info.labels[i]; i++)
                         if (strncmp(info.labels[i], key, strlen(key)) == 0)
@@ -306,4 +308,17 @@ int dm_launch_lend(struct dm_backend *b, const char *container_id, struct dm_lau
         }
         log_debug("container '%.12s': root is host uid %u, gid %u", container_id, ids->uid, ids->gid);
         return 0;
+}
+
+int dm_launch_create(struct dm_backend *b, const struct dm_image_info *img, bool autobuild,
+                     const struct dm_image_build_watch *watch, const struct dm_container_spec *spec, char **ret_id,
+                     struct dm_error *err)
+{
+        int r = b->ops->create(b, spec, ret_id, err);
+
+        if (r != -ENOENT || !dm_backend_can(b, DM_CAP_IMAGES))
+                return r;
+        log_info("%s (removed since it was last seen?): looking for the image again", err->msg);
+        r = dm_image_require(b, img, autobuild, watch, err);
+        return r < 0 ? r : b->ops->create(b, spec, ret_id, err);
 }

@@ -23,6 +23,7 @@
 
 #include "backends/backend.h"
 #include "src/core/context.h"
+#include "src/core/limits.h"
 #include "src/core/shimhost.h"
 
 /* Capabilities kept, memory, pids, nofile and nproc limits, no network. */
@@ -86,11 +87,22 @@ bool dm_launch_subids_present(const char *user);
  * accepts only the container's PID 1 from now on and waits for its hello
  * until the monotonic deadline_ms. */
 struct dm_launched {
-        int pid;                  /* the container's PID 1 on the host */
-        char package_hosts[2048]; /* the image's label demesne.package-hosts ("" = none) */
+        int pid;                        /* the container's PID 1 on the host */
+        char package_hosts[2048];       /* the image's label demesne.package-hosts ("" = none) */
+        struct dm_limits_target target; /* the disk watch's, from the same inspect */
 };
 int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct dm_shimhost *h, int64_t deadline_ms,
                          struct dm_launched *ret, struct dm_error *err);
+
+/* b->ops->create. A backend remembers the images it has seen, so a cold
+ * run does not ask each time: when the engine says the image is gone
+ * (removed since), it is required again (built when autobuild) and the
+ * create tried once more. */
+struct dm_image_info;
+struct dm_image_build_watch;
+int dm_launch_create(struct dm_backend *b, const struct dm_image_info *img, bool autobuild,
+                     const struct dm_image_build_watch *watch, const struct dm_container_spec *spec, char **ret_id,
+                     struct dm_error *err);
 
 /* The capabilities every sandbox keeps (all others are dropped). */
 extern const char *const dm_kept_caps[];

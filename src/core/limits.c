@@ -449,30 +449,45 @@ void dm_limits_watch_stop(struct dm_limits_watch *w)
         watch_free(w);
 }
 
+/* The directory part of path into buf ("" when it has none). */
+static void dir_of(const char *path, char *buf, size_t len)
+{
+        const char *slash = path ? strrchr(path, '/') : NULL;
+
+        if (!slash || slash == path)
+                buf[0] = '\0';
+        else
+                snprintf(buf, len, "%.*s", (int)(slash - path), path);
+}
+
+void dm_limits_target_from_info(const struct dm_container_info *info, struct dm_limits_target *t)
+{
+        char hosts_dir[PATH_MAX], log_dir[PATH_MAX];
+
+        memset(t, 0, sizeof(*t));
+        t->pid = info->pid;
+        if (info->upper_dir)
+                snprintf(t->dirs[t->n++], PATH_MAX, "%s", info->upper_dir);
+        /* The directories of /etc/hosts, /etc/hostname and the container's
+         * log: container root can write the first two, its PID 1's output
+         * fills the last. */
+        dir_of(info->hosts_path, hosts_dir, sizeof(hosts_dir));
+        dir_of(info->log_path, log_dir, sizeof(log_dir));
+        if (hosts_dir[0])
+                snprintf(t->dirs[t->n++], PATH_MAX, "%s", hosts_dir);
+        if (log_dir[0] && strcmp(log_dir, hosts_dir) != 0)
+                snprintf(t->dirs[t->n++], PATH_MAX, "%s", log_dir);
+}
+
 void dm_limits_target_read(struct dm_backend *b, const char *id, struct dm_limits_target *t)
 {
         struct dm_container_info info = { 0 };
         struct dm_error err = { 0 };
-        char *slash;
 
         memset(t, 0, sizeof(*t));
         if (b->ops->inspect(b, id, &info, &err) < 0)
                 return;
-        t->pid = info.pid;
-        if (info.upper_dir)
-                snprintf(t->dirs[t->n++], PATH_MAX, "%s", info.upper_dir);
-        /* The directories of /etc/hosts, /etc/hostname and the container's
-         * log: container root can write the first two, its PID 1's output
-         * fills the last. */
-        if (info.hosts_path && (slash = strrchr(info.hosts_path, '/')) && slash != info.hosts_path) {
-                *slash = '\0';
-                snprintf(t->dirs[t->n++], PATH_MAX, "%s", info.hosts_path);
-        }
-        if (info.log_path && (slash = strrchr(info.log_path, '/')) && slash != info.log_path) {
-                *slash = '\0';
-                if (!info.hosts_path || strcmp(info.log_path, info.hosts_path) != 0)
-                        snprintf(t->dirs[t->n++], PATH_MAX, "%s", info.log_path);
-        }
+        dm_limits_target_from_info(&info, t);
         dm_container_info_release(&info);
 }
 

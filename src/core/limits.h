@@ -99,6 +99,9 @@ struct dm_limits_target {
         char dirs[3][PATH_MAX];
 };
 struct dm_backend;
+struct dm_container_info;
+/* From an inspect already made (dm_launch_shim_ready's). */
+void dm_limits_target_from_info(const struct dm_container_info *info, struct dm_limits_target *t);
 /* One inspect. An engine that says nothing of a directory leaves it out;
  * a failed inspect leaves the target empty (trees only). */
 void dm_limits_target_read(struct dm_backend *b, const char *id, struct dm_limits_target *t);

@@ -162,7 +162,6 @@ static int entry_make(struct dm_pool *p, struct dm_pool_entry **ret, struct dm_e
                 r = dm_launch_shim_ready(b, e->container, e->host, dm_now_ms() + DM_SHIM_READY_MS, &e->launched, err);
         if (r < 0)
                 goto fail;
-        dm_limits_target_read(b, e->container, &e->target);
         *ret = e;
         return 0;
 fail:
@@ -177,13 +176,7 @@ static void wait_until(struct dm_pool *p, int64_t until)
 
         if (left <= 0)
                 return;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += left / 1000;
-        ts.tv_nsec += (left % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-        }
+        dm_monotonic_after(left, &ts);
         pthread_cond_timedwait(&p->changed, &p->lock, &ts);
 }
 
@@ -207,6 +200,9 @@ static void *fill_main(void *arg)
                 if (p->stop)
                         break;
                 pthread_mutex_unlock(&p->lock);
+                /* Making a container takes the engine ~100 ms of CPU:
+                 * after the calls of the moment, not among them. */
+                dm_context_wait_quiet(p->ctx, &p->stop);
                 t0 = dm_now_ms();
                 r = entry_make(p, &e, &err);
                 pthread_mutex_lock(&p->lock);
@@ -324,9 +320,10 @@ void dm_pool_stop(struct dm_pool *p)
         if (!p)
                 return;
         pthread_mutex_lock(&p->lock);
-        p->stop = true;
+        __atomic_store_n(&p->stop, true, __ATOMIC_RELEASE); /* read unlocked by dm_context_wait_quiet */
         pthread_cond_broadcast(&p->changed);
         pthread_mutex_unlock(&p->lock);
+        dm_context_quiet_wake(p->ctx);
         pthread_join(p->thread, NULL);
         for (int i = 0; i < p->n_ready; i++)
                 entry_remove(p->ctx, p->ready[i]);

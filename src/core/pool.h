@@ -37,8 +37,7 @@ struct dm_pool_entry {
         char workspace[PATH_MAX + 16];
         char *container; /* the engine's id, owned */
         struct dm_shimhost *host;
-        struct dm_launched launched;
-        struct dm_limits_target target; /* read once, at start: the claim asks the engine nothing */
+        struct dm_launched launched; /* read once, at start: the claim asks the engine nothing */
 };
 
 /* A pool of size warm containers of image, filled by a thread of its own

@@ -62,28 +62,22 @@ static void strv_free(char **v)
         free(v);
 }
 
-/* The command through demesne-shim, once the shim is up and the network
- * in place. */
-static int run_shim(struct dm_context *ctx, struct dm_exec_target *t, const struct dm_launched *warm,
+/* The command through demesne-shim, once the shim is up (l: what
+ * dm_launch_shim_ready said, long ago for a warm container) and the
+ * network in place. warm: the container was made without req->env. */
+static int run_shim(struct dm_context *ctx, struct dm_exec_target *t, const struct dm_launched *l, bool warm,
                     const struct dm_exec_request *xreq, struct dm_exec_sink *sink, const struct dm_run_request *req,
                     struct dm_run_result *res, struct dm_exec_result *xres, struct dm_error *err)
 {
         struct dm_exec_request with_env = *xreq;
         struct dm_egress_run *egress = NULL;
-        struct dm_launched l;
         char **extra = NULL, **started = NULL;
         _cleanup_free_ const char **env = NULL;
         int r;
 
-        /* A warm container's shim connected long ago (src/core/pool.c). */
-        if (warm)
-                l = *warm;
-        else if ((r = dm_launch_shim_ready(t->backend, t->container, t->shim, dm_now_ms() + DM_SHIM_READY_MS, &l,
-                                           err)) < 0)
-                return r;
         /* The network, before the command can send anything. */
         if (dm_egress_needed(req->policy) || req->vendor_port) {
-                r = dm_egress_start_vendor(ctx, req->policy, res->run_id, ctx->owner, l.pid, l.package_hosts,
+                r = dm_egress_start_vendor(ctx, req->policy, res->run_id, ctx->owner, l->pid, l->package_hosts,
                                            res->output_dir, req->vendor_port, &egress, err);
                 if (r < 0)
                         return r;
@@ -94,7 +88,7 @@ static int run_shim(struct dm_context *ctx, struct dm_exec_target *t, const stru
                 dm_egress_stop(ctx, egress, false);
                 return r;
         }
-        if (req->on_started && (r = req->on_started(req->started_userdata, res->run_id, l.pid, &started, err)) < 0) {
+        if (req->on_started && (r = req->on_started(req->started_userdata, res->run_id, l->pid, &started, err)) < 0) {
                 strv_free(extra);
                 dm_egress_stop(ctx, egress, false);
                 return r;
@@ -161,7 +155,8 @@ static void ledger_end(struct dm_context *ctx, const char *run_id, int r, const 
                 log_warning("run %s: %s", run_id, lerr.msg);
 }
 
-int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res, struct dm_error *err)
+static int run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res,
+               struct dm_error *err)
 {
         const struct dm_image_info *img;
         struct dm_backend *b;
@@ -187,6 +182,8 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         struct dm_launch_ids ids;
         struct dm_idmap im = { 0 };
         struct dm_pool_entry *warm = NULL;
+        _cleanup_free_ struct dm_launched *launched = NULL; /* a cold container's shim, once ready */
+        const struct dm_launched *launched_ref = NULL;
         char idmap_stage[PATH_MAX + 16];
         int64_t t0, ledger_t0 = 0;
         int r, shim_mode;
@@ -388,7 +385,10 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
         }
 
         t0 = dm_now_ms();
-        r = b->ops->create(b, &spec, &id, err);
+        r = dm_launch_create(b, img, ctx->cfg.images_autobuild,
+                             &(struct dm_image_build_watch){
+                                     .on_line = req->on_message, .userdata = req->userdata, .cancel = req->cancel },
+                             &spec, &id, err);
         if (r < 0) {
                 dm_error_wrap(err, "create the container");
                 goto out;
@@ -413,9 +413,25 @@ int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_r
                 dm_error_wrap(err, "start the container");
                 goto out;
         }
+        if (host) {
+                /* Its inspect is the disk watch's too (one round trip less). */
+                launched = malloc(sizeof(*launched));
+                if (!launched) {
+                        r = dm_error_set(err, -ENOMEM, "out of memory");
+                        goto out;
+                }
+                r = dm_launch_shim_ready(b, id, host, dm_now_ms() + DM_SHIM_READY_MS, launched, err);
+                if (r < 0)
+                        goto out;
+        }
 started:
+        if (warm)
+                launched_ref = &warm->launched; /* its shim connected long ago (src/core/pool.c) */
+        else
+                launched_ref = launched;
         /* The disk cap's watch, from the command's start. */
-        r = watch_limits(ctx, b, id, warm ? &warm->target : NULL, outdir, workspace, req, &stop_fd, &limits, err);
+        r = watch_limits(ctx, b, id, launched_ref ? &launched_ref->target : NULL, outdir, workspace, req, &stop_fd,
+                         &limits, err);
         if (r < 0)
                 goto out;
         {
@@ -442,7 +458,7 @@ started:
                 }
                 /* Without attach (OpenSandbox) the command is an exec, whose
                  * exit code comes from the exec. */
-                r = host ? run_shim(ctx, &t, warm ? &warm->launched : NULL, &xreq, &sink, req, res, &xres, err)
+                r = host ? run_shim(ctx, &t, launched_ref, warm != NULL, &xreq, &sink, req, res, &xres, err)
                          : dm_exec(&t, &xreq, &sink, &xres, err);
                 if (r < 0)
                         goto out;
@@ -503,5 +519,15 @@ out:
                  * return no half-filled result. */
                 dm_run_result_release(res);
         }
+        return r;
+}
+
+int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res, struct dm_error *err)
+{
+        int r;
+
+        dm_context_busy(ctx, true);
+        r = run(ctx, req, res, err);
+        dm_context_busy(ctx, false);
         return r;
 }

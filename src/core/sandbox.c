@@ -440,7 +440,7 @@ static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct d
         }
         /* The placeholder is ours alone until it is marked adopted. */
         if (r >= 0)
-                dm_limits_target_read(b, sb->container, &e->target);
+                e->target = l.target;
 
         pthread_mutex_lock(&ctx->shim_lock);
         if (r >= 0) {
@@ -642,7 +642,11 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 r = dm_launch_shim_prepare(ctx, sb->shim_dir, &spec, mounts, &n_mounts, &host, err);
         }
         if (r >= 0)
-                r = b->ops->create(b, &spec, &id, err);
+                r = dm_launch_create(b, img, ctx->cfg.images_autobuild,
+                                     &(struct dm_image_build_watch){ .on_line = req->on_message,
+                                                                     .userdata = req->userdata,
+                                                                     .cancel = req->cancel },
+                                     &spec, &id, err);
         if (r >= 0)
                 r = dm_launch_lend(b, id, &ids, (const char *const[]){ sb->output_dir, sb->workspace, NULL }, host,
                                    err);
@@ -665,21 +669,16 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         if (r >= 0)
                 r = record_write(ctx, sb, err);
         if (r >= 0 && host) {
-                struct dm_limits_target *t = calloc(1, sizeof(*t));
                 int r2;
 
-                if (t)
-                        dm_limits_target_read(b, id, t);
                 pthread_mutex_lock(&ctx->shim_lock);
                 r2 = shim_add(ctx, sb->id, host, &entry);
                 if (r2 == 0) {
                         entry->refs--; /* only the list's */
                         entry->egress = egress;
                         egress = NULL;
-                        if (t)
-                                entry->target = *t;
+                        entry->target = l.target; /* from the inspect dm_launch_shim_ready made */
                 }
-                free(t);
                 pthread_mutex_unlock(&ctx->shim_lock);
                 if (r2 < 0)
                         dm_shimhost_free(host); /* the next exec takes the socket over */
@@ -849,8 +848,8 @@ static int exec_in(struct dm_context *ctx, struct dm_backend *b, const struct dm
         return r;
 }
 
-int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const struct dm_sandbox_exec *req,
-                    struct dm_sandbox_exec_result *res, struct dm_error *err)
+static int sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const struct dm_sandbox_exec *req,
+                        struct dm_sandbox_exec_result *res, struct dm_error *err)
 {
         const char *argv[] = { "/bin/bash", "-c", req->command, NULL };
         struct dm_exec_request xreq = {
@@ -954,6 +953,17 @@ out:
         dm_exec_sink_release(&sink);
         if (r < 0 && r != -ECANCELED)
                 dm_sandbox_exec_result_release(res);
+        return r;
+}
+
+int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const struct dm_sandbox_exec *req,
+                    struct dm_sandbox_exec_result *res, struct dm_error *err)
+{
+        int r;
+
+        dm_context_busy(ctx, true);
+        r = sandbox_exec(ctx, sb, req, res, err);
+        dm_context_busy(ctx, false);
         return r;
 }
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/curl.h"
 #include "src/core/limits.h"
 #include "src/basic/buf.h"
 #include "src/basic/timeutil.h"
@@ -587,6 +588,47 @@ static void test_bad_image(void)
         ok(!exists, "and says no");
 }
 
+/* The backend remembers an image it has seen (a cold run does not ask
+ * each time), and forgets it when a create finds it gone. */
+static void test_image_remembered(void)
+{
+        const char *argv[] = { "true", NULL };
+        const char *labels[] = { test_label, NULL };
+        struct dm_curl *http = dm_docker_http(B);
+        struct dm_container_spec spec;
+        struct dm_buf out = { 0 };
+        struct dm_error err = { 0 };
+        char tag[32], ref[96], path[160];
+        char *id = NULL;
+        bool exists = false;
+        long status = 0;
+
+        snprintf(tag, sizeof(tag), "gone-%d", (int)getpid());
+        snprintf(ref, sizeof(ref), "localhost/demesne-test/remembered:%s", tag);
+        snprintf(path, sizeof(path), "/images/%s/tag?repo=localhost/demesne-test/remembered&tag=%s", IMAGE, tag);
+        dm_buf_init(&out, 1 << 20);
+        is_int(dm_curl_request(http, "POST", path, NULL, 30000, &status, &out, clr(&err)), 0, "tag the test image");
+        ok(status == 201 || status == 200, "as %s (%ld)", ref, status);
+        is_int(B->ops->image_exists(B, ref, &exists, clr(&err)), 0, "image_exists");
+        ok(exists, "says yes");
+        snprintf(path, sizeof(path), "/images/%s", ref);
+        dm_buf_release(&out);
+        dm_buf_init(&out, 1 << 20);
+        is_int(dm_curl_request(http, "DELETE", path, NULL, 30000, &status, &out, clr(&err)), 0, "untag it");
+        ok(status == 200, "gone from the engine (%ld)", status);
+        exists = false;
+        is_int(B->ops->image_exists(B, ref, &exists, clr(&err)), 0, "image_exists again");
+        ok(exists, "is answered from memory: still yes");
+        spec_init(&spec, argv, labels);
+        spec.image = ref;
+        is_int(B->ops->create(B, &spec, &id, clr(&err)), -ENOENT, "a create finds it gone: -ENOENT");
+        free(id);
+        exists = true;
+        is_int(B->ops->image_exists(B, ref, &exists, clr(&err)), 0, "image_exists after that");
+        ok(!exists, "asks the engine again, which says no");
+        dm_buf_release(&out);
+}
+
 static void test_response_cap(void)
 {
         struct dm_backend *small = NULL;
@@ -855,6 +897,7 @@ int main(void)
         }
 
         test_out_err_exit();
+        test_image_remembered();
         test_spec_applied();
         test_cpu_and_fsize();
         test_binary();

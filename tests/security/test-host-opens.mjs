@@ -220,8 +220,11 @@ await h.run(async () => {
     }));
     let plant = null;
     let serverPid = 0;
-    const agentContainer = () => engine('ps', '-q', '--filter', 'label=demesne.kind=agent').stdout.trim().split('\n')
-      .filter(Boolean).find((id) => new RegExp(`-${serverPid}-`).test(
+    // The container of the run being made: the last run's may still be there
+    // for a moment (removals wait for a quiet moment between calls).
+    const planted = new Set();
+    const agentContainer = () => engine('ps', '-q', '--no-trunc', '--filter', 'label=demesne.kind=agent').stdout.trim()
+      .split('\n').filter((id) => id && !planted.has(id)).find((id) => new RegExp(`-${serverPid}-`).test(
         engine('inspect', '--format', '{{index .Config.Labels "demesne.owner"}}', id).stdout));
     const relay = http.createServer((req, res) => {
       const go = () => {
@@ -234,6 +237,7 @@ await h.run(async () => {
         const p = plant;
         plant = null;
         const id = agentContainer();
+        if (id) planted.add(id);
         p.result = id ? inC(id, p.script) : { stdout: '', stderr: 'no agent container' };
       }
       go();
