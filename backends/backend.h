@@ -251,21 +251,23 @@ int dm_demux_feed(struct dm_demux *d, const char *data, size_t len, const struct
 
 /* Engine discovery and the embedded default. */
 struct dm_engine_config {
-        const char *host;      /* "unix:///path" or "tcp://h:p"; NULL or "" = discover */
-        bool may_start_podman; /* start `podman system service` when none answers */
-        const char *state_dir; /* where a started service's socket lives (server-owned);
+        const char *host;               /* "unix:///path" or "tcp://h:p"; NULL or "" = discover */
+        bool may_start_podman;          /* start `podman system service` when none answers */
+        const char *state_dir;          /* where a started service's socket lives (server-owned);
                                            NULL = a fresh directory under $TMPDIR, removed after */
-        int64_t response_max;  /* cap on one engine JSON response, bytes; 0 = 16 MiB */
-        bool private_only;     /* skip host, DOCKER_HOST, CONTAINER_HOST and the
+        int64_t response_max;           /* cap on one engine JSON response, bytes; 0 = 16 MiB */
+        bool private_only;              /* skip host, DOCKER_HOST, CONTAINER_HOST and the
                                            well-known sockets: always start the private service
                                            (needs may_start_podman). For tests, and for users who
                                            want their own engine left alone. */
+        const char *backend;            /* the server's DEMESNE_BACKEND: "docker", "opensandbox"; NULL or "" = by
+                                  OPEN_SANDBOX_DOMAIN, else docker */
+        const char *opensandbox_egress; /* the server's DEMESNE_OPENSANDBOX_EGRESS (dm_opensandbox_backend_new) */
 };
 
-/* DEMESNE_BACKEND=opensandbox, or OPEN_SANDBOX_DOMAIN set while
- * DEMESNE_BACKEND is unset or empty, selects the OpenSandbox backend (no
- * discovery); DEMESNE_BACKEND=docker the engine below; anything else is
- * -EINVAL.
+/* cfg->backend "opensandbox", or OPEN_SANDBOX_DOMAIN set while
+ * cfg->backend is NULL or empty, selects the OpenSandbox backend (no
+ * discovery); "docker" the engine below; anything else is -EINVAL.
  * Order: cfg->host, DOCKER_HOST, CONTAINER_HOST, /run/podman/podman.sock,
  * $XDG_RUNTIME_DIR/podman/podman.sock, /var/run/docker.sock; then, when
  * allowed and podman is on PATH, a private `podman system service` whose
@@ -289,8 +291,10 @@ void dm_backend_free(struct dm_backend *b);
  * environment as the original tool was: OPEN_SANDBOX_DOMAIN (host[:port],
  * the lifecycle server; its API is below /v1), OPEN_SANDBOX_PROTOCOL (http,
  * the default, or https), OPEN_SANDBOX_API_KEY (sent to the lifecycle
- * server only, never to execd). -EINVAL with a sentence on a bad value. */
-int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, struct dm_error *err);
+ * server only, never to execd); egress is how its egress sidecar enforces a
+ * policy (the server's DEMESNE_OPENSANDBOX_EGRESS: none, dns, the default
+ * for NULL, or dns+nft). -EINVAL with a sentence on a bad value. */
+int dm_opensandbox_backend_new(int64_t response_max, const char *egress, struct dm_backend **ret, struct dm_error *err);
 
 /* The docker backend on an explicit host, no discovery. */
 int dm_docker_backend_new(const char *host, int64_t response_max, struct dm_backend **ret, struct dm_error *err);

@@ -465,7 +465,7 @@ int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret,
         struct service *svc = NULL;
         int r;
 
-        const char *which = getenv("DEMESNE_BACKEND"), *domain = getenv("OPEN_SANDBOX_DOMAIN");
+        const char *which = cfg->backend, *domain = getenv("OPEN_SANDBOX_DOMAIN");
 
         if (which && which[0] && strcmp(which, "docker") != 0 && strcmp(which, "opensandbox") != 0)
                 return dm_error_set(err, -EINVAL,
@@ -473,7 +473,7 @@ int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret,
                                     "'opensandbox'",
                                     which);
         if ((which && strcmp(which, "opensandbox") == 0) || ((!which || !which[0]) && domain && domain[0]))
-                return dm_opensandbox_backend_new(response_max, ret, err);
+                return dm_opensandbox_backend_new(response_max, cfg->opensandbox_egress, ret, err);
 
         /* A host named by the configuration or the environment is the user's
          * choice, as with the docker CLI: use it or fail, never guess past it. */

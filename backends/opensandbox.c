@@ -900,11 +900,10 @@ static const struct dm_backend_ops osb_ops = {
         .free = osb_free,
 };
 
-int dm_opensandbox_backend_new(int64_t response_max, struct dm_backend **ret, struct dm_error *err)
+int dm_opensandbox_backend_new(int64_t response_max, const char *egress, struct dm_backend **ret, struct dm_error *err)
 {
         const char *domain = getenv("OPEN_SANDBOX_DOMAIN"), *proto = getenv("OPEN_SANDBOX_PROTOCOL"),
-                   *key = getenv("OPEN_SANDBOX_API_KEY"), *proxy = getenv("OPEN_SANDBOX_USE_SERVER_PROXY"),
-                   *egress = getenv("DEMESNE_OPENSANDBOX_EGRESS");
+                   *key = getenv("OPEN_SANDBOX_API_KEY"), *proxy = getenv("OPEN_SANDBOX_USE_SERVER_PROXY");
         _cleanup_free_ char *url = NULL, *key_header = NULL;
         const char *headers[2] = { NULL, NULL };
         struct osb *o;

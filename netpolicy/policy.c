@@ -18,12 +18,6 @@ static uint32_t prefix_mask(unsigned prefix)
         return prefix == 0 ? 0 : 0xffffffffu << (32 - prefix);
 }
 
-bool dm_policy_caller_egress_allowed(void)
-{
-        const char *v = getenv("DEMESNE_ALLOW_CALLER_EGRESS");
-        return v && strcmp(v, "1") == 0;
-}
-
 static int parse_mode(const char *mode, enum dm_egress *ret, struct dm_error *err)
 {
         for (size_t i = 0; dm_egress_names[i]; i++)
@@ -292,10 +286,10 @@ void dm_policy_free(struct dm_policy *p)
         free(p);
 }
 
-int dm_policy_parse_mode(const char *mode, const char *const *allow, enum dm_egress *ret, struct dm_error *err)
+int dm_policy_parse_mode(const char *mode, const char *const *allow, unsigned flags, enum dm_egress *ret,
+                         struct dm_error *err)
 {
         struct dm_policy *p = NULL;
-        unsigned flags = dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0;
         int r;
 
         r = dm_policy_parse(mode, allow, flags, &p, err);

@@ -48,10 +48,9 @@ struct dm_policy {
 };
 
 /* flags of dm_policy_parse */
-#define DM_POLICY_CALLER_ALLOWED 0x1u /* the server accepts caller `allow` entries */
-
-/* Whether the server was started with DEMESNE_ALLOW_CALLER_EGRESS=1. */
-bool dm_policy_caller_egress_allowed(void);
+#define DM_POLICY_CALLER_ALLOWED \
+        0x1u /* the server accepts caller `allow` entries
+                                       * (DEMESNE_ALLOW_CALLER_EGRESS=1, src/core/settings.h) */
 
 /* Parses a mode (NULL means "none") and a NULL-terminated list of allow
  * entries (NULL for none). Fails with -EINVAL and a message that quotes the
@@ -70,9 +69,9 @@ bool dm_policy_needs_network(const struct dm_policy *p);
 /* Frees p; accepts NULL. */
 void dm_policy_free(struct dm_policy *p);
 
-/* Only the mode of what dm_policy_parse would make of mode and allow, with
- * the flags this server's settings give (dm_policy_caller_egress_allowed):
- * the same errors, nothing kept. */
-int dm_policy_parse_mode(const char *mode, const char *const *allow, enum dm_egress *ret, struct dm_error *err);
+/* Only the mode of what dm_policy_parse would make of mode, allow and
+ * flags: the same errors, nothing kept. */
+int dm_policy_parse_mode(const char *mode, const char *const *allow, unsigned flags, enum dm_egress *ret,
+                         struct dm_error *err);
 
 #endif

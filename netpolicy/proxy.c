@@ -671,8 +671,6 @@ int dm_proxy_new(const struct dm_proxy_limits *limits, const char *hosts_file, s
                 p->limits = *limits;
         else
                 dm_proxy_limits_default(&p->limits);
-        if (!hosts_file)
-                hosts_file = getenv("DEMESNE_PROXY_HOSTS");
         if (hosts_file && *hosts_file && !(p->hosts_file = strdup(hosts_file))) {
                 free(p);
                 return dm_error_set(err, -ENOMEM, "out of memory");

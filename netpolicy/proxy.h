@@ -85,9 +85,10 @@ void dm_proxy_limits_default(struct dm_proxy_limits *l);
 struct dm_proxy;
 struct dm_proxy_sandbox;
 
-/* Makes the process-wide proxy. limits NULL = defaults. hosts_file NULL =
- * $DEMESNE_PROXY_HOSTS (unset or empty: none): a hosts(5) file consulted
- * before DNS on every lookup, so pinning takes effect without a restart.
+/* Makes the process-wide proxy. limits NULL = defaults. hosts_file (the
+ * server's DEMESNE_PROXY_HOSTS; NULL or empty: none): a hosts(5) file
+ * consulted before DNS on every lookup, so pinning takes effect without a
+ * restart.
  * Starts no thread. */
 int dm_proxy_new(const struct dm_proxy_limits *limits, const char *hosts_file, struct dm_proxy **ret,
                  struct dm_error *err);

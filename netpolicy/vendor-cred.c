@@ -62,13 +62,13 @@ static const char *env(const char *name)
         return v && *v ? v : NULL;
 }
 
-/* The login file: the override variable, else ~/rel. NULL without HOME. */
-static const char *login_path(const char *override, const char *rel, char *buf, size_t len)
+/* The login file: the operator's (login_file), else ~/rel. NULL without HOME. */
+static const char *login_path(const char *login_file, const char *rel, char *buf, size_t len)
 {
         const char *home = env("HOME");
 
-        if (env(override))
-                return env(override);
+        if (login_file && *login_file)
+                return login_file;
         if (!home)
                 return NULL;
         snprintf(buf, len, "%s/%s", home, rel);
@@ -155,7 +155,7 @@ static int set(struct dm_vendor_cred *c, enum dm_vendor_auth auth, const char *s
         return 0;
 }
 
-static int load_anthropic(struct dm_vendor_cred *c, struct dm_error *err)
+static int load_anthropic(const char *login_file, struct dm_vendor_cred *c, struct dm_error *err)
 {
         char buf[PATH_MAX];
         const char *path, *tok;
@@ -166,10 +166,10 @@ static int load_anthropic(struct dm_vendor_cred *c, struct dm_error *err)
                 return set(c, DM_VENDOR_AUTH_API_KEY, env("ANTHROPIC_API_KEY"), NULL, "ANTHROPIC_API_KEY");
         if (env("CLAUDE_CODE_OAUTH_TOKEN"))
                 return set(c, DM_VENDOR_AUTH_OAUTH, env("CLAUDE_CODE_OAUTH_TOKEN"), NULL, "CLAUDE_CODE_OAUTH_TOKEN");
-        path = login_path("DEMESNE_CLAUDE_CREDENTIALS", ".claude/.credentials.json", buf, sizeof(buf));
+        path = login_path(login_file, ".claude/.credentials.json", buf, sizeof(buf));
         if (!path || !(doc = read_login_file(path))) {
                 if (!path || errno == ENOENT)
-                        return dm_error_set(err, -ENOENT, "%s", dm_vendor_unavailable(DM_VENDOR_ANTHROPIC));
+                        return dm_error_set(err, -ENOENT, "%s", dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, login_file));
                 return dm_error_set(err, -EINVAL, "Claude login file '%s': %s", path,
                                     errno == EINVAL ? "not a JSON file" : strerror(errno));
         }
@@ -181,7 +181,7 @@ static int load_anthropic(struct dm_vendor_cred *c, struct dm_error *err)
         return r;
 }
 
-static int load_openai(struct dm_vendor_cred *c, struct dm_error *err)
+static int load_openai(const char *login_file, struct dm_vendor_cred *c, struct dm_error *err)
 {
         char buf[PATH_MAX];
         const char *path, *key, *tok, *account;
@@ -190,10 +190,10 @@ static int load_openai(struct dm_vendor_cred *c, struct dm_error *err)
 
         if (env("OPENAI_API_KEY"))
                 return set(c, DM_VENDOR_AUTH_API_KEY, env("OPENAI_API_KEY"), NULL, "OPENAI_API_KEY");
-        path = login_path("DEMESNE_CODEX_AUTH", ".codex/auth.json", buf, sizeof(buf));
+        path = login_path(login_file, ".codex/auth.json", buf, sizeof(buf));
         if (!path || !(doc = read_login_file(path))) {
                 if (!path || errno == ENOENT)
-                        return dm_error_set(err, -ENOENT, "%s", dm_vendor_unavailable(DM_VENDOR_OPENAI));
+                        return dm_error_set(err, -ENOENT, "%s", dm_vendor_unavailable(DM_VENDOR_OPENAI, login_file));
                 return dm_error_set(err, -EINVAL, "Codex login file '%s': %s", path,
                                     errno == EINVAL ? "not a JSON file" : strerror(errno));
         }
@@ -214,10 +214,12 @@ static int load_openai(struct dm_vendor_cred *c, struct dm_error *err)
         return r;
 }
 
-int dm_vendor_cred_load(enum dm_vendor provider, struct dm_vendor_cred *ret, struct dm_error *err)
+int dm_vendor_cred_load(enum dm_vendor provider, const char *login_file, struct dm_vendor_cred *ret,
+                        struct dm_error *err)
 {
         struct dm_vendor_cred c;
-        int r = provider == DM_VENDOR_ANTHROPIC ? load_anthropic(&c, err) : load_openai(&c, err);
+        int r = provider == DM_VENDOR_ANTHROPIC ? load_anthropic(login_file, &c, err)
+                                                : load_openai(login_file, &c, err);
 
         if (r == -ENOMEM)
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -227,7 +229,7 @@ int dm_vendor_cred_load(enum dm_vendor provider, struct dm_vendor_cred *ret, str
         return 0;
 }
 
-const char *dm_vendor_unavailable(enum dm_vendor provider)
+const char *dm_vendor_unavailable(enum dm_vendor provider, const char *login_file)
 {
         char buf[PATH_MAX];
         const char *path;
@@ -235,7 +237,7 @@ const char *dm_vendor_unavailable(enum dm_vendor provider)
         if (provider == DM_VENDOR_ANTHROPIC) {
                 if (env("ANTHROPIC_API_KEY") || env("CLAUDE_CODE_OAUTH_TOKEN"))
                         return NULL;
-                path = login_path("DEMESNE_CLAUDE_CREDENTIALS", ".claude/.credentials.json", buf, sizeof(buf));
+                path = login_path(login_file, ".claude/.credentials.json", buf, sizeof(buf));
                 if (path && access(path, R_OK) == 0)
                         return NULL;
                 return "no ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN or ~/.claude/.credentials.json "
@@ -243,7 +245,7 @@ const char *dm_vendor_unavailable(enum dm_vendor provider)
         }
         if (env("OPENAI_API_KEY"))
                 return NULL;
-        path = login_path("DEMESNE_CODEX_AUTH", ".codex/auth.json", buf, sizeof(buf));
+        path = login_path(login_file, ".codex/auth.json", buf, sizeof(buf));
         if (path && access(path, R_OK) == 0)
                 return NULL;
         return "no OPENAI_API_KEY or ~/.codex/auth.json (DEMESNE_CODEX_AUTH) on the host";
@@ -268,12 +270,12 @@ int dm_vendor_token_new(char out[65])
         return 0;
 }
 
-const char *dm_vendor_prices_path(void)
+const char *dm_vendor_prices_path(const char *given)
 {
         static const char *const candidates[] = { DM_PKGDATADIR "/prices.json", DM_SRCDIR "/data/prices.json" };
 
-        if (env("DEMESNE_PRICES"))
-                return env("DEMESNE_PRICES");
+        if (given && *given)
+                return given;
         for (size_t i = 0; i < DM_ARRAY_SIZE(candidates); i++)
                 if (access(candidates[i], R_OK) == 0)
                         return candidates[i];

@@ -728,7 +728,7 @@ static const char *default_upstream(enum dm_vendor provider, enum dm_vendor_auth
 
 static int load_prices(struct dm_vendor_proxy *p, const char *path, struct dm_error *err)
 {
-        const char *use = path ? path : dm_vendor_prices_path();
+        const char *use = path ? path : dm_vendor_prices_path(NULL);
         int r = dm_vendor_prices_load(use, &p->prices, err);
 
         if (r == 0 || (r == -ENOENT && !path)) {

@@ -44,16 +44,17 @@ struct dm_vendor_cred {
 
 /* Loads the host's credential for provider, in this order:
  *   Anthropic: $ANTHROPIC_API_KEY, $CLAUDE_CODE_OAUTH_TOKEN, the Claude login
- *     file ($DEMESNE_CLAUDE_CREDENTIALS, default ~/.claude/.credentials.json,
- *     claudeAiOauth.accessToken).
- *   OpenAI: $OPENAI_API_KEY, the Codex login file ($DEMESNE_CODEX_AUTH,
- *     default ~/.codex/auth.json: OPENAI_API_KEY, else tokens.access_token
- *     and tokens.account_id).
+ *     file (login_file, the server's DEMESNE_CLAUDE_CREDENTIALS; NULL:
+ *     ~/.claude/.credentials.json), its claudeAiOauth.accessToken.
+ *   OpenAI: $OPENAI_API_KEY, the Codex login file (login_file, the server's
+ *     DEMESNE_CODEX_AUTH; NULL: ~/.codex/auth.json): OPENAI_API_KEY, else
+ *     tokens.access_token and tokens.account_id.
  * Empty values count as absent. -ENOENT with dm_vendor_unavailable's sentence
  * when there is none, -EINVAL when a login file is there but malformed,
  * -ENOMEM. *ret is written only on success; release it with
  * dm_vendor_cred_release. Login files larger than 1 MiB are refused. */
-int dm_vendor_cred_load(enum dm_vendor provider, struct dm_vendor_cred *ret, struct dm_error *err);
+int dm_vendor_cred_load(enum dm_vendor provider, const char *login_file, struct dm_vendor_cred *ret,
+                        struct dm_error *err);
 /* Wipes (explicit_bzero) and frees the strings. NULL is fine. */
 void dm_vendor_cred_release(struct dm_vendor_cred *c);
 /* Deep copy; 0 or -ENOMEM. */
@@ -61,7 +62,7 @@ int dm_vendor_cred_copy(struct dm_vendor_cred *dst, const struct dm_vendor_cred 
 /* NULL when dm_vendor_cred_load would find a credential, else a static
  * sentence saying what is missing ("no ANTHROPIC_API_KEY, ..."), for tool
  * descriptions. Reads the environment and the file system. */
-const char *dm_vendor_unavailable(enum dm_vendor provider);
+const char *dm_vendor_unavailable(enum dm_vendor provider, const char *login_file);
 /* "anthropic" or "openai". */
 const char *dm_vendor_name(enum dm_vendor provider);
 
@@ -69,9 +70,10 @@ const char *dm_vendor_name(enum dm_vendor provider);
  * 0 or -errno. */
 int dm_vendor_token_new(char out[65]);
 
-/* The price table: $DEMESNE_PRICES, else prices.json in pkgdatadir, else
- * data/prices.json in the source tree (uninstalled runs and tests). */
-const char *dm_vendor_prices_path(void);
+/* The price table: given (the server's DEMESNE_PRICES) when not NULL, else
+ * prices.json in pkgdatadir, else data/prices.json in the source tree
+ * (uninstalled runs and tests). */
+const char *dm_vendor_prices_path(const char *given);
 
 struct dm_vendor_conf {
         enum dm_vendor provider;
@@ -83,7 +85,7 @@ struct dm_vendor_conf {
         struct dm_vendor_cred cred; /* copied; the caller still owns and releases its own */
         const char *usage_path;     /* usage.json, rewritten (tmp + rename) after each response; NULL: none */
         const char *log_path;       /* one line per request decision, O_APPEND; NULL: none */
-        const char *prices_path;    /* NULL: dm_vendor_prices_path(); a missing default file only warns */
+        const char *prices_path;    /* NULL: dm_vendor_prices_path(NULL); a missing default file only warns */
         unsigned max_conns;         /* open connections at once; more → 503; 0: 32 */
         size_t max_body;            /* request body cap; larger → 413; 0: 32 MiB */
         /* The run's spending cap in USD (0: none). Once the priced usage

@@ -438,7 +438,7 @@ int dm_cli_run(int argc, char **argv)
                 free(allow);
                 return 1;
         }
-        if (ctx.roots.n == 0 && !getenv("DEMESNE_ALLOWED_PATHS")) {
+        if (ctx.roots.n == 0 && !ctx.cfg.allowed_paths_given) {
                 /* The person at the terminal names the paths: no allowlist
                  * needed. The refusals (output root, state dir, credential
                  * folders) stay. */

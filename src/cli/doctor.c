@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "netpolicy/vendor.h"
+#include "src/core/agent.h"
 #include "src/core/egress.h"
 #include "src/core/images.h"
 #include "src/core/launch.h"
@@ -230,8 +231,8 @@ static void feature(struct dm_doctor_tally *t, bool good, const char *what, cons
 
 void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_doctor_tally *t)
 {
-        const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC);
-        const char *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI);
+        const char *why_a = dm_agent_unavailable(&ctx->cfg, DM_VENDOR_ANTHROPIC);
+        const char *why_o = dm_agent_unavailable(&ctx->cfg, DM_VENDOR_OPENAI);
         const char *egress = dm_egress_default(ctx);
 
         const char *no_net = NULL;
@@ -379,13 +380,16 @@ void dm_doctor_client_config(const struct dm_context *ctx)
          * this user's image store) and the same operator choices. */
         const char *names[N_ENV] = { "DOCKER_HOST", "DEMESNE_ALLOWED_PATHS", "DEMESNE_OUTPUT_ROOT",
                                      "DEMESNE_ALLOW_CALLER_EGRESS" };
-        const char *vals[N_ENV];
+        /* The engine as the environment names it (discovery may have found
+         * it otherwise); the rest as the settings read them, when given. */
+        const char *docker_host = getenv("DOCKER_HOST");
+        const char *vals[N_ENV] = {
+                docker_host && *docker_host ? docker_host : NULL,
+                ctx->cfg.allowed_paths[0] ? ctx->cfg.allowed_paths : NULL,
+                ctx->cfg.output_root_given ? ctx->cfg.output_root : NULL,
+                ctx->cfg.allow_caller_egress ? "1" : NULL,
+        };
 
-        for (int i = 0; i < N_ENV; i++) {
-                vals[i] = getenv(names[i]);
-                vals[i] = vals[i] && *vals[i] ? vals[i] : NULL;
-        }
-        (void)ctx;
         if (n <= 0)
                 snprintf(self, sizeof(self), "demesne");
         else

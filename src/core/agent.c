@@ -63,7 +63,17 @@ int dm_agent_provider_of(const char *model, enum dm_vendor *ret, struct dm_error
                             model);
 }
 
-int dm_agent_pick_provider(const char *model, enum dm_vendor *ret, struct dm_error *err)
+const char *dm_agent_login_file(const struct dm_config *cfg, enum dm_vendor provider)
+{
+        return provider == DM_VENDOR_ANTHROPIC ? cfg->claude_credentials : cfg->codex_auth;
+}
+
+const char *dm_agent_unavailable(const struct dm_config *cfg, enum dm_vendor provider)
+{
+        return dm_vendor_unavailable(provider, dm_agent_login_file(cfg, provider));
+}
+
+int dm_agent_pick_provider(const struct dm_config *cfg, const char *model, enum dm_vendor *ret, struct dm_error *err)
 {
         const char *why;
         int r;
@@ -72,23 +82,24 @@ int dm_agent_pick_provider(const char *model, enum dm_vendor *ret, struct dm_err
                 r = dm_agent_provider_of(model, ret, err);
                 if (r < 0)
                         return r;
-                why = dm_vendor_unavailable(*ret);
+                why = dm_agent_unavailable(cfg, *ret);
                 if (why)
                         return dm_error_set(err, -ENOENT, "model '%s' needs %s credentials on the host: %s", model,
                                             *ret == DM_VENDOR_ANTHROPIC ? "Anthropic (Claude Code)" : "OpenAI (Codex)",
                                             why);
                 return 0;
         }
-        if (!dm_vendor_unavailable(DM_VENDOR_ANTHROPIC)) {
+        if (!dm_agent_unavailable(cfg, DM_VENDOR_ANTHROPIC)) {
                 *ret = DM_VENDOR_ANTHROPIC;
                 return 0;
         }
-        if (!dm_vendor_unavailable(DM_VENDOR_OPENAI)) {
+        if (!dm_agent_unavailable(cfg, DM_VENDOR_OPENAI)) {
                 *ret = DM_VENDOR_OPENAI;
                 return 0;
         }
         return dm_error_set(err, -ENOENT, "no agent provider has credentials on the host: Claude Code: %s; Codex: %s",
-                            dm_vendor_unavailable(DM_VENDOR_ANTHROPIC), dm_vendor_unavailable(DM_VENDOR_OPENAI));
+                            dm_agent_unavailable(cfg, DM_VENDOR_ANTHROPIC),
+                            dm_agent_unavailable(cfg, DM_VENDOR_OPENAI));
 }
 
 /* ---- the files the agent gets ----------------------------------------------- */
@@ -231,6 +242,7 @@ static void ledger_usage(struct dm_context *ctx, const char *usage_path, const s
 }
 
 struct run_state {
+        const struct dm_config *cfg;
         const struct dm_agent_request *req;
         enum dm_vendor provider;
         struct dm_vendor_cred cred;
@@ -268,8 +280,8 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
 {
         struct run_state *st = userdata;
         char ip[INET_ADDRSTRLEN], log_path[PATH_MAX];
-        const char *up = getenv(st->provider == DM_VENDOR_ANTHROPIC ? "DEMESNE_VENDOR_UPSTREAM_ANTHROPIC"
-                                                                    : "DEMESNE_VENDOR_UPSTREAM_OPENAI");
+        /* DEMESNE_VENDOR_UPSTREAM_ANTHROPIC, _OPENAI (tests: a fixture). */
+        const char *up = st->cfg->vendor_upstream[st->provider == DM_VENDOR_ANTHROPIC ? 0 : 1];
         char **env;
         size_t n = 0;
         int r;
@@ -282,11 +294,12 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                           .sin_port = htons(DM_EGRESS_VENDOR_PORT),
                           .sin_addr.s_addr = net->host_addr },
                 .listen_fd = net->vendor_fd, /* rootless: made in the sandbox's namespace */
-                .upstream = up && *up ? up : NULL,
+                .upstream = up,
                 .token = st->token,
                 .cred = st->cred,
                 .usage_path = st->usage_path,
                 .log_path = log_path,
+                .prices_path = st->cfg->prices, /* DEMESNE_PRICES; NULL: the installed table */
                 .max_usd = st->max_usd,
                 .on_cap = on_cap,
                 .cap_userdata = st,
@@ -443,7 +456,9 @@ static int check_output_path(const char *p, const char **ret_rel, struct dm_erro
 int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, struct dm_agent_result *res,
                  struct dm_error *err)
 {
-        struct run_state st = { .req = req, .max_usd = ctx->cfg.agent_max_usd, .limit = { .fd = -1 } };
+        struct run_state st = {
+                .cfg = &ctx->cfg, .req = req, .max_usd = ctx->cfg.agent_max_usd, .limit = { .fd = -1 }
+        };
         struct dm_run_result run = { 0 };
         char dir[PATH_MAX - 64], path[PATH_MAX];
         _cleanup_close_ int outfd = -1;
@@ -456,10 +471,10 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         memset(res, 0, sizeof(*res));
         if (req->output_path && check_output_path(req->output_path, &out_rel, err) < 0)
                 return -EINVAL;
-        r = dm_agent_pick_provider(req->model, &st.provider, err);
+        r = dm_agent_pick_provider(&ctx->cfg, req->model, &st.provider, err);
         if (r < 0)
                 return r;
-        r = dm_vendor_cred_load(st.provider, &st.cred, err);
+        r = dm_vendor_cred_load(st.provider, dm_agent_login_file(&ctx->cfg, st.provider), &st.cred, err);
         if (r < 0)
                 return r;
         if (dm_cancel_init(&st.limit) < 0) {

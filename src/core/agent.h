@@ -27,10 +27,16 @@
  * (Codex). -EINVAL with a message otherwise. */
 int dm_agent_provider_of(const char *model, enum dm_vendor *ret, struct dm_error *err);
 
+/* The login file the settings name for provider (DEMESNE_CLAUDE_CREDENTIALS,
+ * DEMESNE_CODEX_AUTH), NULL for the default; and dm_vendor_unavailable
+ * with it. */
+const char *dm_agent_login_file(const struct dm_config *cfg, enum dm_vendor provider);
+const char *dm_agent_unavailable(const struct dm_config *cfg, enum dm_vendor provider);
+
 /* The provider for a run: model's, which must have a credential; with no
  * model, the first with a credential (Anthropic, then OpenAI). -ENOENT with
  * what is missing for each when none has one. */
-int dm_agent_pick_provider(const char *model, enum dm_vendor *ret, struct dm_error *err);
+int dm_agent_pick_provider(const struct dm_config *cfg, const char *model, enum dm_vendor *ret, struct dm_error *err);
 
 struct dm_agent_request {
         const char *prompt;

@@ -389,6 +389,8 @@ int dm_context_backend(struct dm_context *ctx, struct dm_backend **ret, struct d
                 .may_start_podman = ctx->cfg.may_start_podman,
                 .state_dir = ctx->cfg.state_dir,
                 .response_max = ctx->cfg.engine_response_max,
+                .backend = ctx->cfg.backend,
+                .opensandbox_egress = ctx->cfg.opensandbox_egress,
         };
         int r = 0;
 

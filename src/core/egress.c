@@ -20,6 +20,7 @@
 #include "netpolicy/proxy.h"
 #include "netpolicy/tc.h"
 #include "src/core/launch.h"
+#include "src/core/settings.h"
 #include "src/basic/io.h"
 #include "src/basic/log.h"
 #include "src/basic/timeutil.h"
@@ -54,7 +55,7 @@ static char package_buf[2048];
 static void package_hosts_init(void)
 {
         size_t n = 0;
-        const char *extra = getenv("DEMESNE_EGRESS_PACKAGE_HOSTS");
+        const char *extra = dm_process_settings()->egress_package_hosts;
 
         for (size_t i = 0; builtin_package_hosts[i]; i++)
                 package_hosts[n++] = builtin_package_hosts[i];
@@ -125,7 +126,7 @@ static int proxy_of(struct dm_context *ctx, struct dm_proxy **ret, struct dm_err
                 struct dm_proxy_limits l;
 
                 dm_proxy_limits_default(&l);
-                r = dm_proxy_new(&l, NULL, &ctx->proxy, err);
+                r = dm_proxy_new(&l, ctx->cfg.proxy_hosts, &ctx->proxy, err);
         }
         *ret = ctx->proxy;
         pthread_mutex_unlock(&ctx->egress_lock);

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "src/core/settings.h"
 #include "src/basic/buf.h"
 #include "src/basic/cleanup.h"
 #include "src/basic/log.h"
@@ -47,10 +48,8 @@ static pthread_once_t refs_once = PTHREAD_ONCE_INIT;
 
 static void refs_init(void)
 {
-        const char *repo = getenv("DEMESNE_IMAGE_REPO");
+        const char *repo = dm_process_settings()->image_repo;
 
-        if (!repo || !*repo || strlen(repo) > 160)
-                repo = "localhost/demesne";
         for (size_t i = 0; i < dm_images_count; i++)
                 snprintf(refs[i], sizeof(refs[i]), "%s/%s:latest", repo, dm_images[i].name);
 }
@@ -164,7 +163,7 @@ int dm_image_require(struct dm_backend *b, const struct dm_image_info *img, bool
 const char *dm_images_dir(void)
 {
         static char found[PATH_MAX];
-        const char *env = getenv("DEMESNE_IMAGES_DIR");
+        const char *env = dm_process_settings()->images_dir;
         const char *candidates[] = { DM_PKGDATADIR "/images", DM_SRCDIR "/images" };
         struct stat st;
 

@@ -3,6 +3,7 @@
 #include "src/core/settings.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -153,6 +154,43 @@ static char *dup_env_or(const char *name, const char *fallback)
         return strdup(v && *v ? v : fallback);
 }
 
+/* A copy of a variable that is set and not empty, else NULL; *oom when the
+ * copy failed. */
+static char *dup_env(const char *name, bool *oom)
+{
+        const char *v = getenv(name);
+        char *c;
+
+        if (!v || !*v)
+                return NULL;
+        c = strdup(v);
+        if (!c)
+                *oom = true;
+        return c;
+}
+
+static struct dm_process_settings process_settings;
+static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+
+static void process_settings_read(void)
+{
+        const char *v;
+
+        v = getenv("DEMESNE_IMAGE_REPO");
+        process_settings.image_repo = v && *v && strlen(v) <= 160 ? v : "localhost/demesne";
+        v = getenv("DEMESNE_IMAGES_DIR");
+        process_settings.images_dir = v && *v ? v : NULL;
+        v = getenv("DEMESNE_EGRESS_PACKAGE_HOSTS");
+        process_settings.egress_package_hosts = v && *v ? v : NULL;
+}
+
+/* The environment's own strings: nothing in the server changes these. */
+const struct dm_process_settings *dm_process_settings(void)
+{
+        pthread_once(&process_once, process_settings_read);
+        return &process_settings;
+}
+
 /* The process-wide parts of the egress blocklist (netpolicy/blocked.h): the
  * pool (a bad DEMESNE_SANDBOX_SUBNET is reported where egress is set up, so
  * the default stays blocked here) and DEMESNE_EGRESS_ALLOW_PRIVATE. */
@@ -203,6 +241,26 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
                                   : NULL;
         start = getenv("DEMESNE_IMAGES_AUTOBUILD");
         cfg->images_autobuild = !(start && strcmp(start, "0") == 0);
+        start = getenv("DEMESNE_ALLOW_CALLER_EGRESS");
+        cfg->allow_caller_egress = start && strcmp(start, "1") == 0;
+        cfg->allowed_paths_given = getenv("DEMESNE_ALLOWED_PATHS") != NULL;
+        cfg->output_root_given = getenv("DEMESNE_OUTPUT_ROOT") && *getenv("DEMESNE_OUTPUT_ROOT");
+        {
+                bool oom = false;
+
+                cfg->proxy_hosts = dup_env("DEMESNE_PROXY_HOSTS", &oom);
+                cfg->vendor_upstream[0] = dup_env("DEMESNE_VENDOR_UPSTREAM_ANTHROPIC", &oom);
+                cfg->vendor_upstream[1] = dup_env("DEMESNE_VENDOR_UPSTREAM_OPENAI", &oom);
+                cfg->backend = dup_env("DEMESNE_BACKEND", &oom);
+                cfg->opensandbox_egress = dup_env("DEMESNE_OPENSANDBOX_EGRESS", &oom);
+                cfg->claude_credentials = dup_env("DEMESNE_CLAUDE_CREDENTIALS", &oom);
+                cfg->codex_auth = dup_env("DEMESNE_CODEX_AUTH", &oom);
+                cfg->prices = dup_env("DEMESNE_PRICES", &oom);
+                if (oom) {
+                        dm_config_release(cfg);
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                }
+        }
         /* A secret: not handed down to the processes the server starts. */
         unsetenv("DEMESNE_HTTP_TOKEN");
         if (!cfg->output_root || !cfg->state_dir || !cfg->allowed_paths || !cfg->allow_credential_paths || !cfg->home) {
@@ -276,5 +334,13 @@ void dm_config_release(struct dm_config *cfg)
                 explicit_bzero(cfg->http_token, strlen(cfg->http_token));
         free(cfg->http_token);
         free(cfg->http_token_file);
+        free(cfg->proxy_hosts);
+        free(cfg->vendor_upstream[0]);
+        free(cfg->vendor_upstream[1]);
+        free(cfg->backend);
+        free(cfg->opensandbox_egress);
+        free(cfg->claude_credentials);
+        free(cfg->codex_auth);
+        free(cfg->prices);
         memset(cfg, 0, sizeof(*cfg));
 }

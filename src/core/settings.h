@@ -50,7 +50,28 @@ struct dm_config {
         int64_t max_depth;    /* DEMESNE_MAX_DEPTH, levels of nested sandboxes, default 3 */
         int64_t max_children; /* DEMESNE_MAX_CHILDREN, live sandboxes and jobs a nested one may have, default 8 */
         int64_t max_tree;     /* DEMESNE_MAX_TREE, live sandboxes and jobs below a top nested one, default 32 */
+        /* Read here like the rest; the parts below core get them as arguments. */
+        bool allow_caller_egress; /* DEMESNE_ALLOW_CALLER_EGRESS=1: callers' allow entries and egress open */
+        bool allowed_paths_given; /* DEMESNE_ALLOWED_PATHS is set, even empty (`demesne run` keeps to it) */
+        bool output_root_given;   /* DEMESNE_OUTPUT_ROOT is set (not the default) */
+        char *proxy_hosts;        /* DEMESNE_PROXY_HOSTS: a hosts file the egress proxy resolves with first */
+        char *vendor_upstream[2]; /* DEMESNE_VENDOR_UPSTREAM_ANTHROPIC, _OPENAI: NULL = the vendor's own */
+        char *backend;            /* DEMESNE_BACKEND: docker or opensandbox; NULL = by discovery */
+        char *opensandbox_egress; /* DEMESNE_OPENSANDBOX_EGRESS: how OpenSandbox enforces egress */
+        char *claude_credentials; /* DEMESNE_CLAUDE_CREDENTIALS: NULL = ~/.claude/.credentials.json */
+        char *codex_auth;         /* DEMESNE_CODEX_AUTH: NULL = ~/.codex/auth.json */
+        char *prices;             /* DEMESNE_PRICES: the price table; NULL = the installed one */
 };
+
+/* What every part of the process reads the same way, whether or not it has
+ * a dm_config (the image names, build.sh's folder, the package hosts):
+ * read from the environment once, on first use, here. */
+struct dm_process_settings {
+        const char *image_repo;           /* DEMESNE_IMAGE_REPO, default localhost/demesne */
+        const char *images_dir;           /* DEMESNE_IMAGES_DIR: NULL = the installed build.sh's */
+        const char *egress_package_hosts; /* DEMESNE_EGRESS_PACKAGE_HOSTS: more package hosts; NULL = none */
+};
+const struct dm_process_settings *dm_process_settings(void);
 
 /* Fills cfg from the environment. Bad values are errors naming the variable. */
 int dm_config_load(struct dm_config *cfg, struct dm_error *err);

@@ -207,8 +207,7 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
         /* research: always open. Otherwise as asked; open only where the
          * server allows caller egress, as for sandbox_script. */
         r = dm_policy_parse(a->research ? "open" : dm_args_str(specs, n, a->args, "egress"), NULL,
-                            a->research || dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy,
-                            err);
+                            a->research || ctx->cfg.allow_caller_egress ? DM_POLICY_CALLER_ALLOWED : 0, &policy, err);
         if (r < 0) {
                 *ret_r = r;
                 return NULL;
@@ -277,7 +276,7 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
         /* Before any job starts: a bad model or no credentials is the
          * caller's to fix now. */
         model = dm_args_str(specs, n, args, "model");
-        if (dm_agent_pick_provider(model, &provider, &err) < 0)
+        if (dm_agent_pick_provider(&dm_call_context(call)->cfg, model, &provider, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
         {
                 /* research is open egress: from inside a nested sandbox only
@@ -290,7 +289,8 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                         .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
                 };
 
-                if (!research && dm_policy_parse_mode(dm_args_str(specs, n, args, "egress"), NULL, &egress, &err) < 0)
+                if (!research && dm_policy_parse_mode(dm_args_str(specs, n, args, "egress"), NULL,
+                                                      dm_tools_caller_flags(call), &egress, &err) < 0)
                         return dm_tool_result_error("%s", err.msg);
                 if (dm_tools_nested_check(call, &ask, &err) < 0)
                         return dm_tool_result_error("%s", err.msg);
@@ -367,8 +367,8 @@ static char *describe(const char *what, const char *why_anthropic, const char *w
 void dm_tools_agent_register(void)
 {
         static char *agent_schema, *research_schema, *descriptions[2];
-        const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC),
-                   *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI);
+        const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, dm_args_facts()->login_files[0]),
+                   *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI, dm_args_facts()->login_files[1]);
         size_t k = 0;
 
         if (!why_a)

@@ -56,6 +56,8 @@ struct dm_args_facts {
         bool caller_egress;         /* 'open' and 'allow' permitted */
         const char *allowed_paths;  /* colon-separated roots, "" = none */
         const char *images;         /* which images are built here, which not (a sentence), or NULL */
+        const char *login_files[2]; /* the Claude and Codex login files named by the server's settings
+                                       (DEMESNE_CLAUDE_CREDENTIALS, DEMESNE_CODEX_AUTH); NULL: the default */
 };
 void dm_args_set_facts(const struct dm_args_facts *f);
 const struct dm_args_facts *dm_args_facts(void);

@@ -111,8 +111,9 @@ void dm_tools_configure(struct dm_context *ctx)
 
         struct dm_args_facts f = {
                 .egress_default = ctx ? dm_egress_default(ctx) : "none",
-                .caller_egress = dm_policy_caller_egress_allowed(),
+                .caller_egress = ctx && ctx->cfg.allow_caller_egress,
                 .allowed_paths = ctx && ctx->roots.n ? ctx->cfg.allowed_paths : "",
+                .login_files = { ctx ? ctx->cfg.claude_credentials : NULL, ctx ? ctx->cfg.codex_auth : NULL },
         };
 
         free(images);

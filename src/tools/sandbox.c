@@ -197,8 +197,7 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         egress = json_object_object_get_ex(args, "egress", NULL)
                          ? dm_args_str(create_args, N(create_args), args, "egress")
                          : dm_tools_nested_egress_default(call);
-        if (dm_policy_parse(egress, allow, dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy,
-                            &err) < 0)
+        if (dm_policy_parse(egress, allow, dm_tools_caller_flags(call), &policy, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
 
         files = dm_args_strv(args, "files");

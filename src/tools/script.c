@@ -226,7 +226,7 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
         r = dm_policy_parse(json_object_object_get_ex(args, "egress", NULL)
                                     ? dm_args_str(script_args, N_ARGS, args, "egress")
                                     : dm_egress_default(ctx),
-                            allow, dm_policy_caller_egress_allowed() ? DM_POLICY_CALLER_ALLOWED : 0, &policy, err);
+                            allow, ctx->cfg.allow_caller_egress ? DM_POLICY_CALLER_ALLOWED : 0, &policy, err);
         if (r < 0) {
                 dm_args_strv_free(env);
                 *ret_r = r;
@@ -309,7 +309,8 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         if (!json_object_object_get_ex(args, "egress", NULL) && dm_principal_depth(dm_call_principal(call)) > 0)
                 json_object_object_add(args, "egress", json_object_new_string(dm_tools_nested_egress_default(call)));
         allow = dm_args_strv(args, "allow");
-        if (dm_policy_parse_mode(dm_args_str(script_args, N_ARGS, args, "egress"), allow, &egress, &err) < 0)
+        if (dm_policy_parse_mode(dm_args_str(script_args, N_ARGS, args, "egress"), allow, dm_tools_caller_flags(call),
+                                 &egress, &err) < 0)
                 return dm_tool_result_error("%s", err.msg);
         {
                 _cleanup_free_ const char **files = dm_args_strv(args, "files"),

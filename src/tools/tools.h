@@ -23,6 +23,13 @@ static inline struct dm_context *dm_call_context(struct dm_call *call)
         return dm_call_app(call);
 }
 
+/* dm_policy_parse's flags for a caller's egress and allow entries on this
+ * server (DEMESNE_ALLOW_CALLER_EGRESS). */
+static inline unsigned dm_tools_caller_flags(struct dm_call *call)
+{
+        return dm_call_context(call)->cfg.allow_caller_egress ? DM_POLICY_CALLER_ALLOWED : 0;
+}
+
 /* The MCP server for ctx: tools see ctx through dm_call_context; the run
  * outputs ctx's principals claimed are served as resources after the
  * skills. NULL when out of memory. */

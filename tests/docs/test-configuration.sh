@@ -6,11 +6,13 @@
 # string literals that are a variable's name ("DEMESNE_X" or "DEMESNE_X=...")
 # in src/, backends/ and netpolicy/, and ${DEMESNE_X} in the image scripts.
 # A new variable without a row, or a row for a variable nothing uses, fails.
+# And every DEMESNE_ variable is read in one place, src/core/settings.c: no
+# getenv("DEMESNE_...") anywhere else in the program.
 set -euo pipefail
 top=${top_srcdir:-$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)}
 page=$top/docs/reference/configuration.md
 
-echo "1..3"
+echo "1..4"
 [ -f "$page" ] && echo "ok 1 - docs/reference/configuration.md exists" ||
 	{ echo "not ok 1 - $page is missing"; exit 1; }
 
@@ -39,4 +41,12 @@ else
 	echo "not ok 3 - rows in docs/reference/configuration.md for variables nothing uses:"
 	printf '#   %s\n' $stale
 fi
-[ -z "$missing" ] && [ -z "$stale" ]
+elsewhere=$(grep -rnE 'getenv\("DEMESNE_' "$top/src" "$top/backends" "$top/netpolicy" --include='*.c' --include='*.h' |
+	grep -v "^$top/src/core/settings.c:" || true)
+if [ -z "$elsewhere" ]; then
+	echo "ok 4 - DEMESNE_ variables are read in src/core/settings.c only"
+else
+	echo "not ok 4 - DEMESNE_ variables read outside src/core/settings.c:"
+	printf '#   %s\n' "${elsewhere//$top\//}"
+fi
+[ -z "$missing" ] && [ -z "$stale" ] && [ -z "$elsewhere" ]

@@ -537,7 +537,11 @@ static void cancel_cases(void)
  * what it declares; names it after the engine ("podman", "docker"). */
 static int declare(struct target *tg, const char *fallback_name)
 {
-        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
+        /* As the server's settings give it (src/core/settings.c). */
+        struct dm_engine_config ec = { .may_start_podman = false,
+                                       .response_max = 16 << 20,
+                                       .backend = getenv("DEMESNE_BACKEND"),
+                                       .opensandbox_egress = getenv("DEMESNE_OPENSANDBOX_EGRESS") };
         struct dm_error err = { 0 };
         struct dm_backend *b = NULL;
         char *desc = NULL;

@@ -412,11 +412,13 @@ int main(void)
                 struct dm_container_info info = { 0 };
                 bool foreign = false, own = false;
 
-                setenv("DEMESNE_BACKEND", "opensandbox", 1);
+                struct dm_engine_config oc = ec;
+
+                oc.backend = "opensandbox"; /* as a server's DEMESNE_BACKEND gives it */
                 setenv("OPEN_SANDBOX_DOMAIN", fx.domain, 1);
                 setenv("OPEN_SANDBOX_API_KEY", key, 1);
                 snprintf(label, sizeof(label), "demesne.sandbox=%s", sb);
-                if (dm_backend_open(&ec, &osb, &err) >= 0 && osb->ops->list(osb, label, &ids, &n, &err) >= 0 &&
+                if (dm_backend_open(&oc, &osb, &err) >= 0 && osb->ops->list(osb, label, &ids, &n, &err) >= 0 &&
                     n == 1 && osb->ops->inspect(osb, ids[0], &info, &err) >= 0) {
                         for (size_t i = 0; info.labels && info.labels[i]; i++) {
                                 foreign |= strncmp(info.labels[i], "demesne.", 8) != 0;
@@ -446,7 +448,6 @@ int main(void)
                         free(ids[i]);
                 free(ids);
                 dm_backend_free(osb);
-                unsetenv("DEMESNE_BACKEND");
                 unsetenv("OPEN_SANDBOX_DOMAIN");
                 unsetenv("OPEN_SANDBOX_API_KEY");
         }

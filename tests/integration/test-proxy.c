@@ -399,7 +399,6 @@ int main(void)
                    " notallowed.test\n127.0.0.1 loop.test\n10.213.0.1 pool.test\n"
                    "169.254.169.254 meta.test\n");
         fclose(f);
-        setenv("DEMESNE_PROXY_HOSTS", hosts, 1);
         snprintf(log_path, sizeof(log_path), "%s/egress.log", dir);
         log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 
@@ -408,7 +407,7 @@ int main(void)
         limits.header_timeout_ms = 1000;
         limits.idle_timeout_ms = 1500;
         limits.max_conns = 100;
-        is_int(dm_proxy_new(&limits, NULL, &proxy, &err), 0, "proxy created");
+        is_int(dm_proxy_new(&limits, hosts, &proxy, &err), 0, "proxy created");
 
         snprintf(echo_allow, sizeof(echo_allow), "allowed.test:%u", echo.port);
         snprintf(web_allow, sizeof(web_allow), "WEB.test.:%u", web.port);

@@ -302,9 +302,8 @@ int main(void)
                 fprintf(f, PUB_IP " pub.test\n127.0.0.1 loop.test\n" META_IP " meta.test\n");
                 fclose(f);
         }
-        setenv("DEMESNE_PROXY_HOSTS", hosts, 1);
-
         memset(&ctx, 0, sizeof(ctx));
+        ctx.cfg.proxy_hosts = hosts; /* as DEMESNE_PROXY_HOSTS gives it a server */
         pthread_mutex_init(&ctx.egress_lock, NULL);
         snprintf(tag_a, sizeof(tag_a), "sec-egress-a-%d", (int)getpid());
         snprintf(tag_b, sizeof(tag_b), "sec-egress-b-%d", (int)getpid());

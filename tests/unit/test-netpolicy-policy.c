@@ -77,14 +77,6 @@ static void test_caller_gate(void)
         dm_policy_free(pol);
         pol = NULL;
 
-        unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
-        ok(!dm_policy_caller_egress_allowed(), "unset: caller egress not allowed");
-        setenv("DEMESNE_ALLOW_CALLER_EGRESS", "yes", 1);
-        ok(!dm_policy_caller_egress_allowed(), "'yes' is not '1'");
-        setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
-        ok(dm_policy_caller_egress_allowed(), "'1': caller egress allowed");
-        unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
-
         static char many[DM_POLICY_MAX_ENTRIES + 1][24];
         static const char *lots[DM_POLICY_MAX_ENTRIES + 2];
         for (int i = 0; i <= DM_POLICY_MAX_ENTRIES; i++) {
@@ -216,23 +208,24 @@ static void test_compat(void)
         enum dm_egress e = DM_EGRESS_OPEN;
         const char *allow[] = { "example.com", NULL };
 
-        is_int(dm_policy_parse_mode("none", NULL, &e, &err), 0, "dm_policy_parse_mode: none");
+        is_int(dm_policy_parse_mode("none", NULL, 0, &e, &err), 0, "dm_policy_parse_mode: none");
         is_int(e, DM_EGRESS_NONE, "is none");
-        is_int(dm_policy_parse_mode("open", NULL, &e, &err), -EPERM, "dm_policy_parse_mode: open needs the setting");
-        is_int(dm_policy_parse_mode("nope", NULL, &e, &err), -EINVAL, "dm_policy_parse_mode: unknown mode");
-        is_int(dm_policy_parse_mode("none", allow, &e, &err), -EPERM, "dm_policy_parse_mode: allow needs the setting");
-        setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
-        is_int(dm_policy_parse_mode("open", NULL, &e, &err), 0, "dm_policy_parse_mode: open with the setting");
+        is_int(dm_policy_parse_mode("open", NULL, 0, &e, &err), -EPERM, "dm_policy_parse_mode: open needs the setting");
+        is_int(dm_policy_parse_mode("nope", NULL, 0, &e, &err), -EINVAL, "dm_policy_parse_mode: unknown mode");
+        is_int(dm_policy_parse_mode("none", allow, 0, &e, &err), -EPERM,
+               "dm_policy_parse_mode: allow needs the setting");
+        is_int(dm_policy_parse_mode("open", NULL, DM_POLICY_CALLER_ALLOWED, &e, &err), 0,
+               "dm_policy_parse_mode: open with the setting");
         is_int(e, DM_EGRESS_OPEN, "is open");
-        is_int(dm_policy_parse_mode("none", allow, &e, &err), 0,
+        is_int(dm_policy_parse_mode("none", allow, DM_POLICY_CALLER_ALLOWED, &e, &err), 0,
                "dm_policy_parse_mode: with the setting, allow is accepted");
         is_int(e, DM_EGRESS_NONE, "as an allowlist on top of none");
-        is_int(dm_policy_parse_mode("package-managers", NULL, &e, &err), 0, "dm_policy_parse_mode: package-managers");
+        is_int(dm_policy_parse_mode("package-managers", NULL, DM_POLICY_CALLER_ALLOWED, &e, &err), 0,
+               "dm_policy_parse_mode: package-managers");
         is_int(e, DM_EGRESS_PACKAGE_MANAGERS, "is package-managers");
         const char *bad[] = { "::1", NULL };
-        is_int(dm_policy_parse_mode("none", bad, &e, &err), -EINVAL,
+        is_int(dm_policy_parse_mode("none", bad, DM_POLICY_CALLER_ALLOWED, &e, &err), -EINVAL,
                "dm_policy_parse_mode: a bad entry is reported first");
-        unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
 }
 
 int main(void)

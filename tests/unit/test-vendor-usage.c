@@ -267,10 +267,15 @@ static void test_prices(void)
         free(bad);
 }
 
+/* The login files the server's settings would name (DEMESNE_CLAUDE_CREDENTIALS,
+ * DEMESNE_CODEX_AUTH); NULL: the defaults under HOME. */
+static const char *claude_file, *codex_file;
+
 static void clear_env(void)
 {
-        const char *vars[] = { "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "DEMESNE_CLAUDE_CREDENTIALS",
-                               "OPENAI_API_KEY", "DEMESNE_CODEX_AUTH" };
+        const char *vars[] = { "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY" };
+
+        claude_file = codex_file = NULL;
         for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
                 unsetenv(vars[i]);
         setenv("HOME", tmpdir, 1); /* no real login file is ever read */
@@ -289,47 +294,48 @@ static void test_creds(void)
         char *broken = write_tmp("broken.json", "{\"claudeAiOauth\":");
 
         clear_env();
-        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &c, &err) == -ENOENT, "anthropic: nothing → -ENOENT");
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, claude_file, &c, &err) == -ENOENT, "anthropic: nothing → -ENOENT");
         ok(strstr(err.msg, "ANTHROPIC_API_KEY") && strstr(err.msg, "CLAUDE_CODE_OAUTH_TOKEN") &&
                    strstr(err.msg, ".claude/.credentials.json"),
            "the message names all three: %s", err.msg);
-        ok(dm_vendor_unavailable(DM_VENDOR_ANTHROPIC) != NULL, "unavailable says why");
-        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, &c, &err) == -ENOENT && strstr(err.msg, "OPENAI_API_KEY"),
+        ok(dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, claude_file) != NULL, "unavailable says why");
+        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, codex_file, &c, &err) == -ENOENT && strstr(err.msg, "OPENAI_API_KEY"),
            "openai: nothing → -ENOENT: %s", err.msg);
 
-        setenv("DEMESNE_CLAUDE_CREDENTIALS", claude, 1);
-        ok(dm_vendor_unavailable(DM_VENDOR_ANTHROPIC) == NULL, "login file makes anthropic available");
-        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_OAUTH &&
+        claude_file = claude;
+        ok(dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, claude_file) == NULL, "login file makes anthropic available");
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, claude_file, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_OAUTH &&
                    strcmp(c.secret, "sk-ant-oat01-file") == 0,
            "claude login file: OAuth access token");
         dm_vendor_cred_release(&c);
         setenv("CLAUDE_CODE_OAUTH_TOKEN", "oat-env", 1);
-        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_OAUTH &&
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, claude_file, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_OAUTH &&
                    strcmp(c.secret, "oat-env") == 0,
            "CLAUDE_CODE_OAUTH_TOKEN before the file");
         dm_vendor_cred_release(&c);
         setenv("ANTHROPIC_API_KEY", "sk-ant-env", 1);
-        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_API_KEY &&
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, claude_file, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_API_KEY &&
                    strcmp(c.secret, "sk-ant-env") == 0 && strcmp(c.source, "ANTHROPIC_API_KEY") == 0,
            "ANTHROPIC_API_KEY first");
         dm_vendor_cred_release(&c);
         ok(c.secret == NULL, "release clears");
         clear_env();
-        setenv("DEMESNE_CLAUDE_CREDENTIALS", broken, 1);
-        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &c, &err) == -EINVAL, "malformed login file: -EINVAL: %s", err.msg);
+        claude_file = broken;
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, claude_file, &c, &err) == -EINVAL,
+           "malformed login file: -EINVAL: %s", err.msg);
 
-        setenv("DEMESNE_CODEX_AUTH", codex_tok, 1);
-        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_CHATGPT &&
+        codex_file = codex_tok;
+        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, codex_file, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_CHATGPT &&
                    strcmp(c.secret, "eyJ-access") == 0 && strcmp(c.account_id, "acct-1") == 0,
            "codex tokens: ChatGPT access token and account");
         dm_vendor_cred_release(&c);
-        setenv("DEMESNE_CODEX_AUTH", codex_key, 1);
-        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_API_KEY &&
+        codex_file = codex_key;
+        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, codex_file, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_API_KEY &&
                    strcmp(c.secret, "sk-file") == 0,
            "codex file with OPENAI_API_KEY");
         dm_vendor_cred_release(&c);
         setenv("OPENAI_API_KEY", "sk-env", 1);
-        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, &c, &err) == 0 && strcmp(c.secret, "sk-env") == 0,
+        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, codex_file, &c, &err) == 0 && strcmp(c.secret, "sk-env") == 0,
            "OPENAI_API_KEY first");
         dm_vendor_cred_release(&c);
         clear_env();

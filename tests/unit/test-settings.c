@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/* Settings are read in one place (src/core/settings.c): what each variable
+ * gives, and that the parts below core get them as values, not by reading
+ * the environment themselves. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/core/settings.h"
+#include "tests/tap.h"
+
+static const char *const vars[] = {
+        "DEMESNE_ALLOW_CALLER_EGRESS",
+        "DEMESNE_ALLOWED_PATHS",
+        "DEMESNE_OUTPUT_ROOT",
+        "DEMESNE_PROXY_HOSTS",
+        "DEMESNE_VENDOR_UPSTREAM_ANTHROPIC",
+        "DEMESNE_VENDOR_UPSTREAM_OPENAI",
+        "DEMESNE_BACKEND",
+        "DEMESNE_OPENSANDBOX_EGRESS",
+        "DEMESNE_CLAUDE_CREDENTIALS",
+        "DEMESNE_CODEX_AUTH",
+        "DEMESNE_PRICES",
+        NULL,
+};
+
+static bool load(struct dm_config *cfg)
+{
+        struct dm_error err = { 0 };
+
+        if (dm_config_load(cfg, &err) < 0) {
+                diag("dm_config_load: %s", err.msg);
+                return false;
+        }
+        return true;
+}
+
+static bool same(const char *got, const char *want)
+{
+        return got && want ? strcmp(got, want) == 0 : got == want;
+}
+
+int main(void)
+{
+        struct dm_config cfg;
+        const struct dm_process_settings *ps;
+
+        for (size_t i = 0; vars[i]; i++)
+                unsetenv(vars[i]);
+        setenv("DEMESNE_STATE_DIR", "/tmp/dm-settings-state", 1);
+
+        if (load(&cfg)) {
+                ok(!cfg.allow_caller_egress, "DEMESNE_ALLOW_CALLER_EGRESS unset: callers' egress not allowed");
+                ok(!cfg.allowed_paths_given && !cfg.output_root_given, "nothing given");
+                ok(!cfg.proxy_hosts && !cfg.vendor_upstream[0] && !cfg.vendor_upstream[1] && !cfg.backend &&
+                           !cfg.opensandbox_egress && !cfg.claude_credentials && !cfg.codex_auth && !cfg.prices,
+                   "the rest unset: NULL (the defaults are the users')");
+                dm_config_release(&cfg);
+        }
+
+        setenv("DEMESNE_ALLOW_CALLER_EGRESS", "yes", 1);
+        setenv("DEMESNE_ALLOWED_PATHS", "", 1);
+        setenv("DEMESNE_PROXY_HOSTS", "", 1);
+        if (load(&cfg)) {
+                ok(!cfg.allow_caller_egress, "'yes' is not '1'");
+                ok(cfg.allowed_paths_given && strcmp(cfg.allowed_paths, "") == 0,
+                   "DEMESNE_ALLOWED_PATHS set empty: given, and empty");
+                ok(!cfg.proxy_hosts, "an empty value counts as unset");
+                dm_config_release(&cfg);
+        }
+
+        setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
+        setenv("DEMESNE_OUTPUT_ROOT", "/tmp/dm-settings-out", 1);
+        setenv("DEMESNE_PROXY_HOSTS", "/tmp/hosts", 1);
+        setenv("DEMESNE_VENDOR_UPSTREAM_ANTHROPIC", "http://127.0.0.1:1", 1);
+        setenv("DEMESNE_VENDOR_UPSTREAM_OPENAI", "http://127.0.0.1:2", 1);
+        setenv("DEMESNE_BACKEND", "opensandbox", 1);
+        setenv("DEMESNE_OPENSANDBOX_EGRESS", "dns+nft", 1);
+        setenv("DEMESNE_CLAUDE_CREDENTIALS", "/tmp/claude.json", 1);
+        setenv("DEMESNE_CODEX_AUTH", "/tmp/codex.json", 1);
+        setenv("DEMESNE_PRICES", "/tmp/prices.json", 1);
+        if (load(&cfg)) {
+                ok(cfg.allow_caller_egress, "'1': callers' egress allowed");
+                ok(cfg.output_root_given && strcmp(cfg.output_root, "/tmp/dm-settings-out") == 0,
+                   "DEMESNE_OUTPUT_ROOT given");
+                ok(same(cfg.proxy_hosts, "/tmp/hosts") && same(cfg.vendor_upstream[0], "http://127.0.0.1:1") &&
+                           same(cfg.vendor_upstream[1], "http://127.0.0.1:2") && same(cfg.backend, "opensandbox") &&
+                           same(cfg.opensandbox_egress, "dns+nft") &&
+                           same(cfg.claude_credentials, "/tmp/claude.json") &&
+                           same(cfg.codex_auth, "/tmp/codex.json") && same(cfg.prices, "/tmp/prices.json"),
+                   "each variable's value, copied");
+                /* Copies: the environment may change under a running server
+                 * (tests do); the settings do not. */
+                setenv("DEMESNE_PROXY_HOSTS", "/tmp/other", 1);
+                ok(same(cfg.proxy_hosts, "/tmp/hosts"), "a later change of the environment does not reach them");
+                dm_config_release(&cfg);
+        }
+
+        /* Process-wide settings: read once, on first use. */
+        setenv("DEMESNE_IMAGE_REPO", "", 1);
+        setenv("DEMESNE_IMAGES_DIR", "/tmp/dm-images", 1);
+        setenv("DEMESNE_EGRESS_PACKAGE_HOSTS", "pkg.example:8443", 1);
+        ps = dm_process_settings();
+        ok(strcmp(ps->image_repo, "localhost/demesne") == 0, "DEMESNE_IMAGE_REPO empty: localhost/demesne");
+        ok(same(ps->images_dir, "/tmp/dm-images") && same(ps->egress_package_hosts, "pkg.example:8443"),
+           "DEMESNE_IMAGES_DIR and DEMESNE_EGRESS_PACKAGE_HOSTS as given");
+        setenv("DEMESNE_IMAGE_REPO", "registry.example/team", 1);
+        ok(dm_process_settings() == ps && strcmp(ps->image_repo, "localhost/demesne") == 0,
+           "read once: a later change is not seen");
+        return done_testing();
+}
