@@ -6,7 +6,7 @@
  * requests through libcurl, hijacked streams over raw sockets) and the few
  * hooks the backends' own files share. Never included outside backends/. */
 
-#include <curl/curl.h>
+#include "src/basic/curl-api.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>

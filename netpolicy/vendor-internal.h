@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <curl/curl.h>
+#include "src/basic/curl-api.h"
 #include <json-c/json.h>
 
 #include "netpolicy/vendor.h"

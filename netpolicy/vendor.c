@@ -767,6 +767,8 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
         p->cap_userdata = conf->cap_userdata;
         if (!conf->token || strlen(conf->token) < 16)
                 r = dm_error_set(err, -EINVAL, "vendor proxy needs a token of at least 16 characters");
+        else if (dm_curl_api_ready(err) < 0) /* it reaches the vendor through libcurl */
+                r = dm_error_wrap(err, "vendor proxy");
         else if (!conf->cred.secret || conf->cred.auth == DM_VENDOR_AUTH_NONE)
                 r = dm_error_set(err, -EINVAL, "vendor proxy needs a credential");
         else if (up && strncmp(up, "https://", 8) != 0 && strncmp(up, "http://", 7) != 0)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "netpolicy/vendor.h"
+#include "src/basic/curl-api.h"
 #include "src/core/agent.h"
 #include "src/core/egress.h"
 #include "src/core/images.h"
@@ -236,6 +237,7 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
         const char *egress = dm_egress_default(ctx);
 
         const char *no_net = NULL;
+        struct dm_error curl_err = { 0 };
         char detail[1024], creds[512];
 
         /* dm_egress_default is what the server decides, for these reasons. */
@@ -261,6 +263,11 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
                 feature(t, false, "agent tools (sandbox_agent, sandbox_research)", detail);
         } else if (why_a && why_o) {
                 snprintf(detail, sizeof(detail), "unavailable, %s", creds);
+                feature(t, false, "agent tools (sandbox_agent, sandbox_research)", detail);
+        } else if (dm_curl_api_ready(&curl_err) < 0) {
+                /* The vendor proxy reaches the vendor through libcurl, which
+                 * a server opens on first use (src/basic/curl-api.h). */
+                snprintf(detail, sizeof(detail), "unavailable, the vendor proxy needs libcurl: %.900s", curl_err.msg);
                 feature(t, false, "agent tools (sandbox_agent, sandbox_research)", detail);
         } else {
                 snprintf(detail, sizeof(detail), "available with %s", creds);
