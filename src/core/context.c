@@ -196,7 +196,7 @@ static void wait_quiet_locked(struct dm_context *ctx, const bool *stop)
                 if ((stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)) || ctx->reap_stop || ctx->flushing ||
                     now >= deadline)
                         return;
-                if (ctx->busy_n == 0) {
+                if (ctx->busy_n < DM_QUIET_CALLS) {
                         int64_t quiet_at = ctx->busy_end_ms + DM_QUIET_GRACE_MS;
 
                         if (now >= quiet_at)
@@ -229,8 +229,8 @@ void dm_context_busy(struct dm_context *ctx, bool begin)
         if (begin)
                 ctx->busy_n++;
         else if (ctx->busy_n > 0) {
-                ctx->busy_n--;
-                ctx->busy_end_ms = dm_now_ms();
+                if (ctx->busy_n-- == DM_QUIET_CALLS)
+                        ctx->busy_end_ms = dm_now_ms(); /* calls no longer share the machine */
         }
         pthread_cond_broadcast(&ctx->quiet_cond);
         pthread_mutex_unlock(&ctx->lock);

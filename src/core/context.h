@@ -58,9 +58,9 @@ struct dm_context {
          * background work (removals, the pool's refills) waits for a
          * quiet moment rather than take the CPU from them. */
         int busy_n;
-        int64_t busy_end_ms;       /* when the last one ended */
+        int64_t busy_end_ms;       /* when busy_n last fell below DM_QUIET_CALLS */
         int flushing;              /* dm_context_reap_flush is waiting: no yielding */
-        pthread_cond_t quiet_cond; /* CLOCK_MONOTONIC; busy_n went to 0, or a stop */
+        pthread_cond_t quiet_cond; /* CLOCK_MONOTONIC; busy_n changed, or a stop */
 
         pthread_mutex_t egress_lock; /* guards proxy */
         struct dm_proxy *proxy;      /* the egress proxy, made on first use (src/core/egress.c) */
@@ -121,10 +121,15 @@ void dm_context_warm_up(struct dm_context *ctx);
 
 /* A run or a sandbox exec begins or ends (every begin has its end). */
 void dm_context_busy(struct dm_context *ctx, bool begin);
-/* Background work yields to calls: returns once no run or exec has been in
- * flight for DM_QUIET_GRACE_MS, after DM_QUIET_MAX_MS at most (so a steady
- * stream of calls delays it, never starves it), or at once when *stop
- * (read atomically; may be NULL) is set and dm_context_quiet_wake called. */
+/* Background work yields to calls that share the machine: returns once
+ * fewer than DM_QUIET_CALLS runs or execs have been in flight for
+ * DM_QUIET_GRACE_MS, after DM_QUIET_MAX_MS at most (so a steady stream of
+ * concurrent calls delays it, never starves it), or at once when *stop
+ * (read atomically; may be NULL) is set and dm_context_quiet_wake called.
+ * One call at a time does not hold it back: on a machine of two cores it
+ * and the background work get one each, and sequential callers need the
+ * pool refilled for their next call. */
+#define DM_QUIET_CALLS 2
 #define DM_QUIET_GRACE_MS 30
 #define DM_QUIET_MAX_MS 1000
 void dm_context_wait_quiet(struct dm_context *ctx, const bool *stop);

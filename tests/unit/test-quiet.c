@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Background work yields to calls (src/core/context.h): dm_context_wait_quiet
- * returns once no run or exec has been in flight for DM_QUIET_GRACE_MS, after
- * DM_QUIET_MAX_MS at most, at once on a stop, and a reap flush never waits
- * for a quiet moment. No engine: the context points at a socket that is not
+/* Background work yields to calls that share the machine
+ * (src/core/context.h): dm_context_wait_quiet returns once fewer than
+ * DM_QUIET_CALLS runs or execs have been in flight for DM_QUIET_GRACE_MS,
+ * after DM_QUIET_MAX_MS at most, at once on a stop; one call alone does not
+ * hold it back, and a reap flush never waits for a quiet moment. No engine: the context points at a socket that is not
  * there. */
 #include "config.h"
 
@@ -68,7 +69,12 @@ int main(void)
         ms = waited(NULL);
         ok(ms < 20, "nothing has run: no wait (%lld ms)", (long long)ms);
 
-        /* A call ends 100 ms into the wait: it returns a grace later. */
+        /* One call alone: no wait (it and the background work get a core each). */
+        dm_context_busy(&ctx, true);
+        ms = waited(NULL);
+        ok(ms < 10, "one call in flight: no wait (%lld ms)", (long long)ms);
+
+        /* Two at once; one ends 100 ms into the wait: it returns a grace later. */
         dm_context_busy(&ctx, true);
         pthread_create(&t, NULL, wait_main, &w);
         usleep(100 * 1000);
@@ -77,23 +83,25 @@ int main(void)
         pthread_join(t, NULL);
         ms = w.returned - t0;
         ok(w.returned - w.started >= 100 && ms >= DM_QUIET_GRACE_MS - 2 && ms < 500,
-           "a call in flight: the wait ends %d ms after it (%lld ms after its end, %lld in all)", DM_QUIET_GRACE_MS,
+           "two calls in flight: the wait ends %d ms after one ends (%lld ms after, %lld in all)", DM_QUIET_GRACE_MS,
            (long long)ms, (long long)(w.returned - w.started));
+        dm_context_busy(&ctx, false);
+        dm_context_busy(&ctx, true);
         dm_context_busy(&ctx, true);
         dm_context_busy(&ctx, false);
+        dm_context_busy(&ctx, false);
         ms = waited(NULL);
-        ok(ms >= DM_QUIET_GRACE_MS - 2 && ms < 500, "right after a call: the grace (%lld ms)", (long long)ms);
+        ok(ms >= DM_QUIET_GRACE_MS - 2 && ms < 500, "right after concurrent calls: the grace (%lld ms)", (long long)ms);
         usleep((DM_QUIET_GRACE_MS + 10) * 1000);
         ms = waited(NULL);
         ok(ms < 10, "a grace after it: no wait (%lld ms)", (long long)ms);
 
-        /* Calls that never stop delay background work, never starve it. */
+        /* Concurrent calls that never stop delay background work, never starve it. */
         dm_context_busy(&ctx, true);
         dm_context_busy(&ctx, true);
-        dm_context_busy(&ctx, false);
         ms = waited(NULL);
         ok(ms >= DM_QUIET_MAX_MS - 2 && ms < DM_QUIET_MAX_MS + 1000,
-           "a call that goes on: the wait ends after DM_QUIET_MAX_MS (%lld ms)", (long long)ms);
+           "two calls that go on: the wait ends after DM_QUIET_MAX_MS (%lld ms)", (long long)ms);
 
         /* A stop ends the wait at once. */
         memset(&w, 0, sizeof(w));
@@ -115,8 +123,9 @@ int main(void)
         dm_context_reap(&ctx, NULL, strdup(scratch));
         dm_context_reap_flush(&ctx);
         ms = dm_now_ms() - t0;
-        ok(access(scratch, F_OK) < 0 && errno == ENOENT, "a flush while a call runs: the removal is done");
-        ok(ms < DM_QUIET_MAX_MS / 2, "without waiting for the call (%lld ms)", (long long)ms);
+        ok(access(scratch, F_OK) < 0 && errno == ENOENT, "a flush while two calls run: the removal is done");
+        ok(ms < DM_QUIET_MAX_MS / 2, "without waiting for the calls (%lld ms)", (long long)ms);
+        dm_context_busy(&ctx, false);
         dm_context_busy(&ctx, false);
 
         dm_context_release(&ctx);
