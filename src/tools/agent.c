@@ -272,12 +272,12 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
         int r;
 
         if (dm_args_check(specs, n, args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
         /* Before any job starts: a bad model or no credentials is the
          * caller's to fix now. */
         model = dm_args_str(specs, n, args, "model");
         if (dm_agent_pick_provider(&dm_call_context(call)->cfg, model, &provider, &err) < 0)
-                return dm_tool_result_error("%s", err.msg);
+                return dm_tools_error(NULL, &err);
         {
                 /* research is open egress: from inside a nested sandbox only
                  * where that sandbox's own is. */
@@ -291,9 +291,9 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
 
                 if (!research && dm_policy_parse_mode(dm_args_str(specs, n, args, "egress"), NULL,
                                                       dm_tools_caller_flags(call), &egress, &err) < 0)
-                        return dm_tool_result_error("%s", err.msg);
+                        return dm_tools_error(NULL, &err);
                 if (dm_tools_nested_check(call, &ask, &err) < 0)
-                        return dm_tool_result_error("%s", err.msg);
+                        return dm_tools_error(NULL, &err);
         }
         if (dm_args_bool(specs, n, args, "background"))
                 return dm_tools_start_background(call, tool, args, agent_work, research ? (void *)1 : NULL);
@@ -301,7 +301,7 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
         if (r == -ECANCELED)
                 return NULL;
         if (!out)
-                return dm_tool_result_error("%s failed: %s", tool, err.msg);
+                return dm_tools_error(tool, &err);
         dm_tools_claim_outputs(dm_call_context(call), dm_call_principal(call), out);
         return dm_tools_result_with_links(call, out);
 }

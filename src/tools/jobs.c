@@ -90,9 +90,13 @@ static const char cancel_schema[] =
 
 static json_object *unknown(const char *id)
 {
-        return dm_tool_result_error("unknown job '%.64s': job ids come from calls with background: true, and "
-                                    "finished jobs are kept one hour",
-                                    id);
+        struct dm_error err;
+
+        dm_error_set(&err, -ENOENT,
+                     "unknown job '%.64s': job ids come from calls with background: true, and finished jobs are "
+                     "kept one hour",
+                     id);
+        return dm_tools_error(NULL, &err);
 }
 
 static json_object *status_call(struct dm_call *call, json_object *args)
@@ -102,7 +106,7 @@ static json_object *status_call(struct dm_call *call, json_object *args)
         json_object *st, *tail;
 
         if (dm_args_check(status_args, N(status_args), args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
         id = dm_args_str(status_args, N(status_args), args, "job_id");
         /* Another principal's job answers as an unknown one. */
         if (!dm_jobs_owned(dm_call_context(call)->jobs, id, dm_call_principal(call)))
@@ -131,7 +135,7 @@ static json_object *wait_call(struct dm_call *call, json_object *args)
         bool running;
 
         if (dm_args_check(wait_args, N(wait_args), args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
         id = dm_args_str(wait_args, N(wait_args), args, "job_id");
         if (!dm_jobs_owned(dm_call_context(call)->jobs, id, dm_call_principal(call)))
                 return unknown(id);
@@ -159,7 +163,7 @@ static json_object *cancel_call(struct dm_call *call, json_object *args)
         json_object *o;
 
         if (dm_args_check(cancel_args, N(cancel_args), args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
         id = dm_args_str(cancel_args, N(cancel_args), args, "job_id");
         if (!dm_jobs_owned(dm_call_context(call)->jobs, id, dm_call_principal(call)) ||
             dm_jobs_cancel(dm_call_context(call)->jobs, id, CANCEL_WAIT_MS, &status) < 0)
@@ -298,13 +302,15 @@ json_object *dm_tools_start_background(struct dm_call *call, const char *tool, j
 {
         struct dm_context *ctx = dm_call_context(call);
         struct background *bg = calloc(1, sizeof(*bg));
+        struct dm_error err = { 0 };
         json_object *out;
         char id[32];
         int r;
 
         if (!bg || json_object_deep_copy(args, &bg->args, NULL) < 0) {
                 free(bg);
-                return dm_tool_result_error("out of memory");
+                dm_error_set(&err, -ENOMEM, "out of memory");
+                return dm_tools_error(NULL, &err);
         }
         bg->ctx = ctx;
         bg->srv = dm_call_server(call);
@@ -317,9 +323,11 @@ json_object *dm_tools_start_background(struct dm_call *call, const char *tool, j
                                 background_free, id);
         if (r < 0) {
                 background_free(bg);
-                return dm_tool_result_error(r == -EAGAIN ? "too many jobs (%d): wait for some to end or cancel them"
-                                                         : "cannot start a background job (error %d)",
-                                            r == -EAGAIN ? DM_JOB_MAX : r);
+                dm_error_set(&err, r,
+                             r == -EAGAIN ? "too many jobs (%d): wait for some to end or cancel them"
+                                          : "cannot start a background job (error %d)",
+                             r == -EAGAIN ? DM_JOB_MAX : r);
+                return dm_tools_error(NULL, &err);
         }
         out = json_object_new_object();
         json_object_object_add(out, "job_id", json_object_new_string(id));

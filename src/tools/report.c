@@ -94,25 +94,29 @@ static json_object *report_call(struct dm_call *call, json_object *args)
         int given;
 
         if (dm_args_check(report_args, N_ARGS, args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
         since = dm_args_str(report_args, N_ARGS, args, "since");
         given = !!scope.job_id + !!scope.run_id + !!scope.output_dir + !!since;
-        if (given != 1)
-                return dm_tool_result_error("invalid arguments: give exactly one of job_id, run_id, output_dir or "
-                                            "since (%d given)",
-                                            given);
+        if (given != 1) {
+                dm_error_set(&err, -EINVAL, "give exactly one of job_id, run_id, output_dir or since (%d given)",
+                             given);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
+        }
         if (since) {
-                if (dm_time_parse(since, &scope.since) < 0)
-                        return dm_tool_result_error("invalid arguments: since '%.64s' is not a time: use RFC 3339, "
-                                                    "e.g. 2026-12-04T09:00:00Z, or a date, 2026-12-04",
-                                                    since);
+                if (dm_time_parse(since, &scope.since) < 0) {
+                        dm_error_set(&err, -EINVAL,
+                                     "since '%.64s' is not a time: use RFC 3339, e.g. 2026-12-04T09:00:00Z, or a "
+                                     "date, 2026-12-04",
+                                     since);
+                        return dm_tools_error(DM_TOOLS_ARGS, &err);
+                }
                 scope.has_since = true;
         }
         /* The ledger holds only what the call's principal made: another
          * principal's job, run or directory answers as an unknown one. */
         report = dm_ledger_report(ctx->cfg.output_root, ctx->owner, dm_call_principal(call), &scope, &err);
         if (!report)
-                return dm_tool_result_error("%s", err.msg);
+                return dm_tools_error(NULL, &err);
         table = dm_ledger_table(report);
         result = dm_tool_result_ok(report);
         /* The table first, for a reader; the JSON after it, for a parser. */

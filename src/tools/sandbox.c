@@ -192,13 +192,13 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         int r;
 
         if (dm_args_check(create_args, N(create_args), args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
         allow = dm_args_strv(args, "allow");
         egress = json_object_object_get_ex(args, "egress", NULL)
                          ? dm_args_str(create_args, N(create_args), args, "egress")
                          : dm_tools_nested_egress_default(call);
         if (dm_policy_parse(egress, allow, dm_tools_caller_flags(call), &policy, &err) < 0)
-                return dm_tool_result_error("%s", err.msg);
+                return dm_tools_error(NULL, &err);
 
         files = dm_args_strv(args, "files");
         dirs = dm_args_strv(args, "directories");
@@ -211,13 +211,14 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         };
         if (dm_tools_nested_check(call, &ask, &err) < 0) {
                 dm_policy_free(policy);
-                return dm_tool_result_error("%s", err.msg);
+                return dm_tools_error(NULL, &err);
         }
         env = dm_args_env(args, "env");
         if (nested && env && dm_tools_nested_env(token, &env) < 0) {
                 dm_args_strv_free(env);
                 dm_policy_free(policy);
-                return dm_tool_result_error("out of memory");
+                dm_error_set(&err, -ENOMEM, "out of memory");
+                return dm_tools_error(NULL, &err);
         }
         struct dm_sandbox_create req = {
                 .image = dm_args_str(create_args, N(create_args), args, "image"),
@@ -238,14 +239,14 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         mode = policy->mode;
         dm_policy_free(policy);
         if (r < 0)
-                return dm_tool_result_error("sandbox_create failed: %s", err.msg);
+                return dm_tools_error("sandbox_create", &err);
         if (nested && dm_tools_nested_open(call, &sb, token, mode, &err) < 0) {
                 struct dm_error e2 = { 0 };
 
                 explicit_bzero(token, sizeof(token));
                 if (dm_sandbox_destroy(dm_call_context(call), sb.id, &e2) < 0)
                         log_warning("sandbox %s: %s", sb.id, e2.msg);
-                return dm_tool_result_error("sandbox_create failed: %s", err.msg);
+                return dm_tools_error("sandbox_create", &err);
         }
         explicit_bzero(token, sizeof(token));
         dm_resources_claim(dm_call_context(call)->resources, sb.id, dm_call_principal(call));
@@ -287,19 +288,21 @@ static json_object *exec_call(struct dm_call *call, json_object *args)
         int r;
 
         if (dm_args_check(exec_args, N(exec_args), args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
         workdir = dm_args_str(exec_args, N(exec_args), args, "workdir");
-        if (workdir[0] != '/')
-                return dm_tool_result_error("invalid arguments: 'workdir' must be an absolute path in the sandbox");
+        if (workdir[0] != '/') {
+                dm_error_set(&err, -EINVAL, "'workdir' must be an absolute path in the sandbox");
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
+        }
         if (get_own(call, dm_args_str(exec_args, N(exec_args), args, "sandbox_id"), &sb, &err) < 0)
-                return dm_tool_result_error("%s", err.msg);
+                return dm_tools_error(NULL, &err);
         /* A long command must not let the sandbox expire under it: the
          * clock restarts now when this command could outlast it (after the
          * command it restarts anyway; one record write, one renew on
          * OpenSandbox, in the common case). */
         if (sb.expires_at - dm_wall_ms() / 1000 < dm_args_int(exec_args, N(exec_args), args, "timeout_seconds") + 60 &&
             dm_sandbox_touch(ctx, &sb, &err) < 0)
-                return dm_tool_result_error("%s", err.msg);
+                return dm_tools_error(NULL, &err);
         in = dm_args_str(exec_args, N(exec_args), args, "stdin");
         env = dm_args_env(args, "env");
         struct dm_sandbox_exec req = {
@@ -321,7 +324,7 @@ static json_object *exec_call(struct dm_call *call, json_object *args)
                 return NULL;
         }
         if (r < 0)
-                return dm_tool_result_error("sandbox_exec failed: %s", err.msg);
+                return dm_tools_error("sandbox_exec", &err);
         dm_sandbox_touch(ctx, &sb, &err);
         out = dm_tools_exec_result(res.exit_code, res.stdout_text, res.stdout_len, res.stdout_truncated,
                                    res.stderr_text, res.stderr_len, res.stderr_truncated, res.timed_out,
@@ -343,34 +346,39 @@ static json_object *upload_call(struct dm_call *call, json_object *args)
         int r;
 
         if (dm_args_check(upload_args, N(upload_args), args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
         src = dm_args_str(upload_args, N(upload_args), args, "src");
         content = dm_args_str(upload_args, N(upload_args), args, "content");
-        if (!src == !content)
-                return dm_tool_result_error("invalid arguments: give either 'src' (a host path) or 'content' (the "
-                                            "file's bytes, base64), not %s",
-                                            src ? "both" : "neither");
+        if (!src == !content) {
+                dm_error_set(&err, -EINVAL,
+                             "give either 'src' (a host path) or 'content' (the file's bytes, base64), "
+                             "not %s",
+                             src ? "both" : "neither");
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
+        }
         if (src) {
                 struct dm_tools_nested_ask ask = { .has_host_paths = true };
 
                 if (dm_principal_depth(dm_call_principal(call)) > 0 && dm_tools_nested_check(call, &ask, &err) < 0)
-                        return dm_tool_result_error("%s", err.msg);
+                        return dm_tools_error(NULL, &err);
         }
         if (content && json_object_object_get_ex(args, "content", &v)) {
                 r = dm_base64_decode(content, (size_t)json_object_get_string_len(v), &data, &len);
-                if (r < 0)
-                        return dm_tool_result_error(r == -ENOMEM ? "out of memory"
-                                                                 : "invalid arguments: 'content' is not base64 "
-                                                                   "(RFC 4648, standard alphabet, padded, no line "
-                                                                   "breaks)");
+                if (r < 0) {
+                        dm_error_set(&err, r,
+                                     r == -ENOMEM ? "out of memory"
+                                                  : "'content' is not base64 (RFC 4648, standard alphabet, "
+                                                    "padded, no line breaks)");
+                        return dm_tools_error(r == -ENOMEM ? NULL : DM_TOOLS_ARGS, &err);
+                }
         }
         if (get_own(call, dm_args_str(upload_args, N(upload_args), args, "sandbox_id"), &sb, &err) < 0)
-                return dm_tool_result_error("%s", err.msg);
+                return dm_tools_error(NULL, &err);
         dst = dm_args_str(upload_args, N(upload_args), args, "dst");
         r = data ? dm_transfer_upload_bytes(ctx, &sb, data, len, dst, ctx->cfg.transfer_max, &bytes, &err)
                  : dm_transfer_upload(ctx, &sb, src, dst, ctx->cfg.transfer_max, &bytes, &err);
         if (r < 0)
-                return dm_tool_result_error("sandbox_upload failed: %s", err.msg);
+                return dm_tools_error("sandbox_upload", &err);
         out = json_object_new_object();
         json_object_object_add(out, "sandbox_path",
                                json_object_new_string(dm_args_str(upload_args, N(upload_args), args, "dst")));
@@ -421,12 +429,12 @@ static json_object *download_call(struct dm_call *call, json_object *args)
         json_object *out, *result;
 
         if (dm_args_check(download_args, N(download_args), args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
         if (get_own(call, dm_args_str(download_args, N(download_args), args, "sandbox_id"), &sb, &err) < 0)
-                return dm_tool_result_error("%s", err.msg);
+                return dm_tools_error(NULL, &err);
         if (dm_transfer_download(ctx, &sb, dm_args_str(download_args, N(download_args), args, "src"),
                                  ctx->cfg.transfer_max, &host, &bytes, &err) < 0)
-                return dm_tool_result_error("sandbox_download failed: %s", err.msg);
+                return dm_tools_error("sandbox_download", &err);
         out = json_object_new_object();
         json_object_object_add(out, "host_path", json_object_new_string(host));
         json_object_object_add(out, "bytes", json_object_new_int64(bytes));
@@ -450,11 +458,11 @@ static json_object *destroy_call(struct dm_call *call, json_object *args)
         json_object *out;
 
         if (dm_args_check(id_args, N(id_args), args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
         id = dm_args_str(id_args, N(id_args), args, "sandbox_id");
         if (dm_sandbox_check_owner(dm_call_context(call), id, dm_call_principal(call), &err) < 0 ||
             dm_sandbox_destroy(dm_call_context(call), id, &err) < 0)
-                return dm_tool_result_error("%s", err.msg);
+                return dm_tools_error(NULL, &err);
         out = json_object_new_object();
         json_object_object_add(out, "destroyed", json_object_new_boolean(1));
         return dm_tool_result_ok(out);
@@ -467,7 +475,7 @@ static json_object *list_call(struct dm_call *call, json_object *args)
         json_object *out;
 
         if (dm_args_check(list_args, 0, args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
         out = json_object_new_object();
         /* The caller's own: another principal's are not shown. */
         json_object_object_add(out, "sandboxes", dm_sandbox_list(ctx, dm_call_principal(call)));

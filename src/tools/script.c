@@ -111,6 +111,19 @@ static const char output_schema[] =
         "\"anyOf\":[{\"required\":[\"exit_code\",\"stdout\",\"stderr\",\"stdout_truncated\",\"stderr_truncated\","
         "\"timed_out\",\"duration_ms\",\"output_dir\",\"run_id\"]},{\"required\":[\"job_id\",\"status\"]}]}";
 
+const char dm_tools_args[] = "invalid arguments";
+
+json_object *dm_tools_error(const char *what, const struct dm_error *err)
+{
+        const char *msg = err && err->msg[0] ? err->msg : "unknown error";
+
+        if (what == DM_TOOLS_ARGS)
+                return dm_tool_result_error("invalid arguments: %s", msg);
+        if (what)
+                return dm_tool_result_error("%s failed: %s", what, msg);
+        return dm_tool_result_error("%s", msg);
+}
+
 json_object *dm_tools_text_field(const char *s, size_t len)
 {
         size_t clean_len;
@@ -302,7 +315,7 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         int r;
 
         if (dm_args_check(script_args, N_ARGS, args, &err) < 0)
-                return dm_tool_result_error("invalid arguments: %s", err.msg);
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
         /* From inside a nested sandbox the default is no wider than its own
          * egress; written into the arguments, so a background job runs with
          * the same. */
@@ -311,7 +324,7 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         allow = dm_args_strv(args, "allow");
         if (dm_policy_parse_mode(dm_args_str(script_args, N_ARGS, args, "egress"), allow, dm_tools_caller_flags(call),
                                  &egress, &err) < 0)
-                return dm_tool_result_error("%s", err.msg);
+                return dm_tools_error(NULL, &err);
         {
                 _cleanup_free_ const char **files = dm_args_strv(args, "files"),
                                           **dirs = dm_args_strv(args, "directories");
@@ -323,7 +336,7 @@ static json_object *script_call(struct dm_call *call, json_object *args)
                 };
 
                 if (dm_tools_nested_check(call, &ask, &err) < 0)
-                        return dm_tool_result_error("%s", err.msg);
+                        return dm_tools_error(NULL, &err);
         }
         if (dm_args_bool(script_args, N_ARGS, args, "background"))
                 return dm_tools_start_background(call, "sandbox_script", args, script_work, NULL);
@@ -332,7 +345,7 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         if (r == -ECANCELED)
                 return NULL;
         if (!out)
-                return dm_tool_result_error("sandbox_script failed: %s", err.msg);
+                return dm_tools_error("sandbox_script", &err);
         dm_tools_claim_outputs(dm_call_context(call), dm_call_principal(call), out);
         return dm_tools_result_with_links(call, out);
 }

@@ -41,6 +41,15 @@ void dm_tools_sandbox_register(void);
 void dm_tools_agent_register(void);
 void dm_tools_report_register(void);
 
+/* The one way a failed call becomes a tool result (isError: true, one
+ * line, TOOLS.md), by whose the failure is:
+ *   DM_TOOLS_ARGS   the arguments: "invalid arguments: <message>"
+ *   a tool's name   the work itself: "<tool> failed: <message>"
+ *   NULL            a refusal, whose message says what to change: as is */
+extern const char dm_tools_args[];
+#define DM_TOOLS_ARGS dm_tools_args
+json_object *dm_tools_error(const char *what, const struct dm_error *err);
+
 /* A command's output as a result string: invalid UTF-8 replaced (U+FFFD). */
 json_object *dm_tools_text_field(const char *s, size_t len);
 /* The fields sandbox_script and sandbox_exec results share (TOOLS.md). */
