@@ -85,7 +85,10 @@ int dm_sandbox_pid(struct dm_context *ctx, const struct dm_sandbox *sb, int *ret
  * next command's disk watch measures what it holds anew. */
 void dm_sandbox_usage_changed(struct dm_context *ctx, const char *id);
 
-/* Pushes expires_at to now + the TTL it was created with. */
+/* Pushes expires_at to now + the TTL it was created with: in the record
+ * when the one there has fallen behind by more than a tenth of the TTL
+ * (the reaper allows as much), and on a backend that expires sandboxes
+ * itself every time. */
 int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err);
 
 struct dm_sandbox_exec {

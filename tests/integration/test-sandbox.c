@@ -376,6 +376,38 @@ int main(void)
         ok(result_error_says(m, "unknown sandbox"), "and exec into it says unknown");
         json_object_put(m);
 
+        /* A TTL of 100 s: an exec within a tenth of it writes no record
+         * (sandbox_list shows the expiry the create wrote); the reaper
+         * allows as much, so the sandbox is not gone early. */
+        {
+                char ttl_sb[64], created_exp[64] = "", listed[256];
+                json_object *arr;
+
+                m = call("sandbox_create", "{\"ttl_seconds\":100,\"image\":\"base\"}");
+                snprintf(ttl_sb, sizeof(ttl_sb), "%s", str_at(structured(m), "sandbox_id"));
+                snprintf(created_exp, sizeof(created_exp), "%s", str_at(structured(m), "expires_at"));
+                json_object_put(m);
+                usleep(1100 * 1000);
+                s = exec_out(ttl_sb, "echo busy");
+                is_str(s, "busy\n", "an exec into a sandbox with a TTL of 100 s");
+                free(s);
+                m = call("sandbox_list", "{}");
+                listed[0] = '\0';
+                if (json_object_object_get_ex(structured(m), "sandboxes", &arr))
+                        for (size_t i = 0; i < json_object_array_length(arr); i++) {
+                                json_object *e = json_object_array_get_idx(arr, i);
+
+                                if (strcmp(str_at(e, "sandbox_id"), ttl_sb) == 0)
+                                        snprintf(listed, sizeof(listed), "%s", str_at(e, "expires_at"));
+                        }
+                json_object_put(m);
+                ok(created_exp[0] && strcmp(listed, created_exp) == 0,
+                   "wrote no record: expires_at is still the create's (%s, %s)", created_exp, listed);
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", ttl_sb);
+                m = call("sandbox_destroy", args);
+                json_object_put(m);
+        }
+
         /* Size caps. */
         is_int(finish(c, 20000), 0, "server exits");
         const char *small[] = { "DEMESNE_TRANSFER_MAX=1k", NULL };
