@@ -5,6 +5,7 @@
 /* Shared by the integration tests: a private output root and state dir per
  * test process, and a count of containers by label, read from the engine. */
 
+#include <ftw.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <stdio.h>
@@ -14,10 +15,38 @@
 
 #include "backends/backend.h"
 #include "src/core/context.h"
+#include "tests/tap.h"
 
 static char test_root[256];
 
-/* Points DEMESNE_OUTPUT_ROOT and DEMESNE_STATE_DIR at a fresh temp dir. */
+static int test_root_remove_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+        (void)st;
+        (void)f;
+        /* Best effort: what a container's root made under a normal user's
+         * subordinate ids stays (podman unshare could remove it). */
+        if (flag == FTW_DP)
+                (void)rmdir(p);
+        else
+                (void)unlink(p);
+        return 0;
+}
+
+/* At exit: a test that passed leaves nothing in /tmp; one that failed keeps
+ * its root for a look, and says where. */
+static void test_root_cleanup(void)
+{
+        if (!test_root[0])
+                return;
+        if (tap_failed) {
+                printf("# kept %s (a test failed)\n", test_root);
+                return;
+        }
+        (void)nftw(test_root, test_root_remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Points DEMESNE_OUTPUT_ROOT and DEMESNE_STATE_DIR at a fresh temp dir,
+ * removed at exit when every test passed. */
 static inline void test_env_setup(const char *name)
 {
         char tmpl[128], v[PATH_MAX + 32];
@@ -28,6 +57,7 @@ static inline void test_env_setup(const char *name)
                 exit(1);
         }
         snprintf(test_root, sizeof(test_root), "%s", tmpl);
+        atexit(test_root_cleanup);
         snprintf(v, sizeof(v), "%s/out", test_root);
         setenv("DEMESNE_OUTPUT_ROOT", v, 1);
         snprintf(v, sizeof(v), "%s/state", test_root);
