@@ -84,6 +84,23 @@ static size_t live_below(struct dm_context *ctx, const char *principal, bool exa
         return dm_sandbox_ids(ctx, principal, exact, NULL, 0) + dm_jobs_running(ctx->jobs, principal, exact, NULL, 0);
 }
 
+/* The egress of the nested sandbox (or run) principal calls from: none
+ * when its endpoint is gone. */
+static enum dm_egress own_egress(struct dm_context *ctx, const char *principal)
+{
+        enum dm_egress mine = DM_EGRESS_NONE;
+        struct endpoint *e;
+
+        if (!ctx->nested)
+                return mine;
+        pthread_mutex_lock(&ctx->nested->lock);
+        e = find_locked(ctx->nested, principal, NULL, false);
+        if (e)
+                mine = e->egress;
+        pthread_mutex_unlock(&ctx->nested->lock);
+        return mine;
+}
+
 int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask *ask, struct dm_error *err)
 {
         struct dm_context *ctx = dm_call_context(call);
@@ -117,16 +134,8 @@ int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask
                                     "host paths are refused from inside a sandbox (files, directories, src): put "
                                     "what the child needs in it with sandbox_upload's content, or have it fetch it");
         if (ask->egress) {
-                struct endpoint *e;
-                enum dm_egress mine = DM_EGRESS_NONE;
+                enum dm_egress mine = own_egress(ctx, principal);
 
-                if (ctx->nested) {
-                        pthread_mutex_lock(&ctx->nested->lock);
-                        e = find_locked(ctx->nested, principal, NULL, false);
-                        if (e)
-                                mine = e->egress;
-                        pthread_mutex_unlock(&ctx->nested->lock);
-                }
                 if (*ask->egress > mine)
                         return dm_error_set(err, -EPERM,
                                             "egress '%s' is wider than this sandbox's own ('%s'): a child gets no "
@@ -153,18 +162,11 @@ const char *dm_tools_nested_egress_default(struct dm_call *call)
 {
         struct dm_context *ctx = dm_call_context(call);
         const char *principal = dm_call_principal(call), *def = dm_egress_default(ctx);
-        struct endpoint *e;
-        enum dm_egress cap = DM_EGRESS_NONE;
+        enum dm_egress cap;
 
         if (dm_principal_depth(principal) == 0)
                 return def;
-        if (ctx->nested) {
-                pthread_mutex_lock(&ctx->nested->lock);
-                e = find_locked(ctx->nested, principal, NULL, false);
-                if (e)
-                        cap = e->egress;
-                pthread_mutex_unlock(&ctx->nested->lock);
-        }
+        cap = own_egress(ctx, principal);
         for (int i = DM_EGRESS_NONE; i < (int)cap; i++)
                 if (strcmp(def, egress_names[i]) == 0)
                         return def;
