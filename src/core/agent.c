@@ -249,7 +249,8 @@ struct run_state {
         char token[65];
         struct dm_vendor_proxy *proxy;
         char usage_path[PATH_MAX];
-        double max_usd;         /* DEMESNE_AGENT_MAX_USD */
+        double max_usd;         /* DEMESNE_AGENT_MAX_USD, or what is left of the tree's */
+        const char *cap_name;   /* which of the two, for the message */
         struct dm_cancel limit; /* fired by the proxy at the spending cap: ends the run */
 };
 
@@ -456,9 +457,11 @@ static int check_output_path(const char *p, const char **ret_rel, struct dm_erro
 int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, struct dm_agent_result *res,
                  struct dm_error *err)
 {
-        struct run_state st = {
-                .cfg = &ctx->cfg, .req = req, .max_usd = ctx->cfg.agent_max_usd, .limit = { .fd = -1 }
-        };
+        struct run_state st = { .cfg = &ctx->cfg,
+                                .req = req,
+                                .max_usd = ctx->cfg.agent_max_usd,
+                                .cap_name = "DEMESNE_AGENT_MAX_USD",
+                                .limit = { .fd = -1 } };
         struct dm_run_result run = { 0 };
         char dir[PATH_MAX - 64], path[PATH_MAX];
         _cleanup_close_ int outfd = -1;
@@ -471,6 +474,10 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         memset(res, 0, sizeof(*res));
         if (req->output_path && check_output_path(req->output_path, &out_rel, err) < 0)
                 return -EINVAL;
+        if (req->tree_left_usd > 0 && (st.max_usd <= 0 || req->tree_left_usd < st.max_usd)) {
+                st.max_usd = req->tree_left_usd;
+                st.cap_name = "DEMESNE_TREE_MAX_USD, what was left of this tree's";
+        }
         r = dm_agent_pick_provider(&ctx->cfg, req->model, &st.provider, err);
         if (r < 0)
                 return r;
@@ -554,9 +561,9 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                  * stopped it, the run fails with the cap's sentence. */
                 if (dm_vendor_cap_reached(st.proxy, &spent) && r != -ECANCELED)
                         r = dm_error_set(err, -EDQUOT,
-                                         "spending cap of $%.6g reached (DEMESNE_AGENT_MAX_USD): the "
-                                         "agent was stopped after $%.4f of model use; usage in '%s'",
-                                         st.max_usd, spent, st.usage_path);
+                                         "spending cap of $%.6g reached (%s): the agent was stopped after "
+                                         "$%.4f of model use; usage in '%s'",
+                                         st.max_usd, st.cap_name, spent, st.usage_path);
                 dm_vendor_stop(st.proxy);
                 st.proxy = NULL;
         }

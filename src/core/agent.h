@@ -59,6 +59,10 @@ struct dm_agent_request {
         const char *principal;
         const char *job_id;
         const char *parent_run_id;
+        /* What is left of a tree's DEMESNE_TREE_MAX_USD, when the run is
+         * made from inside one; 0: none. The run's cap is the smaller of
+         * this and DEMESNE_AGENT_MAX_USD. */
+        double tree_left_usd;
 };
 
 struct dm_agent_result {

@@ -145,7 +145,10 @@ static int load_limits(struct dm_config *cfg, struct dm_error *err)
         if (cfg->disk_max > 0 && cfg->disk_max < (1 << 20))
                 return dm_error_set(err, -EINVAL, "DEMESNE_DISK_MAX='%s' is below 1m (0 turns the cap off)",
                                     getenv("DEMESNE_DISK_MAX"));
-        return env_decimal("DEMESNE_AGENT_MAX_USD", 10.0, 0.0, 1e6, "2.50; 0 = no cap", &cfg->agent_max_usd, err);
+        r = env_decimal("DEMESNE_AGENT_MAX_USD", 10.0, 0.0, 1e6, "2.50; 0 = no cap", &cfg->agent_max_usd, err);
+        if (r < 0)
+                return r;
+        return env_decimal("DEMESNE_TREE_MAX_USD", 50.0, 0.0, 1e6, "20; 0 = no cap", &cfg->tree_max_usd, err);
 }
 
 static char *dup_env_or(const char *name, const char *fallback)

@@ -29,6 +29,8 @@ struct dm_config {
         int64_t nano_cpus;            /* DEMESNE_CPUS (e.g. 1.5) in 1e-9 CPUs, default 1 CPU; 0 = no limit */
         int64_t disk_max;             /* DEMESNE_DISK_MAX, bytes one run or sandbox may write, default 2g; 0 = none */
         double agent_max_usd;         /* DEMESNE_AGENT_MAX_USD, spending cap of one agent run, default 10; 0 = none */
+        double tree_max_usd;          /* DEMESNE_TREE_MAX_USD, what the agent runs of one tree of nested sandboxes
+                                         may spend together, default 50; 0 = none */
         int64_t max_message;          /* DEMESNE_MAX_MESSAGE, bytes of one JSON-RPC message, default 4 MiB */
         int64_t output_cap;           /* DEMESNE_OUTPUT_CAP, bytes of stdout/stderr in a result, default 64 KiB */
         int64_t engine_response_max;  /* cap on one engine answer, default 16 MiB */

@@ -232,6 +232,14 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 .principal = a->call ? dm_call_principal(a->call) : dm_job_owner(a->job),
                 .job_id = a->job ? dm_job_id(a->job) : NULL,
         };
+        /* What the tree may still spend, when it is made from inside one:
+         * now, at the run's start (a background run waited in between). */
+        r = dm_tools_nested_budget(ctx, req.principal, &req.tree_left_usd, err);
+        if (r < 0) {
+                dm_policy_free(policy);
+                *ret_r = r;
+                return NULL;
+        }
         r = dm_agent_run(ctx, &req, &res, err);
         dm_policy_free(policy);
         *ret_r = r;
@@ -293,6 +301,14 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                                                       dm_tools_caller_flags(call), &egress, &err) < 0)
                         return dm_tools_error(NULL, &err);
                 if (dm_tools_nested_check(call, &ask, &err) < 0)
+                        return dm_tools_error(NULL, &err);
+        }
+        {
+                /* A tree that has spent its DEMESNE_TREE_MAX_USD: refused
+                 * now, not as a background job that fails. */
+                double left;
+
+                if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call), &left, &err) < 0)
                         return dm_tools_error(NULL, &err);
         }
         if (dm_args_bool(specs, n, args, "background"))

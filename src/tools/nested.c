@@ -28,6 +28,7 @@
 #include "src/basic/log.h"
 #include "src/basic/principal.h"
 #include "src/core/egress.h"
+#include "src/core/ledger.h"
 #include "src/core/sandbox.h"
 #include "src/mcp/http-token.h"
 #include "src/mcp/http.h"
@@ -155,6 +156,39 @@ int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask
                                     "this tree of sandboxes has %zu live sandboxes and background jobs, the limit "
                                     "(DEMESNE_MAX_TREE=%lld)",
                                     n, (long long)ctx->cfg.max_tree);
+        return 0;
+}
+
+int dm_tools_nested_budget(struct dm_context *ctx, const char *principal, double *ret_left, struct dm_error *err)
+{
+        char root[DM_PRINCIPAL_MAX], host[DM_PRINCIPAL_MAX];
+        struct dm_ledger_scope scope = { 0 };
+        struct dm_error lerr = { 0 };
+        const char *slash;
+        json_object *rep, *v;
+        double spent = 0;
+
+        *ret_left = 0;
+        if (dm_principal_depth(principal) == 0 || ctx->cfg.tree_max_usd <= 0)
+                return 0;
+        /* The tree: the top nested sandbox (or run) and all below it, as
+         * the host's caller who made it sees it in the ledger. */
+        tree_root(principal, root, sizeof(root));
+        slash = strchr(root, DM_PRINCIPAL_SEP);
+        snprintf(host, sizeof(host), "%.*s", slash ? (int)(slash - root) : (int)strlen(root), root);
+        scope.run_id = dm_principal_leaf(root);
+        rep = dm_ledger_report(ctx->cfg.output_root, ctx->owner, host, &scope, &lerr);
+        if (rep && json_object_object_get_ex(rep, "cost_usd", &v))
+                spent = json_object_get_double(v);
+        else if (lerr.code != -ENOENT)
+                log_warning("tree %s: its spend is unknown (%s); counted as none", root, lerr.msg);
+        json_object_put(rep);
+        if (spent >= ctx->cfg.tree_max_usd)
+                return dm_error_set(err, -EDQUOT,
+                                    "this tree of sandboxes has spent $%.4f on model use, its limit "
+                                    "(DEMESNE_TREE_MAX_USD=%g): no more agent runs in it",
+                                    spent, ctx->cfg.tree_max_usd);
+        *ret_left = ctx->cfg.tree_max_usd - spent;
         return 0;
 }
 

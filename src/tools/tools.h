@@ -108,6 +108,11 @@ struct dm_tools_nested_ask {
  * egress wider than its own, allow entries, host paths, and the live
  * children (DEMESNE_MAX_CHILDREN) and tree (DEMESNE_MAX_TREE) caps. */
 int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask *ask, struct dm_error *err);
+/* From inside a nested tree, what its agent runs may still spend
+ * (DEMESNE_TREE_MAX_USD less the tree's cost in the ledger) in *ret_left;
+ * 0 at the top level or with no cap. -EDQUOT naming the variable when
+ * nothing is left. */
+int dm_tools_nested_budget(struct dm_context *ctx, const char *principal, double *ret_left, struct dm_error *err);
 /* The egress a call gets when it names none: dm_egress_default, or less
  * from inside a nested sandbox whose own is less. */
 const char *dm_tools_nested_egress_default(struct dm_call *call);

@@ -8,17 +8,11 @@
 # environment only. Afterwards no container of the examples' output root is
 # left. Needs the engine, jq, node, and the base, python, claude-code and
 # codex images (setup.sh builds them).
-set -uo pipefail
-top=${top_srcdir:-$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)}
-export DEMESNE=${DEMESNE:?DEMESNE must name the built demesne (make check sets it)}
-command -v jq >/dev/null || { echo "1..0 # SKIP needs jq"; exit 77; }
-command -v node >/dev/null || { echo "1..0 # SKIP needs node for the vendor fixture"; exit 77; }
-
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi; }
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib/tap.sh"
+needs jq "needs jq"
+needs node "needs node for the vendor fixture"
 
 tmp=$(mktemp -d /tmp/dm-examples-XXXXXX)
-fixtures=()
 cleanup() {
 	local p
 	for p in "${fixtures[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
@@ -48,20 +42,6 @@ example() {
 	fi
 }
 
-# Starts the vendor fixture for one provider, on loopback; its port goes to
-# port_of_NAME.
-fixture() {
-	local name=$1 key=$2 out=$tmp/fixture-$1.out port=
-	node "$top/tests/fixtures/vendor/server.mjs" --expect-key "$key" --port 0 --host 127.0.0.1 \
-		--log "$tmp/fixture-$name.log" >"$out" 2>&1 &
-	fixtures+=($!)
-	for _ in $(seq 100); do
-		port=$(sed -n 's/^listening //p' "$out")
-		[ -n "$port" ] && break
-		sleep 0.1
-	done
-	printf -v "port_of_$name" '%s' "$port"
-}
 
 tag='' example hello-script
 tag='' example persistent-session
@@ -69,8 +49,8 @@ tag='' example background-jobs
 
 akey=sk-ant-api03-demesne-examples-$RANDOM$RANDOM okey=sk-proj-demesne-examples-$RANDOM$RANDOM
 port_of_anthropic='' port_of_openai=''
-fixture anthropic "$akey"
-fixture openai "$okey"
+vendor_fixture anthropic "$akey"
+vendor_fixture openai "$okey"
 aport=$port_of_anthropic oport=$port_of_openai
 [ -n "$aport" ] && [ -n "$oport" ]; ok $? "the vendor fixtures listen (${aport:-none}, ${oport:-none})"
 tag='Claude Code' example sandbox-agent-hello claude MODEL=sonnet ANTHROPIC_API_KEY="$akey" \

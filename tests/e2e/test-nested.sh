@@ -33,47 +33,7 @@ exec 3>&1 >"$tmp/client.log" 2>"$tmp/server.log"
 tap() { ok "$@" >&3; }
 diag() { printf '# %s\n' "$@" >&3; }
 
-# The client inside the sandbox: `sh /workspace/call.sh TOOL` with the
-# arguments (JSON) on stdin prints the tool call's JSON-RPC answer; the
-# session is made once per endpoint and kept in /tmp. `call.sh -raw TOKEN`
-# prints the HTTP status of an initialize with that token.
-cat >"$tmp/call.sh" <<'EOF'
-set -e
-u=$DEMESNE_MCP_URL
-h() { curl -sS -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" "$@"; }
-init='{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"nested-test","version":"1"}}}'
-if [ "$1" = -raw ]; then
-	h -o /dev/null -w '%{http_code}' ${2:+-H "Authorization: Bearer $2"} "$u" -d "$init"
-	exit 0
-fi
-sid=/tmp/sid-$(echo "$u$DEMESNE_MCP_TOKEN" | md5sum | cut -c1-8)
-if [ ! -s "$sid" ]; then
-	h -D /tmp/headers -o /dev/null -H "Authorization: Bearer $DEMESNE_MCP_TOKEN" "$u" -d "$init"
-	grep -i '^mcp-session-id:' /tmp/headers | tr -d '\r' | cut -d' ' -f2 >"$sid"
-	h -o /dev/null -H "Authorization: Bearer $DEMESNE_MCP_TOKEN" -H "Mcp-Session-Id: $(cat "$sid")" "$u" \
-		-d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
-fi
-args=$(cat)
-h -H "Authorization: Bearer $DEMESNE_MCP_TOKEN" -H "Mcp-Session-Id: $(cat "$sid")" "$u" \
-	-d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"$1\",\"arguments\":$args}}" |
-	sed -n 's/^data: //p' | tail -n 1
-EOF
-
-# In sandbox $1, through its endpoint: tool $2 with arguments $3. The
-# answer's result goes to R (and its structured content to S).
-inside() {
-	mcp_call sandbox_exec "$(jq -cn --arg id "$1" --arg t "$2" --arg a "$3" \
-		'{sandbox_id: $id, command: ("sh /workspace/call.sh " + $t), stdin: $a}')"
-	R=$(jq -c '.result // .error // {}' <<<"$(field stdout)" 2>/dev/null || echo '{}')
-	S=$(jq -c '.structuredContent // {}' <<<"$R")
-}
-said() { jq -r '.content[0].text // .message // ""' <<<"$R"; }
-nested_box() { # $1: egress
-	mcp_call sandbox_create "$(jq -cn --arg e "$1" '{image: "base", egress: $e, nested: true, ttl_seconds: 900}')"
-	box=$(field sandbox_id)
-	mcp_call sandbox_upload "$(jq -cn --arg id "$box" --arg c "$(base64 -w0 "$tmp/call.sh")" \
-		'{sandbox_id: $id, dst: "/workspace/call.sh", content: $c}')"
-}
+. "$top/tests/e2e/lib/nested.sh"
 
 mcp_start
 
