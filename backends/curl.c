@@ -14,7 +14,6 @@
  * free. The hijacked streams are in stream.c. */
 #include "config.h"
 #include "backends/curl.h"
-#include "backends/http1.h"
 #include "src/basic/io.h"
 
 #include <arpa/inet.h>

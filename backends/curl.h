@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
+#include "backends/http1.h"
 #include "src/basic/buf.h"
 #include "src/basic/error.h"
 
@@ -55,12 +56,7 @@ const char *dm_curl_describe_host(struct dm_curl *h);
 int dm_curl_request(struct dm_curl *h, const char *method, const char *path, const char *json_body, long timeout_ms,
                     long *ret_status, struct dm_buf *body, struct dm_error *err);
 
-/* A response header to capture: name set by the caller ("Server"), value
- * filled (trimmed, truncated to fit) when the response carries it, else "". */
-struct dm_curl_header {
-        const char *name;
-        char value[128];
-};
+/* struct dm_curl_header, a response header to capture: backends/http1.h. */
 
 /* dm_curl_request, also capturing the n_want headers in want. */
 int dm_curl_request_headers(struct dm_curl *h, const char *method, const char *path, const char *json_body,

@@ -11,7 +11,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "backends/curl.h"
 #include "src/basic/timeutil.h"
 
 #define HEAD_LINE_MAX 8192

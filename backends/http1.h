@@ -14,7 +14,13 @@
 
 #include "src/basic/error.h"
 
-struct dm_curl_header;
+/* A response header to capture: name set by the caller ("Server"), value
+ * filled (trimmed, truncated to fit) when the response carries it, else "".
+ * The libcurl path (backends/curl.c) fills it the same way. */
+struct dm_curl_header {
+        const char *name;
+        char value[128];
+};
 
 /* Where a response body goes, piece by piece: 0, or a negative errno that
  * ends the exchange (and the connection). status is the response's. */
