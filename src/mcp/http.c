@@ -966,8 +966,10 @@ static int start(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, 
         pthread_cond_init(&h->tick, NULL);
         r = setup(h, o, &addr, &addr_len, err);
         /* The server's log speaks of every client's work: with more than
-         * one principal, no session is sent another's records. */
-        if (r >= 0 && (h->tokens.n > 1 || o->principal))
+         * one top-level principal, no session is sent another's records.
+         * A nested endpoint's sessions get none (the log hook), and the
+         * host's client may read of its own trees' work. */
+        if (r >= 0 && h->tokens.n > 1)
                 dm_mcp_server_set_private_logs(srv);
         if (r >= 0 && !o->use_listen_fd)
                 r = h->listen_fd = open_listener(&addr, addr_len, o->listen, &port, err);

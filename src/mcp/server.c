@@ -13,6 +13,7 @@
 #include "src/mcp/skills.h"
 #include "src/basic/cancel.h"
 #include "src/basic/log.h"
+#include "src/basic/principal.h"
 #include "src/basic/timeutil.h"
 
 #define TOOLS_PAGE_SIZE 20
@@ -109,7 +110,9 @@ static void log_hook(enum dm_log_level level, const char *line, void *userdata)
 
         pthread_mutex_lock(&srv->lock);
         for (struct dm_mcp_session *s = srv->private_logs ? NULL : srv->sessions; s && n < 16; s = s->next)
-                if (s->log_enabled && level >= s->log_level && !s->closing) {
+                /* A nested sandbox's session: never (a record may speak of
+                 * anything outside its subtree). */
+                if (s->log_enabled && level >= s->log_level && !s->closing && !dm_principal_depth(s->principal)) {
                         /* HTTP frees sessions while the server runs: the
                          * reference keeps this one until the send is done. */
                         s->refs++;
