@@ -189,9 +189,20 @@ static int write_launcher(const char *path, enum dm_vendor provider, const char 
                               "cp " AGENT_DIR "/instructions.md \"$HOME/.claude/CLAUDE.md\"\n"
                               "export IS_SANDBOX=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 "
                               "DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 "
-                              "CLAUDE_CODE_MAX_RETRIES=${CLAUDE_CODE_MAX_RETRIES:-3}\n"
+                              "CLAUDE_CODE_MAX_RETRIES=${CLAUDE_CODE_MAX_RETRIES:-3} ENABLE_TOOL_SEARCH=false\n"
+                              /* The nested endpoint, when the run has one:
+                               * its tools as mcp__demesne__*, loaded at
+                               * once (no tool search), allowed like every
+                               * tool here. */
+                              "set --\n"
+                              "if [ -n \"${DEMESNE_MCP_URL:-}\" ]; then\n"
+                              "  printf '{\"mcpServers\":{\"demesne\":{\"type\":\"http\",\"url\":\"%%s\","
+                              "\"headers\":{\"Authorization\":\"Bearer %%s\"}}}}\\n' \"$DEMESNE_MCP_URL\" "
+                              "\"$DEMESNE_MCP_TOKEN\" > \"$HOME/.claude/demesne-mcp.json\"\n"
+                              "  set -- --mcp-config \"$HOME/.claude/demesne-mcp.json\"\n"
+                              "fi\n"
                               "exec claude -p --output-format stream-json --verbose --dangerously-skip-permissions%s%s "
-                              "< " AGENT_DIR "/prompt.txt\n",
+                              "\"$@\" < " AGENT_DIR "/prompt.txt\n",
                               model ? " --model " : "", model ? model : "");
         } else {
                 dm_buf_printf(&b,
@@ -209,6 +220,19 @@ static int write_launcher(const char *path, enum dm_vendor provider, const char 
                               "env_key = \"DEMESNE_VENDOR_TOKEN\"\n"
                               "wire_api = \"responses\"\n"
                               "EOF\n"
+                              /* The nested endpoint, when the run has one:
+                               * Streamable HTTP, the token from the
+                               * environment; a child agent may take the
+                               * run's whole time. */
+                              "if [ -n \"${DEMESNE_MCP_URL:-}\" ]; then\n"
+                              "cat >> \"$CODEX_HOME/config.toml\" <<EOF\n"
+                              "[mcp_servers.demesne]\n"
+                              "url = \"$DEMESNE_MCP_URL\"\n"
+                              "bearer_token_env_var = \"DEMESNE_MCP_TOKEN\"\n"
+                              "startup_timeout_sec = 30\n"
+                              "tool_timeout_sec = 172800\n"
+                              "EOF\n"
+                              "fi\n"
                               "exec codex exec --json --dangerously-bypass-approvals-and-sandbox "
                               "--skip-git-repo-check -C /out - < " AGENT_DIR "/prompt.txt\n",
                               model ? "model = \"" : "", model ? model : "", model ? "\"\n" : "");
@@ -549,6 +573,8 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                 .job_id = req->job_id,
                 .parent_run_id = req->parent_run_id,
                 .ledger_kind = req->research ? "research" : "agent",
+                .on_started = req->on_started,
+                .started_userdata = req->started_userdata,
         };
         r = dm_run(ctx, &rreq, &run, err);
         /* Stopping writes usage.json a last time. */

@@ -63,6 +63,10 @@ struct dm_agent_request {
          * made from inside one; 0: none. The run's cap is the smaller of
          * this and DEMESNE_AGENT_MAX_USD. */
         double tree_left_usd;
+        /* Called once the container runs, before the CLI starts
+         * (dm_run_request's on_started): the nested endpoint's hook. */
+        int (*on_started)(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err);
+        void *started_userdata;
 };
 
 struct dm_agent_result {

@@ -32,46 +32,54 @@ static const char *const openai_models[] = { "gpt-5.5", "gpt-5", "gpt-5-codex", 
                                              "gpt-4.1", "o3",    "o4-mini",     NULL };
 static const char *available_models[16];
 
-#define COMMON_ARGS(prompt_text)                                                                                      \
-        { .name = "prompt", .type = DM_ARG_STRING, .required = true, .max = 1 << 20, .description = prompt_text },    \
-                { .name = "model",                                                                                    \
-                  .type = DM_ARG_STRING,                                                                              \
-                  .max = 128,                                                                                         \
-                  .description =                                                                                      \
-                          "Claude Code: sonnet, opus, haiku or a full claude-* id; Codex: gpt-*, o* or codex-* "      \
-                          "ids. Default: the first provider with credentials on the host (Claude Code, then "         \
-                          "Codex), with its own default model." },                                                    \
-                { .name = "preamble",                                                                                 \
-                  .type = DM_ARG_STRING,                                                                              \
-                  .max = 64 << 10,                                                                                    \
-                  .description = "Replaces the opening paragraph of the agent's instructions file." },                \
-                { .name = "output_path",                                                                              \
-                  .type = DM_ARG_STRING,                                                                              \
-                  .max = 1024,                                                                                        \
-                  .description =                                                                                      \
-                          "Where the agent must write its deliverable, inside /out (e.g. report.md); the result "     \
-                          "says whether the file exists (output_exists)." },                                          \
-                { .name = "output_format",                                                                            \
-                  .type = DM_ARG_STRING,                                                                              \
-                  .max = 256,                                                                                         \
-                  .description = "The deliverable's format (markdown, json, csv...), told to the agent." },           \
-                { .name = "success_criteria",                                                                         \
-                  .type = DM_ARG_STRING_ARRAY,                                                                        \
-                  .max = 32,                                                                                          \
-                  .has_default = true,                                                                                \
-                  .description = "What must hold when the agent is done; written into its instructions as the "       \
-                                 "definition of done." },                                                             \
-                { .name = "timeout_seconds",                                                                          \
-                  .type = DM_ARG_INT,                                                                                 \
-                  .min = 1,                                                                                           \
-                  .max = 172800,                                                                                      \
-                  .has_default = true,                                                                                \
-                  .def_int = 3600,                                                                                    \
-                  .description = "Stop the agent after this many seconds (timed_out: true)." },                       \
-        {                                                                                                             \
-                .name = "background", .type = DM_ARG_BOOL, .has_default = true, .def_bool = false,                    \
-                .description = "Return {job_id, status: running} at once; follow with sandbox_status, sandbox_wait, " \
-                               "sandbox_cancel."                                                                      \
+#define COMMON_ARGS(prompt_text)                                                                                    \
+        { .name = "prompt", .type = DM_ARG_STRING, .required = true, .max = 1 << 20, .description = prompt_text },  \
+                { .name = "model",                                                                                  \
+                  .type = DM_ARG_STRING,                                                                            \
+                  .max = 128,                                                                                       \
+                  .description =                                                                                    \
+                          "Claude Code: sonnet, opus, haiku or a full claude-* id; Codex: gpt-*, o* or codex-* "    \
+                          "ids. Default: the first provider with credentials on the host (Claude Code, then "       \
+                          "Codex), with its own default model." },                                                  \
+                { .name = "preamble",                                                                               \
+                  .type = DM_ARG_STRING,                                                                            \
+                  .max = 64 << 10,                                                                                  \
+                  .description = "Replaces the opening paragraph of the agent's instructions file." },              \
+                { .name = "output_path",                                                                            \
+                  .type = DM_ARG_STRING,                                                                            \
+                  .max = 1024,                                                                                      \
+                  .description =                                                                                    \
+                          "Where the agent must write its deliverable, inside /out (e.g. report.md); the result "   \
+                          "says whether the file exists (output_exists)." },                                        \
+                { .name = "output_format",                                                                          \
+                  .type = DM_ARG_STRING,                                                                            \
+                  .max = 256,                                                                                       \
+                  .description = "The deliverable's format (markdown, json, csv...), told to the agent." },         \
+                { .name = "success_criteria",                                                                       \
+                  .type = DM_ARG_STRING_ARRAY,                                                                      \
+                  .max = 32,                                                                                        \
+                  .has_default = true,                                                                              \
+                  .description = "What must hold when the agent is done; written into its instructions as the "     \
+                                 "definition of done." },                                                           \
+                { .name = "timeout_seconds",                                                                        \
+                  .type = DM_ARG_INT,                                                                               \
+                  .min = 1,                                                                                         \
+                  .max = 172800,                                                                                    \
+                  .has_default = true,                                                                              \
+                  .def_int = 3600,                                                                                  \
+                  .description = "Stop the agent after this many seconds (timed_out: true)." },                     \
+                { .name = "background",                                                                             \
+                  .type = DM_ARG_BOOL,                                                                              \
+                  .has_default = true,                                                                              \
+                  .def_bool = false,                                                                                \
+                  .description = "Return {job_id, status: running} at once; follow with sandbox_status, "           \
+                                 "sandbox_wait, sandbox_cancel." },                                                 \
+        {                                                                                                           \
+                .name = "nested", .type = DM_ARG_BOOL, .has_default = true, .def_bool = true,                       \
+                .description = "Give the agent demesne's own tools (its CLI is configured for them): it may make "  \
+                               "child sandboxes, runs and agents, which it alone sees and which end with it. "      \
+                               "Not given: on where this server can (an engine with the sandbox's network on this " \
+                               "host, demesne-shim, under DEMESNE_MAX_DEPTH)."                                      \
         }
 
 static struct dm_arg_spec agent_args[] = {
@@ -197,6 +205,7 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
         _cleanup_free_ const char **criteria = dm_args_strv(a->args, "success_criteria");
         struct dm_policy *policy = NULL;
         struct dm_agent_result res;
+        struct dm_tools_nested_run nested = { .ctx = ctx };
         json_object *out;
         int r;
 
@@ -240,7 +249,14 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 *ret_r = r;
                 return NULL;
         }
+        if (dm_args_bool(specs, n, a->args, "nested")) {
+                nested.maker = req.principal;
+                nested.egress = policy->mode;
+                req.on_started = dm_tools_nested_run_started;
+                req.started_userdata = &nested;
+        }
         r = dm_agent_run(ctx, &req, &res, err);
+        dm_tools_nested_run_end(&nested);
         dm_policy_free(policy);
         *ret_r = r;
         if (r < 0)
@@ -281,6 +297,10 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
 
         if (dm_args_check(specs, n, args, &err) < 0)
                 return dm_tools_error(DM_TOOLS_ARGS, &err);
+        /* nested not given: on where it can be. Written into the arguments,
+         * so a background job runs with the same. */
+        if (!json_object_object_get_ex(args, "nested", NULL))
+                json_object_object_add(args, "nested", json_object_new_boolean(dm_tools_nested_possible(call)));
         /* Before any job starts: a bad model or no credentials is the
          * caller's to fix now. */
         model = dm_args_str(specs, n, args, "model");
@@ -293,6 +313,7 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                 _cleanup_free_ const char **files = research ? NULL : dm_args_strv(args, "files"),
                                           **dirs = research ? NULL : dm_args_strv(args, "directories");
                 struct dm_tools_nested_ask ask = {
+                        .nested = dm_args_bool(specs, n, args, "nested"),
                         .egress = &egress,
                         .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
                 };

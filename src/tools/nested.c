@@ -28,6 +28,7 @@
 #include "src/basic/log.h"
 #include "src/basic/principal.h"
 #include "src/core/egress.h"
+#include "src/core/launch.h"
 #include "src/core/ledger.h"
 #include "src/core/sandbox.h"
 #include "src/mcp/http-token.h"
@@ -297,10 +298,46 @@ int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, cons
         return open_endpoint(ctx, dm_call_principal(call), sb->id, pid, token, egress, err);
 }
 
-int dm_tools_nested_open_run(struct dm_context *ctx, const char *maker, const char *run_id, int pid, const char *token,
-                             enum dm_egress egress, struct dm_error *err)
+int dm_tools_nested_run_started(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err)
 {
-        return open_endpoint(ctx, maker, run_id, pid, token, egress, err);
+        struct dm_tools_nested_run *n = userdata;
+        int r;
+
+        /* The token first: the endpoint is served behind it. */
+        *ret_env = NULL;
+        if (dm_tools_nested_env(n->token, ret_env) < 0)
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+        else
+                r = open_endpoint(n->ctx, n->maker, run_id, pid, n->token, n->egress, err);
+        if (r < 0) {
+                for (size_t i = 0; *ret_env && (*ret_env)[i]; i++)
+                        free((*ret_env)[i]);
+                free(*ret_env);
+                *ret_env = NULL;
+                return r;
+        }
+        snprintf(n->run_id, sizeof(n->run_id), "%s", run_id);
+        return 0;
+}
+
+void dm_tools_nested_run_end(struct dm_tools_nested_run *n)
+{
+        /* What the run's calls made ends with it. */
+        if (n->run_id[0])
+                dm_tools_nested_end(n->ctx, n->run_id);
+        explicit_bzero(n->token, sizeof(n->token));
+}
+
+bool dm_tools_nested_possible(struct dm_call *call)
+{
+        struct dm_context *ctx = dm_call_context(call);
+        struct dm_error err = { 0 };
+        struct dm_backend *b;
+
+        return ctx->nested && ctx->nested->srv &&
+               (int64_t)dm_principal_depth(dm_call_principal(call)) + 1 <= ctx->cfg.max_depth &&
+               dm_context_backend(ctx, &b, &err) == 0 && dm_backend_can(b, DM_CAP_HOST_NETNS) &&
+               dm_launch_use_shim(ctx, b);
 }
 
 /* A sandbox was destroyed, or a run ended: its endpoint stops (its calls

@@ -187,38 +187,6 @@ static int on_output(void *userdata, int stream, const char *data, size_t len)
 
 /* Runs the (already checked) arguments; returns the structured result, or
  * NULL with *ret_r set (-ECANCELED for a cancel) and err filled. */
-/* nested: true: the endpoint opens once the container runs, before the
- * command; the command gets its URL and token. */
-struct nested_run {
-        struct dm_context *ctx;
-        const char *maker; /* the calling principal */
-        enum dm_egress egress;
-        char token[65];
-        char run_id[64]; /* set by the hook: what to end after the run */
-};
-
-static int nested_started(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err)
-{
-        struct nested_run *n = userdata;
-        int r;
-
-        /* The token first: the endpoint is served behind it. */
-        *ret_env = NULL;
-        if (dm_tools_nested_env(n->token, ret_env) < 0)
-                r = dm_error_set(err, -ENOMEM, "out of memory");
-        else
-                r = dm_tools_nested_open_run(n->ctx, n->maker, run_id, pid, n->token, n->egress, err);
-        if (r < 0) {
-                for (size_t i = 0; *ret_env && (*ret_env)[i]; i++)
-                        free((*ret_env)[i]);
-                free(*ret_env);
-                *ret_env = NULL;
-                return r;
-        }
-        snprintf(n->run_id, sizeof(n->run_id), "%s", run_id);
-        return 0;
-}
-
 static json_object *run_script(struct dm_context *ctx, json_object *args, struct dm_cancel *cancel, struct sink *sink,
                                int *ret_r, struct dm_error *err)
 {
@@ -261,17 +229,14 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
                 .principal = sink->call ? dm_call_principal(sink->call) : dm_job_owner(sink->job),
                 .job_id = sink->job ? dm_job_id(sink->job) : NULL,
         };
-        struct nested_run nested = { .ctx = ctx, .maker = req.principal, .egress = policy->mode };
+        struct dm_tools_nested_run nested = { .ctx = ctx, .maker = req.principal, .egress = policy->mode };
 
         if (dm_args_bool(script_args, N_ARGS, args, "nested")) {
-                req.on_started = nested_started;
+                req.on_started = dm_tools_nested_run_started;
                 req.started_userdata = &nested;
         }
         r = dm_run(ctx, &req, &res, err);
-        /* What the run's calls made ends with it. */
-        if (nested.run_id[0])
-                dm_tools_nested_end(ctx, nested.run_id);
-        explicit_bzero(nested.token, sizeof(nested.token));
+        dm_tools_nested_run_end(&nested);
         dm_args_strv_free(env);
         dm_policy_free(policy);
         *ret_r = r;

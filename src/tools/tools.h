@@ -123,10 +123,26 @@ int dm_tools_nested_env(char token[65], char ***env);
  * principal "<the call's principal>/<sb's id>"; egress is sb's own. */
 int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, const char *token, enum dm_egress egress,
                          struct dm_error *err);
-/* The same for a run (sandbox_script with nested: true) whose PID 1 is
- * pid, for the principal "<maker>/<run_id>". */
-int dm_tools_nested_open_run(struct dm_context *ctx, const char *maker, const char *run_id, int pid, const char *token,
-                             enum dm_egress egress, struct dm_error *err);
+/* A run with an endpoint (sandbox_script with nested: true, an agent
+ * run): give dm_tools_nested_run_started as the run's on_started hook with
+ * this as its userdata; it makes the token, opens the endpoint once the
+ * container runs and before the command, and gives the command
+ * DEMESNE_MCP_URL and DEMESNE_MCP_TOKEN. After the run,
+ * dm_tools_nested_run_end ends what the run's calls made and forgets the
+ * token. */
+struct dm_tools_nested_run {
+        struct dm_context *ctx;
+        const char *maker;     /* the calling principal */
+        enum dm_egress egress; /* the run's own */
+        char token[65];
+        char run_id[64]; /* set by the hook: what to end after the run */
+};
+int dm_tools_nested_run_started(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err);
+void dm_tools_nested_run_end(struct dm_tools_nested_run *n);
+/* Whether a call may have an endpoint at all: the engine gives the
+ * sandbox's network namespace on this host, and one more level stays
+ * within DEMESNE_MAX_DEPTH (what a default of nested: true needs). */
+bool dm_tools_nested_possible(struct dm_call *call);
 /* A nested sandbox was destroyed or a nested run ended: its endpoint stops,
  * its subtree's jobs are cancelled and its sandboxes destroyed. Nothing for
  * an id without an endpoint. */

@@ -62,10 +62,4 @@ tap $(awk -v t="$total" -v f="$first" 'BEGIN { exit !(t >= 0.01 && t > f) }'; ec
 	"the host's report on the tree adds up both runs (\$$total, at or over the budget)"
 
 mcp_call sandbox_destroy "$(jq -cn --arg id "$a" '{sandbox_id: $id}')"
-mcp_stop
-. "$top/tests/e2e/lib/left.sh"
-left=$(containers_left "$DEMESNE_OUTPUT_ROOT")
-tap $([ -z "$left" ]; echo $?) "nothing is left${left:+: $left}"
-
-echo "1..$n" >&3
-[ $failed = 0 ]
+nested_finish

@@ -45,3 +45,16 @@ nested_box() { # $1: egress
 		'{sandbox_id: $id, dst: "/workspace/call.sh", content: $c}')"
 }
 
+
+# The end of a nested test: the server stops, no container of the output
+# root may be left, the plan; returns the script's status. Uses the
+# script's tap.
+nested_finish() {
+	local left
+	mcp_stop
+	. "$top/tests/e2e/lib/left.sh"
+	left=$(containers_left "$DEMESNE_OUTPUT_ROOT")
+	tap $([ -z "$left" ]; echo $?) "nothing is left${left:+: $left}"
+	echo "1..$n" >&3
+	[ $failed = 0 ]
+}
