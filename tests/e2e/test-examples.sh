@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Every example in examples/ runs as a user would run it (its own run.sh,
 # against the built demesne, over stdio) and holds every check it prints.
-# sandbox-agent-hello runs twice, Claude Code and Codex, each against the
-# vendor API fixture (tests/fixtures/vendor/server.mjs: the internet vendor
+# sandbox-agent-hello and sandbox-agent-verifier run twice, Claude Code and
+# Codex, each against the vendor API fixture (tests/fixtures/vendor/server.mjs: the internet vendor
 # APIs cannot be reached here), with the credential in the server's
 # environment only. Afterwards no container of the examples' output root is
 # left. Needs the engine, jq, node, and the base, python, claude-code and
@@ -57,6 +57,16 @@ tag='Claude Code' example sandbox-agent-hello claude MODEL=sonnet ANTHROPIC_API_
 	DEMESNE_VENDOR_UPSTREAM_ANTHROPIC="http://127.0.0.1:$aport"
 tag=Codex example sandbox-agent-hello codex MODEL=gpt-5.5 OPENAI_API_KEY="$okey" \
 	DEMESNE_VENDOR_UPSTREAM_OPENAI="http://127.0.0.1:$oport"
+# An orchestrator agent and its children: the fixtures below play the model
+# from the example's play.json.
+vendor_fixture anthropic-play "$akey" --plays "$top/examples/sandbox-agent-verifier/play.json"
+vendor_fixture openai-play "$okey" --plays "$top/examples/sandbox-agent-verifier/play.json"
+tag='Claude Code' example sandbox-agent-verifier claude MODEL=sonnet ANTHROPIC_API_KEY="$akey" \
+	DEMESNE_VENDOR_UPSTREAM_ANTHROPIC="http://127.0.0.1:${port_of_anthropic_play:-0}"
+# gpt-5: Codex 0.171.0 offers it the MCP tools at once; for gpt-5.5 it offers
+# them through its tool_search tool, which the fixture does not play.
+tag=Codex example sandbox-agent-verifier codex MODEL=gpt-5 OPENAI_API_KEY="$okey" \
+	DEMESNE_VENDOR_UPSTREAM_OPENAI="http://127.0.0.1:${port_of_openai_play:-0}"
 for p in anthropic openai; do
 	key=$([ $p = anthropic ] && echo "$akey" || echo "$okey")
 	grep -q '"auth_ok":true' "$tmp/fixture-$p.log" 2>/dev/null && ! grep -rqF "$key" "$tmp/out"
