@@ -10,7 +10,8 @@
 # the child sandbox's destroy; its answer quotes what came back. The host
 # checks the answer, the calls the fixture saw, the ledger's tree and that
 # nothing of the tree is left. Also: nested: false gives the agent no
-# endpoint. Needs the engine, jq, node.
+# endpoint; cancelling a background orchestrator from the host ends its
+# children. Needs the engine, jq, node.
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib/tap.sh"
 needs jq "needs jq"
 needs node "needs node for the vendor fixture"
@@ -38,7 +39,13 @@ play() { # $1: the child agent's model
 	  {tool: "sandbox_wait", arguments: {job_id: "{{4.job_id}}", timeout_seconds: 120}},
 	  {tool: "sandbox_list", arguments: {}},
 	  {tool: "sandbox_destroy", arguments: {sandbox_id: "{{0.sandbox_id}}"}}],
-	  answer: "exec said {{1.stdout}}; the sleeper is {{3.status}}; the child agent said {{5.result}}; listed {{6.sandbox_id}}"}]}'
+	  answer: "exec said {{1.stdout}}; the sleeper is {{3.status}}; the child agent said {{5.result}}; listed {{6.sandbox_id}}"},
+	 {marker: "[play:hold]", steps: [
+	  {tool: "sandbox_create", arguments: {image: "base", ttl_seconds: 600}},
+	  {tool: "sandbox_script", arguments: {image: "base", command: "sleep 300", background: true}},
+	  {tool: "sandbox_wait", arguments: {job_id: "{{1.job_id}}", timeout_seconds: 120}},
+	  {tool: "sandbox_wait", arguments: {job_id: "{{1.job_id}}", timeout_seconds: 120}}],
+	  answer: "the sleeper outlived two waits"}]}'
 }
 play sonnet >"$tmp/play-anthropic.json"
 play gpt-5 >"$tmp/play-openai.json"
@@ -56,6 +63,7 @@ export DEMESNE_OUTPUT_ROOT=$tmp/out DEMESNE_STATE_DIR=$tmp/state MCP_QUIET=1 MCP
 exec 3>&1 >"$tmp/client.log" 2>"$tmp/server.log"
 tap() { ok "$@" >&3; }
 . "$top/tests/e2e/lib/nested.sh"
+. "$top/tests/e2e/lib/left.sh"
 
 tap $([ -n "$port_of_anthropic" ] && [ -n "$port_of_openai" ]; echo $?) \
 	"the vendor fixtures listen (${port_of_anthropic:-none}, ${port_of_openai:-none})"
@@ -105,7 +113,28 @@ mcp_call sandbox_agent '{"prompt": "[play:orchestrate] no tools", "model": "sonn
 tap $([ "$(field result)" = "The answer is 42." ] && [ -z "$(steps_seen anthropic)" ]; echo $?) \
 	"nested: false: the agent has no demesne tools ($(field result))"
 
+# Cancel from the top: a background orchestrator holds a child sandbox and
+# a background child job and waits on the job; the host cancels the
+# orchestrator's job; its whole subtree ends with it.
+mcp_call sandbox_agent '{"prompt": "[play:hold] make children and wait", "model": "sonnet", "background": true}'
+job=$(field job_id)
+for _ in $(seq 120); do
+	mcp_call sandbox_list '{}'
+	[ "$(jq -r '.structuredContent.sandboxes | length' <<<"$MCP_RESULT")" -ge 1 ] &&
+		[ "$(jq -r '[.structuredContent.jobs[] | select(.status == "running")] | length' <<<"$MCP_RESULT")" -ge 2 ] && break
+	sleep 0.5
+done
+held=$(jq -c '[(.structuredContent.sandboxes | length), ([.structuredContent.jobs[] | select(.status == "running")] | length)]' <<<"$MCP_RESULT")
+tap $([ "$held" = "[1,2]" ]; echo $?) "a background orchestrator holds a child sandbox and a child job ([sandboxes, running jobs] $held)"
+mcp_call sandbox_cancel "$(jq -cn --arg j "$job" '{job_id: $j}')"
+tap $([ "$(field status)" = cancelled ]; echo $?) "the host cancels the orchestrator's job ($(field status))"
+mcp_call sandbox_status "$(jq -cn --arg j "$job" '{job_id: $j}')"
+status=$(field status)
 mcp_call sandbox_list '{}'
-tap $([ "$(jq -r '.structuredContent.sandboxes | length' <<<"$MCP_RESULT")" = 0 ]; echo $?) \
-	"the host sees no sandbox left of the trees"
+after=$(jq -c '[(.structuredContent.sandboxes | length), ([.structuredContent.jobs[] | select(.status == "running")] | length)]' <<<"$MCP_RESULT")
+tap $([ "$status" = cancelled ] && [ "$after" = "[0,0]" ]; echo $?) \
+	"right after the cancel its status says $status, and its subtree is gone ([sandboxes, running jobs] $after)"
+# The warm pool's containers (python, which no run here claims) stay.
+tree_left=$(containers_left "$DEMESNE_OUTPUT_ROOT" runs)
+tap $([ -z "$tree_left" ]; echo $?) "no container of the cancelled tree is left${tree_left:+: $tree_left}"
 nested_finish

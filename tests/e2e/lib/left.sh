@@ -7,6 +7,10 @@
 #                          parentheses when neither the engine's socket
 #                          (DOCKER_HOST, DEMESNE_ENGINE_HOST, root's Podman
 #                          socket) nor the podman CLI answered.
+#   containers_left ROOT runs
+#                          the same, leaving out the warm pool's containers
+#                          (label demesne.pool): for a check while the
+#                          server runs, when no run claims from the pool.
 #
 # The label is demesne.root=<FNV-1a, 64 bit, of ROOT as given> (src/core/context.c).
 
@@ -20,16 +24,17 @@ root_label() {
 }
 
 containers_left() {
-	local label engine list left
+	local label engine list left pick='.[].Id'
+	[ "${2:-}" = runs ] && pick='.[] | select(.Labels["demesne.pool"] == null) | .Id'
 	label=$(root_label "$1")
 	engine=${DOCKER_HOST:-${DEMESNE_ENGINE_HOST:-unix:///run/podman/podman.sock}}
 	left="(neither the engine at $engine nor the podman CLI answered)"
 	for _ in $(seq 50); do
 		if list=$(curl -sf --unix-socket "${engine#unix://}" -G http://d/v1.41/containers/json \
 			--data-urlencode all=1 --data-urlencode "filters={\"label\":[\"$label\"]}"); then
-			left=$(jq -r '.[].Id' <<<"$list")
-		elif list=$(podman ps -aq --filter "label=$label" 2>/dev/null); then
-			left=$list
+			left=$(jq -r "$pick" <<<"$list")
+		elif list=$(podman ps -a --filter "label=$label" --format json 2>/dev/null); then
+			left=$(jq -r "$pick" <<<"$list")
 		fi
 		[ -z "$left" ] && break
 		sleep 0.2
