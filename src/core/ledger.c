@@ -137,22 +137,34 @@ int dm_ledger_begin(const char *output_root, const char *owner, const struct dm_
         return r;
 }
 
-/* Reads the run's entry, lets change edit it, writes it back. */
-static int update(const char *root, const char *run_id, void (*change)(json_object *o, const void *arg),
-                  const void *arg, struct dm_error *err)
+/* The run's entry, and the ledger's fd in *ret_fd (the caller closes it). */
+static int read_run(const char *root, const char *run_id, int *ret_fd, json_object **ret, struct dm_error *err)
 {
         _cleanup_close_ int fd = -1;
         char name[80];
-        json_object *o;
-        int r;
 
         if (!valid_id(run_id))
                 return dm_error_set(err, -EINVAL, "invalid run id '%.64s'", run_id ? run_id : "");
         if ((fd = open_ledger(root, false, err)) < 0)
                 return fd == -ENOENT ? dm_error_set(err, -ENOENT, "no ledger under '%.200s'", root) : fd;
         snprintf(name, sizeof(name), "%s.json", run_id);
-        if (!(o = read_entry(fd, name)))
+        if (!(*ret = read_entry(fd, name)))
                 return dm_error_set(err, -ENOENT, "run %s has no ledger entry", run_id);
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* Reads the run's entry, lets change edit it, writes it back. */
+static int update(const char *root, const char *run_id, void (*change)(json_object *o, const void *arg),
+                  const void *arg, struct dm_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        json_object *o;
+        int r;
+
+        r = read_run(root, run_id, &fd, &o, err);
+        if (r < 0)
+                return r;
         change(o, arg);
         r = write_entry(root, fd, run_id, o, err);
         json_object_put(o);
@@ -202,8 +214,6 @@ int dm_ledger_set_usage(const char *output_root, const char *run_id, json_object
         return update(output_root, run_id, set_usage, usage, err);
 }
 
-/* ---- the report ------------------------------------------------------------------- */
-
 static const char *str_of(json_object *o, const char *key)
 {
         json_object *v;
@@ -212,6 +222,27 @@ static const char *str_of(json_object *o, const char *key)
                        ? json_object_get_string(v)
                        : NULL;
 }
+
+int dm_ledger_lookup(const char *output_root, const char *run_id, struct dm_ledger_entry *ret, struct dm_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        const char *v;
+        json_object *o;
+        int r;
+
+        memset(ret, 0, sizeof(*ret));
+        r = read_run(output_root, run_id, &fd, &o, err);
+        if (r < 0)
+                return r;
+        snprintf(ret->kind, sizeof(ret->kind), "%s", (v = str_of(o, "kind")) ? v : "script");
+        snprintf(ret->status, sizeof(ret->status), "%s", (v = str_of(o, "status")) ? v : "");
+        snprintf(ret->principal, sizeof(ret->principal), "%s", (v = str_of(o, "principal")) ? v : "local");
+        snprintf(ret->output_dir, sizeof(ret->output_dir), "%s", (v = str_of(o, "output_dir")) ? v : "");
+        json_object_put(o);
+        return 0;
+}
+
+/* ---- the report ------------------------------------------------------------------- */
 
 static int64_t int_of(json_object *o, const char *key, int64_t def)
 {

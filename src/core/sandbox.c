@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/core/children.h"
 #include "src/core/egress.h"
 #include "src/core/exec.h"
 #include "src/core/images.h"
@@ -1022,6 +1023,9 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
         /* What it left goes to the owner; it can no longer write there. */
         dm_owner_return(ctx->cfg.output_root, sb.output_dir);
         log_info("sandbox %s destroyed (output directory '%s' kept)", id, sb.output_dir);
+        /* A nested principal's: a copy in its parent's output too. */
+        if (dm_principal_depth(sb.principal) > 0)
+                dm_children_collect(ctx, id);
         if (ctx->after_sandbox_destroy)
                 ctx->after_sandbox_destroy(ctx, id);
         return 0;
