@@ -8,13 +8,8 @@
 # parent that planted children as a link to a host directory, or a link
 # named like the child, gets nothing written through it. Against the real
 # engine, over stdio with examples/lib/mcp.sh.
-set -uo pipefail
-top=${top_srcdir:-$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)}
-export DEMESNE=${DEMESNE:?DEMESNE must name the built demesne (make check sets it)}
-command -v jq >/dev/null || { echo "1..0 # SKIP needs jq"; exit 77; }
-
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi; }
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib/tap.sh"
+needs jq "needs jq"
 
 tmp=$(mktemp -d /tmp/dm-children-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -24,7 +19,6 @@ export DEMESNE_ALLOWED_PATHS=$tmp/in
 . "$top/examples/lib/mcp.sh" >/dev/null
 exec 3>&1 >"$tmp/client.log" 2>"$tmp/server.log"
 tap() { ok "$@" >&3; }
-diag() { printf '# %s\n' "$@" >&3; }
 
 . "$top/tests/e2e/lib/nested.sh"
 
@@ -103,9 +97,4 @@ left=$(containers_left "$DEMESNE_OUTPUT_ROOT")
 tap $([ -z "$left" ] && [ -z "$(ls "$DEMESNE_OUTPUT_ROOT/.sandboxes/"*.json 2>/dev/null)" ]; echo $?) \
 	"no container or sandbox is left${left:+: $left}"
 
-echo "1..$n" >&3
-if [ $failed != 0 ]; then
-	diag "client log: $(tail -c 1500 "$tmp/client.log")"
-	diag "server log: $(tail -n 20 "$tmp/server.log")"
-fi
-[ $failed = 0 ]
+nested_done

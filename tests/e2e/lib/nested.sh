@@ -45,3 +45,14 @@ nested_box() { # $1: egress
 		'{sandbox_id: $id, dst: "/workspace/call.sh", content: $c}')"
 }
 
+
+# The end of a test that writes TAP to fd 3 and its logs to $tmp: the
+# plan, the logs' tails when something failed, and the exit status.
+nested_done() {
+	echo "1..$n" >&3
+	if [ "$failed" != 0 ]; then
+		printf '# client log: %s\n' "$(tail -c 1500 "$tmp/client.log")" >&3
+		printf '# server log: %s\n' "$(tail -n 30 "$tmp/server.log")" >&3
+	fi
+	[ "$failed" = 0 ]
+}
