@@ -14,6 +14,7 @@ static void sweep_rest(struct dm_context *ctx)
 {
         dm_agent_sweep(ctx);
         dm_inputs_sweep(ctx);
+        dm_sandbox_sweep_nested(ctx);
 }
 
 int dm_server_init(struct dm_context *ctx, struct dm_error *err)
