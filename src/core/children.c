@@ -18,6 +18,7 @@
 #include "src/basic/io.h"
 #include "src/basic/log.h"
 #include "src/basic/principal.h"
+#include "src/basic/timeutil.h"
 #include "src/core/ledger.h"
 #include "src/core/limits.h"
 #include "src/core/ownership.h"
@@ -274,7 +275,9 @@ int dm_children_copy(int src_fd, int parent_fd, const char *child_id, const stru
         cfd = dm_io_open_beneath(parent_fd, DM_CHILDREN_DIR, O_RDONLY | O_DIRECTORY, 0);
         if (cfd < 0)
                 return dm_error_set(err, cfd, DM_CHILDREN_DIR " in the parent's output is %s: nothing copied",
-                                    dm_io_strerror(cfd == -DM_IO_EBADTYPE ? -ENOTDIR : cfd));
+                                    cfd == -DM_IO_EBADTYPE || cfd == -ENOTDIR || cfd == -ELOOP
+                                            ? "a link or not a directory"
+                                            : dm_io_strerror(cfd));
         if (made) {
                 give(c, cfd);
                 (void)!fchmod(cfd, 0755);
@@ -362,4 +365,53 @@ void dm_children_collect(struct dm_context *ctx, const char *child_id)
         log_info("child %s: its output is in its parent %s's " DM_CHILDREN_DIR "/%s/ (%zu files, %llu bytes%s)",
                  child_id, parent, child_id, got.files, (unsigned long long)got.bytes,
                  got.left_out ? "; what the caps left out is listed beside it, in .truncated" : "");
+}
+
+struct interrupted {
+        char (*ids)[80];
+        unsigned *depth;
+        int64_t *started;
+        size_t n, max;
+};
+
+static void note_interrupted(void *userdata, const char *run_id, const struct dm_ledger_entry *e)
+{
+        struct interrupted *w = userdata;
+        unsigned depth = dm_principal_depth(e->principal);
+
+        if (depth == 0 || w->n >= w->max || strlen(run_id) >= sizeof(w->ids[0]))
+                return;
+        snprintf(w->ids[w->n], sizeof(w->ids[0]), "%s", run_id);
+        w->started[w->n] = e->started_ms;
+        w->depth[w->n++] = depth;
+}
+
+size_t dm_children_collect_interrupted(struct dm_context *ctx)
+{
+        struct interrupted w = { .max = 4096 };
+        struct dm_error err = { 0 };
+        size_t done = 0;
+
+        w.ids = calloc(w.max, sizeof(*w.ids));
+        w.depth = calloc(w.max, sizeof(*w.depth));
+        w.started = calloc(w.max, sizeof(*w.started));
+        if (w.ids && w.depth && w.started)
+                dm_ledger_interrupted(ctx->cfg.output_root, ctx->owner, note_interrupted, &w);
+        /* The deepest first, each into its parent while that is there. */
+        for (unsigned d = DM_PRINCIPAL_MAX; d > 0 && w.n; d--)
+                for (size_t i = 0; i < w.n; i++) {
+                        if (w.depth[i] != d)
+                                continue;
+                        dm_children_collect(ctx, w.ids[i]);
+                        if (dm_ledger_end(ctx->cfg.output_root, w.ids[i], "interrupted", false, 0,
+                                          w.started[i] > 0 ? dm_wall_ms() - w.started[i] : 0,
+                                          "its server ended before it did", &err) < 0)
+                                log_warning("run %s: %s", w.ids[i], err.msg);
+                        dm_error_clear(&err);
+                        done++;
+                }
+        free(w.ids);
+        free(w.depth);
+        free(w.started);
+        return done;
 }

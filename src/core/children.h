@@ -62,4 +62,11 @@ int dm_children_copy(int src_fd, int parent_fd, const char *child_id, const stru
  * never fails the caller. */
 void dm_children_collect(struct dm_context *ctx, const char *child_id);
 
+/* For the sweep after a server that is gone (killed, crashed): each run a
+ * nested principal made that it left "running" in the ledger (its
+ * container removed by the sweep of its one-off containers) is collected
+ * as above, deepest first, and its ledger entry ends "interrupted", so
+ * that no later server collects it again. Returns how many. */
+size_t dm_children_collect_interrupted(struct dm_context *ctx);
+
 #endif

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,10 +224,23 @@ static const char *str_of(json_object *o, const char *key)
                        : NULL;
 }
 
+static void fill_entry(json_object *o, struct dm_ledger_entry *ret)
+{
+        const char *v;
+        json_object *t;
+
+        memset(ret, 0, sizeof(*ret));
+        snprintf(ret->kind, sizeof(ret->kind), "%s", (v = str_of(o, "kind")) ? v : "script");
+        snprintf(ret->status, sizeof(ret->status), "%s", (v = str_of(o, "status")) ? v : "");
+        snprintf(ret->principal, sizeof(ret->principal), "%s", (v = str_of(o, "principal")) ? v : "local");
+        snprintf(ret->output_dir, sizeof(ret->output_dir), "%s", (v = str_of(o, "output_dir")) ? v : "");
+        if (json_object_object_get_ex(o, "started_ms", &t))
+                ret->started_ms = json_object_get_int64(t);
+}
+
 int dm_ledger_lookup(const char *output_root, const char *run_id, struct dm_ledger_entry *ret, struct dm_error *err)
 {
         _cleanup_close_ int fd = -1;
-        const char *v;
         json_object *o;
         int r;
 
@@ -234,12 +248,45 @@ int dm_ledger_lookup(const char *output_root, const char *run_id, struct dm_ledg
         r = read_run(output_root, run_id, &fd, &o, err);
         if (r < 0)
                 return r;
-        snprintf(ret->kind, sizeof(ret->kind), "%s", (v = str_of(o, "kind")) ? v : "script");
-        snprintf(ret->status, sizeof(ret->status), "%s", (v = str_of(o, "status")) ? v : "");
-        snprintf(ret->principal, sizeof(ret->principal), "%s", (v = str_of(o, "principal")) ? v : "local");
-        snprintf(ret->output_dir, sizeof(ret->output_dir), "%s", (v = str_of(o, "output_dir")) ? v : "");
+        fill_entry(o, ret);
         json_object_put(o);
         return 0;
+}
+
+size_t dm_ledger_interrupted(const char *output_root, const char *my_owner,
+                             void (*fn)(void *userdata, const char *run_id, const struct dm_ledger_entry *e),
+                             void *userdata)
+{
+        _cleanup_free_ struct dm_ledger_entry *e = malloc(sizeof(*e));
+        struct dm_error err = { 0 };
+        _cleanup_close_ int fd = open_ledger(output_root, false, &err);
+        size_t seen = 0, n = 0;
+        struct dirent *de;
+        DIR *d;
+
+        if (fd < 0 || !e || !(d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3))))
+                return 0;
+        while ((de = readdir(d)) && seen++ < DM_LEDGER_MAX_ENTRIES) {
+                size_t len = strlen(de->d_name);
+                const char *status, *owner, *id;
+                json_object *o;
+
+                if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0 || de->d_name[0] == '.' ||
+                    !(o = read_entry(fd, de->d_name)))
+                        continue;
+                status = str_of(o, "status");
+                owner = str_of(o, "owner");
+                id = str_of(o, "run_id");
+                if (valid_id(id) && status && strcmp(status, "running") == 0 && owner && strcmp(owner, my_owner) != 0 &&
+                    !dm_owner_alive(owner, my_owner)) {
+                        fill_entry(o, e);
+                        fn(userdata, id, e);
+                        n++;
+                }
+                json_object_put(o);
+        }
+        closedir(d);
+        return n;
 }
 
 /* ---- the report ------------------------------------------------------------------- */

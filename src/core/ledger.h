@@ -55,10 +55,17 @@ struct dm_ledger_entry {
         char status[16]; /* "running" until it ends */
         char principal[DM_PRINCIPAL_MAX];
         char output_dir[4096];
+        int64_t started_ms;
 };
 /* The entry of run_id: -ENOENT when it has none (err says so), or another
  * error. */
 int dm_ledger_lookup(const char *output_root, const char *run_id, struct dm_ledger_entry *ret, struct dm_error *err);
+/* Calls fn for each entry still "running" whose server is gone (not
+ * my_owner, not alive: killed or crashed before the run ended), at most
+ * DM_LEDGER_MAX_ENTRIES read. Returns how many fn was called for. */
+size_t dm_ledger_interrupted(const char *output_root, const char *my_owner,
+                             void (*fn)(void *userdata, const char *run_id, const struct dm_ledger_entry *e),
+                             void *userdata);
 
 /* What a report covers: exactly one of job_id, run_id, output_dir, or
  * has_since (every run that began at or after since, seconds since the

@@ -58,7 +58,7 @@ grand=$(jq -r '.stdout' <<<"$S" | jq -r '.result.structuredContent.sandbox_id //
 tap $([ -n "$grand" ]; echo $?) "the child makes a grandchild through its own endpoint ($grand)"
 inside "$a" sandbox_exec "$(jq -cn --arg id "$child" --arg g "$grand" \
 	'{sandbox_id: $id, command: "sh /workspace/call.sh sandbox_exec", stdin: ({sandbox_id: $g, command: "echo grand > /out/g.txt"} | tojson)}')"
-inside "$a" sandbox_script '{"image":"base","command":"sleep 300","background":true}'
+inside "$a" sandbox_script '{"image":"base","command":"echo started > /out/j.txt; sleep 300","background":true}'
 job=$(jq -r '.job_id // empty' <<<"$S")
 tap $([ -n "$job" ]; echo $?) "the nested sandbox starts a background child job ($job$(said | head -c 200))"
 sleep 2
@@ -94,9 +94,9 @@ mcp_call sandbox_list '{}'
 ids=$(jq -c '[.structuredContent.sandboxes[].sandbox_id]' <<<"$MCP_RESULT")
 tap $([ "$ids" = "[\"$a\"]" ] && exists "$a"; echo $?) "the top sandbox alone is adopted ($ids)"
 mcp_call sandbox_exec "$(jq -cn --arg id "$a" --arg c "$child" --arg g "$grand" \
-	'{sandbox_id: $id, command: ("cat /out/children/" + $c + "/c.txt /out/children/" + $c + "/children/" + $g + "/g.txt")}')"
-tap $([ "$(field stdout)" = $'child\ngrand' ]; echo $?) \
-	"it runs commands, and holds its child's output with its grandchild's inside ($(field stdout | tr '\n' ' ')$(field stderr | head -c 200))"
+	'{sandbox_id: $id, command: ("cat /out/children/" + $c + "/c.txt /out/children/" + $c + "/children/" + $g + "/g.txt /out/children/run-*/j.txt")}')"
+tap $([ "$(field stdout)" = $'child\ngrand\nstarted' ]; echo $?) \
+	"it runs commands, and holds its child's and its job's outputs, with its grandchild's inside the child's ($(field stdout | tr '\n' ' ')$(field stderr | head -c 200))"
 
 # 11-12: the top goes cleanly, and nothing is left.
 mcp_call sandbox_destroy "$(jq -cn --arg id "$a" '{sandbox_id: $id}')"

@@ -231,6 +231,30 @@ int main(void)
                 snprintf(p, sizeof(p), "%s/children/run-child2", pdir);
                 ok(lstat(p, &st) < 0, "a destroyed parent gets nothing");
                 dm_error_clear(&err);
+
+                /* 13-15: a dead server's child run, at the next sweep. */
+                {
+                        struct dm_ledger_entry e;
+                        char dir[PATH_MAX + 32];
+
+                        snprintf(ctx.owner, sizeof(ctx.owner), "%s", "deadbeef-1-1");
+                        begin(root, "sbx-000000000002", "sandbox", "local");
+                        snprintf(dir, sizeof(dir), "%s/run-int1", root);
+                        mkdir(dir, 0700);
+                        dm_ledger_begin(root, "cafebabe-1-1",
+                                        &(struct dm_ledger_run){ .run_id = "run-int1",
+                                                                 .principal = "local/sbx-000000000002",
+                                                                 .output_dir = dir },
+                                        &err);
+                        snprintf(p, sizeof(p), "%s/out.txt", dir);
+                        put(p, "interrupted\n", 0600);
+                        ok(dm_children_collect_interrupted(&ctx) == 1, "the sweep finds a dead server's child run");
+                        snprintf(p, sizeof(p), "%s/sbx-000000000002/children/run-int1/out.txt", root);
+                        is_str(slurp(p), "interrupted\n", "and copies it into its parent");
+                        ok(dm_ledger_lookup(root, "run-int1", &e, &err) == 0 && strcmp(e.status, "interrupted") == 0 &&
+                                   dm_children_collect_interrupted(&ctx) == 0,
+                           "its entry ends 'interrupted' (%s): the next sweep leaves it", e.status);
+                }
         }
 
         snprintf(p, sizeof(p), "rm -rf '%s'", top);
