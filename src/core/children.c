@@ -20,7 +20,6 @@
 #include "src/basic/principal.h"
 #include "src/basic/timeutil.h"
 #include "src/core/ledger.h"
-#include "src/core/limits.h"
 #include "src/core/ownership.h"
 
 #define NOTE_MAX 8192 /* the .truncated note names this much, then counts */
@@ -199,7 +198,7 @@ static void copy_dir(struct copy *c, int src, int dst, const char *prefix, unsig
                         copy_file(c, dirfd(d), dst, e->d_name, path);
                 else if (S_ISLNK(st.st_mode))
                         copy_link(c, dirfd(d), dst, e->d_name);
-                else if (depth >= DM_DISK_MAX_DEPTH)
+                else if (depth >= DM_CHILDREN_MAX_DEPTH)
                         left_out(c, path, "too deep");
                 else {
                         int sub = openat(dirfd(d), e->d_name,

@@ -27,6 +27,7 @@
 
 #define DM_CHILDREN_DIR "children"
 #define DM_CHILDREN_MAX_ENTRIES 20000 /* files, directories and links of one copy */
+#define DM_CHILDREN_MAX_DEPTH 128     /* levels of directories: two fds each while copying */
 
 struct dm_children_limits {
         int64_t max_bytes;  /* the files' sizes together; 0: no cap */

@@ -204,7 +204,26 @@ int main(void)
         ok(r == 0 && got.left_out > 0, "past the cap on entries: %zu left out", got.left_out);
         lim.max_entries = 0;
 
-        /* 10-12: dm_children_collect, from the run ledger. */
+        /* 10: too deep. */
+        {
+                char deep[PATH_MAX], pdeep[PATH_MAX];
+                int fd = dm_io_open_dir(fresh("deep", deep, sizeof(deep)));
+
+                for (int i = 0; fd >= 0 && i < DM_CHILDREN_MAX_DEPTH + 2; i++) {
+                        int sub = mkdirat(fd, "d", 0700) == 0 ? openat(fd, "d", O_RDONLY | O_DIRECTORY) : -1;
+
+                        close(fd);
+                        fd = sub;
+                }
+                if (fd >= 0)
+                        close(fd);
+                r = copy(deep, fresh("parent7", pdeep, sizeof(pdeep)), "run-deep", &lim, &got, &err);
+                ok(r == 0 && got.left_out == 1 && got.dirs == DM_CHILDREN_MAX_DEPTH,
+                   "past %d levels: the rest is left out (%zu dirs copied, %zu left out)", DM_CHILDREN_MAX_DEPTH,
+                   got.dirs, got.left_out);
+        }
+
+        /* 11-13: dm_children_collect, from the run ledger. */
         {
                 struct dm_context ctx;
                 char root[PATH_MAX], pdir[PATH_MAX + 32];
@@ -232,7 +251,7 @@ int main(void)
                 ok(lstat(p, &st) < 0, "a destroyed parent gets nothing");
                 dm_error_clear(&err);
 
-                /* 13-15: a dead server's child run, at the next sweep. */
+                /* 14-16: a dead server's child run, at the next sweep. */
                 {
                         struct dm_ledger_entry e;
                         char dir[PATH_MAX + 32];
