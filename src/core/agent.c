@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/core/children.h"
 #include "src/core/egress.h"
 #include "src/core/images.h"
 #include "src/core/ledger.h"
@@ -575,6 +576,7 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                 .ledger_kind = req->research ? "research" : "agent",
                 .on_started = req->on_started,
                 .started_userdata = req->started_userdata,
+                .collect_later = true,
         };
         r = dm_run(ctx, &rreq, &run, err);
         /* Stopping writes usage.json a last time. */
@@ -633,6 +635,9 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         if (!res->result || !res->usage)
                 r = dm_error_set(err, -ENOMEM, "out of memory");
 out:
+        /* With what the server wrote after the run (collect_later). */
+        if (res->run_id || run.run_id)
+                dm_children_collect(ctx, res->run_id ? res->run_id : run.run_id);
         dm_vendor_usage_release(&usage);
         dm_run_result_release(&run);
         dm_vendor_cred_release(&st.cred);

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,22 +138,34 @@ int dm_ledger_begin(const char *output_root, const char *owner, const struct dm_
         return r;
 }
 
-/* Reads the run's entry, lets change edit it, writes it back. */
-static int update(const char *root, const char *run_id, void (*change)(json_object *o, const void *arg),
-                  const void *arg, struct dm_error *err)
+/* The run's entry, and the ledger's fd in *ret_fd (the caller closes it). */
+static int read_run(const char *root, const char *run_id, int *ret_fd, json_object **ret, struct dm_error *err)
 {
         _cleanup_close_ int fd = -1;
         char name[80];
-        json_object *o;
-        int r;
 
         if (!valid_id(run_id))
                 return dm_error_set(err, -EINVAL, "invalid run id '%.64s'", run_id ? run_id : "");
         if ((fd = open_ledger(root, false, err)) < 0)
                 return fd == -ENOENT ? dm_error_set(err, -ENOENT, "no ledger under '%.200s'", root) : fd;
         snprintf(name, sizeof(name), "%s.json", run_id);
-        if (!(o = read_entry(fd, name)))
+        if (!(*ret = read_entry(fd, name)))
                 return dm_error_set(err, -ENOENT, "run %s has no ledger entry", run_id);
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* Reads the run's entry, lets change edit it, writes it back. */
+static int update(const char *root, const char *run_id, void (*change)(json_object *o, const void *arg),
+                  const void *arg, struct dm_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        json_object *o;
+        int r;
+
+        r = read_run(root, run_id, &fd, &o, err);
+        if (r < 0)
+                return r;
         change(o, arg);
         r = write_entry(root, fd, run_id, o, err);
         json_object_put(o);
@@ -202,8 +215,6 @@ int dm_ledger_set_usage(const char *output_root, const char *run_id, json_object
         return update(output_root, run_id, set_usage, usage, err);
 }
 
-/* ---- the report ------------------------------------------------------------------- */
-
 static const char *str_of(json_object *o, const char *key)
 {
         json_object *v;
@@ -212,6 +223,73 @@ static const char *str_of(json_object *o, const char *key)
                        ? json_object_get_string(v)
                        : NULL;
 }
+
+static void fill_entry(json_object *o, struct dm_ledger_entry *ret)
+{
+        const char *v;
+        json_object *t;
+
+        memset(ret, 0, sizeof(*ret));
+        snprintf(ret->kind, sizeof(ret->kind), "%s", (v = str_of(o, "kind")) ? v : "script");
+        snprintf(ret->status, sizeof(ret->status), "%s", (v = str_of(o, "status")) ? v : "");
+        snprintf(ret->principal, sizeof(ret->principal), "%s", (v = str_of(o, "principal")) ? v : "local");
+        snprintf(ret->output_dir, sizeof(ret->output_dir), "%s", (v = str_of(o, "output_dir")) ? v : "");
+        if (json_object_object_get_ex(o, "started_ms", &t))
+                ret->started_ms = json_object_get_int64(t);
+}
+
+int dm_ledger_lookup(const char *output_root, const char *run_id, struct dm_ledger_entry *ret, struct dm_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        json_object *o;
+        int r;
+
+        memset(ret, 0, sizeof(*ret));
+        r = read_run(output_root, run_id, &fd, &o, err);
+        if (r < 0)
+                return r;
+        fill_entry(o, ret);
+        json_object_put(o);
+        return 0;
+}
+
+size_t dm_ledger_interrupted(const char *output_root, const char *my_owner,
+                             void (*fn)(void *userdata, const char *run_id, const struct dm_ledger_entry *e),
+                             void *userdata)
+{
+        _cleanup_free_ struct dm_ledger_entry *e = malloc(sizeof(*e));
+        struct dm_error err = { 0 };
+        _cleanup_close_ int fd = open_ledger(output_root, false, &err);
+        size_t seen = 0, n = 0;
+        struct dirent *de;
+        DIR *d;
+
+        if (fd < 0 || !e || !(d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3))))
+                return 0;
+        while ((de = readdir(d)) && seen++ < DM_LEDGER_MAX_ENTRIES) {
+                size_t len = strlen(de->d_name);
+                const char *status, *owner, *id;
+                json_object *o;
+
+                if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0 || de->d_name[0] == '.' ||
+                    !(o = read_entry(fd, de->d_name)))
+                        continue;
+                status = str_of(o, "status");
+                owner = str_of(o, "owner");
+                id = str_of(o, "run_id");
+                if (valid_id(id) && status && strcmp(status, "running") == 0 && owner && strcmp(owner, my_owner) != 0 &&
+                    !dm_owner_alive(owner, my_owner)) {
+                        fill_entry(o, e);
+                        fn(userdata, id, e);
+                        n++;
+                }
+                json_object_put(o);
+        }
+        closedir(d);
+        return n;
+}
+
+/* ---- the report ------------------------------------------------------------------- */
 
 static int64_t int_of(json_object *o, const char *key, int64_t def)
 {

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "src/basic/error.h"
+#include "src/basic/principal.h"
 
 #define DM_LEDGER_DIR ".ledger"
 #define DM_LEDGER_MAX_ENTRIES 100000 /* a report reads at most this many files */
@@ -47,6 +48,24 @@ int dm_ledger_end(const char *output_root, const char *run_id, const char *statu
                   int64_t duration_ms, const char *error, struct dm_error *err);
 /* The run's final token counts (borrowed; the shape of usage.json). */
 int dm_ledger_set_usage(const char *output_root, const char *run_id, json_object *usage, struct dm_error *err);
+
+/* What the ledger says of one run or sandbox. */
+struct dm_ledger_entry {
+        char kind[16];   /* "script", "agent", "research", "sandbox" */
+        char status[16]; /* "running" until it ends */
+        char principal[DM_PRINCIPAL_MAX];
+        char output_dir[4096];
+        int64_t started_ms;
+};
+/* The entry of run_id: -ENOENT when it has none (err says so), or another
+ * error. */
+int dm_ledger_lookup(const char *output_root, const char *run_id, struct dm_ledger_entry *ret, struct dm_error *err);
+/* Calls fn for each entry still "running" whose server is gone (not
+ * my_owner, not alive: killed or crashed before the run ended), at most
+ * DM_LEDGER_MAX_ENTRIES read. Returns how many fn was called for. */
+size_t dm_ledger_interrupted(const char *output_root, const char *my_owner,
+                             void (*fn)(void *userdata, const char *run_id, const struct dm_ledger_entry *e),
+                             void *userdata);
 
 /* What a report covers: exactly one of job_id, run_id, output_dir, or
  * has_since (every run that began at or after since, seconds since the

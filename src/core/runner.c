@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/core/children.h"
 #include "src/core/egress.h"
 #include "src/core/exec.h"
 #include "src/core/images.h"
@@ -514,6 +515,10 @@ out:
                 free(owned[i]);
         if (outdir_made)
                 ledger_end(ctx, run_id, r, res, dm_now_ms() - ledger_t0, err);
+        /* A nested principal's run: its output into its parent's too. */
+        if (outdir_made && dm_principal_depth(req->principal) > 0 &&
+            !(req->collect_later && (r == 0 || r == -ECANCELED)))
+                dm_children_collect(ctx, run_id);
         if (r < 0 && r != -ECANCELED) {
                 /* Keep the output directory (it may hold partial logs) but
                  * return no half-filled result. */

@@ -65,6 +65,11 @@ struct dm_run_request {
         const char *job_id;
         const char *parent_run_id;
         const char *ledger_kind; /* the ledger's kind when not kind ("research") */
+        /* The caller writes to the output directory after dm_run (an
+         * agent's transcript, usage.json): when dm_run answers 0 or
+         * -ECANCELED, it copies a nested principal's run into the parent's
+         * output itself (dm_children_collect); otherwise dm_run does. */
+        bool collect_later;
 
         /* Optional, with demesne-shim only: called once the container runs
          * and its network is in place, before the command starts, with the

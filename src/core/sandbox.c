@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/core/children.h"
 #include "src/core/egress.h"
 #include "src/core/exec.h"
 #include "src/core/images.h"
@@ -102,6 +103,8 @@ static int record_write(struct dm_context *ctx, const struct dm_sandbox *sb, str
         json_object_object_add(o, "expires_at", json_object_new_int64(sb->expires_at));
         json_object_object_add(o, "ttl_seconds", json_object_new_int64(sb->ttl_s));
         json_object_object_add(o, "principal", json_object_new_string(sb->principal));
+        if (sb->server[0])
+                json_object_object_add(o, "server", json_object_new_string(sb->server));
         text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
         snprintf(tmp, sizeof(tmp), "%s/.%s.%d.%lx.tmp", dir, sb->id, (int)getpid(), (unsigned long)pthread_self());
         snprintf(final, sizeof(final), "%s/%s.json", dir, sb->id);
@@ -177,6 +180,7 @@ static int record_read(struct dm_context *ctx, const char *id, struct dm_sandbox
         copy_str(o, "principal", sb->principal, sizeof(sb->principal));
         if (!sb->principal[0])
                 snprintf(sb->principal, sizeof(sb->principal), "local");
+        copy_str(o, "server", sb->server, sizeof(sb->server));
         {
                 json_object *net;
                 char a[INET_ADDRSTRLEN];
@@ -601,6 +605,11 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         }
         sb->ttl_s = req->ttl_s > 0 ? req->ttl_s : DM_SANDBOX_TTL_DEFAULT;
         snprintf(sb->principal, sizeof(sb->principal), "%s", req->principal ? req->principal : "local");
+        /* A nested principal's sandbox lives with the endpoint that made
+         * it, in this server: a later one removes it once this one is gone
+         * (dm_sandbox_sweep_nested). */
+        if (dm_principal_depth(sb->principal) > 0)
+                snprintf(sb->server, sizeof(sb->server), "%s", ctx->owner);
         sb->created_at = dm_wall_ms() / 1000;
         sb->expires_at = sb->created_at + sb->ttl_s;
         if (mkdir(sb->output_dir, 0700) < 0 || mkdir(sb->workspace, 0700) < 0) {
@@ -1022,6 +1031,9 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
         /* What it left goes to the owner; it can no longer write there. */
         dm_owner_return(ctx->cfg.output_root, sb.output_dir);
         log_info("sandbox %s destroyed (output directory '%s' kept)", id, sb.output_dir);
+        /* A nested principal's: a copy in its parent's output too. */
+        if (dm_principal_depth(sb.principal) > 0)
+                dm_children_collect(ctx, id);
         if (ctx->after_sandbox_destroy)
                 ctx->after_sandbox_destroy(ctx, id);
         return 0;
@@ -1162,6 +1174,65 @@ int dm_sandbox_reap_expired(struct dm_context *ctx)
 
         for_each_record(ctx, reap_one, &n);
         return n;
+}
+
+/* ---- what a dead server's nested endpoints made ------------------------------------ */
+
+struct nested_walk {
+        struct dm_context *ctx;
+        char (*ids)[DM_SANDBOX_ID_LEN];
+        unsigned *depth;
+        size_t n, max;
+};
+
+static void nested_one(struct dm_context *ctx, const char *id, void *ud)
+{
+        struct nested_walk *w = ud;
+        struct dm_sandbox sb;
+        struct dm_error err = { 0 };
+
+        /* Made by a nested principal of a server that is gone: its
+         * endpoint went with that server. (Records without a server are
+         * not ours to judge.) */
+        if (record_read(ctx, id, &sb, &err) < 0 || dm_principal_depth(sb.principal) == 0 || !sb.server[0] ||
+            strcmp(sb.server, ctx->owner) == 0 || dm_owner_alive(sb.server, ctx->owner) || w->n >= w->max)
+                return;
+        snprintf(w->ids[w->n], DM_SANDBOX_ID_LEN, "%s", id);
+        w->depth[w->n++] = dm_principal_depth(sb.principal);
+}
+
+int dm_sandbox_sweep_nested(struct dm_context *ctx)
+{
+        struct nested_walk w = { .ctx = ctx, .max = 4096 };
+        struct dm_error err = { 0 };
+        int destroyed = 0;
+
+        w.ids = calloc(w.max, sizeof(*w.ids));
+        w.depth = calloc(w.max, sizeof(*w.depth));
+        if (w.ids && w.depth)
+                for_each_record(ctx, nested_one, &w);
+        /* The deepest first: each is copied into its parent while that
+         * one is still there, up to the top sandbox that stays. */
+        for (unsigned d = DM_PRINCIPAL_MAX; d > 0 && w.n; d--)
+                for (size_t i = 0; i < w.n; i++) {
+                        if (w.depth[i] != d)
+                                continue;
+                        if (dm_sandbox_destroy(ctx, w.ids[i], &err) == 0) {
+                                destroyed++;
+                                log_info("sandbox %s: made through the MCP endpoint of a server that is gone; "
+                                         "destroyed",
+                                         w.ids[i]);
+                        } else if (err.code == -ENOENT)
+                                record_remove(ctx, w.ids[i]);
+                        else
+                                log_warning("sandbox %s: made through the endpoint of a server that is gone, but "
+                                            "could not be destroyed: %s",
+                                            w.ids[i], err.msg);
+                        dm_error_clear(&err);
+                }
+        free(w.ids);
+        free(w.depth);
+        return destroyed;
 }
 
 /* ---- the TTL reaper thread ---------------------------------------------------------- */

@@ -37,6 +37,8 @@ struct dm_sandbox {
         int64_t ttl_s;                    /* what each exec pushes expires_at out by */
         char principal[DM_PRINCIPAL_MAX]; /* who made it (the MCP caller's principal): it and those
                                              above it (dm_principal_covers) may use it */
+        char server[96];                  /* the owner (ctx->owner) of the server that made it, for a nested
+                            principal's; "" otherwise */
 };
 
 struct dm_sandbox_create {
@@ -134,6 +136,14 @@ json_object *dm_sandbox_list(struct dm_context *ctx, const char *principal);
 
 /* Destroys every sandbox whose TTL has run out; returns how many. */
 int dm_sandbox_reap_expired(struct dm_context *ctx);
+
+/* Destroys every sandbox that a nested principal made in a server that is
+ * gone (killed, crashed, or stopped): its MCP endpoint went with that
+ * server, and so does its tree. The top nested sandbox, which the host's
+ * caller made, stays (adopted as any other). Deepest first, so each child's
+ * output is copied into its parent's (src/core/children.h). Returns how
+ * many. */
+int dm_sandbox_sweep_nested(struct dm_context *ctx);
 
 /* A thread that calls dm_sandbox_reap_expired every interval_s seconds
  * until dm_sandbox_reaper_stop. */

@@ -3,6 +3,7 @@
 #include "src/core/server.h"
 
 #include "src/core/agent.h"
+#include "src/core/children.h"
 #include "src/core/egress.h"
 #include "src/core/images.h"
 #include "src/core/inputs.h"
@@ -14,6 +15,10 @@ static void sweep_rest(struct dm_context *ctx)
 {
         dm_agent_sweep(ctx);
         dm_inputs_sweep(ctx);
+        /* A dead server's child runs first: their parents may be among
+         * the sandboxes that go next. */
+        dm_children_collect_interrupted(ctx);
+        dm_sandbox_sweep_nested(ctx);
 }
 
 int dm_server_init(struct dm_context *ctx, struct dm_error *err)

@@ -46,15 +46,24 @@ nested_box() { # $1: egress
 }
 
 
-# The end of a nested test: the server stops, no container of the output
-# root may be left, the plan; returns the script's status. Uses the
-# script's tap.
+# The end of a test that writes TAP to fd 3 and its logs to $tmp: the
+# plan, the logs' tails when something failed, and the exit status.
+nested_done() {
+	echo "1..$n" >&3
+	if [ "$failed" != 0 ]; then
+		printf '# client log: %s\n' "$(tail -c 1500 "$tmp/client.log")" >&3
+		printf '# server log: %s\n' "$(tail -n 30 "$tmp/server.log")" >&3
+	fi
+	[ "$failed" = 0 ]
+}
+
+# The same after the server stops and no container of the output root may
+# be left (counted with the script's tap).
 nested_finish() {
 	local left
 	mcp_stop
 	. "$top/tests/e2e/lib/left.sh"
 	left=$(containers_left "$DEMESNE_OUTPUT_ROOT")
 	tap $([ -z "$left" ]; echo $?) "nothing is left${left:+: $left}"
-	echo "1..$n" >&3
-	[ $failed = 0 ]
+	nested_done
 }
