@@ -8,6 +8,8 @@
 # client's own tools/list shows no host__ tool and cannot call one; a read
 # through the proxy returns the file; a path outside the server's roots
 # fails with the server's own message; an unlisted tool's name is unknown;
+# a second host server, over Streamable HTTP (another demesne), lends its
+# read-only sandbox_list and not sandbox_script;
 # the log names the caller's run id for each call; after the server stops,
 # the npm server's process is gone; a malformed file stops `demesne serve`
 # with a line naming the file and the fault. Against the real engine, over
@@ -25,10 +27,19 @@ trap 'rm -rf "$tmp"' EXIT
 export DEMESNE_OUTPUT_ROOT=$tmp/out DEMESNE_STATE_DIR=$tmp/state MCP_QUIET=1 MCP_TIMEOUT=300 DEMESNE_POOL=0
 mkdir -p "$tmp/docs/sub"
 echo "the host's own words" >"$tmp/docs/note.txt"
-# A marker in the server's arguments, to find its process afterwards.
-jq -n --arg s "$fs_server" --arg d "$tmp/docs" '{mcpServers: {fs: {command: "node", args: [$s, $d],
-	env: {DM_HOSTMCP_TEST: "1"},
-	tools: ["read_text_file", "list_directory", "write_file", "edit_file", "create_directory", "move_file"]}}}' \
+# A Streamable HTTP host server: another demesne, served over HTTP with a
+# token, whose sandbox_list is read-only and sandbox_script is not.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+DEMESNE_HTTP_TOKEN=$token DEMESNE_OUTPUT_ROOT=$tmp/web-out DEMESNE_STATE_DIR=$tmp/web-state \
+	"$DEMESNE" serve --http "127.0.0.1:$port" >"$tmp/web.log" 2>&1 &
+web_pid=$!
+trap 'kill $web_pid 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 50); do grep -q "serving MCP on" "$tmp/web.log" && break; sleep 0.1; done
+jq -n --arg s "$fs_server" --arg d "$tmp/docs" --arg u "http://127.0.0.1:$port/mcp" --arg t "Bearer $token" \
+	'{mcpServers: {fs: {command: "node", args: [$s, $d],
+	tools: ["read_text_file", "list_directory", "write_file", "edit_file", "create_directory", "move_file"]},
+	web: {url: $u, headers: {Authorization: $t}, tools: ["sandbox_list", "sandbox_script"]}}}' \
 	>"$tmp/host-mcp.json"
 
 # 1-3: a bad file stops the server at start, naming the file and the fault.
@@ -97,7 +108,13 @@ tap $(grep -qx host__fs__read_text_file <<<"$names" && grep -qx host__fs__list_d
 tap $(! grep -Eq 'write_file|edit_file|create_directory|move_file' <<<"$names"; echo $?) \
 	"but none of the writing tools, though the file lists them"
 
-# 8-11: calls through the proxy.
+tap $(grep -qx host__web__sandbox_list <<<"$names" && ! grep -q host__web__sandbox_script <<<"$names"; echo $?) \
+	"over Streamable HTTP too: the read-only host__web__sandbox_list, not host__web__sandbox_script"
+
+# calls through the proxy.
+inside "$box" host__web__sandbox_list '{}'
+tap $([ "$(jq -r .isError <<<"$R")" = false ] && jq -e '.sandboxes | type == "array"' <<<"$S" >/dev/null; echo $?) \
+	"a call over HTTP returns the server's structuredContent ($(jq -c . <<<"$S" | head -c 200))"
 inside "$box" host__fs__read_text_file "$(jq -cn --arg p "$tmp/docs/note.txt" '{path: $p}')"
 tap $([ "$(jq -r .isError <<<"$R")" != true ] && said | grep -qx "the host's own words"; echo $?) \
 	"a read through the proxy returns the file's content ($(said | head -c 200))"
@@ -114,9 +131,9 @@ tap $(jq -e '.code == -32602 and (.message | test("unknown tool"))' <<<"$R" >/de
 	"so is a read-only tool the file does not list ($(jq -r '.message // .' <<<"$R" | head -c 200))"
 
 # 13: the log.
-calls=$(grep -c "host tool call: run '$box', server 'fs', tool '" "$tmp/server.log")
-tap $([ "$calls" = 3 ]; echo $?) \
-	"the log names the caller's run id, the server and the tool for each of the 3 calls ($calls: $(grep 'host tool call' "$tmp/server.log" | tail -n 1))"
+calls=$(grep -c "host tool call: run '$box', server '[a-z]*', tool '" "$tmp/server.log")
+tap $([ "$calls" = 4 ]; echo $?) \
+	"the log names the caller's run id, the server and the tool for each of the 4 calls ($calls: $(grep 'host tool call' "$tmp/server.log" | tail -n 1))"
 
 mcp_call sandbox_destroy "$(jq -cn --arg id "$box" '{sandbox_id: $id}')"
 mcp_stop
@@ -124,6 +141,9 @@ mcp_stop
 sleep 1
 left=$(pgrep -f "node $fs_server $tmp/docs" || true)
 tap $([ -z "$left" ]; echo $?) "after the server stops, the filesystem server's process is gone${left:+: $left}"
+tap $(grep -q "ended by the client" "$tmp/web.log"; echo $?) "and the HTTP server's session was ended (DELETE)"
+kill $web_pid 2>/dev/null
+wait $web_pid 2>/dev/null
 
 . "$top/tests/e2e/lib/left.sh"
 left=$(containers_left "$DEMESNE_OUTPUT_ROOT")
