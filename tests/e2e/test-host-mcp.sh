@@ -56,6 +56,11 @@ bad '{"mcpServers": {"fs": {"command": "x", "url": "http://127.0.0.1:1/mcp", "to
 bad '{"mcpServers": {"fs": {"command": "x"}}}' "server 'fs': has no tools" "lists no tools"
 
 export DEMESNE_HOST_MCP=$tmp/host-mcp.json
+# doctor starts the host servers as serve would and says what each lends.
+doc=$(timeout 120 "$DEMESNE" doctor 2>/dev/null)
+ok $(grep -q "^ok      host mcp 'fs': 2 tools offered to nested sandboxes" <<<"$doc" &&
+	grep -q "^ok      host mcp 'web': 1 tool offered to nested sandboxes" <<<"$doc"; echo $?) \
+	"doctor lists the host servers and what each offers ($(grep "host mcp" <<<"$doc" | tr '\n' ' '))"
 . "$top/examples/lib/mcp.sh" >/dev/null
 exec 3>&1 >"$tmp/client.log" 2>"$tmp/server.log"
 tap() { ok "$@" >&3; }
