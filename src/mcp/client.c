@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -250,9 +249,10 @@ static int stdio_start(struct dm_mcpclient *c, struct dm_error *err)
         if (pid == 0) {
                 int e;
                 /* Its own process group, so that stopping it reaches what it
-                 * starts; it dies with demesne. */
+                 * starts. No PR_SET_PDEATHSIG: it fires when the forking
+                 * thread ends, and a restart forks on a call's thread; if
+                 * demesne dies, the server's stdin closes instead. */
                 setpgid(0, 0);
-                prctl(PR_SET_PDEATHSIG, SIGTERM);
                 if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(errp[1], 2) < 0)
                         goto fail;
                 signal(SIGPIPE, SIG_DFL);

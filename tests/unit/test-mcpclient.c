@@ -79,6 +79,14 @@ static int serve(const char *mode)
                         fflush(stdout);
                 } else if (strcmp(mode, "die") == 0) {
                         return 0;
+                } else if (strcmp(mode, "die-once") == 0) {
+                        /* The first of its processes dies; the next answers. */
+                        const char *marker = getenv("DM_TEST_MARKER");
+                        if (access(marker, F_OK) < 0) {
+                                fclose(fopen(marker, "w"));
+                                return 0;
+                        }
+                        answer(id, "{\"content\":[{\"type\":\"text\",\"text\":\"again\"}]}");
                 } /* "silent": never answers */
                 json_object_put(m);
         }
@@ -86,6 +94,7 @@ static int serve(const char *mode)
 }
 
 static char self[4096];
+static char **mode_env; /* the next server's environment; NULL = none */
 
 static struct dm_mcpclient *open_mode(const char *mode, struct dm_mcpclient_spec *spec, char **args)
 {
@@ -100,7 +109,7 @@ static struct dm_mcpclient *open_mode(const char *mode, struct dm_mcpclient_spec
         spec->name = (char *)mode;
         spec->command = self;
         spec->args = args;
-        spec->env = none;
+        spec->env = mode_env ? mode_env : none;
         spec->headers = none;
         spec->tools = none;
         spec->max_message = 8192;
@@ -121,6 +130,22 @@ static int call(struct dm_mcpclient *c, struct dm_cancel *cancel, json_object **
         r = dm_mcpclient_request(c, "tools/call", p, cancel, res, err);
         json_object_put(p);
         return r;
+}
+
+struct restart_arg {
+        struct dm_mcpclient *c;
+        int r;
+};
+
+static void *call_on_thread(void *arg)
+{
+        struct restart_arg *a = arg;
+        struct dm_error err;
+        json_object *res;
+
+        a->r = a->c ? call(a->c, NULL, &res, &err) : -1;
+        json_object_put(res);
+        return NULL;
 }
 
 static void *fire_later(void *arg)
@@ -217,6 +242,35 @@ int main(int argc, char **argv)
         ok(r == -EPIPE && strstr(err.msg, "exited"), "it is started again once, and dies again: '%s'", err.msg);
         dm_mcpclient_free(c);
 
+        {
+                /* Started again on a call's own thread, it must outlive that
+                 * thread. */
+                char marker[] = "/tmp/dm-test-mcpclient-XXXXXX", env0[64];
+                char *env[] = { env0, NULL };
+                struct restart_arg a;
+                pthread_t th;
+                int fd = mkstemp(marker);
+
+                close(fd);
+                unlink(marker);
+                snprintf(env0, sizeof(env0), "DM_TEST_MARKER=%s", marker);
+                mode_env = env;
+                c = open_mode("die-once", &spec, args);
+                mode_env = NULL;
+                a.c = c;
+                r = c ? call(c, NULL, &res, &err) : -1;
+                ok(r == -EPIPE, "die-once: the first call finds it dead: '%s'", err.msg);
+                pthread_create(&th, NULL, call_on_thread, &a);
+                pthread_join(th, NULL);
+                ok(a.r == 0, "it is started again on a call's thread, and answers");
+                usleep(300 * 1000);
+                r = c ? call(c, NULL, &res, &err) : -1;
+                ok(r == 0 && strstr(json_object_to_json_string(res), "again"),
+                   "and still answers after that thread ended: '%s'", err.msg);
+                json_object_put(res);
+                dm_mcpclient_free(c);
+                unlink(marker);
+        }
         {
                 static char *none[] = { NULL };
                 struct dm_mcpclient_spec bad = { .name = "nope",
