@@ -141,7 +141,7 @@ static void *call_on_thread(void *arg)
 {
         struct restart_arg *a = arg;
         struct dm_error err;
-        json_object *res;
+        json_object *res = NULL;
 
         a->r = a->c ? call(a->c, NULL, &res, &err) : -1;
         json_object_put(res);
@@ -160,7 +160,7 @@ int main(int argc, char **argv)
         struct dm_mcpclient_spec spec;
         struct dm_mcpclient *c;
         struct dm_error err;
-        json_object *res, *tools;
+        json_object *res = NULL, *tools = NULL;
         char *args[3];
         int r;
 
