@@ -36,6 +36,20 @@ bool dm_mcpclient_name_ok(const char *s)
         return n > 0 && n <= DM_MCPCLIENT_NAME_MAX;
 }
 
+/* A name from the file as an error message may quote it: 80 bytes at most,
+ * control characters as '?', so that the message stays one line. */
+struct shown {
+        char s[81];
+};
+static struct shown shown(const char *name)
+{
+        struct shown r = { { 0 } };
+
+        for (size_t i = 0; name[i] && i < sizeof(r.s) - 1; i++)
+                r.s[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
+        return r;
+}
+
 static void strv_free(char **v)
 {
         if (!v)
@@ -138,8 +152,8 @@ static int parse_server(const char *path, const char *name, json_object *o, stru
 
 #define BAD(...) dm_error_set(err, -EINVAL, "%s: server '%s': " __VA_ARGS__)
         if (!dm_mcpclient_name_ok(name))
-                return dm_error_set(err, -EINVAL, "%s: server name '%.80s' must be 1 to %d of [A-Za-z0-9_-]", path,
-                                    name, DM_MCPCLIENT_NAME_MAX);
+                return dm_error_set(err, -EINVAL, "%s: server name '%s' must be 1 to %d of [A-Za-z0-9_-]", path,
+                                    shown(name).s, DM_MCPCLIENT_NAME_MAX);
         if (!json_object_is_type(o, json_type_object))
                 return BAD("must be an object", path, name);
         s->name = strdup(name);
@@ -151,7 +165,7 @@ static int parse_server(const char *path, const char *name, json_object *o, stru
                 if (strcmp(key, "command") && strcmp(key, "args") && strcmp(key, "env") && strcmp(key, "url") &&
                     strcmp(key, "headers") && strcmp(key, "tools") && strcmp(key, "max_message") &&
                     strcmp(key, "timeout_seconds") && strcmp(key, "type") && strcmp(key, "description"))
-                        return BAD("unknown member '%.80s'", path, name, key);
+                        return BAD("unknown member '%s'", path, name, shown(key).s);
         }
         json_object_object_get_ex(o, "command", &command);
         json_object_object_get_ex(o, "url", &url);
@@ -206,7 +220,7 @@ static int parse_server(const char *path, const char *name, json_object *o, stru
                 return r == -EINVAL ? BAD("tools %s", path, name, why) : r;
         for (char **t = s->tools; *t; t++)
                 if (!dm_mcpclient_name_ok(*t))
-                        return BAD("tool name '%.80s' must be 1 to %d of [A-Za-z0-9_-]", path, name, *t,
+                        return BAD("tool name '%s' must be 1 to %d of [A-Za-z0-9_-]", path, name, shown(*t).s,
                                    DM_MCPCLIENT_NAME_MAX);
 
         if (json_object_object_get_ex(o, "max_message", &v) && positive(v, 1LL << 30, &s->max_message) < 0)
