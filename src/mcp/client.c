@@ -150,7 +150,9 @@ static int log_stderr_line(void *userdata, char *line, size_t len)
 {
         struct stderr_reader *r = userdata;
 
-        (void)len;
+        for (size_t i = 0; i < len; i++)
+                if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+                        line[i] = ' ';
         log_info("host mcp '%s': %s", r->name, line);
         return 0;
 }

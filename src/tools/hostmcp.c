@@ -197,8 +197,16 @@ static json_object *host_call(struct dm_call *call, json_object *args)
                 return NULL;
         }
         if (r == -EREMOTEIO) {
+                /* The server's words may echo the caller's arguments: one
+                 * line in the log, whatever they hold. */
+                char line[sizeof(err.msg)];
+                size_t i = 0;
+
+                for (; err.msg[i] && i < sizeof(line) - 1; i++)
+                        line[i] = (unsigned char)err.msg[i] < 0x20 || err.msg[i] == 0x7f ? ' ' : err.msg[i];
+                line[i] = '\0';
                 log_info("host tool call: run '%s', server '%s', tool '%s': the server refused it: %s", run, server,
-                         ht->name, err.msg);
+                         ht->name, line);
                 return dm_tool_result_error("%s", err.msg);
         }
         if (r < 0) {
