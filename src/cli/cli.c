@@ -235,9 +235,20 @@ int dm_cli_serve(int argc, char **argv)
         }
         dm_tools_configure(&ctx);
         dm_tools_register_all();
+        /* A malformed host servers file stops the server here, as a bad
+         * variable does; a host server that fails only loses its tools. */
+        if (dm_tools_hostmcp_init(&ctx, &err) < 0) {
+                log_error("%s", err.msg);
+                dm_registry_clear();
+                dm_server_release(&ctx);
+                free(hosts);
+                free(origins);
+                return 1;
+        }
         srv = dm_tools_server_new(&ctx);
         if (!srv) {
                 log_error("out of memory");
+                dm_tools_hostmcp_release(&ctx);
                 dm_server_release(&ctx);
                 free(hosts);
                 free(origins);
@@ -265,6 +276,7 @@ int dm_cli_serve(int argc, char **argv)
         dm_tools_nested_release(&ctx);
         dm_jobs_shutdown(ctx.jobs);
         dm_mcp_server_free(srv);
+        dm_tools_hostmcp_release(&ctx);
         dm_server_release(&ctx);
         dm_registry_clear();
         free(hosts);
@@ -682,6 +694,15 @@ int dm_cli_doctor(int argc, char **argv)
                         dm_doctor_images(b, !ctx.cfg.images_autobuild, &tally);
         }
         dm_doctor_features(&ctx, b, &tally);
+        /* The host tool proxy: each server started as serve would, its
+         * offer counted, and stopped again. */
+        if (dm_tools_hostmcp_init(&ctx, &err) < 0) {
+                check(false, "host tool proxy", err.msg, "fix the file DEMESNE_HOST_MCP names");
+        } else {
+                dm_tools_hostmcp_report(&ctx, &problems);
+                dm_tools_hostmcp_release(&ctx);
+                dm_registry_clear();
+        }
         problems += tally.problems;
         dm_doctor_client_config(&ctx);
         dm_server_release(&ctx);

@@ -362,7 +362,7 @@ static void sh_str(const char *s)
 
 /* The variables that are set, as JSON members or TOML inline-table entries
  * (json: quoted keys and ':'); false when none is set. */
-#define N_ENV 4
+#define N_ENV 5
 
 static bool print_env(const char *open, bool json, const char *const names[N_ENV], const char *const vals[N_ENV])
 {
@@ -386,7 +386,7 @@ void dm_doctor_client_config(const struct dm_context *ctx)
         /* What makes the client's server this one: the same engine (and so
          * this user's image store) and the same operator choices. */
         const char *names[N_ENV] = { "DOCKER_HOST", "DEMESNE_ALLOWED_PATHS", "DEMESNE_OUTPUT_ROOT",
-                                     "DEMESNE_ALLOW_CALLER_EGRESS" };
+                                     "DEMESNE_ALLOW_CALLER_EGRESS", "DEMESNE_HOST_MCP" };
         /* The engine as the environment names it (discovery may have found
          * it otherwise); the rest as the settings read them, when given. */
         const char *docker_host = getenv("DOCKER_HOST");
@@ -395,6 +395,7 @@ void dm_doctor_client_config(const struct dm_context *ctx)
                 ctx->cfg.allowed_paths[0] ? ctx->cfg.allowed_paths : NULL,
                 ctx->cfg.output_root_given ? ctx->cfg.output_root : NULL,
                 ctx->cfg.allow_caller_egress ? "1" : NULL,
+                ctx->cfg.host_mcp,
         };
 
         if (n <= 0)

@@ -33,6 +33,7 @@ struct dm_pool;
 struct dm_resources;
 struct dm_proxy;
 struct dm_nested;
+struct dm_hostmcp;
 
 struct dm_context {
         struct dm_config cfg;
@@ -88,6 +89,7 @@ struct dm_context {
         /* Nested sandboxes' MCP endpoints (src/tools/nested.c): the tools
          * layer's, opaque here; NULL until the first. */
         struct dm_nested *nested;
+        struct dm_hostmcp *hostmcp; /* the host tool proxy (src/tools/hostmcp.c), NULL = none */
 };
 
 /* Loads the config, resolves the allowed roots, computes the owner.

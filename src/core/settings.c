@@ -259,6 +259,7 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
                 cfg->claude_credentials = dup_env("DEMESNE_CLAUDE_CREDENTIALS", &oom);
                 cfg->codex_auth = dup_env("DEMESNE_CODEX_AUTH", &oom);
                 cfg->prices = dup_env("DEMESNE_PRICES", &oom);
+                cfg->host_mcp = dup_env("DEMESNE_HOST_MCP", &oom);
                 if (oom) {
                         dm_config_release(cfg);
                         return dm_error_set(err, -ENOMEM, "out of memory");
@@ -345,5 +346,6 @@ void dm_config_release(struct dm_config *cfg)
         free(cfg->claude_credentials);
         free(cfg->codex_auth);
         free(cfg->prices);
+        free(cfg->host_mcp);
         memset(cfg, 0, sizeof(*cfg));
 }

@@ -63,6 +63,8 @@ struct dm_config {
         char *claude_credentials; /* DEMESNE_CLAUDE_CREDENTIALS: NULL = ~/.claude/.credentials.json */
         char *codex_auth;         /* DEMESNE_CODEX_AUTH: NULL = ~/.codex/auth.json */
         char *prices;             /* DEMESNE_PRICES: the price table; NULL = the installed one */
+        char *host_mcp;           /* DEMESNE_HOST_MCP: the host MCP servers whose read-only tools nested
+                                     callers get (src/tools/hostmcp.c); NULL = none */
 };
 
 /* What every part of the process reads the same way, whether or not it has

@@ -2,28 +2,99 @@
 #include "config.h"
 #include "src/mcp/registry.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TOOLS 64
+#include "src/basic/log.h"
+#include "src/basic/principal.h"
 
 static struct {
         const struct dm_tool *tool;
+        struct dm_tool *owned; /* dm_registry_add_copy's: tool, with its strings */
         json_object *described;
-} entries[MAX_TOOLS];
+} entries[DM_REGISTRY_MAX];
 static size_t n_entries;
 static char *instructions;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void dm_registry_add(const struct dm_tool *tools, size_t n)
 {
+        size_t i;
+
         pthread_mutex_lock(&reg_lock);
-        for (size_t i = 0; i < n && n_entries < MAX_TOOLS; i++)
+        for (i = 0; i < n && n_entries < DM_REGISTRY_MAX; i++)
                 entries[n_entries++].tool = &tools[i];
         pthread_mutex_unlock(&reg_lock);
+        if (i < n)
+                log_error("the tool registry is full (%d tools): '%s' and %zu more left out", DM_REGISTRY_MAX,
+                          tools[i].name, n - i - 1);
+}
+
+static void owned_free(struct dm_tool *t)
+{
+        if (!t)
+                return;
+        free((char *)t->name);
+        free((char *)t->title);
+        free((char *)t->description);
+        free((char *)t->input_schema);
+        free((char *)t->output_schema);
+        free(t);
+}
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+        char *c;
+
+        if (!s)
+                return NULL;
+        c = strdup(s);
+        if (!c)
+                *oom = true;
+        return c;
+}
+
+int dm_registry_add_copy(const struct dm_tool *tool)
+{
+        struct dm_tool *t = malloc(sizeof(*t));
+        bool oom = !t;
+        int r = 0;
+
+        if (t) {
+                *t = *tool;
+                t->name = dup_or_null(tool->name, &oom);
+                t->title = dup_or_null(tool->title, &oom);
+                t->description = dup_or_null(tool->description, &oom);
+                t->input_schema = dup_or_null(tool->input_schema, &oom);
+                t->output_schema = dup_or_null(tool->output_schema, &oom);
+        }
+        if (oom) {
+                owned_free(t);
+                return -ENOMEM;
+        }
+        pthread_mutex_lock(&reg_lock);
+        for (size_t i = 0; i < n_entries && r == 0; i++)
+                if (strcmp(entries[i].tool->name, t->name) == 0)
+                        r = -EEXIST;
+        if (r == 0 && n_entries >= DM_REGISTRY_MAX)
+                r = -ENOSPC;
+        if (r == 0) {
+                entries[n_entries].tool = t;
+                entries[n_entries++].owned = t;
+        }
+        pthread_mutex_unlock(&reg_lock);
+        if (r < 0)
+                owned_free(t);
+        return r;
+}
+
+bool dm_registry_visible(const struct dm_tool *tool, const char *principal)
+{
+        return tool && (!tool->nested_only || dm_principal_depth(principal) >= 1);
 }
 
 const struct dm_tool *dm_registry_find(const char *name)
@@ -117,8 +188,10 @@ json_object *dm_registry_describe(const struct dm_tool *tool)
 void dm_registry_clear(void)
 {
         pthread_mutex_lock(&reg_lock);
-        for (size_t i = 0; i < n_entries; i++)
+        for (size_t i = 0; i < n_entries; i++) {
                 json_object_put(entries[i].described);
+                owned_free(entries[i].owned);
+        }
         memset(entries, 0, sizeof(entries));
         n_entries = 0;
         free(instructions);

@@ -22,12 +22,26 @@ struct dm_tool {
         const char *input_schema;  /* JSON text */
         const char *output_schema; /* JSON text, may be NULL */
         bool read_only, destructive, idempotent, open_world;
+        /* Offered only to callers inside a nested sandbox (a principal of
+         * depth >= 1): tools/list leaves it out and tools/call does not know
+         * it for the host's own clients. */
+        bool nested_only;
         dm_tool_handler handler;
+        void *data; /* the family's, borrowed: the handler finds it with dm_call_tool */
 };
 
-/* The table is borrowed and must outlive the registry. */
+/* The table is borrowed and must outlive the registry. Past the registry's
+ * room (DM_REGISTRY_MAX tools), the rest are left out with an error log. */
+#define DM_REGISTRY_MAX 256
 void dm_registry_add(const struct dm_tool *tools, size_t n);
+/* For tools made at run time (a host MCP server's): the registry copies
+ * tool's strings and frees them in dm_registry_clear; data stays borrowed.
+ * 0, -ENOSPC when the registry is full, -EEXIST when the name is taken,
+ * -ENOMEM. */
+int dm_registry_add_copy(const struct dm_tool *tool);
 const struct dm_tool *dm_registry_find(const char *name);
+/* Whether principal's calls may see and call tool (nested_only). */
+bool dm_registry_visible(const struct dm_tool *tool, const char *principal);
 size_t dm_registry_count(void);
 const struct dm_tool *dm_registry_at(size_t i);
 /* The tool's tools/list entry, parsed once and cached. Returns a new reference. */

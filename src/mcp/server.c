@@ -464,12 +464,22 @@ static void handle_tools_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
         }
         result = json_object_new_object();
         tools = json_object_new_array();
-        for (size_t i = start; i < n && i < start + TOOLS_PAGE_SIZE; i++)
-                json_object_array_add(tools, dm_registry_describe(dm_registry_at(i)));
+        /* The cursor counts registry entries, seen or not: a page holds up
+         * to TOOLS_PAGE_SIZE of the tools this principal may see. */
+        size_t i = start, shown = 0;
+        for (; i < n && shown < TOOLS_PAGE_SIZE; i++) {
+                const struct dm_tool *t = dm_registry_at(i);
+                if (!dm_registry_visible(t, s->principal))
+                        continue;
+                json_object_array_add(tools, dm_registry_describe(t));
+                shown++;
+        }
+        while (i < n && !dm_registry_visible(dm_registry_at(i), s->principal))
+                i++;
         json_object_object_add(result, "tools", tools);
-        if (start + TOOLS_PAGE_SIZE < n) {
+        if (i < n) {
                 char cur[32];
-                snprintf(cur, sizeof(cur), "t:%zu", start + TOOLS_PAGE_SIZE);
+                snprintf(cur, sizeof(cur), "t:%zu", i);
                 json_object_object_add(result, "nextCursor", json_object_new_string(cur));
         }
         if (modern)
@@ -661,7 +671,7 @@ static void handle_tools_call(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
                 return;
         }
         tool = dm_registry_find(json_object_get_string(v));
-        if (!tool) {
+        if (!dm_registry_visible(tool, s->principal)) {
                 char msg[300];
                 snprintf(msg, sizeof(msg), "unknown tool '%.200s': tools/list names the tools",
                          json_object_get_string(v));
@@ -825,6 +835,11 @@ uint64_t dm_call_session_id(struct dm_call *call)
 {
         return call->session->id;
 }
+const struct dm_tool *dm_call_tool(struct dm_call *call)
+{
+        return call->tool;
+}
+
 const char *dm_call_principal(struct dm_call *call)
 {
         return call->session->principal;

@@ -88,6 +88,9 @@ void dm_call_note(struct dm_call *call, const char *message);
  * by the session's logging/setLevel. Takes ownership of params. */
 struct dm_mcp_server *dm_call_server(struct dm_call *call);
 uint64_t dm_call_session_id(struct dm_call *call);
+/* The tool the call is for (the registry's; its data is the family's). */
+struct dm_tool;
+const struct dm_tool *dm_call_tool(struct dm_call *call);
 /* The principal of the call's session (never NULL). */
 const char *dm_call_principal(struct dm_call *call);
 int dm_mcp_server_notify(struct dm_mcp_server *srv, uint64_t session_id, enum dm_log_level level, const char *method,

@@ -152,6 +152,23 @@ void dm_tools_nested_end(struct dm_context *ctx, const char *id);
 void dm_tools_nested_init(struct dm_context *ctx, struct dm_mcp_server *srv);
 void dm_tools_nested_release(struct dm_context *ctx);
 
+/* ---- the host tool proxy (hostmcp.c) ---- */
+
+/* Reads the file DEMESNE_HOST_MCP names (nothing when unset): a malformed
+ * one is an error naming the file and what is wrong (-EINVAL), for serve
+ * to stop on. Then starts or reaches each server and registers, visible to
+ * nested callers only, its tools that are on the file's list and annotated
+ * readOnlyHint, as host__<server>__<tool>; a server that fails is logged
+ * and offers nothing. After dm_tools_register_all (tools/list order). */
+int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_error *err);
+/* Ends the servers' sessions (stdio children stopped and reaped, HTTP
+ * sessions deleted), after the MCP server is freed and before
+ * dm_registry_clear. */
+void dm_tools_hostmcp_release(struct dm_context *ctx);
+/* doctor: a line per host server with the tools it offers, or why none;
+ * counts the servers that failed in *problems. */
+void dm_tools_hostmcp_report(struct dm_context *ctx, int *problems);
+
 /* All families, in the order tools/list shows them. */
 static inline void dm_tools_register_all(void)
 {

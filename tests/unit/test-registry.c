@@ -7,6 +7,7 @@
  * in libjson-c). */
 #include "config.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -69,6 +70,35 @@ int main(void)
         ok(b && strcmp(json_object_get_string(json_object_object_get(b, "name")), "t_two") == 0,
            "the registry is intact afterwards");
         json_object_put(b);
+
+        /* Tools made at run time: copied, and visible to nested callers only. */
+        {
+                char name[] = "host__fs__read", desc[] = "reads";
+                struct dm_tool t = { .name = name,
+                                     .description = desc,
+                                     .input_schema = "{\"type\":\"object\"}",
+                                     .read_only = true,
+                                     .nested_only = true };
+                const struct dm_tool *found;
+
+                ok(dm_registry_add_copy(&t) == 0, "a tool made at run time is added");
+                memset(name, 'x', sizeof(name) - 1);
+                found = dm_registry_find("host__fs__read");
+                ok(found && found->name != t.name && strcmp(found->description, "reads") == 0,
+                   "its strings are the registry's own copies");
+                t.name = "host__fs__read";
+                ok(dm_registry_add_copy(&t) == -EEXIST, "a name taken is refused");
+                t.name = "t_one";
+                ok(dm_registry_add_copy(&t) == -EEXIST, "... a static tool's name too");
+                ok(!dm_registry_visible(found, "local") && !dm_registry_visible(found, "alice"),
+                   "a nested-only tool is not visible to the host's callers");
+                ok(dm_registry_visible(found, "local/sbx-1") && dm_registry_visible(found, "alice/sbx-1/sbx-2"),
+                   "it is to callers inside nested sandboxes");
+                ok(dm_registry_visible(dm_registry_find("t_one"), "local") &&
+                           dm_registry_visible(dm_registry_find("t_one"), "local/sbx-1"),
+                   "other tools are visible to all");
+                ok(!dm_registry_visible(NULL, "local/sbx-1"), "no tool is visible to nobody");
+        }
         dm_registry_clear();
         return done_testing();
 }

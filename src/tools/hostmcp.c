@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/* The host tool proxy: the operator's host MCP servers (DEMESNE_HOST_MCP),
+ * each started or reached once at start, offer nested callers the tools
+ * that are both on the operator's list and annotated readOnlyHint by the
+ * server, as host__<server>__<tool>. The host's own clients have those
+ * servers already; a sandbox gets only their read-only part, and only
+ * through demesne, which logs every call with the caller's run id. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/basic/log.h"
+#include "src/basic/principal.h"
+#include "src/mcp/client.h"
+#include "src/mcp/registry.h"
+#include "src/tools/tools.h"
+
+#define PREFIX "host__"
+#define SEP "__"
+
+struct host_server {
+        const struct dm_mcpclient_spec *spec;
+        struct dm_mcpclient *client; /* NULL: it could not be started; its tools are left out */
+        size_t n_offered;
+        char why[DM_ERROR_MSG_MAX]; /* why it offers nothing, when client is NULL */
+};
+
+struct host_tool {
+        struct host_server *server;
+        char *name; /* the server's own name for it */
+};
+
+struct dm_hostmcp {
+        struct dm_mcpclient_config cfg;
+        struct host_server *servers; /* cfg.n */
+        struct host_tool *tools;     /* registered: their addresses are the registry's data */
+        size_t n_tools;
+};
+
+static size_t count(char **strv)
+{
+        size_t n = 0;
+
+        while (strv[n])
+                n++;
+        return n;
+}
+
+static bool hint(json_object *tool, const char *name, bool dflt)
+{
+        json_object *ann, *v;
+
+        if (!json_object_object_get_ex(tool, "annotations", &ann) || !json_object_is_type(ann, json_type_object) ||
+            !json_object_object_get_ex(ann, name, &v) || !json_object_is_type(v, json_type_boolean))
+                return dflt;
+        return json_object_get_boolean(v);
+}
+
+static const char *string_member(json_object *o, const char *name)
+{
+        json_object *v;
+
+        return json_object_object_get_ex(o, name, &v) && json_object_is_type(v, json_type_string)
+                       ? json_object_get_string(v)
+                       : NULL;
+}
+
+static json_object *host_call(struct dm_call *call, json_object *args);
+
+/* Which of the server's tools to offer (listed, read-only, well named, a
+ * schema), each added to the registry; the rest are logged with why. */
+static void offer(struct dm_hostmcp *h, struct host_server *hs, json_object *tools)
+{
+        const struct dm_mcpclient_spec *spec = hs->spec;
+
+        for (char **want = spec->tools; *want; want++) {
+                json_object *tool = NULL, *in, *out, *ann;
+                char full[sizeof(PREFIX) + 2 * DM_MCPCLIENT_NAME_MAX + sizeof(SEP)];
+                struct host_tool *ht;
+                struct dm_tool t = { 0 };
+                int r;
+
+                for (size_t i = 0; i < json_object_array_length(tools) && !tool; i++) {
+                        const char *n = string_member(json_object_array_get_idx(tools, i), "name");
+                        if (n && strcmp(n, *want) == 0)
+                                tool = json_object_array_get_idx(tools, i);
+                }
+                if (!tool) {
+                        log_warning("host mcp '%s': no tool '%s' (listed in the file): left out", spec->name, *want);
+                        continue;
+                }
+                if (!hint(tool, "readOnlyHint", false)) {
+                        log_warning("host mcp '%s': tool '%s' is not annotated readOnlyHint: left out", spec->name,
+                                    *want);
+                        continue;
+                }
+                if (!json_object_object_get_ex(tool, "inputSchema", &in) ||
+                    !json_object_is_type(in, json_type_object)) {
+                        log_warning("host mcp '%s': tool '%s' has no inputSchema object: left out", spec->name, *want);
+                        continue;
+                }
+                snprintf(full, sizeof(full), PREFIX "%s" SEP "%s", spec->name, *want);
+                ht = &h->tools[h->n_tools];
+                ht->server = hs;
+                ht->name = strdup(*want);
+                if (!ht->name)
+                        continue;
+                t.name = full;
+                t.title = string_member(tool, "title");
+                if (!t.title && json_object_object_get_ex(tool, "annotations", &ann))
+                        t.title = string_member(ann, "title");
+                t.description = string_member(tool, "description");
+                if (!t.description)
+                        t.description = "";
+                t.input_schema = json_object_to_json_string_ext(in, JSON_C_TO_STRING_PLAIN);
+                t.output_schema = json_object_object_get_ex(tool, "outputSchema", &out) &&
+                                                  json_object_is_type(out, json_type_object)
+                                          ? json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN)
+                                          : NULL;
+                t.read_only = true;
+                t.idempotent = hint(tool, "idempotentHint", false);
+                t.open_world = hint(tool, "openWorldHint", true);
+                t.nested_only = true;
+                t.handler = host_call;
+                t.data = ht;
+                r = dm_registry_add_copy(&t);
+                if (r < 0) {
+                        log_error("host mcp '%s': tool '%s' left out: %s", spec->name, *want,
+                                  r == -EEXIST   ? "its name is taken"
+                                  : r == -ENOSPC ? "the tool registry is full"
+                                                 : strerror(-r));
+                        free(ht->name);
+                        continue;
+                }
+                h->n_tools++;
+                hs->n_offered++;
+        }
+}
+
+/* Starts or reaches one server and offers its tools; a server that fails
+ * is logged and offers nothing. */
+static void connect_server(struct dm_hostmcp *h, struct host_server *hs)
+{
+        struct dm_error err = { 0 };
+        json_object *tools = NULL;
+
+        if (dm_mcpclient_open(hs->spec, &hs->client, &err) < 0 ||
+            dm_mcpclient_list_tools(hs->client, &tools, &err) < 0) {
+                snprintf(hs->why, sizeof(hs->why), "%s", err.msg);
+                log_error("host mcp '%s': %s; its tools are left out", hs->spec->name, err.msg);
+                dm_mcpclient_free(hs->client);
+                hs->client = NULL;
+                return;
+        }
+        offer(h, hs, tools);
+        json_object_put(tools);
+        log_info("host mcp '%s': %zu of %zu listed tools offered to nested sandboxes", hs->spec->name, hs->n_offered,
+                 count(hs->spec->tools));
+}
+
+static json_object *host_call(struct dm_call *call, json_object *args)
+{
+        const struct dm_tool *t = dm_call_tool(call);
+        struct host_tool *ht = t->data;
+        const char *principal = dm_call_principal(call);
+        const char *run = dm_principal_leaf(principal);
+        const char *server = ht->server->spec->name;
+        json_object *params, *result = NULL, *content;
+        struct dm_error err = { 0 };
+        int r;
+
+        /* tools/call checked it; a second lock on the door costs nothing. */
+        if (dm_principal_depth(principal) < 1 || !run)
+                return dm_tool_result_error("'%s' is offered only inside nested sandboxes", t->name);
+        if (!ht->server->client) {
+                log_info("host tool call: run '%s', server '%s', tool '%s': refused, the server is not running", run,
+                         server, ht->name);
+                return dm_tool_result_error("host MCP server '%s' is not running: %s", server, ht->server->why);
+        }
+        params = json_object_new_object();
+        json_object_object_add(params, "name", json_object_new_string(ht->name));
+        json_object_object_add(params, "arguments", args ? json_object_get(args) : json_object_new_object());
+        r = dm_mcpclient_request(ht->server->client, "tools/call", params, dm_call_cancel(call), &result, &err);
+        json_object_put(params);
+        if (r == 0 && (!json_object_object_get_ex(result, "content", &content) ||
+                       !json_object_is_type(content, json_type_array))) {
+                json_object_put(result);
+                result = NULL;
+                r = dm_error_set(&err, -EPROTO, "host MCP server '%s' answered tools/call without a content array",
+                                 server);
+        }
+        if (r == -ECANCELED) {
+                log_info("host tool call: run '%s', server '%s', tool '%s': cancelled", run, server, ht->name);
+                return NULL;
+        }
+        if (r == -EREMOTEIO) {
+                /* The server's words may echo the caller's arguments: one
+                 * line in the log, whatever they hold. */
+                char line[sizeof(err.msg)];
+                size_t i = 0;
+
+                for (; err.msg[i] && i < sizeof(line) - 1; i++)
+                        line[i] = (unsigned char)err.msg[i] < 0x20 || err.msg[i] == 0x7f ? ' ' : err.msg[i];
+                line[i] = '\0';
+                log_info("host tool call: run '%s', server '%s', tool '%s': the server refused it: %s", run, server,
+                         ht->name, line);
+                return dm_tool_result_error("%s", err.msg);
+        }
+        if (r < 0) {
+                log_info("host tool call: run '%s', server '%s', tool '%s': failed: %s", run, server, ht->name,
+                         err.msg);
+                return dm_tool_result_error("%s failed: %s", t->name, err.msg);
+        }
+        {
+                json_object *e;
+                bool is_error = json_object_object_get_ex(result, "isError", &e) && json_object_get_boolean(e);
+                log_info("host tool call: run '%s', server '%s', tool '%s': %s", run, server, ht->name,
+                         is_error ? "isError" : "ok");
+        }
+        return result;
+}
+
+int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_error *err)
+{
+        struct dm_hostmcp *h;
+        size_t n_listed = 0;
+        int r;
+
+        if (!ctx->cfg.host_mcp)
+                return 0;
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = dm_mcpclient_config_load(ctx->cfg.host_mcp, &h->cfg, err);
+        if (r < 0) {
+                free(h);
+                return dm_error_wrap(err, "DEMESNE_HOST_MCP");
+        }
+        for (size_t i = 0; i < h->cfg.n; i++)
+                n_listed += count(h->cfg.servers[i].tools);
+        h->servers = calloc(h->cfg.n + 1, sizeof(*h->servers));
+        h->tools = calloc(n_listed + 1, sizeof(*h->tools));
+        if (!h->servers || !h->tools) {
+                dm_mcpclient_config_release(&h->cfg);
+                free(h->servers);
+                free(h->tools);
+                free(h);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        ctx->hostmcp = h;
+        for (size_t i = 0; i < h->cfg.n; i++) {
+                h->servers[i].spec = &h->cfg.servers[i];
+                connect_server(h, &h->servers[i]);
+        }
+        return 0;
+}
+
+void dm_tools_hostmcp_release(struct dm_context *ctx)
+{
+        struct dm_hostmcp *h = ctx->hostmcp;
+
+        if (!h)
+                return;
+        /* The registry still points at tools[] until dm_registry_clear;
+         * calls ended before this (dm_mcp_server_free). */
+        for (size_t i = 0; i < h->cfg.n; i++)
+                dm_mcpclient_free(h->servers[i].client);
+        for (size_t i = 0; i < h->n_tools; i++)
+                free(h->tools[i].name);
+        dm_mcpclient_config_release(&h->cfg);
+        free(h->servers);
+        free(h->tools);
+        free(h);
+        ctx->hostmcp = NULL;
+}
+
+void dm_tools_hostmcp_report(struct dm_context *ctx, int *problems)
+{
+        struct dm_hostmcp *h = ctx->hostmcp;
+
+        if (!ctx->cfg.host_mcp) {
+                puts("note    host tool proxy: off (DEMESNE_HOST_MCP is not set)");
+                return;
+        }
+        if (!h)
+                return;
+        for (size_t i = 0; i < h->cfg.n; i++) {
+                const struct host_server *hs = &h->servers[i];
+                if (hs->client) {
+                        printf("ok      host mcp '%s': %zu tool%s offered to nested sandboxes\n", hs->spec->name,
+                               hs->n_offered, hs->n_offered == 1 ? "" : "s");
+                } else {
+                        printf("PROBLEM host mcp '%s': %s\n", hs->spec->name, hs->why);
+                        (*problems)++;
+                }
+        }
+}
