@@ -34,6 +34,7 @@ struct dm_resources;
 struct dm_proxy;
 struct dm_nested;
 struct dm_hostmcp;
+struct dm_sandbox;
 
 struct dm_context {
         struct dm_config cfg;
@@ -86,6 +87,15 @@ struct dm_context {
          * the TTL reaper), with no lock held: what was made for it above
          * the core ends too (its nested MCP endpoint, its children). */
         void (*after_sandbox_destroy)(struct dm_context *ctx, const char *id);
+        /* Called before each command in a nested sandbox (one made with
+         * nested: true), with the container's PID 1 as this server reached
+         * it: the tools layer opens the sandbox's endpoint when this server
+         * has none in that network namespace (a sandbox taken over from an
+         * earlier server, or restarted by the engine), and may give the
+         * command variables (*ret_env, a malloc'd NULL-terminated array of
+         * malloc'd strings, freed by the caller). A failure is logged; the
+         * command runs. */
+        void (*before_sandbox_exec)(struct dm_context *ctx, const struct dm_sandbox *sb, int pid, char ***ret_env);
         /* Nested sandboxes' MCP endpoints (src/tools/nested.c): the tools
          * layer's, opaque here; NULL until the first. */
         struct dm_nested *nested;

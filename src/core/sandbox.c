@@ -105,6 +105,8 @@ static int record_write(struct dm_context *ctx, const struct dm_sandbox *sb, str
         json_object_object_add(o, "principal", json_object_new_string(sb->principal));
         if (sb->server[0])
                 json_object_object_add(o, "server", json_object_new_string(sb->server));
+        if (sb->nested)
+                json_object_object_add(o, "nested", json_object_new_boolean(true));
         text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
         snprintf(tmp, sizeof(tmp), "%s/.%s.%d.%lx.tmp", dir, sb->id, (int)getpid(), (unsigned long)pthread_self());
         snprintf(final, sizeof(final), "%s/%s.json", dir, sb->id);
@@ -181,6 +183,11 @@ static int record_read(struct dm_context *ctx, const char *id, struct dm_sandbox
         if (!sb->principal[0])
                 snprintf(sb->principal, sizeof(sb->principal), "local");
         copy_str(o, "server", sb->server, sizeof(sb->server));
+        {
+                json_object *v;
+
+                sb->nested = json_object_object_get_ex(o, "nested", &v) && json_object_get_boolean(v);
+        }
         {
                 json_object *net;
                 char a[INET_ADDRSTRLEN];
@@ -610,6 +617,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
          * (dm_sandbox_sweep_nested). */
         if (dm_principal_depth(sb->principal) > 0)
                 snprintf(sb->server, sizeof(sb->server), "%s", ctx->owner);
+        sb->nested = req->nested;
         sb->created_at = dm_wall_ms() / 1000;
         sb->expires_at = sb->created_at + sb->ttl_s;
         if (mkdir(sb->output_dir, 0700) < 0 || mkdir(sb->workspace, 0700) < 0) {
@@ -832,9 +840,16 @@ int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_er
         return record_write(ctx, sb, err);
 }
 
+static void env_free(char **env)
+{
+        for (size_t i = 0; env && env[i]; i++)
+                free(env[i]);
+        free(env);
+}
+
 /* Through the sandbox's shim when this server holds it (cached; the
- * egress proxy's environment over the caller's), else the engine's exec
- * API. */
+ * egress proxy's environment over the caller's, a nested sandbox's
+ * endpoint's over both), else the engine's exec API. */
 static int exec_in(struct dm_context *ctx, struct dm_backend *b, const struct dm_sandbox *sb,
                    struct dm_exec_request *xreq, struct dm_exec_sink *sink, struct dm_exec_result *xres,
                    struct dm_error *err)
@@ -846,6 +861,7 @@ static int exec_in(struct dm_context *ctx, struct dm_backend *b, const struct dm
         };
         struct dm_sandbox_shim *e = NULL;
         _cleanup_free_ const char **env = NULL;
+        char **nested_env = NULL;
         int r;
 
         if (sb->shim_dir[0]) {
@@ -860,10 +876,17 @@ static int exec_in(struct dm_context *ctx, struct dm_backend *b, const struct dm
         }
         if (e) {
                 t.shim = e->host;
-                if (e->egress) {
-                        env = dm_exec_env((const char *const *const[]){ xreq->env, dm_egress_env(e->egress) }, 2);
+                /* A nested sandbox's endpoint, in the network namespace of
+                 * the container as this server reached it. */
+                if (sb->nested && ctx->before_sandbox_exec && e->target.pid > 0)
+                        ctx->before_sandbox_exec(ctx, sb, e->target.pid, &nested_env);
+                if (e->egress || nested_env) {
+                        env = dm_exec_env((const char *const *const[]){ xreq->env, dm_egress_env(e->egress),
+                                                                        (const char *const *)nested_env },
+                                          3);
                         if (!env) {
                                 shim_put(ctx, e);
+                                env_free(nested_env);
                                 return dm_error_set(err, -ENOMEM, "out of memory");
                         }
                         xreq->env = env;
@@ -872,6 +895,7 @@ static int exec_in(struct dm_context *ctx, struct dm_backend *b, const struct dm
         r = dm_exec(&t, xreq, sink, xres, err);
         if (e)
                 shim_put(ctx, e);
+        env_free(nested_env);
         return r;
 }
 

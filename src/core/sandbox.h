@@ -39,6 +39,7 @@ struct dm_sandbox {
                                              above it (dm_principal_covers) may use it */
         char server[96];                  /* the owner (ctx->owner) of the server that made it, for a nested
                             principal's; "" otherwise */
+        bool nested;                      /* made with nested: true: it has an MCP endpoint (src/tools/nested.c) */
 };
 
 struct dm_sandbox_create {
@@ -51,6 +52,7 @@ struct dm_sandbox_create {
         const char *const *env;
         int64_t ttl_s;
         const char *principal; /* the sandbox's owner; NULL = "local" */
+        bool nested;           /* recorded: the sandbox has an MCP endpoint (ctx->before_sandbox_exec) */
         /* Optional: news before the container starts (an image built on
          * first use), and a cancel that stops such a build. */
         void (*on_message)(void *userdata, const char *message);

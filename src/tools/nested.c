@@ -43,12 +43,18 @@ struct endpoint {
         char id[DM_SANDBOX_ID_LEN];       /* the sandbox it serves */
         char principal[DM_PRINCIPAL_MAX]; /* what its calls act for: "<maker>/<id>" */
         enum dm_egress egress;            /* the sandbox's own: its children's is no wider */
+        int pid;                          /* the container's PID 1 whose network namespace it listens in */
+        /* Made again by this server (reopen): commands get this token, not
+         * the one the container was made with. */
+        bool reopened;
+        char token[65];
         struct dm_mcphttp *http;
         struct endpoint *next;
 };
 
 struct dm_nested {
         pthread_mutex_t lock;
+        pthread_mutex_t reopen_lock; /* one reopen at a time: a second finds the first's */
         struct endpoint *head;
         struct dm_mcp_server *srv; /* what the endpoints serve */
 };
@@ -208,13 +214,13 @@ const char *dm_tools_nested_egress_default(struct dm_call *call)
         return egress_names[cap];
 }
 
-int dm_tools_nested_env(char token[65], char ***env)
+/* Appends DEMESNE_MCP_URL and DEMESNE_MCP_TOKEN (token's) to the malloc'd
+ * env array. */
+static int env_append(const char *token, char ***env)
 {
         size_t n = 0;
         char **grown;
 
-        if (dm_mcphttp_token_generate(token) < 0)
-                return -EIO;
         while (*env && (*env)[n])
                 n++;
         grown = realloc(*env, (n + 3) * sizeof(*grown));
@@ -235,10 +241,17 @@ int dm_tools_nested_env(char token[65], char ***env)
         return 0;
 }
 
+int dm_tools_nested_env(char token[65], char ***env)
+{
+        if (dm_mcphttp_token_generate(token) < 0)
+                return -EIO;
+        return env_append(token, env);
+}
+
 /* Serves the endpoint of sandbox or run id, whose PID 1 is pid, behind
  * token, for "<maker>/<id>". */
 static int open_endpoint(struct dm_context *ctx, const char *maker, const char *id, int pid, const char *token,
-                         enum dm_egress egress, struct dm_error *err)
+                         enum dm_egress egress, bool reopened, struct dm_error *err)
 {
         struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons(NESTED_PORT) };
         struct dm_mcphttp_options o;
@@ -252,6 +265,10 @@ static int open_endpoint(struct dm_context *ctx, const char *maker, const char *
                 return dm_error_set(err, -ENOMEM, "out of memory");
         snprintf(e->id, sizeof(e->id), "%s", id);
         e->egress = egress;
+        e->pid = pid;
+        e->reopened = reopened;
+        if (reopened)
+                snprintf(e->token, sizeof(e->token), "%s", token);
         if ((size_t)snprintf(e->principal, sizeof(e->principal), "%s%c%s", maker && maker[0] ? maker : "local",
                              DM_PRINCIPAL_SEP, id) >= sizeof(e->principal)) {
                 free(e);
@@ -295,7 +312,7 @@ int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, cons
 
         if (r < 0)
                 return dm_error_wrap(err, "make the MCP endpoint in sandbox '%s'", sb->id);
-        return open_endpoint(ctx, dm_call_principal(call), sb->id, pid, token, egress, err);
+        return open_endpoint(ctx, dm_call_principal(call), sb->id, pid, token, egress, false, err);
 }
 
 int dm_tools_nested_run_started(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err)
@@ -308,7 +325,7 @@ int dm_tools_nested_run_started(void *userdata, const char *run_id, int pid, cha
         if (dm_tools_nested_env(n->token, ret_env) < 0)
                 r = dm_error_set(err, -ENOMEM, "out of memory");
         else
-                r = open_endpoint(n->ctx, n->maker, run_id, pid, n->token, n->egress, err);
+                r = open_endpoint(n->ctx, n->maker, run_id, pid, n->token, n->egress, false, err);
         if (r < 0) {
                 for (size_t i = 0; *ret_env && (*ret_env)[i]; i++)
                         free((*ret_env)[i]);
@@ -380,6 +397,58 @@ void dm_tools_nested_end(struct dm_context *ctx, const char *id)
         log_info("%s: its MCP endpoint stopped, %zu sandbox%s below it destroyed", id, n, n == 1 ? "" : "es");
 }
 
+/* ctx->before_sandbox_exec: a nested sandbox that this server reaches in a
+ * network namespace where it serves no endpoint (taken over from an earlier
+ * server, whose endpoint went with it) gets one, behind a new token that
+ * its commands are given from then on; the old token opens nothing. */
+static void before_exec(struct dm_context *ctx, const struct dm_sandbox *sb, int pid, char ***ret_env)
+{
+        struct dm_nested *n = ctx->nested;
+        struct dm_error err = { 0 };
+        struct endpoint *e, *stale = NULL;
+        char token[65] = "";
+        bool serving = false;
+
+        *ret_env = NULL;
+        if (!n || !n->srv)
+                return;
+        pthread_mutex_lock(&n->reopen_lock);
+        pthread_mutex_lock(&n->lock);
+        e = find_locked(n, NULL, sb->id, false);
+        if (e && e->pid == pid) {
+                serving = true;
+                if (e->reopened)
+                        snprintf(token, sizeof(token), "%s", e->token);
+        } else if (e)
+                stale = find_locked(n, NULL, sb->id, true);
+        pthread_mutex_unlock(&n->lock);
+        if (stale) {
+                /* Its namespace is gone with the container it listened in;
+                 * what its calls made is the same principal's, and stays. */
+                dm_mcphttp_stop(stale->http);
+                explicit_bzero(stale->token, sizeof(stale->token));
+                free(stale);
+        }
+        if (!serving) {
+                enum dm_egress egress = DM_EGRESS_NONE;
+
+                for (int i = DM_EGRESS_NONE; i <= DM_EGRESS_OPEN; i++)
+                        if (strcmp(sb->egress, egress_names[i]) == 0)
+                                egress = (enum dm_egress)i;
+                if (dm_mcphttp_token_generate(token) < 0 ||
+                    open_endpoint(ctx, sb->principal, sb->id, pid, token, egress, true, &err) < 0) {
+                        log_warning("sandbox %s: its MCP endpoint could not be made again: %s", sb->id,
+                                    err.msg[0] ? err.msg : "no randomness for a token");
+                        token[0] = '\0';
+                } else
+                        log_info("sandbox %s: its MCP endpoint is served again, behind a new token", sb->id);
+        }
+        pthread_mutex_unlock(&n->reopen_lock);
+        if (token[0] && env_append(token, ret_env) < 0)
+                log_warning("sandbox %s: out of memory for its endpoint's variables", sb->id);
+        explicit_bzero(token, sizeof(token));
+}
+
 void dm_tools_nested_init(struct dm_context *ctx, struct dm_mcp_server *srv)
 {
         struct dm_nested *n = calloc(1, sizeof(*n));
@@ -387,9 +456,11 @@ void dm_tools_nested_init(struct dm_context *ctx, struct dm_mcp_server *srv)
         if (!n)
                 return;
         pthread_mutex_init(&n->lock, NULL);
+        pthread_mutex_init(&n->reopen_lock, NULL);
         n->srv = srv;
         ctx->nested = n;
         ctx->after_sandbox_destroy = dm_tools_nested_end;
+        ctx->before_sandbox_exec = before_exec;
 }
 
 void dm_tools_nested_release(struct dm_context *ctx)
@@ -404,6 +475,7 @@ void dm_tools_nested_release(struct dm_context *ctx)
          * transport has ended, so no call destroys one any more. */
         dm_sandbox_reaper_stop(ctx);
         ctx->after_sandbox_destroy = NULL;
+        ctx->before_sandbox_exec = NULL;
         for (;;) {
                 pthread_mutex_lock(&n->lock);
                 e = n->head;
@@ -413,8 +485,10 @@ void dm_tools_nested_release(struct dm_context *ctx)
                 if (!e)
                         break;
                 dm_mcphttp_stop(e->http);
+                explicit_bzero(e->token, sizeof(e->token));
                 free(e);
         }
+        pthread_mutex_destroy(&n->reopen_lock);
         pthread_mutex_destroy(&n->lock);
         free(n);
         ctx->nested = NULL;

@@ -230,6 +230,7 @@ static json_object *create_call(struct dm_call *call, json_object *args)
                 .env = (const char *const *)env,
                 .ttl_s = dm_args_int(create_args, N(create_args), args, "ttl_seconds"),
                 .principal = dm_call_principal(call),
+                .nested = nested,
                 .on_message = create_message,
                 .userdata = call,
                 .cancel = dm_call_cancel(call),

@@ -8,7 +8,8 @@
 # state directory and output root destroys the child and the grandchild
 # (their endpoints died with the old server; each is copied into its
 # parent's output on the way) and the job's container, and adopts the top
-# sandbox as before, without an endpoint. No container of the tree but the
+# sandbox, whose endpoint it serves again from its first command, behind a
+# new token (the old one gets 401). No container of the tree but the
 # top one is left, nor the children's veths; once the top is destroyed,
 # nothing at all. Against the real engine, over stdio with
 # examples/lib/mcp.sh.
@@ -65,6 +66,8 @@ sleep 2
 job_ctr=$(containers_left "$DEMESNE_OUTPUT_ROOT")
 tap $(exists "$a" && exists "$child" && exists "$grand" && [ -n "$job_ctr" ]; echo $?) \
 	"the top, child and grandchild containers and the job's exist (job: ${job_ctr:0:12})"
+mcp_call sandbox_exec "$(jq -cn --arg id "$a" '{sandbox_id: $id, command: "printf %s \"$DEMESNE_MCP_TOKEN\""}')"
+old_token=$(field stdout)
 veths="$(veth_of "$a") $(veth_of "$child") $(veth_of "$grand")"
 diag "veths: $veths"
 
@@ -98,7 +101,18 @@ mcp_call sandbox_exec "$(jq -cn --arg id "$a" --arg c "$child" --arg g "$grand" 
 tap $([ "$(field stdout)" = $'child\ngrand\nstarted' ]; echo $?) \
 	"it runs commands, and holds its child's and its job's outputs, with its grandchild's inside the child's ($(field stdout | tr '\n' ' ')$(field stderr | head -c 200))"
 
-# 11-12: the top goes cleanly, and nothing is left.
+# 11-12: its endpoint is served again from its first command on, behind a
+# new token; the old one opens nothing.
+inside "$a" sandbox_list '{}'
+tap $([ "$(jq -r .isError <<<"$R")" = false ] && [ "$(jq -c '.sandboxes' <<<"$S")" = "[]" ]; echo $?) \
+	"the adopted top sandbox's endpoint answers again, and its subtree is empty ($(said | head -c 200))"
+mcp_call sandbox_exec "$(jq -cn --arg id "$a" --arg t "$old_token" \
+	'{sandbox_id: $id, command: ("printf \"%s \" \"${#DEMESNE_MCP_TOKEN}\"; [ \"$DEMESNE_MCP_TOKEN\" != " + ($t | @sh) + " ] && echo new; sh /workspace/call.sh -raw " + ($t | @sh))}')"
+tap $([ "$(field stdout)" = "64 new
+401" ] && [ ${#old_token} = 64 ]; echo $?) \
+	"its commands get a new token; the old one is refused with 401 ($(field stdout | tr '\n' ' '))"
+
+# 13-14: the top goes cleanly, and nothing is left.
 mcp_call sandbox_destroy "$(jq -cn --arg id "$a" '{sandbox_id: $id}')"
 tap $(! exists "$a"; echo $?) "the top sandbox is destroyed"
 mcp_stop
