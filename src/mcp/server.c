@@ -25,6 +25,7 @@ static const char *const legacy_versions[] = { "2025-11-25", "2025-06-18", NULL 
 
 struct dm_mcp_server {
         void *app;                                 /* the tools' (borrowed) */
+        int log_handle;                            /* its log sink's, > 0; 0: none */
         const struct dm_mcp_resource_ops *res_ops; /* NULL: the skills only */
         void *res_data;
         uint64_t next_session_id;
@@ -140,6 +141,7 @@ static void log_hook(enum dm_log_level level, const char *line, void *userdata)
 struct dm_mcp_server *dm_mcp_server_new(void *app, const char *skills_dir)
 {
         struct dm_mcp_server *srv = calloc(1, sizeof(*srv));
+        int h;
 
         if (!srv)
                 return NULL;
@@ -157,7 +159,14 @@ struct dm_mcp_server *dm_mcp_server_new(void *app, const char *skills_dir)
         }
         pthread_mutex_init(&srv->lock, NULL);
         pthread_cond_init(&srv->idle, NULL);
-        dm_log_set_hook(log_hook, srv);
+        /* Each server its own sink: two servers in one process each get
+         * the records. Without one (all slots taken) the server still
+         * serves; its clients get no notifications/message. */
+        h = dm_log_hook_add(log_hook, srv);
+        if (h < 0)
+                log_warning("log records will not reach this server's clients: %s", strerror(-h));
+        else
+                srv->log_handle = h;
         return srv;
 }
 
@@ -246,7 +255,8 @@ void dm_mcp_server_free(struct dm_mcp_server *srv)
 {
         if (!srv)
                 return;
-        dm_log_set_hook(NULL, NULL);
+        if (srv->log_handle > 0)
+                dm_log_hook_remove(srv->log_handle);
         dm_mcp_server_shutdown(srv);
         while (srv->sessions)
                 dm_mcp_session_free(srv->sessions);
