@@ -14,11 +14,19 @@
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum dm_log_level log_level = DM_LOG_INFO;
-static dm_log_hook log_hook;
-static void *log_hook_data;
 static int log_fd = STDERR_FILENO; /* --log-file's, or stderr */
-static unsigned hook_calls;        /* hook calls running; guarded by log_lock */
 static pthread_cond_t hook_idle = PTHREAD_COND_INITIALIZER;
+
+/* The sinks, guarded by log_lock. A slot is free when handle is 0; a
+ * removed one keeps its handle (hook NULL: no new calls) until its running
+ * calls end, so it is never reused under a call that still reads it. */
+static struct {
+        dm_log_hook hook;
+        void *data;
+        int handle;
+        unsigned calls; /* running */
+} hooks[DM_LOG_HOOKS_MAX];
+static int next_handle;
 
 static const struct {
         const char *name;
@@ -67,16 +75,44 @@ const char *dm_log_level_name(enum dm_log_level level)
         }
 }
 
-void dm_log_set_hook(dm_log_hook hook, void *userdata)
+int dm_log_hook_add(dm_log_hook hook, void *userdata)
 {
+        int r = -ENOSPC;
+
+        if (!hook)
+                return -EINVAL;
         pthread_mutex_lock(&log_lock);
-        log_hook = hook;
-        log_hook_data = userdata;
-        /* A call of the old hook may still run on another thread (a log
-         * line of the engine probe while the server quits at start): its
-         * userdata, the MCP server, is freed as soon as this returns. */
-        while (hook_calls)
-                pthread_cond_wait(&hook_idle, &log_lock);
+        for (size_t i = 0; i < DM_LOG_HOOKS_MAX; i++)
+                if (!hooks[i].handle) {
+                        if (++next_handle <= 0) /* after INT_MAX adds: start over */
+                                next_handle = 1;
+                        hooks[i].hook = hook;
+                        hooks[i].data = userdata;
+                        hooks[i].handle = r = next_handle;
+                        break;
+                }
+        pthread_mutex_unlock(&log_lock);
+        return r;
+}
+
+void dm_log_hook_remove(int handle)
+{
+        if (handle <= 0)
+                return;
+        pthread_mutex_lock(&log_lock);
+        for (size_t i = 0; i < DM_LOG_HOOKS_MAX; i++)
+                if (hooks[i].handle == handle) {
+                        hooks[i].hook = NULL;
+                        /* A call may still run on another thread (a log
+                         * line of the engine probe while the server quits at
+                         * start): its userdata, the MCP server, is freed as
+                         * soon as this returns. */
+                        while (hooks[i].calls)
+                                pthread_cond_wait(&hook_idle, &log_lock);
+                        hooks[i].data = NULL;
+                        hooks[i].handle = 0;
+                        break;
+                }
         pthread_mutex_unlock(&log_lock);
 }
 
@@ -104,8 +140,12 @@ int dm_log_open_file(const char *path)
 void dm_log(enum dm_log_level level, const char *fmt, ...)
 {
         char line[2048];
-        dm_log_hook hook;
-        void *data;
+        struct {
+                dm_log_hook hook;
+                void *data;
+                size_t slot;
+        } call[DM_LOG_HOOKS_MAX];
+        size_t n_calls = 0;
         int fd;
         va_list ap;
         int saved = errno;
@@ -116,10 +156,14 @@ void dm_log(enum dm_log_level level, const char *fmt, ...)
                 errno = saved;
                 return;
         }
-        hook = log_hook;
-        data = log_hook_data;
+        for (size_t i = 0; i < DM_LOG_HOOKS_MAX; i++)
+                if (hooks[i].hook) {
+                        hooks[i].calls++;
+                        call[n_calls].hook = hooks[i].hook;
+                        call[n_calls].data = hooks[i].data;
+                        call[n_calls++].slot = i;
+                }
         fd = log_fd;
-        hook_calls += hook != NULL;
         pthread_mutex_unlock(&log_lock);
 
         va_start(ap, fmt);
@@ -136,10 +180,10 @@ void dm_log(enum dm_log_level level, const char *fmt, ...)
                         /* Nowhere else to say it. */
                 }
         }
-        if (hook) {
-                hook(level, line, data);
+        for (size_t i = 0; i < n_calls; i++) {
+                call[i].hook(level, line, call[i].data);
                 pthread_mutex_lock(&log_lock);
-                if (--hook_calls == 0)
+                if (--hooks[call[i].slot].calls == 0)
                         pthread_cond_broadcast(&hook_idle);
                 pthread_mutex_unlock(&log_lock);
         }

@@ -3,7 +3,11 @@
 #define DM_UTIL_LOG_H
 
 /* One line per event on stderr or the --log-file (never stdout: stdout carries MCP only).
- * A hook lets the MCP layer forward records as notifications/message. */
+ * The logger is one per process, by nature: it writes to the process's
+ * stderr (or the one --log-file), at one level, and every layer logs
+ * without being handed a logger. What is not one per process is who else
+ * wants the records: each MCP server adds its own sink (a hook) to forward
+ * them as notifications/message, and removes it when it goes. */
 
 enum dm_log_level {
         DM_LOG_DEBUG = 0,
@@ -20,9 +24,16 @@ enum dm_log_level dm_log_get_level(void);
 /* Parses "debug".."error" (also MCP's syslog names); -EINVAL if unknown. */
 int dm_log_level_parse(const char *name, enum dm_log_level *ret);
 const char *dm_log_level_name(enum dm_log_level level);
-/* Replaces the hook; returns once no call of the old one runs, so the old
- * userdata may be freed then. Never call it from a hook. */
-void dm_log_set_hook(dm_log_hook hook, void *userdata);
+/* Adds a sink that gets every record logged at or above the level, from
+ * the logging thread, after the line is written. Returns a handle (> 0) for
+ * dm_log_hook_remove, -EINVAL for a NULL hook, -ENOSPC past DM_LOG_HOOKS_MAX
+ * sinks. */
+#define DM_LOG_HOOKS_MAX 16
+int dm_log_hook_add(dm_log_hook hook, void *userdata);
+/* Removes the sink; returns once no call of it runs, so its userdata may be
+ * freed then. The other sinks are untouched. Never call it from a hook (it
+ * would wait for itself). An unknown handle does nothing. */
+void dm_log_hook_remove(int handle);
 
 /* Sends every later line to PATH instead of stderr: appended, created 0600,
  * O_CLOEXEC, never through a symlink, a regular file only. -errno on failure

@@ -166,6 +166,7 @@ int dm_cli_serve(int argc, char **argv)
         bool http_only_option = false;
         struct dm_context ctx;
         struct dm_mcp_server *srv;
+        struct dm_registry *reg;
         struct dm_error err = { 0 };
         sigset_t mask;
         int c, r = 0;
@@ -233,23 +234,34 @@ int dm_cli_serve(int argc, char **argv)
                 free(origins);
                 return 1;
         }
-        dm_tools_configure(&ctx);
-        dm_tools_register_all();
-        /* A malformed host servers file stops the server here, as a bad
-         * variable does; a host server that fails only loses its tools. */
-        if (dm_tools_hostmcp_init(&ctx, &err) < 0) {
-                log_error("%s", err.msg);
-                dm_registry_clear();
+        /* The registry outlives the MCP server that borrows it and the
+         * host tool proxy its copies point at: freed last. */
+        reg = dm_registry_new();
+        if (!reg) {
+                log_error("out of memory");
                 dm_server_release(&ctx);
                 free(hosts);
                 free(origins);
                 return 1;
         }
-        srv = dm_tools_server_new(&ctx);
+        dm_tools_configure(&ctx, reg);
+        dm_tools_register_all(reg);
+        /* A malformed host servers file stops the server here, as a bad
+         * variable does; a host server that fails only loses its tools. */
+        if (dm_tools_hostmcp_init(&ctx, reg, &err) < 0) {
+                log_error("%s", err.msg);
+                dm_server_release(&ctx);
+                dm_registry_free(reg);
+                free(hosts);
+                free(origins);
+                return 1;
+        }
+        srv = dm_tools_server_new(&ctx, reg);
         if (!srv) {
                 log_error("out of memory");
                 dm_tools_hostmcp_release(&ctx);
                 dm_server_release(&ctx);
+                dm_registry_free(reg);
                 free(hosts);
                 free(origins);
                 return 1;
@@ -278,7 +290,7 @@ int dm_cli_serve(int argc, char **argv)
         dm_mcp_server_free(srv);
         dm_tools_hostmcp_release(&ctx);
         dm_server_release(&ctx);
-        dm_registry_clear();
+        dm_registry_free(reg);
         free(hosts);
         free(origins);
         log_info("stopped");
@@ -696,12 +708,20 @@ int dm_cli_doctor(int argc, char **argv)
         dm_doctor_features(&ctx, b, &tally);
         /* The host tool proxy: each server started as serve would, its
          * offer counted, and stopped again. */
-        if (dm_tools_hostmcp_init(&ctx, &err) < 0) {
-                check(false, "host tool proxy", err.msg, "fix the file DEMESNE_HOST_MCP names");
-        } else {
-                dm_tools_hostmcp_report(&ctx, &problems);
-                dm_tools_hostmcp_release(&ctx);
-                dm_registry_clear();
+        {
+                /* A registry of its own, for the tools the servers offer,
+                 * freed after the proxy is released. */
+                struct dm_registry *reg = dm_registry_new();
+
+                if (!reg)
+                        check(false, "host tool proxy", "out of memory", NULL);
+                else if (dm_tools_hostmcp_init(&ctx, reg, &err) < 0) {
+                        check(false, "host tool proxy", err.msg, "fix the file DEMESNE_HOST_MCP names");
+                } else {
+                        dm_tools_hostmcp_report(&ctx, &problems);
+                        dm_tools_hostmcp_release(&ctx);
+                }
+                dm_registry_free(reg);
         }
         problems += tally.problems;
         dm_doctor_client_config(&ctx);

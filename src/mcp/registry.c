@@ -12,38 +12,91 @@
 #include "src/basic/log.h"
 #include "src/basic/principal.h"
 
-static struct {
-        const struct dm_tool *tool;
-        struct dm_tool *owned; /* dm_registry_add_copy's: tool, with its strings */
+struct entry {
+        struct dm_tool tool; /* a copy of the table's entry, or of add_copy's tool */
+        bool owned;          /* add_copy's: tool's strings are the registry's */
         json_object *described;
-} entries[DM_REGISTRY_MAX];
-static size_t n_entries;
-static char *instructions;
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+};
 
-void dm_registry_add(const struct dm_tool *tools, size_t n)
+struct dm_registry {
+        /* Entries never move: find, at and dm_call_tool hand out their
+         * addresses for the registry's life. */
+        struct entry entries[DM_REGISTRY_MAX];
+        size_t n_entries;
+        char *instructions;
+        char **owned; /* dm_registry_own's strings */
+        size_t n_owned, cap_owned;
+        pthread_mutex_t lock;
+};
+
+struct dm_registry *dm_registry_new(void)
 {
-        size_t i;
+        struct dm_registry *reg = calloc(1, sizeof(*reg));
 
-        pthread_mutex_lock(&reg_lock);
-        for (i = 0; i < n && n_entries < DM_REGISTRY_MAX; i++)
-                entries[n_entries++].tool = &tools[i];
-        pthread_mutex_unlock(&reg_lock);
-        if (i < n)
-                log_error("the tool registry is full (%d tools): '%s' and %zu more left out", DM_REGISTRY_MAX,
-                          tools[i].name, n - i - 1);
+        if (reg)
+                pthread_mutex_init(&reg->lock, NULL);
+        return reg;
 }
 
-static void owned_free(struct dm_tool *t)
+static void owned_release(struct dm_tool *t)
 {
-        if (!t)
-                return;
         free((char *)t->name);
         free((char *)t->title);
         free((char *)t->description);
         free((char *)t->input_schema);
         free((char *)t->output_schema);
-        free(t);
+}
+
+void dm_registry_free(struct dm_registry *reg)
+{
+        if (!reg)
+                return;
+        for (size_t i = 0; i < reg->n_entries; i++) {
+                json_object_put(reg->entries[i].described);
+                if (reg->entries[i].owned)
+                        owned_release(&reg->entries[i].tool);
+        }
+        for (size_t i = 0; i < reg->n_owned; i++)
+                free(reg->owned[i]);
+        free(reg->owned);
+        free(reg->instructions);
+        pthread_mutex_destroy(&reg->lock);
+        free(reg);
+}
+
+void dm_registry_add(struct dm_registry *reg, const struct dm_tool *tools, size_t n)
+{
+        size_t i;
+
+        pthread_mutex_lock(&reg->lock);
+        for (i = 0; i < n && reg->n_entries < DM_REGISTRY_MAX; i++)
+                reg->entries[reg->n_entries++].tool = tools[i];
+        pthread_mutex_unlock(&reg->lock);
+        if (i < n)
+                log_error("the tool registry is full (%d tools): '%s' and %zu more left out", DM_REGISTRY_MAX,
+                          tools[i].name, n - i - 1);
+}
+
+char *dm_registry_own(struct dm_registry *reg, char *s)
+{
+        if (!s)
+                return NULL;
+        pthread_mutex_lock(&reg->lock);
+        if (reg->n_owned == reg->cap_owned) {
+                size_t cap = reg->cap_owned ? 2 * reg->cap_owned : 16;
+                char **p = realloc(reg->owned, cap * sizeof(*p));
+
+                if (!p) {
+                        pthread_mutex_unlock(&reg->lock);
+                        free(s);
+                        return NULL;
+                }
+                reg->owned = p;
+                reg->cap_owned = cap;
+        }
+        reg->owned[reg->n_owned++] = s;
+        pthread_mutex_unlock(&reg->lock);
+        return s;
 }
 
 static char *dup_or_null(const char *s, bool *oom)
@@ -58,37 +111,34 @@ static char *dup_or_null(const char *s, bool *oom)
         return c;
 }
 
-int dm_registry_add_copy(const struct dm_tool *tool)
+int dm_registry_add_copy(struct dm_registry *reg, const struct dm_tool *tool)
 {
-        struct dm_tool *t = malloc(sizeof(*t));
-        bool oom = !t;
+        struct dm_tool t = *tool;
+        bool oom = false;
         int r = 0;
 
-        if (t) {
-                *t = *tool;
-                t->name = dup_or_null(tool->name, &oom);
-                t->title = dup_or_null(tool->title, &oom);
-                t->description = dup_or_null(tool->description, &oom);
-                t->input_schema = dup_or_null(tool->input_schema, &oom);
-                t->output_schema = dup_or_null(tool->output_schema, &oom);
-        }
+        t.name = dup_or_null(tool->name, &oom);
+        t.title = dup_or_null(tool->title, &oom);
+        t.description = dup_or_null(tool->description, &oom);
+        t.input_schema = dup_or_null(tool->input_schema, &oom);
+        t.output_schema = dup_or_null(tool->output_schema, &oom);
         if (oom) {
-                owned_free(t);
+                owned_release(&t);
                 return -ENOMEM;
         }
-        pthread_mutex_lock(&reg_lock);
-        for (size_t i = 0; i < n_entries && r == 0; i++)
-                if (strcmp(entries[i].tool->name, t->name) == 0)
+        pthread_mutex_lock(&reg->lock);
+        for (size_t i = 0; i < reg->n_entries && r == 0; i++)
+                if (strcmp(reg->entries[i].tool.name, t.name) == 0)
                         r = -EEXIST;
-        if (r == 0 && n_entries >= DM_REGISTRY_MAX)
+        if (r == 0 && reg->n_entries >= DM_REGISTRY_MAX)
                 r = -ENOSPC;
         if (r == 0) {
-                entries[n_entries].tool = t;
-                entries[n_entries++].owned = t;
+                reg->entries[reg->n_entries].tool = t;
+                reg->entries[reg->n_entries++].owned = true;
         }
-        pthread_mutex_unlock(&reg_lock);
+        pthread_mutex_unlock(&reg->lock);
         if (r < 0)
-                owned_free(t);
+                owned_release(&t);
         return r;
 }
 
@@ -97,37 +147,37 @@ bool dm_registry_visible(const struct dm_tool *tool, const char *principal)
         return tool && (!tool->nested_only || dm_principal_depth(principal) >= 1);
 }
 
-const struct dm_tool *dm_registry_find(const char *name)
+const struct dm_tool *dm_registry_find(struct dm_registry *reg, const char *name)
 {
         const struct dm_tool *t = NULL;
 
-        pthread_mutex_lock(&reg_lock);
-        for (size_t i = 0; i < n_entries; i++)
-                if (strcmp(entries[i].tool->name, name) == 0) {
-                        t = entries[i].tool;
+        pthread_mutex_lock(&reg->lock);
+        for (size_t i = 0; i < reg->n_entries; i++)
+                if (strcmp(reg->entries[i].tool.name, name) == 0) {
+                        t = &reg->entries[i].tool;
                         break;
                 }
-        pthread_mutex_unlock(&reg_lock);
+        pthread_mutex_unlock(&reg->lock);
         return t;
 }
 
-size_t dm_registry_count(void)
+size_t dm_registry_count(struct dm_registry *reg)
 {
         size_t n;
 
-        pthread_mutex_lock(&reg_lock);
-        n = n_entries;
-        pthread_mutex_unlock(&reg_lock);
+        pthread_mutex_lock(&reg->lock);
+        n = reg->n_entries;
+        pthread_mutex_unlock(&reg->lock);
         return n;
 }
 
-const struct dm_tool *dm_registry_at(size_t i)
+const struct dm_tool *dm_registry_at(struct dm_registry *reg, size_t i)
 {
         const struct dm_tool *t;
 
-        pthread_mutex_lock(&reg_lock);
-        t = i < n_entries ? entries[i].tool : NULL;
-        pthread_mutex_unlock(&reg_lock);
+        pthread_mutex_lock(&reg->lock);
+        t = i < reg->n_entries ? &reg->entries[i].tool : NULL;
+        pthread_mutex_unlock(&reg->lock);
         return t;
 }
 
@@ -163,58 +213,44 @@ static json_object *build(const struct dm_tool *t)
         return o;
 }
 
-json_object *dm_registry_describe(const struct dm_tool *tool)
+json_object *dm_registry_describe(struct dm_registry *reg, const struct dm_tool *tool)
 {
         json_object *d = NULL;
 
-        pthread_mutex_lock(&reg_lock);
-        for (size_t i = 0; i < n_entries; i++)
-                if (entries[i].tool == tool) {
-                        if (!entries[i].described)
-                                entries[i].described = build(tool);
+        pthread_mutex_lock(&reg->lock);
+        for (size_t i = 0; i < reg->n_entries; i++)
+                if (&reg->entries[i].tool == tool) {
+                        if (!reg->entries[i].described)
+                                reg->entries[i].described = build(tool);
                         /* A copy, never a reference: json-c counts references
                          * without atomics, and the caller's thread drops its
                          * answer while other connections' threads take and
                          * drop theirs (a lost update freed the cache under
                          * a concurrent tools/list: SIGSEGV in json-c). */
-                        if (json_object_deep_copy(entries[i].described, &d, NULL) < 0)
+                        if (json_object_deep_copy(reg->entries[i].described, &d, NULL) < 0)
                                 d = NULL;
                         break;
                 }
-        pthread_mutex_unlock(&reg_lock);
+        pthread_mutex_unlock(&reg->lock);
         return d;
 }
 
-void dm_registry_clear(void)
+void dm_registry_set_instructions(struct dm_registry *reg, const char *text)
 {
-        pthread_mutex_lock(&reg_lock);
-        for (size_t i = 0; i < n_entries; i++) {
-                json_object_put(entries[i].described);
-                owned_free(entries[i].owned);
-        }
-        memset(entries, 0, sizeof(entries));
-        n_entries = 0;
-        free(instructions);
-        instructions = NULL;
-        pthread_mutex_unlock(&reg_lock);
+        pthread_mutex_lock(&reg->lock);
+        free(reg->instructions);
+        reg->instructions = text ? strdup(text) : NULL;
+        pthread_mutex_unlock(&reg->lock);
 }
 
-void dm_registry_set_instructions(const char *text)
-{
-        pthread_mutex_lock(&reg_lock);
-        free(instructions);
-        instructions = text ? strdup(text) : NULL;
-        pthread_mutex_unlock(&reg_lock);
-}
-
-json_object *dm_registry_instructions(void)
+json_object *dm_registry_instructions(struct dm_registry *reg)
 {
         json_object *o;
 
-        pthread_mutex_lock(&reg_lock);
-        o = json_object_new_string(instructions ? instructions
-                                                : "demesne runs shell commands in disposable Linux containers.");
-        pthread_mutex_unlock(&reg_lock);
+        pthread_mutex_lock(&reg->lock);
+        o = json_object_new_string(reg->instructions ? reg->instructions
+                                                     : "demesne runs shell commands in disposable Linux containers.");
+        pthread_mutex_unlock(&reg->lock);
         return o;
 }
 

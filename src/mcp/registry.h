@@ -2,8 +2,8 @@
 #ifndef DM_MCP_REGISTRY_H
 #define DM_MCP_REGISTRY_H
 
-/* The tool registry: each tool family registers its tools once at start;
- * tools/list pages through them, tools/call finds one by name. */
+/* The tool registry: each tool family registers its tools into one at
+ * start; tools/list pages through them, tools/call finds one by name. */
 
 #include <json-c/json.h>
 #include <stdbool.h>
@@ -30,28 +30,48 @@ struct dm_tool {
         void *data; /* the family's, borrowed: the handler finds it with dm_call_tool */
 };
 
-/* The table is borrowed and must outlive the registry. Past the registry's
- * room (DM_REGISTRY_MAX tools), the rest are left out with an error log. */
+/* A set of tools one or more MCP servers serve (dm_mcp_server_new borrows
+ * it: it must outlive them). Each tool family registers into the registry
+ * it is given; two registries in one process share nothing. Thread-safe
+ * once made; tools are added before serving. */
+struct dm_registry;
+
+/* NULL when out of memory. */
+struct dm_registry *dm_registry_new(void);
+/* Frees the registry, its copies, its owned strings and its cached
+ * descriptions; tables given to dm_registry_add are not touched. NULL is
+ * fine. No server may still serve it. */
+void dm_registry_free(struct dm_registry *reg);
+
+/* The entries are copied; their strings and data stay borrowed and must
+ * outlive the registry (static text, or strings given to dm_registry_own).
+ * Past the registry's room (DM_REGISTRY_MAX tools), the rest are left out
+ * with an error log. */
 #define DM_REGISTRY_MAX 256
-void dm_registry_add(const struct dm_tool *tools, size_t n);
+void dm_registry_add(struct dm_registry *reg, const struct dm_tool *tools, size_t n);
 /* For tools made at run time (a host MCP server's): the registry copies
- * tool's strings and frees them in dm_registry_clear; data stays borrowed.
+ * tool's strings and frees them with itself; data stays borrowed.
  * 0, -ENOSPC when the registry is full, -EEXIST when the name is taken,
  * -ENOMEM. */
-int dm_registry_add_copy(const struct dm_tool *tool);
-const struct dm_tool *dm_registry_find(const char *name);
+int dm_registry_add_copy(struct dm_registry *reg, const struct dm_tool *tool);
+/* Takes s (malloc'd: a schema or description a family built for this
+ * registry) and frees it with the registry. Returns s; NULL when s is NULL
+ * or when out of memory (s is freed then). */
+char *dm_registry_own(struct dm_registry *reg, char *s);
+
+const struct dm_tool *dm_registry_find(struct dm_registry *reg, const char *name);
 /* Whether principal's calls may see and call tool (nested_only). */
 bool dm_registry_visible(const struct dm_tool *tool, const char *principal);
-size_t dm_registry_count(void);
-const struct dm_tool *dm_registry_at(size_t i);
-/* The tool's tools/list entry, parsed once and cached. Returns a new reference. */
-json_object *dm_registry_describe(const struct dm_tool *tool);
-void dm_registry_clear(void);
+size_t dm_registry_count(struct dm_registry *reg);
+const struct dm_tool *dm_registry_at(struct dm_registry *reg, size_t i);
+/* The tool's tools/list entry, parsed once and cached. Returns a new
+ * object, the caller's alone; NULL when tool is not reg's. */
+json_object *dm_registry_describe(struct dm_registry *reg, const struct dm_tool *tool);
 /* The initialize result's instructions: set once at start (before serving),
  * a copy kept; NULL until then. */
-void dm_registry_set_instructions(const char *text);
+void dm_registry_set_instructions(struct dm_registry *reg, const char *text);
 /* A new json string of the instructions (a fallback sentence when unset). */
-json_object *dm_registry_instructions(void);
+json_object *dm_registry_instructions(struct dm_registry *reg);
 
 /* CallToolResult builders: structuredContent plus the same JSON as text. */
 json_object *dm_tool_result_ok(json_object *structured);

@@ -25,6 +25,8 @@ static const char *const legacy_versions[] = { "2025-11-25", "2025-06-18", NULL 
 
 struct dm_mcp_server {
         void *app;                                 /* the tools' (borrowed) */
+        struct dm_registry *registry;              /* the tools it serves (borrowed) */
+        int log_handle;                            /* its log sink's, > 0; 0: none */
         const struct dm_mcp_resource_ops *res_ops; /* NULL: the skills only */
         void *res_data;
         uint64_t next_session_id;
@@ -137,13 +139,15 @@ static void log_hook(enum dm_log_level level, const char *line, void *userdata)
 
 /* ---- server and sessions ------------------------------------------------ */
 
-struct dm_mcp_server *dm_mcp_server_new(void *app, const char *skills_dir)
+struct dm_mcp_server *dm_mcp_server_new(void *app, struct dm_registry *registry, const char *skills_dir)
 {
         struct dm_mcp_server *srv = calloc(1, sizeof(*srv));
+        int h;
 
         if (!srv)
                 return NULL;
         srv->app = app;
+        srv->registry = registry;
         {
                 struct dm_error err = { 0 };
                 const char *dir = dm_skills_dir(skills_dir);
@@ -157,7 +161,14 @@ struct dm_mcp_server *dm_mcp_server_new(void *app, const char *skills_dir)
         }
         pthread_mutex_init(&srv->lock, NULL);
         pthread_cond_init(&srv->idle, NULL);
-        dm_log_set_hook(log_hook, srv);
+        /* Each server its own sink: two servers in one process each get
+         * the records. Without one (all slots taken) the server still
+         * serves; its clients get no notifications/message. */
+        h = dm_log_hook_add(log_hook, srv);
+        if (h < 0)
+                log_warning("log records will not reach this server's clients: %s", strerror(-h));
+        else
+                srv->log_handle = h;
         return srv;
 }
 
@@ -246,7 +257,8 @@ void dm_mcp_server_free(struct dm_mcp_server *srv)
 {
         if (!srv)
                 return;
-        dm_log_set_hook(NULL, NULL);
+        if (srv->log_handle > 0)
+                dm_log_hook_remove(srv->log_handle);
         dm_mcp_server_shutdown(srv);
         while (srv->sessions)
                 dm_mcp_session_free(srv->sessions);
@@ -407,7 +419,7 @@ static void handle_initialize(struct dm_mcp_session *s, struct dm_rpc_msg *m)
         json_object_object_add(result, "protocolVersion", json_object_new_string(chosen));
         json_object_object_add(result, "capabilities", server_capabilities(s->srv));
         json_object_object_add(result, "serverInfo", server_info());
-        json_object_object_add(result, "instructions", dm_registry_instructions());
+        json_object_object_add(result, "instructions", dm_registry_instructions(s->srv->registry));
         reply(s, m->id, result, false);
 }
 
@@ -438,7 +450,7 @@ static void handle_discover(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool
         json_object_object_add(meta, "io.modelcontextprotocol/serverInfo", server_info());
         json_object_object_add(result, "supportedVersions", supported_versions());
         json_object_object_add(result, "capabilities", server_capabilities(s->srv));
-        json_object_object_add(result, "instructions", dm_registry_instructions());
+        json_object_object_add(result, "instructions", dm_registry_instructions(s->srv->registry));
         add_cache_hints(result);
         json_object_object_add(result, "_meta", meta);
         reply(s, m->id, result, true);
@@ -448,7 +460,7 @@ static void handle_discover(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool
 static void handle_tools_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
 {
         json_object *v, *result, *tools;
-        size_t start = 0, n = dm_registry_count();
+        size_t start = 0, n = dm_registry_count(s->srv->registry);
 
         if (m->params && json_object_object_get_ex(m->params, "cursor", &v) && v) {
                 const char *cur = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
@@ -468,13 +480,13 @@ static void handle_tools_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
          * to TOOLS_PAGE_SIZE of the tools this principal may see. */
         size_t i = start, shown = 0;
         for (; i < n && shown < TOOLS_PAGE_SIZE; i++) {
-                const struct dm_tool *t = dm_registry_at(i);
+                const struct dm_tool *t = dm_registry_at(s->srv->registry, i);
                 if (!dm_registry_visible(t, s->principal))
                         continue;
-                json_object_array_add(tools, dm_registry_describe(t));
+                json_object_array_add(tools, dm_registry_describe(s->srv->registry, t));
                 shown++;
         }
-        while (i < n && !dm_registry_visible(dm_registry_at(i), s->principal))
+        while (i < n && !dm_registry_visible(dm_registry_at(s->srv->registry, i), s->principal))
                 i++;
         json_object_object_add(result, "tools", tools);
         if (i < n) {
@@ -670,7 +682,7 @@ static void handle_tools_call(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
                 reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "tools/call needs params.name (a string)", NULL);
                 return;
         }
-        tool = dm_registry_find(json_object_get_string(v));
+        tool = dm_registry_find(s->srv->registry, json_object_get_string(v));
         if (!dm_registry_visible(tool, s->principal)) {
                 char msg[300];
                 snprintf(msg, sizeof(msg), "unknown tool '%.200s': tools/list names the tools",

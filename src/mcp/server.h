@@ -40,8 +40,13 @@ struct dm_mcp_resource_ops {
 };
 
 /* app is what tool handlers get back through dm_call_app (borrowed);
- * skills_dir the setting dm_skills_dir resolves (may be NULL). */
-struct dm_mcp_server *dm_mcp_server_new(void *app, const char *skills_dir);
+ * registry the tools tools/list, tools/call and initialize's instructions
+ * come from (borrowed: it must outlive the server, and its tools are added
+ * before the first session); skills_dir the setting dm_skills_dir resolves
+ * (may be NULL). The server forwards log records to its sessions through a
+ * log sink of its own (dm_log_hook_add), removed by dm_mcp_server_free. */
+struct dm_registry;
+struct dm_mcp_server *dm_mcp_server_new(void *app, struct dm_registry *registry, const char *skills_dir);
 /* Serves ops' resources (borrowed, with data) after the skills'. Call
  * before the first session. */
 void dm_mcp_server_set_resources(struct dm_mcp_server *srv, const struct dm_mcp_resource_ops *ops, void *data);

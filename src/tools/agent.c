@@ -30,7 +30,6 @@ static const char *const anthropic_models[] = {
 };
 static const char *const openai_models[] = { "gpt-5.5", "gpt-5", "gpt-5-codex", "gpt-5-mini",
                                              "gpt-4.1", "o3",    "o4-mini",     NULL };
-static const char *available_models[16];
 
 #define COMMON_ARGS(prompt_text)                                                                                    \
         { .name = "prompt", .type = DM_ARG_STRING, .required = true, .max = 1 << 20, .description = prompt_text },  \
@@ -353,7 +352,7 @@ static json_object *research_call(struct dm_call *call, json_object *args)
         return call_common(call, args, true);
 }
 
-static struct dm_tool agent_tools[] = {
+static const struct dm_tool agent_tools[] = {
         {
                 .name = "sandbox_agent",
                 .title = "Hand a task to a coding agent in a sandbox",
@@ -401,9 +400,12 @@ static char *describe(const char *what, const char *why_anthropic, const char *w
         return b.data;
 }
 
-void dm_tools_agent_register(void)
+void dm_tools_agent_register(struct dm_registry *reg)
 {
-        static char *agent_schema, *research_schema, *descriptions[2];
+        struct dm_tool t[sizeof(agent_tools) / sizeof(agent_tools[0])];
+        /* Only while the schemas are built: the check takes any id of an
+         * available provider. */
+        const char *available_models[16];
         const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, dm_args_facts()->login_files[0]),
                    *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI, dm_args_facts()->login_files[1]);
         size_t k = 0;
@@ -424,26 +426,22 @@ void dm_tools_agent_register(void)
                 if (!strcmp(research_args[i].name, "model"))
                         research_args[i].enum_values = k ? available_models : NULL;
         dm_args_tailor(agent_args, N_AGENT, false);
-        free(agent_schema);
-        free(research_schema);
-        agent_schema = dm_args_schema(agent_args, N_AGENT);
-        research_schema = dm_args_schema(research_args, N_RESEARCH);
+        memcpy(t, agent_tools, sizeof(t));
+        t[0].input_schema = dm_registry_own(reg, dm_args_schema(agent_args, N_AGENT));
+        t[1].input_schema = dm_registry_own(reg, dm_args_schema(research_args, N_RESEARCH));
         for (size_t i = 0; i < N_AGENT; i++)
                 agent_args[i].enum_values = !strcmp(agent_args[i].name, "model") ? NULL : agent_args[i].enum_values;
         for (size_t i = 0; i < N_RESEARCH; i++)
                 research_args[i].enum_values = NULL;
-        agent_tools[0].input_schema = agent_schema;
-        agent_tools[1].input_schema = research_schema;
-        free(descriptions[0]);
-        free(descriptions[1]);
-        agent_tools[0].description = descriptions[0] =
+        t[0].description = dm_registry_own(
+                reg,
                 describe("Hand a task to a coding agent (Claude Code or Codex) that runs it to completion, with no "
                          "permission prompts, in a disposable container: host files/directories read-only under "
                          "/in, its output in /out, egress none unless asked.",
-                         why_a, why_o);
-        agent_tools[1].description = descriptions[1] =
-                describe("Hand a research question to an agent (Claude Code or Codex) in a disposable container "
-                         "with open internet access and no host inputs.",
-                         why_a, why_o);
-        dm_registry_add(agent_tools, sizeof(agent_tools) / sizeof(agent_tools[0]));
+                         why_a, why_o));
+        t[1].description = dm_registry_own(
+                reg, describe("Hand a research question to an agent (Claude Code or Codex) in a disposable container "
+                              "with open internet access and no host inputs.",
+                              why_a, why_o));
+        dm_registry_add(reg, t, sizeof(t) / sizeof(t[0]));
 }

@@ -338,7 +338,14 @@ void dm_args_strv_free(char **v)
 
 /* ---- what this server permits ----------------------------------------------- */
 
+/* The facts and the tables dm_args_tailor rewrites are the process's, not
+ * a registry's: the tables are what every call is checked against, and the
+ * facts come from the one configuration a process reads at start. What a
+ * registry keeps of them is the schema text, its own copy (dm_registry_own):
+ * no registry points into made[] or the facts, so setting new facts frees
+ * nothing a registry still serves. */
 static struct dm_args_facts facts = { .egress_default = "none", .allowed_paths = "" };
+static char *images;   /* the facts' copy of f->images */
 static char *made[64]; /* descriptions dm_args_tailor wrote, freed on the next facts */
 static size_t n_made;
 static const char *const egress_all[] = { "none", "package-managers", "open", NULL };
@@ -352,7 +359,10 @@ void dm_args_set_facts(const struct dm_args_facts *f)
         for (size_t i = 0; i < n_made; i++)
                 free(made[i]);
         n_made = 0;
+        free(images);
+        images = f->images ? strdup(f->images) : NULL;
         facts = *f;
+        facts.images = images;
         if (!facts.egress_default)
                 facts.egress_default = "none";
         if (!facts.allowed_paths)

@@ -59,6 +59,7 @@ struct dm_args_facts {
         const char *login_files[2]; /* the Claude and Codex login files named by the server's settings
                                        (DEMESNE_CLAUDE_CREDENTIALS, DEMESNE_CODEX_AUTH); NULL: the default */
 };
+/* Copies f->images; the other strings are borrowed (the configuration's). */
 void dm_args_set_facts(const struct dm_args_facts *f);
 const struct dm_args_facts *dm_args_facts(void);
 /* Rewrites a table's server-dependent parameters (egress, allow, files,

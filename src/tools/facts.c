@@ -17,7 +17,7 @@
 #include "src/tools/tools.h"
 #include "src/basic/buf.h"
 
-static void write_instructions(const struct dm_context *ctx, const struct dm_args_facts *f)
+static void write_instructions(const struct dm_context *ctx, const struct dm_args_facts *f, struct dm_registry *reg)
 {
         struct dm_buf b;
 
@@ -51,7 +51,7 @@ static void write_instructions(const struct dm_context *ctx, const struct dm_arg
                       strcmp(f->egress_default, "none") ? ""
                                                         : "; this server cannot give sandboxes a network, so the agent "
                                                           "tools cannot run here");
-        dm_registry_set_instructions(b.data);
+        dm_registry_set_instructions(reg, b.data);
         dm_buf_release(&b);
 }
 
@@ -105,10 +105,9 @@ out:
         return text;
 }
 
-void dm_tools_configure(struct dm_context *ctx)
+void dm_tools_configure(struct dm_context *ctx, struct dm_registry *reg)
 {
-        static char *images;
-
+        char *images;
         struct dm_args_facts f = {
                 .egress_default = ctx ? dm_egress_default(ctx) : "none",
                 .caller_egress = ctx && ctx->cfg.allow_caller_egress,
@@ -116,10 +115,9 @@ void dm_tools_configure(struct dm_context *ctx)
                 .login_files = { ctx ? ctx->cfg.claude_credentials : NULL, ctx ? ctx->cfg.codex_auth : NULL },
         };
 
-        free(images);
         images = describe_images(ctx);
         f.images = images;
-
         dm_args_set_facts(&f);
-        write_instructions(ctx, &f);
+        write_instructions(ctx, &f, reg);
+        free(images);
 }

@@ -72,7 +72,7 @@ static json_object *host_call(struct dm_call *call, json_object *args);
 
 /* Which of the server's tools to offer (listed, read-only, well named, a
  * schema), each added to the registry; the rest are logged with why. */
-static void offer(struct dm_hostmcp *h, struct host_server *hs, json_object *tools)
+static void offer(struct dm_hostmcp *h, struct dm_registry *reg, struct host_server *hs, json_object *tools)
 {
         const struct dm_mcpclient_spec *spec = hs->spec;
 
@@ -126,7 +126,7 @@ static void offer(struct dm_hostmcp *h, struct host_server *hs, json_object *too
                 t.nested_only = true;
                 t.handler = host_call;
                 t.data = ht;
-                r = dm_registry_add_copy(&t);
+                r = dm_registry_add_copy(reg, &t);
                 if (r < 0) {
                         log_error("host mcp '%s': tool '%s' left out: %s", spec->name, *want,
                                   r == -EEXIST   ? "its name is taken"
@@ -142,7 +142,7 @@ static void offer(struct dm_hostmcp *h, struct host_server *hs, json_object *too
 
 /* Starts or reaches one server and offers its tools; a server that fails
  * is logged and offers nothing. */
-static void connect_server(struct dm_hostmcp *h, struct host_server *hs)
+static void connect_server(struct dm_hostmcp *h, struct dm_registry *reg, struct host_server *hs)
 {
         struct dm_error err = { 0 };
         json_object *tools = NULL;
@@ -155,7 +155,7 @@ static void connect_server(struct dm_hostmcp *h, struct host_server *hs)
                 hs->client = NULL;
                 return;
         }
-        offer(h, hs, tools);
+        offer(h, reg, hs, tools);
         json_object_put(tools);
         log_info("host mcp '%s': %zu of %zu listed tools offered to nested sandboxes", hs->spec->name, hs->n_offered,
                  count(hs->spec->tools));
@@ -223,7 +223,7 @@ static json_object *host_call(struct dm_call *call, json_object *args)
         return result;
 }
 
-int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_error *err)
+int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_registry *reg, struct dm_error *err)
 {
         struct dm_hostmcp *h;
         size_t n_listed = 0;
@@ -253,7 +253,7 @@ int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_error *err)
         ctx->hostmcp = h;
         for (size_t i = 0; i < h->cfg.n; i++) {
                 h->servers[i].spec = &h->cfg.servers[i];
-                connect_server(h, &h->servers[i]);
+                connect_server(h, reg, &h->servers[i]);
         }
         return 0;
 }
@@ -264,7 +264,7 @@ void dm_tools_hostmcp_release(struct dm_context *ctx)
 
         if (!h)
                 return;
-        /* The registry still points at tools[] until dm_registry_clear;
+        /* The registry still points at tools[] until dm_registry_free;
          * calls ended before this (dm_mcp_server_free). */
         for (size_t i = 0; i < h->cfg.n; i++)
                 dm_mcpclient_free(h->servers[i].client);

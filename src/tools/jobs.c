@@ -193,7 +193,7 @@ void dm_tools_job_notify_end(struct dm_job *job, struct dm_mcp_server *srv, uint
         dm_mcp_server_notify(srv, session, DM_LOG_NOTICE, "notifications/message", params);
 }
 
-static struct dm_tool job_tools[] = {
+static const struct dm_tool job_tools[] = {
         {
                 .name = "sandbox_status",
                 .title = "Status of a background job",
@@ -226,22 +226,18 @@ static struct dm_tool job_tools[] = {
         },
 };
 
-void dm_tools_jobs_register(void)
+void dm_tools_jobs_register(struct dm_registry *reg)
 {
-        static char *schemas[3];
+        struct dm_tool t[N(job_tools)];
 
-        if (!schemas[0]) {
-                schemas[0] = dm_args_schema(status_args, N(status_args));
-                schemas[1] = dm_args_schema(wait_args, N(wait_args));
-                schemas[2] = dm_args_schema(cancel_args, N(cancel_args));
-        }
-        job_tools[0].input_schema = schemas[0];
-        job_tools[0].handler = status_call;
-        job_tools[1].input_schema = schemas[1];
-        job_tools[1].handler = wait_call;
-        job_tools[2].input_schema = schemas[2];
-        job_tools[2].handler = cancel_call;
-        dm_registry_add(job_tools, N(job_tools));
+        memcpy(t, job_tools, sizeof(t));
+        t[0].input_schema = dm_registry_own(reg, dm_args_schema(status_args, N(status_args)));
+        t[0].handler = status_call;
+        t[1].input_schema = dm_registry_own(reg, dm_args_schema(wait_args, N(wait_args)));
+        t[1].handler = wait_call;
+        t[2].input_schema = dm_registry_own(reg, dm_args_schema(cancel_args, N(cancel_args)));
+        t[2].handler = cancel_call;
+        dm_registry_add(reg, t, N(t));
 }
 
 /* ---- background work of other tools ------------------------------------------ */

@@ -39,9 +39,9 @@ static const struct dm_mcp_resource_ops outputs_ops = {
         .read = outputs_read,
 };
 
-struct dm_mcp_server *dm_tools_server_new(struct dm_context *ctx)
+struct dm_mcp_server *dm_tools_server_new(struct dm_context *ctx, struct dm_registry *registry)
 {
-        struct dm_mcp_server *srv = dm_mcp_server_new(ctx, ctx ? ctx->cfg.skills_dir : NULL);
+        struct dm_mcp_server *srv = dm_mcp_server_new(ctx, registry, ctx ? ctx->cfg.skills_dir : NULL);
 
         if (srv && ctx) {
                 dm_mcp_server_set_resources(srv, &outputs_ops, ctx);

@@ -133,7 +133,7 @@ static json_object *report_call(struct dm_call *call, json_object *args)
         return result;
 }
 
-static struct dm_tool report_tools[] = {
+static const struct dm_tool report_tools[] = {
         {
                 .name = "sandbox_usage_report",
                 .title = "Usage report: cost, tokens and time of runs",
@@ -147,15 +147,11 @@ static struct dm_tool report_tools[] = {
         },
 };
 
-void dm_tools_report_register(void)
+void dm_tools_report_register(struct dm_registry *reg)
 {
-        static char *schema, *out_schema;
+        struct dm_tool t = report_tools[0];
 
-        if (!schema) {
-                schema = dm_args_schema(report_args, N_ARGS);
-                out_schema = output_schema();
-        }
-        report_tools[0].input_schema = schema;
-        report_tools[0].output_schema = out_schema;
-        dm_registry_add(report_tools, sizeof(report_tools) / sizeof(report_tools[0]));
+        t.input_schema = dm_registry_own(reg, dm_args_schema(report_args, N_ARGS));
+        t.output_schema = dm_registry_own(reg, output_schema());
+        dm_registry_add(reg, &t, 1);
 }

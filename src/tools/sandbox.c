@@ -486,7 +486,7 @@ static json_object *list_call(struct dm_call *call, json_object *args)
         return dm_tool_result_ok(out);
 }
 
-static struct dm_tool sandbox_tools[] = {
+static const struct dm_tool sandbox_tools[] = {
         { .name = "sandbox_create",
           .title = "Create a persistent sandbox",
           .description = "Create a sandbox that lives across calls (until sandbox_destroy, or ttl_seconds without "
@@ -529,24 +529,19 @@ static struct dm_tool sandbox_tools[] = {
           .handler = list_call },
 };
 
-void dm_tools_sandbox_register(void)
+void dm_tools_sandbox_register(struct dm_registry *reg)
 {
-        static char *schemas[N(sandbox_tools)];
+        struct dm_tool t[N(sandbox_tools)];
 
-        /* create and upload follow this server's facts: rebuilt each time. */
+        memcpy(t, sandbox_tools, sizeof(t));
+        /* create and upload follow this server's facts. */
         dm_args_tailor(create_args, N(create_args), true);
         dm_args_tailor(upload_args, N(upload_args), false);
-        free(schemas[0]);
-        free(schemas[2]);
-        schemas[0] = dm_args_schema(create_args, N(create_args));
-        schemas[2] = dm_args_schema(upload_args, N(upload_args));
-        if (!schemas[1]) {
-                schemas[1] = dm_args_schema(exec_args, N(exec_args));
-                schemas[3] = dm_args_schema(download_args, N(download_args));
-                schemas[4] = dm_args_schema(id_args, N(id_args));
-                schemas[5] = dm_args_schema(list_args, 0);
-        }
-        for (size_t i = 0; i < N(sandbox_tools); i++)
-                sandbox_tools[i].input_schema = schemas[i];
-        dm_registry_add(sandbox_tools, N(sandbox_tools));
+        t[0].input_schema = dm_registry_own(reg, dm_args_schema(create_args, N(create_args)));
+        t[1].input_schema = dm_registry_own(reg, dm_args_schema(exec_args, N(exec_args)));
+        t[2].input_schema = dm_registry_own(reg, dm_args_schema(upload_args, N(upload_args)));
+        t[3].input_schema = dm_registry_own(reg, dm_args_schema(download_args, N(download_args)));
+        t[4].input_schema = dm_registry_own(reg, dm_args_schema(id_args, N(id_args)));
+        t[5].input_schema = dm_registry_own(reg, dm_args_schema(list_args, 0));
+        dm_registry_add(reg, t, N(t));
 }

@@ -315,7 +315,7 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         return dm_tools_result_with_links(call, out);
 }
 
-static struct dm_tool script_tools[] = {
+static const struct dm_tool script_tools[] = {
         {
                 .name = "sandbox_script",
                 .title = "Run a shell command in a fresh sandbox",
@@ -335,14 +335,12 @@ static struct dm_tool script_tools[] = {
         },
 };
 
-void dm_tools_script_register(void)
+void dm_tools_script_register(struct dm_registry *reg)
 {
-        static char *schema;
+        struct dm_tool t = script_tools[0];
 
-        /* Rebuilt on every registration: the facts are this server's. */
+        /* Built on every registration: the facts are this server's. */
         dm_args_tailor(script_args, N_ARGS, true);
-        free(schema);
-        schema = dm_args_schema(script_args, N_ARGS);
-        script_tools[0].input_schema = schema;
-        dm_registry_add(script_tools, sizeof(script_tools) / sizeof(script_tools[0]));
+        t.input_schema = dm_registry_own(reg, dm_args_schema(script_args, N_ARGS));
+        dm_registry_add(reg, &t, 1);
 }

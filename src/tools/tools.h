@@ -2,7 +2,7 @@
 #ifndef DM_TOOLS_TOOLS_H
 #define DM_TOOLS_TOOLS_H
 
-/* Each tool family registers its tools with the MCP registry. */
+/* Each tool family registers its tools into the MCP registry it is given. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -14,6 +14,7 @@
 #include "src/basic/cancel.h"
 #include "src/basic/error.h"
 
+#include "src/mcp/registry.h"
 #include "src/mcp/server.h"
 
 /* The context every tool works in: the application the MCP server was made
@@ -30,16 +31,19 @@ static inline unsigned dm_tools_caller_flags(struct dm_call *call)
         return dm_call_context(call)->cfg.allow_caller_egress ? DM_POLICY_CALLER_ALLOWED : 0;
 }
 
-/* The MCP server for ctx: tools see ctx through dm_call_context; the run
+/* The MCP server for ctx, serving registry's tools (borrowed: it must
+ * outlive the server): tools see ctx through dm_call_context; the run
  * outputs ctx's principals claimed are served as resources after the
  * skills. NULL when out of memory. */
-struct dm_mcp_server *dm_tools_server_new(struct dm_context *ctx);
+struct dm_mcp_server *dm_tools_server_new(struct dm_context *ctx, struct dm_registry *registry);
 
-void dm_tools_script_register(void);
-void dm_tools_jobs_register(void);
-void dm_tools_sandbox_register(void);
-void dm_tools_agent_register(void);
-void dm_tools_report_register(void);
+/* Each family adds its tools to reg; the schemas and descriptions it builds
+ * (from the facts, dm_tools_configure) are reg's own strings. */
+void dm_tools_script_register(struct dm_registry *reg);
+void dm_tools_jobs_register(struct dm_registry *reg);
+void dm_tools_sandbox_register(struct dm_registry *reg);
+void dm_tools_agent_register(struct dm_registry *reg);
+void dm_tools_report_register(struct dm_registry *reg);
 
 /* The one way a failed call becomes a tool result (isError: true, one
  * line, TOOLS.md), by whose the failure is:
@@ -90,9 +94,11 @@ json_object *dm_tools_start_background(struct dm_call *call, const char *tool, j
                                        dm_tools_job_work work, void *arg);
 
 /* Reads what this server permits (egress default, caller egress, allowed
- * roots) and writes the initialize instructions; before the families
- * register, whose schemas say it. ctx NULL: nothing permitted. */
-void dm_tools_configure(struct dm_context *ctx);
+ * roots) and writes the initialize instructions into reg; before the
+ * families register into reg, whose schemas say it. ctx NULL: nothing
+ * permitted. The facts are the process's (dm_args_set_facts): the argument
+ * tables calls are checked against follow the last configuration. */
+void dm_tools_configure(struct dm_context *ctx, struct dm_registry *reg);
 
 /* ---- nested sandboxes (nested.c) ---- */
 
@@ -160,23 +166,23 @@ void dm_tools_nested_release(struct dm_context *ctx);
  * nested callers only, its tools that are on the file's list and annotated
  * readOnlyHint, as host__<server>__<tool>; a server that fails is logged
  * and offers nothing. After dm_tools_register_all (tools/list order). */
-int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_error *err);
+int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_registry *reg, struct dm_error *err);
 /* Ends the servers' sessions (stdio children stopped and reaped, HTTP
  * sessions deleted), after the MCP server is freed and before
- * dm_registry_clear. */
+ * dm_registry_free (the registry's copies point at them). */
 void dm_tools_hostmcp_release(struct dm_context *ctx);
 /* doctor: a line per host server with the tools it offers, or why none;
  * counts the servers that failed in *problems. */
 void dm_tools_hostmcp_report(struct dm_context *ctx, int *problems);
 
 /* All families, in the order tools/list shows them. */
-static inline void dm_tools_register_all(void)
+static inline void dm_tools_register_all(struct dm_registry *reg)
 {
-        dm_tools_script_register();
-        dm_tools_sandbox_register();
-        dm_tools_agent_register();
-        dm_tools_jobs_register();
-        dm_tools_report_register();
+        dm_tools_script_register(reg);
+        dm_tools_sandbox_register(reg);
+        dm_tools_agent_register(reg);
+        dm_tools_jobs_register(reg);
+        dm_tools_report_register(reg);
 }
 
 #endif

@@ -31,6 +31,9 @@
 
 static struct dm_context ctx;
 static struct dm_mcp_server *srv;
+/* real: the families' registry, whose strings tools[] borrows; served: the
+ * same tools with the stand-in handler. Both live as long as the process. */
+static struct dm_registry *real, *served;
 static struct dm_tool tools[64];
 static pthread_t main_thread;
 static atomic_int sync_answers;
@@ -93,16 +96,18 @@ static void setup(void)
          * warnings and errors still reach stderr and the log hook. */
         dm_log_set_level(DM_LOG_WARNING);
         /* The real tools' names and schemas, with the stand-in handler. */
-        dm_tools_register_all();
-        n = dm_registry_count();
+        real = dm_registry_new();
+        served = dm_registry_new();
+        FUZZ_CHECK(real && served);
+        dm_tools_register_all(real);
+        n = dm_registry_count(real);
         FUZZ_CHECK(n > 0 && n <= sizeof(tools) / sizeof(tools[0]));
         for (size_t i = 0; i < n; i++) {
-                tools[i] = *dm_registry_at(i);
+                tools[i] = *dm_registry_at(real, i);
                 tools[i].handler = stand_in;
         }
-        dm_registry_clear();
-        dm_registry_add(tools, n);
-        srv = dm_tools_server_new(&ctx);
+        dm_registry_add(served, tools, n);
+        srv = dm_tools_server_new(&ctx, served);
         FUZZ_CHECK(srv);
 }
 

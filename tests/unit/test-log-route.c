@@ -11,6 +11,7 @@
 
 #include "src/basic/log.h"
 #include "src/mcp/jsonrpc.h"
+#include "src/mcp/registry.h"
 #include "src/mcp/server.h"
 #include "tests/tap.h"
 
@@ -46,7 +47,8 @@ static void open_session(struct dm_mcp_session *s)
 
 int main(void)
 {
-        struct dm_mcp_server *srv = dm_mcp_server_new(NULL, "/nonexistent");
+        struct dm_registry *reg = dm_registry_new();
+        struct dm_mcp_server *srv = dm_mcp_server_new(NULL, reg, "/nonexistent");
         struct peer host = { 0 }, nested = { 0 }, deeper = { 0 };
         struct dm_mcp_session *h, *n, *d;
 
@@ -75,5 +77,6 @@ int main(void)
         dm_mcp_session_free(d);
         dm_mcp_server_shutdown(srv);
         dm_mcp_server_free(srv);
+        dm_registry_free(reg);
         return done_testing();
 }

@@ -4,7 +4,9 @@
  * json-c counts references without atomics, so what describe hands out must
  * be the caller's alone; a shared reference lost updates and freed the
  * cached description under other threads (serve --http died with SIGSEGV
- * in libjson-c). */
+ * in libjson-c).
+ * And two registries in one process share nothing: each MCP server lists
+ * and calls its own tools only, and freeing one leaves the other whole. */
 #include "config.h"
 
 #include <errno.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "src/mcp/registry.h"
+#include "src/mcp/server.h"
 #include "tests/tap.h"
 
 #define THREADS 8
@@ -27,17 +30,128 @@ static const struct dm_tool tools[] = {
         { .name = "t_two", .description = "the second", .input_schema = "{\"type\":\"object\"}" },
 };
 
+static struct dm_registry *reg;
+
 static void *hammer(void *arg)
 {
         int *good = arg;
 
         for (int i = 0; i < ROUNDS; i++) {
-                json_object *d = dm_registry_describe(dm_registry_at((size_t)i % 2));
+                json_object *d = dm_registry_describe(reg, dm_registry_at(reg, (size_t)i % 2));
                 const char *text = json_object_to_json_string_ext(d, JSON_C_TO_STRING_PLAIN);
                 *good += text && strstr(text, "\"inputSchema\":{\"type\":\"object\"") != NULL;
                 json_object_put(d);
         }
         return NULL;
+}
+
+/* ---- two registries, two servers, one process ---- */
+
+struct peer {
+        char last[8192]; /* the last answer, as JSON text */
+};
+
+static int on_send(void *transport, json_object *msg)
+{
+        struct peer *p = transport;
+
+        snprintf(p->last, sizeof(p->last), "%s", json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN));
+        return 0;
+}
+
+static void say(struct dm_mcp_session *s, const char *line)
+{
+        dm_mcp_session_handle(s, line, strlen(line));
+}
+
+static json_object *echo(struct dm_call *call, json_object *args)
+{
+        (void)args;
+        return dm_tool_result_error("%s", dm_call_tool(call)->name);
+}
+
+/* The names tools/list gives s, comma-separated, into out. */
+static void list_names(struct dm_mcp_session *s, struct peer *p, char *out, size_t size)
+{
+        json_object *msg, *result, *list;
+        size_t len = 0;
+
+        out[0] = '\0';
+        say(s, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}");
+        msg = json_tokener_parse(p->last);
+        if (msg && json_object_object_get_ex(msg, "result", &result) &&
+            json_object_object_get_ex(result, "tools", &list))
+                for (size_t i = 0; i < json_object_array_length(list); i++)
+                        len += (size_t)snprintf(out + len, len < size ? size - len : 0, "%s%s", i ? "," : "",
+                                                json_object_get_string(json_object_object_get(
+                                                        json_object_array_get_idx(list, i), "name")));
+        json_object_put(msg);
+}
+
+static void two_registries(void)
+{
+        static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+                                   "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+                                   "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}";
+        const struct dm_tool a_tools[] = {
+                { .name = "a_only", .description = "A's", .input_schema = "{\"type\":\"object\"}", .handler = echo },
+        };
+        struct dm_registry *a = dm_registry_new(), *b = dm_registry_new();
+        struct dm_mcp_server *sa, *sb;
+        struct dm_mcp_session *ca, *cb;
+        struct peer pa = { 0 }, pb = { 0 };
+        char names[1024];
+
+        /* A borrows a table that goes out of scope before A is used (entries
+         * are copied), and owns a description built for it; B has a run-time
+         * copy and a table of its own. */
+        dm_registry_add(a, a_tools, 1);
+        {
+                struct dm_tool t = { .name = "a_built", .input_schema = "{\"type\":\"object\"}", .handler = echo };
+                t.description = dm_registry_own(a, strdup("built for A"));
+                dm_registry_add(a, &t, 1);
+        }
+        {
+                char name[] = "b_copy";
+                struct dm_tool t = {
+                        .name = name, .description = "B's", .input_schema = "{\"type\":\"object\"}", .handler = echo
+                };
+                ok(dm_registry_add_copy(b, &t) == 0, "B takes a run-time copy");
+        }
+        dm_registry_add(b, &tools[1], 1);
+        dm_registry_set_instructions(a, "serving A");
+        dm_registry_set_instructions(b, "serving B");
+        ok(dm_registry_find(a, "b_copy") == NULL && dm_registry_find(b, "a_only") == NULL,
+           "a registry finds only its own tools");
+
+        sa = dm_mcp_server_new(NULL, a, "/nonexistent");
+        sb = dm_mcp_server_new(NULL, b, "/nonexistent");
+        ca = dm_mcp_session_new(sa, on_send, &pa);
+        cb = dm_mcp_session_new(sb, on_send, &pb);
+        say(ca, init);
+        ok(strstr(pa.last, "\"instructions\":\"serving A\"") != NULL, "initialize gives A's instructions on A");
+        say(cb, init);
+        ok(strstr(pb.last, "\"instructions\":\"serving B\"") != NULL, "... and B's on B");
+        list_names(ca, &pa, names, sizeof(names));
+        is_str(names, "a_only,a_built", "server A lists A's tools only");
+        ok(strstr(pa.last, "\"description\":\"built for A\"") != NULL, "... with the description A owns");
+        list_names(cb, &pb, names, sizeof(names));
+        is_str(names, "b_copy,t_two", "server B lists B's tools only");
+        say(cb, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"a_only\"}}");
+        ok(strstr(pb.last, "unknown tool 'a_only'") != NULL, "B does not know A's tool");
+
+        dm_mcp_session_free(ca);
+        dm_mcp_server_free(sa);
+        dm_registry_free(a);
+        list_names(cb, &pb, names, sizeof(names));
+        is_str(names, "b_copy,t_two", "after A is freed, B lists its tools as before");
+        ok(strstr(pb.last, "\"description\":\"B's\"") != NULL, "... its copies whole");
+        say(cb, init);
+        ok(strstr(pb.last, "\"instructions\":\"serving B\"") != NULL, "... and its instructions");
+        dm_mcp_session_free(cb);
+        dm_mcp_server_free(sb);
+        dm_registry_free(b);
+        dm_registry_free(NULL);
 }
 
 int main(void)
@@ -46,15 +160,16 @@ int main(void)
         int good[THREADS] = { 0 }, total = 0;
         json_object *a, *b;
 
-        dm_registry_add(tools, 2);
-        a = dm_registry_describe(dm_registry_at(0));
-        b = dm_registry_describe(dm_registry_at(0));
+        reg = dm_registry_new();
+        dm_registry_add(reg, tools, 2);
+        a = dm_registry_describe(reg, dm_registry_at(reg, 0));
+        b = dm_registry_describe(reg, dm_registry_at(reg, 0));
         ok(a && b && a != b, "each describe is an object of the caller's own");
         ok(json_object_equal(a, b), "... with the same content");
         json_object_object_add(a, "name", json_object_new_string("changed"));
         json_object_put(a);
         json_object_put(b);
-        b = dm_registry_describe(dm_registry_at(0));
+        b = dm_registry_describe(reg, dm_registry_at(reg, 0));
         ok(strcmp(json_object_get_string(json_object_object_get(b, "name")), "t_one") == 0,
            "what a caller does with its copy does not reach the registry");
         json_object_put(b);
@@ -66,7 +181,7 @@ int main(void)
                 total += good[i];
         }
         is_int(total, THREADS * ROUNDS, "%d threads describing and dropping at once: every description whole", THREADS);
-        b = dm_registry_describe(dm_registry_at(1));
+        b = dm_registry_describe(reg, dm_registry_at(reg, 1));
         ok(b && strcmp(json_object_get_string(json_object_object_get(b, "name")), "t_two") == 0,
            "the registry is intact afterwards");
         json_object_put(b);
@@ -81,24 +196,25 @@ int main(void)
                                      .nested_only = true };
                 const struct dm_tool *found;
 
-                ok(dm_registry_add_copy(&t) == 0, "a tool made at run time is added");
+                ok(dm_registry_add_copy(reg, &t) == 0, "a tool made at run time is added");
                 memset(name, 'x', sizeof(name) - 1);
-                found = dm_registry_find("host__fs__read");
+                found = dm_registry_find(reg, "host__fs__read");
                 ok(found && found->name != t.name && strcmp(found->description, "reads") == 0,
                    "its strings are the registry's own copies");
                 t.name = "host__fs__read";
-                ok(dm_registry_add_copy(&t) == -EEXIST, "a name taken is refused");
+                ok(dm_registry_add_copy(reg, &t) == -EEXIST, "a name taken is refused");
                 t.name = "t_one";
-                ok(dm_registry_add_copy(&t) == -EEXIST, "... a static tool's name too");
+                ok(dm_registry_add_copy(reg, &t) == -EEXIST, "... a static tool's name too");
                 ok(!dm_registry_visible(found, "local") && !dm_registry_visible(found, "alice"),
                    "a nested-only tool is not visible to the host's callers");
                 ok(dm_registry_visible(found, "local/sbx-1") && dm_registry_visible(found, "alice/sbx-1/sbx-2"),
                    "it is to callers inside nested sandboxes");
-                ok(dm_registry_visible(dm_registry_find("t_one"), "local") &&
-                           dm_registry_visible(dm_registry_find("t_one"), "local/sbx-1"),
+                ok(dm_registry_visible(dm_registry_find(reg, "t_one"), "local") &&
+                           dm_registry_visible(dm_registry_find(reg, "t_one"), "local/sbx-1"),
                    "other tools are visible to all");
                 ok(!dm_registry_visible(NULL, "local/sbx-1"), "no tool is visible to nobody");
         }
-        dm_registry_clear();
+        dm_registry_free(reg);
+        two_registries();
         return done_testing();
 }
