@@ -24,9 +24,15 @@ if [ ! -s "$sid" ]; then
 		-d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
 fi
 args=$(cat)
-h -H "Authorization: Bearer $DEMESNE_MCP_TOKEN" -H "Mcp-Session-Id: $(cat "$sid")" "$u" \
-	-d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"$1\",\"arguments\":$args}}" |
-	sed -n 's/^data: //p' | tail -n 1
+# The answer is an SSE stream (its last data line) or, as the server may
+# choose, one JSON body: either is printed as the JSON-RPC answer.
+out=$(h -H "Authorization: Bearer $DEMESNE_MCP_TOKEN" -H "Mcp-Session-Id: $(cat "$sid")" "$u" \
+	-d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"$1\",\"arguments\":$args}}")
+if printf '%s\n' "$out" | grep -q '^data: '; then
+	printf '%s\n' "$out" | sed -n 's/^data: //p' | tail -n 1
+else
+	printf '%s\n' "$out"
+fi
 EOF
 
 # In sandbox $1, through its endpoint: tool $2 with arguments $3. The
