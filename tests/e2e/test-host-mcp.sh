@@ -66,10 +66,9 @@ exec 3>&1 >"$tmp/client.log" 2>"$tmp/server.log"
 tap() { ok "$@" >&3; }
 diag() { printf '# %s\n' "$@" >&3; }
 
+# Its call.sh prints a JSON-RPC error (an unknown tool), which comes back
+# as plain JSON, not an event, as it prints a result.
 . "$top/tests/e2e/lib/nested.sh"
-# A JSON-RPC error (an unknown tool) comes back as plain JSON, not an event.
-sed -i "s|sed -n 's/^data: //p'|sed -n 's/^data: //p; /^{/p'|" "$tmp/call.sh"
-grep -q "/^{/p" "$tmp/call.sh" || { echo "1..0 # the client of lib/nested.sh changed: adapt this test"; exit 1; }
 # tools/list from inside, one page per call (the cursor as the argument).
 cat >"$tmp/list.sh" <<'EOF'
 set -e
@@ -154,9 +153,4 @@ wait $web_pid 2>/dev/null
 left=$(containers_left "$DEMESNE_OUTPUT_ROOT")
 tap $([ -z "$left" ]; echo $?) "no container is left${left:+: $left}"
 
-echo "1..$n" >&3
-if [ $failed != 0 ]; then
-	diag "client log: $(tail -c 1500 "$tmp/client.log")"
-	diag "server log: $(tail -n 20 "$tmp/server.log")"
-fi
-[ $failed = 0 ]
+nested_done

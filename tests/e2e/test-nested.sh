@@ -137,16 +137,5 @@ tap $(sed -n 2p <<<"$out" | jq -r '.result.structuredContent.stdout' 2>/dev/null
 mcp_call sandbox_list '{}'
 tap $(jq -e --arg k "$kept" '[.structuredContent.sandboxes[].sandbox_id] | index($k) == null' <<<"$MCP_RESULT" >/dev/null; echo $?) \
 	"the child sandbox ended with the run ($(jq -c '[.structuredContent.sandboxes[].sandbox_id]' <<<"$MCP_RESULT"))"
-mcp_stop
-
 # Nothing is left: no container of this output root.
-. "$top/tests/e2e/lib/left.sh"
-left=$(containers_left "$DEMESNE_OUTPUT_ROOT")
-tap $([ -z "$left" ]; echo $?) "no container is left${left:+: $left}"
-
-echo "1..$n" >&3
-if [ $failed != 0 ]; then
-	diag "client log: $(tail -c 1500 "$tmp/client.log")"
-	diag "server log: $(tail -n 20 "$tmp/server.log")"
-fi
-[ $failed = 0 ]
+nested_finish
