@@ -135,6 +135,10 @@ struct agent_call {
         json_object *args;
         struct dm_call *call; /* foreground */
         struct dm_job *job;   /* background */
+        /* What the tree may still spend, when it was read for the call
+         * (foreground); a background job reads it when it starts. */
+        bool tree_left_read;
+        double tree_left_usd;
 };
 
 static const struct dm_arg_spec *specs_of(bool research, size_t *n)
@@ -241,8 +245,10 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 .job_id = a->job ? dm_job_id(a->job) : NULL,
         };
         /* What the tree may still spend, when it is made from inside one:
-         * now, at the run's start (a background run waited in between). */
-        r = dm_tools_nested_budget(ctx, req.principal, &req.tree_left_usd, err);
+         * at the run's start (a background run waited in between; a
+         * foreground one starts now, and the call read it just before). */
+        req.tree_left_usd = a->tree_left_usd;
+        r = a->tree_left_read ? 0 : dm_tools_nested_budget(ctx, req.principal, &req.tree_left_usd, err);
         if (r < 0) {
                 dm_policy_free(policy);
                 *ret_r = r;
@@ -323,14 +329,11 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                 if (dm_tools_nested_check(call, &ask, &err) < 0)
                         return dm_tools_error(NULL, &err);
         }
-        {
-                /* A tree that has spent its DEMESNE_TREE_MAX_USD: refused
-                 * now, not as a background job that fails. */
-                double left;
-
-                if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call), &left, &err) < 0)
-                        return dm_tools_error(NULL, &err);
-        }
+        /* A tree that has spent its DEMESNE_TREE_MAX_USD: refused now, not
+         * as a background job that fails. */
+        if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call), &a.tree_left_usd, &err) < 0)
+                return dm_tools_error(NULL, &err);
+        a.tree_left_read = true;
         if (dm_args_bool(specs, n, args, "background"))
                 return dm_tools_start_background(call, tool, args, agent_work, research ? (void *)1 : NULL);
         out = run_agent(dm_call_context(call), &a, dm_call_cancel(call), &r, &err);
