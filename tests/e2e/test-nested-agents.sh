@@ -45,7 +45,11 @@ play() { # $1: the child agent's model
 	  {tool: "sandbox_script", arguments: {image: "base", command: "sleep 300", background: true}},
 	  {tool: "sandbox_wait", arguments: {job_id: "{{1.job_id}}", timeout_seconds: 120}},
 	  {tool: "sandbox_wait", arguments: {job_id: "{{1.job_id}}", timeout_seconds: 120}}],
-	  answer: "the sleeper outlived two waits"}]}'
+	  answer: "the sleeper outlived two waits"},
+	 {marker: "[play:deep]", steps: [
+	  {tool: "sandbox_agent", arguments: {prompt: "Write the answer.", model: $model, nested: true}},
+	  {tool: "sandbox_agent", arguments: {prompt: "Write the answer.", model: $model}}],
+	  answer: "the child without nested said {{1.result}}"}]}'
 }
 play sonnet >"$tmp/play-anthropic.json"
 play gpt-5 >"$tmp/play-openai.json"
@@ -137,4 +141,18 @@ tap $([ "$status" = cancelled ] && [ "$after" = "[0,0]" ]; echo $?) \
 # The warm pool's containers (python, which no run here claims) stay.
 tree_left=$(containers_left "$DEMESNE_OUTPUT_ROOT" runs)
 tap $([ -z "$tree_left" ]; echo $?) "no container of the cancelled tree is left${tree_left:+: $tree_left}"
+# At the depth limit: an orchestrator one level below DEMESNE_MAX_DEPTH=1
+# asking a child agent for nested: true is refused, naming the variable;
+# a child agent that does not ask runs, its endpoint off by default.
+mcp_stop
+export DEMESNE_MAX_DEPTH=1
+: >"$tmp/fixture-anthropic.log"
+mcp_start
+mcp_call sandbox_agent '{"prompt": "[play:deep] try to nest deeper", "model": "sonnet"}'
+deep=$(field result)
+refused=$(jq -r 'select(.play == "[play:deep]" and .step == 1) | .tool_result | select(.is_error) | .snippet' "$tmp/fixture-anthropic.log")
+tap $(grep -q "DEMESNE_MAX_DEPTH" <<<"$refused"; echo $?) \
+	"at the depth limit a child agent's nested: true is refused, naming DEMESNE_MAX_DEPTH ($(head -c 200 <<<"$refused"))"
+tap $([ "$deep" = "the child without nested said The answer is 42." ]; echo $?) \
+	"and a child agent that does not ask runs without an endpoint ($deep)"
 nested_finish
