@@ -22,12 +22,40 @@ tap() { n=$((n + 1)); echo "$1 $n - $2"; [ "$1" = ok ] || failed=1; }
 check() { local what=$1; shift; if "$@"; then tap ok "$what"; else tap "not ok" "$what"; fi; }
 
 scratch=$(mktemp -d /tmp/demesne-installcheck-XXXXXX)
-engine=${DOCKER_HOST:-unix:///run/podman/podman.sock}
+# The engine the installed demesne is told to use, and the one this script
+# asks: the same, or the check that nothing is left would look at the
+# wrong store. Without DOCKER_HOST, demesne finds root's
+# /run/podman/podman.sock or the user's rootless one, or starts a private
+# service that is gone once the command ends; so when neither answers,
+# this script starts its own (stopped by PID at exit) and points
+# DOCKER_HOST at it.
+engine_ok() { curl -sf --max-time 2 --unix-socket "${1#unix://}" http://d/_ping >/dev/null 2>&1; }
+service_pid=
+if [ -z "${DOCKER_HOST:-}" ]; then
+	for sock in /run/podman/podman.sock ${XDG_RUNTIME_DIR:+"$XDG_RUNTIME_DIR/podman/podman.sock"}; do
+		engine_ok "$sock" && { export DOCKER_HOST=unix://$sock; break; }
+	done
+fi
+if [ -z "${DOCKER_HOST:-}" ]; then
+	podman system service --time=0 "unix://$scratch/podman.sock" >"$scratch/podman.log" 2>&1 &
+	service_pid=$!
+	for _ in $(seq 100); do engine_ok "$scratch/podman.sock" && break; sleep 0.1; done
+	export DOCKER_HOST=unix://$scratch/podman.sock
+fi
+engine=$DOCKER_HOST
+case $engine in
+unix://*) ;;
+*) echo "Bail out! installcheck needs an engine on a unix socket, not '$engine'"; exit 1 ;;
+esac
 # The ids of the images with a reference under $repo/ (a tag, a digest, or
 # the history of a build's untagged intermediate image): the
 # engine's image list split into one record per image.
 repo_images() {
-	curl -sf --unix-socket "${engine#unix://}" 'http://d/images/json?all=true' |
+	local list
+	# An engine that does not answer must not read as "no image left".
+	list=$(curl -sf --max-time 30 --unix-socket "${engine#unix://}" 'http://d/images/json?all=true') ||
+		{ echo "engine-did-not-answer"; return 1; }
+	printf '%s' "$list" |
 		awk -v RS='[{]"Id":"' -v r="\"$repo/" 'NR > 1 && index($0, r) { print substr($0, 1, index($0, "\"") - 1) }'
 }
 remove_images() {
@@ -41,11 +69,16 @@ remove_images() {
 }
 cleanup() {
 	remove_images
+	if [ -n "$service_pid" ]; then
+		kill "$service_pid" 2>/dev/null
+		wait "$service_pid" 2>/dev/null
+	fi
 	rm -rf "$scratch"
 }
 trap cleanup EXIT
 export DEMESNE_OUTPUT_ROOT=$scratch/out
 
+check "the engine at $engine answers (the one the installed demesne uses)" engine_ok "$engine"
 check "the installed demesne runs" sh -c '"$0" --version >/dev/null' "$demesne"
 check "build.sh and lib.sh are installed side by side" test -x "$pkgdatadir/images/build.sh" -a -f "$pkgdatadir/images/lib.sh"
 check "the skills are installed, one folder each" test -f "$pkgdatadir/skills/verify-and-retry/SKILL.md"
