@@ -733,9 +733,8 @@ fail:
         free(frame);
         if (e) {
                 e->frame = NULL;
-                exec_close(e);
-                free(e->chunk);
-                free(e);
+                dm_shim_exec_free(e); /* and the count */
+                return r;
         }
         pthread_mutex_lock(&h->lock);
         h->active--;
