@@ -245,7 +245,6 @@ int dm_cli_serve(int argc, char **argv)
                 return 1;
         }
         dm_tools_configure(&ctx, reg);
-        dm_tools_register_all(reg);
         /* A malformed host servers file stops the server here, as a bad
          * variable does; a host server that fails only loses its tools. */
         if (dm_tools_hostmcp_init(&ctx, reg, &err) < 0) {

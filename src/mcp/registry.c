@@ -24,7 +24,7 @@ struct dm_registry {
         struct entry entries[DM_REGISTRY_MAX];
         size_t n_entries;
         char *instructions;
-        char **owned; /* dm_registry_own's strings */
+        void **owned; /* dm_registry_own's */
         size_t n_owned, cap_owned;
         pthread_mutex_t lock;
 };
@@ -77,14 +77,14 @@ void dm_registry_add(struct dm_registry *reg, const struct dm_tool *tools, size_
                           tools[i].name, n - i - 1);
 }
 
-char *dm_registry_own(struct dm_registry *reg, char *s)
+void *dm_registry_own(struct dm_registry *reg, void *s)
 {
         if (!s)
                 return NULL;
         pthread_mutex_lock(&reg->lock);
         if (reg->n_owned == reg->cap_owned) {
                 size_t cap = reg->cap_owned ? 2 * reg->cap_owned : 16;
-                char **p = realloc(reg->owned, cap * sizeof(*p));
+                void **p = realloc(reg->owned, cap * sizeof(*p));
 
                 if (!p) {
                         pthread_mutex_unlock(&reg->lock);

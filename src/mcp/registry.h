@@ -44,7 +44,7 @@ struct dm_registry *dm_registry_new(void);
 void dm_registry_free(struct dm_registry *reg);
 
 /* The entries are copied; their strings and data stay borrowed and must
- * outlive the registry (static text, or strings given to dm_registry_own).
+ * outlive the registry (static text, or what was given to dm_registry_own).
  * Past the registry's room (DM_REGISTRY_MAX tools), the rest are left out
  * with an error log. */
 #define DM_REGISTRY_MAX 256
@@ -54,10 +54,10 @@ void dm_registry_add(struct dm_registry *reg, const struct dm_tool *tools, size_
  * 0, -ENOSPC when the registry is full, -EEXIST when the name is taken,
  * -ENOMEM. */
 int dm_registry_add_copy(struct dm_registry *reg, const struct dm_tool *tool);
-/* Takes s (malloc'd: a schema or description a family built for this
- * registry) and frees it with the registry. Returns s; NULL when s is NULL
- * or when out of memory (s is freed then). */
-char *dm_registry_own(struct dm_registry *reg, char *s);
+/* Takes s (malloc'd: a schema, description or argument table a family
+ * built for this registry's tools) and free()s it with the registry.
+ * Returns s; NULL when s is NULL or when out of memory (s is freed then). */
+void *dm_registry_own(struct dm_registry *reg, void *s);
 
 const struct dm_tool *dm_registry_find(struct dm_registry *reg, const char *name);
 /* Whether principal's calls may see and call tool (nested_only). */

@@ -81,7 +81,7 @@ static const char *const openai_models[] = { "gpt-5.5", "gpt-5", "gpt-5-codex", 
                                "host, demesne-shim, under DEMESNE_MAX_DEPTH)."                                      \
         }
 
-static struct dm_arg_spec agent_args[] = {
+static const struct dm_arg_spec agent_args[] = {
         COMMON_ARGS("The task for the coding agent (Claude Code or Codex) running inside the sandbox."),
         { .name = "egress",
           .type = DM_ARG_STRING,
@@ -102,7 +102,7 @@ static struct dm_arg_spec agent_args[] = {
           .has_default = true,
           .description = "Absolute host directories, mounted read-only at /in/<basename>." },
 };
-static struct dm_arg_spec research_args[] = {
+static const struct dm_arg_spec research_args[] = {
         COMMON_ARGS("The research question; the agent has open internet access and no host inputs."),
 };
 #define N_AGENT (sizeof(agent_args) / sizeof(agent_args[0]))
@@ -132,6 +132,7 @@ static const char output_schema[] =
 
 struct agent_call {
         bool research;
+        const struct dm_args_table *t; /* the server's table for the tool */
         json_object *args;
         struct dm_call *call; /* foreground */
         struct dm_job *job;   /* background */
@@ -140,12 +141,6 @@ struct agent_call {
         bool tree_left_read;
         double tree_left_usd;
 };
-
-static const struct dm_arg_spec *specs_of(bool research, size_t *n)
-{
-        *n = research ? N_RESEARCH : N_AGENT;
-        return research ? research_args : agent_args;
-}
 
 static void on_progress(void *userdata, int64_t elapsed_ms, uint64_t output_bytes)
 {
@@ -200,8 +195,8 @@ static json_object *result_json(const struct dm_agent_result *res)
 static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, struct dm_cancel *cancel, int *ret_r,
                               struct dm_error *err)
 {
-        size_t n;
-        const struct dm_arg_spec *specs = specs_of(a->research, &n);
+        const struct dm_arg_spec *specs = a->t->specs;
+        size_t n = a->t->n;
         _cleanup_free_ const char **files = a->research ? calloc(1, sizeof(char *)) : dm_args_strv(a->args, "files");
         _cleanup_free_ const char **dirs =
                 a->research ? calloc(1, sizeof(char *)) : dm_args_strv(a->args, "directories");
@@ -278,10 +273,19 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
 
 /* ---- background ------------------------------------------------------------ */
 
+/* arg: the calling server's table (its registry outlives the jobs). */
 static json_object *agent_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
                                struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
-        struct agent_call a = { .research = arg != NULL, .args = args, .job = job };
+        struct agent_call a = { .t = arg, .args = args, .job = job };
+
+        return run_agent(ctx, &a, cancel, ret_r, err);
+}
+
+static json_object *research_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
+                                  struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
+{
+        struct agent_call a = { .research = true, .t = arg, .args = args, .job = job };
 
         return run_agent(ctx, &a, cancel, ret_r, err);
 }
@@ -292,11 +296,12 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
 {
         const char *tool = research ? "sandbox_research" : "sandbox_agent";
         struct dm_error err = { 0 };
-        struct agent_call a = { .research = research, .args = args, .call = call };
+        const struct dm_args_table *t = dm_call_tool(call)->data;
+        struct agent_call a = { .research = research, .t = t, .args = args, .call = call };
         enum dm_vendor provider;
         const char *model;
-        size_t n;
-        const struct dm_arg_spec *specs = specs_of(research, &n);
+        size_t n = t->n;
+        const struct dm_arg_spec *specs = t->specs;
         json_object *out;
         int r;
 
@@ -335,7 +340,7 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                 return dm_tools_error(NULL, &err);
         a.tree_left_read = true;
         if (dm_args_bool(specs, n, args, "background"))
-                return dm_tools_start_background(call, tool, args, agent_work, research ? (void *)1 : NULL);
+                return dm_tools_start_background(call, tool, args, research ? research_work : agent_work, (void *)t);
         out = run_agent(dm_call_context(call), &a, dm_call_cancel(call), &r, &err);
         if (r == -ECANCELED)
                 return NULL;
@@ -380,7 +385,8 @@ static const struct dm_tool agent_tools[] = {
 
 /* The descriptions and the model enum depend on which credentials the host
  * has, read once when the server starts. */
-static char *describe(const char *what, const char *why_anthropic, const char *why_openai)
+static char *describe(const struct dm_args_facts *f, const char *what, const char *why_anthropic,
+                      const char *why_openai)
 {
         struct dm_buf b;
 
@@ -397,22 +403,43 @@ static char *describe(const char *what, const char *why_anthropic, const char *w
                 dm_buf_printf(&b, " Codex is unavailable: %s.", why_openai);
         /* The CLI reaches the vendor proxy over the sandbox's network, which
          * exists only where dm_egress_default can pick a networked mode. */
-        if (!strcmp(dm_args_facts()->egress_default, "none"))
+        if (!f->egress_default || !strcmp(f->egress_default, "none"))
                 dm_buf_printf(&b, " Unavailable on this server: it cannot set sandbox networks up, and the agent "
                                   "reaches its model API only over one (`demesne doctor` says why).");
         return b.data;
 }
 
-void dm_tools_agent_register(struct dm_registry *reg)
+/* The schema lists the models this host can run (models, NULL: any); the
+ * table keeps no model enum: any id of an available provider passes the
+ * check (call_common). */
+static char *schema_listing(const struct dm_args_table *t, const char *const *models)
+{
+        struct dm_arg_spec specs[N_AGENT > N_RESEARCH ? N_AGENT : N_RESEARCH];
+
+        memcpy(specs, t->specs, t->n * sizeof(specs[0]));
+        for (size_t i = 0; i < t->n; i++)
+                if (!strcmp(specs[i].name, "model"))
+                        specs[i].enum_values = models;
+        return dm_args_schema(specs, t->n);
+}
+
+void dm_tools_agent_register(struct dm_registry *reg, const struct dm_args_facts *f)
 {
         struct dm_tool t[sizeof(agent_tools) / sizeof(agent_tools[0])];
-        /* Only while the schemas are built: the check takes any id of an
-         * available provider. */
+        /* Only while the schemas are built. */
         const char *available_models[16];
-        const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, dm_args_facts()->login_files[0]),
-                   *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI, dm_args_facts()->login_files[1]);
+        const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, f->login_files[0]),
+                   *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI, f->login_files[1]);
+        /* research has no server-dependent parameter: its copy is the
+         * template's, so that both handlers find their table alike. */
+        struct dm_args_table *agent = dm_registry_own(reg, dm_args_tailor(f, agent_args, N_AGENT, false)),
+                             *research = dm_registry_own(reg, dm_args_tailor(f, research_args, N_RESEARCH, false));
         size_t k = 0;
 
+        if (!agent || !research) {
+                log_error("out of memory: the agent tools left out");
+                return;
+        }
         if (!why_a)
                 for (size_t i = 0; anthropic_models[i]; i++)
                         available_models[k++] = anthropic_models[i];
@@ -420,30 +447,21 @@ void dm_tools_agent_register(struct dm_registry *reg)
                 for (size_t i = 0; openai_models[i]; i++)
                         available_models[k++] = openai_models[i];
         available_models[k] = NULL;
-        /* The schema lists what this host can run; any id of an available
-         * provider passes the check (call_common). */
-        for (size_t i = 0; i < N_AGENT; i++)
-                if (!strcmp(agent_args[i].name, "model"))
-                        agent_args[i].enum_values = k ? available_models : NULL;
-        for (size_t i = 0; i < N_RESEARCH; i++)
-                if (!strcmp(research_args[i].name, "model"))
-                        research_args[i].enum_values = k ? available_models : NULL;
-        dm_args_tailor(agent_args, N_AGENT, false);
         memcpy(t, agent_tools, sizeof(t));
-        t[0].input_schema = dm_registry_own(reg, dm_args_schema(agent_args, N_AGENT));
-        t[1].input_schema = dm_registry_own(reg, dm_args_schema(research_args, N_RESEARCH));
-        for (size_t i = 0; i < N_AGENT; i++)
-                agent_args[i].enum_values = !strcmp(agent_args[i].name, "model") ? NULL : agent_args[i].enum_values;
-        for (size_t i = 0; i < N_RESEARCH; i++)
-                research_args[i].enum_values = NULL;
+        t[0].input_schema = dm_registry_own(reg, schema_listing(agent, k ? available_models : NULL));
+        t[0].data = agent;
+        t[1].input_schema = dm_registry_own(reg, schema_listing(research, k ? available_models : NULL));
+        t[1].data = research;
         t[0].description = dm_registry_own(
                 reg,
-                describe("Hand a task to a coding agent (Claude Code or Codex) that runs it to completion, with no "
+                describe(f,
+                         "Hand a task to a coding agent (Claude Code or Codex) that runs it to completion, with no "
                          "permission prompts, in a disposable container: host files/directories read-only under "
                          "/in, its output in /out, egress none unless asked.",
                          why_a, why_o));
         t[1].description = dm_registry_own(
-                reg, describe("Hand a research question to an agent (Claude Code or Codex) in a disposable container "
+                reg, describe(f,
+                              "Hand a research question to an agent (Claude Code or Codex) in a disposable container "
                               "with open internet access and no host inputs.",
                               why_a, why_o));
         dm_registry_add(reg, t, sizeof(t) / sizeof(t[0]));

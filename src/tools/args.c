@@ -338,53 +338,19 @@ void dm_args_strv_free(char **v)
 
 /* ---- what this server permits ----------------------------------------------- */
 
-/* The facts and the tables dm_args_tailor rewrites are the process's, not
- * a registry's: the tables are what every call is checked against, and the
- * facts come from the one configuration a process reads at start. What a
- * registry keeps of them is the schema text, its own copy (dm_registry_own):
- * no registry points into made[] or the facts, so setting new facts frees
- * nothing a registry still serves. */
-static struct dm_args_facts facts = { .egress_default = "none", .allowed_paths = "" };
-static char *images;   /* the facts' copy of f->images */
-static char *made[64]; /* descriptions dm_args_tailor wrote, freed on the next facts */
-static size_t n_made;
+/* The tables calls are checked against are each server's own
+ * (dm_args_tailor's copies, kept by the registry the tools went into): two
+ * servers in one process with different facts check and describe calls by
+ * their own, and freeing one frees nothing the other uses. */
 static const char *const egress_all[] = { "none", "package-managers", "open", NULL };
 static const char *const egress_no_open[] = { "none", "package-managers", NULL };
 static const char *const egress_only_none[] = { "none", NULL };
 static const char *const alias_open[] = { "open", NULL };
 static const char *const alias_network[] = { "package-managers", "open", NULL };
 
-void dm_args_set_facts(const struct dm_args_facts *f)
-{
-        for (size_t i = 0; i < n_made; i++)
-                free(made[i]);
-        n_made = 0;
-        free(images);
-        images = f->images ? strdup(f->images) : NULL;
-        facts = *f;
-        facts.images = images;
-        if (!facts.egress_default)
-                facts.egress_default = "none";
-        if (!facts.allowed_paths)
-                facts.allowed_paths = "";
-}
-
-const struct dm_args_facts *dm_args_facts(void)
-{
-        return &facts;
-}
-
-static const char *keep(char *s)
-{
-        if (n_made < sizeof(made) / sizeof(made[0]))
-                made[n_made++] = s;
-        return s; /* past the pool: leaked, never freed under a table */
-}
-
 /* "/a, /b" from "/a:/b". */
-static void print_roots(struct dm_buf *b)
+static void print_roots(struct dm_buf *b, const char *p)
 {
-        const char *p = facts.allowed_paths;
         bool first = true;
 
         while (*p) {
@@ -399,22 +365,16 @@ static void print_roots(struct dm_buf *b)
         }
 }
 
-static bool have_roots(void)
-{
-        return facts.allowed_paths[strspn(facts.allowed_paths, ":")] != '\0';
-}
-
-static const char *describe_egress(const char *def)
+static char *describe_egress(const struct dm_args_facts *f, bool network, const char *def)
 {
         struct dm_buf b;
-        bool network = strcmp(facts.egress_default, "none") != 0;
 
         dm_buf_init(&b, 65536);
         dm_buf_printf(&b, "Network egress; the default on this server is %s. none: loopback only.", def);
         if (network) {
                 dm_buf_printf(&b, " package-managers: the package registries through demesne's proxy "
                                   "(HTTP_PROXY and friends set).");
-                if (facts.caller_egress)
+                if (f->caller_egress)
                         dm_buf_printf(&b, " open: public addresses, NATed (never the host, other sandboxes, "
                                           "cloud metadata or private ranges). With 'allow', none means: only "
                                           "those entries.");
@@ -425,59 +385,96 @@ static const char *describe_egress(const char *def)
                 dm_buf_printf(&b, " This server cannot set sandbox networks up (dm_egress_default chose none; "
                                   "`demesne doctor` says why), so none is the only mode it offers.");
         }
-        return keep(b.data);
+        return b.data;
 }
 
-static const char *describe_paths(const char *base)
+static char *describe_paths(const char *roots, const char *base)
 {
         struct dm_buf b;
 
         dm_buf_init(&b, 65536);
         dm_buf_printf(&b, "%s", base);
-        if (have_roots()) {
+        if (roots[strspn(roots, ":")]) {
                 dm_buf_printf(&b, " This server accepts paths inside: ");
-                print_roots(&b);
+                print_roots(&b, roots);
                 dm_buf_printf(&b, " (DEMESNE_ALLOWED_PATHS).");
         } else {
                 dm_buf_printf(&b, " This server accepts no host paths (DEMESNE_ALLOWED_PATHS is unset): any "
                                   "path is refused.");
         }
-        return keep(b.data);
+        return b.data;
 }
 
-void dm_args_tailor(struct dm_arg_spec *specs, size_t n, bool follow_default)
+/* The text dm_args_tailor writes for s (malloc'd), or NULL: the
+ * template's stays. */
+static char *describe(const struct dm_args_facts *f, const struct dm_arg_spec *s, bool network, const char *def)
 {
-        bool network = strcmp(facts.egress_default, "none") != 0;
+        struct dm_buf b;
 
-        for (size_t i = 0; i < n; i++) {
-                struct dm_arg_spec *s = &specs[i];
+        switch (s->role) {
+        case DM_ARG_ROLE_EGRESS: return describe_egress(f, network, def);
+        case DM_ARG_ROLE_HOST_PATH: return describe_paths(f->allowed_paths ? f->allowed_paths : "", s->description);
+        case DM_ARG_ROLE_IMAGE:
+                if (!f->images)
+                        return NULL;
+                dm_buf_init(&b, 65536);
+                dm_buf_printf(&b, "%s %s", s->description, f->images);
+                return b.data;
+        default: return NULL;
+        }
+}
 
-                if (!s->base_description)
-                        s->base_description = s->description;
-                switch (s->role) {
-                case DM_ARG_ROLE_EGRESS:
-                        if (follow_default)
-                                s->def_str = facts.egress_default;
-                        /* Modes the server would refuse stay accepted (not
-                         * listed), so the refusal is the policy's own message. */
-                        s->enum_values = !network              ? egress_only_none
-                                         : facts.caller_egress ? egress_all
-                                                               : egress_no_open;
-                        s->enum_aliases = !network ? alias_network : facts.caller_egress ? NULL : alias_open;
-                        s->description = describe_egress(s->def_str);
-                        break;
-                case DM_ARG_ROLE_ALLOW: s->hidden = !network || !facts.caller_egress; break;
-                case DM_ARG_ROLE_HOST_PATH: s->description = describe_paths(s->base_description); break;
-                case DM_ARG_ROLE_IMAGE:
-                        if (facts.images) {
-                                struct dm_buf b;
+struct dm_args_table *dm_args_tailor(const struct dm_args_facts *f, const struct dm_arg_spec *tmpl, size_t n,
+                                     bool follow_default)
+{
+        const char *egress_default = f->egress_default ? f->egress_default : "none";
+        bool network = strcmp(egress_default, "none") != 0;
+        size_t size = sizeof(struct dm_args_table) + n * sizeof(tmpl[0]) + strlen(egress_default) + 1;
+        struct dm_args_table *t = NULL;
+        char **text = calloc(n ? n : 1, sizeof(*text)), *p;
 
-                                dm_buf_init(&b, 65536);
-                                dm_buf_printf(&b, "%s %s", s->base_description, facts.images);
-                                s->description = keep(b.data);
+        /* The texts first (one that fails leaves the template's), then one
+         * block for the table and all of them. */
+        for (size_t i = 0; text && i < n; i++) {
+                text[i] = describe(f, &tmpl[i], network, follow_default ? egress_default : tmpl[i].def_str);
+                if (text[i])
+                        size += strlen(text[i]) + 1;
+        }
+        if (text)
+                t = malloc(size);
+        if (t) {
+                t->n = n;
+                memcpy(t->specs, tmpl, n * sizeof(tmpl[0]));
+                p = (char *)&t->specs[n];
+                strcpy(p, egress_default);
+                egress_default = p;
+                p += strlen(p) + 1;
+                for (size_t i = 0; i < n; i++) {
+                        struct dm_arg_spec *s = &t->specs[i];
+
+                        if (text[i]) {
+                                s->description = strcpy(p, text[i]);
+                                p += strlen(p) + 1;
                         }
-                        break;
-                default: break;
+                        switch (s->role) {
+                        case DM_ARG_ROLE_EGRESS:
+                                if (follow_default)
+                                        s->def_str = egress_default;
+                                /* Modes the server would refuse stay accepted
+                                 * (not listed), so the refusal is the
+                                 * policy's own message. */
+                                s->enum_values = !network           ? egress_only_none
+                                                 : f->caller_egress ? egress_all
+                                                                    : egress_no_open;
+                                s->enum_aliases = !network ? alias_network : f->caller_egress ? NULL : alias_open;
+                                break;
+                        case DM_ARG_ROLE_ALLOW: s->hidden = !network || !f->caller_egress; break;
+                        default: break;
+                        }
                 }
         }
+        for (size_t i = 0; text && i < n; i++)
+                free(text[i]);
+        free(text);
+        return t;
 }

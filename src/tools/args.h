@@ -44,13 +44,15 @@ struct dm_arg_spec {
         bool def_bool;
         bool has_default;
         enum dm_arg_role role;
-        const char *base_description; /* the table's own text, kept by dm_args_tailor */
-        bool hidden;                  /* accepted (so its refusal can say why), not listed in the schema */
+        bool hidden; /* accepted (so its refusal can say why), not listed in the schema */
 };
 
-/* What this server permits, decided once at start by the functions that
+/* What a server permits, decided once at start by the functions that
  * decide behaviour (dm_egress_default, dm_policy_caller_egress_allowed,
- * DEMESNE_ALLOWED_PATHS): the schemas say it instead of a copy of the rule. */
+ * DEMESNE_ALLOWED_PATHS): the schemas say it instead of a copy of the rule.
+ * A value its reader owns (dm_tools_configure), read only while tables are
+ * tailored from it: nothing keeps a pointer into it. NULL strings count as
+ * "none" and "". */
 struct dm_args_facts {
         const char *egress_default; /* dm_egress_default(ctx) */
         bool caller_egress;         /* 'open' and 'allow' permitted */
@@ -59,14 +61,22 @@ struct dm_args_facts {
         const char *login_files[2]; /* the Claude and Codex login files named by the server's settings
                                        (DEMESNE_CLAUDE_CREDENTIALS, DEMESNE_CODEX_AUTH); NULL: the default */
 };
-/* Copies f->images; the other strings are borrowed (the configuration's). */
-void dm_args_set_facts(const struct dm_args_facts *f);
-const struct dm_args_facts *dm_args_facts(void);
-/* Rewrites a table's server-dependent parameters (egress, allow, files,
- * directories, src) from the facts. follow_default: the tool's egress
- * default is dm_egress_default (sandbox_script, sandbox_create), else the
- * table's own. */
-void dm_args_tailor(struct dm_arg_spec *specs, size_t n, bool follow_default);
+
+/* A tool's table as one server checks calls against it: a copy of the
+ * tool's static template, with n entries. */
+struct dm_args_table {
+        size_t n;
+        struct dm_arg_spec specs[];
+};
+/* A copy of tmpl with its server-dependent parameters (egress, allow,
+ * files, directories, src, image) rewritten from f. follow_default: the
+ * tool's egress default is f's (sandbox_script, sandbox_create), else the
+ * template's. One allocation holding every string it points to beyond the
+ * template's static ones (free() frees it all: a family gives it to its
+ * registry, dm_registry_own); f may go right after. NULL when out of
+ * memory. */
+struct dm_args_table *dm_args_tailor(const struct dm_args_facts *f, const struct dm_arg_spec *tmpl, size_t n,
+                                     bool follow_default);
 
 /* The inputSchema as JSON text, malloc'd. */
 char *dm_args_schema(const struct dm_arg_spec *specs, size_t n);

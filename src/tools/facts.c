@@ -117,7 +117,7 @@ void dm_tools_configure(struct dm_context *ctx, struct dm_registry *reg)
 
         images = describe_images(ctx);
         f.images = images;
-        dm_args_set_facts(&f);
         write_instructions(ctx, &f, reg);
+        dm_tools_register_all(reg, &f);
         free(images);
 }

@@ -24,6 +24,7 @@
 #include "src/basic/base64.h"
 #include "src/basic/cleanup.h"
 #include "src/basic/io.h"
+#include "src/basic/log.h"
 #include "src/basic/timeutil.h"
 #include "src/basic/utf8.h"
 
@@ -34,7 +35,7 @@
                 .description = "The id sandbox_create returned."                          \
         }
 
-static struct dm_arg_spec create_args[] = {
+static const struct dm_arg_spec create_args[] = {
         { .name = "image",
           .type = DM_ARG_STRING,
           .role = DM_ARG_ROLE_IMAGE,
@@ -119,7 +120,7 @@ static const struct dm_arg_spec exec_args[] = {
           .description = "Text given to the command on standard input (then end of file)." },
 };
 
-static struct dm_arg_spec upload_args[] = {
+static const struct dm_arg_spec upload_args[] = {
         ID_ARG,
         { .name = "src",
           .type = DM_ARG_STRING,
@@ -181,6 +182,7 @@ static void create_message(void *userdata, const char *message)
 
 static json_object *create_call(struct dm_call *call, json_object *args)
 {
+        const struct dm_args_table *t = dm_call_tool(call)->data;
         struct dm_error err = { 0 };
         struct dm_sandbox sb;
         struct dm_policy *policy = NULL;
@@ -191,18 +193,17 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         bool nested;
         int r;
 
-        if (dm_args_check(create_args, N(create_args), args, &err) < 0)
+        if (dm_args_check(t->specs, t->n, args, &err) < 0)
                 return dm_tools_error(DM_TOOLS_ARGS, &err);
         allow = dm_args_strv(args, "allow");
-        egress = json_object_object_get_ex(args, "egress", NULL)
-                         ? dm_args_str(create_args, N(create_args), args, "egress")
-                         : dm_tools_nested_egress_default(call);
+        egress = json_object_object_get_ex(args, "egress", NULL) ? dm_args_str(t->specs, t->n, args, "egress")
+                                                                 : dm_tools_nested_egress_default(call);
         if (dm_policy_parse(egress, allow, dm_tools_caller_flags(call), &policy, &err) < 0)
                 return dm_tools_error(NULL, &err);
 
         files = dm_args_strv(args, "files");
         dirs = dm_args_strv(args, "directories");
-        nested = dm_args_bool(create_args, N(create_args), args, "nested");
+        nested = dm_args_bool(t->specs, t->n, args, "nested");
         struct dm_tools_nested_ask ask = {
                 .nested = nested,
                 .egress = &policy->mode,
@@ -221,14 +222,14 @@ static json_object *create_call(struct dm_call *call, json_object *args)
                 return dm_tools_error(NULL, &err);
         }
         struct dm_sandbox_create req = {
-                .image = dm_args_str(create_args, N(create_args), args, "image"),
+                .image = dm_args_str(t->specs, t->n, args, "image"),
                 .egress = egress,
                 .allow = allow,
                 .policy = policy,
                 .files = files,
                 .dirs = dirs,
                 .env = (const char *const *)env,
-                .ttl_s = dm_args_int(create_args, N(create_args), args, "ttl_seconds"),
+                .ttl_s = dm_args_int(t->specs, t->n, args, "ttl_seconds"),
                 .principal = dm_call_principal(call),
                 .nested = nested,
                 .on_message = create_message,
@@ -336,6 +337,7 @@ static json_object *exec_call(struct dm_call *call, json_object *args)
 
 static json_object *upload_call(struct dm_call *call, json_object *args)
 {
+        const struct dm_args_table *t = dm_call_tool(call)->data;
         struct dm_context *ctx = dm_call_context(call);
         struct dm_error err = { 0 };
         struct dm_sandbox sb;
@@ -346,10 +348,10 @@ static json_object *upload_call(struct dm_call *call, json_object *args)
         size_t len = 0;
         int r;
 
-        if (dm_args_check(upload_args, N(upload_args), args, &err) < 0)
+        if (dm_args_check(t->specs, t->n, args, &err) < 0)
                 return dm_tools_error(DM_TOOLS_ARGS, &err);
-        src = dm_args_str(upload_args, N(upload_args), args, "src");
-        content = dm_args_str(upload_args, N(upload_args), args, "content");
+        src = dm_args_str(t->specs, t->n, args, "src");
+        content = dm_args_str(t->specs, t->n, args, "content");
         if (!src == !content) {
                 dm_error_set(&err, -EINVAL,
                              "give either 'src' (a host path) or 'content' (the file's bytes, base64), "
@@ -373,16 +375,15 @@ static json_object *upload_call(struct dm_call *call, json_object *args)
                         return dm_tools_error(r == -ENOMEM ? NULL : DM_TOOLS_ARGS, &err);
                 }
         }
-        if (get_own(call, dm_args_str(upload_args, N(upload_args), args, "sandbox_id"), &sb, &err) < 0)
+        if (get_own(call, dm_args_str(t->specs, t->n, args, "sandbox_id"), &sb, &err) < 0)
                 return dm_tools_error(NULL, &err);
-        dst = dm_args_str(upload_args, N(upload_args), args, "dst");
+        dst = dm_args_str(t->specs, t->n, args, "dst");
         r = data ? dm_transfer_upload_bytes(ctx, &sb, data, len, dst, ctx->cfg.transfer_max, &bytes, &err)
                  : dm_transfer_upload(ctx, &sb, src, dst, ctx->cfg.transfer_max, &bytes, &err);
         if (r < 0)
                 return dm_tools_error("sandbox_upload", &err);
         out = json_object_new_object();
-        json_object_object_add(out, "sandbox_path",
-                               json_object_new_string(dm_args_str(upload_args, N(upload_args), args, "dst")));
+        json_object_object_add(out, "sandbox_path", json_object_new_string(dm_args_str(t->specs, t->n, args, "dst")));
         json_object_object_add(out, "bytes", json_object_new_int64(bytes));
         return dm_tool_result_ok(out);
 }
@@ -529,17 +530,23 @@ static const struct dm_tool sandbox_tools[] = {
           .handler = list_call },
 };
 
-void dm_tools_sandbox_register(struct dm_registry *reg)
+void dm_tools_sandbox_register(struct dm_registry *reg, const struct dm_args_facts *f)
 {
         struct dm_tool t[N(sandbox_tools)];
-
-        memcpy(t, sandbox_tools, sizeof(t));
         /* create and upload follow this server's facts. */
-        dm_args_tailor(create_args, N(create_args), true);
-        dm_args_tailor(upload_args, N(upload_args), false);
-        t[0].input_schema = dm_registry_own(reg, dm_args_schema(create_args, N(create_args)));
+        struct dm_args_table *create = dm_registry_own(reg, dm_args_tailor(f, create_args, N(create_args), true)),
+                             *upload = dm_registry_own(reg, dm_args_tailor(f, upload_args, N(upload_args), false));
+
+        if (!create || !upload) {
+                log_error("out of memory: the sandbox tools left out");
+                return;
+        }
+        memcpy(t, sandbox_tools, sizeof(t));
+        t[0].input_schema = dm_registry_own(reg, dm_args_schema(create->specs, create->n));
+        t[0].data = create;
         t[1].input_schema = dm_registry_own(reg, dm_args_schema(exec_args, N(exec_args)));
-        t[2].input_schema = dm_registry_own(reg, dm_args_schema(upload_args, N(upload_args)));
+        t[2].input_schema = dm_registry_own(reg, dm_args_schema(upload->specs, upload->n));
+        t[2].data = upload;
         t[3].input_schema = dm_registry_own(reg, dm_args_schema(download_args, N(download_args)));
         t[4].input_schema = dm_registry_own(reg, dm_args_schema(id_args, N(id_args)));
         t[5].input_schema = dm_registry_own(reg, dm_args_schema(list_args, 0));

@@ -23,7 +23,7 @@
 #define MAX_INPUTS 64
 #define MAX_ENV 256
 
-static struct dm_arg_spec script_args[] = {
+static const struct dm_arg_spec script_args[] = {
         { .name = "command",
           .type = DM_ARG_STRING,
           .required = true,
@@ -187,8 +187,8 @@ static int on_output(void *userdata, int stream, const char *data, size_t len)
 
 /* Runs the (already checked) arguments; returns the structured result, or
  * NULL with *ret_r set (-ECANCELED for a cancel) and err filled. */
-static json_object *run_script(struct dm_context *ctx, json_object *args, struct dm_cancel *cancel, struct sink *sink,
-                               int *ret_r, struct dm_error *err)
+static json_object *run_script(struct dm_context *ctx, const struct dm_args_table *t, json_object *args,
+                               struct dm_cancel *cancel, struct sink *sink, int *ret_r, struct dm_error *err)
 {
         struct dm_run_result res;
         _cleanup_free_ const char **files = dm_args_strv(args, "files"), **dirs = dm_args_strv(args, "directories");
@@ -205,7 +205,7 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
         }
         /* Not named: package-managers where this server can do it. */
         r = dm_policy_parse(json_object_object_get_ex(args, "egress", NULL)
-                                    ? dm_args_str(script_args, N_ARGS, args, "egress")
+                                    ? dm_args_str(t->specs, t->n, args, "egress")
                                     : dm_egress_default(ctx),
                             allow, ctx->cfg.allow_caller_egress ? DM_POLICY_CALLER_ALLOWED : 0, &policy, err);
         if (r < 0) {
@@ -214,12 +214,12 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
                 return NULL;
         }
         struct dm_run_request req = {
-                .image = dm_args_str(script_args, N_ARGS, args, "image"),
-                .command = dm_args_str(script_args, N_ARGS, args, "command"),
+                .image = dm_args_str(t->specs, t->n, args, "image"),
+                .command = dm_args_str(t->specs, t->n, args, "command"),
                 .files = files,
                 .dirs = dirs,
                 .env = (const char *const *)env,
-                .timeout_s = dm_args_int(script_args, N_ARGS, args, "timeout_seconds"),
+                .timeout_s = dm_args_int(t->specs, t->n, args, "timeout_seconds"),
                 .policy = policy,
                 .cancel = cancel,
                 .on_output = on_output,
@@ -231,7 +231,7 @@ static json_object *run_script(struct dm_context *ctx, json_object *args, struct
         };
         struct dm_tools_nested_run nested = { .ctx = ctx, .maker = req.principal, .egress = policy->mode };
 
-        if (dm_args_bool(script_args, N_ARGS, args, "nested")) {
+        if (dm_args_bool(t->specs, t->n, args, "nested")) {
                 req.on_started = dm_tools_nested_run_started;
                 req.started_userdata = &nested;
         }
@@ -264,14 +264,15 @@ static json_object *script_work(struct dm_context *ctx, json_object *args, void 
 {
         struct sink sink = { .job = job };
 
-        (void)arg;
-        return run_script(ctx, args, cancel, &sink, ret_r, err);
+        /* arg: the calling server's table (its registry outlives the jobs). */
+        return run_script(ctx, arg, args, cancel, &sink, ret_r, err);
 }
 
 /* ---- the tool -------------------------------------------------------------------- */
 
 static json_object *script_call(struct dm_call *call, json_object *args)
 {
+        const struct dm_args_table *t = dm_call_tool(call)->data;
         struct dm_error err = { 0 };
         struct sink sink = { .call = call };
         enum dm_egress egress;
@@ -279,7 +280,7 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         json_object *out;
         int r;
 
-        if (dm_args_check(script_args, N_ARGS, args, &err) < 0)
+        if (dm_args_check(t->specs, t->n, args, &err) < 0)
                 return dm_tools_error(DM_TOOLS_ARGS, &err);
         /* From inside a nested sandbox the default is no wider than its own
          * egress; written into the arguments, so a background job runs with
@@ -287,14 +288,14 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         if (!json_object_object_get_ex(args, "egress", NULL) && dm_principal_depth(dm_call_principal(call)) > 0)
                 json_object_object_add(args, "egress", json_object_new_string(dm_tools_nested_egress_default(call)));
         allow = dm_args_strv(args, "allow");
-        if (dm_policy_parse_mode(dm_args_str(script_args, N_ARGS, args, "egress"), allow, dm_tools_caller_flags(call),
+        if (dm_policy_parse_mode(dm_args_str(t->specs, t->n, args, "egress"), allow, dm_tools_caller_flags(call),
                                  &egress, &err) < 0)
                 return dm_tools_error(NULL, &err);
         {
                 _cleanup_free_ const char **files = dm_args_strv(args, "files"),
                                           **dirs = dm_args_strv(args, "directories");
                 struct dm_tools_nested_ask ask = {
-                        .nested = dm_args_bool(script_args, N_ARGS, args, "nested"),
+                        .nested = dm_args_bool(t->specs, t->n, args, "nested"),
                         .egress = &egress,
                         .has_allow = allow && allow[0],
                         .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
@@ -303,10 +304,10 @@ static json_object *script_call(struct dm_call *call, json_object *args)
                 if (dm_tools_nested_check(call, &ask, &err) < 0)
                         return dm_tools_error(NULL, &err);
         }
-        if (dm_args_bool(script_args, N_ARGS, args, "background"))
-                return dm_tools_start_background(call, "sandbox_script", args, script_work, NULL);
+        if (dm_args_bool(t->specs, t->n, args, "background"))
+                return dm_tools_start_background(call, "sandbox_script", args, script_work, (void *)t);
 
-        out = run_script(dm_call_context(call), args, dm_call_cancel(call), &sink, &r, &err);
+        out = run_script(dm_call_context(call), t, args, dm_call_cancel(call), &sink, &r, &err);
         if (r == -ECANCELED)
                 return NULL;
         if (!out)
@@ -335,12 +336,16 @@ static const struct dm_tool script_tools[] = {
         },
 };
 
-void dm_tools_script_register(struct dm_registry *reg)
+void dm_tools_script_register(struct dm_registry *reg, const struct dm_args_facts *f)
 {
         struct dm_tool t = script_tools[0];
+        struct dm_args_table *args = dm_registry_own(reg, dm_args_tailor(f, script_args, N_ARGS, true));
 
-        /* Built on every registration: the facts are this server's. */
-        dm_args_tailor(script_args, N_ARGS, true);
-        t.input_schema = dm_registry_own(reg, dm_args_schema(script_args, N_ARGS));
+        if (!args) {
+                log_error("out of memory: sandbox_script left out");
+                return;
+        }
+        t.input_schema = dm_registry_own(reg, dm_args_schema(args->specs, args->n));
+        t.data = args;
         dm_registry_add(reg, &t, 1);
 }

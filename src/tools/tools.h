@@ -37,12 +37,15 @@ static inline unsigned dm_tools_caller_flags(struct dm_call *call)
  * skills. NULL when out of memory. */
 struct dm_mcp_server *dm_tools_server_new(struct dm_context *ctx, struct dm_registry *registry);
 
-/* Each family adds its tools to reg; the schemas and descriptions it builds
- * (from the facts, dm_tools_configure) are reg's own strings. */
-void dm_tools_script_register(struct dm_registry *reg);
+/* Each family adds its tools to reg. What it builds from the facts f (the
+ * schemas, descriptions, and the argument tables its handlers check calls
+ * against, which a tool finds as its data) is reg's own, freed with it; f
+ * is only read while registering. */
+struct dm_args_facts;
+void dm_tools_script_register(struct dm_registry *reg, const struct dm_args_facts *f);
 void dm_tools_jobs_register(struct dm_registry *reg);
-void dm_tools_sandbox_register(struct dm_registry *reg);
-void dm_tools_agent_register(struct dm_registry *reg);
+void dm_tools_sandbox_register(struct dm_registry *reg, const struct dm_args_facts *f);
+void dm_tools_agent_register(struct dm_registry *reg, const struct dm_args_facts *f);
 void dm_tools_report_register(struct dm_registry *reg);
 
 /* The one way a failed call becomes a tool result (isError: true, one
@@ -93,11 +96,12 @@ typedef json_object *(*dm_tools_job_work)(struct dm_context *ctx, json_object *a
 json_object *dm_tools_start_background(struct dm_call *call, const char *tool, json_object *args,
                                        dm_tools_job_work work, void *arg);
 
-/* Reads what this server permits (egress default, caller egress, allowed
- * roots) and writes the initialize instructions into reg; before the
- * families register into reg, whose schemas say it. ctx NULL: nothing
- * permitted. The facts are the process's (dm_args_set_facts): the argument
- * tables calls are checked against follow the last configuration. */
+/* Reads what ctx's server permits (egress default, caller egress, allowed
+ * roots, images, login files), writes the initialize instructions into reg
+ * and registers every family into reg (dm_tools_register_all), whose
+ * schemas say it and whose handlers check calls by it. ctx NULL: nothing
+ * permitted. The facts are reg's alone: another registry of the process,
+ * configured from another context, keeps its own. */
 void dm_tools_configure(struct dm_context *ctx, struct dm_registry *reg);
 
 /* ---- nested sandboxes (nested.c) ---- */
@@ -165,7 +169,7 @@ void dm_tools_nested_release(struct dm_context *ctx);
  * to stop on. Then starts or reaches each server and registers, visible to
  * nested callers only, its tools that are on the file's list and annotated
  * readOnlyHint, as host__<server>__<tool>; a server that fails is logged
- * and offers nothing. After dm_tools_register_all (tools/list order). */
+ * and offers nothing. After dm_tools_configure (tools/list order). */
 int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_registry *reg, struct dm_error *err);
 /* Ends the servers' sessions (stdio children stopped and reaped, HTTP
  * sessions deleted), after the MCP server is freed and before
@@ -176,11 +180,11 @@ void dm_tools_hostmcp_release(struct dm_context *ctx);
 void dm_tools_hostmcp_report(struct dm_context *ctx, int *problems);
 
 /* All families, in the order tools/list shows them. */
-static inline void dm_tools_register_all(struct dm_registry *reg)
+static inline void dm_tools_register_all(struct dm_registry *reg, const struct dm_args_facts *f)
 {
-        dm_tools_script_register(reg);
-        dm_tools_sandbox_register(reg);
-        dm_tools_agent_register(reg);
+        dm_tools_script_register(reg, f);
+        dm_tools_sandbox_register(reg, f);
+        dm_tools_agent_register(reg, f);
         dm_tools_jobs_register(reg);
         dm_tools_report_register(reg);
 }

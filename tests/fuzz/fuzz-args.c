@@ -93,7 +93,7 @@ static void setup(void)
 
         reg = dm_registry_new();
         FUZZ_CHECK(reg);
-        dm_tools_register_all(reg);
+        dm_tools_configure(NULL, reg);
         n_tables = dm_registry_count(reg);
         FUZZ_CHECK(n_tables > 0 && n_tables <= sizeof(tables) / sizeof(tables[0]));
         for (size_t i = 0; i < n_tables; i++)

@@ -99,7 +99,7 @@ static void setup(void)
         real = dm_registry_new();
         served = dm_registry_new();
         FUZZ_CHECK(real && served);
-        dm_tools_register_all(real);
+        dm_tools_configure(NULL, real);
         n = dm_registry_count(real);
         FUZZ_CHECK(n > 0 && n <= sizeof(tools) / sizeof(tools[0]));
         for (size_t i = 0; i < n; i++) {
