@@ -269,7 +269,7 @@ int shim_filter_build(struct sock_fprog *ret)
 
         if (!ctx)
                 return -ENOMEM;
-        /* The child sets no_new_privs itself right before loading. */
+        /* shim_filter_install sets no_new_privs itself right before loading. */
         r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
         /* Only the native ABI. A 64-bit x86 process can also make 32-bit
          * (int 0x80) and x32 system calls, whose compat code is a surface

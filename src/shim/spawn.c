@@ -34,7 +34,7 @@ void shim_spawn_set_base_env(char **environ_copy)
         base_env = environ_copy;
 }
 
-enum stage { STAGE_RLIMIT = 1, STAGE_CHDIR, STAGE_FILTER, STAGE_STDIO, STAGE_CWD_CHECK };
+enum stage { STAGE_RLIMIT = 1, STAGE_CHDIR, STAGE_STDIO, STAGE_CWD_CHECK };
 
 struct child_report {
         int stage;
@@ -146,8 +146,8 @@ static void report(int fd, enum stage stage, int err, int detail)
         _exit(125);
 }
 
-static void child(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter, int in_r, int out_w, int err_w,
-                  int rep_w, char *const envp[], const char *path)
+static void child(const struct dm_shim_exec_msg *m, int in_r, int out_w, int err_w, int rep_w, char *const envp[],
+                  const char *path)
 {
         struct sigaction dfl = { .sa_handler = SIG_DFL };
         sigset_t none;
@@ -182,12 +182,9 @@ static void child(const struct dm_shim_exec_msg *m, const struct sock_fprog *fil
         e = shim_check_cwd();
         if (e < 0)
                 report(rep_w, STAGE_CWD_CHECK, -e, 0);
-        /* Only 0-2 and the report pipe (close-on-exec) reach execve. */
+        /* Only 0-2 and the report pipe (close-on-exec) reach execve. The
+         * filter is in force already: inherited from the shim. */
         shim_close_inherited(rep_w);
-        /* Last before execve: from here on the command's rules apply. */
-        e = shim_filter_install(filter);
-        if (e < 0)
-                report(rep_w, STAGE_FILTER, -e, 0);
 
         e = exec_search(m->argv[0], (char *const *)m->argv, envp, path);
         dprintf(2, "demesne-shim: cannot run '%s': %s\n", m->argv[0], strerror(e));
@@ -227,8 +224,7 @@ static void cwd_refused(const char *cwd, int e, char *msg, size_t msg_len)
                 snprintf(msg, msg_len, "cannot examine the working directory '%s': %s", dir, strerror(e));
 }
 
-int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter, struct shim_child *ret, char *msg,
-               size_t msg_len)
+int shim_spawn(const struct dm_shim_exec_msg *m, struct shim_child *ret, char *msg, size_t msg_len)
 {
         /* in[2], out[2], err[2], rep[2] */
         int fds[8] = { -1, -1, -1, -1, -1, -1, -1, -1 };
@@ -271,7 +267,7 @@ int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter
                 goto fail;
         }
         if (pid == 0)
-                child(m, filter, fds[0], fds[3], fds[5], fds[7], envp, path);
+                child(m, fds[0], fds[3], fds[5], fds[7], envp, path);
         /* Also here, so a KILL that arrives before the child ran setpgid
          * still finds the group. */
         setpgid(pid, pid);
@@ -301,9 +297,6 @@ int shim_spawn(const struct dm_shim_exec_msg *m, const struct sock_fprog *filter
                         snprintf(msg, msg_len, "cannot set resource limit %d: %s", rep.detail, strerror(rep.err));
                         break;
                 case STAGE_CWD_CHECK: cwd_refused(m->cwd, rep.err, msg, msg_len); break;
-                case STAGE_FILTER:
-                        snprintf(msg, msg_len, "cannot install the seccomp filter: %s", strerror(rep.err));
-                        break;
                 default: snprintf(msg, msg_len, "cannot set up the command's stdio: %s", strerror(rep.err)); break;
                 }
                 goto fail;

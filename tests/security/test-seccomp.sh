@@ -44,6 +44,15 @@ done
 [ "$rc" = 0 ]; ok $? "the probe found no hole (exit $rc)"
 [ -n "$run" ] && left_behind "$run"; ok $? "nothing left of the probe's run"
 
+# The shim loads the filter on itself once; commands inherit it. So PID 1
+# runs under every filter a command does (before, it ran under the
+# engine's alone: 1 against 3), and no process of the container runs
+# without demesne's.
+run -- bash -c 'sed -n "s/^Seccomp_filters:[[:space:]]*//p" /proc/1/status /proc/self/status | tr "\n" " "'
+read -r pid1 self <"$tmp/out.txt"
+[ "$rc" = 0 ] && [ -n "$pid1" ] && [ "$pid1" = "$self" ] && [ "$self" -ge 2 ]
+ok $? "PID 1 (demesne-shim) runs under the filters its commands do ($pid1 and $self)"
+
 run -- unshare -Ur true
 [ "$rc" != 0 ] && grep -q "Operation not permitted" "$tmp/err.txt"; ok $? "\`unshare -Ur\` is refused (exit $rc)"
 [ -n "$run" ] && left_behind "$run"; ok $? "nothing left of the unshare run"
