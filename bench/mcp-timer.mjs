@@ -34,7 +34,10 @@
 // connect (server start, server/discover probe or initialize) is not counted.
 //
 // Environment: DEMESNE (absolute path of the binary, required),
-// DEMESNE_OUTPUT_ROOT (default: a fresh temp dir, removed at exit).
+// DEMESNE_OUTPUT_ROOT (default: a fresh temp dir, removed at exit),
+// DEMESNE_SHIM_PATH (default: the build tree's shim beside DEMESNE,
+// src/shim/demesne-shim, when there is one; a build-tree binary would
+// otherwise take an installed shim first, and measure that one).
 
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -91,6 +94,11 @@ const load = (spec) => import(pathToFileURL(requireFromE2E.resolve(spec)).href);
 const { Client } = await load('@modelcontextprotocol/client');
 const { StdioClientTransport } = await load('@modelcontextprotocol/client/stdio');
 
+// The shim built with this binary, not an installed one (demesne looks in
+// pkglibexecdir before its build tree).
+const builtShim = path.join(path.dirname(DEMESNE), 'shim', 'demesne-shim');
+const shimEnv = process.env.DEMESNE_SHIM_PATH || !fs.existsSync(builtShim) ? {} : { DEMESNE_SHIM_PATH: builtShim };
+
 let ownOutputRoot;
 let outputRoot = process.env.DEMESNE_OUTPUT_ROOT;
 if (!outputRoot) {
@@ -106,7 +114,7 @@ const transport = new StdioClientTransport({
   command: DEMESNE,
   // BENCH_SERVE_ARGS: more arguments for `demesne serve` (e.g. --log-level debug --log-file F).
   args: ['serve', ...(process.env.BENCH_SERVE_ARGS ?? '').split(' ').filter(Boolean)],
-  env: { ...process.env, DEMESNE_OUTPUT_ROOT: outputRoot },
+  env: { ...process.env, ...shimEnv, DEMESNE_OUTPUT_ROOT: outputRoot },
   stderr: 'inherit',
 });
 
