@@ -368,6 +368,7 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
                 pthread_cond_init(&ctx->quiet_cond, &ca);
                 pthread_condattr_destroy(&ca);
         }
+        pthread_mutex_init(&ctx->destroy_lock, NULL);
         pthread_mutex_init(&ctx->ttl_lock, NULL);
         pthread_cond_init(&ctx->ttl_cond, NULL);
         r = pthread_create(&ctx->reaper, NULL, reaper_main, ctx);
@@ -527,6 +528,7 @@ void dm_context_release(struct dm_context *ctx)
         pthread_mutex_destroy(&ctx->shim_lock);
         pthread_cond_destroy(&ctx->shim_changed);
         pthread_mutex_destroy(&ctx->egress_lock);
+        pthread_mutex_destroy(&ctx->destroy_lock);
         pthread_mutex_destroy(&ctx->ttl_lock);
         pthread_cond_destroy(&ctx->ttl_cond);
         if (ctx->backend)

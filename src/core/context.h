@@ -29,6 +29,7 @@
 
 struct dm_reap_item;
 struct dm_sandbox_shim;
+struct dm_destroying;
 struct dm_pool;
 struct dm_resources;
 struct dm_proxy;
@@ -73,6 +74,11 @@ struct dm_context {
         pthread_mutex_t shim_lock;     /* guards shims */
         pthread_cond_t shim_changed;   /* an adoption of a shim ended (src/core/sandbox.c) */
         struct dm_sandbox_shim *shims; /* persistent sandboxes' shim sockets (src/core/sandbox.c) */
+
+        /* Sandboxes whose destroy is under way (src/core/sandbox.c): a
+         * stopped container is not started again while it is removed. */
+        pthread_mutex_t destroy_lock;
+        struct dm_destroying *destroying;
 
         pthread_mutex_t ttl_lock; /* guards the TTL reaper's fields (src/core/sandbox.c) */
         pthread_cond_t ttl_cond;

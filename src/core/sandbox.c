@@ -742,6 +742,48 @@ static int not_theirs(const char *id, struct dm_error *err)
                             id);
 }
 
+/* The sandboxes this server is destroying. A call that finds one's
+ * container stopped would start it again (dm_sandbox_get), and Podman,
+ * between its kill and its removal, starts it and then drops it from its
+ * records with its processes still running: a sandbox_list during a
+ * sweep's or the TTL reaper's destroy left the container's conmon and
+ * shim behind on rootless Podman. So a destroy is announced before the
+ * engine is asked, and a start happens only while no destroy of that
+ * sandbox is under way, under the same lock. */
+struct dm_destroying {
+        char id[DM_SANDBOX_ID_LEN];
+        struct dm_destroying *next;
+};
+
+static bool destroying_locked(struct dm_context *ctx, const char *id)
+{
+        for (struct dm_destroying *d = ctx->destroying; d; d = d->next)
+                if (strcmp(d->id, id) == 0)
+                        return true;
+        return false;
+}
+
+/* Waits for a start of id under way, then marks it. */
+static void destroy_begin(struct dm_context *ctx, struct dm_destroying *d, const char *id)
+{
+        snprintf(d->id, sizeof(d->id), "%s", id);
+        pthread_mutex_lock(&ctx->destroy_lock);
+        d->next = ctx->destroying;
+        ctx->destroying = d;
+        pthread_mutex_unlock(&ctx->destroy_lock);
+}
+
+static void destroy_end(struct dm_context *ctx, struct dm_destroying *d)
+{
+        pthread_mutex_lock(&ctx->destroy_lock);
+        for (struct dm_destroying **p = &ctx->destroying; *p; p = &(*p)->next)
+                if (*p == d) {
+                        *p = d->next;
+                        break;
+                }
+        pthread_mutex_unlock(&ctx->destroy_lock);
+}
+
 int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal, struct dm_sandbox *sb,
                    struct dm_error *err)
 {
@@ -778,11 +820,18 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
         if (r < 0)
                 return r;
         if (!info.running) {
+                pthread_mutex_lock(&ctx->destroy_lock);
+                if (destroying_locked(ctx, id)) {
+                        pthread_mutex_unlock(&ctx->destroy_lock);
+                        dm_container_info_release(&info);
+                        return dm_error_set(err, -ENOENT, "unknown sandbox '%s': it is being destroyed", id);
+                }
                 /* Stopped by an engine restart, say: bring it back, state intact. */
                 log_info("sandbox %s was stopped; starting it again", id);
                 /* Its new shim has a new pid: take the socket anew. */
                 shim_forget(ctx, id);
                 r = b->ops->start(b, sb->container, err);
+                pthread_mutex_unlock(&ctx->destroy_lock);
                 /* Its host inputs were staged for its first start only. */
                 if (r < 0)
                         dm_error_wrap(err,
@@ -1027,6 +1076,7 @@ void dm_sandbox_exec_result_release(struct dm_sandbox_exec_result *r)
 
 int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *err)
 {
+        struct dm_destroying mark;
         struct dm_sandbox sb;
         struct dm_backend *b;
         int r;
@@ -1035,8 +1085,11 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
         if (r < 0)
                 return r;
         r = dm_context_backend(ctx, &b, err);
-        if (r >= 0)
+        if (r >= 0) {
+                destroy_begin(ctx, &mark, id);
                 r = b->ops->destroy(b, sb.container, err);
+                destroy_end(ctx, &mark);
+        }
         if (r < 0)
                 return dm_error_wrap(err, "destroy sandbox '%s'", id);
         shim_forget(ctx, id);

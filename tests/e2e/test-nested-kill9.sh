@@ -38,6 +38,16 @@ exists() {
 		list=$(podman ps -a --format json --filter "label=demesne.sandbox=$1" 2>/dev/null) || return 2
 	[ "$(jq length <<<"$list")" -gt 0 ]
 }
+# The PIDs of the conmon processes (not zombies) that keep the containers
+# of sandboxes $@ (conmon -n <name>; a sandbox's container has its id as
+# name): the engine can drop a container from its records and leave its
+# processes running.
+conmons_of() {
+	local s
+	for s in "$@"; do
+		ps -eo pid=,stat=,args= | awk -v n="-n $s" '$2 !~ /^Z/ && $3 ~ /conmon$/ && index($0, n " ") { print $1 }'
+	done
+}
 # The host side of sandbox $1's veth, from its record ("" without one).
 veth_of() { jq -r '.net.ifname // empty' "$DEMESNE_OUTPUT_ROOT/.sandboxes/$1.json" 2>/dev/null; }
 
@@ -69,6 +79,10 @@ tap $(exists "$a" && exists "$child" && exists "$grand" && [ -n "$job_ctr" ]; ec
 mcp_call sandbox_exec "$(jq -cn --arg id "$a" '{sandbox_id: $id, command: "printf %s \"$DEMESNE_MCP_TOKEN\""}')"
 old_token=$(field stdout)
 veths="$(veth_of "$a") $(veth_of "$child") $(veth_of "$grand")"
+pids=$(conmons_of "$child" "$grand" | tr '\n' ' ')
+# Podman keeps each container with a conmon; another engine, none.
+want=0
+[ -n "$(conmons_of "$a")" ] && want=2
 diag "veths: $veths"
 
 # 5: kill -9.
@@ -84,7 +98,16 @@ for _ in $(seq 100); do
 	! exists "$child" && ! exists "$grand" && [ -z "$(containers_left "$DEMESNE_OUTPUT_ROOT")" ] && break
 	sleep 0.5
 done
-tap $(! exists "$child" && ! exists "$grand"; echo $?) "the child and the grandchild are destroyed by the sweep"
+# A sandbox_list while the sweep destroys: the list must not start a
+# container the sweep has stopped and is removing (Podman then drops it
+# from its records with its shim still running).
+for _ in $(seq 20); do
+	live=$(conmons_of "$child" "$grand" | tr '\n' ' ')
+	[ -z "$live" ] && break
+	sleep 0.5
+done
+tap $(! exists "$child" && ! exists "$grand" && [ -z "$live" ] && [ "$(wc -w <<<"$pids")" = $want ]; echo $?) \
+	"the child and the grandchild are destroyed by the sweep, their processes too (conmon $pids${live:+; still running: $live})"
 left=$(containers_left "$DEMESNE_OUTPUT_ROOT")
 tap $([ -z "$left" ]; echo $?) "the background job's container is gone${left:+: $left}"
 stray=
@@ -118,8 +141,10 @@ tap $(! exists "$a"; echo $?) "the top sandbox is destroyed"
 mcp_stop
 left=$(containers_left "$DEMESNE_OUTPUT_ROOT")
 for s in "$a" "$child" "$grand"; do exists "$s" && left="$left $s"; done
+live=$(conmons_of "$a" "$child" "$grand" | tr '\n' ' ')
+[ -n "$live" ] && left="$left conmon ${live% }"
 for v in $veths; do ip link show "$v" >/dev/null 2>&1 && left="$left $v"; done
 tap $([ -z "$left" ] && [ -z "$(ls "$DEMESNE_OUTPUT_ROOT/.sandboxes/"*.json 2>/dev/null)" ]; echo $?) \
-	"nothing is left: no container, veth or sandbox record${left:+:$left}"
+	"nothing is left: no container, process, veth or sandbox record${left:+:$left}"
 
 nested_done
