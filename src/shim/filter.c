@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* The seccomp filter every command runs under. It stacks on the engine's
- * own profile (filters combine: the strictest answer wins) and closes what
- * that profile leaves open to a root process without capabilities: user
- * namespaces (`unshare -r` works under Podman's default profile, and inside
- * one a process holds every capability again), ptrace of its siblings, the
- * kernel keyring, BPF, io_uring, file handles, the mount APIs, setuid and
- * setgid modes, and every ABI but the native one. Without the engine's
- * profile (an engine run unconfined) it still denies all Docker's default
- * profile denies. docs/explanation/seccomp.md compares the two. */
+/* The seccomp filter every process of a container runs under: the shim
+ * installs it on itself first thing and its commands inherit it. It is the
+ * only one (the engine is asked for no profile of its own, which would
+ * cost each start about 20 ms and add nothing): it denies everything
+ * Docker's default profile denies to a root without capabilities, calls
+ * newer than it knows included, and closes what that profile leaves open:
+ * user namespaces (`unshare -r` works under Podman's default profile, and
+ * inside one a process holds every capability again), ptrace of its
+ * siblings, setuid and setgid modes, and every ABI but the native one.
+ * docs/explanation/seccomp.md compares the two. */
 #include "config.h"
 
 #include <errno.h>
@@ -53,6 +54,9 @@ static const char *const denied[] = {
         "process_madvise",
         "kcmp",
         "pidfd_getfd",
+        /* pages of its memory spliced into a pipe (Podman's profile denies
+         * it, Docker's allows it; programs fall back to write) */
+        "vmsplice",
         /* kernel keyring, BPF, perf, userfaultfd, io_uring (its own syscall
          * surface, reached without any of the calls above) */
         "keyctl",
@@ -120,6 +124,13 @@ static const int denied_nr[] = {
         459, 460, 461, /* lsm_get_self_attr, lsm_set_self_attr, lsm_list_modules: CAP_SYS_ADMIN in Docker */
         467,           /* open_tree_attr: the mount API */
 };
+
+/* Every call from this number on is newer than this filter (468 and 469
+ * are file_getattr and file_setattr, Linux 6.17). Docker's allowlist denies
+ * what it does not know; so does this, with ENOSYS, what a kernel without
+ * the call answers, so that a program takes its fallback. The first
+ * instructions of the pre-filter below. */
+#define FIRST_UNKNOWN_NR 468
 #define NR_FCHMODAT2 452
 
 /* clone() may fork and make threads, but not enter new namespaces. (The
@@ -223,14 +234,18 @@ static int add_rules(scmp_filter_ctx ctx)
         return r;
 }
 
-/* personality() only with the values Docker allows: PER_LINUX (0),
- * PER_LINUX32 (8), either with UNAME26 (0x20000), and the query
- * 0xffffffff. The others turn address randomisation off
- * (ADDR_NO_RANDOMIZE), map page zero (MMAP_PAGE_ZERO) or make every
- * readable mapping executable (READ_IMPLIES_EXEC). libseccomp cannot say
- * "none of these values" with an ALLOW default, so this is a second,
- * hand-written filter; the kernel runs both and takes the stricter answer.
- * The kernel reads the argument as an unsigned int: so does this. */
+/* The pre-filter, hand-written classic BPF loaded just before the main
+ * one (the kernel runs both and takes the stricter answer), for what
+ * libseccomp cannot say under an ALLOW default:
+ * - calls numbered FIRST_UNKNOWN_NR and up fail with ENOSYS (a range; an
+ *   x32 number, with __X32_SYSCALL_BIT, falls here too, as in the main
+ *   filter);
+ * - personality() only with the values Docker allows: PER_LINUX (0),
+ *   PER_LINUX32 (8), either with UNAME26 (0x20000), and the query
+ *   0xffffffff. The others turn address randomisation off
+ *   (ADDR_NO_RANDOMIZE), map page zero (MMAP_PAGE_ZERO) or make every
+ *   readable mapping executable (READ_IMPLIES_EXEC). The kernel reads the
+ *   argument as an unsigned int: so does this. */
 #if defined(__x86_64__)
 #define NATIVE_AUDIT_ARCH AUDIT_ARCH_X86_64
 #elif defined(__aarch64__)
@@ -243,20 +258,22 @@ static int add_rules(scmp_filter_ctx ctx)
 #endif
 
 #ifdef NATIVE_AUDIT_ARCH
-static struct sock_filter personality_insns[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+static struct sock_filter pre_insns[] = {
+        /* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
         /* Other ABIs: the main filter refuses them altogether. */
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 0, 8),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_personality, 0, 6),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG0_LO),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0, 4, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x8, 3, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x20000, 2, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x20008, 1, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffffffff, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 0, 9),
+        /* 2 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        /* 3 */ BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, FIRST_UNKNOWN_NR, 9, 0),
+        /* 4 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_personality, 0, 6),
+        /* 5 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG0_LO),
+        /* 6 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0, 4, 0),
+        /* 7 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x8, 3, 0),
+        /* 8 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x20000, 2, 0),
+        /* 9 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x20008, 1, 0),
+        /* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffffffff, 0, 1),
+        /* 11 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        /* 12 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        /* 13 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
 };
 #endif
 
@@ -329,12 +346,12 @@ int shim_filter_install(const struct sock_fprog *prog)
                 return -errno;
 #ifdef NATIVE_AUDIT_ARCH
         {
-                struct sock_fprog pers = {
-                        .len = sizeof(personality_insns) / sizeof(personality_insns[0]),
-                        .filter = personality_insns,
+                struct sock_fprog pre = {
+                        .len = sizeof(pre_insns) / sizeof(pre_insns[0]),
+                        .filter = pre_insns,
                 };
 
-                if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &pers) < 0)
+                if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &pre) < 0)
                         return -errno;
         }
 #endif

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,6 +101,37 @@ int main(void)
                 r = syscall(425 /* io_uring_setup */, 4, params);
                 report("io_uring_setup", r < 0, "ret", r);
         }
+        /* Calls newer than the filter (468 file_getattr and 469
+         * file_setattr exist from Linux 6.17; the kernel here runs them):
+         * ENOSYS, as Docker's allowlist refuses what it does not know. */
+        {
+                struct {
+                        uint64_t a, b, c, d, e;
+                } attr = { 0 };
+
+                r = syscall(468 /* file_getattr */, AT_FDCWD, "/", &attr, sizeof(attr), 0);
+                report("newer-468-enosys", r < 0 && errno == ENOSYS, "errno", (long)errno);
+                r = syscall(469 /* file_setattr */, AT_FDCWD, "/tmp", &attr, sizeof(attr), 0);
+                report("newer-469-enosys", r < 0 && errno == ENOSYS, "errno", (long)errno);
+                r = syscall(1000);
+                report("newer-1000-enosys", r < 0 && errno == ENOSYS, "errno", (long)errno);
+        }
+        {
+                int p[2];
+                char byte = 'x';
+                struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+
+                if (pipe(p) < 0) {
+                        report("vmsplice-setup", 0, "errno", errno);
+                } else {
+                        r = syscall(SYS_vmsplice, p[1], &iov, 1, 0);
+                        report("vmsplice", r < 0 && errno == EPERM, "ret", r);
+                        close(p[0]);
+                        close(p[1]);
+                }
+        }
+        r = syscall(467 /* open_tree_attr */, AT_FDCWD, "/", 0, NULL, 0);
+        report("open_tree_attr", r < 0 && (errno == EPERM || errno == ENOSYS), "errno", (long)errno);
         r = syscall(SYS_personality, 0x0400000L /* READ_IMPLIES_EXEC */);
         report("personality-read-implies-exec", r < 0 && errno == EPERM, "ret", r);
         r = syscall(SYS_personality, 0xffffffffL);

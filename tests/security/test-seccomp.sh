@@ -38,7 +38,8 @@ sed 's/^/# /' "$tmp/out.txt"
 [ "$rc" = 0 ] || tail -n 8 "$tmp/err.txt" | sed 's/^/# stderr: /'
 for c in unshare-newuser x32-unshare i386-unshare clone3-enosys io_uring_setup personality-read-implies-exec \
 	personality-query-allowed proc1-mem proc1-fd-readlink proc1-fd-open proc1-environ no-inherited-fds \
-	chmod-4755 chmod-2755 fchmod-6755 fchmodat-4755 fchmodat2-2755 chmod-0755-allowed no-setid-bit; do
+	chmod-4755 chmod-2755 fchmod-6755 fchmodat-4755 fchmodat2-2755 chmod-0755-allowed no-setid-bit \
+	newer-468-enosys newer-469-enosys newer-1000-enosys open_tree_attr vmsplice; do
 	grep -qx "$c ok" "$tmp/out.txt"; ok $? "probe: $c"
 done
 [ "$rc" = 0 ]; ok $? "the probe found no hole (exit $rc)"
