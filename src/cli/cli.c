@@ -567,7 +567,10 @@ static void check_shim(const struct dm_context *ctx)
                       "engine's default profile only");
                 return;
         }
-        snprintf(detail, sizeof(detail), "on: every command runs under demesne-shim's seccomp filter ('%s')", bin);
+        snprintf(detail, sizeof(detail),
+                 "on: every command runs under demesne-shim's seccomp filter ('%s'), "
+                 "in place of the engine's default profile",
+                 bin);
         check(true, "seccomp (demesne-shim)", detail, NULL);
 }
 

@@ -184,6 +184,11 @@ int main(void)
         if (strstr(s, "FAIL") || !strstr(s, " ok\n"))
                 diag("probe: %s", s);
         free(s);
+        /* The engine applies no profile of its own under the shim: the
+         * command has demesne's two filters, put there by `--exec`. */
+        s = exec_out(sb, "sed -n 's/^Seccomp_filters:[[:space:]]*//p' /proc/self/status");
+        is_str(s, "2\n", "through the engine's exec API the command runs under demesne's 2 filters");
+        free(s);
         m = exec_in(sb, "pwd", "/proc/self/fd/7");
         ok(result_error_says(m, "which is refused: a path there can lead outside the sandbox"),
            "the engine-exec path refuses a /proc workdir before the runtime resolves it");
