@@ -130,46 +130,22 @@ static const char output_schema[] =
         "\"anyOf\":[{\"required\":[\"exit_code\",\"result\",\"output_dir\",\"run_id\",\"cost_usd\",\"usage\","
         "\"stderr\"]},{\"required\":[\"job_id\",\"status\"]}]}";
 
+/* An agent's progress counts bytes of its event stream. */
+#define AGENT_SINK(c, j)                                                                \
+        {                                                                               \
+                .call = (c), .job = (j), .doing = "agent running", .bytes_of = "events" \
+        }
+
 struct agent_call {
         bool research;
         const struct dm_args_table *t; /* the server's table for the tool */
         json_object *args;
-        struct dm_call *call; /* foreground */
-        struct dm_job *job;   /* background */
+        struct dm_tools_sink sink; /* the foreground call or the background job */
         /* What the tree may still spend, when it was read for the call
          * (foreground); a background job reads it when it starts. */
         bool tree_left_read;
         double tree_left_usd;
 };
-
-static void on_progress(void *userdata, int64_t elapsed_ms, uint64_t output_bytes)
-{
-        struct agent_call *a = userdata;
-        char msg[128];
-
-        if (!a->call)
-                return;
-        snprintf(msg, sizeof(msg), "agent running for %lld s, %llu bytes of events", (long long)(elapsed_ms / 1000),
-                 (unsigned long long)output_bytes);
-        dm_call_progress(a->call, (double)elapsed_ms / 1000.0, 0, msg);
-}
-
-static void on_message(void *userdata, const char *message)
-{
-        struct agent_call *a = userdata;
-
-        if (a->call)
-                dm_call_note(a->call, message);
-}
-
-static int on_output(void *userdata, int stream, const char *data, size_t len)
-{
-        struct agent_call *a = userdata;
-
-        if (a->job)
-                dm_job_add_output(a->job, stream, data, len);
-        return 0;
-}
 
 static json_object *result_json(const struct dm_agent_result *res)
 {
@@ -232,12 +208,12 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 .research = a->research,
                 .timeout_s = dm_args_int(specs, n, a->args, "timeout_seconds"),
                 .cancel = cancel,
-                .on_output = on_output,
-                .on_progress = on_progress,
-                .on_message = on_message,
-                .userdata = a,
-                .principal = a->call ? dm_call_principal(a->call) : dm_job_owner(a->job),
-                .job_id = a->job ? dm_job_id(a->job) : NULL,
+                .on_output = dm_tools_sink_output,
+                .on_progress = dm_tools_sink_progress,
+                .on_message = dm_tools_sink_message,
+                .userdata = &a->sink,
+                .principal = a->sink.call ? dm_call_principal(a->sink.call) : dm_job_owner(a->sink.job),
+                .job_id = a->sink.job ? dm_job_id(a->sink.job) : NULL,
         };
         /* What the tree may still spend, when it is made from inside one:
          * at the run's start (a background run waited in between; a
@@ -277,7 +253,7 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
 static json_object *agent_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
                                struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
-        struct agent_call a = { .t = arg, .args = args, .job = job };
+        struct agent_call a = { .t = arg, .args = args, .sink = AGENT_SINK(NULL, job) };
 
         return run_agent(ctx, &a, cancel, ret_r, err);
 }
@@ -285,7 +261,7 @@ static json_object *agent_work(struct dm_context *ctx, json_object *args, void *
 static json_object *research_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
                                   struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
-        struct agent_call a = { .research = true, .t = arg, .args = args, .job = job };
+        struct agent_call a = { .research = true, .t = arg, .args = args, .sink = AGENT_SINK(NULL, job) };
 
         return run_agent(ctx, &a, cancel, ret_r, err);
 }
@@ -297,7 +273,7 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
         const char *tool = research ? "sandbox_research" : "sandbox_agent";
         struct dm_error err = { 0 };
         const struct dm_args_table *t = dm_call_tool(call)->data;
-        struct agent_call a = { .research = research, .t = t, .args = args, .call = call };
+        struct agent_call a = { .research = research, .t = t, .args = args, .sink = AGENT_SINK(call, NULL) };
         enum dm_vendor provider;
         const char *model;
         size_t n = t->n;

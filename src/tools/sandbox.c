@@ -269,15 +269,6 @@ static int get_own(struct dm_call *call, const char *id, struct dm_sandbox *sb, 
         return 0;
 }
 
-static void exec_progress(void *userdata, int64_t elapsed_ms, uint64_t output_bytes)
-{
-        char msg[128];
-
-        snprintf(msg, sizeof(msg), "running for %lld s, %llu bytes of output", (long long)(elapsed_ms / 1000),
-                 (unsigned long long)output_bytes);
-        dm_call_progress(userdata, (double)elapsed_ms / 1000.0, 0, msg);
-}
-
 static json_object *exec_call(struct dm_call *call, json_object *args)
 {
         struct dm_context *ctx = dm_call_context(call);
@@ -307,6 +298,7 @@ static json_object *exec_call(struct dm_call *call, json_object *args)
                 return dm_tools_error(NULL, &err);
         in = dm_args_str(exec_args, N(exec_args), args, "stdin");
         env = dm_args_env(args, "env");
+        struct dm_tools_sink sink = { .call = call };
         struct dm_sandbox_exec req = {
                 .command = dm_args_str(exec_args, N(exec_args), args, "command"),
                 .env = (const char *const *)env,
@@ -316,8 +308,8 @@ static json_object *exec_call(struct dm_call *call, json_object *args)
                         in && json_object_object_get_ex(args, "stdin", &v) ? (size_t)json_object_get_string_len(v) : 0,
                 .timeout_s = dm_args_int(exec_args, N(exec_args), args, "timeout_seconds"),
                 .cancel = dm_call_cancel(call),
-                .on_progress = exec_progress,
-                .userdata = call,
+                .on_progress = dm_tools_sink_progress,
+                .userdata = &sink,
         };
         r = dm_sandbox_exec(ctx, &sb, &req, &res, &err);
         dm_args_strv_free(env);

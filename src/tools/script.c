@@ -151,44 +151,10 @@ json_object *dm_tools_exec_result(int exit_code, const char *out, size_t out_len
 
 /* Where a run reports to: the call (progress) in the foreground, the job
  * (output tail, byte count) in the background. */
-struct sink {
-        struct dm_call *call;
-        struct dm_job *job;
-};
-
-static void on_progress(void *userdata, int64_t elapsed_ms, uint64_t output_bytes)
-{
-        struct sink *k = userdata;
-        char msg[128];
-
-        if (!k->call)
-                return;
-        snprintf(msg, sizeof(msg), "running for %lld s, %llu bytes of output", (long long)(elapsed_ms / 1000),
-                 (unsigned long long)output_bytes);
-        dm_call_progress(k->call, (double)elapsed_ms / 1000.0, 0, msg);
-}
-
-static void on_message(void *userdata, const char *message)
-{
-        struct sink *k = userdata;
-
-        if (k->call)
-                dm_call_note(k->call, message);
-}
-
-static int on_output(void *userdata, int stream, const char *data, size_t len)
-{
-        struct sink *k = userdata;
-
-        if (k->job)
-                dm_job_add_output(k->job, stream, data, len);
-        return 0;
-}
-
 /* Runs the (already checked) arguments; returns the structured result, or
  * NULL with *ret_r set (-ECANCELED for a cancel) and err filled. */
 static json_object *run_script(struct dm_context *ctx, const struct dm_args_table *t, json_object *args,
-                               struct dm_cancel *cancel, struct sink *sink, int *ret_r, struct dm_error *err)
+                               struct dm_cancel *cancel, struct dm_tools_sink *sink, int *ret_r, struct dm_error *err)
 {
         struct dm_run_result res;
         _cleanup_free_ const char **files = dm_args_strv(args, "files"), **dirs = dm_args_strv(args, "directories");
@@ -222,9 +188,9 @@ static json_object *run_script(struct dm_context *ctx, const struct dm_args_tabl
                 .timeout_s = dm_args_int(t->specs, t->n, args, "timeout_seconds"),
                 .policy = policy,
                 .cancel = cancel,
-                .on_output = on_output,
-                .on_progress = on_progress,
-                .on_message = on_message,
+                .on_output = dm_tools_sink_output,
+                .on_progress = dm_tools_sink_progress,
+                .on_message = dm_tools_sink_message,
                 .userdata = sink,
                 .principal = sink->call ? dm_call_principal(sink->call) : dm_job_owner(sink->job),
                 .job_id = sink->job ? dm_job_id(sink->job) : NULL,
@@ -262,7 +228,7 @@ static json_object *run_script(struct dm_context *ctx, const struct dm_args_tabl
 static json_object *script_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
                                 struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
-        struct sink sink = { .job = job };
+        struct dm_tools_sink sink = { .job = job };
 
         /* arg: the calling server's table (its registry outlives the jobs). */
         return run_script(ctx, arg, args, cancel, &sink, ret_r, err);
@@ -274,7 +240,7 @@ static json_object *script_call(struct dm_call *call, json_object *args)
 {
         const struct dm_args_table *t = dm_call_tool(call)->data;
         struct dm_error err = { 0 };
-        struct sink sink = { .call = call };
+        struct dm_tools_sink sink = { .call = call };
         enum dm_egress egress;
         _cleanup_free_ const char **allow = NULL;
         json_object *out;

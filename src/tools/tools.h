@@ -55,6 +55,20 @@ void dm_tools_report_register(struct dm_registry *reg);
  *   NULL            a refusal, whose message says what to change: as is */
 extern const char dm_tools_args[];
 #define DM_TOOLS_ARGS dm_tools_args
+/* Where a run's output and progress go (sink.c): a foreground call gets
+ * progress notifications ("DOING for N s, B bytes of BYTES_OF") and the
+ * run's log notes, a background job the output. The three functions take
+ * a struct dm_tools_sink as their userdata. */
+struct dm_tools_sink {
+        struct dm_call *call; /* foreground, or NULL */
+        struct dm_job *job;   /* background, or NULL */
+        const char *doing;    /* NULL = "running" */
+        const char *bytes_of; /* NULL = "output" */
+};
+void dm_tools_sink_progress(void *userdata, int64_t elapsed_ms, uint64_t output_bytes);
+void dm_tools_sink_message(void *userdata, const char *message);
+int dm_tools_sink_output(void *userdata, int stream, const char *data, size_t len);
+
 json_object *dm_tools_error(const char *what, const struct dm_error *err);
 
 /* A command's output as a result string: invalid UTF-8 replaced (U+FFFD). */

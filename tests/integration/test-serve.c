@@ -141,7 +141,7 @@ int main(void)
         is_int(json_object_get_int(path(m, "result", "structuredContent", "exit_code")), 3,
                "call with progress: exit 3");
         is_str(json_object_get_string(path(m, "result", "structuredContent", "stdout")), "a\nb\n", "stdout a b");
-        int progress = 0;
+        int progress = 0, worded = 0;
         double last = 0;
         bool monotonic = true;
         for (size_t i = 0; i < json_object_array_length(notes); i++) {
@@ -149,13 +149,22 @@ int main(void)
                 if (strcmp(json_object_get_string(path(n, "method", NULL, NULL)), "notifications/progress") == 0 &&
                     strcmp(json_object_get_string(path(n, "params", "progressToken", NULL)), "p1") == 0) {
                         double p = json_object_get_double(path(n, "params", "progress", NULL));
+                        const char *msg = json_object_get_string(path(n, "params", "message", NULL));
+                        long long secs, bytes;
+                        char tail[16];
+
                         monotonic = monotonic && p > last;
                         last = p;
                         progress++;
+                        /* "running for N s, B bytes of output", B the bytes so far */
+                        worded += msg &&
+                                  sscanf(msg, "running for %lld s, %lld bytes of %15s", &secs, &bytes, tail) == 3 &&
+                                  strcmp(tail, "output") == 0 && secs >= 0 && bytes >= 0 && bytes <= 4;
                 }
         }
         ok(progress >= 1, "progress notifications sent (%d)", progress);
         ok(monotonic, "progress grows");
+        is_int(worded, progress, "each says how long it has run and how much output came");
         json_object_put(notes);
         json_object_put(m);
 
