@@ -57,10 +57,10 @@ struct dm_container_spec {
         bool readonly_rootfs;
         bool init;               /* engine's init as PID 1 (reaps zombies) */
         bool own_seccomp;        /* PID 1 is demesne-shim, which installs demesne's filter on
-                                           itself before anything else runs, and every process of the
-                                           container (its commands, `--exec` through the engine) runs
-                                           under it: the engine's default profile is left out
-                                           ("seccomp=unconfined"), see docs/explanation/seccomp.md */
+                                           itself before anything else runs, and every command goes
+                                           through it (a run's, never the engine's exec API): the
+                                           engine's default profile is left out ("seccomp=unconfined"),
+                                           see docs/explanation/seccomp.md */
         bool open_stdin;         /* keep stdin open for attach; the command sees EOF
                                            when the attached stream is half-closed */
         int64_t ttl_s;           /* the backend removes it after this long; 0 = never.

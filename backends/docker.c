@@ -420,11 +420,11 @@ static int create_body(const struct dm_container_spec *spec, char **ret, struct 
         r |= dm_json_add(hc, "CapDrop", dm_json_strv((const char *const[]){ "ALL", NULL }));
         if (spec->cap_add)
                 r |= dm_json_add(hc, "CapAdd", dm_json_strv(spec->cap_add));
-        /* With demesne's own filter in force on every process, the
-         * engine's profile would be a second one that adds nothing (ours
-         * denies all Docker's does, docs/explanation/seccomp.md) and costs
-         * each start about 20 ms: runc compiles Podman's 400-rule allowlist
-         * anew for every container. */
+        /* With demesne's own filter in force on every process (a run's
+         * container), the engine's profile would be a second one that adds
+         * nothing (ours denies all Docker's does, docs/explanation/
+         * seccomp.md) and costs each start about 20 ms: runc compiles
+         * Podman's 400-rule allowlist anew for every container. */
         r |= dm_json_add(hc, "SecurityOpt",
                          dm_json_strv(spec->own_seccomp
                                               ? (const char *const[]){ "no-new-privileges", "seccomp=unconfined", NULL }

@@ -569,7 +569,7 @@ static void check_shim(const struct dm_context *ctx)
         }
         snprintf(detail, sizeof(detail),
                  "on: every command runs under demesne-shim's seccomp filter ('%s'), "
-                 "in place of the engine's default profile",
+                 "in place of the engine's default profile for runs, on top of it for sandboxes",
                  bin);
         check(true, "seccomp (demesne-shim)", detail, NULL);
 }

@@ -177,8 +177,6 @@ int dm_launch_shim_prepare(const struct dm_context *ctx, const char *dir, struct
         spec->entrypoint = shim_argv(ctx);
         spec->argv = NULL;
         spec->init = false;
-        /* The shim is what filters now, in place of the engine's profile. */
-        spec->own_seccomp = true;
         return 0;
 }
 

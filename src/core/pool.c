@@ -152,6 +152,8 @@ static int entry_make(struct dm_pool *p, struct dm_pool_entry **ret, struct dm_e
         if ((r = dm_launch_userns(ctx, b, &spec, &ids, err)) < 0 ||
             (r = dm_launch_shim_prepare(ctx, shimdir, &spec, mounts, &n, &e->host, err)) < 0)
                 goto fail;
+        /* Claimed by runs only, whose command goes through the shim. */
+        spec.own_seccomp = true;
         r = b->ops->create(b, &spec, &e->container, err);
         if (r < 0)
                 goto fail;

@@ -371,6 +371,9 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
                 r = dm_launch_shim_prepare(ctx, shimdir, &spec, mounts, &n_mounts, &host, err);
                 if (r < 0)
                         goto out;
+                /* A run's only command goes through the shim, never the
+                 * engine's exec API: the shim's filter is on every process. */
+                spec.own_seccomp = true;
         } else if (dm_egress_backend_open(b, req->policy) && !req->vendor_port) {
                 spec.network_mode = "open"; /* the backend's own network */
         } else if (!dm_backend_can(b, DM_CAP_HOST_NETNS) && !req->vendor_port) {

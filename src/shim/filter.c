@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The seccomp filter every process of a container runs under: the shim
- * installs it on itself first thing and its commands inherit it. It is the
- * only one (the engine is asked for no profile of its own, which would
- * cost each start about 20 ms and add nothing): it denies everything
+ * installs it on itself first thing and its commands inherit it. For a
+ * run it is the only one (the engine is asked for no profile of its own,
+ * which would cost each start about 20 ms and add nothing); a persistent
+ * sandbox keeps the engine's under it. It denies everything
  * Docker's default profile denies to a root without capabilities, calls
  * newer than it knows included, and closes what that profile leaves open:
  * user namespaces (`unshare -r` works under Podman's default profile, and

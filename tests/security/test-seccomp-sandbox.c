@@ -166,6 +166,12 @@ int main(void)
         create(sb, sizeof(sb));
         workdirs(sb);
         impostor(sb);
+        /* A run (the pool warm by now: its containers are a run's) has
+         * demesne's two filters and no engine profile, PID 1 and command. */
+        m = call("sandbox_script", "{\"command\":\"grep -h Seccomp_filters /proc/1/status /proc/self/status\"}");
+        is_str(str_at(structured(m), "stdout"), "Seccomp_filters:\t2\nSeccomp_filters:\t2\n",
+               "a run's PID 1 and command: demesne's 2 filters, no engine profile");
+        json_object_put(m);
 
         /* A second live server: the first holds the shim's socket, so this
          * one goes through the engine's exec API, with `demesne-shim --exec`
@@ -184,10 +190,12 @@ int main(void)
         if (strstr(s, "FAIL") || !strstr(s, " ok\n"))
                 diag("probe: %s", s);
         free(s);
-        /* The engine applies no profile of its own under the shim: the
-         * command has demesne's two filters, put there by `--exec`. */
+        /* A persistent sandbox keeps the engine's profile (1 filter) under
+         * demesne's two, which `--exec` puts in place: this path starts a
+         * binary by its path in the container, so the engine's profile is
+         * the floor (runs, whose commands never take it, go without). */
         s = exec_out(sb, "sed -n 's/^Seccomp_filters:[[:space:]]*//p' /proc/self/status");
-        is_str(s, "2\n", "through the engine's exec API the command runs under demesne's 2 filters");
+        is_str(s, "3\n", "through the engine's exec API: demesne's 2 filters on the engine's profile");
         free(s);
         m = exec_in(sb, "pwd", "/proc/self/fd/7");
         ok(result_error_says(m, "which is refused: a path there can lead outside the sandbox"),
