@@ -13,6 +13,7 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import { ok, done } from "./tap.mjs";
 
 const top = process.env.top_srcdir || join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const rank = {
@@ -28,17 +29,6 @@ const rank = {
 // Pairs of layers that must not see each other although one ranks higher.
 const apart = [["src/core", "src/mcp"]];
 
-let n = 0;
-let failed = 0;
-const ok = (cond, what, why) => {
-  n++;
-  if (cond) console.log(`ok ${n} - ${what}`);
-  else {
-    failed++;
-    console.log(`not ok ${n} - ${what}`);
-    for (const line of [].concat(why || [])) console.log(`# ${line}`);
-  }
-};
 
 function walk(dir) {
   const out = [];
@@ -138,5 +128,4 @@ ok(
   libs.map((l, i) => `${l}: ${order[i]}`),
 );
 
-console.log(`1..${n}`);
-process.exitCode = failed ? 1 : 0;
+done();
