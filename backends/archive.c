@@ -13,6 +13,7 @@
 #include "backends/curl.h"
 #include "src/basic/cleanup.h"
 #include "src/basic/timeutil.h"
+#include "src/basic/uri.h"
 
 #define ARCHIVE_TIMEOUT_MS (30L * 60 * 1000)
 #define ERRBODY_MAX (64 * 1024)
@@ -40,7 +41,7 @@ static int archive_call(struct dm_backend *b, const char *method, const char *id
                 return r;
         if (!path || path[0] != '/')
                 return dm_error_set(err, -EINVAL, "path '%s' inside the sandbox must be absolute", path ? path : "");
-        esc = dm_curl_escape(path, true);
+        esc = dm_uri_escape(path, "/:");
         if (!esc || asprintf(&url, "/containers/%s/archive?path=%s", id, esc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         dm_buf_init(&errbody, ERRBODY_MAX);

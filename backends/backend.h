@@ -255,19 +255,39 @@ int dm_demux_feed(struct dm_demux *d, const char *data, size_t len, const struct
                   struct dm_error *err);
 
 /* Engine discovery and the embedded default. */
+/* The environment the engine layer follows, as the docker CLI, Podman and
+ * OpenSandbox name it. src/core/settings.c reads it once
+ * (dm_engine_env_read) and passes it down: nothing below src/core reads the
+ * environment. NULL or "" is unset. */
+struct dm_engine_env {
+        char *docker_host;          /* DOCKER_HOST */
+        char *container_host;       /* CONTAINER_HOST (Podman's name for it) */
+        char *xdg_runtime_dir;      /* XDG_RUNTIME_DIR: where a rootless Podman listens */
+        char *path;                 /* PATH: where podman is looked for */
+        char *tmpdir;               /* TMPDIR: a private service's directory when there is no state_dir */
+        char *docker_tls_verify;    /* DOCKER_TLS_VERIFY: non-empty = TLS to a tcp:// engine */
+        char *docker_cert_path;     /* DOCKER_CERT_PATH: ca.pem, cert.pem, key.pem; else $HOME/.docker */
+        char *home;                 /* HOME */
+        char *osb_domain;           /* OPEN_SANDBOX_DOMAIN */
+        char *osb_protocol;         /* OPEN_SANDBOX_PROTOCOL */
+        char *osb_api_key;          /* OPEN_SANDBOX_API_KEY */
+        char *osb_use_server_proxy; /* OPEN_SANDBOX_USE_SERVER_PROXY */
+};
+
 struct dm_engine_config {
-        const char *host;               /* "unix:///path" or "tcp://h:p"; NULL or "" = discover */
-        bool may_start_podman;          /* start `podman system service` when none answers */
-        const char *state_dir;          /* where a started service's socket lives (server-owned);
+        const struct dm_engine_env *env; /* what the environment says; NULL = nothing set */
+        const char *host;                /* "unix:///path" or "tcp://h:p"; NULL or "" = discover */
+        bool may_start_podman;           /* start `podman system service` when none answers */
+        const char *state_dir;           /* where a started service's socket lives (server-owned);
                                            NULL = a fresh directory under $TMPDIR, removed after */
-        int64_t response_max;           /* cap on one engine JSON response, bytes; 0 = 16 MiB */
-        bool private_only;              /* skip host, DOCKER_HOST, CONTAINER_HOST and the
+        int64_t response_max;            /* cap on one engine JSON response, bytes; 0 = 16 MiB */
+        bool private_only;               /* skip host, DOCKER_HOST, CONTAINER_HOST and the
                                            well-known sockets: always start the private service
                                            (needs may_start_podman). For tests, and for users who
                                            want their own engine left alone. */
-        const char *backend;            /* the server's DEMESNE_BACKEND: "docker", "opensandbox"; NULL or "" = by
+        const char *backend;             /* the server's DEMESNE_BACKEND: "docker", "opensandbox"; NULL or "" = by
                                   OPEN_SANDBOX_DOMAIN, else docker */
-        const char *opensandbox_egress; /* the server's DEMESNE_OPENSANDBOX_EGRESS (dm_opensandbox_backend_new) */
+        const char *opensandbox_egress;  /* the server's DEMESNE_OPENSANDBOX_EGRESS (dm_opensandbox_backend_new) */
 };
 
 /* cfg->backend "opensandbox", or OPEN_SANDBOX_DOMAIN set while
@@ -293,15 +313,18 @@ int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret,
 void dm_backend_free(struct dm_backend *b);
 
 /* The OpenSandbox backend (backends/opensandbox.c), configured from the
- * environment as the original tool was: OPEN_SANDBOX_DOMAIN (host[:port],
+ * environment (env, NULL = nothing set) as the original tool was: OPEN_SANDBOX_DOMAIN (host[:port],
  * the lifecycle server; its API is below /v1), OPEN_SANDBOX_PROTOCOL (http,
  * the default, or https), OPEN_SANDBOX_API_KEY (sent to the lifecycle
  * server only, never to execd); egress is how its egress sidecar enforces a
  * policy (the server's DEMESNE_OPENSANDBOX_EGRESS: none, dns, the default
  * for NULL, or dns+nft). -EINVAL with a sentence on a bad value. */
-int dm_opensandbox_backend_new(int64_t response_max, const char *egress, struct dm_backend **ret, struct dm_error *err);
+int dm_opensandbox_backend_new(int64_t response_max, const char *egress, const struct dm_engine_env *env,
+                               struct dm_backend **ret, struct dm_error *err);
 
-/* The docker backend on an explicit host, no discovery. */
-int dm_docker_backend_new(const char *host, int64_t response_max, struct dm_backend **ret, struct dm_error *err);
+/* The docker backend on an explicit host, no discovery; env (NULL = nothing
+ * set) gives the TLS settings of a tcp:// host (dm_curl_new). */
+int dm_docker_backend_new(const char *host, int64_t response_max, const struct dm_engine_env *env,
+                          struct dm_backend **ret, struct dm_error *err);
 
 #endif

@@ -90,9 +90,10 @@ bool dm_curl_host_is_loopback(const char *host)
  * cert.pem and key.pem, all in DOCKER_CERT_PATH (default ~/.docker). Unlike
  * the docker CLI, plain tcp is refused unless the address is loopback
  * (127.0.0.0/8, ::1): an unauthenticated engine API is root on its host. */
-static int tcp_tls(struct dm_curl *h, struct dm_error *err)
+static int tcp_tls(struct dm_curl *h, const struct dm_engine_env *env, struct dm_error *err)
 {
-        const char *verify = getenv("DOCKER_TLS_VERIFY"), *dir = getenv("DOCKER_CERT_PATH"), *home = getenv("HOME");
+        const char *verify = env ? env->docker_tls_verify : NULL, *dir = env ? env->docker_cert_path : NULL,
+                   *home = env ? env->home : NULL;
         _cleanup_free_ char *def = NULL;
         char **slot[] = { &h->tls_ca, &h->tls_cert, &h->tls_key };
         static const char *const names[] = { "ca.pem", "cert.pem", "key.pem" };
@@ -163,7 +164,7 @@ const char *dm_curl_describe_host(struct dm_curl *h)
         return h->describe ? h->describe : h->host;
 }
 
-static int parse_host(struct dm_curl *h, const char *host, struct dm_error *err)
+static int parse_host(struct dm_curl *h, const char *host, const struct dm_engine_env *env, struct dm_error *err)
 {
         int r;
 
@@ -201,7 +202,7 @@ static int parse_host(struct dm_curl *h, const char *host, struct dm_error *err)
                         return dm_error_set(err, -ENOMEM, "out of memory");
                 if (!h->tcp_host[0] || strchr(h->tcp_port, '/'))
                         return dm_error_set(err, -EINVAL, "engine host '%s': expected tcp://host:port", host);
-                r = tcp_tls(h, err);
+                r = tcp_tls(h, env, err);
                 if (r < 0)
                         return r;
                 if (asprintf(&h->base_url,
@@ -276,14 +277,15 @@ static int http_headers(struct dm_curl *h, const char *const *extra, struct dm_e
         return 0;
 }
 
-int dm_curl_new(const char *host, size_t response_max, struct dm_curl **ret, struct dm_error *err)
+int dm_curl_new(const char *host, size_t response_max, const struct dm_engine_env *env, struct dm_curl **ret,
+                struct dm_error *err)
 {
         struct dm_curl *h = NULL;
         int r;
 
         r = http_alloc(host, response_max, "engine", &h, err);
         if (r >= 0)
-                r = parse_host(h, host, err);
+                r = parse_host(h, host, env, err);
         if (r >= 0) {
                 h->direct = !h->tls;
                 r = http_headers(h, NULL, err);
@@ -960,29 +962,6 @@ int dm_curl_status_error(struct dm_error *err, long status, const char *body, si
         for (size_t n = strlen(text); n && text[n - 1] == ' '; n--)
                 text[n - 1] = '\0';
         return dm_error_set(err, code, "engine answered %ld: %s", status, text[0] ? text : "(no message)");
-}
-
-char *dm_curl_escape(const char *s, bool keep_slash)
-{
-        static const char hex[] = "0123456789ABCDEF";
-        size_t n = strlen(s);
-        char *out, *o;
-
-        out = malloc(n * 3 + 1);
-        if (!out)
-                return NULL;
-        o = out;
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-                if (isalnum(*p) || strchr("-._~", *p) || (keep_slash && (*p == '/' || *p == ':'))) {
-                        *o++ = (char)*p;
-                } else {
-                        *o++ = '%';
-                        *o++ = hex[*p >> 4];
-                        *o++ = hex[*p & 15];
-                }
-        }
-        *o = '\0';
-        return out;
 }
 
 /* A hijacked stream over TLS: stream.c works on a plain socket (poll with

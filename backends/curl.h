@@ -26,9 +26,11 @@ struct dm_curl;
 /* host is "unix:///abs/path" or "tcp://host[:port]" (port 2375 when left out).
  * response_max caps every response body. -EINVAL on a malformed host. For
  * tcp://, Docker's DOCKER_TLS_VERIFY and DOCKER_CERT_PATH (ca.pem, cert.pem,
- * key.pem; default ~/.docker) turn on TLS; without TLS only a loopback
- * address is accepted (-EPERM naming the variables), before any connection. */
-int dm_curl_new(const char *host, size_t response_max, struct dm_curl **ret, struct dm_error *err);
+ * key.pem; default ~/.docker), as env (NULL = unset) has them, turn on TLS;
+ * without TLS only a loopback address is accepted (-EPERM naming the
+ * variables), before any connection. */
+int dm_curl_new(const char *host, size_t response_max, const struct dm_engine_env *env, struct dm_curl **ret,
+                struct dm_error *err);
 /* A client for a plain HTTP(S) API at base_url ("https://host:8080/v1"),
  * every path appended to it as is. headers ("Name: value", NULL-terminated,
  * may be NULL) go with every request, transfers included; noun names the
@@ -69,10 +71,6 @@ int dm_curl_request_headers(struct dm_curl *h, const char *method, const char *p
  * others -EIO. */
 int dm_curl_status_error(struct dm_error *err, long status, const char *body, size_t len);
 
-/* Percent-encodes s for use inside a URL path or query (keeps unreserved
- * characters, '/' and ':' when keep_slash). NULL on ENOMEM. */
-char *dm_curl_escape(const char *s, bool keep_slash);
-
 /* A connected stream socket to the engine, close-on-exec, blocking. */
 int dm_curl_connect_raw(struct dm_curl *h, int *ret_fd, struct dm_error *err);
 
@@ -106,20 +104,6 @@ int dm_curl_easy_error(struct dm_curl *h, CURL *c, CURLcode cc, const char *ebuf
 /* A stream over fd (a socket carrying Docker frames), taking it over. */
 int dm_stream_from_fd(int fd, struct dm_stream **ret, struct dm_error *err);
 
-/* A JSON object of strings (Docker's Labels, OpenSandbox's metadata) as a
- * NULL-terminated "key=value" array (empty for NULL or a non-object). NULL
- * on ENOMEM. */
-struct json_object;
-char **dm_labels_from_json(struct json_object *labels);
-/* json-c helpers: adds v under key (taking it; a NULL v is -ENOMEM, and v
- * is released on failure), and a string array from a NULL-terminated list
- * (NULL on ENOMEM). */
-int dm_json_add(struct json_object *o, const char *key, struct json_object *v);
-struct json_object *dm_json_strv(const char *const *v);
-/* "key=value" strings (NULL-terminated, may be NULL) as an object; what
- * names them in the -EINVAL message for one without '='. */
-int dm_json_kv(const char *const *kv, const char *what, struct json_object **ret, struct dm_error *err);
-
 /* The docker backend's HTTP client, for the ops that live in other files. */
 struct dm_curl *dm_docker_http(struct dm_backend *b);
 
@@ -147,6 +131,7 @@ int dm_docker_exec_pid(struct dm_backend *b, const char *exec_id, int *ret_pid, 
  * inspect (true with the exit code once it ended). describe_from_server
  * reads _ping's Server and Api-Version headers, describe_version /version:
  * both make "engine version (API x) at host", malloc'd. */
+struct json_object;
 int dm_docker_parse_json(const char *data, size_t len, struct json_object **ret, struct dm_error *err);
 int dm_docker_fill_info(struct json_object *o, struct dm_container_info *ret_info, struct dm_error *err);
 int dm_docker_list_ids(struct json_object *o, char ***ret_ids, size_t *ret_n, struct dm_error *err);
@@ -157,7 +142,7 @@ int dm_docker_describe_version(struct json_object *o, const char *host, char **r
 /* The docker backend, owning `owned` (released by release(owned) after the
  * backend's own teardown): how engine.c ties a private podman service's life
  * to the backend that uses it. */
-int dm_docker_backend_new_owning(const char *host, int64_t response_max, void (*release)(void *), void *owned,
-                                 struct dm_backend **ret, struct dm_error *err);
+int dm_docker_backend_new_owning(const char *host, int64_t response_max, const struct dm_engine_env *env,
+                                 void (*release)(void *), void *owned, struct dm_backend **ret, struct dm_error *err);
 
 #endif

@@ -12,10 +12,12 @@
 #include <time.h>
 
 #include "backends/curl.h"
+#include "backends/json.h"
 #include "netpolicy/policy.h"
 #include "src/basic/cleanup.h"
 #include "src/basic/log.h"
 #include "src/basic/timeutil.h"
+#include "src/basic/uri.h"
 
 /* Ordinary calls finish in well under a second; the limit only turns a hung
  * engine into an error. wait is the one call without a limit. */
@@ -104,40 +106,6 @@ static const char *get_str(struct json_object *o, const char *key)
         struct json_object *v = get(o, key);
 
         return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
-int dm_json_add(struct json_object *o, const char *key, struct json_object *v)
-{
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static int append(struct json_object *array, struct json_object *v)
-{
-        if (!v)
-                return -ENOMEM;
-        if (json_object_array_add(array, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-struct json_object *dm_json_strv(const char *const *v)
-{
-        struct json_object *a = json_object_new_array();
-
-        for (; a && v && *v; v++)
-                if (append(a, json_object_new_string(*v)) < 0) {
-                        json_object_put(a);
-                        return NULL;
-                }
-        return a;
 }
 
 static int dup_json_string(struct json_object *o, char **ret, struct dm_error *err)
@@ -283,7 +251,7 @@ static int docker_image_exists(struct dm_backend *b, const char *image, bool *re
         }
 
         /* Slashes stay: the route is /images/{name:.*}/json. */
-        esc = dm_curl_escape(image, true);
+        esc = dm_uri_escape(image, "/:");
         if (!esc || asprintf(&path, "/images/%s/json", esc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = call(d, "GET", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
@@ -298,30 +266,6 @@ static int docker_image_exists(struct dm_backend *b, const char *image, bool *re
 }
 
 /* ---- containers ----------------------------------------------------------- */
-
-int dm_json_kv(const char *const *labels, const char *what, struct json_object **ret, struct dm_error *err)
-{
-        struct json_object *o = json_object_new_object();
-
-        for (; o && labels && *labels; labels++) {
-                const char *eq = strchr(*labels, '=');
-                _cleanup_free_ char *key = NULL;
-
-                if (!eq || eq == *labels) {
-                        json_object_put(o);
-                        return dm_error_set(err, -EINVAL, "%s '%s' is not key=value", what, *labels);
-                }
-                key = strndup(*labels, (size_t)(eq - *labels));
-                if (!key || dm_json_add(o, key, json_object_new_string(eq + 1)) < 0) {
-                        json_object_put(o);
-                        return dm_error_set(err, -ENOMEM, "out of memory");
-                }
-        }
-        if (!o)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        *ret = o;
-        return 0;
-}
 
 static struct json_object *ulimit_json(const char *name, int64_t value)
 {
@@ -437,10 +381,10 @@ static int create_body(const struct dm_container_spec *spec, char **ret, struct 
         ulimits = json_object_new_array();
         r |= dm_json_add(hc, "Ulimits", ulimits);
         if (ulimits) {
-                r |= append(ulimits, ulimit_json("nofile", spec->nofile > 0 ? spec->nofile : DEFAULT_NOFILE));
-                r |= append(ulimits, ulimit_json("nproc", spec->nproc > 0 ? spec->nproc : DEFAULT_NPROC));
+                r |= dm_json_append(ulimits, ulimit_json("nofile", spec->nofile > 0 ? spec->nofile : DEFAULT_NOFILE));
+                r |= dm_json_append(ulimits, ulimit_json("nproc", spec->nproc > 0 ? spec->nproc : DEFAULT_NPROC));
                 if (spec->fsize > 0)
-                        r |= append(ulimits, ulimit_json("fsize", spec->fsize));
+                        r |= dm_json_append(ulimits, ulimit_json("fsize", spec->fsize));
         }
         if (r)
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -467,7 +411,7 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
                 r = check_ref("container name", spec->name, err);
                 if (r < 0)
                         return dm_error_wrap(err, "create container");
-                esc = dm_curl_escape(spec->name, false);
+                esc = dm_uri_escape(spec->name, "");
         }
         /* A bind source names a path on the engine's host: on another host
          * it would be whatever is there (dockerd makes an empty directory). */
@@ -684,31 +628,6 @@ static int64_t parse_rfc3339(const char *s)
         return t;
 }
 
-char **dm_labels_from_json(struct json_object *labels)
-{
-        size_t n = 0, i = 0;
-        char **v;
-
-        if (labels && json_object_is_type(labels, json_type_object))
-                n = (size_t)json_object_object_length(labels);
-        v = calloc(n + 1, sizeof(char *));
-        if (v && n) {
-                json_object_object_foreach(labels, key, val)
-                {
-                        const char *s = json_object_get_string(val);
-
-                        if (i < n && asprintf(&v[i++], "%s=%s", key, s ? s : "") < 0) {
-                                v[i - 1] = NULL;
-                                for (size_t j = 0; j < i - 1; j++)
-                                        free(v[j]);
-                                free(v);
-                                return NULL;
-                        }
-                }
-        }
-        return v;
-}
-
 int dm_docker_fill_info(struct json_object *o, struct dm_container_info *info, struct dm_error *err)
 {
         struct json_object *state = get(o, "State"), *config = get(o, "Config"), *labels, *v;
@@ -854,7 +773,7 @@ static int docker_list(struct dm_backend *b, const char *label, char ***ret_ids,
         int r;
 
         if (!filters || dm_json_add(filters, "label", dm_json_strv((const char *const[]){ label, NULL })) < 0 ||
-            !(esc = dm_curl_escape(json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN), false)) ||
+            !(esc = dm_uri_escape(json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN), "")) ||
             asprintf(&path, "/containers/json?all=1&filters=%s", esc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = call(d, "GET", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
@@ -1062,8 +981,8 @@ struct dm_userns_cache *dm_docker_userns_cache(struct dm_backend *b)
         return &to_docker(b)->userns;
 }
 
-int dm_docker_backend_new_owning(const char *host, int64_t response_max, void (*release)(void *), void *owned,
-                                 struct dm_backend **ret, struct dm_error *err)
+int dm_docker_backend_new_owning(const char *host, int64_t response_max, const struct dm_engine_env *env,
+                                 void (*release)(void *), void *owned, struct dm_backend **ret, struct dm_error *err)
 {
         struct docker *d = calloc(1, sizeof(*d));
         int r;
@@ -1072,7 +991,7 @@ int dm_docker_backend_new_owning(const char *host, int64_t response_max, void (*
                 return dm_error_set(err, -ENOMEM, "out of memory");
         d->base.ops = &docker_ops;
         d->response_max = response_max > 0 ? (size_t)response_max : 16u << 20;
-        r = dm_curl_new(host, d->response_max, &d->http, err);
+        r = dm_curl_new(host, d->response_max, env, &d->http, err);
         if (r < 0) {
                 free(d);
                 return r;
@@ -1089,7 +1008,8 @@ int dm_docker_backend_new_owning(const char *host, int64_t response_max, void (*
         return 0;
 }
 
-int dm_docker_backend_new(const char *host, int64_t response_max, struct dm_backend **ret, struct dm_error *err)
+int dm_docker_backend_new(const char *host, int64_t response_max, const struct dm_engine_env *env,
+                          struct dm_backend **ret, struct dm_error *err)
 {
-        return dm_docker_backend_new_owning(host, response_max, NULL, NULL, ret, err);
+        return dm_docker_backend_new_owning(host, response_max, env, NULL, NULL, ret, err);
 }

@@ -251,9 +251,8 @@ static void service_stop(void *userdata)
         free(s);
 }
 
-static char *find_in_path(const char *name)
+static char *find_in_path(const char *path, const char *name)
 {
-        const char *path = getenv("PATH");
         _cleanup_free_ char *copy = strdup(path && path[0] ? path : "/usr/local/bin:/usr/bin:/bin");
         char *save = NULL;
 
@@ -293,7 +292,7 @@ static char **service_env(void)
         return envp;
 }
 
-static int ping_host(const char *host, long timeout_ms, struct dm_error *err)
+static int ping_host(const char *host, const struct dm_engine_env *env, long timeout_ms, struct dm_error *err)
 {
         struct dm_curl *h = NULL;
         struct dm_buf out;
@@ -301,7 +300,7 @@ static int ping_host(const char *host, long timeout_ms, struct dm_error *err)
         int r;
 
         dm_buf_init(&out, 4096);
-        r = dm_curl_new(host, 4096, &h, err);
+        r = dm_curl_new(host, 4096, env, &h, err);
         if (r >= 0)
                 r = dm_curl_request(h, "GET", "/_ping", NULL, timeout_ms, &status, &out, err);
         if (r >= 0 && status != 200)
@@ -335,7 +334,7 @@ static int service_start(const struct dm_engine_config *cfg, const char *podman,
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
         if (!dir || !dir[0]) {
-                const char *tmp = getenv("TMPDIR");
+                const char *tmp = cfg->env ? cfg->env->tmpdir : NULL;
 
                 if (asprintf(&s->dir, "%s/demesne-podman-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp") < 0) {
                         s->dir = NULL;
@@ -415,7 +414,7 @@ static int service_start(const struct dm_engine_config *cfg, const char *podman,
                         service_stop(s);
                         return r;
                 }
-                if (access(s->sock_path, F_OK) == 0 && ping_host(s->host, PROBE_PING_MS, &perr) == 0)
+                if (access(s->sock_path, F_OK) == 0 && ping_host(s->host, NULL, PROBE_PING_MS, &perr) == 0)
                         break;
                 if (dm_now_ms() >= give_up) {
                         log_tail(s->log_path, tail, sizeof(tail));
@@ -434,13 +433,14 @@ static int service_start(const struct dm_engine_config *cfg, const char *podman,
 
 /* ---- discovery ------------------------------------------------------------ */
 
-static int open_on(const char *host, int64_t response_max, long ping_ms, struct dm_backend **ret, struct dm_error *err)
+static int open_on(const char *host, const struct dm_engine_env *env, int64_t response_max, long ping_ms,
+                   struct dm_backend **ret, struct dm_error *err)
 {
-        int r = ping_host(host, ping_ms, err);
+        int r = ping_host(host, env, ping_ms, err);
 
         if (r < 0)
                 return r;
-        return dm_docker_backend_new(host, response_max, ret, err);
+        return dm_docker_backend_new(host, response_max, env, ret, err);
 }
 
 /* Appends "; what (why)" to the list of places tried. */
@@ -452,20 +452,21 @@ static void tried(struct dm_buf *t, const char *what, const char *why)
 int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret, struct dm_error *err)
 {
         int64_t response_max = cfg->response_max > 0 ? cfg->response_max : DEFAULT_RESPONSE_MAX;
+        const struct dm_engine_env *env = cfg->env;
         struct {
                 const char *origin, *host;
         } explicit[] = {
                 { "configured host", cfg->host },
-                { "DOCKER_HOST", getenv("DOCKER_HOST") },
-                { "CONTAINER_HOST", getenv("CONTAINER_HOST") },
+                { "DOCKER_HOST", env ? env->docker_host : NULL },
+                { "CONTAINER_HOST", env ? env->container_host : NULL },
         };
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        const char *xdg = env ? env->xdg_runtime_dir : NULL;
         _cleanup_free_ char *xdg_sock = NULL, *podman = NULL, *why = NULL;
         struct dm_buf t;
         struct service *svc = NULL;
         int r;
 
-        const char *which = cfg->backend, *domain = getenv("OPEN_SANDBOX_DOMAIN");
+        const char *which = cfg->backend, *domain = env ? env->osb_domain : NULL;
 
         if (which && which[0] && strcmp(which, "docker") != 0 && strcmp(which, "opensandbox") != 0)
                 return dm_error_set(err, -EINVAL,
@@ -473,14 +474,14 @@ int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret,
                                     "'opensandbox'",
                                     which);
         if ((which && strcmp(which, "opensandbox") == 0) || ((!which || !which[0]) && domain && domain[0]))
-                return dm_opensandbox_backend_new(response_max, cfg->opensandbox_egress, ret, err);
+                return dm_opensandbox_backend_new(response_max, cfg->opensandbox_egress, env, ret, err);
 
         /* A host named by the configuration or the environment is the user's
          * choice, as with the docker CLI: use it or fail, never guess past it. */
         for (size_t i = 0; !cfg->private_only && i < DM_ARRAY_SIZE(explicit); i++) {
                 if (!explicit[i].host || !explicit[i].host[0])
                         continue;
-                r = open_on(explicit[i].host, response_max, EXPLICIT_PING_MS, ret, err);
+                r = open_on(explicit[i].host, env, response_max, EXPLICIT_PING_MS, ret, err);
                 if (r < 0)
                         return dm_error_wrap(err, "container engine from %s", explicit[i].origin);
                 log_debug("container engine at '%s' (from %s)", explicit[i].host, explicit[i].origin);
@@ -508,7 +509,7 @@ int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret,
                         tried(&t, path, strerror(errno));
                         continue;
                 }
-                if (open_on(wellknown[i], response_max, PROBE_PING_MS, ret, &perr) == 0) {
+                if (open_on(wellknown[i], env, response_max, PROBE_PING_MS, ret, &perr) == 0) {
                         log_debug("container engine at '%s'", wellknown[i]);
                         dm_buf_release(&t);
                         return 0;
@@ -519,14 +520,14 @@ int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret,
 
         if (!cfg->may_start_podman) {
                 tried(&t, "a private podman service", "not allowed by the configuration");
-        } else if (!(podman = find_in_path("podman"))) {
+        } else if (!(podman = find_in_path(env ? env->path : NULL, "podman"))) {
                 tried(&t, "a private podman service", "podman is not on PATH");
         } else {
                 struct dm_error serr = { 0 };
 
                 r = service_start(cfg, podman, &svc, &serr);
                 if (r >= 0) {
-                        r = dm_docker_backend_new_owning(svc->host, response_max, service_stop, svc, ret, &serr);
+                        r = dm_docker_backend_new_owning(svc->host, response_max, env, service_stop, svc, ret, &serr);
                         if (r < 0)
                                 service_stop(svc);
                 }

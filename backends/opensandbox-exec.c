@@ -19,6 +19,7 @@
 #include "src/basic/io.h"
 #include "src/basic/log.h"
 #include "src/basic/timeutil.h"
+#include "src/basic/uri.h"
 
 /* POSIX shell quoting: 'it'\''s'. */
 static char *shell_join(const char *const *argv)
@@ -283,7 +284,7 @@ static int on_progress(void *userdata, curl_off_t a, curl_off_t b, curl_off_t c,
 
 static int interrupt(struct dm_curl *execd, const char *cmd_id, struct dm_error *err)
 {
-        _cleanup_free_ char *esc = dm_curl_escape(cmd_id, false), *path = NULL;
+        _cleanup_free_ char *esc = dm_uri_escape(cmd_id, ""), *path = NULL;
         _cleanup_buf_ struct dm_buf out = { 0 };
         long status = 0;
         int r;
@@ -673,7 +674,7 @@ int dm_osb_get_file(struct dm_backend *b, const char *id, const char *path, int 
                     struct dm_error *err)
 {
         struct dm_curl *execd;
-        _cleanup_free_ char *esc = dm_curl_escape(path, false), *url = NULL;
+        _cleanup_free_ char *esc = dm_uri_escape(path, ""), *url = NULL;
         struct dm_buf errbody;
         long status = 0;
         int r;

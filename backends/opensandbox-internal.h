@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "backends/curl.h"
+#include "backends/json.h"
 #include "src/basic/cleanup.h"
 
 #define EXECD_PORT 44772

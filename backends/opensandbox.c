@@ -42,6 +42,7 @@
 #include "src/basic/cleanup.h"
 #include "src/basic/log.h"
 #include "src/basic/timeutil.h"
+#include "src/basic/uri.h"
 
 /* OpenSandbox's error body is {"code","message"}. */
 int dm_osb_status_error(struct dm_error *err, long status, const struct dm_buf *body)
@@ -763,7 +764,7 @@ static int osb_list(struct dm_backend *b, const char *label, char ***ret_ids, si
         char **ids = NULL;
         int r = 0;
 
-        if (eq && !(filter = dm_curl_escape(label, false)))
+        if (eq && !(filter = dm_uri_escape(label, "")))
                 return dm_error_set(err, -ENOMEM, "out of memory");
         for (int page = 1;; page++) {
                 _cleanup_json_ struct json_object *res = NULL;
@@ -900,10 +901,11 @@ static const struct dm_backend_ops osb_ops = {
         .free = osb_free,
 };
 
-int dm_opensandbox_backend_new(int64_t response_max, const char *egress, struct dm_backend **ret, struct dm_error *err)
+int dm_opensandbox_backend_new(int64_t response_max, const char *egress, const struct dm_engine_env *env,
+                               struct dm_backend **ret, struct dm_error *err)
 {
-        const char *domain = getenv("OPEN_SANDBOX_DOMAIN"), *proto = getenv("OPEN_SANDBOX_PROTOCOL"),
-                   *key = getenv("OPEN_SANDBOX_API_KEY"), *proxy = getenv("OPEN_SANDBOX_USE_SERVER_PROXY");
+        const char *domain = env ? env->osb_domain : NULL, *proto = env ? env->osb_protocol : NULL,
+                   *key = env ? env->osb_api_key : NULL, *proxy = env ? env->osb_use_server_proxy : NULL;
         _cleanup_free_ char *url = NULL, *key_header = NULL;
         const char *headers[2] = { NULL, NULL };
         struct osb *o;

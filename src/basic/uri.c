@@ -16,16 +16,28 @@ static bool unreserved(unsigned char ch)
                ch == '.' || ch == '_' || ch == '~';
 }
 
-static int append_encoded(struct dm_buf *b, const char *s, bool keep_slash)
+/* keep: the reserved characters left as they are ("" for none). */
+static int append_encoded(struct dm_buf *b, const char *s, const char *keep)
 {
         for (; *s; s++) {
                 unsigned char ch = (unsigned char)*s;
-                int r = unreserved(ch) || (keep_slash && ch == '/') ? dm_buf_append(b, s, 1)
-                                                                    : dm_buf_printf(b, "%%%02X", ch);
+                int r = unreserved(ch) || strchr(keep, ch) ? dm_buf_append(b, s, 1) : dm_buf_printf(b, "%%%02X", ch);
                 if (r < 0)
                         return r;
         }
         return 0;
+}
+
+char *dm_uri_escape(const char *s, const char *keep)
+{
+        struct dm_buf b;
+
+        dm_buf_init(&b, strlen(s) * 3); /* every byte as %XX at most */
+        if (append_encoded(&b, s, keep) < 0) {
+                dm_buf_release(&b);
+                return NULL;
+        }
+        return dm_buf_steal(&b);
 }
 
 char *dm_uri_make(const char *scheme, const char *dir, const char *path)
@@ -33,8 +45,8 @@ char *dm_uri_make(const char *scheme, const char *dir, const char *path)
         struct dm_buf b;
 
         dm_buf_init(&b, 16384);
-        if (dm_buf_printf(&b, "%s", scheme) < 0 || append_encoded(&b, dir, false) < 0 ||
-            dm_buf_append(&b, "/", 1) < 0 || append_encoded(&b, path, true) < 0) {
+        if (dm_buf_printf(&b, "%s", scheme) < 0 || append_encoded(&b, dir, "") < 0 || dm_buf_append(&b, "/", 1) < 0 ||
+            append_encoded(&b, path, "/") < 0) {
                 dm_buf_release(&b);
                 return NULL;
         }

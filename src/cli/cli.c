@@ -705,7 +705,7 @@ int dm_cli_doctor(int argc, char **argv)
                 if (len)
                         check(true, "what this backend lacks", missing, NULL);
                 if (b->ops->caps & DM_CAP_IMAGES)
-                        dm_doctor_images(b, !ctx.cfg.images_autobuild, &tally);
+                        dm_doctor_images(b, &ctx.cfg, &tally);
         }
         dm_doctor_features(&ctx, b, &tally);
         /* The host tool proxy: each server started as serve would, its

@@ -55,13 +55,12 @@ void dm_doctor_engine_mode(struct dm_backend *b)
         printf("engine mode: %s\n", mode);
 }
 
-/* Whether `prog` is an executable on PATH. */
-static bool on_path(const char *prog)
+/* Whether `prog` is an executable on path (PATH as the settings read it). */
+static bool on_path(const char *search, const char *prog)
 {
-        const char *path = getenv("PATH");
         char buf[PATH_MAX];
 
-        for (const char *p = path ? path : "/usr/bin:/bin"; p && *p;) {
+        for (const char *p = search ? search : "/usr/bin:/bin"; p && *p;) {
                 const char *end = strchr(p, ':');
                 size_t len = end ? (size_t)(end - p) : strlen(p);
 
@@ -98,7 +97,7 @@ static bool has_subids(const char *file)
 /* NULL when build.sh can build img here, else what is missing. state_of
  * gives the other images' states (for the parent, base). */
 static const char *why_unbuildable(const struct dm_image_info *img, const char *engine, const char *base_state,
-                                   char *buf, size_t size)
+                                   const char *search, char *buf, size_t size)
 {
         const char *dir = dm_images_dir();
         char path[PATH_MAX];
@@ -114,21 +113,21 @@ static const char *why_unbuildable(const struct dm_image_info *img, const char *
                 snprintf(buf, size, "'%s' is missing beside build.sh (set DEMESNE_IMAGES_DIR)", path);
                 return buf;
         }
-        if (engine && *engine && !on_path(engine)) {
+        if (engine && *engine && !on_path(search, engine)) {
                 snprintf(buf, size, "build.sh drives the engine's CLI, and '%s' is not on PATH", engine);
                 return buf;
         }
         if (!strcmp(img->name, "base")) {
-                if (!on_path("mmdebstrap"))
+                if (!on_path(search, "mmdebstrap"))
                         return "mmdebstrap is not on PATH (Debian: apt-get install mmdebstrap)";
-                if (geteuid() != 0 && (!on_path("unshare") || !on_path("newuidmap")))
+                if (geteuid() != 0 && (!on_path(search, "unshare") || !on_path(search, "newuidmap")))
                         return "a normal user's mmdebstrap needs unshare and newuidmap (Debian: apt-get install "
                                "util-linux uidmap)";
                 if (geteuid() != 0 && !has_subids("/etc/subuid"))
                         return "this user has no range in /etc/subuid, which mmdebstrap's unshare mode maps "
                                "(usermod --add-subuids / --add-subgids)";
         } else if (base_state && !strcmp(base_state, "missing") &&
-                   why_unbuildable(&dm_images[0], engine, NULL, buf, size)) {
+                   why_unbuildable(&dm_images[0], engine, NULL, search, buf, size)) {
                 char why[PATH_MAX + 64];
 
                 snprintf(why, sizeof(why), "it is built on base, which is missing and cannot be built: %s", buf);
@@ -136,7 +135,7 @@ static const char *why_unbuildable(const struct dm_image_info *img, const char *
                 return buf;
         }
         snprintf(path, sizeof(path), "%s/%s/npm/package.json", dir, img->name);
-        if (stat(path, &st) == 0 && !on_path("npm"))
+        if (stat(path, &st) == 0 && !on_path(search, "npm"))
                 return "npm is not on PATH (Debian: apt-get install npm)";
         return NULL;
 }
@@ -164,8 +163,9 @@ static bool list_state(const char *list, const char *name, char *state, size_t s
         return false;
 }
 
-void dm_doctor_images(struct dm_backend *b, bool autobuild_off, struct dm_doctor_tally *t)
+void dm_doctor_images(struct dm_backend *b, const struct dm_config *cfg, struct dm_doctor_tally *t)
 {
+        bool autobuild_off = !cfg->images_autobuild;
         struct dm_error err = { 0 };
         char why_buf[PATH_MAX + 256], engine[16] = "", host[PATH_MAX] = "", base_state[256] = "";
         char state[256], tag[64];
@@ -205,7 +205,8 @@ void dm_doctor_images(struct dm_backend *b, bool autobuild_off, struct dm_doctor
                         printf("note    image %s: built but %s; calls use it as it is (refresh: demesne images "
                                "build %s)\n",
                                img->name, state, img->name);
-                } else if ((why = why_unbuildable(img, engine, base_state, why_buf, sizeof(why_buf))) != NULL) {
+                } else if ((why = why_unbuildable(img, engine, base_state, cfg->engine_env.path, why_buf,
+                                                  sizeof(why_buf))) != NULL) {
                         printf("PROBLEM image %s: missing in this user's engine store, and it cannot be built "
                                "here: %s\n",
                                img->name, why);
@@ -389,7 +390,7 @@ void dm_doctor_client_config(const struct dm_context *ctx)
                                      "DEMESNE_ALLOW_CALLER_EGRESS", "DEMESNE_HOST_MCP" };
         /* The engine as the environment names it (discovery may have found
          * it otherwise); the rest as the settings read them, when given. */
-        const char *docker_host = getenv("DOCKER_HOST");
+        const char *docker_host = ctx->cfg.engine_env.docker_host;
         const char *vals[N_ENV] = {
                 docker_host && *docker_host ? docker_host : NULL,
                 ctx->cfg.allowed_paths[0] ? ctx->cfg.allowed_paths : NULL,

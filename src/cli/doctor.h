@@ -24,7 +24,7 @@ void dm_doctor_engine_mode(struct dm_backend *b);
 /* One line per buildable image: ok when in this engine's store, a note
  * when build.sh and its tools are there to build it (and autobuild is on),
  * else a PROBLEM. */
-void dm_doctor_images(struct dm_backend *b, bool autobuild_off, struct dm_doctor_tally *t);
+void dm_doctor_images(struct dm_backend *b, const struct dm_config *cfg, struct dm_doctor_tally *t);
 /* Egress, agent tools, user namespaces, seccomp: available or why not. */
 void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_doctor_tally *t);
 /* Claude Code, .mcp.json and Codex configuration for this binary. */

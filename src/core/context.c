@@ -386,6 +386,7 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
 int dm_context_backend(struct dm_context *ctx, struct dm_backend **ret, struct dm_error *err)
 {
         struct dm_engine_config ec = {
+                .env = &ctx->cfg.engine_env,
                 .host = ctx->cfg.engine_host,
                 .may_start_podman = ctx->cfg.may_start_podman,
                 .state_dir = ctx->cfg.state_dir,

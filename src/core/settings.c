@@ -3,6 +3,7 @@
 #include "src/core/settings.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <limits.h>
 #include <pwd.h>
@@ -208,6 +209,58 @@ static int egress_blocklist(const struct dm_config *cfg, struct dm_error *err)
         return dm_blocked_set_private_allowed(getenv("DEMESNE_EGRESS_ALLOW_PRIVATE"), err);
 }
 
+#define ENGINE_VAR(name, field)                             \
+        {                                                   \
+                name, offsetof(struct dm_engine_env, field) \
+        }
+static const struct {
+        const char *name;
+        size_t off;
+} engine_vars[] = {
+        ENGINE_VAR("DOCKER_HOST", docker_host),
+        ENGINE_VAR("CONTAINER_HOST", container_host),
+        ENGINE_VAR("XDG_RUNTIME_DIR", xdg_runtime_dir),
+        ENGINE_VAR("PATH", path),
+        ENGINE_VAR("TMPDIR", tmpdir),
+        ENGINE_VAR("DOCKER_TLS_VERIFY", docker_tls_verify),
+        ENGINE_VAR("DOCKER_CERT_PATH", docker_cert_path),
+        ENGINE_VAR("HOME", home),
+        ENGINE_VAR("OPEN_SANDBOX_DOMAIN", osb_domain),
+        ENGINE_VAR("OPEN_SANDBOX_PROTOCOL", osb_protocol),
+        ENGINE_VAR("OPEN_SANDBOX_API_KEY", osb_api_key),
+        ENGINE_VAR("OPEN_SANDBOX_USE_SERVER_PROXY", osb_use_server_proxy),
+};
+
+int dm_engine_env_read(struct dm_engine_env *ret)
+{
+        memset(ret, 0, sizeof(*ret));
+        for (size_t i = 0; i < sizeof(engine_vars) / sizeof(engine_vars[0]); i++) {
+                bool oom = false;
+                char *v = dup_env(engine_vars[i].name, &oom);
+
+                if (oom) {
+                        dm_engine_env_release(ret);
+                        return -ENOMEM;
+                }
+                *(char **)((char *)ret + engine_vars[i].off) = v;
+        }
+        return 0;
+}
+
+void dm_engine_env_release(struct dm_engine_env *env)
+{
+        if (!env)
+                return;
+        for (size_t i = 0; i < sizeof(engine_vars) / sizeof(engine_vars[0]); i++) {
+                char **v = (char **)((char *)env + engine_vars[i].off);
+
+                if (*v)
+                        explicit_bzero(*v, strlen(*v)); /* OPEN_SANDBOX_API_KEY */
+                free(*v);
+                *v = NULL;
+        }
+}
+
 int dm_config_load(struct dm_config *cfg, struct dm_error *err)
 {
         char path[PATH_MAX];
@@ -317,6 +370,10 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
                 dm_config_release(cfg);
                 return r;
         }
+        if (dm_engine_env_read(&cfg->engine_env) < 0) {
+                dm_config_release(cfg);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
         cfg->engine_response_max = 16 << 20;
         cfg->max_timeout_s = 172800;
         cfg->default_timeout_s = 3600;
@@ -347,5 +404,6 @@ void dm_config_release(struct dm_config *cfg)
         free(cfg->codex_auth);
         free(cfg->prices);
         free(cfg->host_mcp);
+        dm_engine_env_release(&cfg->engine_env);
         memset(cfg, 0, sizeof(*cfg));
 }

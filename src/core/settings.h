@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backends/backend.h"
 #include "src/basic/error.h"
 
 struct dm_config {
@@ -53,19 +54,27 @@ struct dm_config {
         int64_t max_children; /* DEMESNE_MAX_CHILDREN, live sandboxes and jobs a nested one may have, default 8 */
         int64_t max_tree;     /* DEMESNE_MAX_TREE, live sandboxes and jobs below a top nested one, default 32 */
         /* Read here like the rest; the parts below core get them as arguments. */
-        bool allow_caller_egress; /* DEMESNE_ALLOW_CALLER_EGRESS=1: callers' allow entries and egress open */
-        bool allowed_paths_given; /* DEMESNE_ALLOWED_PATHS is set, even empty (`demesne run` keeps to it) */
-        bool output_root_given;   /* DEMESNE_OUTPUT_ROOT is set (not the default) */
-        char *proxy_hosts;        /* DEMESNE_PROXY_HOSTS: a hosts file the egress proxy resolves with first */
-        char *vendor_upstream[2]; /* DEMESNE_VENDOR_UPSTREAM_ANTHROPIC, _OPENAI: NULL = the vendor's own */
-        char *backend;            /* DEMESNE_BACKEND: docker or opensandbox; NULL = by discovery */
-        char *opensandbox_egress; /* DEMESNE_OPENSANDBOX_EGRESS: how OpenSandbox enforces egress */
-        char *claude_credentials; /* DEMESNE_CLAUDE_CREDENTIALS: NULL = ~/.claude/.credentials.json */
-        char *codex_auth;         /* DEMESNE_CODEX_AUTH: NULL = ~/.codex/auth.json */
-        char *prices;             /* DEMESNE_PRICES: the price table; NULL = the installed one */
-        char *host_mcp;           /* DEMESNE_HOST_MCP: the host MCP servers whose read-only tools nested
+        bool allow_caller_egress;        /* DEMESNE_ALLOW_CALLER_EGRESS=1: callers' allow entries and egress open */
+        bool allowed_paths_given;        /* DEMESNE_ALLOWED_PATHS is set, even empty (`demesne run` keeps to it) */
+        bool output_root_given;          /* DEMESNE_OUTPUT_ROOT is set (not the default) */
+        char *proxy_hosts;               /* DEMESNE_PROXY_HOSTS: a hosts file the egress proxy resolves with first */
+        char *vendor_upstream[2];        /* DEMESNE_VENDOR_UPSTREAM_ANTHROPIC, _OPENAI: NULL = the vendor's own */
+        char *backend;                   /* DEMESNE_BACKEND: docker or opensandbox; NULL = by discovery */
+        char *opensandbox_egress;        /* DEMESNE_OPENSANDBOX_EGRESS: how OpenSandbox enforces egress */
+        char *claude_credentials;        /* DEMESNE_CLAUDE_CREDENTIALS: NULL = ~/.claude/.credentials.json */
+        char *codex_auth;                /* DEMESNE_CODEX_AUTH: NULL = ~/.codex/auth.json */
+        char *prices;                    /* DEMESNE_PRICES: the price table; NULL = the installed one */
+        char *host_mcp;                  /* DEMESNE_HOST_MCP: the host MCP servers whose read-only tools nested
                                      callers get (src/tools/hostmcp.c); NULL = none */
+        struct dm_engine_env engine_env; /* DOCKER_HOST, OPEN_SANDBOX_* and the rest the engine layer follows */
 };
+
+/* Copies what the engine layer follows of the environment into *ret
+ * (backends/backend.h names the variables); -ENOMEM. Servers get it in
+ * dm_config; tests that set a variable read it again after. */
+int dm_engine_env_read(struct dm_engine_env *ret);
+/* Frees the copies (and wipes them: OPEN_SANDBOX_API_KEY is a secret). NULL is fine. */
+void dm_engine_env_release(struct dm_engine_env *env);
 
 /* What every part of the process reads the same way, whether or not it has
  * a dm_config (the image names, build.sh's folder, the package hosts):

@@ -22,6 +22,7 @@
 #include "src/basic/base64.h"
 #include "tests/integration/opensandbox-fixture.h"
 #include "tests/integration/stdio-client.h"
+#include "tests/integration/engine-env.h"
 
 #define API_KEY "conformance-key-81c3"
 #define BIG_LEN (256 * 1024)
@@ -537,8 +538,11 @@ static void cancel_cases(void)
  * what it declares; names it after the engine ("podman", "docker"). */
 static int declare(struct target *tg, const char *fallback_name)
 {
-        /* As the server's settings give it (src/core/settings.c). */
-        struct dm_engine_config ec = { .may_start_podman = false,
+        /* As the server's settings give it (src/core/settings.c), read
+         * now: each pass sets its own variables. */
+        struct dm_engine_env env;
+        struct dm_engine_config ec = { .env = dm_engine_env_read(&env) == 0 ? &env : NULL,
+                                       .may_start_podman = false,
                                        .response_max = 16 << 20,
                                        .backend = getenv("DEMESNE_BACKEND"),
                                        .opensandbox_egress = getenv("DEMESNE_OPENSANDBOX_EGRESS") };
@@ -546,7 +550,12 @@ static int declare(struct target *tg, const char *fallback_name)
         struct dm_backend *b = NULL;
         char *desc = NULL;
 
-        if (dm_backend_open(&ec, &b, &err) < 0) {
+        int r = dm_backend_open(&ec, &b, &err);
+
+        /* The backend keeps copies of what it needs. */
+        if (ec.env)
+                dm_engine_env_release(&env);
+        if (r < 0) {
                 printf("Bail out! %s\n", err.msg);
                 return -1;
         }
@@ -626,6 +635,7 @@ int main(void)
          * the containers of every pass are counted. */
         unsetenv("DEMESNE_BACKEND");
         unsetenv("OPEN_SANDBOX_DOMAIN");
+        ec.env = test_engine_env();
         c = calloc(1, sizeof(*c));
         if (!c || dm_backend_open(&ec, &engine, &err) < 0) {
                 printf("Bail out! %s\n", err.msg);

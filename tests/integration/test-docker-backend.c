@@ -23,6 +23,7 @@
 #include "src/basic/buf.h"
 #include "src/basic/timeutil.h"
 #include "tests/tap.h"
+#include "tests/integration/engine-env.h"
 
 #define IMAGE "localhost/demesne/base:latest"
 
@@ -648,7 +649,8 @@ static void test_response_cap(void)
         }
         spec_init(&spec, argv, labels);
         is_int(B->ops->create(B, &spec, &id, clr(&err)), 0, "create (%s)", err.msg);
-        is_int(dm_docker_backend_new(at + 4, 64, &small, clr(&err)), 0, "backend with a 64-byte cap (%s)", err.msg);
+        is_int(dm_docker_backend_new(at + 4, 64, test_engine_env(), &small, clr(&err)), 0,
+               "backend with a 64-byte cap (%s)", err.msg);
         if (small && id) {
                 is_int(small->ops->inspect(small, id, &info, clr(&err)), -E2BIG, "inspect answer too big: -E2BIG");
                 ok(strstr(err.msg, "larger than 64 bytes") != NULL, "says so ('%s')", err.msg);
@@ -663,23 +665,19 @@ static void test_response_cap(void)
 
 static void test_dead_socket(void)
 {
-        struct dm_engine_config cfg = { .may_start_podman = true };
+        struct dm_engine_env env = *test_engine_env();
+        struct dm_engine_config cfg = { .env = &env, .may_start_podman = true };
         struct dm_backend *b = NULL;
         struct dm_error err = { 0 };
-        char *saved = getenv("DOCKER_HOST") ? strdup(getenv("DOCKER_HOST")) : NULL;
 
-        setenv("DOCKER_HOST", "unix:///nonexistent", 1);
+        /* DOCKER_HOST as the settings hand it down. */
+        env.docker_host = "unix:///nonexistent";
         is_int(dm_backend_open(&cfg, &b, clr(&err)), -EHOSTDOWN, "DOCKER_HOST=unix:///nonexistent: -EHOSTDOWN");
         ok(strstr(err.msg, "not reachable at 'unix:///nonexistent'") && strstr(err.msg, "DOCKER_HOST"),
            "message names the socket and where it came from ('%s')", err.msg);
         ok(b == NULL, "no backend returned");
-        setenv("DOCKER_HOST", "ssh://somewhere", 1);
+        env.docker_host = "ssh://somewhere";
         is_int(dm_backend_open(&cfg, &b, clr(&err)), -EINVAL, "unsupported scheme: -EINVAL ('%s')", err.msg);
-        if (saved)
-                setenv("DOCKER_HOST", saved, 1);
-        else
-                unsetenv("DOCKER_HOST");
-        free(saved);
 }
 
 struct thread_arg {
@@ -795,7 +793,7 @@ static pid_t find_service(const char *sock)
 static void test_private_service(void)
 {
         char dir[] = "/tmp/dm-test-engine-XXXXXX", sock[128];
-        struct dm_engine_config cfg = { .may_start_podman = false, .private_only = true };
+        struct dm_engine_config cfg = { .env = test_engine_env(), .may_start_podman = false, .private_only = true };
         const char *argv[] = { "echo", "private", NULL };
         struct dm_backend *b = NULL;
         struct dm_error err = { 0 };
@@ -862,7 +860,7 @@ static void test_nothing_left(void)
 
 int main(void)
 {
-        struct dm_engine_config cfg = { .may_start_podman = true };
+        struct dm_engine_config cfg = { .env = test_engine_env(), .may_start_podman = true };
         struct dm_error err = { 0 };
         char *desc = NULL;
         bool exists = false;

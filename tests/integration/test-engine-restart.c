@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tests/integration/stdio-client.h"
+#include "tests/integration/engine-env.h"
 
 extern char **environ;
 
@@ -23,7 +24,7 @@ static char sock_path[PATH_MAX], host[PATH_MAX + 16];
 static pid_t start_service(void)
 {
         char *argv[] = { "podman", "system", "service", "--time=0", host, NULL };
-        struct dm_engine_config ec = { .host = host, .response_max = 1 << 20 };
+        struct dm_engine_config ec = { .env = test_engine_env(), .host = host, .response_max = 1 << 20 };
         struct dm_error err = { 0 };
         struct dm_backend *b;
         posix_spawn_file_actions_t fa;
@@ -92,7 +93,7 @@ static bool run_started(void)
 int main(void)
 {
         struct child *c = calloc(1, sizeof(*c));
-        struct dm_engine_config ec = { .host = host, .response_max = 16 << 20 };
+        struct dm_engine_config ec = { .env = test_engine_env(), .host = host, .response_max = 16 << 20 };
         struct dm_error err = { 0 };
         struct dm_backend *b;
         char env_host[PATH_MAX + 64];

@@ -28,6 +28,7 @@
 #include "tests/integration/common.h"
 #include "tests/integration/http-client.h"
 #include "tests/tap.h"
+#include "tests/integration/engine-env.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZED 1
@@ -745,7 +746,7 @@ static void stdio_load(struct dm_backend *b)
 
 int main(void)
 {
-        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
+        struct dm_engine_config ec = { .env = test_engine_env(), .may_start_podman = false, .response_max = 16 << 20 };
         struct dm_backend *b;
         struct dm_error err = { 0 };
         struct rlimit rl;

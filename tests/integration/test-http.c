@@ -14,6 +14,7 @@
 #include "tests/integration/http-client.h"
 #include "src/basic/cleanup.h"
 #include "tests/tap.h"
+#include "tests/integration/engine-env.h"
 
 #define CT "Content-Type: application/json\r\n"
 #define ACCEPT_BOTH "Accept: application/json, text/event-stream\r\n"
@@ -503,7 +504,7 @@ int main(void)
         const char *args[] = { "--max-session-streams", "3", NULL };
 
         test_env_setup("http");
-        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
+        struct dm_engine_config ec = { .env = test_engine_env(), .may_start_podman = false, .response_max = 16 << 20 };
         if (dm_backend_open(&ec, &b, &err) < 0) {
                 printf("Bail out! %s\n", err.msg);
                 return 1;

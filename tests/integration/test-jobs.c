@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tests/integration/stdio-client.h"
+#include "tests/integration/engine-env.h"
 
 static struct child *c;
 
@@ -31,7 +32,7 @@ int main(void)
 {
         struct dm_backend *b;
         struct dm_error err = { 0 };
-        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
+        struct dm_engine_config ec = { .env = test_engine_env(), .may_start_podman = false, .response_max = 16 << 20 };
         json_object *m, *notes;
         char args[512], *job;
         int64_t t0;

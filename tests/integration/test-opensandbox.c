@@ -22,6 +22,7 @@
 #include "src/core/limits.h"
 #include "tests/integration/opensandbox-fixture.h"
 #include "tests/integration/stdio-client.h"
+#include "tests/integration/engine-env.h"
 
 static struct child *c;
 static int next_id = 1;
@@ -269,7 +270,7 @@ static void egress_modes(const char *key, const char *state_file)
 
 int main(void)
 {
-        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
+        struct dm_engine_config ec = { .env = test_engine_env(), .may_start_podman = false, .response_max = 16 << 20 };
         struct dm_error err = { 0 };
         struct dm_backend *engine = NULL;
         char allowed[PATH_MAX], p[PATH_MAX + 64], args[8192], sb[64], state_file[PATH_MAX];
@@ -413,10 +414,14 @@ int main(void)
                 bool foreign = false, own = false;
 
                 struct dm_engine_config oc = ec;
+                struct dm_engine_env oenv = { 0 };
 
                 oc.backend = "opensandbox"; /* as a server's DEMESNE_BACKEND gives it */
                 setenv("OPEN_SANDBOX_DOMAIN", fx.domain, 1);
                 setenv("OPEN_SANDBOX_API_KEY", key, 1);
+                /* As a server's settings would read them now. */
+                (void)dm_engine_env_read(&oenv);
+                oc.env = &oenv;
                 snprintf(label, sizeof(label), "demesne.sandbox=%s", sb);
                 if (dm_backend_open(&oc, &osb, &err) >= 0 && osb->ops->list(osb, label, &ids, &n, &err) >= 0 &&
                     n == 1 && osb->ops->inspect(osb, ids[0], &info, &err) >= 0) {
@@ -448,6 +453,7 @@ int main(void)
                         free(ids[i]);
                 free(ids);
                 dm_backend_free(osb);
+                dm_engine_env_release(&oenv);
                 unsetenv("OPEN_SANDBOX_DOMAIN");
                 unsetenv("OPEN_SANDBOX_API_KEY");
         }

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "tests/integration/stdio-client.h"
+#include "tests/integration/engine-env.h"
 
 #define MAX_RUNS 8
 
@@ -123,7 +124,7 @@ static const char *run_of(json_object *m)
 int main(void)
 {
         struct dm_error err = { 0 };
-        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
+        struct dm_engine_config ec = { .env = test_engine_env(), .may_start_podman = false, .response_max = 16 << 20 };
         const char *env[] = { "DEMESNE_POOL=2", NULL };
         char runs[MAX_RUNS][64], again[MAX_RUNS][64], input[PATH_MAX], args[PATH_MAX + 256];
         json_object *m;

@@ -13,6 +13,7 @@
 
 #include "tests/integration/shim-probes.h"
 #include "tests/integration/stdio-client.h"
+#include "tests/integration/engine-env.h"
 
 static struct child *c;
 static int next_id = 1;
@@ -68,7 +69,7 @@ static long sandbox_containers(struct dm_backend *b, const char *sb)
 
 int main(void)
 {
-        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
+        struct dm_engine_config ec = { .env = test_engine_env(), .may_start_podman = false, .response_max = 16 << 20 };
         struct dm_error err = { 0 };
         struct dm_backend *b;
         char allowed[PATH_MAX], p[PATH_MAX + 64], args[8192], sb[64], cmd[PATH_MAX * 2], *s;

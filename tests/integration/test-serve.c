@@ -16,6 +16,7 @@
 #include "tests/integration/common.h"
 #include "tests/integration/stdio-client.h"
 #include "tests/tap.h"
+#include "tests/integration/engine-env.h"
 
 int main(void)
 {
@@ -27,7 +28,7 @@ int main(void)
         int64_t t0;
 
         test_env_setup("serve");
-        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
+        struct dm_engine_config ec = { .env = test_engine_env(), .may_start_podman = false, .response_max = 16 << 20 };
         if (dm_backend_open(&ec, &b, &err) < 0) {
                 printf("Bail out! %s\n", err.msg);
                 return 1;

@@ -32,6 +32,7 @@
 #include "tests/integration/common.h"
 #include "tests/integration/shim-probes.h"
 #include "tests/tap.h"
+#include "tests/integration/engine-env.h"
 
 #define IMAGE "localhost/demesne/python:latest"
 #define PIDS_LIMIT 128
@@ -609,7 +610,7 @@ static int setup(void)
 {
         static const char *const caps[] = { "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID",
                                             "KILL",  "SETGID",       "SETUID", NULL };
-        struct dm_engine_config cfg = { .may_start_podman = true };
+        struct dm_engine_config cfg = { .env = test_engine_env(), .may_start_podman = true };
         struct dm_container_info info = { 0 };
         struct dm_error err = { 0 };
         struct dm_mount mounts[2];

@@ -33,12 +33,18 @@ static void touch(const char *sub, const char *name)
                 close(fd);
 }
 
-/* dm_curl_new on host; the errno, and the message in msg. */
+/* dm_curl_new on host, with the environment as it is now (read as the
+ * settings read it); the errno, and the message in msg. */
 static int open_host(const char *host, struct dm_curl **ret, char *msg, size_t n)
 {
         struct dm_error err = { 0 };
         struct dm_curl *h = NULL;
-        int r = dm_curl_new(host, 4096, &h, &err);
+        struct dm_engine_env env;
+        int r = dm_engine_env_read(&env);
+
+        if (r == 0)
+                r = dm_curl_new(host, 4096, &env, &h, &err);
+        dm_engine_env_release(&env);
 
         snprintf(msg, n, "%s", err.msg);
         if (ret)
@@ -134,7 +140,12 @@ static void test_caps(void)
         unsigned lacks = DM_CAP_SHIM | DM_CAP_EXEC_PID | DM_CAP_HOST_NETNS;
 
         /* DOCKER_TLS_VERIFY and ~/.docker as test_tls left them. */
-        is_int(dm_docker_backend_new("tcp://192.0.2.1:2376", 0, &b, &err), 0, "a docker backend on a remote engine");
+        struct dm_engine_env env;
+
+        is_int(dm_engine_env_read(&env), 0, "the environment read");
+        is_int(dm_docker_backend_new("tcp://192.0.2.1:2376", 0, &env, &b, &err), 0,
+               "a docker backend on a remote engine");
+        dm_engine_env_release(&env);
         ok(b && !(b->ops->caps & lacks) && dm_backend_can(b, DM_CAP_ATTACH | DM_CAP_IMAGES | DM_CAP_HARDENING),
            "... declares no shim, exec pid or host netns, keeps the rest (caps 0x%x)", b ? b->ops->caps : 0);
         /* Refused before any request: 192.0.2.1 routes nowhere. */
@@ -154,7 +165,7 @@ static void test_caps(void)
         dm_backend_free(b);
         b = NULL;
         unsetenv("DOCKER_TLS_VERIFY");
-        is_int(dm_docker_backend_new("tcp://127.0.0.1:1", 0, &b, &err), 0, "a docker backend on loopback tcp");
+        is_int(dm_docker_backend_new("tcp://127.0.0.1:1", 0, NULL, &b, &err), 0, "a docker backend on loopback tcp");
         ok(b && (b->ops->caps & lacks) == lacks, "... is on this host: every cap (0x%x)", b ? b->ops->caps : 0);
         dm_backend_free(b);
 }

@@ -148,7 +148,7 @@ static void test_stale_connection(void)
         snprintf(host, sizeof(host), "unix://%s", sa.sun_path);
         c.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (c.listen_fd < 0 || bind(c.listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-            listen(c.listen_fd, 4) < 0 || dm_curl_new(host, 1 << 20, &h, &err) < 0) {
+            listen(c.listen_fd, 4) < 0 || dm_curl_new(host, 1 << 20, NULL, &h, &err) < 0) {
                 ok(0, "a fake engine on %s (%s)", host, err.msg);
                 return;
         }

@@ -83,6 +83,16 @@ int main(void)
         uri = dm_uri_make(DM_RESOURCE_SCHEME, "run-a", "sub dir/100%.csv");
         is_str(uri, "demesne://output/run-a/sub%20dir/100%25.csv", "a URI encodes blanks and %% per segment");
         free(uri);
+        /* The engine paths' escape (backends): '/' and ':' kept on request only. */
+        uri = dm_uri_escape("localhost/demesne/base:latest", "/:");
+        is_str(uri, "localhost/demesne/base:latest", "an image reference keeps its slashes and colon");
+        free(uri);
+        uri = dm_uri_escape("{\"label\":[\"a=b c/d\"]}", "");
+        is_str(uri, "%7B%22label%22%3A%5B%22a%3Db%20c%2Fd%22%5D%7D", "a filter: every reserved byte encoded");
+        free(uri);
+        uri = dm_uri_escape("", "");
+        is_str(uri, "", "the empty string: an empty string, not NULL");
+        free(uri);
         is_str(dm_mime_type("x/report.JSON"), "application/json", "a MIME type from the extension, any case");
         is_str(dm_mime_type("Makefile"), "application/octet-stream", "no extension: octet-stream");
 
