@@ -25,9 +25,7 @@ static int next_id = 1;
 
 static json_object *call(const char *tool, const char *args)
 {
-        int id = next_id++;
-        send_call(cur, id, tool, args);
-        return recv_response(cur, id, 120000, NULL);
+        return call_tool(cur, &next_id, tool, args);
 }
 
 static char *exec_out(const char *sb, const char *cmd)
@@ -99,27 +97,18 @@ static void refused_env(struct dm_backend *b, const char *sb)
 static bool running_run(struct dm_backend *b, pid_t server, char *run_id, size_t len, int *ret_pid)
 {
         struct dm_error err = { 0 };
-        char **ids = NULL, needle[32];
+        char **ids = NULL;
         size_t n = 0;
         bool found = false;
 
-        snprintf(needle, sizeof(needle), "-%d-", (int)server);
         if (b->ops->list(b, "demesne.run", &ids, &n, &err) < 0)
                 return false;
         for (size_t i = 0; i < n; i++) {
                 struct dm_container_info info = { 0 };
-                const char *run = NULL;
-                bool mine = false;
+                const char *run;
 
                 if (!found && b->ops->inspect(b, ids[i], &info, &err) == 0) {
-                        for (size_t k = 0; info.labels && info.labels[k]; k++) {
-                                if (strncmp(info.labels[k], "demesne.owner=", 14) == 0 &&
-                                    strstr(info.labels[k], needle))
-                                        mine = true;
-                                if (strncmp(info.labels[k], "demesne.run=", 12) == 0)
-                                        run = info.labels[k] + 12;
-                        }
-                        if (mine && run && info.running && info.pid > 0) {
+                        if (owned_by(&info, server, &run) && run && info.running && info.pid > 0) {
                                 snprintf(run_id, len, "%s", run);
                                 *ret_pid = info.pid;
                                 found = true;
@@ -219,8 +208,6 @@ static void planted_shim(const char *sb, struct child *second)
 
 int main(void)
 {
-        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
-        struct dm_error err = { 0 };
         struct dm_backend *b;
         struct child *a = calloc(1, sizeof(*a)), *second = calloc(1, sizeof(*second));
         const char *env[] = { "DEMESNE_SANDBOX_SWEEP_SECONDS=1", "DEMESNE_POOL=0", NULL };
@@ -228,15 +215,7 @@ int main(void)
         json_object *m;
         char *s;
 
-        test_env_setup("execenv");
-        if (!getenv("DEMESNE") || !getenv("DEMESNE_SHIM_PATH")) {
-                printf("Bail out! DEMESNE and DEMESNE_SHIM_PATH must name the built binaries\n");
-                return 1;
-        }
-        if (dm_backend_open(&ec, &b, &err) < 0 || spawn(a, env) < 0) {
-                printf("Bail out! %s\n", err.msg[0] ? err.msg : "cannot start $DEMESNE serve");
-                return 1;
-        }
+        b = serve_start("execenv", a, env);
         cur = a;
         m = call("sandbox_create", "{\"image\":\"python\"}");
         ok(!result_is_error(m), "sandbox_create");

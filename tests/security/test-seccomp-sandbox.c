@@ -135,8 +135,6 @@ static void impostor(const char *sb)
 
 int main(void)
 {
-        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
-        struct dm_error err = { 0 };
         struct dm_backend *b;
         struct child *a = calloc(1, sizeof(*a)), *second = calloc(1, sizeof(*second));
         const char *env[] = { "DEMESNE_SANDBOX_SWEEP_SECONDS=1", NULL };
@@ -145,15 +143,7 @@ int main(void)
         json_object *m;
         char *s;
 
-        test_env_setup("seccomp");
-        if (!getenv("DEMESNE") || !getenv("DEMESNE_SHIM_PATH")) {
-                printf("Bail out! DEMESNE and DEMESNE_SHIM_PATH must name the built binaries\n");
-                return 1;
-        }
-        if (dm_backend_open(&ec, &b, &err) < 0 || spawn(a, env) < 0) {
-                printf("Bail out! %s\n", err.msg[0] ? err.msg : "cannot start $DEMESNE serve");
-                return 1;
-        }
+        b = serve_start("seccomp", a, env);
         cur = a;
         create(sb, sizeof(sb));
         workdirs(sb);
