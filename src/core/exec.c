@@ -180,13 +180,20 @@ static int exec_engine(const struct dm_exec_target *t, const struct dm_exec_requ
         _cleanup_close_ int pidfd = -1;
         int pgid = 0, r = 0;
 
+        if (!stream && t->filter_exec)
+                /* The filter would come from `demesne-shim --exec`, started by
+                 * the engine by a path in the sandbox's own file system,
+                 * which the sandbox can rename and plant a program at (on a
+                 * storage driver that renames directories: vfs, rootless
+                 * Podman's default). /proc/1/exe, the binary PID 1 runs,
+                 * is closed: the shim is not dumpable, and reading that link
+                 * takes CAP_SYS_PTRACE, which no process of the container
+                 * has. So no path is left the sandbox cannot change. */
+                return dm_error_set(err, -EBUSY,
+                                    "another live demesne server holds this sandbox's demesne-shim, and the "
+                                    "engine's exec API could start the shim only by a path the sandbox can "
+                                    "change: run the command through that server, or once it has exited");
         if (!stream) {
-                size_t n = 0;
-
-                while (req->argv[n])
-                        n++;
-                /* The shim binary applies the filter before it runs the command. */
-                const char **filtered = calloc(n + 4, sizeof(*filtered));
                 struct dm_exec_spec spec = {
                         .argv = req->argv,
                         .env = req->env,
@@ -194,16 +201,7 @@ static int exec_engine(const struct dm_exec_target *t, const struct dm_exec_requ
                         .attach_stdin = dm_backend_can(b, DM_CAP_EXEC_STDIN),
                 };
 
-                if (!filtered)
-                        return dm_error_set(err, -ENOMEM, "out of memory");
-                filtered[0] = DM_SHIM_BIN_PATH;
-                filtered[1] = "--exec";
-                filtered[2] = "--";
-                memcpy(filtered + 3, req->argv, n * sizeof(*filtered));
-                if (t->filter_exec)
-                        spec.argv = filtered;
                 r = b->ops->exec(b, t->container, &spec, &made, &exec_id, err);
-                free(filtered);
                 if (r < 0)
                         return dm_error_wrap(err, "run the command");
                 stream = made;

@@ -12,8 +12,10 @@
  * has one: under the seccomp filter, and the shim kills its whole process
  * group at the timeout or on cancel. Without one, through the engine: the
  * container's own process (its attach stream, for a one-off run whose
- * PID 1 is the command) or the engine's exec API (wrapped in the shim
- * binary's --exec, which applies the filter, when the container has it).
+ * PID 1 is the command) or the engine's exec API, for a container made
+ * without the shim. A container whose shim another server holds gets no
+ * command by the engine's exec API (-EBUSY): the shim binary could only be
+ * named there by a path the sandbox can change.
  * At the timeout or on cancel the engine path kills the container's PID 1
  * (a one-off run: the whole PID namespace goes), else the exec's process
  * group through a pidfd taken while it surely ran, else the backend's
@@ -39,8 +41,8 @@ struct dm_exec_target {
         /* The container lives for this one command: a timeout or cancel
          * kills the container itself. */
         bool whole_container;
-        /* The container holds the shim binary: an engine exec runs the
-         * command under its --exec (the filter without the shim's socket). */
+        /* The container runs demesne-shim (shim is NULL: another server
+         * holds it): refused, with no engine exec (see above). */
         bool filter_exec;
 };
 

@@ -65,8 +65,8 @@ static void strv_free(char **v)
 
 /* The command through demesne-shim, once the shim is up (l: what
  * dm_launch_shim_ready said, long ago for a warm container) and the
- * network in place. warm: the container was made without req->env. */
-static int run_shim(struct dm_context *ctx, struct dm_exec_target *t, const struct dm_launched *l, bool warm,
+ * network in place. No container of a run has req->env as its own. */
+static int run_shim(struct dm_context *ctx, struct dm_exec_target *t, const struct dm_launched *l,
                     const struct dm_exec_request *xreq, struct dm_exec_sink *sink, const struct dm_run_request *req,
                     struct dm_run_result *res, struct dm_exec_result *xres, struct dm_error *err)
 {
@@ -94,11 +94,10 @@ static int run_shim(struct dm_context *ctx, struct dm_exec_target *t, const stru
                 dm_egress_stop(ctx, egress, false);
                 return r;
         }
-        /* Bottom to top: the caller's environment (a warm container was made
-         * without it; a cold one has it as its own, under the command's),
-         * the egress proxy's, the agent's (its NO_PROXY wins), the hook's. */
-        env = dm_exec_env((const char *const *const[]){ warm ? req->env : NULL, dm_egress_env(egress),
-                                                        (const char *const *)extra, (const char *const *)started },
+        /* Bottom to top: the caller's environment, the egress proxy's, the
+         * agent's (its NO_PROXY wins), the hook's. */
+        env = dm_exec_env((const char *const *const[]){ req->env, dm_egress_env(egress), (const char *const *)extra,
+                                                        (const char *const *)started },
                           4);
         if (!env) {
                 strv_free(extra);
@@ -363,6 +362,7 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
         if (exec_only) {
                 spec.entrypoint = idle_argv;
                 spec.argv = NULL;
+                spec.env = NULL; /* the exec's, below */
                 /* The backend's own expiry as a backstop: the command's
                  * limit plus time to make and remove the sandbox. */
                 spec.ttl_s = req->timeout_s + 600;
@@ -371,6 +371,10 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
                 r = dm_launch_shim_prepare(ctx, shimdir, &spec, mounts, &n_mounts, &host, err);
                 if (r < 0)
                         goto out;
+                /* The caller's environment goes with the command, as on a
+                 * warm container: PID 1, the shim, would read it (glibc's
+                 * GLIBC_TUNABLES, say) before its filter is in place. */
+                spec.env = NULL;
                 /* A run's only command goes through the shim, never the
                  * engine's exec API: the shim's filter is on every process. */
                 spec.own_seccomp = true;
@@ -462,7 +466,7 @@ started:
                 }
                 /* Without attach (OpenSandbox) the command is an exec, whose
                  * exit code comes from the exec. */
-                r = host ? run_shim(ctx, &t, launched_ref, warm != NULL, &xreq, &sink, req, res, &xres, err)
+                r = host ? run_shim(ctx, &t, launched_ref, &xreq, &sink, req, res, &xres, err)
                          : dm_exec(&t, &xreq, &sink, &xres, err);
                 if (r < 0)
                         goto out;

@@ -399,7 +399,7 @@ static int shim_add(struct dm_context *ctx, const char *id, struct dm_shimhost *
 /* The shim of sandbox sb, with a reference for the caller: the one this
  * server holds, or its socket taken over from the server that made it (the
  * running shim reconnects by itself). -EBUSY when another live server holds
- * it: the caller then uses the engine's exec API. */
+ * it: the exec core then refuses the command (src/core/exec.c). */
 static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct dm_sandbox *sb,
                     struct dm_sandbox_shim **ret, struct dm_error *err)
 {
@@ -916,8 +916,7 @@ static int exec_in(struct dm_context *ctx, struct dm_backend *b, const struct dm
         if (sb->shim_dir[0]) {
                 r = shim_get(ctx, b, sb, &e, err);
                 if (r == -EBUSY) {
-                        log_debug("sandbox %s: its shim is held by another server (%s); using the engine's exec API",
-                                  sb->id, err->msg);
+                        log_debug("sandbox %s: its shim is held by another server (%s)", sb->id, err->msg);
                         dm_error_clear(err);
                         e = NULL;
                 } else if (r < 0)

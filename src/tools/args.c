@@ -123,6 +123,15 @@ static bool env_name_ok(const char *k)
         return true;
 }
 
+/* Read by the dynamic loader and by glibc itself as a process starts,
+ * before its main and so before any seccomp filter of its own: static
+ * binaries too read GLIBC_TUNABLES. No caller chooses them for a command;
+ * what one needs (a library path) goes on its command line instead. */
+static bool env_name_refused(const char *k)
+{
+        return strncmp(k, "LD_", 3) == 0 || strcmp(k, "GLIBC_TUNABLES") == 0;
+}
+
 /* json-c strings may hold NUL (from \u0000): such a value would be cut short
  * on its way to the container, so it is refused rather than altered. */
 static bool has_nul(json_object *s)
@@ -208,6 +217,12 @@ static int check_one(const struct dm_arg_spec *s, json_object *v, struct dm_erro
                                         "'%s' key '%.100s' is not a valid variable name (letters, digits, _; "
                                         "not starting with a digit)",
                                         s->name, key);
+                        if (env_name_refused(key))
+                                return dm_error_set(err, -EPERM,
+                                                    "'%s' key '%.100s' is refused: LD_* and GLIBC_TUNABLES steer "
+                                                    "the dynamic loader and glibc before a process's filter is in "
+                                                    "place; set them inside the command instead",
+                                                    s->name, key);
                         if (!json_object_is_type(val, json_type_string))
                                 return dm_error_set(err, -EINVAL, "'%s.%.100s' must be a string", s->name, key);
                         if (has_nul(val))

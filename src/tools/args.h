@@ -82,7 +82,8 @@ struct dm_args_table *dm_args_tailor(const struct dm_args_facts *f, const struct
 char *dm_args_schema(const struct dm_arg_spec *specs, size_t n);
 
 /* Checks args (may be NULL = {}) against the table: unknown names, missing
- * required ones, types, ranges, enums, env names. Messages name the
+ * required ones, types, ranges, enums, env names (LD_* and GLIBC_TUNABLES
+ * refused, -EPERM). Messages name the
  * parameter and say what to send instead. */
 int dm_args_check(const struct dm_arg_spec *specs, size_t n, json_object *args, struct dm_error *err);
 

@@ -93,6 +93,24 @@ static inline json_object *path(json_object *o, const char *a, const char *b, co
         return v;
 }
 
+/* Whether info's owner label names server pid; *ret_run: its demesne.run
+ * label's value (borrowed from info), NULL when it has none. */
+static inline bool owned_by(const struct dm_container_info *info, pid_t pid, const char **ret_run)
+{
+        char needle[32];
+        bool mine = false;
+
+        snprintf(needle, sizeof(needle), "-%d-", (int)pid);
+        *ret_run = NULL;
+        for (size_t k = 0; info->labels && info->labels[k]; k++) {
+                if (strncmp(info->labels[k], "demesne.owner=", 14) == 0 && strstr(info->labels[k], needle))
+                        mine = true;
+                if (strncmp(info->labels[k], "demesne.run=", 12) == 0)
+                        *ret_run = info->labels[k] + 12;
+        }
+        return mine;
+}
+
 /* Containers whose owner label names a server's pid. */
 static inline long containers_of(struct dm_backend *b, pid_t pid)
 {

@@ -160,6 +160,38 @@ static inline void send_call(struct child *c, int id, const char *tool, const ch
         free(line);
 }
 
+/* A test of `demesne serve` on the real engine begins: a private root
+ * (test_env_setup(name)), the engine, and server c started with env. Bails
+ * out (exit 1) when $DEMESNE or $DEMESNE_SHIM_PATH is unset or either
+ * cannot start. */
+static inline struct dm_backend *serve_start(const char *name, struct child *c, const char *const *env)
+{
+        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
+        struct dm_error err = { 0 };
+        struct dm_backend *b;
+
+        test_env_setup(name);
+        if (!getenv("DEMESNE") || !getenv("DEMESNE_SHIM_PATH")) {
+                printf("Bail out! DEMESNE and DEMESNE_SHIM_PATH must name the built binaries\n");
+                exit(1);
+        }
+        if (dm_backend_open(&ec, &b, &err) < 0 || spawn(c, env) < 0) {
+                printf("Bail out! %s\n", err.msg[0] ? err.msg : "cannot start $DEMESNE serve");
+                exit(1);
+        }
+        return b;
+}
+
+/* tools/call on c with the next of *next_id: the response (up to 120 s)
+ * or NULL. */
+static inline json_object *call_tool(struct child *c, int *next_id, const char *tool, const char *args_json)
+{
+        int id = (*next_id)++;
+
+        send_call(c, id, tool, args_json);
+        return recv_response(c, id, 120000, NULL);
+}
+
 /* structuredContent of a tools/call response, borrowed from m. */
 static inline json_object *structured(json_object *m)
 {

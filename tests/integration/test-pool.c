@@ -34,27 +34,18 @@ static json_object *call(const char *tool, const char *args)
 static int pool_runs(pid_t pid, char runs[MAX_RUNS][64])
 {
         struct dm_error err = { 0 };
-        char **ids = NULL, needle[32];
+        char **ids = NULL;
         size_t n = 0;
         int found = 0;
 
-        snprintf(needle, sizeof(needle), "-%d-", (int)pid);
         if (b->ops->list(b, "demesne.pool=python", &ids, &n, &err) < 0)
                 return -1;
         for (size_t i = 0; i < n; i++) {
                 struct dm_container_info info = { 0 };
-                const char *run = NULL;
-                bool mine = false;
+                const char *run;
 
                 if (b->ops->inspect(b, ids[i], &info, &err) == 0) {
-                        for (size_t k = 0; info.labels && info.labels[k]; k++) {
-                                if (strncmp(info.labels[k], "demesne.owner=", 14) == 0 &&
-                                    strstr(info.labels[k], needle))
-                                        mine = true;
-                                if (strncmp(info.labels[k], "demesne.run=", 12) == 0)
-                                        run = info.labels[k] + 12;
-                        }
-                        if (mine && run && found < MAX_RUNS)
+                        if (owned_by(&info, pid, &run) && run && found < MAX_RUNS)
                                 snprintf(runs[found++], 64, "%s", run);
                         dm_container_info_release(&info);
                 }

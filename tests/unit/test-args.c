@@ -85,6 +85,25 @@ int main(void)
         is_int(check("{\"command\":\"x\",\"env\":{\"1A\":\"1\"}}", &err), -EINVAL, "env name starting with a digit");
         is_int(check("{\"command\":\"x\",\"env\":{\"A=B\":\"1\"}}", &err), -EINVAL, "env name with '='");
         is_int(check("{\"command\":\"x\",\"env\":{\"A\":1}}", &err), -EINVAL, "env value not a string");
+        {
+                static const char *const refused[] = { "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_",
+                                                       "GLIBC_TUNABLES" };
+                char json[256];
+
+                for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+                        snprintf(json, sizeof(json), "{\"command\":\"x\",\"env\":{\"A\":\"1\",\"%s\":\"v\"}}",
+                                 refused[i]);
+                        is_int(check(json, &err), -EPERM, "env '%s' is refused", refused[i]);
+                        ok(strstr(err.msg, "'env' key '") && strstr(err.msg, refused[i]) &&
+                                   strstr(err.msg, "is refused"),
+                           "and the message names it: %s", err.msg);
+                }
+        }
+        /* Names that only look alike are a command's own business. */
+        is_int(check("{\"command\":\"x\",\"env\":{\"ld_preload\":\"1\",\"OLD_LD_X\":\"2\"}}", &err), 0,
+               "lower-case ld_preload and a name with LD_ inside are accepted");
+        is_int(check("{\"command\":\"x\",\"env\":{\"GLIBC_TUNABLES_X\":\"1\",\"LD\":\"2\"}}", &err), 0,
+               "GLIBC_TUNABLES_X and LD are accepted");
         is_int(check("{\"command\":\"x\",\"env\":{\"A\":\"1\",\"B\":\"2\",\"C\":\"3\"}}", &err), -E2BIG,
                "env over max");
         is_int(check("[]", &err), -EINVAL, "arguments not an object");
