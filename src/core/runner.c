@@ -155,6 +155,37 @@ static void ledger_end(struct dm_context *ctx, const char *run_id, int r, const 
                 log_warning("run %s: %s", run_id, lerr.msg);
 }
 
+/* How a cold run's container is confined: with the shim (shim: its
+ * socket directory is made and mounted, *ret_host set), or by the
+ * backend's own network; -ENOTSUP when egress is asked for and only the
+ * shim could put it in place. */
+static int confine(struct dm_context *ctx, struct dm_backend *b, const struct dm_run_request *req, bool shim,
+                   const char *shimdir, struct dm_container_spec *spec, struct dm_mount *mounts, size_t *n_mounts,
+                   struct dm_shimhost **ret_host, struct dm_error *err)
+{
+        if (shim) {
+                int r = dm_launch_shim_prepare(ctx, shimdir, spec, mounts, n_mounts, ret_host, err);
+
+                /* A run's only command goes through the shim, never the
+                 * engine's exec API: the shim's filter is on every process. */
+                spec->own_seccomp = true;
+                return r;
+        }
+        if (dm_egress_backend_open(b, req->policy) && !req->vendor_port) {
+                spec->network_mode = "open"; /* the backend's own network */
+        } else if (!dm_backend_can(b, DM_CAP_HOST_NETNS) && !req->vendor_port) {
+                spec->egress = req->policy; /* the backend enforces it or refuses */
+                spec->egress_package_hosts = dm_egress_package_hosts();
+        } else if (dm_egress_needed(req->policy) || req->vendor_port) {
+                /* Without the shim a command could run before the network is
+                 * in place: refuse rather than run it with less. */
+                return dm_error_set(err, -ENOTSUP,
+                                    "egress other than 'none' needs demesne-shim, which is off "
+                                    "(DEMESNE_SHIM=off) or which this backend cannot mount");
+        }
+        return 0;
+}
+
 static int run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res,
                struct dm_error *err)
 {
@@ -342,7 +373,10 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
                 .name = run_id,
                 .image = dm_image_ref(img),
                 .argv = req->command ? bash_argv : req->argv,
-                .env = req->env,
+                /* With the shim the caller's environment goes with the
+                 * command, as on a warm container: PID 1 would read it
+                 * (glibc's GLIBC_TUNABLES, say) before its filter is on. */
+                .env = shim_mode == 1 ? NULL : req->env,
                 .workdir = "/out",
                 .mounts = mounts,
                 .n_mounts = n_mounts,
@@ -367,30 +401,9 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
                  * limit plus time to make and remove the sandbox. */
                 spec.ttl_s = req->timeout_s + 600;
         }
-        if (shim_mode == 1) {
-                r = dm_launch_shim_prepare(ctx, shimdir, &spec, mounts, &n_mounts, &host, err);
-                if (r < 0)
-                        goto out;
-                /* The caller's environment goes with the command, as on a
-                 * warm container: PID 1, the shim, would read it (glibc's
-                 * GLIBC_TUNABLES, say) before its filter is in place. */
-                spec.env = NULL;
-                /* A run's only command goes through the shim, never the
-                 * engine's exec API: the shim's filter is on every process. */
-                spec.own_seccomp = true;
-        } else if (dm_egress_backend_open(b, req->policy) && !req->vendor_port) {
-                spec.network_mode = "open"; /* the backend's own network */
-        } else if (!dm_backend_can(b, DM_CAP_HOST_NETNS) && !req->vendor_port) {
-                spec.egress = req->policy; /* the backend enforces it or refuses */
-                spec.egress_package_hosts = dm_egress_package_hosts();
-        } else if (dm_egress_needed(req->policy) || req->vendor_port) {
-                /* Without the shim a command could run before the network is
-                 * in place: refuse rather than run it with less. */
-                r = dm_error_set(err, -ENOTSUP,
-                                 "egress other than 'none' needs demesne-shim, which is off "
-                                 "(DEMESNE_SHIM=off) or which this backend cannot mount");
+        r = confine(ctx, b, req, shim_mode == 1, shimdir, &spec, mounts, &n_mounts, &host, err);
+        if (r < 0)
                 goto out;
-        }
 
         t0 = dm_now_ms();
         r = dm_launch_create(b, img, ctx->cfg.images_autobuild,
