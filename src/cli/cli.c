@@ -129,7 +129,11 @@ static int parse_count(const char *opt, const char *arg, unsigned *ret)
         return 0;
 }
 
-int dm_cli_serve(int argc, char **argv)
+/* serve's options into *http (its allowed hosts and origins malloc'd into
+ * *hosts and *origins, NULL-terminated, for the caller to free): 0 to
+ * serve, 1 when --help was answered, -1 on a usage error (said on stderr). */
+static int serve_options(int argc, char **argv, struct dm_mcphttp_options *ret_http, const char ***hosts,
+                         const char ***origins)
 {
         enum {
                 O_TOKEN = 256,
@@ -161,14 +165,9 @@ int dm_cli_serve(int argc, char **argv)
                 { 0 },
         };
         struct dm_mcphttp_options http;
-        const char **hosts = NULL, **origins = NULL;
         size_t n_hosts = 0, n_origins = 0;
         bool http_only_option = false;
-        struct dm_context ctx;
-        struct dm_mcp_server *srv;
-        struct dm_registry *reg;
         struct dm_error err = { 0 };
-        sigset_t mask;
         int c, r = 0;
 
         dm_mcphttp_options_init(&http);
@@ -179,8 +178,8 @@ int dm_cli_serve(int argc, char **argv)
                 case 'L': r = set_log_file("serve", optarg); break;
                 case 'H': http.listen = optarg; break;
                 case O_TOKEN: http.token_file = optarg; break;
-                case O_HOST: r = push(&hosts, &n_hosts, optarg); break;
-                case O_ORIGIN: r = push(&origins, &n_origins, optarg); break;
+                case O_HOST: r = push(hosts, &n_hosts, optarg); break;
+                case O_ORIGIN: r = push(origins, &n_origins, optarg); break;
                 case O_SESSIONS: r = parse_count("--max-sessions", optarg, &http.max_sessions); break;
                 case O_STREAMS: r = parse_count("--max-streams", optarg, &http.max_streams); break;
                 case O_SESSION_STREAMS:
@@ -219,51 +218,54 @@ int dm_cli_serve(int argc, char **argv)
                         r = -1;
                 }
         }
+        http.allowed_hosts = *hosts;
+        http.allowed_origins = *origins;
+        *ret_http = http;
+        return r;
+}
+
+int dm_cli_serve(int argc, char **argv)
+{
+        struct dm_mcphttp_options http;
+        const char **hosts = NULL, **origins = NULL;
+        struct dm_context ctx;
+        struct dm_mcp_server *srv;
+        struct dm_registry *reg = NULL;
+        struct dm_error err = { 0 };
+        sigset_t mask;
+        bool served = false;
+        int r, rc = 1;
+
+        r = serve_options(argc, argv, &http, &hosts, &origins);
         if (r != 0) {
                 free(hosts);
                 free(origins);
                 return r > 0 ? 0 : 2;
         }
-        http.allowed_hosts = hosts;
-        http.allowed_origins = origins;
 
         block_signals(&mask);
         if (dm_server_init(&ctx, &err) < 0) {
                 log_error("%s", err.msg);
-                free(hosts);
-                free(origins);
-                return 1;
+                goto out_args;
         }
         /* The registry outlives the MCP server that borrows it and the
          * host tool proxy its copies point at: freed last. */
         reg = dm_registry_new();
         if (!reg) {
                 log_error("out of memory");
-                dm_server_release(&ctx);
-                free(hosts);
-                free(origins);
-                return 1;
+                goto out_server;
         }
         dm_tools_configure(&ctx, reg);
         /* A malformed host servers file stops the server here, as a bad
          * variable does; a host server that fails only loses its tools. */
         if (dm_tools_hostmcp_init(&ctx, reg, &err) < 0) {
                 log_error("%s", err.msg);
-                dm_server_release(&ctx);
-                dm_registry_free(reg);
-                free(hosts);
-                free(origins);
-                return 1;
+                goto out_server;
         }
         srv = dm_tools_server_new(&ctx, reg);
         if (!srv) {
                 log_error("out of memory");
-                dm_tools_hostmcp_release(&ctx);
-                dm_server_release(&ctx);
-                dm_registry_free(reg);
-                free(hosts);
-                free(origins);
-                return 1;
+                goto out_hostmcp;
         }
         dm_server_start(&ctx, true, true);
         if (http.listen) {
@@ -281,19 +283,25 @@ int dm_cli_serve(int argc, char **argv)
                 log_info("serving MCP on stdio (output root '%s')", ctx.cfg.output_root);
                 r = dm_mcp_stdio_serve(srv, STDIN_FILENO, STDOUT_FILENO, (size_t)ctx.cfg.max_message);
         }
+        rc = r < 0 ? 1 : 0;
+        served = true;
         /* Nested sandboxes' endpoints stop first (their calls are
          * cancelled); jobs end before the server goes: their last act is a
          * notification. */
         dm_tools_nested_release(&ctx);
         dm_jobs_shutdown(ctx.jobs);
         dm_mcp_server_free(srv);
+out_hostmcp:
         dm_tools_hostmcp_release(&ctx);
+out_server:
         dm_server_release(&ctx);
         dm_registry_free(reg);
+out_args:
         free(hosts);
         free(origins);
-        log_info("stopped");
-        return r < 0 ? 1 : 0;
+        if (served)
+                log_info("stopped");
+        return rc;
 }
 
 /* ---- run -------------------------------------------------------------------- */
