@@ -123,7 +123,7 @@ static void bad_files(void)
         refused("{\"mcpServers\": {\"w\": {\"url\": \"ftp://h/mcp\", \"tools\": []}}}",
                 "server 'w': url must be an http:// or https:// URL", "an ftp url");
         refused("{\"mcpServers\": {\"w\": {\"url\": \"http://h/mcp\", \"args\": [], \"tools\": []}}}",
-                "server 'w': args and env are for command servers", "args on a url server");
+                "server 'w': args, env and user are for command servers", "args on a url server");
         refused("{\"mcpServers\": {\"w\": {\"url\": \"http://h/mcp\", \"headers\": {\"X\": \"a\\r\\nB: c\"}, "
                 "\"tools\": []}}}",
                 "server 'w': headers must map names to strings", "a header value with a line break");
