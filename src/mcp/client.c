@@ -33,6 +33,8 @@
 #define STOP_GRACE_MS 2000
 #define STDERR_LINE_MAX 4096
 #define LIST_PAGES_MAX 100
+/* In the errno a child reports: it failed to take on its user, not to exec. */
+#define CHILD_AS_USER 0x10000
 
 extern char **environ;
 
@@ -210,6 +212,28 @@ static void stdio_stop(struct dm_mcpclient *c)
         c->pid = 0;
 }
 
+/* Its stderr lines to the log, on a thread that takes *fd (left at -1)
+ * when it starts. */
+static void start_stderr_reader(const char *name, int *fd)
+{
+        struct stderr_reader *sr = calloc(1, sizeof(*sr));
+        pthread_attr_t attr;
+        pthread_t th;
+
+        if (sr && (sr->name = strdup(name))) {
+                sr->fd = *fd;
+                pthread_attr_init(&attr);
+                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                if (pthread_create(&th, &attr, stderr_main, sr) == 0)
+                        *fd = -1;
+                pthread_attr_destroy(&attr);
+        }
+        if (*fd >= 0 && sr) {
+                free(sr->name);
+                free(sr);
+        }
+}
+
 static int stdio_start(struct dm_mcpclient *c, struct dm_error *err)
 {
         const struct dm_mcpclient_spec *s = c->spec;
@@ -261,12 +285,13 @@ static int stdio_start(struct dm_mcpclient *c, struct dm_error *err)
                 signal(SIGPIPE, SIG_DFL);
                 sigprocmask(SIG_SETMASK, &none, NULL);
                 if ((e = dm_mcpclient_identity_apply(&ident)) < 0) {
-                        errno = -e;
-                        goto fail;
+                        e = -e | CHILD_AS_USER;
+                        goto tell;
                 }
                 execvpe(argv[0], argv, envp);
 fail:
                 e = errno;
+tell:
                 if (write(status[1], &e, sizeof(e)) < 0)
                         _exit(126);
                 _exit(127);
@@ -281,6 +306,13 @@ fail:
         c->in_fd = in[1];
         c->out_fd = out[0];
         in[1] = out[0] = -1;
+        if (r > 0 && (child_errno & CHILD_AS_USER)) {
+                stdio_stop(c);
+                child_errno &= ~CHILD_AS_USER;
+                r = dm_error_set(err, -child_errno, "host MCP server '%s': cannot become user '%s': %s", s->name,
+                                 s->user, strerror(child_errno));
+                goto out;
+        }
         if (r > 0) {
                 stdio_stop(c);
                 r = dm_error_set(err, -child_errno, "host MCP server '%s': cannot run '%s': %s", s->name, s->command,
@@ -289,24 +321,7 @@ fail:
         }
         r = 0;
         fcntl(c->out_fd, F_SETFL, fcntl(c->out_fd, F_GETFL) | O_NONBLOCK);
-        {
-                struct stderr_reader *sr = calloc(1, sizeof(*sr));
-                pthread_attr_t attr;
-                pthread_t th;
-
-                if (sr && (sr->name = strdup(s->name))) {
-                        sr->fd = errp[0];
-                        pthread_attr_init(&attr);
-                        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-                        if (pthread_create(&th, &attr, stderr_main, sr) == 0)
-                                errp[0] = -1;
-                        pthread_attr_destroy(&attr);
-                }
-                if (errp[0] >= 0 && sr) {
-                        free(sr->name);
-                        free(sr);
-                }
-        }
+        start_stderr_reader(s->name, &errp[0]);
 out:
         for (int i = 0; i < 2; i++) {
                 if (in[i] >= 0)
