@@ -46,6 +46,14 @@ static int serve(const char *mode)
                         json_object_put(m);
                         continue;
                 }
+                if (strcmp(meth, "initialize") == 0 && strcmp(mode, "crashloop") == 0) {
+                        /* Its first process starts well; every later one
+                         * dies before it answers initialize. */
+                        const char *marker = getenv("DM_TEST_MARKER");
+                        if (access(marker, F_OK) == 0)
+                                _exit(0);
+                        fclose(fopen(marker, "w"));
+                }
                 if (strcmp(meth, "initialize") == 0) {
                         /* A notification and a request of its own first: both
                          * must be passed over (the request answered). */
@@ -97,14 +105,16 @@ static int serve(const char *mode)
                                "file: /x\"}}\n",
                                json_object_to_json_string(id));
                         fflush(stdout);
-                } else if (strcmp(mode, "die") == 0) {
-                        return 0;
+                } else if (strcmp(mode, "die") == 0 || strcmp(mode, "crashloop") == 0) {
+                        /* At once: an ASan build's leak check at exit would
+                         * keep its stdout open past the call's timeout. */
+                        _exit(0);
                 } else if (strcmp(mode, "die-once") == 0) {
                         /* The first of its processes dies; the next answers. */
                         const char *marker = getenv("DM_TEST_MARKER");
                         if (access(marker, F_OK) < 0) {
                                 fclose(fopen(marker, "w"));
-                                return 0;
+                                _exit(0);
                         }
                         answer(id, "{\"content\":[{\"type\":\"text\",\"text\":\"again\"}]}");
                 } /* "silent": never answers */
@@ -341,6 +351,44 @@ static void test_user(void)
                    "not root, \"user\" is refused: '%s'", err.msg);
 }
 
+/* A server that cannot start again: each failed start doubles the delay
+ * (0.5, 1, 2 s), a call waits for a delay within its timeout (1.5 s) and
+ * fails with -EAGAIN at once when the delay is longer. */
+static void test_crashloop(struct dm_mcpclient_spec *spec, char **args)
+{
+        char marker[] = "/tmp/dm-test-mcpclient-XXXXXX", env0[64];
+        char *env[] = { env0, NULL };
+        struct dm_mcpclient *c;
+        struct dm_error err;
+        json_object *res = NULL;
+        int fd = mkstemp(marker), r[5];
+
+        close(fd);
+        unlink(marker);
+        snprintf(env0, sizeof(env0), "DM_TEST_MARKER=%s", marker);
+        mode_env = env;
+        c = open_mode("crashloop", spec, args);
+        mode_env = NULL;
+        r[0] = c ? call(c, NULL, &res, &err) : -1;
+        ok(r[0] == -EPIPE, "crashloop: the call that kills it fails: '%s'", err.msg);
+        for (int i = 1; i < 4; i++)
+                r[i] = c ? call(c, NULL, &res, &err) : -1;
+        ok(r[1] == -EPIPE && r[2] == -EPIPE && r[3] == -EPIPE,
+           "crashloop: the next calls wait for its delays (0.5, 0.5, 1 s) and find it failing to start: '%s'", err.msg);
+        /* The next delay, 2 s, is longer than the timeout; should this
+         * process stall past the half second between, the call waits,
+         * finds it failing, and the one after meets 4 s. */
+        for (int i = 0; i < 2; i++) {
+                r[4] = c ? call(c, NULL, &res, &err) : -1;
+                if (r[4] != -EPIPE)
+                        break;
+        }
+        ok(r[4] == -EAGAIN && strstr(err.msg, "'crashloop' failed and starts again in "),
+           "crashloop: a delay longer than the call's timeout fails it without waiting: '%s'", err.msg);
+        dm_mcpclient_free(c);
+        unlink(marker);
+}
+
 int main(int argc, char **argv)
 {
         struct dm_mcpclient_spec spec;
@@ -480,5 +528,6 @@ int main(int argc, char **argv)
                    "a command that cannot run: '%s'", err.msg);
         }
         test_user();
+        test_crashloop(&spec, args);
         return done_testing();
 }
