@@ -123,6 +123,7 @@ static void spec_release(struct dm_mcpclient_spec *s)
         free(s->name);
         free(s->command);
         free(s->url);
+        free(s->user);
         strv_free(s->args);
         strv_free(s->env);
         strv_free(s->headers);
@@ -164,7 +165,8 @@ static int parse_server(const char *path, const char *name, json_object *o, stru
                 (void)val;
                 if (strcmp(key, "command") && strcmp(key, "args") && strcmp(key, "env") && strcmp(key, "url") &&
                     strcmp(key, "headers") && strcmp(key, "tools") && strcmp(key, "max_message") &&
-                    strcmp(key, "timeout_seconds") && strcmp(key, "type") && strcmp(key, "description"))
+                    strcmp(key, "timeout_seconds") && strcmp(key, "type") && strcmp(key, "description") &&
+                    strcmp(key, "user"))
                         return BAD("unknown member '%s'", path, name, shown(key).s);
         }
         json_object_object_get_ex(o, "command", &command);
@@ -183,8 +185,9 @@ static int parse_server(const char *path, const char *name, json_object *o, stru
                 const char *u = json_object_is_type(url, json_type_string) ? json_object_get_string(url) : "";
                 if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
                         return BAD("url must be an http:// or https:// URL", path, name);
-                if (json_object_object_get_ex(o, "args", &v) || json_object_object_get_ex(o, "env", &v))
-                        return BAD("args and env are for command servers", path, name);
+                if (json_object_object_get_ex(o, "args", &v) || json_object_object_get_ex(o, "env", &v) ||
+                    json_object_object_get_ex(o, "user", &v))
+                        return BAD("args, env and user are for command servers", path, name);
                 s->url = strdup(u);
         }
         if (!s->command && !s->url)
@@ -204,6 +207,13 @@ static int parse_server(const char *path, const char *name, json_object *o, stru
                         return r == -EINVAL ? BAD("env %s", path, name, why) : r;
         } else if (!(s->env = calloc(1, sizeof(char *))))
                 return -ENOMEM;
+        if (json_object_object_get_ex(o, "user", &v)) {
+                const char *u = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+                if (!*u || strlen(u) > 64 || strpbrk(u, ":/\n\r"))
+                        return BAD("user must be a user name (1 to 64 characters, no ':' or '/')", path, name);
+                if (!(s->user = strdup(u)))
+                        return -ENOMEM;
+        }
         if (json_object_object_get_ex(o, "headers", &v)) {
                 if (!json_object_is_type(v, json_type_object))
                         return BAD("headers must be an object of strings", path, name);

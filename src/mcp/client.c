@@ -3,7 +3,8 @@
  * capped, every wait bounded by the request's deadline and its cancel. The
  * server is not trusted to be well-formed: a malformed, oversized or
  * mismatched answer is an error naming it, and a stdio server that gave
- * one is ended (it is started again on the next request). */
+ * one is ended (it is started again on a later request, after a delay:
+ * client-start.c). */
 #include "config.h"
 #include "src/mcp/client.h"
 
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,12 +26,15 @@
 #include "src/basic/log.h"
 #include "src/basic/pidfd.h"
 #include "src/basic/timeutil.h"
+#include "src/mcp/client-internal.h"
 #include "src/mcp/jsonrpc.h"
 
 #define PROTOCOL_VERSION "2025-06-18"
 #define STOP_GRACE_MS 2000
 #define STDERR_LINE_MAX 4096
 #define LIST_PAGES_MAX 100
+/* In the errno a child reports: it failed to take on its user, not to exec. */
+#define CHILD_AS_USER 0x10000
 
 extern char **environ;
 
@@ -37,7 +42,7 @@ struct dm_mcpclient {
         const struct dm_mcpclient_spec *spec;
         size_t max_message;
         int64_t timeout_ms;
-        pthread_mutex_t lock; /* one request at a time */
+        int turn_fd; /* one request at a time: an eventfd holding 1 while free */
         int64_t next_id;
         char protocol[40]; /* the version initialize agreed on */
 
@@ -45,7 +50,8 @@ struct dm_mcpclient {
         int pid, pidfd, in_fd, out_fd;
         struct dm_buf rbuf; /* what was read past the last whole line */
         bool running;
-        int restarts;
+        int64_t started_ms, next_start_ms; /* when it started; when it may start again */
+        struct dm_mcpclient_backoff backoff;
 
         /* Streamable HTTP */
         char *session_id;
@@ -206,11 +212,34 @@ static void stdio_stop(struct dm_mcpclient *c)
         c->pid = 0;
 }
 
+/* Its stderr lines to the log, on a thread that takes *fd (left at -1)
+ * when it starts. */
+static void start_stderr_reader(const char *name, int *fd)
+{
+        struct stderr_reader *sr = calloc(1, sizeof(*sr));
+        pthread_attr_t attr;
+        pthread_t th;
+
+        if (sr && (sr->name = strdup(name))) {
+                sr->fd = *fd;
+                pthread_attr_init(&attr);
+                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                if (pthread_create(&th, &attr, stderr_main, sr) == 0)
+                        *fd = -1;
+                pthread_attr_destroy(&attr);
+        }
+        if (*fd >= 0 && sr) {
+                free(sr->name);
+                free(sr);
+        }
+}
+
 static int stdio_start(struct dm_mcpclient *c, struct dm_error *err)
 {
         const struct dm_mcpclient_spec *s = c->spec;
         int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 }, status[2] = { -1, -1 };
-        size_t n_args = 0, n_env = 0, n_environ = 0, k = 0;
+        struct dm_mcpclient_identity ident;
+        size_t n_args = 0;
         char **argv = NULL, **envp = NULL;
         int r = 0, child_errno = 0;
         pid_t pid;
@@ -218,25 +247,21 @@ static int stdio_start(struct dm_mcpclient *c, struct dm_error *err)
 
         while (s->args[n_args])
                 n_args++;
-        while (s->env[n_env])
-                n_env++;
-        while (environ && environ[n_environ])
-                n_environ++;
+        c->started_ms = dm_now_ms();
+        if ((r = dm_mcpclient_identity_lookup(s, &ident, err)) < 0)
+                return r;
         /* Everything the child needs is made before fork: the process has
-         * threads, so the child may only call async-signal-safe functions. */
+         * threads, so the child may only call async-signal-safe functions.
+         * Its environment is its own: demesne's holds the keys it lends
+         * agents, and nested callers would have them for one call. */
         argv = calloc(n_args + 2, sizeof(*argv));
-        envp = calloc(n_env + n_environ + 1, sizeof(*envp));
+        envp = dm_mcpclient_env(s, environ, ident.home_env);
         if (!argv || !envp) {
                 r = dm_error_set(err, -ENOMEM, "out of memory");
                 goto out;
         }
         argv[0] = s->command;
         memcpy(argv + 1, s->args, n_args * sizeof(*argv));
-        /* The file's variables first: getenv takes the first match. */
-        for (size_t i = 0; i < n_env; i++)
-                envp[k++] = s->env[i];
-        for (size_t i = 0; i < n_environ; i++)
-                envp[k++] = environ[i];
         if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
             pipe2(status, O_CLOEXEC) < 0) {
                 r = dm_error_set(err, -errno, "host MCP server '%s': pipe: %s", s->name, strerror(errno));
@@ -259,9 +284,14 @@ static int stdio_start(struct dm_mcpclient *c, struct dm_error *err)
                         goto fail;
                 signal(SIGPIPE, SIG_DFL);
                 sigprocmask(SIG_SETMASK, &none, NULL);
+                if ((e = dm_mcpclient_identity_apply(&ident)) < 0) {
+                        e = -e | CHILD_AS_USER;
+                        goto tell;
+                }
                 execvpe(argv[0], argv, envp);
 fail:
                 e = errno;
+tell:
                 if (write(status[1], &e, sizeof(e)) < 0)
                         _exit(126);
                 _exit(127);
@@ -276,6 +306,13 @@ fail:
         c->in_fd = in[1];
         c->out_fd = out[0];
         in[1] = out[0] = -1;
+        if (r > 0 && (child_errno & CHILD_AS_USER)) {
+                stdio_stop(c);
+                child_errno &= ~CHILD_AS_USER;
+                r = dm_error_set(err, -child_errno, "host MCP server '%s': cannot become user '%s': %s", s->name,
+                                 s->user, strerror(child_errno));
+                goto out;
+        }
         if (r > 0) {
                 stdio_stop(c);
                 r = dm_error_set(err, -child_errno, "host MCP server '%s': cannot run '%s': %s", s->name, s->command,
@@ -284,24 +321,7 @@ fail:
         }
         r = 0;
         fcntl(c->out_fd, F_SETFL, fcntl(c->out_fd, F_GETFL) | O_NONBLOCK);
-        {
-                struct stderr_reader *sr = calloc(1, sizeof(*sr));
-                pthread_attr_t attr;
-                pthread_t th;
-
-                if (sr && (sr->name = strdup(s->name))) {
-                        sr->fd = errp[0];
-                        pthread_attr_init(&attr);
-                        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-                        if (pthread_create(&th, &attr, stderr_main, sr) == 0)
-                                errp[0] = -1;
-                        pthread_attr_destroy(&attr);
-                }
-                if (errp[0] >= 0 && sr) {
-                        free(sr->name);
-                        free(sr);
-                }
-        }
+        start_stderr_reader(s->name, &errp[0]);
 out:
         for (int i = 0; i < 2; i++) {
                 if (in[i] >= 0)
@@ -315,6 +335,7 @@ out:
         }
         free(argv);
         free(envp);
+        dm_mcpclient_identity_release(&ident);
         return r;
 }
 
@@ -651,7 +672,7 @@ static int request_locked(struct dm_mcpclient *c, const char *method, json_objec
         return r;
 }
 
-static int initialize_locked(struct dm_mcpclient *c, struct dm_error *err)
+static int initialize_locked(struct dm_mcpclient *c, struct dm_cancel *cancel, struct dm_error *err)
 {
         json_object *params = json_object_new_object(), *info = json_object_new_object(), *result = NULL, *v;
         int r;
@@ -662,7 +683,7 @@ static int initialize_locked(struct dm_mcpclient *c, struct dm_error *err)
         json_object_object_add(info, "name", json_object_new_string("demesne"));
         json_object_object_add(info, "version", json_object_new_string(PACKAGE_VERSION));
         json_object_object_add(params, "clientInfo", info);
-        r = request_locked(c, "initialize", params, false, NULL, &result, err);
+        r = request_locked(c, "initialize", params, false, cancel, &result, err);
         json_object_put(params);
         if (r < 0)
                 return r == -EREMOTEIO ? dm_error_wrap(err, "host MCP server '%s' refused initialize", c->spec->name)
@@ -674,7 +695,84 @@ static int initialize_locked(struct dm_mcpclient *c, struct dm_error *err)
         if (!c->protocol[0])
                 return dm_error_set(err, -EPROTO, "host MCP server '%s' answered initialize without a protocolVersion",
                                     c->spec->name);
-        return request_locked(c, "notifications/initialized", NULL, true, NULL, NULL, err);
+        return request_locked(c, "notifications/initialized", NULL, true, cancel, NULL, err);
+}
+
+/* ---- turns and restarts -------------------------------------------------------- */
+
+/* The server's turn, waited for until deadline or cancel: a pollable lock,
+ * so that a caller who gives up is not stuck behind a slow call. */
+static int take_turn(struct dm_mcpclient *c, int64_t deadline, struct dm_cancel *cancel, struct dm_error *err)
+{
+        for (;;) {
+                struct pollfd p[2] = { { .fd = c->turn_fd, .events = POLLIN },
+                                       { .fd = cancel ? cancel->fd : -1, .events = POLLIN } };
+                uint64_t v;
+                int64_t left;
+
+                if (read(c->turn_fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+                        return 0;
+                if (cancel && dm_cancel_fired(cancel))
+                        return dm_error_set(err, -ECANCELED, "cancelled");
+                left = deadline - dm_now_ms();
+                if (left <= 0)
+                        return dm_error_set(err, -ETIMEDOUT,
+                                            "host MCP server '%s' was busy with other calls for %lld s: try again",
+                                            c->spec->name, (long long)(c->timeout_ms / 1000));
+                if (poll(p, 2, (int)(left > 1000 ? 1000 : left)) < 0 && errno != EINTR)
+                        return dm_error_set(err, -errno, "poll: %s", strerror(errno));
+        }
+}
+
+static void give_turn(struct dm_mcpclient *c)
+{
+        uint64_t one = 1;
+
+        while (write(c->turn_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+                ;
+}
+
+/* The server failed: when it may start again. */
+static void schedule_start(struct dm_mcpclient *c, bool by_answer)
+{
+        int64_t now = dm_now_ms(), delay = dm_mcpclient_backoff_failed(&c->backoff, now - c->started_ms, by_answer);
+
+        c->next_start_ms = now + delay;
+        log_info("host mcp '%s': ended after a fault; it starts again on the next call, %lld ms from now at the "
+                 "earliest",
+                 c->spec->name, (long long)delay);
+}
+
+/* A stdio server that is not running, started again once its delay is
+ * over: a request that comes sooner waits for that within its deadline. */
+static int restart_locked(struct dm_mcpclient *c, int64_t deadline, struct dm_cancel *cancel, struct dm_error *err)
+{
+        int64_t wait = c->next_start_ms - dm_now_ms();
+        int r;
+
+        if (wait > 0 && c->next_start_ms > deadline)
+                return dm_error_set(err, -EAGAIN,
+                                    "host MCP server '%s' failed and starts again in %lld s: try again then",
+                                    c->spec->name, (long long)((wait + 999) / 1000));
+        if (wait > 0) {
+                struct pollfd p = { .fd = cancel ? cancel->fd : -1, .events = POLLIN };
+                int64_t left;
+
+                while ((left = c->next_start_ms - dm_now_ms()) > 0 && !(cancel && dm_cancel_fired(cancel)))
+                        poll(&p, 1, (int)left);
+                if (cancel && dm_cancel_fired(cancel))
+                        return dm_error_set(err, -ECANCELED, "cancelled");
+        }
+        log_info("host mcp '%s': starting it again", c->spec->name);
+        r = stdio_start(c, err);
+        if (r == 0)
+                r = initialize_locked(c, cancel, err);
+        if (r < 0) {
+                stdio_stop(c);
+                /* A cancelled initialize is not the server's fault. */
+                schedule_start(c, r == -ECANCELED);
+        }
+        return r;
 }
 
 int dm_mcpclient_open(const struct dm_mcpclient_spec *spec, struct dm_mcpclient **ret, struct dm_error *err)
@@ -690,10 +788,12 @@ int dm_mcpclient_open(const struct dm_mcpclient_spec *spec, struct dm_mcpclient 
         c->pidfd = c->in_fd = c->out_fd = -1;
         /* Room for a whole message and the read that overran it. */
         dm_buf_init(&c->rbuf, c->max_message + 16384);
-        pthread_mutex_init(&c->lock, NULL);
-        r = spec->command ? stdio_start(c, err) : 0;
+        c->turn_fd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+        r = c->turn_fd < 0 ? dm_error_set(err, -errno, "eventfd: %s", strerror(errno)) : 0;
+        if (r == 0 && spec->command)
+                r = stdio_start(c, err);
         if (r == 0)
-                r = initialize_locked(c, err);
+                r = initialize_locked(c, NULL, err);
         if (r < 0) {
                 dm_mcpclient_free(c);
                 return r;
@@ -705,21 +805,20 @@ int dm_mcpclient_open(const struct dm_mcpclient_spec *spec, struct dm_mcpclient 
 int dm_mcpclient_request(struct dm_mcpclient *c, const char *method, json_object *params, struct dm_cancel *cancel,
                          json_object **ret_result, struct dm_error *err)
 {
-        int r = 0;
+        int64_t deadline = dm_now_ms() + c->timeout_ms;
+        bool was_running;
+        int r;
 
-        pthread_mutex_lock(&c->lock);
-        if (c->spec->command && !c->running && c->restarts < 1) {
-                c->restarts++;
-                log_info("host mcp '%s': starting it again", c->spec->name);
-                r = stdio_start(c, err);
-                if (r == 0)
-                        r = initialize_locked(c, err);
-                if (r < 0)
-                        stdio_stop(c);
-        }
+        if ((r = take_turn(c, deadline, cancel, err)) < 0)
+                return r;
+        if (c->spec->command && !c->running)
+                r = restart_locked(c, deadline, cancel, err);
+        was_running = c->running;
         if (r == 0)
                 r = request_locked(c, method, params, false, cancel, ret_result, err);
-        pthread_mutex_unlock(&c->lock);
+        if (c->spec->command && was_running && !c->running)
+                schedule_start(c, true);
+        give_turn(c);
         return r;
 }
 
@@ -775,6 +874,7 @@ void dm_mcpclient_free(struct dm_mcpclient *c)
         }
         free(c->session_id);
         dm_buf_release(&c->rbuf);
-        pthread_mutex_destroy(&c->lock);
+        if (c->turn_fd >= 0)
+                close(c->turn_fd);
         free(c);
 }

@@ -12,8 +12,9 @@
  *   {"mcpServers": {"<name>": {"command": "...", "args": [...], "env": {...},
  *                              "tools": ["<tool>", ...]},
  *                   "<name>": {"url": "http://...", "headers": {...}, "tools": [...]}}}
- * with optional "max_message" (bytes of one answer) and "timeout_seconds"
- * (of one call) per server. */
+ * with optional "max_message" (bytes of one answer), "timeout_seconds"
+ * (of one call) and, for command servers, "user" (run it as that user;
+ * demesne must be root) per server. */
 
 #include <json-c/json.h>
 #include <stdbool.h>
@@ -32,7 +33,8 @@ struct dm_mcpclient_spec {
         char *name;
         char *command;       /* stdio: the program, searched in PATH; NULL for url */
         char **args;         /* NULL-terminated, never NULL */
-        char **env;          /* "K=V" added to the server's environment, NULL-terminated, never NULL */
+        char **env;          /* "K=V": with PATH, HOME, LANG, TZ, the server's whole environment; never NULL */
+        char *user;          /* stdio: run as this user (demesne must be root); NULL: as demesne */
         char *url;           /* Streamable HTTP (http:// or https://); NULL for command */
         char **headers;      /* "Name: value" sent with every request, NULL-terminated, never NULL */
         char **tools;        /* the operator's allowlist, NULL-terminated, never NULL */
@@ -59,6 +61,37 @@ bool dm_mcpclient_name_ok(const char *s);
 
 struct dm_mcpclient;
 
+/* The environment a stdio server gets: spec's env entries, then PATH,
+ * HOME, LANG and TZ from environ where set and not named by spec
+ * (home_env, "HOME=...", instead of environ's HOME when not NULL). Nothing else of demesne's environment.
+ * A new NULL-terminated array of borrowed strings (free only the array),
+ * or NULL when out of memory. */
+char **dm_mcpclient_env(const struct dm_mcpclient_spec *spec, char *const *environ_, const char *home_env);
+
+/* Restarts of a stdio server, spaced. A server that fails to start or to
+ * answer initialize waits 0.5 s, then doubling to 30 s, before it is
+ * started again; a server that gave one call a bad answer (or died during
+ * it) is started again after 0.5 s, and its delay is not doubled, so that
+ * a caller cannot keep it from the others. A server that ran
+ * DM_MCPCLIENT_HEALTHY_MS before it failed starts from 0.5 s again. */
+#define DM_MCPCLIENT_BACKOFF_MIN_MS 500
+#define DM_MCPCLIENT_BACKOFF_MAX_MS 30000
+#define DM_MCPCLIENT_HEALTHY_MS 60000
+struct dm_mcpclient_backoff {
+        int64_t delay_ms; /* the last doubled delay; 0: none yet */
+};
+/* A failure ran_ms after the last start (by_answer: in a call's answer):
+ * the delay before the server may start again. */
+int64_t dm_mcpclient_backoff_failed(struct dm_mcpclient_backoff *b, int64_t ran_ms, bool by_answer);
+
+/* Whether args (a JSON object, or NULL for none) fit schema, a tool's
+ * inputSchema, in the subset tool schemas use: type (a name or an array
+ * of names; "integer" and "number" distinguished), properties, required,
+ * additionalProperties (false, or a schema), items, enum. Unknown keywords
+ * are ignored. 0, or -EINVAL with err naming the member ("argument
+ * 'a.b[2]': must be a string"); nesting deeper than 32 is refused. */
+int dm_mcpclient_check_args(json_object *schema, json_object *args, struct dm_error *err);
+
 /* Starts (stdio) or reaches (HTTP) the server of spec (borrowed: it must
  * outlive the client) and
  * initializes a session: initialize, then notifications/initialized.
@@ -73,8 +106,12 @@ int dm_mcpclient_open(const struct dm_mcpclient_spec *spec, struct dm_mcpclient 
  * -ECANCELED when cancel (may be NULL) fired, -ETIMEDOUT, -E2BIG (an answer
  * over max_message), -EPROTO (malformed JSON, an answer to an id it was not
  * asked), -EPIPE (the server is gone) with err naming the server. Requests
- * to one server go one at a time. A stdio server that died is started
- * again once, on the next request. */
+ * to one server go one at a time: a request waiting for its turn waits
+ * within its timeout and ends at once when cancel fires. A stdio server
+ * that died, or was ended after a fault, is started again on a later
+ * request, after the backoff (dm_mcpclient_backoff_failed): a request
+ * that comes sooner waits for it, or fails with -EAGAIN when the wait is
+ * longer than its timeout. */
 int dm_mcpclient_request(struct dm_mcpclient *c, const char *method, json_object *params, struct dm_cancel *cancel,
                          json_object **ret_result, struct dm_error *err);
 

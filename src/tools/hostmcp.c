@@ -4,10 +4,13 @@
  * that are both on the operator's list and annotated readOnlyHint by the
  * server, as host__<server>__<tool>. The host's own clients have those
  * servers already; a sandbox gets only their read-only part, and only
- * through demesne, which logs every call with the caller's run id. */
+ * through demesne, which logs every call with the caller's run id, checks
+ * its arguments against the tool's inputSchema before they leave, and
+ * gives each tree of nested sandboxes its own share of each server. */
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,17 +23,30 @@
 
 #define PREFIX "host__"
 #define SEP "__"
+/* Calls one tree of nested sandboxes may have in flight or waiting at one
+ * host server: the others keep their turns whatever one tree does. */
+#define TREE_CALLS 4
+
+/* A tree's calls in flight or waiting for one server. */
+struct tree_share {
+        char root[DM_PRINCIPAL_MAX];
+        unsigned n;
+};
 
 struct host_server {
         const struct dm_mcpclient_spec *spec;
         struct dm_mcpclient *client; /* NULL: it could not be started; its tools are left out */
         size_t n_offered;
         char why[DM_ERROR_MSG_MAX]; /* why it offers nothing, when client is NULL */
+        pthread_mutex_t lock;       /* guards shares */
+        struct tree_share *shares;  /* the trees with a call in flight or waiting, n_shares of them */
+        size_t n_shares;
 };
 
 struct host_tool {
         struct host_server *server;
-        char *name; /* the server's own name for it */
+        char *name;          /* the server's own name for it */
+        json_object *schema; /* its inputSchema: read by calls on any thread, never changed */
 };
 
 struct dm_hostmcp {
@@ -108,6 +124,7 @@ static void offer(struct dm_hostmcp *h, struct dm_registry *reg, struct host_ser
                 ht->name = strdup(*want);
                 if (!ht->name)
                         continue;
+                ht->schema = json_object_get(in);
                 t.name = full;
                 t.title = string_member(tool, "title");
                 if (!t.title && json_object_object_get_ex(tool, "annotations", &ann))
@@ -133,6 +150,7 @@ static void offer(struct dm_hostmcp *h, struct dm_registry *reg, struct host_ser
                                   : r == -ENOSPC ? "the tool registry is full"
                                                  : strerror(-r));
                         free(ht->name);
+                        json_object_put(ht->schema);
                         continue;
                 }
                 h->n_tools++;
@@ -161,6 +179,95 @@ static void connect_server(struct dm_hostmcp *h, struct dm_registry *reg, struct
                  count(hs->spec->tools));
 }
 
+/* The tree a nested principal belongs to: its first sandbox
+ * ("local/sbx-1" of "local/sbx-1/sbx-2"), whose descendants share it. */
+static void tree_root(const char *principal, char root[DM_PRINCIPAL_MAX])
+{
+        const char *first = strchr(principal, DM_PRINCIPAL_SEP);
+        const char *end = first ? strchr(first + 1, DM_PRINCIPAL_SEP) : NULL;
+        size_t n = end ? (size_t)(end - principal) : strlen(principal);
+
+        if (n >= DM_PRINCIPAL_MAX)
+                n = DM_PRINCIPAL_MAX - 1;
+        memcpy(root, principal, n);
+        root[n] = '\0';
+}
+
+/* Takes one of the tree's TREE_CALLS places at the server, in
+ * the same step as the check: -EAGAIN when it has none left. */
+static int share_take(struct host_server *hs, const char *root)
+{
+        struct tree_share *s = NULL, *grown;
+        int r = 0;
+
+        pthread_mutex_lock(&hs->lock);
+        for (size_t i = 0; i < hs->n_shares && !s; i++)
+                if (strcmp(hs->shares[i].root, root) == 0)
+                        s = &hs->shares[i];
+        if (s && s->n >= TREE_CALLS) {
+                r = -EAGAIN;
+        } else if (s) {
+                s->n++;
+        } else if ((grown = realloc(hs->shares, (hs->n_shares + 1) * sizeof(*grown)))) {
+                hs->shares = grown;
+                s = &hs->shares[hs->n_shares++];
+                snprintf(s->root, sizeof(s->root), "%s", root);
+                s->n = 1;
+        } else {
+                r = -ENOMEM;
+        }
+        pthread_mutex_unlock(&hs->lock);
+        return r;
+}
+
+static void share_give(struct host_server *hs, const char *root)
+{
+        pthread_mutex_lock(&hs->lock);
+        for (size_t i = 0; i < hs->n_shares; i++)
+                if (strcmp(hs->shares[i].root, root) == 0) {
+                        if (--hs->shares[i].n == 0)
+                                hs->shares[i] = hs->shares[--hs->n_shares];
+                        break;
+                }
+        pthread_mutex_unlock(&hs->lock);
+}
+
+/* The server's words may echo the caller's arguments: one line in the
+ * log, whatever they hold. */
+static void log_outcome(const char *run, const char *server, const char *tool, const char *what, const char *msg)
+{
+        char line[DM_ERROR_MSG_MAX];
+        size_t i = 0;
+
+        for (; msg && msg[i] && i < sizeof(line) - 1; i++)
+                line[i] = (unsigned char)msg[i] < 0x20 || msg[i] == 0x7f ? ' ' : msg[i];
+        line[i] = '\0';
+        log_info("host tool call: run '%s', server '%s', tool '%s': %s%s%s", run, server, tool, what, msg ? ": " : "",
+                 line);
+}
+
+/* The call, once it may go: 0 and *ret_result, or an error in err. */
+static int send_call(struct host_tool *ht, struct dm_call *call, json_object *args, json_object **ret_result,
+                     struct dm_error *err)
+{
+        json_object *params = json_object_new_object(), *result = NULL, *content;
+        int r;
+
+        json_object_object_add(params, "name", json_object_new_string(ht->name));
+        json_object_object_add(params, "arguments", args ? json_object_get(args) : json_object_new_object());
+        r = dm_mcpclient_request(ht->server->client, "tools/call", params, dm_call_cancel(call), &result, err);
+        json_object_put(params);
+        if (r == 0 && (!json_object_object_get_ex(result, "content", &content) ||
+                       !json_object_is_type(content, json_type_array))) {
+                json_object_put(result);
+                return dm_error_set(err, -EPROTO, "host MCP server '%s' answered tools/call without a content array",
+                                    ht->server->spec->name);
+        }
+        if (r == 0)
+                *ret_result = result;
+        return r;
+}
+
 static json_object *host_call(struct dm_call *call, json_object *args)
 {
         const struct dm_tool *t = dm_call_tool(call);
@@ -168,7 +275,8 @@ static json_object *host_call(struct dm_call *call, json_object *args)
         const char *principal = dm_call_principal(call);
         const char *run = dm_principal_leaf(principal);
         const char *server = ht->server->spec->name;
-        json_object *params, *result = NULL, *content;
+        char root[DM_PRINCIPAL_MAX];
+        json_object *result = NULL, *e;
         struct dm_error err = { 0 };
         int r;
 
@@ -176,50 +284,44 @@ static json_object *host_call(struct dm_call *call, json_object *args)
         if (dm_principal_depth(principal) < 1 || !run)
                 return dm_tool_result_error("'%s' is offered only inside nested sandboxes", t->name);
         if (!ht->server->client) {
-                log_info("host tool call: run '%s', server '%s', tool '%s': refused, the server is not running", run,
-                         server, ht->name);
+                log_outcome(run, server, ht->name, "refused, the server is not running", NULL);
                 return dm_tool_result_error("host MCP server '%s' is not running: %s", server, ht->server->why);
         }
-        params = json_object_new_object();
-        json_object_object_add(params, "name", json_object_new_string(ht->name));
-        json_object_object_add(params, "arguments", args ? json_object_get(args) : json_object_new_object());
-        r = dm_mcpclient_request(ht->server->client, "tools/call", params, dm_call_cancel(call), &result, &err);
-        json_object_put(params);
-        if (r == 0 && (!json_object_object_get_ex(result, "content", &content) ||
-                       !json_object_is_type(content, json_type_array))) {
-                json_object_put(result);
-                result = NULL;
-                r = dm_error_set(&err, -EPROTO, "host MCP server '%s' answered tools/call without a content array",
-                                 server);
+        /* The server runs on the host: what its schema rules out does not
+         * reach it, whether or not it checks for itself. */
+        if (dm_mcpclient_check_args(ht->schema, args, &err) < 0) {
+                log_outcome(run, server, ht->name, "refused, arguments against its inputSchema", err.msg);
+                return dm_tool_result_error("%s: %s (nothing was sent to the server)", t->name, err.msg);
         }
+        tree_root(principal, root);
+        r = share_take(ht->server, root);
+        if (r < 0) {
+                log_outcome(run, server, ht->name,
+                            r == -EAGAIN ? "refused, its tree has its share of calls in flight" : "out of memory",
+                            NULL);
+                return r == -EAGAIN ? dm_tool_result_error("host MCP server '%s' is busy with %d calls of this "
+                                                           "sandbox tree already (at most %d each, EAGAIN): try "
+                                                           "again when one of them has ended",
+                                                           server, TREE_CALLS, TREE_CALLS)
+                                    : dm_tool_result_error("out of memory");
+        }
+        r = send_call(ht, call, args, &result, &err);
+        share_give(ht->server, root);
         if (r == -ECANCELED) {
-                log_info("host tool call: run '%s', server '%s', tool '%s': cancelled", run, server, ht->name);
+                log_outcome(run, server, ht->name, "cancelled", NULL);
                 return NULL;
         }
         if (r == -EREMOTEIO) {
-                /* The server's words may echo the caller's arguments: one
-                 * line in the log, whatever they hold. */
-                char line[sizeof(err.msg)];
-                size_t i = 0;
-
-                for (; err.msg[i] && i < sizeof(line) - 1; i++)
-                        line[i] = (unsigned char)err.msg[i] < 0x20 || err.msg[i] == 0x7f ? ' ' : err.msg[i];
-                line[i] = '\0';
-                log_info("host tool call: run '%s', server '%s', tool '%s': the server refused it: %s", run, server,
-                         ht->name, line);
+                log_outcome(run, server, ht->name, "the server refused it", err.msg);
                 return dm_tool_result_error("%s", err.msg);
         }
         if (r < 0) {
-                log_info("host tool call: run '%s', server '%s', tool '%s': failed: %s", run, server, ht->name,
-                         err.msg);
+                log_outcome(run, server, ht->name, "failed", err.msg);
                 return dm_tool_result_error("%s failed: %s", t->name, err.msg);
         }
-        {
-                json_object *e;
-                bool is_error = json_object_object_get_ex(result, "isError", &e) && json_object_get_boolean(e);
-                log_info("host tool call: run '%s', server '%s', tool '%s': %s", run, server, ht->name,
-                         is_error ? "isError" : "ok");
-        }
+        log_outcome(run, server, ht->name,
+                    json_object_object_get_ex(result, "isError", &e) && json_object_get_boolean(e) ? "isError" : "ok",
+                    NULL);
         return result;
 }
 
@@ -253,6 +355,7 @@ int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_registry *reg, struc
         ctx->hostmcp = h;
         for (size_t i = 0; i < h->cfg.n; i++) {
                 h->servers[i].spec = &h->cfg.servers[i];
+                pthread_mutex_init(&h->servers[i].lock, NULL);
                 connect_server(h, reg, &h->servers[i]);
         }
         return 0;
@@ -268,8 +371,14 @@ void dm_tools_hostmcp_release(struct dm_context *ctx)
          * calls ended before this (dm_mcp_server_free). */
         for (size_t i = 0; i < h->cfg.n; i++)
                 dm_mcpclient_free(h->servers[i].client);
-        for (size_t i = 0; i < h->n_tools; i++)
+        for (size_t i = 0; i < h->n_tools; i++) {
                 free(h->tools[i].name);
+                json_object_put(h->tools[i].schema);
+        }
+        for (size_t i = 0; i < h->cfg.n; i++) {
+                free(h->servers[i].shares);
+                pthread_mutex_destroy(&h->servers[i].lock);
+        }
         dm_mcpclient_config_release(&h->cfg);
         free(h->servers);
         free(h->tools);

@@ -43,7 +43,8 @@ static void good_files(void)
 
         r = parse("{\"mcpServers\": {\n"
                   "  \"fs\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-filesystem\","
-                  " \"/srv/docs\"], \"env\": {\"K\": \"V\"}, \"tools\": [\"read_text_file\", \"list_directory\"]},\n"
+                  " \"/srv/docs\"], \"env\": {\"K\": \"V\"}, \"user\": \"mcp-docs\","
+                  " \"tools\": [\"read_text_file\", \"list_directory\"]},\n"
                   "  \"web\": {\"url\": \"http://127.0.0.1:8931/mcp\", \"headers\": {\"Authorization\": \"Bearer t\"},"
                   " \"tools\": [\"fetch\"], \"max_message\": 65536, \"timeout_seconds\": 5}\n"
                   "}}\n",
@@ -59,6 +60,7 @@ static void good_files(void)
                    !fs->args[3],
            "fs: its command and arguments");
         ok(fs->env[0] && strcmp(fs->env[0], "K=V") == 0 && !fs->env[1], "fs: its environment as K=V");
+        ok(fs->user && strcmp(fs->user, "mcp-docs") == 0 && !web->user, "fs: the user it runs as; web: none");
         ok(strcmp(fs->tools[0], "read_text_file") == 0 && strcmp(fs->tools[1], "list_directory") == 0 && !fs->tools[2],
            "fs: its tools");
         ok(fs->max_message == 0 && fs->timeout_ms == 0 && fs->headers && !fs->headers[0],
@@ -123,7 +125,7 @@ static void bad_files(void)
         refused("{\"mcpServers\": {\"w\": {\"url\": \"ftp://h/mcp\", \"tools\": []}}}",
                 "server 'w': url must be an http:// or https:// URL", "an ftp url");
         refused("{\"mcpServers\": {\"w\": {\"url\": \"http://h/mcp\", \"args\": [], \"tools\": []}}}",
-                "server 'w': args and env are for command servers", "args on a url server");
+                "server 'w': args, env and user are for command servers", "args on a url server");
         refused("{\"mcpServers\": {\"w\": {\"url\": \"http://h/mcp\", \"headers\": {\"X\": \"a\\r\\nB: c\"}, "
                 "\"tools\": []}}}",
                 "server 'w': headers must map names to strings", "a header value with a line break");
@@ -131,6 +133,14 @@ static void bad_files(void)
                 "server 'fs': max_message must be a number of bytes", "max_message 0");
         refused("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"tools\": [], \"timeout_seconds\": \"60\"}}}",
                 "server 'fs': timeout_seconds must be a whole number", "timeout_seconds as a string");
+        refused("{\"mcpServers\": {\"w\": {\"url\": \"http://h/mcp\", \"user\": \"nobody\", \"tools\": []}}}",
+                "server 'w': args, env and user are for command servers", "a user for a url server");
+        refused("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"user\": \"\", \"tools\": []}}}",
+                "server 'fs': user must be a user name", "an empty user");
+        refused("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"user\": 0, \"tools\": []}}}",
+                "server 'fs': user must be a user name", "a uid for a user");
+        refused("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"user\": \"a:b\", \"tools\": []}}}",
+                "server 'fs': user must be a user name", "a user with a colon");
         refused("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"tools\": [], \"tool\": [\"a\"]}}}",
                 "server 'fs': unknown member 'tool'", "a misspelt member");
 }
