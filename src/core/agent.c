@@ -274,9 +274,10 @@ struct run_state {
         char token[65];
         struct dm_vendor_proxy *proxy;
         char usage_path[PATH_MAX];
-        double max_usd;         /* DEMESNE_AGENT_MAX_USD, or what is left of the tree's */
-        const char *cap_name;   /* which of the two, for the message */
-        struct dm_cancel limit; /* fired by the proxy at the spending cap: ends the run */
+        char live_path[PATH_MAX]; /* the ledger's copy of the figures, which accounting reads */
+        double max_usd;           /* DEMESNE_AGENT_MAX_USD, or the run's reservation of the tree's */
+        const char *cap_name;     /* which of the two, for the message */
+        struct dm_cancel limit;   /* fired by the proxy at the spending cap: ends the run */
 };
 
 static void on_cap(void *userdata)
@@ -314,6 +315,15 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
 
         snprintf(st->usage_path, sizeof(st->usage_path), "%s/usage.json", output_dir);
         snprintf(log_path, sizeof(log_path), "%s/vendor.log", output_dir);
+        /* The run's id is its output directory's name: its reservation is
+         * bound to it before anything is spent, and the live figures go to
+         * the ledger, where no sandbox writes. */
+        r = dm_ledger_live_path(st->cfg->output_root, dm_path_basename(output_dir), st->live_path,
+                                sizeof(st->live_path), err);
+        if (r < 0)
+                return dm_error_wrap(err, "the run's live usage");
+        if (dm_budget_hold_bind(st->req->budget, dm_path_basename(output_dir)) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
         struct dm_vendor_conf conf = {
                 .provider = st->provider,
                 .bind = { .sin_family = AF_INET,
@@ -324,9 +334,11 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 .token = st->token,
                 .cred = st->cred,
                 .usage_path = st->usage_path,
+                .live_path = st->live_path,
                 .log_path = log_path,
                 .prices_path = st->cfg->prices, /* DEMESNE_PRICES; NULL: the installed table */
                 .max_usd = st->max_usd,
+                .cap_name = st->cap_name,
                 .on_cap = on_cap,
                 .cap_userdata = st,
         };
@@ -499,8 +511,8 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         memset(res, 0, sizeof(*res));
         if (req->output_path && check_output_path(req->output_path, &out_rel, err) < 0)
                 return -EINVAL;
-        if (req->tree_left_usd > 0 && (st.max_usd <= 0 || req->tree_left_usd < st.max_usd)) {
-                st.max_usd = req->tree_left_usd;
+        if (req->budget && (st.max_usd <= 0 || dm_budget_hold_amount(req->budget) < st.max_usd)) {
+                st.max_usd = dm_budget_hold_amount(req->budget);
                 st.cap_name = "DEMESNE_TREE_MAX_USD, what was left of this tree's";
         }
         r = dm_agent_pick_provider(&ctx->cfg, req->model, &st.provider, err);
