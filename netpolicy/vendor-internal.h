@@ -138,7 +138,8 @@ int dm_vendor_usage_write(const struct dm_vendor_usage *u, const char *path, str
 /* --- the spending gate -------------------------------------------------------
  * Which requests go upstream under a run's cap, counting those in flight:
  * a request goes when spent + (in flight + 1) x the costliest response so
- * far stays under the cap. Before any response is priced nothing says what
+ * far stays under the cap (largest may be given an estimate to start
+ * with). Before any response is priced, with no estimate, nothing says what
  * one costs, so one request goes at a time. A request that may not go now
  * waits while others are in flight (their end may leave room); with none in
  * flight nothing will change, and the cap counts as reached. So the cap is
@@ -148,7 +149,7 @@ struct dm_vendor_gate {
         double cap;         /* USD; 0: none, every request goes */
         unsigned in_flight; /* requests let go that have not ended */
         uint64_t responses; /* responses priced (usage found) */
-        double largest;     /* the costliest of them */
+        double largest;     /* the costliest of them, or the estimate the gate was given to start with */
 };
 
 enum dm_vendor_gate_verdict {

@@ -510,7 +510,8 @@ enum dm_vendor_gate_verdict dm_vendor_gate_enter(struct dm_vendor_gate *g, doubl
         }
         if (!(spent < g->cap))
                 return DM_VENDOR_GATE_CAPPED;
-        if (g->responses == 0 ? g->in_flight == 0 : spent + (double)(g->in_flight + 1) * g->largest < g->cap) {
+        if (g->responses == 0 && g->largest <= 0 ? g->in_flight == 0
+                                                 : spent + (double)(g->in_flight + 1) * g->largest < g->cap) {
                 g->in_flight++;
                 return DM_VENDOR_GATE_GO;
         }

@@ -825,6 +825,7 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
         p->max_body = conf->max_body ? conf->max_body : 32 * 1024 * 1024;
         p->max_usd = conf->max_usd > 0 ? conf->max_usd : 0;
         p->gate.cap = p->max_usd;
+        p->gate.largest = conf->estimate_usd > 0 ? conf->estimate_usd : 0;
         p->on_cap = conf->on_cap;
         p->cap_userdata = conf->cap_userdata;
         if (!conf->token || strlen(conf->token) < 16)

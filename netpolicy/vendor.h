@@ -104,6 +104,7 @@ struct dm_vendor_conf {
          * can pass the cap. */
         double max_usd;
         const char *cap_name; /* the setting the cap comes from, for messages; NULL: DEMESNE_AGENT_MAX_USD */
+        double estimate_usd;  /* what one request is expected to cost before any is priced (0: unknown) */
         void (*on_cap)(void *userdata);
         void *cap_userdata;
 };

@@ -266,6 +266,21 @@ static void ledger_usage(struct dm_context *ctx, const char *usage_path, const s
         json_object_put(o);
 }
 
+/* The tree's budget remembers what a request cost: the largest per-model
+ * average of the run. */
+static void note_request_cost(struct dm_budget_hold *h, const struct dm_vendor_usage *u)
+{
+        double most = 0;
+
+        for (size_t i = 0; i < u->n_models; i++) {
+                const struct dm_vendor_tokens *t = &u->models[i].tokens;
+
+                if (t->requests > 0 && t->cost_usd / (double)t->requests > most)
+                        most = t->cost_usd / (double)t->requests;
+        }
+        dm_budget_hold_note(h, most);
+}
+
 struct run_state {
         const struct dm_config *cfg;
         const struct dm_agent_request *req;
@@ -339,6 +354,9 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 .prices_path = st->cfg->prices, /* DEMESNE_PRICES; NULL: the installed table */
                 .max_usd = st->max_usd,
                 .cap_name = st->cap_name,
+                /* What a request of this tree cost before: a small
+                 * reservation is not passed by its first request. */
+                .estimate_usd = dm_budget_hold_estimate(st->req->budget),
                 .on_cap = on_cap,
                 .cap_userdata = st,
         };
@@ -597,6 +615,7 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
 
                 dm_vendor_usage(st.proxy, &usage);
                 ledger_usage(ctx, st.usage_path, &usage);
+                note_request_cost(req->budget, &usage);
                 /* Whether the proxy's refusal ended the CLI or the runner
                  * stopped it, the run fails with the cap's sentence. */
                 if (dm_vendor_cap_reached(st.proxy, &spent) && r != -ECANCELED)

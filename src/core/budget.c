@@ -14,13 +14,32 @@ struct dm_budget_hold {
         char *tree;   /* owned */
         char *run_id; /* owned; NULL until bound */
         double amount;
+        double estimate; /* the tree's costliest request so far, at the start */
         struct dm_budget_hold *next;
 };
 
-struct dm_budget {
-        pthread_mutex_t lock; /* holds, and every reservation's check-and-take */
-        struct dm_budget_hold *holds;
+/* What a tree's requests cost, noted by its runs as they end. */
+struct note {
+        char *tree;
+        double per_request;
+        struct note *next;
 };
+#define NOTES_MAX 4096 /* trees remembered; later ones start with no estimate */
+
+struct dm_budget {
+        pthread_mutex_t lock; /* holds, notes, and every reservation's check-and-take */
+        struct dm_budget_hold *holds;
+        struct note *notes;
+        size_t n_notes;
+};
+
+static struct note *note_of(struct dm_budget *b, const char *tree)
+{
+        for (struct note *n = b->notes; n; n = n->next)
+                if (strcmp(n->tree, tree) == 0)
+                        return n;
+        return NULL;
+}
 
 /* The view of one tree's holds the spent callback gets. */
 struct dm_budget_held {
@@ -49,6 +68,13 @@ void dm_budget_free(struct dm_budget *b)
                 free(h->tree);
                 free(h->run_id);
                 free(h);
+        }
+        while (b->notes) {
+                struct note *n = b->notes;
+
+                b->notes = n->next;
+                free(n->tree);
+                free(n);
         }
         pthread_mutex_destroy(&b->lock);
         free(b);
@@ -84,6 +110,7 @@ int dm_budget_reserve(struct dm_budget *b, const struct dm_budget_ask *ask, stru
 {
         struct dm_budget_held held = { b, ask ? ask->tree : NULL };
         struct dm_budget_hold *h;
+        struct note *n;
         double spent = 0, reserved, left, amount;
         int r;
 
@@ -103,15 +130,21 @@ int dm_budget_reserve(struct dm_budget *b, const struct dm_budget_ask *ask, stru
                 spent = ask->tree_cap;
         reserved = reserved_locked(b, ask->tree, NULL);
         left = ask->tree_cap - spent - reserved;
-        if (r >= 0 && left <= 0)
+        n = note_of(b, ask->tree);
+        /* Less than one request has cost in this tree is nothing: the run
+         * would be stopped before its first request. */
+        if (r >= 0 && (left <= 0 || (n && left < n->per_request)))
                 r = dm_error_set(err, -EDQUOT,
                                  "this tree of sandboxes has spent $%.4f on model use and its live agent runs hold "
-                                 "$%.4f more, its limit (DEMESNE_TREE_MAX_USD=%g): no more agent runs in it",
-                                 spent, reserved, ask->tree_cap);
+                                 "$%.4f more, its limit (DEMESNE_TREE_MAX_USD=%g): no more agent runs in it%s",
+                                 spent, reserved, ask->tree_cap,
+                                 left > 0 ? " (what is left is less than one model request has cost in it)" : "");
         if (r >= 0) {
                 amount = ask->agent_cap > 0 && ask->agent_cap < left ? ask->agent_cap : left;
+
                 h->b = b;
                 h->amount = amount;
+                h->estimate = n ? n->per_request : 0;
                 h->next = b->holds;
                 b->holds = h;
         }
@@ -143,6 +176,42 @@ int dm_budget_hold_bind(struct dm_budget_hold *h, const char *run_id)
         h->run_id = id;
         pthread_mutex_unlock(&h->b->lock);
         return 0;
+}
+
+double dm_budget_hold_estimate(const struct dm_budget_hold *h)
+{
+        return h ? h->estimate : 0;
+}
+
+/* The tree's note, made when there is none (NULL past NOTES_MAX or on
+ * ENOMEM). Under the lock. */
+static struct note *note_make(struct dm_budget *b, const char *tree)
+{
+        struct note *n = note_of(b, tree);
+
+        if (n || b->n_notes >= NOTES_MAX || !(n = calloc(1, sizeof(*n))))
+                return n;
+        if (!(n->tree = strdup(tree))) {
+                free(n);
+                return NULL;
+        }
+        n->next = b->notes;
+        b->notes = n;
+        b->n_notes++;
+        return n;
+}
+
+void dm_budget_hold_note(struct dm_budget_hold *h, double per_request_usd)
+{
+        struct note *n;
+
+        if (!h || !isfinite(per_request_usd) || per_request_usd <= 0)
+                return;
+        pthread_mutex_lock(&h->b->lock);
+        n = note_make(h->b, h->tree);
+        if (n && per_request_usd > n->per_request)
+                n->per_request = per_request_usd;
+        pthread_mutex_unlock(&h->b->lock);
 }
 
 void dm_budget_release(struct dm_budget_hold *h)

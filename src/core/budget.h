@@ -10,7 +10,9 @@
  *   left = tree cap - what the tree's runs without a reservation spent
  *          - every reservation the tree's live runs hold,
  * computed and taken under the budget's one lock; nothing left (left <= 0)
- * refuses the start. The run's vendor proxy is capped at its reservation,
+ * refuses the start, and so does less than one model request has cost in
+ * the tree (dm_budget_hold_estimate): such a run could only be stopped
+ * before its first request. The run's vendor proxy is capped at its reservation,
  * so the tree cap holds on the sum of reservations, however many runs start
  * at once: four concurrent agents under a $1 tree cap reserve $1 between
  * them, never $4. A run that holds a reservation counts as its whole
@@ -65,6 +67,15 @@ double dm_budget_hold_amount(const struct dm_budget_hold *h);
  * proxy starts): from then on the ledger's figures of that run are not
  * counted beside the reservation. -ENOMEM; NULL h is a no-op. */
 int dm_budget_hold_bind(struct dm_budget_hold *h, const char *run_id);
+/* What one model request of this tree's runs cost so far, at most (the
+ * largest per-model average a run that ended here noted), or 0 when none
+ * did: the run's proxy starts with it as its estimate of a request in
+ * flight, so that the first request of a run with little reserved is not
+ * let through to pass the cap. Remembered for the server's life. */
+double dm_budget_hold_estimate(const struct dm_budget_hold *h);
+/* The run's requests cost per_request_usd each on average (a figure that
+ * is not finite and positive is ignored). NULL h is a no-op. */
+void dm_budget_hold_note(struct dm_budget_hold *h, double per_request_usd);
 /* Returns the reservation (its run's spend is in the ledger by then).
  * NULL is fine. */
 void dm_budget_release(struct dm_budget_hold *h);

@@ -125,6 +125,44 @@ static void test_shares(void)
         dm_budget_release(h3);
         dm_budget_release(h4);
         ok(dm_budget_reserved(b, "local/sbx-a", &holds) == 0 && holds == 0, "every release gave back: none held");
+
+        /* What a request cost, noted as runs end, is the next start's
+         * estimate; per tree, the largest, nonsense ignored. */
+        {
+                struct dm_budget_hold *x = NULL, *y = NULL;
+
+                ok(dm_budget_reserve(b, &a, &x, &err) == 0 && dm_budget_hold_estimate(x) == 0,
+                   "no run noted anything yet: no estimate");
+                dm_budget_hold_note(x, 0.004);
+                dm_budget_hold_note(x, 0.002);
+                dm_budget_hold_note(x, NAN);
+                dm_budget_hold_note(x, -1);
+                dm_budget_hold_note(NULL, 1);
+                dm_budget_release(x);
+                ok(dm_budget_reserve(b, &a, &y, &err) == 0, "a start after");
+                ok(dm_budget_hold_estimate(y) == 0.004, "it starts with the largest noted ($%g)",
+                   dm_budget_hold_estimate(y));
+                dm_budget_release(y);
+                y = NULL;
+                /* Spend all but $0.003 of the tree: less than a request. */
+                ledger_add(&l, "run-big", 1.0 - 0.25 - 0.003);
+                {
+                        struct dm_budget_hold *z = NULL;
+
+                        ok(dm_budget_reserve(b, &a, &z, &err) == -EDQUOT && z == NULL,
+                           "what is left is less than one request has cost: refused");
+                        ok(strstr(err.msg, "less than one model request") != NULL, "saying so: %s", err.msg);
+                }
+                dm_budget_release(y);
+                ok(dm_budget_reserve(
+                           b,
+                           &(struct dm_budget_ask){
+                                   .tree = "local/sbx-z", .tree_cap = 1, .spent = ledger_spent, .userdata = &l },
+                           &y, &err) == 0 &&
+                           dm_budget_hold_estimate(y) == 0,
+                   "another tree has none");
+                dm_budget_release(y);
+        }
         dm_budget_release(other);
         dm_budget_release(NULL);
 

@@ -474,6 +474,20 @@ static void test_gate(void)
         is_int(dm_vendor_gate_enter(&g, 1.0), DM_VENDOR_GATE_CAPPED, "spent at the cap: capped");
         is_int(dm_vendor_gate_enter(&g, NAN), DM_VENDOR_GATE_CAPPED, "a spend that is no number: capped");
 
+        /* Given an estimate to start with: no request goes that it says
+         * would pass the cap, even the first. */
+        {
+                struct dm_vendor_gate s = { .cap = 0.003, .largest = 0.004 };
+                struct dm_vendor_gate t = { .cap = 1.0, .largest = 0.3 };
+
+                is_int(dm_vendor_gate_enter(&s, 0), DM_VENDOR_GATE_CAPPED,
+                       "a reservation smaller than one request's estimate: capped before any request");
+                is_int(dm_vendor_gate_enter(&t, 0), DM_VENDOR_GATE_GO, "with room: the first goes");
+                is_int(dm_vendor_gate_enter(&t, 0), DM_VENDOR_GATE_GO, "and, the cost known, others beside it");
+                is_int(dm_vendor_gate_enter(&t, 0), DM_VENDOR_GATE_GO, "three (3 x 0.3)");
+                is_int(dm_vendor_gate_enter(&t, 0), DM_VENDOR_GATE_WAIT, "not four");
+        }
+
         /* A flood at once: 32 requests against a cap of 1 with responses at
          * 0.3; whatever the order, the spend stays under the cap. */
         {
