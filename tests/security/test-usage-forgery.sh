@@ -7,8 +7,9 @@
 # DEMESNE_TREE_MAX_USD never refused. Here a nested sandbox writes forged
 # usage.json files into its own /out and into a child sandbox's; agents it
 # starts (the real Claude Code, against the vendor fixture's "forge" play)
-# write one into their /out while they run. The host's report, during the
-# runs and after, says only what the vendor proxy counted; four agents
+# write one into their /out while they run, one of them cancelled and one
+# timed out. The host's report, during the runs and after, says only what
+# the vendor proxy counted, and every run's share comes back; four agents
 # started at once against DEMESNE_TREE_MAX_USD=0.025 (each wanting $0.00918,
 # DEMESNE_AGENT_MAX_USD=0.01) never spend past it, the starts that find
 # nothing left are refused naming the variable, and nothing is left.
@@ -70,6 +71,23 @@ report "$a"
 tap $([ "$forged_files" -ge 2 ] && [ "$total" = 0 ] && [ "$negative" = 0 ]; echo $?) \
 	"the host's report on the tree ignores them: \$$total, no negative figure ($forged_files forged files on the host)"
 
+# Ways out that are not an answer give their share back: a background agent
+# cancelled while it forges, and a foreground one that times out.
+inside "$a" sandbox_agent '{"prompt":"[play:forge] Then be cancelled.","model":"sonnet","background":true}'
+job=$(jq -r '.job_id // empty' <<<"$S")
+for _ in $(seq 90); do
+	grep -qs -- '-1000' "$DEMESNE_OUTPUT_ROOT"/run-*/usage.json && break
+	sleep 1
+done
+inside "$a" sandbox_cancel "$(jq -cn --arg j "$job" '{job_id: $j}')"
+tap $([ -n "$job" ] && [ "$(jq -r '.status // empty' <<<"$S")" = cancelled ]; echo $?) "a forging agent is cancelled ($job)"
+inside "$a" sandbox_agent '{"prompt":"[play:forge] Then time out.","model":"sonnet","timeout_seconds":10}'
+tap $([ "$(jq -r '.timed_out // empty' <<<"$S")" = true ] || [ "$(jq -r .isError <<<"$R")" = true ]; echo $?) \
+	"another times out ($(said | head -c 120))"
+report "$a"
+tap $([ "$negative" = 0 ] && awk -v t="$total" 'BEGIN { exit !(t >= 0 && t <= 0.025) }'; echo $?) \
+	"after them the tree has spent \$$total, nothing negative"
+
 # Four agents at once, each forging while it runs.
 jobs=() refused=0
 for i in 1 2 3 4; do
@@ -116,6 +134,8 @@ before=$total
 inside "$a" sandbox_agent '{"prompt":"[play:forge] Once more.","model":"sonnet"}'
 tap $([ "$(jq -r .isError <<<"$R")" = true ] && said | grep -q 'DEMESNE_TREE_MAX_USD'; echo $?) \
 	"a start after that is refused or stopped by the tree's cap ($(said | head -c 200))"
+tap $(said | grep -q 'live agent runs hold \$0.0000 more'; echo $?) \
+	"every run's share came back: finished, stopped at its share, cancelled, timed out"
 report "$a"
 tap $(awk -v t="$total" 'BEGIN { exit !(t <= 0.025) }'; echo $?) "and the tree still has not passed it (\$$before, then \$$total)"
 
