@@ -135,4 +135,32 @@ int dm_vendor_usage_copy(struct dm_vendor_usage *dst, const struct dm_vendor_usa
 /* Writes it to path through path.tmp and rename. 0 or -errno with a message. */
 int dm_vendor_usage_write(const struct dm_vendor_usage *u, const char *path, struct dm_error *err);
 
+/* --- the spending gate -------------------------------------------------------
+ * Which requests go upstream under a run's cap, counting those in flight:
+ * a request goes when spent + (in flight + 1) x the costliest response so
+ * far stays under the cap (largest may be given an estimate to start
+ * with). Before any response is priced, with no estimate, nothing says what
+ * one costs, so one request goes at a time. A request that may not go now
+ * waits while others are in flight (their end may leave room); with none in
+ * flight nothing will change, and the cap counts as reached. So the cap is
+ * passed only by a response costlier than every one before it. */
+
+struct dm_vendor_gate {
+        double cap;         /* USD; 0: none, every request goes */
+        unsigned in_flight; /* requests let go that have not ended */
+        uint64_t responses; /* responses priced (usage found) */
+        double largest;     /* the costliest of them, or the estimate the gate was given to start with */
+};
+
+enum dm_vendor_gate_verdict {
+        DM_VENDOR_GATE_GO,     /* counted in flight: call dm_vendor_gate_leave when it ends */
+        DM_VENDOR_GATE_WAIT,   /* try again when a request in flight ends */
+        DM_VENDOR_GATE_CAPPED, /* the cap is reached: refuse (402) */
+};
+
+enum dm_vendor_gate_verdict dm_vendor_gate_enter(struct dm_vendor_gate *g, double spent);
+/* A request that went has ended; priced: its response was accounted, at
+ * cost USD. */
+void dm_vendor_gate_leave(struct dm_vendor_gate *g, bool priced, double cost);
+
 #endif

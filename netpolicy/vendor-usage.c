@@ -499,3 +499,32 @@ int dm_vendor_usage_write(const struct dm_vendor_usage *u, const char *path, str
                 return dm_error_set(err, r, "cannot write '%s': %s", path, dm_io_strerror(r));
         return 0;
 }
+
+/* --- the spending gate ---------------------------------------------------- */
+
+enum dm_vendor_gate_verdict dm_vendor_gate_enter(struct dm_vendor_gate *g, double spent)
+{
+        if (g->cap <= 0) {
+                g->in_flight++;
+                return DM_VENDOR_GATE_GO;
+        }
+        if (!(spent < g->cap))
+                return DM_VENDOR_GATE_CAPPED;
+        if (g->responses == 0 && g->largest <= 0 ? g->in_flight == 0
+                                                 : spent + (double)(g->in_flight + 1) * g->largest < g->cap) {
+                g->in_flight++;
+                return DM_VENDOR_GATE_GO;
+        }
+        return g->in_flight > 0 ? DM_VENDOR_GATE_WAIT : DM_VENDOR_GATE_CAPPED;
+}
+
+void dm_vendor_gate_leave(struct dm_vendor_gate *g, bool priced, double cost)
+{
+        if (g->in_flight > 0)
+                g->in_flight--;
+        if (!priced)
+                return;
+        g->responses++;
+        if (cost > g->largest)
+                g->largest = cost;
+}

@@ -51,17 +51,19 @@ struct conn {
 
 struct dm_vendor_proxy {
         enum dm_vendor provider;
-        char *upstream, *token, *usage_path;
+        char *upstream, *token, *usage_path, *live_path, *cap_name;
         struct dm_vendor_cred cred;
         struct dm_vendor_prices prices;
         unsigned max_conns;
         size_t max_body;
         int log_fd;
         struct dm_listener *listener;
-        pthread_mutex_t lock; /* usage, log writes, cap_hit */
+        pthread_mutex_t lock; /* usage, log writes, cap_hit, gate */
         struct dm_vendor_usage usage;
         double max_usd;
         bool cap_hit;
+        struct dm_vendor_gate gate; /* requests in flight under the cap */
+        pthread_cond_t gate_cond;   /* a request let through the gate ended */
         void (*on_cap)(void *userdata);
         void *cap_userdata;
 };
@@ -497,28 +499,85 @@ failed:
         return 0;
 }
 
+/* Counts a response and lets its request out of the gate (s NULL: it had
+ * no usage, or failed). The live copy is what accounting reads; usage.json
+ * in /out is the user's. */
 static void account(struct exchange *x, const struct dm_vendor_sample *s)
 {
         struct dm_vendor_proxy *p = x->c->p;
-        struct dm_error err = { 0 };
-        int r;
-
+        struct dm_error err = { 0 }, lerr = { 0 };
+        double before;
+        int r = 0, lr = 0;
         bool capped = false;
 
         pthread_mutex_lock(&p->lock);
-        r = dm_vendor_usage_add(&p->usage, &p->prices, s);
-        if (r == 0 && p->usage_path)
+        before = p->usage.total.cost_usd;
+        if (s)
+                r = dm_vendor_usage_add(&p->usage, &p->prices, s);
+        if (s && r == 0 && p->live_path)
+                lr = dm_vendor_usage_write(&p->usage, p->live_path, &lerr);
+        if (s && r == 0 && p->usage_path)
                 r = dm_vendor_usage_write(&p->usage, p->usage_path, &err);
+        dm_vendor_gate_leave(&p->gate, s != NULL, p->usage.total.cost_usd - before);
         if (p->max_usd > 0 && !p->cap_hit && p->usage.total.cost_usd >= p->max_usd)
                 capped = p->cap_hit = true;
+        pthread_cond_broadcast(&p->gate_cond);
         pthread_mutex_unlock(&p->lock);
+        if (lr < 0)
+                log_warning("vendor proxy: live usage: %s", lerr.msg);
         if (r < 0)
                 log_warning("vendor proxy: usage: %s", err.code ? err.msg : strerror(-r));
         if (capped) {
-                log_info("vendor proxy: spending cap of $%.6g reached (DEMESNE_AGENT_MAX_USD)", p->max_usd);
+                log_info("vendor proxy: spending cap of $%.6g reached (%s)", p->max_usd, p->cap_name);
                 if (p->on_cap)
                         p->on_cap(p->cap_userdata);
         }
+}
+
+/* Waits at the gate (src: vendor-internal.h) until the request may go
+ * upstream. true: it went (account() lets it out); false: refused here. */
+static bool pass_gate(struct exchange *x)
+{
+        struct dm_vendor_proxy *p = x->c->p;
+        enum dm_vendor_gate_verdict v;
+        bool fire = false;
+        double spent;
+
+        pthread_mutex_lock(&p->lock);
+        for (;;) {
+                struct timespec ts;
+
+                v = p->cap_hit ? DM_VENDOR_GATE_CAPPED : dm_vendor_gate_enter(&p->gate, p->usage.total.cost_usd);
+                if (v != DM_VENDOR_GATE_WAIT || dm_listener_stopping(p->listener))
+                        break;
+                /* Woken by a request's end; the stop is looked for often. */
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                ts.tv_nsec += 200 * 1000000L;
+                ts.tv_sec += ts.tv_nsec / 1000000000L;
+                ts.tv_nsec %= 1000000000L;
+                pthread_cond_timedwait(&p->gate_cond, &p->lock, &ts);
+        }
+        /* Nothing in flight and the next response, as costly as the
+         * costliest so far, would pass the cap: it is reached now. */
+        if (v == DM_VENDOR_GATE_CAPPED && !p->cap_hit)
+                fire = p->cap_hit = true;
+        spent = p->usage.total.cost_usd;
+        pthread_mutex_unlock(&p->lock);
+        if (fire) {
+                log_info(
+                        "vendor proxy: spending cap of $%.6g reached (%s): $%.4f spent, the next request would pass it",
+                        p->max_usd, p->cap_name, spent);
+                if (p->on_cap)
+                        p->on_cap(p->cap_userdata);
+        }
+        if (v == DM_VENDOR_GATE_CAPPED)
+                refuse(x, 402, "billing_error",
+                       "spending cap of $%.6g for this run reached ($%.4f spent; %s): no further model requests are "
+                       "forwarded",
+                       p->max_usd, spent, p->cap_name);
+        else if (v == DM_VENDOR_GATE_WAIT)
+                refuse(x, 503, "overloaded_error", "vendor proxy stopping");
+        return v == DM_VENDOR_GATE_GO;
 }
 
 static void forward(struct exchange *x, const char *path, struct dm_buf *body)
@@ -595,10 +654,12 @@ static void forward(struct exchange *x, const char *path, struct dm_buf *body)
                        p->upstream, errbuf[0] ? errbuf : curl_easy_strerror(rc));
                 goto out;
         }
-        if (have_sample)
-                account(x, &sample);
+        account(x, have_sample ? &sample : NULL);
         decision_log(x, have_sample ? &sample : NULL);
+        goto done;
 out:
+        account(x, NULL);
+done:
         if (x->metering)
                 dm_vendor_meter_release(&x->meter);
         x->metering = false;
@@ -650,18 +711,7 @@ static bool serve_one(struct conn *c, CURL *curl, struct dm_buf *in, bool first)
                 refuse(&x, 403, "forbidden", "%s %s is not a model endpoint", x.method, x.path);
                 goto out;
         }
-        {
-                double spent = 0;
-
-                if (dm_vendor_cap_reached(p, &spent)) {
-                        refuse(&x, 402, "billing_error",
-                               "spending cap of $%.6g for this run reached ($%.4f spent; DEMESNE_AGENT_MAX_USD): "
-                               "no further model requests are forwarded",
-                               p->max_usd, spent);
-                        goto out;
-                }
-        }
-        if (read_body(&x, in, &body) < 0)
+        if (read_body(&x, in, &body) < 0 || !pass_gate(&x))
                 goto out;
         forward(&x, path, &body);
 out:
@@ -714,8 +764,11 @@ static void proxy_free(struct dm_vendor_proxy *p)
         dm_vendor_prices_release(&p->prices);
         dm_vendor_usage_release(&p->usage);
         pthread_mutex_destroy(&p->lock);
+        pthread_cond_destroy(&p->gate_cond);
         free(p->upstream);
         free(p->usage_path);
+        free(p->live_path);
+        free(p->cap_name);
         free(p);
 }
 
@@ -759,10 +812,20 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
                 return dm_error_set(err, -ENOMEM, "out of memory");
         p->log_fd = -1;
         pthread_mutex_init(&p->lock, NULL);
+        {
+                pthread_condattr_t ca;
+
+                pthread_condattr_init(&ca);
+                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+                pthread_cond_init(&p->gate_cond, &ca);
+                pthread_condattr_destroy(&ca);
+        }
         p->provider = conf->provider;
         p->max_conns = conf->max_conns ? conf->max_conns : 32;
         p->max_body = conf->max_body ? conf->max_body : 32 * 1024 * 1024;
         p->max_usd = conf->max_usd > 0 ? conf->max_usd : 0;
+        p->gate.cap = p->max_usd;
+        p->gate.largest = conf->estimate_usd > 0 ? conf->estimate_usd : 0;
         p->on_cap = conf->on_cap;
         p->cap_userdata = conf->cap_userdata;
         if (!conf->token || strlen(conf->token) < 16)
@@ -781,6 +844,8 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
                 up = default_upstream(conf->provider, conf->cred.auth);
         if (!(p->upstream = strndup(up, strlen(up) - (up[strlen(up) - 1] == '/'))) ||
             !(p->token = strdup(conf->token)) || (conf->usage_path && !(p->usage_path = strdup(conf->usage_path))) ||
+            (conf->live_path && !(p->live_path = strdup(conf->live_path))) ||
+            !(p->cap_name = strdup(conf->cap_name ? conf->cap_name : "DEMESNE_AGENT_MAX_USD")) ||
             dm_vendor_cred_copy(&p->cred, &conf->cred) < 0) {
                 r = dm_error_set(err, -ENOMEM, "out of memory");
                 goto fail;
@@ -865,6 +930,9 @@ void dm_vendor_stop(struct dm_vendor_proxy *p)
          * and joins every thread. */
         dm_listener_free(p->listener);
         p->listener = NULL;
+        if (p->live_path && dm_vendor_usage_write(&p->usage, p->live_path, &err) < 0)
+                log_warning("vendor proxy: live usage: %s", err.msg);
+        dm_error_clear(&err);
         if (p->usage_path && dm_vendor_usage_write(&p->usage, p->usage_path, &err) < 0)
                 log_warning("vendor proxy: %s", err.msg);
         proxy_free(p);

@@ -8,7 +8,8 @@
  * accepts only requests carrying that token, forwards only model endpoints,
  * puts the host's real credential on the upstream request, streams the
  * response back as it arrives and counts the tokens the responses report
- * into usage.json. See docs/reference/vendor-proxy.md.
+ * (into the ledger's live file, and usage.json for the user). See
+ * docs/reference/vendor-proxy.md.
  *
  * Threads: one accept thread, one thread per connection (capped); a
  * connection may carry several keep-alive requests. dm_vendor_stop wakes and
@@ -83,18 +84,27 @@ struct dm_vendor_conf {
                                        * ChatGPT backend for DM_VENDOR_AUTH_CHATGPT). http:// is for tests. */
         const char *token;          /* the per-run token the agent presents; required; copied */
         struct dm_vendor_cred cred; /* copied; the caller still owns and releases its own */
-        const char *usage_path;     /* usage.json, rewritten (tmp + rename) after each response; NULL: none */
+        const char *usage_path;     /* usage.json, rewritten (tmp + rename) after each response; NULL: none.
+                                       * It is in the agent's /out: output for the user, never read back */
+        const char *live_path;      /* the same figures, where only demesne writes (the run ledger's
+                                       * <run_id>.live), which accounting reads; NULL: none */
         const char *log_path;       /* one line per request decision, O_APPEND; NULL: none */
         const char *prices_path;    /* NULL: dm_vendor_prices_path(NULL); a missing default file only warns */
         unsigned max_conns;         /* open connections at once; more → 503; 0: 32 */
         size_t max_body;            /* request body cap; larger → 413; 0: 32 MiB */
-        /* The run's spending cap in USD (0: none). Once the priced usage
-         * reaches it, every further request is refused (402 billing_error
-         * naming the cap and DEMESNE_AGENT_MAX_USD) and on_cap is called
-         * once, from a proxy thread. A request in flight when the cap is
-         * reached still completes: the cap can be passed by the requests
-         * already running. */
+        /* The run's spending cap in USD (0: none), counting requests in
+         * flight: a request goes upstream only while the spend so far plus
+         * (requests in flight + 1) x the costliest response so far stays
+         * under it; before the first priced response, one at a time. A
+         * request that may not go yet waits for those in flight; when none
+         * is in flight (or the priced usage reaches the cap) the cap is
+         * reached: every further request is refused (402 billing_error
+         * naming the cap and cap_name) and on_cap is called once, from a
+         * proxy thread. Only a response costlier than every one before it
+         * can pass the cap. */
         double max_usd;
+        const char *cap_name; /* the setting the cap comes from, for messages; NULL: DEMESNE_AGENT_MAX_USD */
+        double estimate_usd;  /* what one request is expected to cost before any is priced (0: unknown) */
         void (*on_cap)(void *userdata);
         void *cap_userdata;
 };

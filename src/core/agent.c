@@ -245,9 +245,26 @@ static int write_launcher(const char *path, enum dm_vendor provider, const char 
 
 /* ---- the run ------------------------------------------------------------------ */
 
-/* The proxy's final counts into the run's ledger entry: the run is the
- * output directory that holds usage_path. */
-static void ledger_usage(struct dm_context *ctx, const char *usage_path, const struct dm_vendor_usage *usage)
+/* The tree's budget remembers what a request cost: the largest per-model
+ * average of the run. */
+static void note_request_cost(struct dm_budget_hold *h, const struct dm_vendor_usage *u)
+{
+        double most = 0;
+
+        for (size_t i = 0; i < u->n_models; i++) {
+                const struct dm_vendor_tokens *t = &u->models[i].tokens;
+
+                if (t->requests > 0 && t->cost_usd / (double)t->requests > most)
+                        most = t->cost_usd / (double)t->requests;
+        }
+        dm_budget_hold_note(h, most);
+}
+
+/* The proxy's final counts into the run's ledger entry (the run is the
+ * output directory that holds usage_path), and what a request cost into
+ * the tree's budget (h; may be NULL). */
+static void ledger_usage(struct dm_context *ctx, const char *usage_path, const struct dm_vendor_usage *usage,
+                         struct dm_budget_hold *h)
 {
         char dir[PATH_MAX];
         char *slash;
@@ -255,6 +272,7 @@ static void ledger_usage(struct dm_context *ctx, const char *usage_path, const s
         json_object *o;
         struct dm_error err = { 0 };
 
+        note_request_cost(h, usage);
         snprintf(dir, sizeof(dir), "%s", usage_path);
         if (!(slash = strrchr(dir, '/')))
                 return;
@@ -274,9 +292,10 @@ struct run_state {
         char token[65];
         struct dm_vendor_proxy *proxy;
         char usage_path[PATH_MAX];
-        double max_usd;         /* DEMESNE_AGENT_MAX_USD, or what is left of the tree's */
-        const char *cap_name;   /* which of the two, for the message */
-        struct dm_cancel limit; /* fired by the proxy at the spending cap: ends the run */
+        char live_path[PATH_MAX]; /* the ledger's copy of the figures, which accounting reads */
+        double max_usd;           /* DEMESNE_AGENT_MAX_USD, or the run's reservation of the tree's */
+        const char *cap_name;     /* which of the two, for the message */
+        struct dm_cancel limit;   /* fired by the proxy at the spending cap: ends the run */
 };
 
 static void on_cap(void *userdata)
@@ -314,6 +333,15 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
 
         snprintf(st->usage_path, sizeof(st->usage_path), "%s/usage.json", output_dir);
         snprintf(log_path, sizeof(log_path), "%s/vendor.log", output_dir);
+        /* The run's id is its output directory's name: its reservation is
+         * bound to it before anything is spent, and the live figures go to
+         * the ledger, where no sandbox writes. */
+        r = dm_ledger_live_path(st->cfg->output_root, dm_path_basename(output_dir), st->live_path,
+                                sizeof(st->live_path), err);
+        if (r < 0)
+                return dm_error_wrap(err, "the run's live usage");
+        if (dm_budget_hold_bind(st->req->budget, dm_path_basename(output_dir)) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
         struct dm_vendor_conf conf = {
                 .provider = st->provider,
                 .bind = { .sin_family = AF_INET,
@@ -324,9 +352,14 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 .token = st->token,
                 .cred = st->cred,
                 .usage_path = st->usage_path,
+                .live_path = st->live_path,
                 .log_path = log_path,
                 .prices_path = st->cfg->prices, /* DEMESNE_PRICES; NULL: the installed table */
                 .max_usd = st->max_usd,
+                .cap_name = st->cap_name,
+                /* What a request of this tree cost before: a small
+                 * reservation is not passed by its first request. */
+                .estimate_usd = dm_budget_hold_estimate(st->req->budget),
                 .on_cap = on_cap,
                 .cap_userdata = st,
         };
@@ -499,8 +532,8 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         memset(res, 0, sizeof(*res));
         if (req->output_path && check_output_path(req->output_path, &out_rel, err) < 0)
                 return -EINVAL;
-        if (req->tree_left_usd > 0 && (st.max_usd <= 0 || req->tree_left_usd < st.max_usd)) {
-                st.max_usd = req->tree_left_usd;
+        if (req->budget && (st.max_usd <= 0 || dm_budget_hold_amount(req->budget) < st.max_usd)) {
+                st.max_usd = dm_budget_hold_amount(req->budget);
                 st.cap_name = "DEMESNE_TREE_MAX_USD, what was left of this tree's";
         }
         r = dm_agent_pick_provider(&ctx->cfg, req->model, &st.provider, err);
@@ -584,7 +617,7 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                 double spent = 0;
 
                 dm_vendor_usage(st.proxy, &usage);
-                ledger_usage(ctx, st.usage_path, &usage);
+                ledger_usage(ctx, st.usage_path, &usage, req->budget);
                 /* Whether the proxy's refusal ended the CLI or the runner
                  * stopped it, the run fails with the cap's sentence. */
                 if (dm_vendor_cap_reached(st.proxy, &spent) && r != -ECANCELED)

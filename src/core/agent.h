@@ -18,6 +18,7 @@
 
 #include "netpolicy/policy.h"
 #include "netpolicy/vendor.h"
+#include "src/core/budget.h"
 #include "src/core/context.h"
 #include "src/basic/cancel.h"
 #include "src/basic/error.h"
@@ -59,10 +60,13 @@ struct dm_agent_request {
         const char *principal;
         const char *job_id;
         const char *parent_run_id;
-        /* What is left of a tree's DEMESNE_TREE_MAX_USD, when the run is
-         * made from inside one; 0: none. The run's cap is the smaller of
-         * this and DEMESNE_AGENT_MAX_USD. */
-        double tree_left_usd;
+        /* The run's reservation of its tree's DEMESNE_TREE_MAX_USD
+         * (src/core/budget.h), when it is made from inside one; NULL: none.
+         * Borrowed: the caller releases it after dm_agent_run returns. The
+         * run's cap is the reservation (never more than
+         * DEMESNE_AGENT_MAX_USD); the run is bound to it once its id is
+         * known. */
+        struct dm_budget_hold *budget;
         /* Called once the container runs, before the CLI starts
          * (dm_run_request's on_started): the nested endpoint's hook. */
         int (*on_started)(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 #include "src/core/context.h"
+#include "src/core/budget.h"
 #include "src/core/idmap.h"
 #include "src/core/ownership.h"
 #include "src/core/resources.h"
@@ -338,9 +339,11 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
         }
         ctx->jobs = dm_jobs_new();
         ctx->resources = dm_resources_new();
-        if (!ctx->jobs || !ctx->resources) {
+        ctx->budget = dm_budget_new();
+        if (!ctx->jobs || !ctx->resources || !ctx->budget) {
                 dm_jobs_free(ctx->jobs);
                 dm_resources_free(ctx->resources);
+                dm_budget_free(ctx->budget);
                 dm_allowed_roots_release(&ctx->roots);
                 dm_config_release(&ctx->cfg);
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -375,6 +378,7 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
         if (r != 0) {
                 dm_jobs_free(ctx->jobs);
                 dm_resources_free(ctx->resources);
+                dm_budget_free(ctx->budget);
                 dm_allowed_roots_release(&ctx->roots);
                 dm_config_release(&ctx->cfg);
                 return dm_error_set(err, -r, "cannot start the reaper thread: %s", strerror(r));
@@ -525,6 +529,9 @@ void dm_context_release(struct dm_context *ctx)
         ctx->jobs = NULL;
         dm_resources_free(ctx->resources);
         ctx->resources = NULL;
+        /* After the jobs: their runs have released what they reserved. */
+        dm_budget_free(ctx->budget);
+        ctx->budget = NULL;
         dm_context_drain(ctx);
         pthread_mutex_destroy(&ctx->shim_lock);
         pthread_cond_destroy(&ctx->shim_changed);

@@ -34,6 +34,7 @@ struct dm_pool;
 struct dm_resources;
 struct dm_proxy;
 struct dm_nested;
+struct dm_budget;
 struct dm_hostmcp;
 struct dm_sandbox;
 
@@ -42,6 +43,7 @@ struct dm_context {
         struct dm_allowed_roots roots;
         struct dm_jobs *jobs;           /* background jobs of this server */
         struct dm_resources *resources; /* who made which output directory (src/core/resources.c) */
+        struct dm_budget *budget;       /* agent runs' reservations of their trees' spend (src/core/budget.h) */
         char owner[96];                 /* boot id + pid + start time */
         char owner_label[128];          /* "demesne.owner=<owner>" */
         char root_label[64];            /* "demesne.root=<hash of the output root>" */

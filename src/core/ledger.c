@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,8 @@
 #include "src/core/ownership.h"
 
 #define ENTRY_MAX (64 * 1024)   /* a ledger entry is a few hundred bytes */
-#define USAGE_MAX (1024 * 1024) /* a live usage.json, one object per model */
+#define USAGE_MAX (1024 * 1024) /* a live usage file, one object per model */
+#define MODELS_MAX 64           /* models a run's usage lists; more are not counted */
 
 static const char *const token_fields[] = { "input_tokens", "output_tokens", "cache_read_tokens",
                                             "cache_write_tokens" };
@@ -210,9 +212,32 @@ static void set_usage(json_object *o, const void *arg)
 
 int dm_ledger_set_usage(const char *output_root, const char *run_id, json_object *usage, struct dm_error *err)
 {
+        _cleanup_close_ int fd = -1;
+        char name[80];
+        int r;
+
         if (!usage || !json_object_is_type(usage, json_type_object))
                 return dm_error_set(err, -EINVAL, "no usage for run %s", run_id ? run_id : "");
-        return update(output_root, run_id, set_usage, usage, err);
+        r = update(output_root, run_id, set_usage, usage, err);
+        /* The final figures are in the entry: the live ones go. */
+        if (r == 0 && (fd = open_ledger(output_root, false, err)) >= 0) {
+                snprintf(name, sizeof(name), "%s" DM_LEDGER_LIVE_SUFFIX, run_id);
+                (void)unlinkat(fd, name, 0);
+        }
+        return r;
+}
+
+int dm_ledger_live_path(const char *output_root, const char *run_id, char *ret, size_t len, struct dm_error *err)
+{
+        _cleanup_close_ int fd = -1;
+
+        if (!valid_id(run_id))
+                return dm_error_set(err, -EINVAL, "invalid run id '%.64s'", run_id ? run_id : "");
+        if ((fd = open_ledger(output_root, true, err)) < 0)
+                return fd;
+        if ((size_t)snprintf(ret, len, "%s/" DM_LEDGER_DIR "/%s" DM_LEDGER_LIVE_SUFFIX, output_root, run_id) >= len)
+                return dm_error_set(err, -ENAMETOOLONG, "output root '%.200s' is too long", output_root);
+        return 0;
 }
 
 static const char *str_of(json_object *o, const char *key)
@@ -321,22 +346,26 @@ struct ledger {
         struct row *rows;
         size_t n, alloc;
         json_object *entries; /* array holding the references */
+        int fd;               /* the ledger directory, or -1 */
 };
 
 static void ledger_release(struct ledger *l)
 {
         free(l->rows);
         json_object_put(l->entries);
+        if (l->fd >= 0)
+                close(l->fd);
 }
 
 /* Every entry principal may see. */
 static int load(const char *root, const char *principal, struct ledger *l, struct dm_error *err)
 {
-        _cleanup_close_ int fd = -1;
+        int fd;
         DIR *d;
         struct dirent *de;
 
         memset(l, 0, sizeof(*l));
+        l->fd = -1;
         if (!(l->entries = json_object_new_array()))
                 return dm_error_set(err, -ENOMEM, "out of memory");
         fd = open_ledger(root, false, err);
@@ -344,6 +373,7 @@ static int load(const char *root, const char *principal, struct ledger *l, struc
                 return 0;
         if (fd < 0)
                 return fd;
+        l->fd = fd;
         if (!(d = fdopendir(dup(fd))))
                 return dm_error_set(err, -errno, "cannot read the run ledger: %s", strerror(errno));
         while ((de = readdir(d)) && l->n < DM_LEDGER_MAX_ENTRIES) {
@@ -416,22 +446,80 @@ static int by_start(const void *a, const void *b)
         return s < t ? -1 : s > t;
 }
 
-/* A live agent's usage: its usage.json, which the vendor proxy rewrites. */
-static json_object *live_usage(const char *output_dir)
+/* A figure of a usage object: a JSON number, finite, not negative and at
+ * most max; anything else is no figure (0). Usage is written by demesne
+ * only, but the report is not where a hand-edited or torn file gets to
+ * subtract from a tree's spend. */
+static double figure(json_object *o, const char *key, double max)
 {
-        _cleanup_close_ int fd = output_dir ? dm_io_open_dir(output_dir) : -1;
-        _cleanup_free_ char *text = NULL;
-        size_t len;
-        json_object *o;
+        json_object *v;
+        double d;
 
-        if (fd < 0 || dm_io_read_capped(fd, "usage.json", USAGE_MAX, &text, &len) < 0)
+        if (!o || !json_object_object_get_ex(o, key, &v))
+                return 0;
+        if (json_object_is_type(v, json_type_int)) {
+                int64_t n = json_object_get_int64(v);
+                return n < 0 || (double)n > max ? 0 : (double)n;
+        }
+        if (!json_object_is_type(v, json_type_double))
+                return 0;
+        d = json_object_get_double(v);
+        return isfinite(d) && d >= 0 && d <= max ? d : 0;
+}
+
+static void clean_tokens(json_object *to, json_object *from)
+{
+        for (size_t i = 0; i < N_TOKENS; i++)
+                json_object_object_add(
+                        to, token_fields[i],
+                        json_object_new_int64((int64_t)figure(from, token_fields[i], DM_LEDGER_TOKENS_MAX)));
+        json_object_object_add(to, "cost_usd", json_object_new_double(figure(from, "cost_usd", DM_LEDGER_USD_MAX)));
+}
+
+/* A copy of a usage object with only figures that can be spend (see
+ * figure), at most MODELS_MAX models; NULL for no object. */
+static json_object *clean_usage(json_object *from)
+{
+        json_object *o, *per, *to_per;
+        size_t models = 0;
+
+        if (!from || !json_object_is_type(from, json_type_object) || !(o = json_object_new_object()))
                 return NULL;
-        o = json_tokener_parse(text);
-        if (o && !json_object_is_type(o, json_type_object)) {
-                json_object_put(o);
-                return NULL;
+        clean_tokens(o, from);
+        if (json_object_object_get_ex(from, "per_model", &per) && json_object_is_type(per, json_type_object) &&
+            (to_per = json_object_new_object())) {
+                json_object_object_foreach(per, model, m)
+                {
+                        json_object *c;
+
+                        if (models >= MODELS_MAX || strlen(model) > 128 || !json_object_is_type(m, json_type_object) ||
+                            !(c = json_object_new_object()))
+                                continue;
+                        clean_tokens(c, m);
+                        json_object_object_add(to_per, model, c);
+                        models++;
+                }
+                json_object_object_add(o, "per_model", to_per);
         }
         return o;
+}
+
+/* A run's usage as its vendor proxy last wrote it into the ledger
+ * (<run_id>.live), for a run with no final figures: live, or interrupted
+ * by a server that died. Never the usage.json in the run's /out, which the
+ * sandbox can write. */
+static json_object *live_usage(int ledger_fd, const char *run_id)
+{
+        _cleanup_free_ char *text = NULL;
+        char name[80];
+        size_t len;
+
+        if (ledger_fd < 0 || !valid_id(run_id))
+                return NULL;
+        snprintf(name, sizeof(name), "%s" DM_LEDGER_LIVE_SUFFIX, run_id);
+        if (dm_io_read_capped(ledger_fd, name, USAGE_MAX, &text, &len) < 0)
+                return NULL;
+        return json_tokener_parse(text);
 }
 
 static void add_tokens(json_object *sum, json_object *from)
@@ -476,10 +564,10 @@ static const char *row_status(json_object *e, const char *my_owner)
         return status;
 }
 
-static json_object *make_row(const struct row *r, const char *my_owner, int64_t now, json_object *usage_sum,
-                             json_object *per_model_sum, int64_t *ret_start, int64_t *ret_end)
+static json_object *make_row(const struct row *r, int ledger_fd, const char *my_owner, int64_t now,
+                             json_object *usage_sum, json_object *per_model_sum, int64_t *ret_start, int64_t *ret_end)
 {
-        json_object *o = json_object_new_object(), *usage = NULL, *live = NULL, *per;
+        json_object *o = json_object_new_object(), *usage = NULL, *raw = NULL, *live = NULL, *per;
         const char *status = row_status(r->e, my_owner);
         int64_t start = int_of(r->e, "started_ms", now), end, wall;
         char t[32];
@@ -493,11 +581,14 @@ static json_object *make_row(const struct row *r, const char *my_owner, int64_t 
         wall = strcmp(status, "running") != 0 && json_object_object_get_ex(r->e, "duration_ms", NULL)
                        ? int_of(r->e, "duration_ms", 0)
                        : end - start;
-        if (!json_object_object_get_ex(r->e, "usage", &usage) &&
-            (strcmp(status, "running") == 0 || strcmp(status, "interrupted") == 0)) {
-                usage = live = live_usage(str_of(r->e, "output_dir"));
+        /* The final figures, else the live ones (a run still going, or one
+         * whose server died before it wrote them); both from the ledger. */
+        if (!json_object_object_get_ex(r->e, "usage", &raw)) {
+                raw = live = live_usage(ledger_fd, str_of(r->e, "run_id"));
                 final = false;
         }
+        usage = clean_usage(raw);
+        json_object_put(live);
         add_str(o, "run_id", str_of(r->e, "run_id"));
         add_str(o, "parent_run_id", str_of(r->e, "parent_run_id"));
         json_object_object_add(o, "depth", json_object_new_int(r->depth));
@@ -535,7 +626,7 @@ static json_object *make_row(const struct row *r, const char *my_owner, int64_t 
                         }
                 }
         }
-        json_object_put(live);
+        json_object_put(usage);
         *ret_start = start;
         *ret_end = end;
         return o;
@@ -647,7 +738,7 @@ json_object *dm_ledger_report(const char *output_root, const char *my_owner, con
                 json_object *row;
                 const char *kind;
 
-                if (!l.rows[i].in || !(row = make_row(&l.rows[i], my_owner, now, usage, per, &s, &e)))
+                if (!l.rows[i].in || !(row = make_row(&l.rows[i], l.fd, my_owner, now, usage, per, &s, &e)))
                         continue;
                 json_object_array_add(rows, row);
                 n++;

@@ -7,10 +7,14 @@
  * <output_root>/.ledger/<run_id>.json. The server writes it when the run
  * begins (status running), when it ends (status, exit code, wall time) and,
  * for agents, once the vendor proxy has stopped (its token counts, the same
- * numbers as the final usage.json). No sandbox mounts the ledger, so what a
- * run writes in its /out does not change what the report says of it once
- * it has ended; while an agent still runs, its tokens are read from its
- * usage.json (the proxy rewrites it after each response).
+ * numbers as the final usage.json). While an agent runs, its vendor proxy
+ * rewrites <run_id>.live beside the entry after each response: the live
+ * figures, which survive the server's crash and are reported for a run
+ * with no final ones. No sandbox mounts the ledger, and nothing under a
+ * run's output directory (its /out, usage.json included) is ever read for
+ * accounting: what a sandbox writes there changes no report and no cap.
+ * Figures read back are checked: a negative, non-finite or absurdly large
+ * one (past DM_LEDGER_TOKENS_MAX or DM_LEDGER_USD_MAX) counts as 0.
  *
  * A run's parent_run_id names the run whose sandbox asked for it (nested
  * sandboxes), so a report on a run rolls up its whole tree. Entries survive
@@ -19,13 +23,17 @@
 
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "src/basic/error.h"
 #include "src/basic/principal.h"
 
 #define DM_LEDGER_DIR ".ledger"
-#define DM_LEDGER_MAX_ENTRIES 100000 /* a report reads at most this many files */
+#define DM_LEDGER_MAX_ENTRIES 100000  /* a report reads at most this many files */
+#define DM_LEDGER_LIVE_SUFFIX ".live" /* <run_id>.live: a running agent's usage */
+#define DM_LEDGER_TOKENS_MAX 1e12     /* tokens of one kind in one run's figures */
+#define DM_LEDGER_USD_MAX 1e6         /* dollars in one run's figures (the caps' own maximum) */
 
 struct dm_ledger_run {
         const char *run_id; /* required */
@@ -46,8 +54,13 @@ int dm_ledger_begin(const char *output_root, const char *owner, const struct dm_
  * exit_code when has_exit, wall time, the error's sentence or NULL. */
 int dm_ledger_end(const char *output_root, const char *run_id, const char *status, bool has_exit, int exit_code,
                   int64_t duration_ms, const char *error, struct dm_error *err);
-/* The run's final token counts (borrowed; the shape of usage.json). */
+/* The run's final token counts (borrowed; the shape of usage.json); its
+ * live figures are removed once these are written. */
 int dm_ledger_set_usage(const char *output_root, const char *run_id, json_object *usage, struct dm_error *err);
+/* Where the vendor proxy of run_id writes its live figures (the shape of
+ * usage.json), in ret (len bytes): <output_root>/.ledger/<run_id>.live.
+ * Makes the ledger directory. -EINVAL for a bad run id, -ENAMETOOLONG. */
+int dm_ledger_live_path(const char *output_root, const char *run_id, char *ret, size_t len, struct dm_error *err);
 
 /* What the ledger says of one run or sandbox. */
 struct dm_ledger_entry {

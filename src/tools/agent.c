@@ -141,10 +141,11 @@ struct agent_call {
         const struct dm_args_table *t; /* the server's table for the tool */
         json_object *args;
         struct dm_tools_sink sink; /* the foreground call or the background job */
-        /* What the tree may still spend, when it was read for the call
-         * (foreground); a background job reads it when it starts. */
-        bool tree_left_read;
-        double tree_left_usd;
+        /* The run's share of its tree's budget, when it is made from
+         * inside one: reserved by the call (foreground) or when the job
+         * starts (background); released when the run has ended. */
+        bool budget_taken;
+        struct dm_budget_hold *budget;
 };
 
 static json_object *result_json(const struct dm_agent_result *res)
@@ -184,6 +185,8 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
         int r;
 
         if (!files || !dirs || !criteria) {
+                dm_budget_release(a->budget);
+                a->budget = NULL;
                 *ret_r = dm_error_set(err, -ENOMEM, "out of memory");
                 return NULL;
         }
@@ -192,6 +195,8 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
         r = dm_policy_parse(a->research ? "open" : dm_args_str(specs, n, a->args, "egress"), NULL,
                             a->research || ctx->cfg.allow_caller_egress ? DM_POLICY_CALLER_ALLOWED : 0, &policy, err);
         if (r < 0) {
+                dm_budget_release(a->budget);
+                a->budget = NULL;
                 *ret_r = r;
                 return NULL;
         }
@@ -215,16 +220,17 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 .principal = a->sink.call ? dm_call_principal(a->sink.call) : dm_job_owner(a->sink.job),
                 .job_id = a->sink.job ? dm_job_id(a->sink.job) : NULL,
         };
-        /* What the tree may still spend, when it is made from inside one:
-         * at the run's start (a background run waited in between; a
-         * foreground one starts now, and the call read it just before). */
-        req.tree_left_usd = a->tree_left_usd;
-        r = a->tree_left_read ? 0 : dm_tools_nested_budget(ctx, req.principal, &req.tree_left_usd, err);
+        /* The run's share of the tree's budget, when it is made from
+         * inside one: at the run's start (a background run waited in
+         * between; a foreground one starts now, and the call reserved it
+         * just before). */
+        r = a->budget_taken ? 0 : dm_tools_nested_budget(ctx, req.principal, &a->budget, err);
         if (r < 0) {
                 dm_policy_free(policy);
                 *ret_r = r;
                 return NULL;
         }
+        req.budget = a->budget;
         if (dm_args_bool(specs, n, a->args, "nested")) {
                 nested.maker = req.principal;
                 nested.egress = policy->mode;
@@ -233,6 +239,10 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
         }
         r = dm_agent_run(ctx, &req, &res, err);
         dm_tools_nested_run_end(&nested);
+        /* Its final usage is in the ledger: the reservation goes back,
+         * whichever way the run ended. */
+        dm_budget_release(a->budget);
+        a->budget = NULL;
         dm_policy_free(policy);
         *ret_r = r;
         if (r < 0)
@@ -311,12 +321,16 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                         return dm_tools_error(NULL, &err);
         }
         /* A tree that has spent its DEMESNE_TREE_MAX_USD: refused now, not
-         * as a background job that fails. */
-        if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call), &a.tree_left_usd, &err) < 0)
-                return dm_tools_error(NULL, &err);
-        a.tree_left_read = true;
-        if (dm_args_bool(specs, n, args, "background"))
+         * as a background job that fails (which reserves its share when it
+         * starts). A foreground run reserves it now. */
+        if (dm_args_bool(specs, n, args, "background")) {
+                if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call), NULL, &err) < 0)
+                        return dm_tools_error(NULL, &err);
                 return dm_tools_start_background(call, tool, args, research ? research_work : agent_work, (void *)t);
+        }
+        if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call), &a.budget, &err) < 0)
+                return dm_tools_error(NULL, &err);
+        a.budget_taken = true;
         out = run_agent(dm_call_context(call), &a, dm_call_cancel(call), &r, &err);
         if (r == -ECANCELED)
                 return NULL;

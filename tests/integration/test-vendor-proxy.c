@@ -239,25 +239,26 @@ static int request(uint16_t port, const char *method, const char *path, const ch
 static char token[65];
 static char tmpdir[64];
 
-static struct dm_vendor_proxy *start(enum dm_vendor v, enum dm_vendor_auth auth, const char *secret,
-                                     const char *account, const char *upstream, const char *usage, const char *logp,
-                                     const char *prices, uint16_t *ret_port)
+static struct dm_vendor_conf base_conf(enum dm_vendor v, enum dm_vendor_auth auth, const char *secret,
+                                       const char *account, const char *upstream, const char *prices)
 {
-        struct dm_vendor_conf conf = {
+        return (struct dm_vendor_conf){
                 .provider = v,
                 .bind = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) },
                 .upstream = upstream,
                 .token = token,
                 .cred = { .auth = auth, .secret = (char *)secret, .account_id = (char *)account },
-                .usage_path = usage,
-                .log_path = logp,
                 .prices_path = prices,
         };
+}
+
+static struct dm_vendor_proxy *start_conf(const struct dm_vendor_conf *conf, uint16_t *ret_port)
+{
         struct dm_vendor_proxy *p;
         struct dm_error err = { 0 };
         struct sockaddr_in a;
 
-        if (dm_vendor_start(&conf, &p, &err) < 0) {
+        if (dm_vendor_start(conf, &p, &err) < 0) {
                 diag("start: %s", err.msg);
                 exit(1);
         }
@@ -266,12 +267,54 @@ static struct dm_vendor_proxy *start(enum dm_vendor v, enum dm_vendor_auth auth,
         return p;
 }
 
+static struct dm_vendor_proxy *start(enum dm_vendor v, enum dm_vendor_auth auth, const char *secret,
+                                     const char *account, const char *upstream, const char *usage, const char *logp,
+                                     const char *prices, uint16_t *ret_port)
+{
+        struct dm_vendor_conf conf = base_conf(v, auth, secret, account, upstream, prices);
+
+        conf.usage_path = usage;
+        conf.log_path = logp;
+        return start_conf(&conf, ret_port);
+}
+
 static atomic_int caps_seen;
 
 static void count_cap(void *userdata)
 {
         (void)userdata;
         caps_seen++;
+}
+
+/* An Anthropic proxy with a spending cap, on a port of its own. */
+static struct dm_vendor_proxy *start_capped(const char *upstream, const char *prices, double max_usd,
+                                            const char *cap_name, const char *live, uint16_t *ret_port)
+{
+        struct dm_vendor_conf conf =
+                base_conf(DM_VENDOR_ANTHROPIC, DM_VENDOR_AUTH_API_KEY, REAL_KEY, NULL, upstream, prices);
+
+        conf.max_usd = max_usd;
+        conf.cap_name = cap_name;
+        conf.live_path = live;
+        conf.on_cap = count_cap;
+        return start_conf(&conf, ret_port);
+}
+
+/* One client of a flood: its answer's status. */
+struct flood_client {
+        pthread_t t;
+        uint16_t port;
+        const char *auth;
+        int status;
+        char body[2048];
+};
+
+static void *flood_main(void *arg)
+{
+        struct flood_client *c = arg;
+
+        c->status = request(c->port, "POST", "/v1/messages", c->auth, NULL, "{}", c->body, sizeof(c->body));
+        return NULL;
 }
 
 static double num(json_object *o, const char *a, const char *b, const char *c)
@@ -502,27 +545,10 @@ int main(void)
         /* The spending cap: one JSON message costs $0.0005 at the test
          * prices; a cap of $0.0004 lets it through and nothing after it. */
         {
-                struct dm_vendor_conf conf = {
-                        .provider = DM_VENDOR_ANTHROPIC,
-                        .bind = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) },
-                        .upstream = upstream,
-                        .token = token,
-                        .cred = { .auth = DM_VENDOR_AUTH_API_KEY, .secret = (char *)REAL_KEY },
-                        .prices_path = prices,
-                        .max_usd = 0.0004,
-                        .on_cap = count_cap,
-                };
-                struct dm_error err = { 0 };
-                struct sockaddr_in a;
                 double spent = 0;
 
                 snprintf(auth, sizeof(auth), "x-api-key: %s", token);
-                if (dm_vendor_start(&conf, &p, &err) < 0) {
-                        diag("start: %s", err.msg);
-                        return 1;
-                }
-                dm_vendor_address(p, &a);
-                port = ntohs(a.sin_port);
+                p = start_capped(upstream, prices, 0.0004, NULL, NULL, &port);
                 ok(!dm_vendor_cap_reached(p, NULL), "cap: not reached before any request");
                 status = request(port, "POST", "/v1/messages", auth, NULL, "{}", buf, sizeof(buf));
                 is_int(status, 200, "cap: the first request is forwarded");
@@ -541,6 +567,48 @@ int main(void)
                 is_int(up.requests, before, "cap: none reached the upstream");
                 is_int(caps_seen, 1, "cap: on_cap still called only once");
                 dm_vendor_stop(p);
+        }
+
+        /* Many times the cap at once: 24 requests of $0.0005 each against a
+         * cap of $0.0012, all sent together. Requests in flight count: one
+         * goes before any is priced, then one more (0.0005 + 0.0005 stays
+         * under the cap), and the rest are refused once nothing in flight
+         * can leave room. The live figures go to the second path. */
+        {
+                char live[160];
+                struct flood_client c[24];
+                int went = 0, refused = 0, named = 0;
+                double spent = 0;
+                json_object *u;
+
+                snprintf(live, sizeof(live), "%s/run-x.live", tmpdir);
+                p = start_capped(upstream, prices, 0.0012, "DEMESNE_TREE_MAX_USD, what was left of this tree's", live,
+                                 &port);
+                before = up.requests;
+                for (int i = 0; i < 24; i++) {
+                        c[i] = (struct flood_client){ .port = port, .auth = auth };
+                        pthread_create(&c[i].t, NULL, flood_main, &c[i]);
+                }
+                for (int i = 0; i < 24; i++) {
+                        pthread_join(c[i].t, NULL);
+                        went += c[i].status == 200;
+                        refused += c[i].status == 402;
+                        named += c[i].status == 402 && strstr(c[i].body, "DEMESNE_TREE_MAX_USD") != NULL;
+                }
+                ok(dm_vendor_cap_reached(p, &spent), "flood: the cap is reached");
+                ok(spent <= 0.0012, "flood: the cap holds ($%f spent of $0.0012)", spent);
+                is_int(went, 2, "flood: two of 24 requests went upstream, one at a time then one more");
+                is_int(up.requests - before, 2, "flood: the upstream saw two");
+                is_int(refused, 22, "flood: the other 22 were refused with 402");
+                is_int(named, 22, "flood: naming the cap's setting");
+                u = json_object_from_file(live);
+                ok(u && num(u, "cost_usd", NULL, NULL) > 0.000999 && num(u, "cost_usd", NULL, NULL) < 0.001001 &&
+                           num(u, "input_tokens", NULL, NULL) == 200,
+                   "flood: the live figures are written where the caller said ($%f)",
+                   u ? num(u, "cost_usd", NULL, NULL) : -1);
+                json_object_put(u);
+                dm_vendor_stop(p);
+                unlink(live);
         }
 
         up.stop = 1;

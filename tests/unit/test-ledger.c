@@ -104,6 +104,72 @@ static const char *row_str(json_object *rep, size_t i, const char *key)
         return json_object_get_string(v);
 }
 
+static void write_file(const char *path, const char *text)
+{
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+        ok(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text), "wrote %s", path);
+        if (fd >= 0)
+                close(fd);
+}
+
+/* What a hostile sandbox writes in its /out: the usage.json the ledger read
+ * for live runs before. */
+static void forge(const char *id)
+{
+        char path[256];
+
+        snprintf(path, sizeof(path), "%s/%s/usage.json", root, id);
+        write_file(path, "{\"cost_usd\":-1000,\"input_tokens\":-5,\"output_tokens\":99999,"
+                         "\"per_model\":{\"forged\":{\"cost_usd\":-1000,\"input_tokens\":-5}}}");
+}
+
+/* Figures that are no spend: negative, not finite, absurdly large, not
+ * numbers. Each counts as 0, in the final figures and the live ones. */
+static void test_bad_figures(void)
+{
+        static const char *const bad =
+                "{\"input_tokens\":-5,\"output_tokens\":1e300,\"cache_read_tokens\":\"12\","
+                "\"cache_write_tokens\":4,\"cost_usd\":%s,"
+                "\"per_model\":{\"m\":{\"input_tokens\":-1,\"cost_usd\":%s,\"cache_write_tokens\":4}}}";
+        const char *costs[] = { "-1000", "NaN", "Infinity", "-Infinity", "1e300", "1e7", "\"0.5\"" };
+        struct dm_error err = { 0 };
+        char text[512], path[256];
+
+        for (size_t i = 0; i < sizeof(costs) / sizeof(costs[0]); i++) {
+                char id[32];
+                json_object *u, *rep;
+
+                snprintf(id, sizeof(id), "run-bad%zu", i);
+                snprintf(text, sizeof(text), bad, costs[i], costs[i]);
+                begin(id, "agent", NULL, "local", NULL, me);
+                if (i % 2 == 0) {
+                        u = json_tokener_parse(text);
+                        ok(u != NULL, "figures %s parse", costs[i]);
+                        end(id, "succeeded", 0, 10, u);
+                } else {
+                        ok(dm_ledger_live_path(root, id, path, sizeof(path), &err) == 0, "live path of %s", id);
+                        write_file(path, text);
+                }
+                rep = report("local", (struct dm_ledger_scope){ .run_id = id }, &err);
+                ok(rep && getd(rep, "cost_usd", NULL) == 0, "%s cost %s counts as $0 (%f)", i % 2 ? "live" : "final",
+                   costs[i], rep ? getd(rep, "cost_usd", NULL) : -1);
+                is_int(rep ? geti(rep, "usage.input_tokens") : -1, 0, "negative tokens count as 0");
+                is_int(rep ? geti(rep, "usage.output_tokens") : -1, 0, "1e300 tokens count as 0");
+                is_int(rep ? geti(rep, "usage.cache_read_tokens") : -1, 0, "a string is no figure");
+                is_int(rep ? geti(rep, "usage.cache_write_tokens") : -1, 4, "a good figure beside them counts");
+                is_int(rep ? geti(rep, "usage.per_model.m.input_tokens") : -1, 0, "per model: checked the same");
+                json_object_put(rep);
+        }
+        /* Final figures replace the live ones, which go. */
+        begin("run-fin", "agent", NULL, "local", NULL, me);
+        ok(dm_ledger_live_path(root, "run-fin", path, sizeof(path), &err) == 0, "live path of run-fin");
+        write_file(path, "{\"input_tokens\":1,\"cost_usd\":0.1}");
+        end("run-fin", "succeeded", 0, 10, usage(2, 0, 0, 0, 0.2, "{}"));
+        ok(access(path, F_OK) < 0 && errno == ENOENT, "the final figures written, the live file is gone");
+        ok(dm_ledger_live_path(root, "../x", path, sizeof(path), &err) == -EINVAL, "a bad run id has no live path");
+}
+
 static void test_time_parse(void)
 {
         int64_t t = 0;
@@ -157,12 +223,18 @@ int main(void)
         /* Someone else's, under the same root. */
         begin("run-d", "agent", NULL, "token:other", NULL, me);
         end("run-d", "succeeded", 0, 100, usage(1000, 1000, 0, 0, 9, "{}"));
-        /* A run whose server died: no end, its live usage.json says 7 tokens. */
+        /* A run whose server died: no end, its proxy's live figures in the
+         * ledger say 7 tokens. */
         begin("run-e", "agent", NULL, "local", NULL, "aaaaaaaa-1-1");
-        snprintf(path, sizeof(path), "%s/run-e/usage.json", root);
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        ok(fd >= 0 && write(fd, "{\"input_tokens\":7,\"cost_usd\":0.5}", 33) == 33, "a live usage.json");
-        close(fd);
+        ok(dm_ledger_live_path(root, "run-e", path, sizeof(path), &err) == 0 &&
+                   strcmp(path + strlen(root), "/.ledger/run-e.live") == 0,
+           "the live figures' place is in the ledger: %s", path);
+        write_file(path, "{\"input_tokens\":7,\"cost_usd\":0.5}");
+        /* What the sandboxes wrote in their /out: forged usage.json files,
+         * in a live run's and in an ended one's. None of it is read. */
+        forge("run-e");
+        forge("run-b");
+        forge("run-a");
 
         rep = report(NULL, (struct dm_ledger_scope){ .run_id = "run-a" }, &err);
         ok(rep != NULL, "report on the root run");
@@ -207,7 +279,9 @@ int main(void)
         rep = report("local", (struct dm_ledger_scope){ .output_dir = path }, &err);
         ok(rep != NULL, "an output directory (trailing slash and all)");
         is_str(row_str(rep, 0, "status"), "interrupted", "a dead server's running run is interrupted");
-        is_int(geti(rep, "usage.input_tokens"), 7, "its tokens from its live usage.json");
+        is_int(geti(rep, "usage.input_tokens"), 7, "its tokens from its live figures in the ledger");
+        ok(getd(rep, "cost_usd", NULL) > 0.4999 && getd(rep, "cost_usd", NULL) < 0.5001,
+           "its cost from the ledger too, not from the forged usage.json ($%f)", getd(rep, "cost_usd", NULL));
         is_str(row_str(rep, 0, "usage_final"), "false", "marked not final");
         json_object_put(rep);
 
@@ -256,6 +330,8 @@ int main(void)
         u = json_object_new_array();
         ok(dm_ledger_set_usage(root, "run-a", u, &err) == -EINVAL, "usage must be an object");
         json_object_put(u);
+
+        test_bad_figures();
 
         dm_remove_tree(root);
         return done_testing();

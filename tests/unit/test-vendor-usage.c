@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,6 +438,80 @@ static void test_http(void)
         }
 }
 
+/* The spending gate: requests in flight count against the cap. */
+static void test_gate(void)
+{
+        struct dm_vendor_gate g = { .cap = 1.0 };
+        struct dm_vendor_gate none = { 0 };
+        double spent = 0;
+
+        for (int i = 0; i < 40; i++)
+                dm_vendor_gate_enter(&none, 1e9);
+        is_int(none.in_flight, 40, "no cap: every request goes, whatever was spent");
+
+        is_int(dm_vendor_gate_enter(&g, spent), DM_VENDOR_GATE_GO, "the first request goes");
+        is_int(dm_vendor_gate_enter(&g, spent), DM_VENDOR_GATE_WAIT,
+               "before a response is priced, a second one waits: nothing says what one costs");
+        dm_vendor_gate_leave(&g, true, 0.2);
+        spent += 0.2;
+        is_int(g.in_flight, 0, "the first ended");
+        /* 0.2 spent, 0.2 the costliest: 0.2 + 3 x 0.2 < 1, 0.2 + 4 x 0.2 = 1. */
+        is_int(dm_vendor_gate_enter(&g, spent), DM_VENDOR_GATE_GO, "then one goes (0.2 + 0.2)");
+        is_int(dm_vendor_gate_enter(&g, spent), DM_VENDOR_GATE_GO, "two in flight (0.2 + 2 x 0.2)");
+        is_int(dm_vendor_gate_enter(&g, spent), DM_VENDOR_GATE_GO, "three in flight (0.2 + 3 x 0.2)");
+        is_int(dm_vendor_gate_enter(&g, spent), DM_VENDOR_GATE_WAIT,
+               "a fourth waits: with it, the cap would be reached if each cost as much as the costliest");
+        dm_vendor_gate_leave(&g, false, 0);
+        is_int(dm_vendor_gate_enter(&g, spent), DM_VENDOR_GATE_GO, "a request that failed unpriced made room");
+        for (int i = 0; i < 3; i++) {
+                dm_vendor_gate_leave(&g, true, 0.2);
+                spent += 0.2;
+        }
+        /* 0.8 spent, nothing in flight: 0.8 + 0.2 is the cap itself. */
+        is_int(g.in_flight, 0, "all ended");
+        is_int(dm_vendor_gate_enter(&g, spent), DM_VENDOR_GATE_CAPPED,
+               "nothing in flight and the next would reach the cap: capped, not waiting forever");
+        is_int(dm_vendor_gate_enter(&g, 1.0), DM_VENDOR_GATE_CAPPED, "spent at the cap: capped");
+        is_int(dm_vendor_gate_enter(&g, NAN), DM_VENDOR_GATE_CAPPED, "a spend that is no number: capped");
+
+        /* Given an estimate to start with: no request goes that it says
+         * would pass the cap, even the first. */
+        {
+                struct dm_vendor_gate s = { .cap = 0.003, .largest = 0.004 };
+                struct dm_vendor_gate t = { .cap = 1.0, .largest = 0.3 };
+
+                is_int(dm_vendor_gate_enter(&s, 0), DM_VENDOR_GATE_CAPPED,
+                       "a reservation smaller than one request's estimate: capped before any request");
+                is_int(dm_vendor_gate_enter(&t, 0), DM_VENDOR_GATE_GO, "with room: the first goes");
+                is_int(dm_vendor_gate_enter(&t, 0), DM_VENDOR_GATE_GO, "and, the cost known, others beside it");
+                is_int(dm_vendor_gate_enter(&t, 0), DM_VENDOR_GATE_GO, "three (3 x 0.3)");
+                is_int(dm_vendor_gate_enter(&t, 0), DM_VENDOR_GATE_WAIT, "not four");
+        }
+
+        /* A flood at once: 32 requests against a cap of 1 with responses at
+         * 0.3; whatever the order, the spend stays under the cap. */
+        {
+                struct dm_vendor_gate f = { .cap = 1.0 };
+                double total = 0;
+                int went = 0;
+
+                for (int round = 0; round < 10; round++) {
+                        int now = 0;
+
+                        for (int i = 0; i < 32; i++)
+                                if (dm_vendor_gate_enter(&f, total) == DM_VENDOR_GATE_GO)
+                                        now++;
+                        went += now;
+                        for (int i = 0; i < now; i++) {
+                                dm_vendor_gate_leave(&f, true, 0.3);
+                                total += 0.3;
+                        }
+                }
+                ok(total <= 1.0 && went == 3, "32 at once, ten times: %d went, $%.2f spent, under the $1 cap", went,
+                   total);
+        }
+}
+
 int main(void)
 {
         snprintf(tmpdir, sizeof(tmpdir), "/tmp/dm-vendor-XXXXXX");
@@ -446,6 +521,7 @@ int main(void)
         test_prices();
         test_creds();
         test_http();
+        test_gate();
         rmdir(tmpdir);
         return done_testing();
 }

@@ -30,3 +30,10 @@ vendor_fixture() {
 	done
 	printf -v "port_of_${name//-/_}" '%s' "$port"
 }
+# For `trap fixtures_end EXIT`: ends the vendor fixtures (each by its pid)
+# and removes $tmp, or keeps it and says so on fd 3 when a test failed.
+fixtures_end() {
+	local p
+	for p in "${fixtures[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+	if [ "$failed" = 0 ]; then rm -rf "$tmp"; else echo "# logs kept in $tmp" >&3; fi
+}
