@@ -329,6 +329,9 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 .max_usd = st->max_usd,
                 .on_cap = on_cap,
                 .cap_userdata = st,
+                /* Below open, no server-side tool, MCP connector or URL
+                 * fetch through the model API either. */
+                .vendor_network = st->req->policy && st->req->policy->mode == DM_EGRESS_OPEN,
         };
         r = dm_vendor_start(&conf, &st->proxy, err);
         if (r < 0)
