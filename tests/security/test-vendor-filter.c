@@ -31,6 +31,7 @@
 #include "netpolicy/vendor.h"
 #include "src/basic/timeutil.h"
 #include "tests/tap.h"
+#include "tests/vendor-loopback.h"
 
 #define REAL_KEY "sk-REAL-fixture-key-0123456789"
 
@@ -84,20 +85,6 @@ static pid_t fixture_start(uint16_t *ret_port)
         }
         *ret_port = (uint16_t)atoi(line + 10);
         return pid;
-}
-
-static int count_dir(const char *path)
-{
-        DIR *d = opendir(path);
-        struct dirent *e;
-        int n = 0;
-
-        if (!d)
-                return -1;
-        while ((e = readdir(d)))
-                n += e->d_name[0] != '.';
-        closedir(d);
-        return n;
 }
 
 /* The newest body the fixture kept (names are numbered), into buf. */
@@ -190,21 +177,6 @@ static void *raw_main(void *arg)
         return NULL;
 }
 
-static int listen_loopback(uint16_t *ret_port)
-{
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        socklen_t len = sizeof(a);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 16) < 0 ||
-            getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-                perror("listen");
-                exit(1);
-        }
-        *ret_port = ntohs(a.sin_port);
-        return fd;
-}
-
 /* --- proxies and the client ------------------------------------------------- */
 
 static struct dm_vendor_proxy *proxy(enum dm_vendor v, const char *upstream, bool open, const char *logp,
@@ -219,17 +191,8 @@ static struct dm_vendor_proxy *proxy(enum dm_vendor v, const char *upstream, boo
                 .log_path = logp,
                 .vendor_network = open,
         };
-        struct dm_vendor_proxy *p;
-        struct dm_error err = { 0 };
-        struct sockaddr_in a;
 
-        if (dm_vendor_start(&conf, &p, &err) < 0) {
-                diag("start: %s", err.msg);
-                exit(1);
-        }
-        dm_vendor_address(p, &a);
-        *ret_port = ntohs(a.sin_port);
-        return p;
+        return test_vendor_start(&conf, ret_port);
 }
 
 /* One POST on its own connection: extra header lines, then body (len bytes;
@@ -237,21 +200,14 @@ static struct dm_vendor_proxy *proxy(enum dm_vendor v, const char *upstream, boo
 static int post(uint16_t port, enum dm_vendor v, const char *path, const char *extra, const char *body, size_t len,
                 bool chunked, char *buf, size_t max)
 {
-        struct sockaddr_in a = { .sin_family = AF_INET,
-                                 .sin_port = htons(port),
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        int64_t end = dm_now_ms() + 20000;
+        int fd = test_dial(port);
         char head[4096];
-        size_t got = 0, half = len / 2;
+        size_t half = len / 2;
         int n;
 
         buf[0] = '\0';
-        if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-                if (fd >= 0)
-                        close(fd);
+        if (fd < 0)
                 return 0;
-        }
         n = snprintf(head, sizeof(head),
                      "POST %s HTTP/1.1\r\nHost: proxy\r\n%s%s\r\n%sContent-Type: application/json\r\n", path,
                      v == DM_VENDOR_ANTHROPIC ? "x-api-key: " : "Authorization: Bearer ", token, extra ? extra : "");
@@ -278,17 +234,7 @@ static int post(uint16_t port, enum dm_vendor v, const char *path, const char *e
                         off += (size_t)w;
                 }
         }
-        while (got < max - 1 && dm_now_ms() < end) {
-                struct pollfd p = { .fd = fd, .events = POLLIN };
-                ssize_t r;
-
-                if (poll(&p, 1, 100) <= 0)
-                        continue;
-                if ((r = read(fd, buf + got, max - 1 - got)) <= 0)
-                        break;
-                got += (size_t)r;
-                buf[got] = '\0';
-        }
+        test_read_until(fd, buf, max, NULL, 20000);
         close(fd);
         return strncmp(buf, "HTTP/1.1 ", 9) == 0 ? atoi(buf + 9) : 0;
 }
@@ -300,16 +246,15 @@ static int send_json(uint16_t port, enum dm_vendor v, const char *extra, const c
 }
 
 /* The request is refused in the vendor's error shape and reaches nothing. */
-static void refused(uint16_t port, enum dm_vendor v, const char *what, const char *extra, const char *body,
-                    const char *says)
+static void refused(uint16_t port, enum dm_vendor v, const char *what, const char *body, const char *says)
 {
         static char buf[65536];
-        int before = count_dir(dump_dir), status = send_json(port, v, extra, body, buf, sizeof(buf));
+        int before = test_count_dir(dump_dir), status = send_json(port, v, NULL, body, buf, sizeof(buf));
         const char *shape = v == DM_VENDOR_ANTHROPIC
                                     ? "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\""
                                     : "\"type\":\"invalid_request_error\"";
 
-        ok(status == 400 && strstr(buf, shape) && strstr(buf, says) && count_dir(dump_dir) == before,
+        ok(status == 400 && strstr(buf, shape) && strstr(buf, says) && test_count_dir(dump_dir) == before,
            "%s: %s: refused, 400 in the vendor's shape saying '%s', nothing reached the fixture", dm_vendor_name(v),
            what, says);
         if (status != 400 || !strstr(buf, says))
@@ -320,10 +265,10 @@ static void refused(uint16_t port, enum dm_vendor v, const char *what, const cha
 static bool forwarded(uint16_t port, enum dm_vendor v, const char *extra, const char *body, char *dump, size_t max)
 {
         static char buf[65536];
-        int before = count_dir(dump_dir), status = send_json(port, v, extra, body, buf, sizeof(buf));
+        int before = test_count_dir(dump_dir), status = send_json(port, v, extra, body, buf, sizeof(buf));
 
         last_dump(dump, max);
-        if (status != 200 || count_dir(dump_dir) != before + 1) {
+        if (status != 200 || test_count_dir(dump_dir) != before + 1) {
                 diag("got %d: %.300s", status, buf);
                 return false;
         }
@@ -338,6 +283,45 @@ static bool forwarded(uint16_t port, enum dm_vendor v, const char *extra, const 
         "\"str_replace_based_edit_tool\"},{\"type\":\"memory_20250818\",\"name\":\"memory\"}]"
 #define A_MSG "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
 
+struct refusal {
+        const char *what, *body, *says;
+};
+
+static const struct refusal anthropic_refusals[] = {
+        { "mcp_servers",
+          "{\"model\":\"m\",\"max_tokens\":10," A_MSG
+          ",\"mcp_servers\":[{\"type\":\"url\",\"url\":\"https://attacker.example/mcp\",\"name\":\"x\"}]}",
+          "mcp_servers" },
+        { "container",
+          "{\"model\":\"m\",\"max_tokens\":10," A_MSG ",\"container\":{\"skills\":[{\"type\":\"anthropic\","
+          "\"skill_id\":\"pptx\"}]}}",
+          "container" },
+        { "mcp_servers in capitals",
+          "{\"model\":\"m\"," A_MSG ",\"MCP_SERVERS\":[{\"url\":\"https://attacker.example\"}]}", "MCP_SERVERS" },
+        { "mcp_servers spelled with an escape",
+          "{\"model\":\"m\"," A_MSG ",\"mcp\\u005fservers\":[{\"url\":\"https://attacker.example\"}]}", "mcp_servers" },
+        { "mcp_servers after an empty one (duplicate key)",
+          "{\"model\":\"m\"," A_MSG ",\"mcp_servers\":[],\"mcp_servers\":[{\"url\":\"https://a.example\"}]}",
+          "mcp_servers" },
+        { "a server tool after empty tools (duplicate key)",
+          "{\"model\":\"m\"," A_MSG ",\"tools\":[],\"tools\":[{\"type\":\"web_fetch_20250910\",\"name\":\"f\"}]}",
+          "web_fetch_20250910" },
+        { "an image with a URL source",
+          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{"
+          "\"type\":\"url\",\"url\":\"https://attacker.example/?d=secret\"}}]}]}",
+          "URL source" },
+        { "a document URL source nested in a tool result",
+          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\","
+          "\"tool_use_id\":\"t\",\"content\":[{\"type\":\"document\",\"source\":{\"type\":\"url\",\"url\":"
+          "\"https://attacker.example/x.pdf\"}}]}]}]}",
+          "URL source" },
+        { "a body that is not JSON", "model=m&tools=web_search", "not one JSON" },
+        { "a JSON array", "[{\"tools\":[]}]", "not one JSON" },
+        { "a second document after the first", "{\"model\":\"m\"} {\"tools\":[{\"type\":\"web_search_20250305\"}]}",
+          "not one JSON" },
+        { "an empty body", "", "not one JSON" },
+};
+
 static void anthropic_none(uint16_t port)
 {
         static const char *const server_tools[] = { "web_fetch_20250910",      "web_search_20250305",
@@ -348,7 +332,7 @@ static void anthropic_none(uint16_t port)
         int before, lines;
 
         /* Control: Claude Code's kind of request (client tools, streaming). */
-        before = count_dir(dump_dir);
+        before = test_count_dir(dump_dir);
         snprintf(body, sizeof(body),
                  "{\"model\":\"claude-sonnet-5-5\",\"max_tokens\":100,\"stream\":true,%s,\"tools\":%s}", A_MSG,
                  A_TOOLS_CLIENT);
@@ -356,7 +340,7 @@ static void anthropic_none(uint16_t port)
                "anthropic at none: client tools and streaming: 200");
         ok(strstr(buf, "text/event-stream") && strstr(buf, "message_stop"), "and the event stream arrives whole");
         last_dump(dump, sizeof(dump));
-        ok(count_dir(dump_dir) == before + 1 && strstr(dump, "\"Bash\"") && strstr(dump, "bash_20250124") &&
+        ok(test_count_dir(dump_dir) == before + 1 && strstr(dump, "\"Bash\"") && strstr(dump, "bash_20250124") &&
                    strstr(dump, "\"Mine\"") && strstr(dump, "memory_20250818"),
            "the fixture got every client tool");
 
@@ -368,41 +352,11 @@ static void anthropic_none(uint16_t port)
                          "{\"type\":\"%s\",\"name\":\"t\"}]}",
                          A_MSG, server_tools[i]);
                 snprintf(what, sizeof(what), "a %s tool", server_tools[i]);
-                refused(port, DM_VENDOR_ANTHROPIC, what, NULL, body, server_tools[i]);
+                refused(port, DM_VENDOR_ANTHROPIC, what, body, server_tools[i]);
         }
-        refused(port, DM_VENDOR_ANTHROPIC, "mcp_servers", NULL,
-                "{\"model\":\"m\",\"max_tokens\":10," A_MSG
-                ",\"mcp_servers\":[{\"type\":\"url\",\"url\":\"https://attacker.example/mcp\",\"name\":\"x\"}]}",
-                "mcp_servers");
-        refused(port, DM_VENDOR_ANTHROPIC, "container", NULL,
-                "{\"model\":\"m\",\"max_tokens\":10," A_MSG ",\"container\":{\"skills\":[{\"type\":\"anthropic\","
-                "\"skill_id\":\"pptx\"}]}}",
-                "container");
-        refused(port, DM_VENDOR_ANTHROPIC, "mcp_servers in capitals", NULL,
-                "{\"model\":\"m\"," A_MSG ",\"MCP_SERVERS\":[{\"url\":\"https://attacker.example\"}]}", "MCP_SERVERS");
-        refused(port, DM_VENDOR_ANTHROPIC, "mcp_servers spelled with an escape", NULL,
-                "{\"model\":\"m\"," A_MSG ",\"mcp\\u005fservers\":[{\"url\":\"https://attacker.example\"}]}",
-                "mcp_servers");
-        refused(port, DM_VENDOR_ANTHROPIC, "mcp_servers after an empty one (duplicate key)", NULL,
-                "{\"model\":\"m\"," A_MSG ",\"mcp_servers\":[],\"mcp_servers\":[{\"url\":\"https://a.example\"}]}",
-                "mcp_servers");
-        refused(port, DM_VENDOR_ANTHROPIC, "a server tool after empty tools (duplicate key)", NULL,
-                "{\"model\":\"m\"," A_MSG ",\"tools\":[],\"tools\":[{\"type\":\"web_fetch_20250910\",\"name\":\"f\"}]}",
-                "web_fetch_20250910");
-        refused(port, DM_VENDOR_ANTHROPIC, "an image with a URL source", NULL,
-                "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{"
-                "\"type\":\"url\",\"url\":\"https://attacker.example/?d=secret\"}}]}]}",
-                "URL source");
-        refused(port, DM_VENDOR_ANTHROPIC, "a document URL source nested in a tool result", NULL,
-                "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\","
-                "\"tool_use_id\":\"t\",\"content\":[{\"type\":\"document\",\"source\":{\"type\":\"url\",\"url\":"
-                "\"https://attacker.example/x.pdf\"}}]}]}]}",
-                "URL source");
-        refused(port, DM_VENDOR_ANTHROPIC, "a body that is not JSON", NULL, "model=m&tools=web_search", "not one JSON");
-        refused(port, DM_VENDOR_ANTHROPIC, "a JSON array", NULL, "[{\"tools\":[]}]", "not one JSON");
-        refused(port, DM_VENDOR_ANTHROPIC, "a second document after the first", NULL,
-                "{\"model\":\"m\"} {\"tools\":[{\"type\":\"web_search_20250305\"}]}", "not one JSON");
-        refused(port, DM_VENDOR_ANTHROPIC, "an empty body", NULL, "", "not one JSON");
+        for (size_t i = 0; i < sizeof(anthropic_refusals) / sizeof(anthropic_refusals[0]); i++)
+                refused(port, DM_VENDOR_ANTHROPIC, anthropic_refusals[i].what, anthropic_refusals[i].body,
+                        anthropic_refusals[i].says);
         {
                 char deep[1200];
                 size_t n = 0;
@@ -413,7 +367,7 @@ static void anthropic_none(uint16_t port)
                 for (int i = 0; i < 300; i++)
                         deep[n++] = ']';
                 snprintf(deep + n, sizeof(deep) - n, "}");
-                refused(port, DM_VENDOR_ANTHROPIC, "300 levels of nesting", NULL, deep, "not one JSON");
+                refused(port, DM_VENDOR_ANTHROPIC, "300 levels of nesting", deep, "not one JSON");
         }
 
         /* Betas: the safe ones go on, the others are taken out. */
@@ -424,7 +378,7 @@ static void anthropic_none(uint16_t port)
                      "Claude-Code-20250219,made-up-2030-01-01\r\n",
                      body, dump, sizeof(dump)),
            "anthropic at none: a request with unsafe betas is forwarded");
-        lines = count_dir(dump_dir);
+        lines = test_count_dir(dump_dir);
         last_log(lines, buf, sizeof(buf));
         ok(NULL != strstr(buf, "\"anthropic-beta\":\"prompt-caching-2024-07-31,interleaved-thinking-2025-05-14\""),
            "with only the safe betas (%.200s)", strstr(buf, "anthropic-beta") ? strstr(buf, "anthropic-beta") : "-");
@@ -436,18 +390,18 @@ static void anthropic_none(uint16_t port)
         ok(!strstr(buf, "anthropic-beta") && !strstr(buf, "files-api"), "with no anthropic-beta at all");
 
         /* The body the proxy read is the body that goes on, also chunked. */
-        before = count_dir(dump_dir);
+        before = test_count_dir(dump_dir);
         snprintf(body, sizeof(body),
                  "{\"model\":\"m\"," A_MSG ",\"tools\":[{\"name\":\"Bash\",\"input_schema\":{}},{\"type\":"
                  "\"web_search_20250305\",\"name\":\"web_search\"}]}");
         is_int(post(port, DM_VENDOR_ANTHROPIC, "/v1/messages", NULL, body, strlen(body), true, buf, sizeof(buf)), 400,
                "anthropic at none: a server tool in a chunked body: 400");
-        is_int(count_dir(dump_dir), before, "and it did not reach the fixture");
+        is_int(test_count_dir(dump_dir), before, "and it did not reach the fixture");
         {
                 is_int(post(port, DM_VENDOR_ANTHROPIC, "/v1/messages", "Content-Encoding: gzip\r\n", gz, sizeof(gz) - 1,
                             false, buf, sizeof(buf)),
                        415, "anthropic at none: a gzip body: 415");
-                ok(strstr(buf, "content-encoding 'gzip'") && count_dir(dump_dir) == before,
+                ok(strstr(buf, "content-encoding 'gzip'") && test_count_dir(dump_dir) == before,
                    "saying why, and nothing reached the fixture");
         }
         /* A large body is read to its end: the server tool after 8 MiB of
@@ -462,7 +416,7 @@ static void anthropic_none(uint16_t port)
                 n += (size_t)sprintf(huge + n, "\"}],\"tools\":[{\"type\":\"web_fetch_20250910\",\"name\":\"f\"}]}");
                 is_int(post(port, DM_VENDOR_ANTHROPIC, "/v1/messages", NULL, huge, n, false, buf, sizeof(buf)), 400,
                        "anthropic at none: a server tool after 8 MiB of text: 400");
-                ok(strstr(buf, "web_fetch_20250910") && count_dir(dump_dir) == before,
+                ok(strstr(buf, "web_fetch_20250910") && test_count_dir(dump_dir) == before,
                    "named, and nothing reached the fixture");
                 free(huge);
                 huge = calloc(1, (32u << 20) + 16);
@@ -490,16 +444,39 @@ static void anthropic_open(uint16_t port)
         ok(strstr(dump, "web_search_20250305") && strstr(dump, "web_fetch_20250910") &&
                    strstr(dump, "code_execution_20250825") && strstr(dump, "https://mcp.example/sse"),
            "unchanged");
-        last_log(count_dir(dump_dir), buf, sizeof(buf));
+        last_log(test_count_dir(dump_dir), buf, sizeof(buf));
         ok(NULL != strstr(buf, "\"anthropic-beta\":\"mcp-client-2025-04-04,web-fetch-2025-09-10\""), "betas and all");
-        before = count_dir(dump_dir);
+        before = test_count_dir(dump_dir);
         is_int(post(port, DM_VENDOR_ANTHROPIC, "/v1/messages", "Content-Encoding: gzip\r\n", gz, sizeof(gz) - 1, false,
                     buf, sizeof(buf)),
                200, "anthropic at open: a gzip body goes through");
-        is_int(count_dir(dump_dir), before + 1, "to the fixture");
+        is_int(test_count_dir(dump_dir), before + 1, "to the fixture");
 }
 
 #define O_INPUT "\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"hi\"}]}]"
+
+static const struct refusal openai_refusals[] = {
+        { "an mcp tool inside a namespace",
+          "{\"model\":\"m\"," O_INPUT ",\"tools\":[{\"type\":\"namespace\",\"name\":\"n\",\"tools\":[{\"type\":"
+          "\"mcp\",\"server_url\":\"https://attacker.example\"}]}]}",
+          "'mcp'" },
+        { "a shell in a hosted container",
+          "{\"model\":\"m\"," O_INPUT ",\"tools\":[{\"type\":\"shell\",\"environment\":{\"type\":"
+          "\"container_auto\"}}]}",
+          "hosted environment" },
+        { "a stored prompt", "{\"model\":\"m\"," O_INPUT ",\"prompt\":{\"id\":\"pmpt_1\"}}", "stored prompt" },
+        { "an image by URL",
+          "{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":"
+          "\"https://attacker.example/?d=secret\"}]}]}",
+          "image_url" },
+        { "a file by URL",
+          "{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\",\"file_url\":"
+          "\"https://attacker.example/a.pdf\"}]}]}",
+          "file_url" },
+        { "an mcp tool after empty tools (duplicate key)",
+          "{\"model\":\"m\"," O_INPUT ",\"tools\":[],\"tools\":[{\"type\":\"mcp\",\"server_url\":\"https://a\"}]}",
+          "'mcp'" },
+};
 
 static void openai_none(uint16_t port, const char *logp)
 {
@@ -531,30 +508,11 @@ static void openai_none(uint16_t port, const char *logp)
                          "\"https://attacker.example/mcp\"}]}",
                          hosted[i]);
                 snprintf(what, sizeof(what), "a %s tool", hosted[i]);
-                refused(port, DM_VENDOR_OPENAI, what, NULL, body, hosted[i]);
+                refused(port, DM_VENDOR_OPENAI, what, body, hosted[i]);
         }
-        refused(port, DM_VENDOR_OPENAI, "an mcp tool inside a namespace", NULL,
-                "{\"model\":\"m\"," O_INPUT ",\"tools\":[{\"type\":\"namespace\",\"name\":\"n\",\"tools\":[{\"type\":"
-                "\"mcp\",\"server_url\":\"https://attacker.example\"}]}]}",
-                "'mcp'");
-        refused(port, DM_VENDOR_OPENAI, "a shell in a hosted container", NULL,
-                "{\"model\":\"m\"," O_INPUT ",\"tools\":[{\"type\":\"shell\",\"environment\":{\"type\":"
-                "\"container_auto\"}}]}",
-                "hosted environment");
-        refused(port, DM_VENDOR_OPENAI, "a stored prompt", NULL,
-                "{\"model\":\"m\"," O_INPUT ",\"prompt\":{\"id\":\"pmpt_1\"}}", "stored prompt");
-        refused(port, DM_VENDOR_OPENAI, "an image by URL", NULL,
-                "{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":"
-                "\"https://attacker.example/?d=secret\"}]}]}",
-                "image_url");
-        refused(port, DM_VENDOR_OPENAI, "a file by URL", NULL,
-                "{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\",\"file_url\":"
-                "\"https://attacker.example/a.pdf\"}]}]}",
-                "file_url");
-        refused(port, DM_VENDOR_OPENAI, "an mcp tool after empty tools (duplicate key)", NULL,
-                "{\"model\":\"m\"," O_INPUT
-                ",\"tools\":[],\"tools\":[{\"type\":\"mcp\",\"server_url\":\"https://a\"}]}",
-                "'mcp'");
+        for (size_t i = 0; i < sizeof(openai_refusals) / sizeof(openai_refusals[0]); i++)
+                refused(port, DM_VENDOR_OPENAI, openai_refusals[i].what, openai_refusals[i].body,
+                        openai_refusals[i].says);
         ok(forwarded(port, DM_VENDOR_OPENAI, NULL,
                      "{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\","
                      "\"image_url\":\"data:image/png;base64,iVBORw0KGgo=\"}]}],\"tools\":[{\"type\":"
@@ -598,7 +556,7 @@ static void raw_bytes(void)
         pthread_t t;
         uint16_t up_port, port;
 
-        raw_fd = listen_loopback(&up_port);
+        raw_fd = test_listen_loopback(&up_port);
         snprintf(upstream, sizeof(upstream), "http://127.0.0.1:%u", up_port);
         pthread_create(&t, NULL, raw_main, NULL);
         p = proxy(DM_VENDOR_ANTHROPIC, upstream, false, NULL, &port);
