@@ -309,8 +309,8 @@ static int openai_body(struct dm_vendor_filter *f, json_object *doc)
 /* --- anthropic-beta -------------------------------------------------------- */
 
 /* Betas that change how the model answers, never what the vendor reaches:
- * Claude Code's own and the caching, counting, thinking, context and
- * output ones. Not here, and so stripped: mcp-client-*, web-fetch-*,
+ * Claude Code's own (every one the claude-code image sends) and the
+ * caching, counting, thinking, context and output ones. Not here, and so stripped: mcp-client-*, web-fetch-*,
  * web-search-*, code-execution-*, files-api-*, skills-*, and every beta not
  * known yet. */
 static bool beta_safe(const char *v, size_t n)
@@ -339,6 +339,13 @@ static bool beta_safe(const char *v, size_t n)
                 "dev-full-thinking",
                 "redact-thinking",
                 "fast-mode",
+                /* Sent by Claude Code 2.1.332 (the claude-code image): how
+                 * thinking is counted and shown, per-turn settings, and the
+                 * tool list changing within a conversation. */
+                "per-turn-control",
+                "mid-conversation-tool-changes",
+                "thinking-token-count",
+                "thinking-display-updates",
         };
 
         for (size_t i = 0; i < DM_ARRAY_SIZE(families); i++) {

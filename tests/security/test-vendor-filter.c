@@ -281,6 +281,10 @@ static bool forwarded(uint16_t port, enum dm_vendor v, const char *extra, const 
         "{\"type\":\"custom\",\"name\":\"Mine\",\"input_schema\":{\"type\":\"object\"}},"                    \
         "{\"type\":\"bash_20250124\",\"name\":\"bash\"},{\"type\":\"text_editor_20250728\",\"name\":"        \
         "\"str_replace_based_edit_tool\"},{\"type\":\"memory_20250818\",\"name\":\"memory\"}]"
+#define CLAUDE_CODE_BETAS                                                                                       \
+        "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,effort-2025-11-24," \
+        "per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13," \
+        "thinking-display-updates-2026-08-18"
 #define A_MSG "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
 
 struct refusal {
@@ -343,6 +347,13 @@ static void anthropic_none(uint16_t port)
         ok(test_count_dir(dump_dir) == before + 1 && strstr(dump, "\"Bash\"") && strstr(dump, "bash_20250124") &&
                    strstr(dump, "\"Mine\"") && strstr(dump, "memory_20250818"),
            "the fixture got every client tool");
+        /* The betas the claude-code image's Claude Code (2.1.332) sends, as
+         * the fixture logged them in tests/e2e/client-agents.mjs: all safe. */
+        snprintf(body, sizeof(body), "{\"model\":\"m\",\"max_tokens\":10,%s}", A_MSG);
+        ok(forwarded(port, DM_VENDOR_ANTHROPIC, "anthropic-beta: " CLAUDE_CODE_BETAS "\r\n", body, dump, sizeof(dump)),
+           "anthropic at none: Claude Code's betas: forwarded");
+        last_log(test_count_dir(dump_dir), buf, sizeof(buf));
+        ok(NULL != strstr(buf, "\"anthropic-beta\":\"" CLAUDE_CODE_BETAS "\""), "every one of them");
 
         for (size_t i = 0; i < sizeof(server_tools) / sizeof(server_tools[0]); i++) {
                 char what[96];
