@@ -215,6 +215,11 @@ static int write_launcher(const char *path, enum dm_vendor provider, const char 
                               "%s%s%s"
                               "[features]\n"
                               "plugins = false\n"
+                              /* Plain JSON bodies: below open egress the
+                               * vendor proxy reads each request and refuses
+                               * a compressed one (Codex compresses with a
+                               * ChatGPT login). */
+                              "enable_request_compression = false\n"
                               "[model_providers.demesne]\n"
                               "name = \"demesne vendor proxy\"\n"
                               "base_url = \"$OPENAI_BASE_URL\"\n"
