@@ -28,6 +28,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,20 @@
 
 /* Deep enough for tool schemas and nested tool results. */
 #define FILTER_DEPTH 128
+/* json-c spends about 800 bytes on an object and 60 on a scalar: a 32 MiB
+ * body of "{}," would take gigabytes. An agent CLI's request holds a few
+ * thousand objects and arrays (tool schemas, one or a few per message) and
+ * tens of thousands of values; past these caps a body is refused before it
+ * is parsed, and at most FILTER_PARSES bodies are parsed at once in the
+ * whole server (every run's proxy): at most about 350 MiB in trees (a body
+ * at both caps took 165 MiB, measured). */
+#define FILTER_MAX_CONTAINERS 100000
+#define FILTER_MAX_VALUES 1000000
+#define FILTER_PARSES 2
+
+static pthread_mutex_t parse_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t parse_free = PTHREAD_COND_INITIALIZER;
+static unsigned parsing;
 
 static int refuse(struct dm_vendor_filter *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int refuse(struct dm_vendor_filter *f, const char *fmt, ...)
@@ -408,27 +423,75 @@ static int filter_beta(struct dm_vendor_filter *f, struct dm_vendor_request *r)
 
 /* --- the request ----------------------------------------------------------- */
 
-static int parse(struct dm_vendor_filter *f, const struct dm_buf *body, json_object **ret)
+/* Objects and arrays, and values (roughly: containers and commas), outside
+ * strings. */
+static bool too_many_values(const char *s, size_t n)
 {
-        struct json_tokener *tok = json_tokener_new_ex(FILTER_DEPTH);
+        size_t containers = 0, values = 0;
+        bool in_string = false;
+
+        for (size_t i = 0; i < n; i++) {
+                if (in_string) {
+                        if (s[i] == '\\')
+                                i++;
+                        else if (s[i] == '"')
+                                in_string = false;
+                } else if (s[i] == '"') {
+                        in_string = true;
+                } else if (s[i] == '{' || s[i] == '[') {
+                        containers++;
+                        values++;
+                } else if (s[i] == ',') {
+                        values++;
+                }
+        }
+        return containers > FILTER_MAX_CONTAINERS || values > FILTER_MAX_VALUES;
+}
+
+static json_object *parse_locked(const struct dm_buf *body, struct json_tokener *tok)
+{
         json_object *doc;
         size_t end;
 
-        if (!tok)
-                return -ENOMEM;
+        pthread_mutex_lock(&parse_lock);
+        while (parsing >= FILTER_PARSES)
+                pthread_cond_wait(&parse_free, &parse_lock);
+        parsing++;
+        pthread_mutex_unlock(&parse_lock);
         json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-        doc = body->len ? json_tokener_parse_ex(tok, body->data, (int)body->len) : NULL;
+        doc = json_tokener_parse_ex(tok, body->data, (int)body->len);
         end = json_tokener_get_parse_end(tok);
         if (doc && json_tokener_get_error(tok) == json_tokener_success)
-                while (end < body->len && strchr(" \t\r\n", body->data[end]))
+                while (end < body->len && body->data[end] && strchr(" \t\r\n", body->data[end]))
                         end++;
-        if (!doc || json_tokener_get_error(tok) != json_tokener_success || end != body->len ||
-            !json_object_is_type(doc, json_type_object)) {
+        if (doc && (json_tokener_get_error(tok) != json_tokener_success || end != body->len ||
+                    !json_object_is_type(doc, json_type_object))) {
                 json_object_put(doc);
-                json_tokener_free(tok);
-                return refuse(f, "the request body is not one JSON object (below open egress every body is read)");
+                doc = NULL;
         }
+        pthread_mutex_lock(&parse_lock);
+        parsing--;
+        pthread_cond_signal(&parse_free);
+        pthread_mutex_unlock(&parse_lock);
+        return doc;
+}
+
+static int parse(struct dm_vendor_filter *f, const struct dm_buf *body, json_object **ret)
+{
+        struct json_tokener *tok;
+        json_object *doc;
+
+        if (!body->len)
+                return refuse(f, "the request body is empty (below open egress every body is read)");
+        if (too_many_values(body->data, body->len))
+                return refuse(f, "the request body holds more than %d objects and arrays or %d values",
+                              FILTER_MAX_CONTAINERS, FILTER_MAX_VALUES);
+        if (!(tok = json_tokener_new_ex(FILTER_DEPTH)))
+                return -ENOMEM;
+        doc = parse_locked(body, tok);
         json_tokener_free(tok);
+        if (!doc)
+                return refuse(f, "the request body is not one JSON object (below open egress every body is read)");
         *ret = doc;
         return 0;
 }

@@ -323,7 +323,7 @@ static const struct refusal anthropic_refusals[] = {
         { "a JSON array", "[{\"tools\":[]}]", "not one JSON" },
         { "a second document after the first", "{\"model\":\"m\"} {\"tools\":[{\"type\":\"web_search_20250305\"}]}",
           "not one JSON" },
-        { "an empty body", "", "not one JSON" },
+        { "an empty body", "", "is empty" },
 };
 
 static void anthropic_none(uint16_t port)
@@ -379,6 +379,23 @@ static void anthropic_none(uint16_t port)
                         deep[n++] = ']';
                 snprintf(deep + n, sizeof(deep) - n, "}");
                 refused(port, DM_VENDOR_ANTHROPIC, "300 levels of nesting", deep, "not one JSON");
+        }
+        /* Bodies json-c would need gigabytes for: refused before parsing. */
+        {
+                size_t n = 0, max = 4u << 20;
+                char *many = malloc(max);
+
+                n += (size_t)sprintf(many, "{\"model\":\"m\",\"metadata\":[");
+                for (int i = 0; i < 150000; i++)
+                        n += (size_t)sprintf(many + n, "%s{}", i ? "," : "");
+                sprintf(many + n, "]}");
+                refused(port, DM_VENDOR_ANTHROPIC, "150,000 empty objects", many, "more than 100000 objects");
+                n = (size_t)sprintf(many, "{\"model\":\"m\",\"metadata\":[");
+                for (int i = 0; i < 1100000; i++)
+                        n += (size_t)sprintf(many + n, "%s1", i ? "," : "");
+                sprintf(many + n, "]}");
+                refused(port, DM_VENDOR_ANTHROPIC, "1,100,000 numbers", many, "1000000 values");
+                free(many);
         }
 
         /* Betas: the safe ones go on, the others are taken out. */
