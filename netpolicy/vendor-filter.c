@@ -41,9 +41,9 @@
 /* Deep enough for tool schemas and nested tool results. */
 #define FILTER_DEPTH 128
 /* json-c spends about 800 bytes on an object and 60 on a scalar: a 32 MiB
- * body of "{}," would take gigabytes. An agent CLI's request holds a few
- * thousand objects and arrays (tool schemas, one or a few per message) and
- * tens of thousands of values; past these caps a body is refused before it
+ * body of "{}," would take gigabytes. An agent CLI's request is far below
+ * the caps (Claude Code's first: 370 objects and arrays, 1,100 values;
+ * Codex's: 110 and 320; a few more per message); past them a body is refused before it
  * is parsed, and at most FILTER_PARSES bodies are parsed at once in the
  * whole server (every run's proxy): at most about 350 MiB in trees (a body
  * at both caps took 165 MiB, measured). */
