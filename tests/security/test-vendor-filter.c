@@ -326,6 +326,75 @@ static const struct refusal anthropic_refusals[] = {
         { "an empty body", "", "is empty" },
 };
 
+/* Betas: the safe ones go on, the others are taken out. */
+static void anthropic_betas(uint16_t port)
+{
+        char body[512], dump[65536], buf[65536];
+        int lines;
+
+        snprintf(body, sizeof(body), "{\"model\":\"m\",\"max_tokens\":10,%s}", A_MSG);
+        ok(forwarded(port, DM_VENDOR_ANTHROPIC,
+                     "anthropic-beta: prompt-caching-2024-07-31, mcp-client-2025-04-04,web-fetch-2025-09-10,"
+                     "files-api-2025-04-14,code-execution-2025-08-25,interleaved-thinking-2025-05-14,"
+                     "Claude-Code-20250219,made-up-2030-01-01\r\n",
+                     body, dump, sizeof(dump)),
+           "anthropic at none: a request with unsafe betas is forwarded");
+        lines = test_count_dir(dump_dir);
+        last_log(lines, buf, sizeof(buf));
+        ok(NULL != strstr(buf, "\"anthropic-beta\":\"prompt-caching-2024-07-31,interleaved-thinking-2025-05-14\""),
+           "with only the safe betas (%.200s)", strstr(buf, "anthropic-beta") ? strstr(buf, "anthropic-beta") : "-");
+        ok(forwarded(port, DM_VENDOR_ANTHROPIC,
+                     "anthropic-beta: files-api-2025-04-14\r\nanthropic-beta: prompt-caching-2024-07-31\r\n", body,
+                     dump, sizeof(dump)),
+           "anthropic at none: an unsafe beta alone, and a second header, are forwarded");
+        last_log(lines + 1, buf, sizeof(buf));
+        ok(!strstr(buf, "anthropic-beta") && !strstr(buf, "files-api"), "with no anthropic-beta at all");
+}
+
+/* The body is read whatever its framing, size and shape. */
+static void anthropic_bodies(uint16_t port)
+{
+        char body[4096], buf[65536];
+        int before;
+
+        before = test_count_dir(dump_dir);
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"m\"," A_MSG ",\"tools\":[{\"name\":\"Bash\",\"input_schema\":{}},{\"type\":"
+                 "\"web_search_20250305\",\"name\":\"web_search\"}]}");
+        is_int(post(port, DM_VENDOR_ANTHROPIC, "/v1/messages", NULL, body, strlen(body), true, buf, sizeof(buf)), 400,
+               "anthropic at none: a server tool in a chunked body: 400");
+        is_int(test_count_dir(dump_dir), before, "and it did not reach the fixture");
+        {
+                is_int(post(port, DM_VENDOR_ANTHROPIC, "/v1/messages", "Content-Encoding: gzip\r\n", gz, sizeof(gz) - 1,
+                            false, buf, sizeof(buf)),
+                       415, "anthropic at none: a gzip body: 415");
+                ok(strstr(buf, "content-encoding 'gzip'") && test_count_dir(dump_dir) == before,
+                   "saying why, and nothing reached the fixture");
+        }
+        /* A large body is read to its end: the server tool after 8 MiB of
+         * text is found. Past the cap, 413. */
+        {
+                size_t big = 8u << 20, n;
+                char *huge = malloc(big + 512);
+
+                n = (size_t)sprintf(huge, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"");
+                memset(huge + n, 'a', big);
+                n += big;
+                n += (size_t)sprintf(huge + n, "\"}],\"tools\":[{\"type\":\"web_fetch_20250910\",\"name\":\"f\"}]}");
+                is_int(post(port, DM_VENDOR_ANTHROPIC, "/v1/messages", NULL, huge, n, false, buf, sizeof(buf)), 400,
+                       "anthropic at none: a server tool after 8 MiB of text: 400");
+                ok(strstr(buf, "web_fetch_20250910") && test_count_dir(dump_dir) == before,
+                   "named, and nothing reached the fixture");
+                free(huge);
+                huge = calloc(1, (32u << 20) + 16);
+                memset(huge, ' ', (32u << 20) + 8);
+                is_int(post(port, DM_VENDOR_ANTHROPIC, "/v1/messages", NULL, huge, (32u << 20) + 8, false, buf,
+                            sizeof(buf)),
+                       413, "anthropic at none: a body past the 32 MiB cap: 413");
+                free(huge);
+        }
+}
+
 static void anthropic_none(uint16_t port)
 {
         static const char *const server_tools[] = { "web_fetch_20250910",      "web_search_20250305",
@@ -333,7 +402,7 @@ static void anthropic_none(uint16_t port)
                                                     "url_context_20260101",    "Web_Search_20250305",
                                                     "WEB_FETCH_20250910",      "computer" };
         char body[8192], dump[65536], buf[65536];
-        int before, lines;
+        int before;
 
         /* Control: Claude Code's kind of request (client tools, streaming). */
         before = test_count_dir(dump_dir);
@@ -398,62 +467,8 @@ static void anthropic_none(uint16_t port)
                 free(many);
         }
 
-        /* Betas: the safe ones go on, the others are taken out. */
-        snprintf(body, sizeof(body), "{\"model\":\"m\",\"max_tokens\":10,%s}", A_MSG);
-        ok(forwarded(port, DM_VENDOR_ANTHROPIC,
-                     "anthropic-beta: prompt-caching-2024-07-31, mcp-client-2025-04-04,web-fetch-2025-09-10,"
-                     "files-api-2025-04-14,code-execution-2025-08-25,interleaved-thinking-2025-05-14,"
-                     "Claude-Code-20250219,made-up-2030-01-01\r\n",
-                     body, dump, sizeof(dump)),
-           "anthropic at none: a request with unsafe betas is forwarded");
-        lines = test_count_dir(dump_dir);
-        last_log(lines, buf, sizeof(buf));
-        ok(NULL != strstr(buf, "\"anthropic-beta\":\"prompt-caching-2024-07-31,interleaved-thinking-2025-05-14\""),
-           "with only the safe betas (%.200s)", strstr(buf, "anthropic-beta") ? strstr(buf, "anthropic-beta") : "-");
-        ok(forwarded(port, DM_VENDOR_ANTHROPIC,
-                     "anthropic-beta: files-api-2025-04-14\r\nanthropic-beta: prompt-caching-2024-07-31\r\n", body,
-                     dump, sizeof(dump)),
-           "anthropic at none: an unsafe beta alone, and a second header, are forwarded");
-        last_log(lines + 1, buf, sizeof(buf));
-        ok(!strstr(buf, "anthropic-beta") && !strstr(buf, "files-api"), "with no anthropic-beta at all");
-
-        /* The body the proxy read is the body that goes on, also chunked. */
-        before = test_count_dir(dump_dir);
-        snprintf(body, sizeof(body),
-                 "{\"model\":\"m\"," A_MSG ",\"tools\":[{\"name\":\"Bash\",\"input_schema\":{}},{\"type\":"
-                 "\"web_search_20250305\",\"name\":\"web_search\"}]}");
-        is_int(post(port, DM_VENDOR_ANTHROPIC, "/v1/messages", NULL, body, strlen(body), true, buf, sizeof(buf)), 400,
-               "anthropic at none: a server tool in a chunked body: 400");
-        is_int(test_count_dir(dump_dir), before, "and it did not reach the fixture");
-        {
-                is_int(post(port, DM_VENDOR_ANTHROPIC, "/v1/messages", "Content-Encoding: gzip\r\n", gz, sizeof(gz) - 1,
-                            false, buf, sizeof(buf)),
-                       415, "anthropic at none: a gzip body: 415");
-                ok(strstr(buf, "content-encoding 'gzip'") && test_count_dir(dump_dir) == before,
-                   "saying why, and nothing reached the fixture");
-        }
-        /* A large body is read to its end: the server tool after 8 MiB of
-         * text is found. Past the cap, 413. */
-        {
-                size_t big = 8u << 20, n;
-                char *huge = malloc(big + 512);
-
-                n = (size_t)sprintf(huge, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"");
-                memset(huge + n, 'a', big);
-                n += big;
-                n += (size_t)sprintf(huge + n, "\"}],\"tools\":[{\"type\":\"web_fetch_20250910\",\"name\":\"f\"}]}");
-                is_int(post(port, DM_VENDOR_ANTHROPIC, "/v1/messages", NULL, huge, n, false, buf, sizeof(buf)), 400,
-                       "anthropic at none: a server tool after 8 MiB of text: 400");
-                ok(strstr(buf, "web_fetch_20250910") && test_count_dir(dump_dir) == before,
-                   "named, and nothing reached the fixture");
-                free(huge);
-                huge = calloc(1, (32u << 20) + 16);
-                memset(huge, ' ', (32u << 20) + 8);
-                is_int(post(port, DM_VENDOR_ANTHROPIC, "/v1/messages", NULL, huge, (32u << 20) + 8, false, buf,
-                            sizeof(buf)),
-                       413, "anthropic at none: a body past the 32 MiB cap: 413");
-                free(huge);
-        }
+        anthropic_betas(port);
+        anthropic_bodies(port);
 }
 
 static void anthropic_open(uint16_t port)
