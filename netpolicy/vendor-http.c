@@ -291,7 +291,7 @@ int dm_vendor_upstream_headers(const struct dm_vendor_request *r, enum dm_vendor
                         k = add(&l, "anthropic-beta: %s", beta);
                 else
                         k = add(&l, "anthropic-beta: oauth-2025-04-20");
-        } else if (k == 0 && beta) {
+        } else if (k == 0 && beta && *beta) {
                 k = add(&l, "anthropic-beta: %s", beta);
         }
         if (k < 0) {
@@ -322,6 +322,7 @@ const char *dm_vendor_status_text(int status)
                 { 408, "Request Timeout" },
                 { 411, "Length Required" },
                 { 413, "Content Too Large" },
+                { 415, "Unsupported Media Type" },
                 { 429, "Too Many Requests" },
                 { 431, "Request Header Fields Too Large" },
                 { 500, "Internal Server Error" },
@@ -338,7 +339,10 @@ const char *dm_vendor_status_text(int status)
         return status < 400 ? "OK" : "Error";
 }
 
-int dm_vendor_error_response(struct dm_buf *out, int status, const char *type, const char *message)
+/* The generic shape {"error":{"type","message"}} (shape -1), or a vendor's
+ * own: Anthropic's {"type":"error","error":{"type","message"}}, OpenAI's
+ * {"error":{"message","type","param","code"}}. */
+static int error_response(struct dm_buf *out, int shape, int status, const char *type, const char *message)
 {
         _cleanup_free_ char *msg = NULL;
         json_object *o = json_object_new_object(), *e = json_object_new_object();
@@ -350,8 +354,14 @@ int dm_vendor_error_response(struct dm_buf *out, int status, const char *type, c
                 json_object_put(e);
                 return -ENOMEM;
         }
+        if (shape == DM_VENDOR_ANTHROPIC)
+                json_object_object_add(o, "type", json_object_new_string("error"));
         json_object_object_add(e, "type", json_object_new_string(type));
         json_object_object_add(e, "message", json_object_new_string(msg));
+        if (shape == DM_VENDOR_OPENAI) {
+                json_object_object_add(e, "param", NULL);
+                json_object_object_add(e, "code", json_object_new_string("egress_not_allowed"));
+        }
         json_object_object_add(o, "error", e);
         body = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
         if (body)
@@ -361,4 +371,14 @@ int dm_vendor_error_response(struct dm_buf *out, int status, const char *type, c
                                   status, dm_vendor_status_text(status), strlen(body), body);
         json_object_put(o);
         return r;
+}
+
+int dm_vendor_error_response(struct dm_buf *out, int status, const char *type, const char *message)
+{
+        return error_response(out, -1, status, type, message);
+}
+
+int dm_vendor_filter_error_response(struct dm_buf *out, enum dm_vendor provider, int status, const char *message)
+{
+        return error_response(out, (int)provider, status, "invalid_request_error", message);
 }

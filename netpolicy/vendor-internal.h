@@ -79,6 +79,31 @@ bool dm_vendor_response_header_keep(const char *name, size_t len);
 int dm_vendor_error_response(struct dm_buf *out, int status, const char *type, const char *message);
 const char *dm_vendor_status_text(int status);
 
+/* --- the request filter (vendor-filter.c) ---------------------------------- */
+
+/* Below open egress, what the vendor proxy forwards of a model request: only
+ * what stays between the agent and the model (see vendor-filter.c for what
+ * is refused and what is stripped, and why). */
+struct dm_vendor_filter {
+        int status;         /* when refused: 400 or 415 */
+        char why[256];      /* when refused: the reason, for the client and the log */
+        char stripped[160]; /* what was taken out ("web_search,beta files-api-2025-04-14"), "" for nothing */
+        char *beta;         /* owned: the anthropic-beta value the request now points to, when changed */
+};
+
+/* Reads r (its first anthropic-beta header) and, for a POST, body: 0 when the
+ * request may go on, with body replaced by the filtered document serialized
+ * again and r's anthropic-beta pointing at f->beta when values were taken
+ * out; -EACCES when refused (f->status, f->why); -ENOMEM. Release f with
+ * dm_vendor_filter_release once r is done with. */
+int dm_vendor_filter_apply(struct dm_vendor_filter *f, enum dm_vendor provider, struct dm_vendor_request *r,
+                           struct dm_buf *body);
+void dm_vendor_filter_release(struct dm_vendor_filter *f);
+/* A refusal in the vendor's own error shape (Anthropic's {"type":"error",
+ * "error":{...}}, OpenAI's {"error":{"message","type","param","code"}}),
+ * type invalid_request_error, with Connection: close (vendor-http.c). */
+int dm_vendor_filter_error_response(struct dm_buf *out, enum dm_vendor provider, int status, const char *message);
+
 /* --- usage ----------------------------------------------------------------- */
 
 struct dm_vendor_sample {

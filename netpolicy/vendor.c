@@ -64,6 +64,7 @@ struct dm_vendor_proxy {
         bool cap_hit;
         struct dm_vendor_gate gate; /* requests in flight under the cap */
         pthread_cond_t gate_cond;   /* a request let through the gate ended */
+        bool vendor_network;        /* egress open: no request filter */
         void (*on_cap)(void *userdata);
         void *cap_userdata;
 };
@@ -76,7 +77,9 @@ struct exchange {
         char method[24], path[200], reason[256];
         int status;
         bool forwarded, keep_alive, chunked, no_body, head_sent, client_failed;
-        struct dm_buf head; /* the response head being collected */
+        bool vendor_shape;    /* a refusal in the vendor's own error shape (the filter's) */
+        const char *stripped; /* what the filter took out, for the log; NULL: not filtered */
+        struct dm_buf head;   /* the response head being collected */
         int up_status;
         struct dm_vendor_meter meter;
         bool metering;
@@ -215,6 +218,7 @@ static void refuse(struct exchange *x, int status, const char *type, const char 
         struct dm_buf out;
         va_list ap;
         int64_t deadline = dm_now_ms() + 2000;
+        int r;
 
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -224,7 +228,9 @@ static void refuse(struct exchange *x, int status, const char *type, const char 
         x->keep_alive = false;
         decision_log(x, NULL);
         dm_buf_init(&out, 4096);
-        if (dm_vendor_error_response(&out, status, type, msg) == 0 && send_all(p, x->c->fd, out.data, out.len) == 0) {
+        r = x->vendor_shape ? dm_vendor_filter_error_response(&out, p->provider, status, msg)
+                            : dm_vendor_error_response(&out, status, type, msg);
+        if (r == 0 && send_all(p, x->c->fd, out.data, out.len) == 0) {
                 shutdown(x->c->fd, SHUT_WR);
                 while (dm_now_ms() < deadline &&
                        dm_listener_wait(p->listener, x->c->fd, POLLIN, (int)(deadline - dm_now_ms())) > 0) {
@@ -634,7 +640,8 @@ static void forward(struct exchange *x, const char *path, struct dm_buf *body)
                         x->keep_alive = false;
                 else if (x->chunked && !x->client_failed && send_all(p, x->c->fd, "0\r\n\r\n", 5) < 0)
                         x->keep_alive = false;
-                set_reason(x, "%s", x->client_failed ? "client went away" : "ok");
+                set_reason(x, "%s%s%s", x->client_failed ? "client went away" : "ok",
+                           x->stripped && *x->stripped ? "; stripped " : "", x->stripped ? x->stripped : "");
                 if (!x->chunked)
                         x->keep_alive = x->keep_alive && x->no_body;
         } else if (dm_listener_stopping(p->listener)) {
@@ -676,6 +683,7 @@ static bool serve_one(struct conn *c, CURL *curl, struct dm_buf *in, bool first)
 {
         struct dm_vendor_proxy *p = c->p;
         struct exchange x = { .c = c, .curl = curl, .method = "-", .path = "-", .start_ms = dm_now_ms() };
+        struct dm_vendor_filter filter = { 0 };
         struct dm_buf body;
         const char *path;
         char why[128];
@@ -711,10 +719,26 @@ static bool serve_one(struct conn *c, CURL *curl, struct dm_buf *in, bool first)
                 refuse(&x, 403, "forbidden", "%s %s is not a model endpoint", x.method, x.path);
                 goto out;
         }
-        if (read_body(&x, in, &body) < 0 || !pass_gate(&x))
+        if (read_body(&x, in, &body) < 0)
+                goto out;
+        /* Filtered before the gate: a refused request never holds a place
+         * under the spending cap. */
+        if (!p->vendor_network) {
+                r = dm_vendor_filter_apply(&filter, p->provider, &x.req, &body);
+                if (r < 0) {
+                        x.vendor_shape = r == -EACCES;
+                        refuse(&x, r == -EACCES ? filter.status : 500, "api_error", "%s",
+                               r == -EACCES ? filter.why : "out of memory");
+                        r = 0;
+                        goto out;
+                }
+                x.stripped = filter.stripped;
+        }
+        if (!pass_gate(&x))
                 goto out;
         forward(&x, path, &body);
 out:
+        dm_vendor_filter_release(&filter);
         if (body.data)
                 explicit_bzero(body.data, body.len);
         dm_buf_release(&body);
@@ -828,6 +852,7 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
         p->gate.largest = conf->estimate_usd > 0 ? conf->estimate_usd : 0;
         p->on_cap = conf->on_cap;
         p->cap_userdata = conf->cap_userdata;
+        p->vendor_network = conf->vendor_network;
         if (!conf->token || strlen(conf->token) < 16)
                 r = dm_error_set(err, -EINVAL, "vendor proxy needs a token of at least 16 characters");
         else if (dm_curl_api_ready(err) < 0) /* it reaches the vendor through libcurl */

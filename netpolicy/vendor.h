@@ -107,6 +107,12 @@ struct dm_vendor_conf {
         double estimate_usd;  /* what one request is expected to cost before any is priced (0: unknown) */
         void (*on_cap)(void *userdata);
         void *cap_userdata;
+        /* The run's egress is open: the vendor may reach the network on the
+         * agent's behalf (server-side tools, MCP connectors, URL sources), and
+         * requests go upstream as sent. false (the default): below open, each
+         * model request is read and such members are refused or stripped
+         * (netpolicy/vendor-filter.c, docs/explanation/egress.md). */
+        bool vendor_network;
 };
 
 struct dm_vendor_proxy;

@@ -215,6 +215,11 @@ static int write_launcher(const char *path, enum dm_vendor provider, const char 
                               "%s%s%s"
                               "[features]\n"
                               "plugins = false\n"
+                              /* Plain JSON bodies: below open egress the
+                               * vendor proxy reads each request and refuses
+                               * a compressed one (Codex compresses with a
+                               * ChatGPT login). */
+                              "enable_request_compression = false\n"
                               "[model_providers.demesne]\n"
                               "name = \"demesne vendor proxy\"\n"
                               "base_url = \"$OPENAI_BASE_URL\"\n"
@@ -362,6 +367,9 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 .estimate_usd = dm_budget_hold_estimate(st->req->budget),
                 .on_cap = on_cap,
                 .cap_userdata = st,
+                /* Below open, no server-side tool, MCP connector or URL
+                 * fetch through the model API either. */
+                .vendor_network = st->req->policy && st->req->policy->mode == DM_EGRESS_OPEN,
         };
         r = dm_vendor_start(&conf, &st->proxy, err);
         if (r < 0)

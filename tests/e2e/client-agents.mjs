@@ -12,7 +12,9 @@
 // computed from the fixture's token counts and the price table, that the
 // fixture saw the real credential while the container never holds it
 // (environment, files, /proc), that the proxy refuses a wrong token and a
-// non-model endpoint from inside the sandbox, and that cancelling a running
+// non-model endpoint from inside the sandbox, that at egress none the proxy
+// strips Codex's web_search and nothing of Claude Code's requests while
+// sandbox_research (open) passes them as sent, and that cancelling a running
 // agent removes its container, network and files.
 //
 // Needs the claude-code and codex images. As root each sandbox gets a veth
@@ -93,7 +95,7 @@ async function until(ms, what, fn) {
   }
 }
 
-h.plan(42);
+h.plan(45);
 
 await h.run(async () => {
   const root = h.makeOutputRoot('agents');
@@ -125,7 +127,7 @@ await h.run(async () => {
   h.ok(models.includes('sonnet') && models.includes('gpt-5.5') && !/unavailable/.test(agentTool?.description ?? ''),
     'the model enum lists both providers\' models', JSON.stringify(models));
 
-  // 3-18: each CLI completes the scripted task through the vendor proxy.
+  // each CLI completes the scripted task through the vendor proxy.
   const cases = [
     { provider: 'anthropic', cli: 'Claude Code', model: 'sonnet' },
     { provider: 'openai', cli: 'Codex', model: 'gpt-5.5' },
@@ -176,17 +178,35 @@ await h.run(async () => {
     h.ok(seen.length >= 2 && seen.filter((e) => e.vendor).every((e) => e.auth_ok === true),
       `${c.cli}: the fixture got ${seen.length} requests, each with the real credential`,
       JSON.stringify(seen.slice(0, 4)));
+    // Egress none: the vendor proxy reads each request. Claude Code's are
+    // left whole (its betas are all safe ones); Codex's web_search tool is
+    // taken out, and the log says so.
+    const vlog = fs.existsSync(path.join(out, 'vendor.log')) ? fs.readFileSync(path.join(out, 'vendor.log'), 'utf8') : '';
+    const lines = vlog.trim().split('\n').filter((l) => / forwarded /.test(l));
+    h.ok(lines.length >= 2 && (c.provider === 'anthropic'
+      ? lines.every((l) => /reason="ok"$/.test(l))
+      : lines.every((l) => /reason="ok; stripped web_search"$/.test(l)) &&
+        seen.every((e) => !(e.tools ?? []).includes('web_search'))),
+    `${c.cli}: at egress none the vendor proxy ${c.provider === 'anthropic' ? 'strips nothing' : 'strips web_search'}`, vlog);
     h.ok(!fs.readdirSync(out).some((n) => /instructions|run\.sh|prompt/.test(n)) &&
       fs.readdirSync(path.join(root, '.agents')).length === 0,
     `${c.cli}: the run's own files (instructions, launcher) are gone`);
   }
 
-  // 19-20: research: open egress, no host inputs, same result shape.
+  // research: open egress, no host inputs, same result shape.
   {
     const res = await call(client, 'sandbox_research', { prompt: 'Find the answer.', model: 'sonnet' });
     const sc = res.structuredContent ?? {};
     h.ok(!res.isError && sc.exit_code === 0 && sc.result === 'The answer is 42.' && sc.cost_usd > 0,
       'sandbox_research: the agent answers, with cost_usd', res.isError ? h.firstText(res) : sc.stderr);
+    // Open egress: Codex's requests reach the vendor as sent, web_search and all.
+    const before = fixtureLog(fx.openai).length;
+    const cx = await call(client, 'sandbox_research', { prompt: 'Find the answer.', model: 'gpt-5.5' });
+    const seen = fixtureLog(fx.openai).slice(before).filter((e) => e.vendor);
+    h.ok(!cx.isError && cx.structuredContent?.exit_code === 0 && seen.length >= 2 &&
+      seen.every((e) => (e.tools ?? []).includes('web_search')),
+    'sandbox_research with Codex: its requests reach the vendor unfiltered (web_search offered)',
+    cx.isError ? h.firstText(cx) : JSON.stringify(seen.map((e) => e.tools)));
     const bad = await call(client, 'sandbox_research', { prompt: 'x', files: ['/etc/hostname'] });
     h.ok(bad.isError && /files/.test(h.firstText(bad)), 'sandbox_research takes no host inputs', h.firstText(bad));
   }

@@ -23,6 +23,7 @@
 #include "netpolicy/vendor.h"
 #include "src/basic/timeutil.h"
 #include "tests/tap.h"
+#include "tests/vendor-loopback.h"
 
 #define REAL_KEY "sk-ant-REAL-host-key"
 #define MAX_CONNS 64
@@ -163,58 +164,22 @@ static void *up_main(void *arg)
         return NULL;
 }
 
-static int listen_loopback(uint16_t *ret_port)
-{
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        socklen_t len = sizeof(a);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0 ||
-            getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-                perror("listen");
-                exit(1);
-        }
-        *ret_port = ntohs(a.sin_port);
-        return fd;
-}
-
 /* --- the client ------------------------------------------------------------ */
 
 static int dial(uint16_t port)
 {
-        struct sockaddr_in a = { .sin_family = AF_INET,
-                                 .sin_port = htons(port),
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int fd = test_dial(port);
 
-        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        if (fd < 0) {
                 perror("connect");
                 exit(1);
         }
         return fd;
 }
 
-/* Reads until the peer closes, the buffer is full, stop appears or 10 s
- * pass. */
 static size_t read_until(int fd, char *buf, size_t max, const char *stop)
 {
-        size_t len = 0;
-        int64_t end = dm_now_ms() + 10000;
-
-        buf[0] = '\0';
-        while (len < max - 1 && dm_now_ms() < end) {
-                struct pollfd p = { .fd = fd, .events = POLLIN };
-                ssize_t n;
-                if (poll(&p, 1, 100) <= 0)
-                        continue;
-                if ((n = read(fd, buf + len, max - 1 - len)) <= 0)
-                        break;
-                len += (size_t)n;
-                buf[len] = '\0';
-                if (stop && strstr(buf, stop))
-                        break;
-        }
-        return len;
+        return test_read_until(fd, buf, max, stop, 10000);
 }
 
 /* One request on its own connection; the whole response into buf. */
@@ -252,21 +217,6 @@ static struct dm_vendor_conf base_conf(enum dm_vendor v, enum dm_vendor_auth aut
         };
 }
 
-static struct dm_vendor_proxy *start_conf(const struct dm_vendor_conf *conf, uint16_t *ret_port)
-{
-        struct dm_vendor_proxy *p;
-        struct dm_error err = { 0 };
-        struct sockaddr_in a;
-
-        if (dm_vendor_start(conf, &p, &err) < 0) {
-                diag("start: %s", err.msg);
-                exit(1);
-        }
-        dm_vendor_address(p, &a);
-        *ret_port = ntohs(a.sin_port);
-        return p;
-}
-
 static struct dm_vendor_proxy *start(enum dm_vendor v, enum dm_vendor_auth auth, const char *secret,
                                      const char *account, const char *upstream, const char *usage, const char *logp,
                                      const char *prices, uint16_t *ret_port)
@@ -275,7 +225,7 @@ static struct dm_vendor_proxy *start(enum dm_vendor v, enum dm_vendor_auth auth,
 
         conf.usage_path = usage;
         conf.log_path = logp;
-        return start_conf(&conf, ret_port);
+        return test_vendor_start(&conf, ret_port);
 }
 
 static atomic_int caps_seen;
@@ -297,7 +247,7 @@ static struct dm_vendor_proxy *start_capped(const char *upstream, const char *pr
         conf.cap_name = cap_name;
         conf.live_path = live;
         conf.on_cap = count_cap;
-        return start_conf(&conf, ret_port);
+        return test_vendor_start(&conf, ret_port);
 }
 
 /* One client of a flood: its answer's status. */
@@ -342,7 +292,7 @@ int main(void)
         if (!mkdtemp(tmpdir) || dm_vendor_token_new(token) < 0)
                 return 1;
         pthread_mutex_init(&up.lock, NULL);
-        up.fd = listen_loopback(&up.port);
+        up.fd = test_listen_loopback(&up.port);
         pthread_create(&up.thread, NULL, up_main, NULL);
         snprintf(upstream, sizeof(upstream), "http://127.0.0.1:%u", up.port);
         snprintf(usage, sizeof(usage), "%s/usage.json", tmpdir);
@@ -501,7 +451,7 @@ int main(void)
         /* Upstream down. */
         {
                 uint16_t dead;
-                int fd = listen_loopback(&dead);
+                int fd = test_listen_loopback(&dead);
                 char dead_url[64];
                 close(fd);
                 snprintf(dead_url, sizeof(dead_url), "http://127.0.0.1:%u", dead);

@@ -26,6 +26,7 @@
 #include "netpolicy/vendor.h"
 #include "src/basic/timeutil.h"
 #include "tests/tap.h"
+#include "tests/vendor-loopback.h"
 
 #define REAL_SECRET "sk-REAL-host-credential-never-to-leave"
 
@@ -33,21 +34,6 @@
 
 static int up_fd;
 static atomic_int up_requests, up_stop;
-
-static int listen_loopback(uint16_t *ret_port)
-{
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        socklen_t len = sizeof(a);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 16) < 0 ||
-            getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-                perror("upstream listen");
-                exit(1);
-        }
-        *ret_port = ntohs(a.sin_port);
-        return fd;
-}
 
 static void *up_main(void *arg)
 {
@@ -77,54 +63,22 @@ static void *up_main(void *arg)
  * the whole response in buf. */
 static int ask(uint16_t port, const char *method, const char *target, const char *auth, char *buf, size_t max)
 {
-        struct sockaddr_in a = { .sin_family = AF_INET,
-                                 .sin_port = htons(port),
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        int64_t end = dm_now_ms() + 10000;
+        int fd = test_dial(port);
         char req[2048];
-        size_t len = 0;
         int n;
 
         buf[0] = '\0';
-        if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-                if (fd >= 0)
-                        close(fd);
+        if (fd < 0)
                 return 0;
-        }
         n = snprintf(req, sizeof(req),
                      "%s %s HTTP/1.1\r\nHost: proxy\r\n%s%sContent-Type: application/json\r\n"
                      "Content-Length: 2\r\nConnection: close\r\n\r\n{}",
                      method, target, auth ? auth : "", auth ? "\r\n" : "");
         if (write(fd, req, (size_t)n) != n)
                 diag("client: short write");
-        while (len < max - 1 && dm_now_ms() < end) {
-                struct pollfd p = { .fd = fd, .events = POLLIN };
-                ssize_t r;
-
-                if (poll(&p, 1, 100) <= 0)
-                        continue;
-                if ((r = read(fd, buf + len, max - 1 - len)) <= 0)
-                        break;
-                len += (size_t)r;
-                buf[len] = '\0';
-        }
+        test_read_until(fd, buf, max, NULL, 10000);
         close(fd);
         return strncmp(buf, "HTTP/1.1 ", 9) == 0 ? atoi(buf + 9) : 0;
-}
-
-static int count_dir(const char *path)
-{
-        DIR *d = opendir(path);
-        struct dirent *e;
-        int n = 0;
-
-        if (!d)
-                return -1;
-        while ((e = readdir(d)))
-                n += e->d_name[0] != '.';
-        closedir(d);
-        return n;
 }
 
 /* --- one proxy ------------------------------------------------------------- */
@@ -201,7 +155,7 @@ static void check_kind(const struct kind *k, const char *upstream, const char *d
                 .usage_path = usage,
                 .log_path = logp,
         };
-        int fds_before = count_dir("/proc/self/fd"), threads_before = count_dir("/proc/self/task");
+        int fds_before = test_count_dir("/proc/self/fd"), threads_before = test_count_dir("/proc/self/task");
         struct dm_error err = { 0 };
         struct dm_vendor_proxy *p;
         struct sockaddr_in a;
@@ -297,10 +251,10 @@ static void check_kind(const struct kind *k, const char *upstream, const char *d
         /* A joined thread can linger in /proc/self/task for a moment after
          * pthread_join returns (the kernel clears its tid before it is
          * reaped), so the count is given a little while to settle. */
-        for (int i = 0; i < 200 && count_dir("/proc/self/task") != threads_before; i++)
+        for (int i = 0; i < 200 && test_count_dir("/proc/self/task") != threads_before; i++)
                 usleep(10 * 1000);
-        is_int(count_dir("/proc/self/task"), threads_before, "%s: after stop no proxy thread is left", k->name);
-        is_int(count_dir("/proc/self/fd"), fds_before, "%s: after stop no fd is left", k->name);
+        is_int(test_count_dir("/proc/self/task"), threads_before, "%s: after stop no proxy thread is left", k->name);
+        is_int(test_count_dir("/proc/self/fd"), fds_before, "%s: after stop no fd is left", k->name);
         unlink(logp);
         unlink(usage);
 }
@@ -315,7 +269,7 @@ int main(void)
                 perror("mkdtemp");
                 return 1;
         }
-        up_fd = listen_loopback(&up_port);
+        up_fd = test_listen_loopback(&up_port);
         snprintf(upstream, sizeof(upstream), "http://127.0.0.1:%u", up_port);
         if (pthread_create(&up_thread, NULL, up_main, NULL) != 0)
                 return 1;
