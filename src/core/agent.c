@@ -559,6 +559,7 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                 .timeout_s = req->timeout_s,
                 .policy = req->policy,
                 .cancel = req->cancel,
+                .slot = req->slot,
                 .on_output = req->on_output,
                 .on_progress = req->on_progress,
                 .on_message = req->on_message,
