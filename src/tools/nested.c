@@ -367,13 +367,13 @@ void dm_tools_nested_end(struct dm_context *ctx, const char *id)
         if (!e)
                 return;
         snprintf(principal, sizeof(principal), "%s", e->principal);
-        dm_mcphttp_stop(e->http);
-        free(e);
-
         /* Nothing new starts below it; what is in flight (a create, a run,
          * a job at any level below) is cancelled and waited for, so that
          * the records listed next are all there will be. */
         dm_admission_close(ctx->admission, principal);
+        dm_mcphttp_stop(e->http);
+        free(e);
+
         n = dm_jobs_running(ctx->jobs, principal, false, job_ids, 64);
         for (size_t i = 0; i < n && i < 64; i++) {
                 enum dm_job_status st;
