@@ -20,9 +20,10 @@
 struct dm_slot {
         struct dm_admission *a;
         char principal[DM_PRINCIPAL_MAX];
-        int refs;                 /* the owner's and the reap queue's; guarded by a->lock */
-        struct dm_cancel *cancel; /* the owner's, fired by a cascade */
-        bool owned;               /* the owner has not released it yet */
+        int refs;                       /* the owner's and the reap queue's; guarded by a->lock */
+        struct dm_cancel *cancel;       /* the owner's, fired by a cascade */
+        bool owned;                     /* the owner has not released it yet */
+        char key[DM_ADMISSION_KEY_LEN]; /* bound: the sandbox whose record holds it */
         struct dm_slot *prev, *next;
 };
 
@@ -93,6 +94,31 @@ static size_t count_locked(struct dm_admission *a, const char *principal, bool e
         return n;
 }
 
+#define RECORDS_MAX 1024 /* DEMESNE_MAX_TREE is at most this */
+
+/* Records under principal whose id no bound slot holds. */
+static size_t records_locked(struct dm_admission *a, const char *principal, bool exact,
+                             char (*ids)[DM_ADMISSION_KEY_LEN])
+{
+        size_t n, extra = 0;
+
+        if (!a->records || !ids)
+                return 0;
+        n = a->records(a->userdata, principal, exact, ids, RECORDS_MAX);
+        for (size_t i = 0; i < n; i++) {
+                bool bound = false;
+
+                if (i >= RECORDS_MAX) {
+                        extra += n - i; /* not listed: counted */
+                        break;
+                }
+                for (struct dm_slot *s = a->slots; s && !bound; s = s->next)
+                        bound = s->key[0] && strcmp(s->key, ids[i]) == 0;
+                extra += !bound;
+        }
+        return extra;
+}
+
 static bool closed_locked(struct dm_admission *a, const char *principal)
 {
         for (struct closed *c = a->closed; c; c = c->next)
@@ -104,7 +130,7 @@ static bool closed_locked(struct dm_admission *a, const char *principal)
 int dm_admission_claim(struct dm_admission *a, const char *principal, const struct dm_admission_caps *caps,
                        struct dm_cancel *cancel, struct dm_slot **ret, struct dm_error *err)
 {
-        char root[DM_PRINCIPAL_MAX];
+        char root[DM_PRINCIPAL_MAX], (*ids)[DM_ADMISSION_KEY_LEN] = NULL;
         struct dm_slot *s;
         size_t n;
         int r = 0;
@@ -116,8 +142,12 @@ int dm_admission_claim(struct dm_admission *a, const char *principal, const stru
         if (strlen(principal) >= sizeof(s->principal))
                 return dm_error_set(err, -ENAMETOOLONG, "the caller's principal is too long");
         s = calloc(1, sizeof(*s));
-        if (!s)
+        if (a->records)
+                ids = calloc(RECORDS_MAX, sizeof(*ids));
+        if (!s || (a->records && !ids)) {
+                free(s);
                 return dm_error_set(err, -ENOMEM, "out of memory");
+        }
         dm_principal_root(principal, root, sizeof(root));
 
         pthread_mutex_lock(&a->lock);
@@ -127,7 +157,7 @@ int dm_admission_claim(struct dm_admission *a, const char *principal, const stru
                                  "new starts in its tree");
                 goto out;
         }
-        n = count_locked(a, principal, true) + (a->records ? a->records(a->userdata, principal, true) : 0);
+        n = count_locked(a, principal, true) + records_locked(a, principal, true, ids);
         if ((int64_t)n >= caps->max_children) {
                 r = dm_error_set(err, -EAGAIN,
                                  "this sandbox has %zu live children (sandboxes, runs and background jobs), the "
@@ -135,7 +165,7 @@ int dm_admission_claim(struct dm_admission *a, const char *principal, const stru
                                  n, (long long)caps->max_children);
                 goto out;
         }
-        n = count_locked(a, root, false) + (a->records ? a->records(a->userdata, root, false) : 0);
+        n = count_locked(a, root, false) + records_locked(a, root, false, ids);
         if ((int64_t)n >= caps->max_tree) {
                 r = dm_error_set(err, -EAGAIN,
                                  "this tree of sandboxes has %zu live sandboxes, runs and background jobs, the "
@@ -157,6 +187,7 @@ int dm_admission_claim(struct dm_admission *a, const char *principal, const stru
         s = NULL;
 out:
         pthread_mutex_unlock(&a->lock);
+        free(ids);
         free(s);
         return r;
 }
@@ -224,6 +255,32 @@ void dm_admission_release(struct dm_slot *s)
         s->owned = false;
         pthread_cond_broadcast(&a->changed);
         unref_locked(s);
+        pthread_mutex_unlock(&a->lock);
+}
+
+void dm_admission_bind(struct dm_slot *s, const char *key)
+{
+        if (!s)
+                return;
+        pthread_mutex_lock(&s->a->lock);
+        snprintf(s->key, sizeof(s->key), "%s", key);
+        s->cancel = NULL;
+        s->owned = false;
+        pthread_cond_broadcast(&s->a->changed);
+        pthread_mutex_unlock(&s->a->lock);
+}
+
+void dm_admission_release_key(struct dm_admission *a, const char *key)
+{
+        if (!a || !key || !key[0])
+                return;
+        pthread_mutex_lock(&a->lock);
+        for (struct dm_slot *s = a->slots; s; s = s->next)
+                if (strcmp(s->key, key) == 0) {
+                        s->key[0] = '\0';
+                        unref_locked(s);
+                        break;
+                }
         pthread_mutex_unlock(&a->lock);
 }
 

@@ -33,10 +33,14 @@ struct dm_admission;
 struct dm_slot;
 struct dm_cancel;
 
-/* How many persistent sandboxes principal made (exact), or made under it
- * (!exact), that hold no slot: their records. Called with the admission
- * lock held; must not call back into the admission table. */
-typedef size_t (*dm_admission_records_fn)(void *userdata, const char *principal, bool exact);
+#define DM_ADMISSION_KEY_LEN 32 /* a sandbox id with its NUL (DM_SANDBOX_ID_LEN) */
+
+/* The persistent sandboxes principal made (exact), or made under it
+ * (!exact): their records' ids, at most max into ids; returns how many
+ * there are. Those whose id a bound slot holds count once. Called with the
+ * admission lock held; must not call back into the admission table. */
+typedef size_t (*dm_admission_records_fn)(void *userdata, const char *principal, bool exact,
+                                          char (*ids)[DM_ADMISSION_KEY_LEN], size_t max);
 
 /* records may be NULL (nothing but slots counts). */
 int dm_admission_new(dm_admission_records_fn records, void *userdata, struct dm_admission **ret);
@@ -62,6 +66,14 @@ void dm_admission_set_cancel(struct dm_slot *s, struct dm_cancel *cancel);
 /* The owner is done with it: its cancel is forgotten and its reference
  * dropped; the slot is free once no other reference holds it. */
 void dm_admission_release(struct dm_slot *s);
+
+/* The owner hands the slot to a persistent sandbox's record (key: its
+ * id): it counts until dm_admission_release_key, is no longer the owner's
+ * and is not waited for by a drain (the cascade destroys the record). */
+void dm_admission_bind(struct dm_slot *s, const char *key);
+/* The sandbox key is gone (destroyed, by a call, its TTL or a cascade):
+ * its slot, if one is bound to it, is free. */
+void dm_admission_release_key(struct dm_admission *a, const char *key);
 
 /* Another reference (a container's, until the reap queue removed it);
  * returns s. dm_slot_unref drops it. */

@@ -22,6 +22,7 @@
 #include "src/core/exec.h"
 #include "src/core/images.h"
 #include "src/core/idmap.h"
+#include "src/core/admission.h"
 #include "src/core/launch.h"
 #include "src/core/ledger.h"
 #include "src/core/limits.h"
@@ -811,6 +812,7 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
                 if (sb->shim_dir[0])
                         dm_shimhost_remove_dir(sb->shim_dir, &e2);
                 record_remove(ctx, id);
+                dm_admission_release_key(ctx->admission, id);
                 remove_scratch(sb);
                 return dm_error_set(err, -ENOENT,
                                     "unknown sandbox '%s': its container is gone (destroyed, expired, or removed "
@@ -1098,6 +1100,7 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
                 dm_error_clear(err);
         }
         record_remove(ctx, id);
+        dm_admission_release_key(ctx->admission, id);
         remove_scratch(&sb);
         /* (A sandbox made before the ledger existed has no entry.) */
         r = dm_ledger_end(ctx->cfg.output_root, id, "destroyed", false, 0,
@@ -1243,6 +1246,7 @@ static void reap_one(struct dm_context *ctx, const char *id, void *ud)
                 (*(int *)ud)++;
         } else if (err.code == -ENOENT) {
                 record_remove(ctx, id);
+                dm_admission_release_key(ctx->admission, id);
         } else {
                 log_warning("sandbox %s expired but could not be destroyed: %s", id, err.msg);
         }

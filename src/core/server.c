@@ -24,9 +24,10 @@ static void sweep_rest(struct dm_context *ctx)
 
 /* Admission counts persistent sandboxes by their records: those an
  * earlier server made too. */
-static size_t sandbox_records(void *userdata, const char *principal, bool exact)
+static size_t sandbox_records(void *userdata, const char *principal, bool exact, char (*ids)[DM_ADMISSION_KEY_LEN],
+                              size_t max)
 {
-        return dm_sandbox_ids(userdata, principal, exact, NULL, 0);
+        return dm_sandbox_ids(userdata, principal, exact, ids, max);
 }
 
 int dm_server_init(struct dm_context *ctx, struct dm_error *err)

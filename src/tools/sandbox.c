@@ -240,9 +240,12 @@ static json_object *create_call(struct dm_call *call, json_object *args)
                 .cancel = dm_call_cancel(call),
         };
         r = dm_sandbox_create(dm_call_context(call), &req, &sb, &err);
-        /* Made: its record counts from now until it is destroyed (by a
-         * call, its TTL, a cascade); not made: nothing counts. */
-        dm_admission_release(slot);
+        /* Made: the slot goes with its record until it is destroyed (by a
+         * call, its TTL, a cascade: dm_sandbox_destroy); not made: back. */
+        if (r < 0)
+                dm_admission_release(slot);
+        else
+                dm_admission_bind(slot, sb.id);
         dm_args_strv_free(env);
         mode = policy->mode;
         dm_policy_free(policy);

@@ -20,15 +20,19 @@
 
 static const struct dm_admission_caps caps = { .max_children = 3, .max_tree = 5 };
 
-/* Records of persistent sandboxes: two made by B (adopted from an
- * earlier server, say). */
-static size_t records(void *userdata, const char *principal, bool exact)
+/* Records of persistent sandboxes made by B: the first *n of these ids
+ * (adopted from an earlier server, or this server's, bound to a slot). */
+static const char *const record_ids[] = { "sbx-000000000001", "sbx-000000000002", "sbx-000000000003" };
+
+static size_t records(void *userdata, const char *principal, bool exact, char (*ids)[DM_ADMISSION_KEY_LEN], size_t max)
 {
         size_t *n = userdata;
 
-        if (exact)
-                return strcmp(principal, B) == 0 ? *n : 0;
-        return strncmp(B, principal, strlen(principal)) == 0 ? *n : 0;
+        if (exact ? strcmp(principal, B) != 0 : strncmp(B, principal, strlen(principal)) != 0)
+                return 0;
+        for (size_t i = 0; i < *n && i < max; i++)
+                snprintf(ids[i], DM_ADMISSION_KEY_LEN, "%s", record_ids[i]);
+        return *n;
 }
 
 struct racer {
@@ -161,6 +165,26 @@ int main(void)
         for (int i = 0; i < 3; i++)
                 dm_admission_release(s[i]);
         n_records = 0;
+
+        /* A create: the slot is bound to the sandbox's record once made,
+         * counted once while both exist, free when it is destroyed. */
+        ok(dm_admission_claim(a, B, &caps, NULL, &s[0], &err) == 0, "a create claims");
+        n_records = 1; /* its record is written */
+        dm_admission_bind(s[0], record_ids[0]);
+        ok(dm_admission_claim(a, B, &caps, NULL, &s[1], &err) == 0 &&
+                   dm_admission_claim(a, B, &caps, NULL, &s[2], &err) == 0,
+           "a bound slot and its record count once: two more");
+        is_int(dm_admission_claim(a, B, &caps, NULL, &s[3], &err), -EAGAIN, "then the cap");
+        dm_error_clear(&err);
+        is_int(dm_admission_drain(a, B, 10), -ETIMEDOUT, "a drain waits for the owned ones");
+        dm_admission_release(s[1]);
+        dm_admission_release(s[2]);
+        is_int(dm_admission_drain(a, B, 10), 0, "not for a bound one");
+        n_records = 0; /* destroyed: the record goes, then the slot */
+        is_int(dm_admission_count(a, B, true), 1, "bound until its key is released");
+        dm_admission_release_key(a, record_ids[0]);
+        dm_admission_release_key(a, record_ids[0]);
+        is_int(dm_admission_count(a, B, false), 0, "released once, however often asked");
 
         /* Racing threads get exactly the cap. */
         for (int round = 0; round < 20; round++) {
