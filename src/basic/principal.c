@@ -2,6 +2,7 @@
 #include "config.h"
 #include "src/basic/principal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 bool dm_principal_covers(const char *asker, const char *owner)
@@ -28,4 +29,14 @@ unsigned dm_principal_depth(const char *principal)
         for (const char *p = principal; p && *p; p++)
                 d += *p == DM_PRINCIPAL_SEP;
         return d;
+}
+
+void dm_principal_root(const char *principal, char *ret, size_t len)
+{
+        const char *slash = principal ? strchr(principal, DM_PRINCIPAL_SEP) : NULL;
+        const char *end = slash ? strchr(slash + 1, DM_PRINCIPAL_SEP) : NULL;
+        size_t n = end ? (size_t)(end - principal) : principal ? strlen(principal) : 0;
+
+        if (len)
+                snprintf(ret, len, "%.*s", (int)(n < len ? n : len - 1), principal ? principal : "");
 }

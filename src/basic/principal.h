@@ -30,4 +30,9 @@ const char *dm_principal_leaf(const char *principal);
  * name), one more for each nested level. */
 unsigned dm_principal_depth(const char *principal);
 
+/* The top nested sandbox (or run) of principal's tree: its first two
+ * components ("local/sbx-..."), or the whole of a host caller's, in ret
+ * (truncated to len). */
+void dm_principal_root(const char *principal, char *ret, size_t len);
+
 #endif

@@ -520,6 +520,31 @@ static int check_output_path(const char *p, const char **ret_rel, struct dm_erro
         return 0;
 }
 
+/* The run's own files in dir, mounted read-only at AGENT_DIR: its owner
+ * (whose it is, for the sweep after a crash: dm_agent_sweep), the
+ * instructions, the prompt and the launcher. */
+static int write_run_files(struct dm_context *ctx, const char *dir, const struct dm_agent_request *req,
+                           enum dm_vendor provider, struct dm_error *err)
+{
+        char path[PATH_MAX];
+        int r;
+
+        snprintf(path, sizeof(path), "%s/owner", dir);
+        r = write_file(path, ctx->owner, strlen(ctx->owner), err);
+        snprintf(path, sizeof(path), "%s/instructions.md", dir);
+        if (r >= 0)
+                r = write_instructions(path, req, err);
+        if (r >= 0) {
+                snprintf(path, sizeof(path), "%s/prompt.txt", dir);
+                r = write_file(path, req->prompt, strlen(req->prompt), err);
+        }
+        if (r >= 0) {
+                snprintf(path, sizeof(path), "%s/run.sh", dir);
+                r = write_launcher(path, provider, req->model, err);
+        }
+        return r;
+}
+
 int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, struct dm_agent_result *res,
                  struct dm_error *err)
 {
@@ -529,7 +554,7 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                                 .cap_name = "DEMESNE_AGENT_MAX_USD",
                                 .limit = { .fd = -1 } };
         struct dm_run_result run = { 0 };
-        char dir[PATH_MAX - 64], path[PATH_MAX];
+        char dir[PATH_MAX - 64];
         _cleanup_close_ int outfd = -1;
         unsigned char rnd[6];
         const char *out_rel = NULL;
@@ -573,20 +598,7 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                 goto out;
         }
         dir_made = true;
-        /* Whose it is, for the sweep after a crash (dm_agent_sweep). */
-        snprintf(path, sizeof(path), "%s/owner", dir);
-        r = write_file(path, ctx->owner, strlen(ctx->owner), err);
-        snprintf(path, sizeof(path), "%s/instructions.md", dir);
-        if (r >= 0)
-                r = write_instructions(path, req, err);
-        if (r >= 0) {
-                snprintf(path, sizeof(path), "%s/prompt.txt", dir);
-                r = write_file(path, req->prompt, strlen(req->prompt), err);
-        }
-        if (r >= 0) {
-                snprintf(path, sizeof(path), "%s/run.sh", dir);
-                r = write_launcher(path, st.provider, req->model, err);
-        }
+        r = write_run_files(ctx, dir, req, st.provider, err);
         if (r < 0)
                 goto out;
 
@@ -600,6 +612,7 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                 .timeout_s = req->timeout_s,
                 .policy = req->policy,
                 .cancel = req->cancel,
+                .slot = req->slot,
                 .on_output = req->on_output,
                 .on_progress = req->on_progress,
                 .on_message = req->on_message,

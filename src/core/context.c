@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 #include "src/core/context.h"
+#include "src/core/admission.h"
 #include "src/core/budget.h"
 #include "src/core/idmap.h"
 #include "src/core/ownership.h"
@@ -27,6 +28,7 @@ struct dm_reap_item {
         char *id;
         char *scratch;
         char *output;
+        struct dm_slot *slot; /* a reference, dropped once the container is gone */
         struct dm_reap_item *next;
 };
 
@@ -301,6 +303,7 @@ static void *reaper_main(void *arg)
                         log_warning("remove scratch directory '%s': %s", it->scratch, strerror(errno));
                 if (it->output)
                         dm_owner_return(ctx->cfg.output_root, it->output);
+                dm_slot_unref(it->slot);
                 free(it->id);
                 free(it->scratch);
                 free(it->output);
@@ -429,6 +432,12 @@ void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_d
 
 void dm_context_reap_output(struct dm_context *ctx, char *container_id, char *scratch_dir, char *output_dir)
 {
+        dm_context_reap_slot(ctx, container_id, scratch_dir, output_dir, NULL);
+}
+
+void dm_context_reap_slot(struct dm_context *ctx, char *container_id, char *scratch_dir, char *output_dir,
+                          struct dm_slot *slot)
+{
         struct dm_reap_item *it = calloc(1, sizeof(*it)), **tail;
 
         if (!it) {
@@ -443,8 +452,10 @@ void dm_context_reap_output(struct dm_context *ctx, char *container_id, char *sc
                 free(container_id);
                 free(scratch_dir);
                 free(output_dir);
+                dm_slot_unref(slot);
                 return;
         }
+        it->slot = slot;
         it->id = container_id;
         it->scratch = scratch_dir;
         it->output = output_dir;

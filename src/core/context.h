@@ -37,6 +37,8 @@ struct dm_nested;
 struct dm_budget;
 struct dm_hostmcp;
 struct dm_sandbox;
+struct dm_admission;
+struct dm_slot;
 
 struct dm_context {
         struct dm_config cfg;
@@ -108,6 +110,9 @@ struct dm_context {
          * layer's, opaque here; NULL until the first. */
         struct dm_nested *nested;
         struct dm_hostmcp *hostmcp; /* the host tool proxy (src/tools/hostmcp.c), NULL = none */
+        /* Nested trees' live containers (src/core/admission.h), made and
+         * freed by the server object; NULL: no caps (a one-off run). */
+        struct dm_admission *admission;
 };
 
 /* Loads the config, resolves the allowed roots, computes the owner.
@@ -132,6 +137,10 @@ void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_d
  * output root's owner (dm_owner_give_back): what the container's last
  * processes wrote too. */
 void dm_context_reap_output(struct dm_context *ctx, char *container_id, char *scratch_dir, char *output_dir);
+/* The same, and then drops slot (a reference to an admission slot, may be
+ * NULL): the container no longer counts once it is gone. */
+void dm_context_reap_slot(struct dm_context *ctx, char *container_id, char *scratch_dir, char *output_dir,
+                          struct dm_slot *slot);
 
 /* Opens the engine in the background and then removes what dead servers
  * left, so a server cleans up at start without making its first answer

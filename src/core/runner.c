@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/core/admission.h"
 #include "src/core/children.h"
 #include "src/core/egress.h"
 #include "src/core/exec.h"
@@ -528,8 +529,8 @@ out:
                 dm_owner_return(ctx->cfg.output_root, outdir);
         if (id || scratch_made)
                 /* The result does not depend on the removal: do it after. */
-                dm_context_reap_output(ctx, id, scratch_made ? strdup(scratch) : NULL,
-                                       id && outdir_made ? strdup(outdir) : NULL);
+                dm_context_reap_slot(ctx, id, scratch_made ? strdup(scratch) : NULL,
+                                     id && outdir_made ? strdup(outdir) : NULL, id ? dm_slot_ref(req->slot) : NULL);
         dm_pool_entry_free(warm);
         for (size_t i = 0; i < n_owned; i++)
                 free(owned[i]);

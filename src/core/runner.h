@@ -28,6 +28,10 @@ struct dm_run_request {
         int64_t timeout_s;
         const struct dm_policy *policy; /* egress; NULL = none */
         struct dm_cancel *cancel;       /* may be NULL */
+        /* The caller's admission slot (src/core/admission.h), may be NULL:
+         * the container's removal holds a reference of its own until it is
+         * gone; the caller still releases its own. */
+        struct dm_slot *slot;
 
         /* Optional: every chunk of output as it arrives (the CLI prints it). */
         int (*on_output)(void *userdata, int stream, const char *data, size_t len);

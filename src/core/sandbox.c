@@ -22,6 +22,7 @@
 #include "src/core/exec.h"
 #include "src/core/images.h"
 #include "src/core/idmap.h"
+#include "src/core/admission.h"
 #include "src/core/launch.h"
 #include "src/core/ledger.h"
 #include "src/core/limits.h"
@@ -209,11 +210,13 @@ static int record_read(struct dm_context *ctx, const char *id, struct dm_sandbox
         return 0;
 }
 
+/* The sandbox is gone: its record, and the admission slot bound to it. */
 static void record_remove(struct dm_context *ctx, const char *id)
 {
         char dir[PATH_MAX], path[PATH_MAX + 64];
         struct dm_error err = { 0 };
 
+        dm_admission_release_key(ctx->admission, id);
         if (dm_sandbox_dir(ctx, dir, sizeof(dir), &err) < 0)
                 return;
         snprintf(path, sizeof(path), "%s/%s.json", dir, id);
@@ -1312,55 +1315,4 @@ int dm_sandbox_sweep_nested(struct dm_context *ctx)
         free(w.ids);
         free(w.depth);
         return destroyed;
-}
-
-/* ---- the TTL reaper thread ---------------------------------------------------------- */
-
-static void *reaper_main(void *arg)
-{
-        struct dm_context *ctx = arg;
-
-        pthread_mutex_lock(&ctx->ttl_lock);
-        while (!ctx->ttl_stop) {
-                struct timespec ts;
-
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_sec += ctx->ttl_interval_s;
-                pthread_cond_timedwait(&ctx->ttl_cond, &ctx->ttl_lock, &ts);
-                if (ctx->ttl_stop)
-                        break;
-                pthread_mutex_unlock(&ctx->ttl_lock);
-                dm_sandbox_reap_expired(ctx);
-                pthread_mutex_lock(&ctx->ttl_lock);
-        }
-        pthread_mutex_unlock(&ctx->ttl_lock);
-        return NULL;
-}
-
-int dm_sandbox_reaper_start(struct dm_context *ctx, int interval_s)
-{
-        int r;
-
-        pthread_mutex_lock(&ctx->ttl_lock);
-        ctx->ttl_interval_s = interval_s > 0 ? interval_s : 60;
-        ctx->ttl_stop = false;
-        r = ctx->ttl_running ? 0 : pthread_create(&ctx->ttl_thread, NULL, reaper_main, ctx);
-        if (r == 0)
-                ctx->ttl_running = true;
-        pthread_mutex_unlock(&ctx->ttl_lock);
-        return -r;
-}
-
-void dm_sandbox_reaper_stop(struct dm_context *ctx)
-{
-        pthread_mutex_lock(&ctx->ttl_lock);
-        if (!ctx->ttl_running) {
-                pthread_mutex_unlock(&ctx->ttl_lock);
-                return;
-        }
-        ctx->ttl_stop = true;
-        pthread_cond_broadcast(&ctx->ttl_cond);
-        pthread_mutex_unlock(&ctx->ttl_lock);
-        pthread_join(ctx->ttl_thread, NULL);
-        ctx->ttl_running = false;
 }

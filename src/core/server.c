@@ -2,6 +2,7 @@
 #include "config.h"
 #include "src/core/server.h"
 
+#include "src/core/admission.h"
 #include "src/core/agent.h"
 #include "src/core/children.h"
 #include "src/core/egress.h"
@@ -21,12 +22,25 @@ static void sweep_rest(struct dm_context *ctx)
         dm_sandbox_sweep_nested(ctx);
 }
 
+/* Admission counts persistent sandboxes by their records: those an
+ * earlier server made too. */
+static size_t sandbox_records(void *userdata, const char *principal, bool exact, char (*ids)[DM_ADMISSION_KEY_LEN],
+                              size_t max)
+{
+        return dm_sandbox_ids(userdata, principal, exact, ids, max);
+}
+
 int dm_server_init(struct dm_context *ctx, struct dm_error *err)
 {
         int r = dm_context_init(ctx, err);
 
         if (r < 0)
                 return r;
+        r = dm_admission_new(sandbox_records, ctx, &ctx->admission);
+        if (r < 0) {
+                dm_context_release(ctx);
+                return dm_error_set(err, r, "out of memory");
+        }
         ctx->after_orphan_sweep = sweep_rest;
         return 0;
 }
@@ -57,4 +71,7 @@ void dm_server_release(struct dm_context *ctx)
         dm_sandbox_shims_release(ctx);
         dm_egress_shutdown(ctx);
         dm_context_release(ctx);
+        /* After the jobs and the reap queue: nothing holds a slot. */
+        dm_admission_free(ctx->admission);
+        ctx->admission = NULL;
 }

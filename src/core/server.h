@@ -13,8 +13,9 @@
  *   release  the TTL reaper, the jobs (their containers queued for
  *            removal), the warm pool, the reap queue drained and this
  *            server's containers removed, the shim sockets let go (the
- *            sandboxes outlive the server), egress's proxy and NAT, and
- *            last the engine connection and the settings. */
+ *            sandboxes outlive the server), egress's proxy and NAT, the
+ *            engine connection and the settings, and last the admission
+ *            table (src/core/admission.h), made at init. */
 
 #include <stdbool.h>
 

@@ -11,6 +11,7 @@
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/policy.h"
 #include "netpolicy/vendor.h"
+#include "src/core/admission.h"
 #include "src/core/agent.h"
 #include "src/core/jobs.h"
 #include "src/mcp/registry.h"
@@ -146,6 +147,7 @@ struct agent_call {
          * starts (background); released when the run has ended. */
         bool budget_taken;
         struct dm_budget_hold *budget;
+        struct dm_slot *slot; /* admission: the call's or the job's */
 };
 
 static json_object *result_json(const struct dm_agent_result *res)
@@ -213,6 +215,7 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 .research = a->research,
                 .timeout_s = dm_args_int(specs, n, a->args, "timeout_seconds"),
                 .cancel = cancel,
+                .slot = a->slot,
                 .on_output = dm_tools_sink_output,
                 .on_progress = dm_tools_sink_progress,
                 .on_message = dm_tools_sink_message,
@@ -261,17 +264,17 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
 
 /* arg: the calling server's table (its registry outlives the jobs). */
 static json_object *agent_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
-                               struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
+                               struct dm_slot *slot, struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
-        struct agent_call a = { .t = arg, .args = args, .sink = AGENT_SINK(NULL, job) };
+        struct agent_call a = { .t = arg, .args = args, .sink = AGENT_SINK(NULL, job), .slot = slot };
 
         return run_agent(ctx, &a, cancel, ret_r, err);
 }
 
 static json_object *research_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
-                                  struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
+                                  struct dm_slot *slot, struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
-        struct agent_call a = { .research = true, .t = arg, .args = args, .sink = AGENT_SINK(NULL, job) };
+        struct agent_call a = { .research = true, .t = arg, .args = args, .sink = AGENT_SINK(NULL, job), .slot = slot };
 
         return run_agent(ctx, &a, cancel, ret_r, err);
 }
@@ -317,21 +320,23 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                 if (!research && dm_policy_parse_mode(dm_args_str(specs, n, args, "egress"), NULL,
                                                       dm_tools_caller_flags(call), &egress, &err) < 0)
                         return dm_tools_error(NULL, &err);
-                if (dm_tools_nested_check(call, &ask, &err) < 0)
+                if (dm_tools_nested_check(call, &ask, &a.slot, &err) < 0)
                         return dm_tools_error(NULL, &err);
         }
         /* A tree that has spent its DEMESNE_TREE_MAX_USD: refused now, not
          * as a background job that fails (which reserves its share when it
          * starts). A foreground run reserves it now. */
-        if (dm_args_bool(specs, n, args, "background")) {
-                if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call), NULL, &err) < 0)
-                        return dm_tools_error(NULL, &err);
-                return dm_tools_start_background(call, tool, args, research ? research_work : agent_work, (void *)t);
-        }
-        if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call), &a.budget, &err) < 0)
+        if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call),
+                                   dm_args_bool(specs, n, args, "background") ? NULL : &a.budget, &err) < 0) {
+                dm_admission_release(a.slot);
                 return dm_tools_error(NULL, &err);
+        }
+        if (dm_args_bool(specs, n, args, "background"))
+                return dm_tools_start_background(call, tool, args, research ? research_work : agent_work, (void *)t,
+                                                 a.slot);
         a.budget_taken = true;
         out = run_agent(dm_call_context(call), &a, dm_call_cancel(call), &r, &err);
+        dm_admission_release(a.slot);
         if (r == -ECANCELED)
                 return NULL;
         if (!out)

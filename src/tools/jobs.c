@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/core/admission.h"
 #include "src/core/jobs.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
@@ -251,12 +252,14 @@ struct background {
         json_object *args;                    /* a deep copy: the call's own is freed when it returns */
         dm_tools_job_work work;
         void *arg;
+        struct dm_slot *slot; /* admission: held until the work ends */
 };
 
 static void background_free(void *userdata)
 {
         struct background *bg = userdata;
 
+        dm_admission_release(bg->slot); /* a job that never ran */
         json_object_put(bg->args);
         free(bg);
 }
@@ -269,7 +272,11 @@ static json_object *background_run(struct dm_job *job, void *userdata, enum dm_j
         json_object *out, *v;
         int r;
 
-        out = bg->work(bg->ctx, bg->args, bg->arg, job, dm_job_cancel_signal(job), &r, &err);
+        /* A cascade above it cancels the job through its slot. */
+        dm_admission_set_cancel(bg->slot, dm_job_cancel_signal(job));
+        out = bg->work(bg->ctx, bg->args, bg->arg, job, bg->slot, dm_job_cancel_signal(job), &r, &err);
+        dm_admission_release(bg->slot);
+        bg->slot = NULL;
         dm_tools_claim_outputs(bg->ctx, bg->principal, out);
         if (!out) {
                 *ret_status = r == -ECANCELED ? DM_JOB_CANCELLED : DM_JOB_FAILED;
@@ -294,7 +301,7 @@ static void background_done(struct dm_job *job, enum dm_job_status status, bool 
 }
 
 json_object *dm_tools_start_background(struct dm_call *call, const char *tool, json_object *args,
-                                       dm_tools_job_work work, void *arg)
+                                       dm_tools_job_work work, void *arg, struct dm_slot *slot)
 {
         struct dm_context *ctx = dm_call_context(call);
         struct background *bg = calloc(1, sizeof(*bg));
@@ -304,6 +311,7 @@ json_object *dm_tools_start_background(struct dm_call *call, const char *tool, j
         int r;
 
         if (!bg || json_object_deep_copy(args, &bg->args, NULL) < 0) {
+                dm_admission_release(slot);
                 free(bg);
                 dm_error_set(&err, -ENOMEM, "out of memory");
                 return dm_tools_error(NULL, &err);
@@ -315,6 +323,7 @@ json_object *dm_tools_start_background(struct dm_call *call, const char *tool, j
         bg->tool = tool;
         bg->work = work;
         bg->arg = arg;
+        bg->slot = slot;
         r = dm_jobs_start_owned(ctx->jobs, bg->principal, tool, NULL, background_run, background_done, bg,
                                 background_free, id);
         if (r < 0) {

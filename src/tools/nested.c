@@ -11,9 +11,11 @@
  * (src/basic/principal.h): they see and control only what they made and
  * what their children made. The rules for such callers are checked here:
  * egress no wider than the sandbox's own, no caller allow entries, no host
- * paths, and the caps on depth, live children and the whole tree.
- * Destroying a nested sandbox stops its endpoint, cancels its subtree's
- * jobs and destroys its subtree's sandboxes. */
+ * paths, the depth, and (through the admission table, which counts and
+ * reserves in one step) the caps on live children and the whole tree.
+ * Destroying a nested sandbox stops its endpoint, closes its subtree to
+ * new work, cancels and waits for what runs there, and destroys its
+ * subtree's sandboxes. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -27,6 +29,7 @@
 #include "netpolicy/netns.h"
 #include "src/basic/log.h"
 #include "src/basic/principal.h"
+#include "src/core/admission.h"
 #include "src/core/egress.h"
 #include "src/core/launch.h"
 #include "src/core/ledger.h"
@@ -37,7 +40,8 @@
 
 #define NESTED_ADDR "127.0.0.1"
 #define NESTED_PORT 3130
-#define LIST_MAX 1024 /* ids read for a cascade: DEMESNE_MAX_TREE is at most this */
+#define LIST_MAX 1024  /* ids read for a cascade: DEMESNE_MAX_TREE is at most this */
+#define DRAIN_MS 60000 /* a cascade waits this long for what runs below to end */
 
 struct endpoint {
         char id[DM_SANDBOX_ID_LEN];       /* the sandbox it serves */
@@ -76,20 +80,10 @@ static struct endpoint *find_locked(struct dm_nested *n, const char *principal, 
         return NULL;
 }
 
-/* The principal of the top nested sandbox of principal's tree: its first
- * two components ("local/sbx-..."). */
+/* The principal of the top nested sandbox of principal's tree. */
 static void tree_root(const char *principal, char *ret, size_t len)
 {
-        const char *slash = strchr(principal, DM_PRINCIPAL_SEP);
-        const char *end = slash ? strchr(slash + 1, DM_PRINCIPAL_SEP) : NULL;
-        size_t n = end ? (size_t)(end - principal) : strlen(principal);
-
-        snprintf(ret, len, "%.*s", (int)(n < len ? n : len - 1), principal);
-}
-
-static size_t live_below(struct dm_context *ctx, const char *principal, bool exact)
-{
-        return dm_sandbox_ids(ctx, principal, exact, NULL, 0) + dm_jobs_running(ctx->jobs, principal, exact, NULL, 0);
+        dm_principal_root(principal, ret, len);
 }
 
 /* The egress of the nested sandbox (or run) principal calls from: none
@@ -109,15 +103,16 @@ static enum dm_egress own_egress(struct dm_context *ctx, const char *principal)
         return mine;
 }
 
-int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask *ask, struct dm_error *err)
+int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask *ask, struct dm_slot **ret_slot,
+                          struct dm_error *err)
 {
         struct dm_context *ctx = dm_call_context(call);
         const char *principal = dm_call_principal(call);
         unsigned depth = dm_principal_depth(principal);
         struct dm_backend *b;
-        char root[DM_PRINCIPAL_MAX];
-        size_t n;
 
+        if (ret_slot)
+                *ret_slot = NULL;
         if (ask->nested && (int64_t)depth + 1 > ctx->cfg.max_depth)
                 return dm_error_set(err, -EPERM,
                                     "nested: true would make a sandbox %u levels deep, past the limit of %lld "
@@ -150,20 +145,15 @@ int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask
                                             "more network than its parent",
                                             egress_names[*ask->egress], egress_names[mine]);
         }
-        n = live_below(ctx, principal, true);
-        if ((int64_t)n >= ctx->cfg.max_children)
-                return dm_error_set(err, -EAGAIN,
-                                    "this sandbox has %zu live children (sandboxes and background jobs), the "
-                                    "limit (DEMESNE_MAX_CHILDREN=%lld): destroy or wait for some first",
-                                    n, (long long)ctx->cfg.max_children);
-        tree_root(principal, root, sizeof(root));
-        n = live_below(ctx, root, false);
-        if ((int64_t)n >= ctx->cfg.max_tree)
-                return dm_error_set(err, -EAGAIN,
-                                    "this tree of sandboxes has %zu live sandboxes and background jobs, the limit "
-                                    "(DEMESNE_MAX_TREE=%lld)",
-                                    n, (long long)ctx->cfg.max_tree);
-        return 0;
+        if (!ret_slot)
+                return 0;
+        /* The caps: counted and reserved in one step (src/core/admission.h). */
+        if (!ctx->admission)
+                return dm_error_set(err, -EINVAL, "nested sandboxes need the server's admission table");
+        return dm_admission_claim(
+                ctx->admission, principal,
+                &(struct dm_admission_caps){ .max_children = ctx->cfg.max_children, .max_tree = ctx->cfg.max_tree },
+                dm_call_cancel(call), ret_slot, err);
 }
 
 struct tree_spend {
@@ -417,6 +407,10 @@ void dm_tools_nested_end(struct dm_context *ctx, const char *id)
         if (!e)
                 return;
         snprintf(principal, sizeof(principal), "%s", e->principal);
+        /* Nothing new starts below it; what is in flight (a create, a run,
+         * a job at any level below) is cancelled and waited for, so that
+         * the records listed next are all there will be. */
+        dm_admission_close(ctx->admission, principal);
         dm_mcphttp_stop(e->http);
         free(e);
 
@@ -426,6 +420,9 @@ void dm_tools_nested_end(struct dm_context *ctx, const char *id)
 
                 dm_jobs_cancel(ctx->jobs, job_ids[i], 10000, &st);
         }
+        if (dm_admission_drain(ctx->admission, principal, DRAIN_MS) < 0)
+                log_warning("%s: work below it still runs after %d s; its sandboxes are destroyed anyway", id,
+                            DRAIN_MS / 1000);
         ids = calloc(LIST_MAX, sizeof(*ids));
         n = ids ? dm_sandbox_ids(ctx, principal, false, ids, LIST_MAX) : 0;
         for (size_t i = 0; i < n && i < LIST_MAX; i++) {
@@ -434,6 +431,7 @@ void dm_tools_nested_end(struct dm_context *ctx, const char *id)
                 dm_error_clear(&err);
         }
         free(ids);
+        dm_admission_reopen(ctx->admission, principal);
         log_info("%s: its MCP endpoint stopped, %zu sandbox%s below it destroyed", id, n, n == 1 ? "" : "es");
 }
 
