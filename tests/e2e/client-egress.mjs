@@ -145,10 +145,12 @@ async function rootless() {
   ].join('; '), allow);
   h.ok(/^1\n/.test(t.out), 'the sandbox has lo only (no veth)', t.out);
   h.ok(/hello from 8080\ndirect=0/.test(t.out), 'an allowed CIDR:port is reached directly (relayed from its namespace)', t.out);
+  // curl's 7 is a refusal or no route; a dropped packet would be its -m timeout, 28. The
+  // milliseconds stay in the output (t.out) for the reader; how soon is bench/'s.
   const op = /other-port=(\d+) (\d+)/.exec(t.out);
-  h.ok(op && op[1] === '7' && Number(op[2]) < 1000, 'another port of that host is refused at once', t.out);
+  h.ok(op && op[1] === '7', 'another port of that host is refused, not dropped', t.out);
   const oh = /other-host=(\d+) (\d+)/.exec(t.out);
-  h.ok(oh && oh[1] === '7' && Number(oh[2]) < 1000, 'another host fails at once (no route)', t.out);
+  h.ok(oh && oh[1] === '7', 'another host fails without a wait (no route)', t.out);
   h.ok(/hello from 8080\nnamed=0/.test(t.out), 'an allowed name goes through the proxy', t.out);
   h.ok(/not in this sandbox's egress allowlist/.test(t.out), 'another name gets the proxy\'s 403 with a reason', t.out);
   h.ok(/^literal: IP address .* is not covered by an allowed CIDR/m.test(t.out), 'an uncovered IP literal is refused', t.out);
@@ -269,10 +271,11 @@ await h.run(ROOTLESS ? rootless : async () => {
     ].join('; '), allow);
     const runId = t.r.structuredContent?.run_id;
     h.ok(/hello from 8080\ndirect=0/.test(t.out), 'an allowed CIDR:port is reached directly', t.out);
+    // As above: exit codes, not times (curl's own -m 1 ends a dropped connect).
     const op = /other-port=(\d+) (\d+)/.exec(t.out);
-    h.ok(op && op[1] !== '0' && Number(op[2]) < 1500, 'another port of that host is not (dropped by the filter)', t.out);
+    h.ok(op && op[1] !== '0', 'another port of that host is not (dropped by the filter)', t.out);
     const oh = /other-host=(\d+) (\d+)/.exec(t.out);
-    h.ok(oh && oh[1] === '7' && Number(oh[2]) < 1000, 'another host fails at once (a prohibit route)', t.out);
+    h.ok(oh && oh[1] === '7', 'another host fails without a wait (a prohibit route)', t.out);
     h.ok(/hello from 8080\nnamed=0/.test(t.out), 'an allowed name goes through the proxy (pinned by DEMESNE_PROXY_HOSTS)', t.out);
     h.ok(/not in this sandbox's egress allowlist/.test(t.out), 'another name gets the proxy\'s 403 with a reason', t.out);
     h.ok(/^literal: IP address .* is not covered by an allowed CIDR/m.test(t.out),
