@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Egress policies as a real MCP client (@modelcontextprotocol/client 2.x)
 // sees them, against a test host this script makes in a network namespace
-// of its own (veth, addresses in 198.18.213.0/30, a web server on three
+// of its own (veth, addresses in 198.18.214.0/30, a web server on three
 // ports and on 80, a UDP listener). Traffic goes only to that test host and to the
 // proxy on the sandbox's own veth; other destinations are refused by the
 // sandbox's routes before anything is sent. Needs root (CI runs as root).
@@ -38,8 +38,12 @@ h.plan(ROOTLESS ? PLAN_ROOTLESS : PLAN);
 const NS = `dm-e2e-egress-${process.pid}`;
 const HOSTSIDE = `dmt${process.pid % 100000}a`;
 const PEER = `dmt${process.pid % 100000}b`;
-const HOST_IP = '198.18.213.1';
-const TEST_IP = ROOTLESS ? process.env.DEMESNE_TEST_HOST : '198.18.213.2';
+// Not tests/e2e/lib/testhost.sh's 198.18.213.0/30: test-egress-rootless makes that one as root,
+// and make -j may run it beside this script (two host routes to one /30 would take each other's
+// traffic). As a normal user the test host is testhost.sh's, made by root beforehand.
+const NET = ROOTLESS ? '198.18.213' : '198.18.214';
+const HOST_IP = `${NET}.1`;
+const TEST_IP = ROOTLESS ? process.env.DEMESNE_TEST_HOST : `${NET}.2`;
 const sh = (cmd) => cp.execFileSync('sh', ['-c', cmd], { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
 
 function makeTestHost() {
@@ -295,7 +299,7 @@ await h.run(ROOTLESS ? rootless : async () => {
       ifnames().join(' '));
 
     // 11-12: none reaches nothing; an allow entry is refused without the server's consent
-    const none = await script('cat /proc/net/dev | grep -c eth0; echo; curl -s -m 2 --noproxy "*" http://198.18.213.2:8080/; echo rc=$?',
+    const none = await script(`cat /proc/net/dev | grep -c eth0; echo; curl -s -m 2 --noproxy "*" http://${TEST_IP}:8080/; echo rc=$?`,
       { egress: 'none' });
     h.ok(/^0\n/.test(none.out) && /rc=7/.test(none.out), 'egress none: no eth0, nothing reachable', none.out);
     const bad = await call('sandbox_script', { command: 'true', allow: ['fe80::1'] });
@@ -354,7 +358,7 @@ await h.run(ROOTLESS ? rootless : async () => {
     const client3 = new Client({ name: 'demesne-e2e-egress-3', version: '0.0.0' },
       { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
     const t3server = new StdioClientTransport({
-      command: DEMESNE, args: ['serve'], env: { ...env, DEMESNE_SANDBOX_SUBNET: '198.18.213.0/29' }, stderr: 'inherit',
+      command: DEMESNE, args: ['serve'], env: { ...env, DEMESNE_SANDBOX_SUBNET: `${NET}.0/29` }, stderr: 'inherit',
     });
     await client3.connect(t3server, { timeout: 30_000 });
     // (No allow entries: the test host's address is inside this pool, and an entry in the pool is
