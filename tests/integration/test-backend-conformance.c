@@ -125,7 +125,7 @@ static long await_containers(pid_t pid, long n)
         int64_t t0 = dm_now_ms();
         long got;
 
-        while ((got = containers_of(engine, pid)) != n && dm_now_ms() - t0 < 15000)
+        while ((got = containers_of(engine, pid)) != n && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         return got;
 }
