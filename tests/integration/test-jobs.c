@@ -122,7 +122,7 @@ int main(void)
         job = job_of(m);
         json_object_put(m);
         t0 = dm_now_ms();
-        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < 15000)
+        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\"}", job);
         m = call(11, "sandbox_cancel", args, 5000, NULL);
@@ -135,7 +135,7 @@ int main(void)
         ok(!is_error(m) && strcmp(str_at(structured(m), "status"), "cancelled") == 0, "cancel again: idempotent");
         json_object_put(m);
         t0 = dm_now_ms();
-        while (containers_of(b, c->pid) > 0 && dm_now_ms() - t0 < 10000)
+        while (containers_of(b, c->pid) > 0 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         is_int(containers_of(b, c->pid), 0, "the cancelled job's container is removed");
         free(job);
@@ -225,7 +225,7 @@ int main(void)
         m = call(200, "sandbox_script", "{\"command\":\"sleep 3600\",\"background\":true}", 10000, NULL);
         json_object_put(m);
         t0 = dm_now_ms();
-        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < 15000)
+        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         pid_t pid = c->pid;
         t0 = dm_now_ms();
@@ -240,7 +240,7 @@ int main(void)
         send_line(a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
                      "\"arguments\":{\"command\":\"sleep 15; echo a-done\"}," MODERN_META "}}");
         t0 = dm_now_ms();
-        while (containers_of(b, a->pid) < 1 && dm_now_ms() - t0 < 15000)
+        while (containers_of(b, a->pid) < 1 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         spawn(c, NULL);
         m = call(1, "sandbox_script", "{\"command\":\"echo b-done\"}", 60000, NULL);
