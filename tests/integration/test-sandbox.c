@@ -370,7 +370,7 @@ int main(void)
         snprintf(short_sb, sizeof(short_sb), "%s", str_at(structured(m), "sandbox_id"));
         json_object_put(m);
         int64_t t0 = dm_now_ms();
-        while (sandbox_containers(b, short_sb) > 0 && dm_now_ms() - t0 < 20000)
+        while (sandbox_containers(b, short_sb) > 0 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(250 * 1000);
         is_int(sandbox_containers(b, short_sb), 0, "a sandbox past its TTL is destroyed by the reaper");
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", short_sb);
