@@ -190,7 +190,7 @@ int main(void)
         ok(logged, "notifications/message reports the cancel (logging/setLevel info)");
         json_object_put(notes);
         t0 = dm_now_ms();
-        while (containers_of(b, c->pid) > 0 && dm_now_ms() - t0 < 10000)
+        while (containers_of(b, c->pid) > 0 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         is_int(containers_of(b, c->pid), 0, "cancelled call's container removed");
 
@@ -256,7 +256,7 @@ int main(void)
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":50,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
                      "\"arguments\":{\"command\":\"sleep 3600\"}," MODERN_META "}}");
         t0 = dm_now_ms();
-        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < 15000)
+        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         diag("container appeared after %lld ms", (long long)(dm_now_ms() - t0));
         is_int(containers_of(b, c->pid), 1, "container running before SIGTERM");
@@ -282,7 +282,7 @@ int main(void)
         char logs[PATH_MAX + 64];
         snprintf(logs, sizeof(logs), "grep -rlx before-kill '%s/out' >/dev/null 2>&1", test_root);
         t0 = dm_now_ms();
-        while (system(logs) != 0 && dm_now_ms() - t0 < 15000)
+        while (system(logs) != 0 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         pid = c->pid;
         kill(pid, SIGKILL);
@@ -292,7 +292,7 @@ int main(void)
         is_int(containers_of(b, pid), 1, "after kill -9 the run's container is still there");
         spawn(c, NULL);
         t0 = dm_now_ms();
-        while (containers_of(b, pid) > 0 && dm_now_ms() - t0 < 15000)
+        while (containers_of(b, pid) > 0 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         is_int(containers_of(b, pid), 0, "a new server removes the dead server's container at start, before any call");
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":61,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
