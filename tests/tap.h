@@ -58,6 +58,27 @@ static inline void diag(const char *fmt, ...)
         fflush(stdout);
 }
 
+/* A wall-clock bound in a test checks liveness ("it ended, and did not
+ * hang"), never speed: speed is measured in bench/. Each bound is written
+ * 5-10 times what the step takes on an idle machine, and goes through
+ * slack_ms(), which widens it where everything runs slower: 4x under a
+ * sanitizer, and DEMESNE_TEST_TIME_SCALE times more (an integer; .ci/run
+ * sets it for valgrind, and anyone may on a loaded machine). */
+static inline long long slack_ms(long long ms)
+{
+        const char *s = getenv("DEMESNE_TEST_TIME_SCALE");
+        long long scale = s && atoi(s) > 0 ? atoi(s) : 1;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+        scale *= 4;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+        scale *= 4;
+#endif
+#endif
+        return ms * scale;
+}
+
 static inline int done_testing(void)
 {
         printf("1..%d\n", tap_n);

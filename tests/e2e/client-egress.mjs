@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Egress policies as a real MCP client (@modelcontextprotocol/client 2.x)
 // sees them, against a test host this script makes in a network namespace
-// of its own (veth, addresses in 198.18.213.0/30, a web server on three
+// of its own (veth, addresses in 198.18.214.0/30, a web server on three
 // ports and on 80, a UDP listener). Traffic goes only to that test host and to the
 // proxy on the sandbox's own veth; other destinations are refused by the
 // sandbox's routes before anything is sent. Needs root (CI runs as root).
@@ -38,8 +38,12 @@ h.plan(ROOTLESS ? PLAN_ROOTLESS : PLAN);
 const NS = `dm-e2e-egress-${process.pid}`;
 const HOSTSIDE = `dmt${process.pid % 100000}a`;
 const PEER = `dmt${process.pid % 100000}b`;
-const HOST_IP = '198.18.213.1';
-const TEST_IP = ROOTLESS ? process.env.DEMESNE_TEST_HOST : '198.18.213.2';
+// Not tests/e2e/lib/testhost.sh's 198.18.213.0/30: test-egress-rootless makes that one as root,
+// and make -j may run it beside this script (two host routes to one /30 would take each other's
+// traffic). As a normal user the test host is testhost.sh's, made by root beforehand.
+const NET = ROOTLESS ? '198.18.213' : '198.18.214';
+const HOST_IP = `${NET}.1`;
+const TEST_IP = ROOTLESS ? process.env.DEMESNE_TEST_HOST : `${NET}.2`;
 const sh = (cmd) => cp.execFileSync('sh', ['-c', cmd], { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
 
 function makeTestHost() {
@@ -145,10 +149,12 @@ async function rootless() {
   ].join('; '), allow);
   h.ok(/^1\n/.test(t.out), 'the sandbox has lo only (no veth)', t.out);
   h.ok(/hello from 8080\ndirect=0/.test(t.out), 'an allowed CIDR:port is reached directly (relayed from its namespace)', t.out);
+  // curl's 7 is a refusal or no route; a dropped packet would be its -m timeout, 28. The
+  // milliseconds stay in the output (t.out) for the reader; how soon is bench/'s.
   const op = /other-port=(\d+) (\d+)/.exec(t.out);
-  h.ok(op && op[1] === '7' && Number(op[2]) < 1000, 'another port of that host is refused at once', t.out);
+  h.ok(op && op[1] === '7', 'another port of that host is refused, not dropped', t.out);
   const oh = /other-host=(\d+) (\d+)/.exec(t.out);
-  h.ok(oh && oh[1] === '7' && Number(oh[2]) < 1000, 'another host fails at once (no route)', t.out);
+  h.ok(oh && oh[1] === '7', 'another host fails without a wait (no route)', t.out);
   h.ok(/hello from 8080\nnamed=0/.test(t.out), 'an allowed name goes through the proxy', t.out);
   h.ok(/not in this sandbox's egress allowlist/.test(t.out), 'another name gets the proxy\'s 403 with a reason', t.out);
   h.ok(/^literal: IP address .* is not covered by an allowed CIDR/m.test(t.out), 'an uncovered IP literal is refused', t.out);
@@ -269,10 +275,11 @@ await h.run(ROOTLESS ? rootless : async () => {
     ].join('; '), allow);
     const runId = t.r.structuredContent?.run_id;
     h.ok(/hello from 8080\ndirect=0/.test(t.out), 'an allowed CIDR:port is reached directly', t.out);
+    // As above: exit codes, not times (curl's own -m 1 ends a dropped connect).
     const op = /other-port=(\d+) (\d+)/.exec(t.out);
-    h.ok(op && op[1] !== '0' && Number(op[2]) < 1500, 'another port of that host is not (dropped by the filter)', t.out);
+    h.ok(op && op[1] !== '0', 'another port of that host is not (dropped by the filter)', t.out);
     const oh = /other-host=(\d+) (\d+)/.exec(t.out);
-    h.ok(oh && oh[1] === '7' && Number(oh[2]) < 1000, 'another host fails at once (a prohibit route)', t.out);
+    h.ok(oh && oh[1] === '7', 'another host fails without a wait (a prohibit route)', t.out);
     h.ok(/hello from 8080\nnamed=0/.test(t.out), 'an allowed name goes through the proxy (pinned by DEMESNE_PROXY_HOSTS)', t.out);
     h.ok(/not in this sandbox's egress allowlist/.test(t.out), 'another name gets the proxy\'s 403 with a reason', t.out);
     h.ok(/^literal: IP address .* is not covered by an allowed CIDR/m.test(t.out),
@@ -292,7 +299,7 @@ await h.run(ROOTLESS ? rootless : async () => {
       ifnames().join(' '));
 
     // 11-12: none reaches nothing; an allow entry is refused without the server's consent
-    const none = await script('cat /proc/net/dev | grep -c eth0; echo; curl -s -m 2 --noproxy "*" http://198.18.213.2:8080/; echo rc=$?',
+    const none = await script(`cat /proc/net/dev | grep -c eth0; echo; curl -s -m 2 --noproxy "*" http://${TEST_IP}:8080/; echo rc=$?`,
       { egress: 'none' });
     h.ok(/^0\n/.test(none.out) && /rc=7/.test(none.out), 'egress none: no eth0, nothing reachable', none.out);
     const bad = await call('sandbox_script', { command: 'true', allow: ['fe80::1'] });
@@ -351,7 +358,7 @@ await h.run(ROOTLESS ? rootless : async () => {
     const client3 = new Client({ name: 'demesne-e2e-egress-3', version: '0.0.0' },
       { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
     const t3server = new StdioClientTransport({
-      command: DEMESNE, args: ['serve'], env: { ...env, DEMESNE_SANDBOX_SUBNET: '198.18.213.0/29' }, stderr: 'inherit',
+      command: DEMESNE, args: ['serve'], env: { ...env, DEMESNE_SANDBOX_SUBNET: `${NET}.0/29` }, stderr: 'inherit',
     });
     await client3.connect(t3server, { timeout: 30_000 });
     // (No allow entries: the test host's address is inside this pool, and an entry in the pool is

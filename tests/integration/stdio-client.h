@@ -102,7 +102,7 @@ static inline json_object *recv_msg(struct child *c, int timeout_ms)
 /* The response with the given integer id, skipping notifications (kept in *notes if asked). */
 static inline json_object *recv_response(struct child *c, int id, int timeout_ms, json_object *notes)
 {
-        int64_t deadline = dm_now_ms() + timeout_ms;
+        int64_t deadline = dm_now_ms() + slack_ms(timeout_ms);
 
         for (;;) {
                 int left = (int)(deadline - dm_now_ms());
@@ -128,7 +128,7 @@ static inline int error_code(json_object *m)
 
 static inline int finish(struct child *c, int timeout_ms)
 {
-        int64_t deadline = dm_now_ms() + timeout_ms;
+        int64_t deadline = dm_now_ms() + slack_ms(timeout_ms);
         int status;
 
         close(c->in);

@@ -126,7 +126,7 @@ static long await_containers(pid_t pid, long n)
         int64_t t0 = dm_now_ms();
         long got;
 
-        while ((got = containers_of(engine, pid)) != n && dm_now_ms() - t0 < 15000)
+        while ((got = containers_of(engine, pid)) != n && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         return got;
 }
@@ -169,10 +169,11 @@ static void script_cases(void)
         json_object_put(m);
 
         t0 = dm_now_ms();
-        m = call("sandbox_script", "{\"image\":\"base\",\"egress\":\"none\",\"command\":\"echo start; sleep 60\","
+        m = call("sandbox_script", "{\"image\":\"base\",\"egress\":\"none\",\"command\":\"echo start; sleep 3600\","
                                    "\"timeout_seconds\":2}");
         check(!result_is_error(m) && bool_at(structured(m), "timed_out"), "script: timed_out after timeout_seconds");
-        check(dm_now_ms() - t0 < 30000, "script: the timeout ends it within seconds (%lld ms)",
+        /* Against a command left to run its hour; how soon is bench/'s. */
+        check(dm_now_ms() - t0 < slack_ms(120000), "script: the timeout ends it, not the command (%lld ms)",
               (long long)(dm_now_ms() - t0));
         check_str(str_at(structured(m), "stdout"), "start\n", "script: output before the timeout is kept");
         json_object_put(m);
@@ -327,7 +328,7 @@ static void sandbox_cases(void)
         m = call("sandbox_exec", args);
         check(bool_at(structured(m), "timed_out"), "exec: timed_out after timeout_seconds");
         check_str(str_at(structured(m), "stdout"), "begun\n", "exec: output before the timeout is kept");
-        check(dm_now_ms() - t0 < 30000, "exec: the timeout ends it within seconds (%lld ms)",
+        check(dm_now_ms() - t0 < slack_ms(60000), "exec: the timeout ends it, not the command's 301 s (%lld ms)",
               (long long)(dm_now_ms() - t0));
         json_object_put(m);
         s = exec_out(
@@ -389,14 +390,13 @@ static void job_cases(void)
         json_object *m, *notes;
         int64_t t0;
 
-        /* A job that prints, sleeps and fails. */
-        t0 = dm_now_ms();
+        /* A job that prints, sleeps and fails. That the call answers before
+         * the job ends is its status, running; how fast is bench/'s. The
+         * sleep leaves a loaded machine time to see it running. */
         m = call_timeout("sandbox_script",
                          "{\"image\":\"base\",\"egress\":\"none\",\"background\":true,"
-                         "\"command\":\"echo start; sleep 4; echo end; exit 4\"}",
+                         "\"command\":\"echo start; sleep 15; echo end; exit 4\"}",
                          10000, NULL);
-        check(dm_now_ms() - t0 < 2000, "job: a background call answers at once (%lld ms)",
-              (long long)(dm_now_ms() - t0));
         check_str(str_at(structured(m), "status"), "running", "job: status running");
         job = strdup(str_at(structured(m), "job_id"));
         check(strncmp(job, "job-", 4) == 0, "job: id %s", job);
@@ -406,7 +406,8 @@ static void job_cases(void)
         t0 = dm_now_ms();
         do {
                 m = call_timeout("sandbox_status", args, 5000, NULL);
-                if (strcmp(str_at(structured(m), "stdout_tail"), "") != 0 || dm_now_ms() - t0 > 20000)
+                if (strcmp(str_at(structured(m), "stdout_tail"), "") != 0 ||
+                    strcmp(str_at(structured(m), "status"), "running") != 0 || dm_now_ms() - t0 > slack_ms(60000))
                         break;
                 json_object_put(m);
                 usleep(200 * 1000);
@@ -495,8 +496,11 @@ static void cancel_cases(void)
         usleep(500 * 1000);
         send_cancelled(id);
         t0 = dm_now_ms();
-        m = call_timeout("sandbox_status", "{\"job_id\":\"job-nonexistent\"}", 5000, NULL);
-        check(m && dm_now_ms() - t0 < 2000, "cancel: the server answers at once after a cancel");
+        /* A server still held by the script would answer after its 60 s. */
+        m = call_timeout("sandbox_status", "{\"job_id\":\"job-nonexistent\"}", 30000, NULL);
+        check(m && dm_now_ms() - t0 < 30000,
+              "cancel: the server answers after a cancel, before the script would end (%lld ms)",
+              (long long)(dm_now_ms() - t0));
         json_object_put(m);
         m = recv_response(c, id, 1500, NULL);
         check(m == NULL, "cancel: the cancelled script gets no response");

@@ -63,11 +63,12 @@ fails "a missing DOCKER_CERT_PATH: an error naming ca.pem there" "$tmp/nowhere/c
 	DOCKER_HOST=$url DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$tmp/nowhere
 fails "plain http to the TLS port: refused" "engine|HTTPS|400" DOCKER_HOST=$url
 # 192.0.2.1 (TEST-NET-1) routes nowhere: a connection attempt would take the
-# 5 s ping timeout, so an answer within 1 s was refused before connecting.
+# 5 s ping timeout, so an answer well before it (4 s: room for a loaded
+# machine) was refused before connecting.
 fails "plain tcp to a non-loopback address: refused, naming the variables" \
 	'plain tcp is allowed to a loopback address only.*DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH' \
 	DOCKER_HOST=tcp://192.0.2.1:2375
-[ "$elapsed" -lt 1000 ]
+[ "$elapsed" -lt 4000 ]
 ok $? "... and before any connection ($elapsed ms)"
 
 # The engine itself insists on a client certificate (not only our client).

@@ -217,10 +217,11 @@ int main(void)
                 r = run_policy("none", allow, cmd, &res);
                 is_int(r, 0, "an allowlist runs");
                 ok(out_has(&res, "hello from 8080\ndirect=0"), "raw TCP to an allowed CIDR:port is relayed");
-                ok(out_has(&res, "other-port=7"), "another port of that address is refused");
+                /* 7 is a refusal; a dropped SYN would be curl's -m 3 timeout, 28. */
+                ok(out_has(&res, "other-port=7"), "another port of that address is refused, not dropped");
                 {
                         const char *p = res.stdout_text ? strstr(res.stdout_text, "other-port=7 ") : NULL;
-                        ok(p && atoi(p + 13) < 1000, "... at once (%d ms)", p ? atoi(p + 13) : -1);
+                        diag("refused in %d ms", p ? atoi(p + 13) : -1);
                 }
                 ok(out_has(&res, "other-addr=7"), "another address is unreachable");
                 ok(out_has(&res, "hello from 8080\n'other.test' is not in"), "an allowed name passes the proxy");

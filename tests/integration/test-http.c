@@ -332,16 +332,17 @@ static void sigterm(struct dm_backend *b, struct server *s)
         snprintf(hdrs, sizeof(hdrs), CT ACCEPT_BOTH "Mcp-Session-Id: %s\r\n", sid);
         start_call(&l, &lr, hdrs,
                    "{\"jsonrpc\":\"2.0\",\"id\":30,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                   "\"arguments\":{\"command\":\"sleep 60\"}}}");
+                   "\"arguments\":{\"command\":\"sleep 3600\"}}}");
         modern_headers(hdrs, sizeof(hdrs), "tools/call", "sandbox_script");
         start_call(&c, &cr, hdrs,
                    "{\"jsonrpc\":\"2.0\",\"id\":31,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                   "\"arguments\":{\"command\":\"sleep 60\"}," MODERN_META "}}}");
+                   "\"arguments\":{\"command\":\"sleep 3600\"}," MODERN_META "}}}");
         is_int(wait_containers(b, s->pid, 2, 60000), 2, "two calls running (one per era)");
         pid_t pid = s->pid;
-        code = server_stop(s, 15000, &ms);
+        /* Without waiting for the calls' hour; how soon is bench/'s. */
+        code = server_stop(s, (int)slack_ms(120000), &ms);
         is_int(code, 0, "SIGTERM: clean exit");
-        ok(ms < 10000, "within 10 s (%lld ms)", (long long)ms);
+        ok(ms < slack_ms(120000), "without waiting for the calls (%lld ms)", (long long)ms);
         is_int(containers_of(b, pid), 0, "no container left");
         hc_close(&l);
         hc_close(&c);

@@ -44,23 +44,25 @@ int main(void)
                 return 1;
         }
 
-        /* A job that prints, sleeps and fails. */
+        /* A job that prints, sleeps and fails. That the call answers before
+         * the job ends is its status, running; how fast is bench/'s. */
         t0 = dm_now_ms();
-        m = call(1, "sandbox_script", "{\"command\":\"echo start; sleep 6; echo end; exit 4\",\"background\":true}",
+        m = call(1, "sandbox_script", "{\"command\":\"echo start; sleep 15; echo end; exit 4\",\"background\":true}",
                  10000, NULL);
-        ok(dm_now_ms() - t0 < 2000, "background call answers at once (%lld ms)", (long long)(dm_now_ms() - t0));
         is_str(str_at(structured(m), "status"), "running", "status running");
         job = job_of(m);
         ok(strncmp(job, "job-", 4) == 0, "job id: %s", job);
         json_object_put(m);
 
         /* Until the container has started and printed (slow on a loaded
-         * machine); the command then sleeps 6 s, so it still runs. */
+         * machine; the bound is only against a hang); the command then
+         * sleeps 15 s, so it still runs. */
         usleep(1000 * 1000);
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\",\"include_stdout_tail\":true}", job);
         for (int id = 100;; id++) {
                 m = call(id, "sandbox_status", args, 5000, NULL);
-                if (strcmp(str_at(structured(m), "stdout_tail"), "start\n") == 0 || dm_now_ms() - t0 > 5000)
+                if (strcmp(str_at(structured(m), "stdout_tail"), "start\n") == 0 ||
+                    strcmp(str_at(structured(m), "status"), "running") != 0 || dm_now_ms() - t0 > slack_ms(60000))
                         break;
                 json_object_put(m);
                 usleep(200 * 1000);
@@ -79,7 +81,7 @@ int main(void)
 
         notes = json_object_new_array();
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\"}", job);
-        m = call(4, "sandbox_wait", args, 30000, notes);
+        m = call(4, "sandbox_wait", args, 60000, notes);
         is_str(str_at(structured(m), "status"), "failed", "sandbox_wait: final status failed (exit 4)");
         is_int(json_object_get_int(path(structured(m), "exit_code", NULL, NULL)), 4, "final result has exit_code 4");
         is_str(str_at(structured(m), "stdout"), "start\nend\n", "final result has the whole stdout");
@@ -121,7 +123,7 @@ int main(void)
         job = job_of(m);
         json_object_put(m);
         t0 = dm_now_ms();
-        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < 15000)
+        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\"}", job);
         m = call(11, "sandbox_cancel", args, 5000, NULL);
@@ -134,7 +136,7 @@ int main(void)
         ok(!is_error(m) && strcmp(str_at(structured(m), "status"), "cancelled") == 0, "cancel again: idempotent");
         json_object_put(m);
         t0 = dm_now_ms();
-        while (containers_of(b, c->pid) > 0 && dm_now_ms() - t0 < 10000)
+        while (containers_of(b, c->pid) > 0 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         is_int(containers_of(b, c->pid), 0, "the cancelled job's container is removed");
         free(job);
@@ -151,16 +153,18 @@ int main(void)
         json_object_put(m);
 
         /* A waiting call can itself be cancelled: no response, and promptly. */
-        m = call(17, "sandbox_script", "{\"command\":\"sleep 20\",\"background\":true}", 10000, NULL);
+        m = call(17, "sandbox_script", "{\"command\":\"sleep 40\",\"background\":true}", 10000, NULL);
         job = job_of(m);
         json_object_put(m);
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\",\"timeout_seconds\":60}", job);
         send_call(c, 18, "sandbox_wait", args);
         usleep(300 * 1000);
         send_line(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":18}}");
+        /* A server held by the wait would answer when the job ends (40 s). */
         t0 = dm_now_ms();
-        m = call(19, "sandbox_status", "{\"job_id\":\"job-nonexistent\"}", 5000, NULL);
-        ok(m && dm_now_ms() - t0 < 2000, "the server answers while a wait is cancelled");
+        m = call(19, "sandbox_status", "{\"job_id\":\"job-nonexistent\"}", 30000, NULL);
+        ok(m && dm_now_ms() - t0 < 30000, "the server answers while a wait is cancelled, before the job ends (%lld ms)",
+           (long long)(dm_now_ms() - t0));
         json_object_put(m);
         m = recv_response(c, 18, 1500, NULL);
         ok(m == NULL, "the cancelled wait gets no response");
@@ -175,10 +179,10 @@ int main(void)
         t0 = dm_now_ms();
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}");
         notes = json_object_new_array();
-        m = recv_response(c, 99, 10000, notes);
+        m = recv_response(c, 99, 25000, notes);
         /* 32 calls of a second each, one after another, would take 32 s
-         * or more: an answer well inside that shows nothing waits on them. */
-        ok(m && dm_now_ms() - t0 < 10000, "tools/list answered while 32 calls run (%lld ms)",
+         * or more: an answer inside that shows nothing waits on them. */
+        ok(m && dm_now_ms() - t0 < 25000, "tools/list answered while 32 calls run (%lld ms)",
            (long long)(dm_now_ms() - t0));
         json_object_put(m);
         int good = 0;
@@ -216,16 +220,19 @@ int main(void)
         }
         is_int(good, 32, "32 concurrent calls all succeed with their own output and exit code");
 
-        /* stdin EOF with a background job running: cancelled, removed, quick exit. */
-        m = call(200, "sandbox_script", "{\"command\":\"sleep 60\",\"background\":true}", 10000, NULL);
+        /* stdin EOF with a background job running: cancelled, removed, and
+         * the server exits without waiting for the job. The job would run an
+         * hour; the bound is only that the exit comes long before that. */
+        m = call(200, "sandbox_script", "{\"command\":\"sleep 3600\",\"background\":true}", 10000, NULL);
         json_object_put(m);
         t0 = dm_now_ms();
-        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < 15000)
+        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         pid_t pid = c->pid;
         t0 = dm_now_ms();
-        is_int(finish(c, 15000), 0, "stdin EOF with a running job: clean exit");
-        ok(dm_now_ms() - t0 < 10000, "within 10 s (%lld ms)", (long long)(dm_now_ms() - t0));
+        is_int(finish(c, 120000), 0, "stdin EOF with a running job: clean exit");
+        ok(dm_now_ms() - t0 < slack_ms(120000), "without waiting for the job's hour (%lld ms)",
+           (long long)(dm_now_ms() - t0));
         is_int(containers_of(b, pid), 0, "the job's container is removed");
 
         /* Two servers side by side: the second leaves the first's containers alone. */
@@ -234,7 +241,7 @@ int main(void)
         send_line(a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
                      "\"arguments\":{\"command\":\"sleep 15; echo a-done\"}," MODERN_META "}}");
         t0 = dm_now_ms();
-        while (containers_of(b, a->pid) < 1 && dm_now_ms() - t0 < 15000)
+        while (containers_of(b, a->pid) < 1 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         spawn(c, NULL);
         m = call(1, "sandbox_script", "{\"command\":\"echo b-done\"}", 60000, NULL);

@@ -96,13 +96,6 @@ static int listener(int type, int port)
         return s;
 }
 
-static long ms_since(const struct timespec *t0)
-{
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
-}
-
 /* A TCP connect from S; true when it completes within the wait. */
 static bool tcp_reaches(const char *ip, int port)
 {
@@ -179,7 +172,6 @@ int main(void)
         int ifindex, udp_ok, udp_dns, tcp[3];
         bool clsact = true;
         size_t flen = 1;
-        struct timespec t0;
 
         if (geteuid() != 0)
                 return skip_all("needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) for network namespaces and tc");
@@ -257,9 +249,7 @@ int main(void)
                 is_int(flen, n, "our cls_bpf filter is on ingress, with the program's length");
 
                 ok(tcp_reaches("10.77.0.3", P_OK), "allowed address:port connects");
-                clock_gettime(CLOCK_MONOTONIC, &t0);
                 ok(!tcp_reaches("10.77.0.3", P_OTHER), "another port of the allowed address is dropped");
-                ok(ms_since(&t0) < 1000, "the test gave up within a second");
                 ok(!tcp_reaches("10.77.0.4", P_OK), "the allowed port on another host is dropped");
                 ok(tcp_reaches("10.77.0.1", P_PROXY), "the proxy connects");
                 ok(!tcp_reaches("10.77.0.1", P_OK), "another port on the host address (proxy address) is dropped");

@@ -348,11 +348,13 @@ int main(void)
         {
                 int64_t t0 = dm_now_ms();
                 m = call("sandbox_script",
-                         "{\"image\":\"base\",\"command\":\"echo start; sleep 60\",\"timeout_seconds\":2,"
+                         "{\"image\":\"base\",\"command\":\"echo start; sleep 3600\",\"timeout_seconds\":2,"
                          "\"egress\":\"none\"}");
                 ok(!result_is_error(m) && json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL)),
                    "timed_out after timeout_seconds");
-                ok(dm_now_ms() - t0 < 30000, "and within seconds (%lld ms)", (long long)(dm_now_ms() - t0));
+                /* Against a command left to run its hour; how soon is bench/'s. */
+                ok(dm_now_ms() - t0 < slack_ms(120000), "and ended long before the command would (%lld ms)",
+                   (long long)(dm_now_ms() - t0));
                 is_str(str_at(structured(m), "stdout"), "start\n", "output before the timeout kept");
                 json_object_put(m);
         }
@@ -389,19 +391,20 @@ int main(void)
         }
         json_object_put(m);
         /* execd keeps /command open a second after the final event: a
-         * command must not wait for that. */
+         * command must not wait for that. One exec may be slow on a loaded
+         * machine; the best of five is not, unless it waits. */
         {
                 int64_t best = INT64_MAX;
 
                 snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", sb);
-                for (int i = 0; i < 3; i++) {
+                for (int i = 0; i < 5; i++) {
                         int64_t t0 = dm_now_ms();
                         m = call("sandbox_exec", args);
                         if (!result_is_error(m) && dm_now_ms() - t0 < best)
                                 best = dm_now_ms() - t0;
                         json_object_put(m);
                 }
-                ok(best < 1000, "a command ends at its final event, not at the stream's close (best of 3: %lld ms)",
+                ok(best < 1000, "a command ends at its final event, not at the stream's close (best of 5: %lld ms)",
                    (long long)best);
         }
         /* The sandbox's metadata comes back with the image's labels mixed

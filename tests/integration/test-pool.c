@@ -75,7 +75,7 @@ static void await_gone(const char *run)
         int64_t t0 = dm_now_ms();
 
         snprintf(label, sizeof(label), "demesne.run=%s", run);
-        while (count_label(b, label) > 0 && dm_now_ms() - t0 < 30000)
+        while (count_label(b, label) > 0 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
 }
 
@@ -237,11 +237,11 @@ int main(void)
                 ok(m && !path(structured(m), "pool", NULL, NULL), "DEMESNE_POOL=0: no pool");
                 json_object_put(m);
                 int64_t t0 = dm_now_ms();
-                while (containers_of(b, killed) > 0 && dm_now_ms() - t0 < 30000)
+                while (containers_of(b, killed) > 0 && dm_now_ms() - t0 < slack_ms(60000))
                         usleep(250 * 1000);
                 is_int(containers_of(b, killed), 0, "the next server removes them");
                 t0 = dm_now_ms();
-                while (run_dirs() > 3 && dm_now_ms() - t0 < 10000)
+                while (run_dirs() > 3 && dm_now_ms() - t0 < slack_ms(60000))
                         usleep(250 * 1000);
                 is_int(run_dirs(), 3, "and their empty output directories");
                 is_int(finish(c, 30000), 0, "that server exits");

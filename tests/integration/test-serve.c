@@ -191,7 +191,7 @@ int main(void)
         ok(logged, "notifications/message reports the cancel (logging/setLevel info)");
         json_object_put(notes);
         t0 = dm_now_ms();
-        while (containers_of(b, c->pid) > 0 && dm_now_ms() - t0 < 10000)
+        while (containers_of(b, c->pid) > 0 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         is_int(containers_of(b, c->pid), 0, "cancelled call's container removed");
 
@@ -239,23 +239,25 @@ int main(void)
                "modern tools/call resultType");
         json_object_put(m);
 
-        /* stdin EOF during a call: the container goes, the server exits. */
+        /* stdin EOF during a call: the container goes, the server exits
+         * without waiting for the command's hour. */
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":40,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                     "\"arguments\":{\"command\":\"sleep 60\"}}}");
+                     "\"arguments\":{\"command\":\"sleep 3600\"}}}");
         usleep(1500 * 1000);
         pid_t pid = c->pid;
         t0 = dm_now_ms();
-        int code = finish(c, 15000);
+        int code = finish(c, 120000);
         is_int(code, 0, "stdin EOF: clean exit");
-        ok(dm_now_ms() - t0 < 10000, "exit within 10 s (%lld ms)", (long long)(dm_now_ms() - t0));
+        ok(dm_now_ms() - t0 < slack_ms(120000), "without waiting for the command (%lld ms)",
+           (long long)(dm_now_ms() - t0));
         is_int(containers_of(b, pid), 0, "no container left after EOF");
 
         /* SIGTERM during a call. */
         spawn(c, NULL);
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":50,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                     "\"arguments\":{\"command\":\"sleep 60\"}," MODERN_META "}}");
+                     "\"arguments\":{\"command\":\"sleep 3600\"}," MODERN_META "}}");
         t0 = dm_now_ms();
-        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < 15000)
+        while (containers_of(b, c->pid) < 1 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         diag("container appeared after %lld ms", (long long)(dm_now_ms() - t0));
         is_int(containers_of(b, c->pid), 1, "container running before SIGTERM");
@@ -263,10 +265,11 @@ int main(void)
         t0 = dm_now_ms();
         kill(pid, SIGTERM);
         int status;
-        while (waitpid(pid, &status, WNOHANG) == 0 && dm_now_ms() - t0 < 15000)
+        while (waitpid(pid, &status, WNOHANG) == 0 && dm_now_ms() - t0 < slack_ms(120000))
                 usleep(20000);
         ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "SIGTERM: clean exit");
-        ok(dm_now_ms() - t0 < 10000, "exit within 10 s (%lld ms)", (long long)(dm_now_ms() - t0));
+        ok(dm_now_ms() - t0 < slack_ms(120000), "without waiting for the command (%lld ms)",
+           (long long)(dm_now_ms() - t0));
         is_int(containers_of(b, pid), 0, "no container left after SIGTERM");
         close(c->in);
         close(c->out);
@@ -280,7 +283,7 @@ int main(void)
         char logs[PATH_MAX + 64];
         snprintf(logs, sizeof(logs), "grep -rlx before-kill '%s/out' >/dev/null 2>&1", test_root);
         t0 = dm_now_ms();
-        while (system(logs) != 0 && dm_now_ms() - t0 < 15000)
+        while (system(logs) != 0 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         pid = c->pid;
         kill(pid, SIGKILL);
@@ -290,7 +293,7 @@ int main(void)
         is_int(containers_of(b, pid), 1, "after kill -9 the run's container is still there");
         spawn(c, NULL);
         t0 = dm_now_ms();
-        while (containers_of(b, pid) > 0 && dm_now_ms() - t0 < 15000)
+        while (containers_of(b, pid) > 0 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
         is_int(containers_of(b, pid), 0, "a new server removes the dead server's container at start, before any call");
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":61,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","

@@ -86,7 +86,7 @@ static int run_req(const struct dm_shim_request *req, int cancel_fd, int64_t tim
         memset(r, 0, sizeof(*r));
         for (int i = 0; i < 3; i++)
                 dm_buf_init(&r->b[i], 64 << 20);
-        r->rc = dm_shim_exec(H, req, &sink, cancel_fd, timeout_ms ? t0 + timeout_ms : 0, &r->res, &r->err);
+        r->rc = dm_shim_exec(H, req, &sink, cancel_fd, timeout_ms ? t0 + slack_ms(timeout_ms) : 0, &r->res, &r->err);
         r->ms = dm_now_ms() - t0;
         if (r->rc < 0 && r->rc != -ECANCELED)
                 diag("exec failed: %s", r->err.msg);
@@ -198,10 +198,11 @@ static void test_stdin_cwd_env(void)
            "a command that stops reading stdin early is fine (%d, %zu bytes)", r.rc, r.b[1].len);
         run_release(&r);
 
+        /* A cat given an open pipe would wait until the call's deadline:
+         * rc 0 is the check. */
         req = (struct dm_shim_request){ .argv = cat };
-        run_req(&req, -1, 5000, &r);
-        ok(r.rc == 0 && r.b[1].len == 0 && r.ms < 3000, "no stdin: /dev/null, cat ends at once (%lld ms)",
-           (long long)r.ms);
+        run_req(&req, -1, 30000, &r);
+        ok(r.rc == 0 && r.b[1].len == 0, "no stdin: /dev/null, cat ends (%lld ms)", (long long)r.ms);
         run_release(&r);
 
         req = (struct dm_shim_request){ .argv = pwd, .cwd = "/tmp" };
@@ -261,18 +262,21 @@ static void *fire_later(void *arg)
 static void test_timeout_cancel_group(void)
 {
         const char *sleeper[] = { "/bin/sh", "-c", "sleep 100 & sleep 100 & echo started; wait", NULL };
-        const char *bg[] = { "/bin/sh", "-c", "sleep 30 >/dev/null 2>&1 &", NULL };
+        const char *bg[] = { "/bin/sh", "-c", "sleep 300 >/dev/null 2>&1 &", NULL };
         struct dm_shim_request req = { .argv = sleeper, .timeout_ms = 1000, .keep_group = true };
         struct dm_cancel cancel;
         struct run r;
         pthread_t t;
         int p, z;
 
-        /* keep_group: only the timeout, not the leader's exit, may end the group. */
+        /* keep_group: only the timeout, not the leader's exit, may end the
+         * group. Without the timeout or the cancel below, the sleeps would
+         * outlast the call's deadline and rc would say so: the times are
+         * only that it was not early. */
         run_req(&req, -1, 30000, &r);
         ok(r.rc == 0 && r.res.timed_out && r.res.signal == SIGKILL && r.res.exit_code == 137,
            "timeout after 1 s: killed, timed_out (%d, %d)", r.rc, r.res.exit_code);
-        ok(r.ms >= 900 && r.ms < 4000, "... in %lld ms", (long long)r.ms);
+        ok(r.ms >= 900, "... not before its 1 s (%lld ms)", (long long)r.ms);
         is_str(out(&r), "started\n", "output until then delivered");
         run_release(&r);
         procs("sleep", &p, &z);
@@ -285,7 +289,7 @@ static void test_timeout_cancel_group(void)
         pthread_join(t, NULL);
         ok(r.rc == -ECANCELED && r.res.killed && r.res.exit_code == 137, "cancel: -ECANCELED, killed (%d, %d)", r.rc,
            r.res.exit_code);
-        ok(r.ms < 3000, "... in %lld ms", (long long)r.ms);
+        diag("cancelled in %lld ms", (long long)r.ms);
         run_release(&r);
         dm_cancel_release(&cancel);
         procs("sleep", &p, &z);
@@ -303,8 +307,9 @@ static void test_timeout_cancel_group(void)
                 pthread_create(&t, NULL, fire_later, &cancel);
                 run_req(&req, cancel.fd, 30000, &r);
                 pthread_join(t, NULL);
-                ok(r.rc == -ECANCELED && r.res.exit_code == 137 && r.ms < 3000,
-                   "cancel with stdin stuck: killed in time (%d, %d, %lld ms)", r.rc, r.res.exit_code, (long long)r.ms);
+                ok(r.rc == -ECANCELED && r.res.exit_code == 137,
+                   "cancel with stdin stuck: killed, before the deadline (%d, %d, %lld ms)", r.rc, r.res.exit_code,
+                   (long long)r.ms);
                 run_release(&r);
                 dm_cancel_release(&cancel);
                 free(junk);
@@ -318,7 +323,8 @@ static void test_timeout_cancel_group(void)
         is_int(p, 0, "background job killed when the command exits");
         req.keep_group = true;
         run_req(&req, -1, 30000, &r);
-        ok(r.rc == 0 && r.ms < 3000, "keep_group: returns at once (%lld ms)", (long long)r.ms);
+        /* Waiting for its background sleep, it would reach the deadline. */
+        ok(r.rc == 0, "keep_group: returns without the background job (%lld ms)", (long long)r.ms);
         run_release(&r);
         procs("sleep", &p, &z);
         is_int(p, 1, "keep_group: the background job lives on");
@@ -362,7 +368,8 @@ static void test_concurrent(void)
                 run_release(&c[i].r);
         }
         is_int(good, 20, "20 commands at once, each with its own output");
-        ok(dm_now_ms() - t0 < 8000, "... in parallel: %lld ms for 20 x 1 s", (long long)(dm_now_ms() - t0));
+        /* One after another they would take 20 s or more. */
+        ok(dm_now_ms() - t0 < 19000, "... in parallel: %lld ms for 20 x 1 s", (long long)(dm_now_ms() - t0));
 }
 
 static void test_reaping(void)
@@ -512,7 +519,7 @@ static void test_forkbomb(void)
            shim_pids ? "the shim stops it" : "until its timeout", r.rc, r.res.exit_code);
         run_release(&r);
         t0 = dm_now_ms();
-        while (!alive && dm_now_ms() - t0 < 15000) {
+        while (!alive && dm_now_ms() - t0 < slack_ms(60000)) {
                 run_sh("echo alive", &r);
                 alive = strcmp(out(&r), "alive\n") == 0;
                 run_release(&r);
@@ -529,7 +536,7 @@ static void test_forkbomb(void)
         run_release(&r);
         t0 = dm_now_ms();
         alive = false;
-        while (!alive && dm_now_ms() - t0 < 15000) {
+        while (!alive && dm_now_ms() - t0 < slack_ms(60000)) {
                 run_sh("echo alive", &r);
                 alive = strcmp(out(&r), "alive\n") == 0;
                 run_release(&r);
@@ -563,7 +570,8 @@ static void test_restart(void)
                         dm_shimhost_set_peer_pid(H, info.pid);
                 dm_container_info_release(&info);
         }
-        ok(dm_shimhost_wait_ready(H, dm_now_ms() + 10000, &err) == 0, "the running shim reconnects (%s)", err.msg);
+        ok(dm_shimhost_wait_ready(H, dm_now_ms() + slack_ms(30000), &err) == 0, "the running shim reconnects (%s)",
+           err.msg);
         diag("reconnected after %lld ms", (long long)(dm_now_ms() - t0));
         run_sh("echo again", &r);
         is_str(out(&r), "again\n", "and runs commands");
@@ -572,7 +580,7 @@ static void test_restart(void)
 
 static void test_sigterm(void)
 {
-        const char *trap[] = { "/bin/sh", "-c", "trap 'echo got-term; exit 7' TERM; echo ready; sleep 30 & wait",
+        const char *trap[] = { "/bin/sh", "-c", "trap 'echo got-term; exit 7' TERM; echo ready; sleep 600 & wait",
                                NULL };
         struct dm_shim_request req = { .argv = trap };
         struct dm_shim_exec *e = NULL;
@@ -591,7 +599,7 @@ static void test_sigterm(void)
         while (!strstr(out(&r), "ready") && dm_shim_exec_pump(e, &sink, -1, dm_now_ms() + 200, &err) == -ETIMEDOUT)
                 ;
         ok(B->ops->kill(B, ID, SIGTERM, &err) == 0, "the engine sends SIGTERM to PID 1");
-        ok(dm_shim_exec_pump(e, &sink, -1, dm_now_ms() + 10000, &err) == 0, "the command ends (%s)", err.msg);
+        ok(dm_shim_exec_pump(e, &sink, -1, dm_now_ms() + slack_ms(60000), &err) == 0, "the command ends (%s)", err.msg);
         dm_shim_exec_result(e, &r.res);
         ok(r.res.exit_code == 7 && strstr(out(&r), "got-term"), "it got the SIGTERM: '%s', exit %d", out(&r),
            r.res.exit_code);
@@ -680,8 +688,8 @@ static int setup(void)
         dm_shimhost_set_peer_pid(H, info.pid);
         dm_container_info_release(&info);
         int64_t t0 = dm_now_ms();
-        if (!ok(dm_shimhost_wait_ready(H, t0 + 15000, &err) == 0, "the shim connects through the read-only bind (%s)",
-                err.msg))
+        if (!ok(dm_shimhost_wait_ready(H, t0 + slack_ms(60000), &err) == 0,
+                "the shim connects through the read-only bind (%s)", err.msg))
                 return -1;
         diag("shim ready %lld ms after start", (long long)(dm_now_ms() - t0));
         return 0;

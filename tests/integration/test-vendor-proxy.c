@@ -428,7 +428,9 @@ int main(void)
                 read_until(streaming, buf, sizeof(buf), "message_start\"");
                 t = dm_now_ms();
                 dm_vendor_stop(p);
-                ok(dm_now_ms() - t < 3000, "stop returns promptly with connections open (%lld ms)",
+                /* Waiting for the paused stream, it would take 30 s. */
+                ok(dm_now_ms() - t < 20000,
+                   "stop returns with connections open, before the stream's pause ends (%lld ms)",
                    (long long)(dm_now_ms() - t));
                 ok(read_until(idle, buf, sizeof(buf), NULL) == 0, "the idle connection is closed");
                 close(idle);

@@ -134,7 +134,7 @@ async function startFixture(root, key) {
   return { port, log, child };
 }
 
-h.plan(29);
+h.plan(28);
 
 await h.run(async () => {
   const root = h.makeOutputRoot('limits');
@@ -179,7 +179,9 @@ await h.run(async () => {
     const e0 = Date.now();
     const echo = await call(client, 'sandbox_script', { image: 'base', egress: 'none', command: 'echo still-served' });
     const took = Date.now() - e0;
-    h.ok(!echo.isError && echo.structuredContent?.stdout === 'still-served\n' && took < 15_000,
+    // Starved, it would not be served until the hogs are cancelled below; the bound is
+    // against that, with room for a machine busy with more than these two.
+    h.ok(!echo.isError && echo.structuredContent?.stdout === 'still-served\n' && took < 60_000,
       `a third sandbox's echo is served meanwhile (${took} ms)`, h.firstText(echo));
     for (const j of jobs) await call(client, 'sandbox_cancel', { job_id: j });
     let left = [];
@@ -193,7 +195,7 @@ await h.run(async () => {
     h.equal(st.structuredContent?.status, 'cancelled', 'the fork bomb\'s job says cancelled');
   }
 
-  // 8-11: fallocate far past the cap. Only with RLIMIT_FSIZE in place:
+  // 8-10: fallocate far past the cap. Only with RLIMIT_FSIZE in place:
   // without it this would fill the host's disk.
   const fsize = await call(client, 'sandbox_script', { image: 'base', egress: 'none', command: 'ulimit -f' });
   if (fsize.structuredContent?.stdout !== `${CAP / 1024}\n`) {
@@ -205,13 +207,14 @@ await h.run(async () => {
     const res = await call(client, 'sandbox_script', { image: 'base', egress: 'none', command: 'fallocate -l 500G /out/f' });
     const took = Date.now() - t0;
     h.ok(res.isError && CAP_RE.test(h.firstText(res)), 'fallocate -l 500G: the cap\'s error', h.firstText(res));
-    h.ok(took < 20_000, `... quickly (${took} ms)`);
+    // The cap's error is the check: an uncapped fallocate is as quick, so no time is asserted.
+    h.diag(`fallocate -l 500G answered in ${took} ms`);
     const run = newestRun(root);
     h.ok(treeBytes(run) < 1 << 20, 'no block of it reached the host', `${treeBytes(run)} bytes in ${run}`);
     h.ok(fs.existsSync(path.join(run, 'stderr.log')), 'the run\'s logs stay in its output directory');
   }
 
-  // 12-15: 3 GiB of small files in /out, and in the root file system.
+  // 11-14: 3 GiB of small files in /out, and in the root file system.
   for (const [where, dir] of [['/out', '/out/many'], ['the root file system', '/var/tmp/many']]) {
     const t0 = Date.now();
     const res = await call(client, 'sandbox_script', {
@@ -253,7 +256,7 @@ await h.run(async () => {
       h.firstText(res).slice(0, 400));
   }
 
-  // 18-23: a persistent sandbox: the cap covers all it holds.
+  // 17-22: a persistent sandbox: the cap covers all it holds.
   {
     const made = await call(client, 'sandbox_create', { image: 'base', egress: 'none' });
     const sid = made.structuredContent?.sandbox_id;
@@ -277,7 +280,7 @@ await h.run(async () => {
   await client.close();
   await h.killAll();
 
-  // 24-27: the spending cap, with the real Claude Code CLI.
+  // 23-26: the spending cap, with the real Claude Code CLI.
   {
     const key = `sk-ant-api03-demesne-limits-${crypto.randomBytes(12).toString('hex')}`;
     const fx = await startFixture(root, key);
@@ -317,7 +320,7 @@ await h.run(async () => {
     await h.killAll();
   }
 
-  // 28-29: nothing left behind.
+  // 27-28: nothing left behind.
   {
     const stray = [pid].filter((p) => { try { process.kill(p, 0); return true; } catch { return false; } });
     h.equal(stray.length, 0, 'the server is gone');

@@ -460,7 +460,7 @@ int main(int argc, char **argv)
         {
                 int64_t t0 = dm_now_ms();
                 r = c ? call(c, NULL, &res, &err) : -1;
-                ok(r == -ETIMEDOUT && strstr(err.msg, "did not answer") && dm_now_ms() - t0 < 5000,
+                ok(r == -ETIMEDOUT && strstr(err.msg, "did not answer") && dm_now_ms() - t0 < slack_ms(30000),
                    "a server that does not answer times out: '%s'", err.msg);
         }
         {
@@ -472,14 +472,16 @@ int main(int argc, char **argv)
                 pthread_create(&th, NULL, fire_later, &cancel);
                 r = c ? call(c, &cancel, &res, &err) : -1;
                 pthread_join(th, NULL);
-                ok(r == -ECANCELED && dm_now_ms() - t0 < 1200, "a cancel ends the wait at once (%lld ms)",
+                /* Not cancelled, the call would end -ETIMEDOUT at 1.5 s. */
+                ok(r == -ECANCELED, "a cancel ends the wait before the call's timeout (%lld ms)",
                    (long long)(dm_now_ms() - t0));
                 dm_cancel_release(&cancel);
         }
         {
                 int64_t t0 = dm_now_ms();
                 dm_mcpclient_free(c);
-                ok(dm_now_ms() - t0 < 4000, "a server ends when its stdin closes (%lld ms)",
+                /* Stdin closed, SIGTERM 2 s later, SIGKILL 2 s after: against a hang. */
+                ok(dm_now_ms() - t0 < slack_ms(30000), "a server ends when its stdin closes (%lld ms)",
                    (long long)(dm_now_ms() - t0));
         }
 

@@ -44,6 +44,20 @@ static int64_t waited(const bool *stop)
         return w.returned - w.started;
 }
 
+/* "No wait" is a few microseconds, a wait at least DM_QUIET_GRACE_MS; a
+ * loaded machine may hold any one call longer than that, never all five:
+ * the shortest of five is the function's own time. */
+static int64_t waited_best(const bool *stop)
+{
+        int64_t best = INT64_MAX;
+
+        for (int i = 0; i < 5; i++) {
+                int64_t ms = waited(stop);
+                best = ms < best ? ms : best;
+        }
+        return best;
+}
+
 int main(void)
 {
         struct dm_error err = { 0 };
@@ -66,15 +80,17 @@ int main(void)
                 return done_testing();
         }
 
-        ms = waited(NULL);
-        ok(ms < 20, "nothing has run: no wait (%lld ms)", (long long)ms);
+        ms = waited_best(NULL);
+        ok(ms < DM_QUIET_GRACE_MS - 10, "nothing has run: no wait (best of 5: %lld ms)", (long long)ms);
 
         /* One call alone: no wait (it and the background work get a core each). */
         dm_context_busy(&ctx, true);
-        ms = waited(NULL);
-        ok(ms < 10, "one call in flight: no wait (%lld ms)", (long long)ms);
+        ms = waited_best(NULL);
+        ok(ms < DM_QUIET_GRACE_MS - 10, "one call in flight: no wait (best of 5: %lld ms)", (long long)ms);
 
-        /* Two at once; one ends 100 ms into the wait: it returns a grace later. */
+        /* Two at once; one ends 100 ms into the wait: it returns a grace later.
+         * The upper bounds below are only "not at DM_QUIET_MAX_MS", the
+         * wrong answer's time: a loaded machine may be slow to wake us. */
         dm_context_busy(&ctx, true);
         pthread_create(&t, NULL, wait_main, &w);
         usleep(100 * 1000);
@@ -82,7 +98,7 @@ int main(void)
         dm_context_busy(&ctx, false);
         pthread_join(t, NULL);
         ms = w.returned - t0;
-        ok(w.returned - w.started >= 100 && ms >= DM_QUIET_GRACE_MS - 2 && ms < 500,
+        ok(w.returned - w.started >= 100 && ms >= DM_QUIET_GRACE_MS - 2 && ms < DM_QUIET_MAX_MS - 200,
            "two calls in flight: the wait ends %d ms after one ends (%lld ms after, %lld in all)", DM_QUIET_GRACE_MS,
            (long long)ms, (long long)(w.returned - w.started));
         dm_context_busy(&ctx, false);
@@ -91,16 +107,17 @@ int main(void)
         dm_context_busy(&ctx, false);
         dm_context_busy(&ctx, false);
         ms = waited(NULL);
-        ok(ms >= DM_QUIET_GRACE_MS - 2 && ms < 500, "right after concurrent calls: the grace (%lld ms)", (long long)ms);
+        ok(ms >= DM_QUIET_GRACE_MS - 2 && ms < DM_QUIET_MAX_MS - 200,
+           "right after concurrent calls: the grace (%lld ms)", (long long)ms);
         usleep((DM_QUIET_GRACE_MS + 10) * 1000);
-        ms = waited(NULL);
-        ok(ms < 10, "a grace after it: no wait (%lld ms)", (long long)ms);
+        ms = waited_best(NULL);
+        ok(ms < DM_QUIET_GRACE_MS - 10, "a grace after it: no wait (best of 5: %lld ms)", (long long)ms);
 
         /* Concurrent calls that never stop delay background work, never starve it. */
         dm_context_busy(&ctx, true);
         dm_context_busy(&ctx, true);
         ms = waited(NULL);
-        ok(ms >= DM_QUIET_MAX_MS - 2 && ms < DM_QUIET_MAX_MS + 1000,
+        ok(ms >= DM_QUIET_MAX_MS - 2 && ms < DM_QUIET_MAX_MS + slack_ms(10000),
            "two calls that go on: the wait ends after DM_QUIET_MAX_MS (%lld ms)", (long long)ms);
 
         /* A stop ends the wait at once. */
@@ -112,9 +129,10 @@ int main(void)
         __atomic_store_n(&stop, true, __ATOMIC_RELEASE);
         dm_context_quiet_wake(&ctx);
         pthread_join(t, NULL);
-        ok(w.returned - t0 < 200, "a stop ends it at once (%lld ms after)", (long long)(w.returned - t0));
-        ms = waited(&stop);
-        ok(ms < 10, "and a stopped waiter does not wait (%lld ms)", (long long)ms);
+        ok(w.returned - t0 < DM_QUIET_MAX_MS - 200, "a stop ends it before DM_QUIET_MAX_MS (%lld ms after)",
+           (long long)(w.returned - t0));
+        ms = waited_best(&stop);
+        ok(ms < DM_QUIET_GRACE_MS - 10, "and a stopped waiter does not wait (best of 5: %lld ms)", (long long)ms);
 
         /* The reaper yields too, but a flush does not wait for quiet. */
         snprintf(scratch, sizeof(scratch), "%s/scratch", root);
@@ -124,7 +142,7 @@ int main(void)
         dm_context_reap_flush(&ctx);
         ms = dm_now_ms() - t0;
         ok(access(scratch, F_OK) < 0 && errno == ENOENT, "a flush while two calls run: the removal is done");
-        ok(ms < DM_QUIET_MAX_MS / 2, "without waiting for the calls (%lld ms)", (long long)ms);
+        ok(ms < DM_QUIET_MAX_MS - 200, "without waiting for the calls (%lld ms)", (long long)ms);
         dm_context_busy(&ctx, false);
         dm_context_busy(&ctx, false);
 
