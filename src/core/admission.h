@@ -12,11 +12,11 @@
  *   tree      slots and records under the caller's tree root (the top
  *             nested sandbox or run: the principal's first two components).
  *
- * Persistent sandboxes are counted by their records (a record is written
- * before sandbox_create answers and removed after the container is), so
- * sandboxes an earlier server made count too; their creating call holds a
- * slot until it returns, so none is missed in between (at worst counted
- * twice for a moment). Runs and jobs hold a slot each: the call's (or the
+ * A persistent sandbox's slot is claimed by its creating call and bound to
+ * its record once made (dm_admission_bind), until it is destroyed
+ * (dm_admission_release_key); sandboxes an earlier server made hold no
+ * slot and are counted by their records (a record whose id a bound slot
+ * holds counts once). Runs and jobs hold a slot each: the call's (or the
  * job's) until it ends, and a reference of the reap queue's until the
  * container is removed.
  *

@@ -387,10 +387,11 @@ bool dm_tools_nested_possible(struct dm_call *call)
                dm_launch_use_shim(ctx, b);
 }
 
-/* A sandbox was destroyed, or a run ended: its endpoint stops (its calls
- * are cancelled and waited for), then what its calls made goes: the
- * subtree's jobs are cancelled and its sandboxes destroyed (each of those
- * may end a subtree of its own the same way). */
+/* A sandbox was destroyed, or a run ended: its subtree is closed to new
+ * claims, its endpoint stops (its calls are cancelled and waited for), then
+ * what its calls made goes: what holds a slot in the subtree (runs, jobs,
+ * creates at any level) is cancelled and waited for, and its sandboxes are
+ * destroyed (each of those may end a subtree of its own the same way). */
 void dm_tools_nested_end(struct dm_context *ctx, const char *id)
 {
         char principal[DM_PRINCIPAL_MAX], job_ids[64][32];

@@ -182,9 +182,11 @@ void dm_tools_nested_run_end(struct dm_tools_nested_run *n);
  * sandbox's network namespace on this host, and one more level stays
  * within DEMESNE_MAX_DEPTH (what a default of nested: true needs). */
 bool dm_tools_nested_possible(struct dm_call *call);
-/* A nested sandbox was destroyed or a nested run ended: its endpoint stops,
- * its subtree's jobs are cancelled and its sandboxes destroyed. Nothing for
- * an id without an endpoint. */
+/* A nested sandbox was destroyed or a nested run ended: its subtree is
+ * closed to new containers (src/core/admission.h), its endpoint stops, what
+ * runs in its subtree (jobs, runs and creates in flight) is cancelled and
+ * waited for, and its sandboxes are destroyed. Nothing for an id without an
+ * endpoint. */
 void dm_tools_nested_end(struct dm_context *ctx, const char *id);
 /* Sets the hooks up (dm_tools_server_new: srv is what the endpoints
  * serve); stops every endpoint (before the MCP server is freed). */

@@ -5,7 +5,8 @@
 
 # The client inside the sandbox: `sh /workspace/call.sh TOOL` with the
 # arguments (JSON) on stdin prints the tool call's JSON-RPC answer; the
-# session is made once per endpoint and kept in /tmp. `call.sh -raw TOKEN`
+# session is made once per endpoint and kept in /tmp; calls in flight at
+# once in one session need ids of their own (CALL_ID). `call.sh -raw TOKEN`
 # prints the HTTP status of an initialize with that token.
 cat >"$tmp/call.sh" <<'EOF'
 set -e
@@ -27,7 +28,7 @@ args=$(cat)
 # The answer is an SSE stream (its last data line) or, as the server may
 # choose, one JSON body: either is printed as the JSON-RPC answer.
 out=$(h -H "Authorization: Bearer $DEMESNE_MCP_TOKEN" -H "Mcp-Session-Id: $(cat "$sid")" "$u" \
-	-d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"$1\",\"arguments\":$args}}")
+	-d "{\"jsonrpc\":\"2.0\",\"id\":${CALL_ID:-1},\"method\":\"tools/call\",\"params\":{\"name\":\"$1\",\"arguments\":$args}}")
 if printf '%s\n' "$out" | grep -q '^data: '; then
 	printf '%s\n' "$out" | sed -n 's/^data: //p' | tail -n 1
 else
