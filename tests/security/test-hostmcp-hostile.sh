@@ -182,7 +182,12 @@ done
 mcp_call sandbox_exec "$(jq -cn --arg id "$b" \
 	'{sandbox_id: $id, command: "setsid sh /workspace/other.sh >/tmp/other.out 2>&1 </dev/null & sleep 0.2; echo started"}')"
 diag "other.sh: $(field stdout) $(field stderr)"
-mcp_call sandbox_exec "$(jq -cn --arg id "$a" '{sandbox_id: $id, command: "sh /workspace/flood.sh", timeout_seconds: 120}')"
+# The bound is against a hang: the served calls take 4 s each, one at a
+# time, and under ThreadSanitizer everything around them is many times
+# slower (the flood took over 120 s there once).
+flood_t0=$(date +%s)
+mcp_call sandbox_exec "$(jq -cn --arg id "$a" '{sandbox_id: $id, command: "sh /workspace/flood.sh", timeout_seconds: 900}')"
+diag "the flood took $(($(date +%s) - flood_t0)) s"
 flood=$(field stdout)
 slept=$(grep -c 'slept 4000' <<<"$flood")
 busy=$(grep -c 'EAGAIN' <<<"$flood")
