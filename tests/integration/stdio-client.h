@@ -17,6 +17,7 @@
 
 #include "src/basic/timeutil.h"
 #include "tests/integration/common.h"
+#include "tests/integration/engine-env.h"
 #include "tests/tap.h"
 
 #define MODERN_META                                                              \
@@ -166,7 +167,7 @@ static inline void send_call(struct child *c, int id, const char *tool, const ch
  * cannot start. */
 static inline struct dm_backend *serve_start(const char *name, struct child *c, const char *const *env)
 {
-        struct dm_engine_config ec = { .may_start_podman = false, .response_max = 16 << 20 };
+        struct dm_engine_config ec = { .env = test_engine_env(), .may_start_podman = false, .response_max = 16 << 20 };
         struct dm_error err = { 0 };
         struct dm_backend *b;
 
