@@ -61,11 +61,42 @@ static void buf_releasep(struct dm_buf *b)
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static int call(struct docker *d, const char *method, const char *path, const char *body, long timeout_ms,
-                long *ret_status, struct dm_buf *out, struct dm_error *err)
+/* The statuses a call accepts, 0-ended: OK(204, 200). */
+#define OK(...) ((const long[]){ __VA_ARGS__, 0 })
+
+static int parse_json(const struct dm_buf *b, struct json_object **ret, struct dm_error *err);
+
+/* One call to the endpoint fmt names: a status not in ok is an error in
+ * the engine's words; with ret, the answer parsed as JSON. ret_status (may
+ * be NULL) gets the status, 0 when no answer came. */
+static int __attribute__((format(printf, 9, 10)))
+request(struct docker *d, const char *method, const char *body, long timeout_ms, const long *ok, long *ret_status,
+        struct json_object **ret, struct dm_error *err, const char *fmt, ...)
 {
-        dm_buf_init(out, d->response_max);
-        return dm_curl_request(d->http, method, path, body, timeout_ms, ret_status, out, err);
+        _cleanup_buf_ struct dm_buf out = { 0 };
+        _cleanup_free_ char *path = NULL;
+        long status = 0;
+        va_list ap;
+        int r;
+
+        if (ret_status)
+                *ret_status = 0;
+        va_start(ap, fmt);
+        r = vasprintf(&path, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        dm_buf_init(&out, d->response_max);
+        r = dm_curl_request(d->http, method, path, body, timeout_ms, &status, &out, err);
+        if (r < 0)
+                return r;
+        if (ret_status)
+                *ret_status = status;
+        while (*ok && *ok != status)
+                ok++;
+        if (!*ok)
+                return dm_curl_status_error(err, status, out.data, out.len);
+        return ret ? parse_json(&out, ret, err) : 0;
 }
 
 int dm_docker_parse_json(const char *data, size_t len, struct json_object **ret, struct dm_error *err)
@@ -133,15 +164,7 @@ static int check_ref(const char *what, const char *ref, struct dm_error *err)
 
 static int docker_ping(struct dm_backend *b, struct dm_error *err)
 {
-        struct docker *d = to_docker(b);
-        _cleanup_buf_ struct dm_buf out = { 0 };
-        long status;
-        int r;
-
-        r = call(d, "GET", "/_ping", NULL, 5000, &status, &out, err);
-        if (r >= 0 && status != 200)
-                r = dm_curl_status_error(err, status, out.data, out.len);
-        if (r < 0)
+        if (request(to_docker(b), "GET", NULL, 5000, OK(200), NULL, NULL, err, "/_ping") < 0)
                 return dm_error_wrap(err, "ping");
         return 0;
 }
@@ -180,12 +203,7 @@ static int docker_describe(struct dm_backend *b, char **ret_desc, struct dm_erro
             dm_docker_describe_from_server(hdr[0].value, hdr[1].value, dm_curl_describe_host(d->http), ret_desc))
                 return 0;
 
-        r = call(d, "GET", "/version", NULL, CALL_TIMEOUT_MS, &status, &out, err);
-        if (r >= 0 && status != 200)
-                r = dm_curl_status_error(err, status, out.data, out.len);
-        if (r >= 0)
-                r = parse_json(&out, &o, err);
-        if (r < 0)
+        if (request(d, "GET", NULL, CALL_TIMEOUT_MS, OK(200), NULL, &o, err, "/version") < 0)
                 return dm_error_wrap(err, "engine version");
         if (dm_docker_describe_version(o, dm_curl_describe_host(d->http), ret_desc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -240,10 +258,8 @@ static bool image_seen(struct docker *d, const char *image, int change)
 static int docker_image_exists(struct dm_backend *b, const char *image, bool *ret_exists, struct dm_error *err)
 {
         struct docker *d = to_docker(b);
-        _cleanup_buf_ struct dm_buf out = { 0 };
-        _cleanup_free_ char *esc = NULL, *path = NULL;
+        _cleanup_free_ char *esc = NULL;
         long status;
-        int r;
 
         if (image_seen(d, image, 0)) {
                 *ret_exists = true;
@@ -252,12 +268,9 @@ static int docker_image_exists(struct dm_backend *b, const char *image, bool *re
 
         /* Slashes stay: the route is /images/{name:.*}/json. */
         esc = dm_uri_escape(image, "/:");
-        if (!esc || asprintf(&path, "/images/%s/json", esc) < 0)
+        if (!esc)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        r = call(d, "GET", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
-        if (r >= 0 && status != 200 && status != 404)
-                r = dm_curl_status_error(err, status, out.data, out.len);
-        if (r < 0)
+        if (request(d, "GET", NULL, CALL_TIMEOUT_MS, OK(200, 404), &status, NULL, err, "/images/%s/json", esc) < 0)
                 return dm_error_wrap(err, "look up image '%s'", image);
         *ret_exists = status == 200;
         if (*ret_exists)
@@ -398,8 +411,7 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
                          struct dm_error *err)
 {
         struct docker *d = to_docker(b);
-        _cleanup_buf_ struct dm_buf out = { 0 };
-        _cleanup_free_ char *body = NULL, *path = NULL, *esc = NULL;
+        _cleanup_free_ char *body = NULL, *esc = NULL;
         _cleanup_json_ struct json_object *o = NULL;
         struct json_object *id, *warnings;
         long status;
@@ -429,17 +441,17 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
                                     "create container: the engine at '%s' is not on this host, so demesne cannot "
                                     "enforce an egress policy there: use egress 'none'",
                                     dm_curl_host(d->http));
-        if ((spec->name && !esc) || asprintf(&path, "/containers/create%s%s", esc ? "?name=" : "", esc ? esc : "") < 0)
+        if (spec->name && !esc)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = create_body(spec, &body, err);
         if (r < 0)
                 return dm_error_wrap(err, "create container");
 
-        r = call(d, "POST", path, body, CALL_TIMEOUT_MS, &status, &out, err);
-        if (r >= 0 && status != 201 && status != 200) {
+        r = request(d, "POST", body, CALL_TIMEOUT_MS, OK(201, 200), &status, &o, err, "/containers/create%s%s",
+                    esc ? "?name=" : "", esc ? esc : "");
+        if (r < 0 && status >= 400) {
                 _cleanup_json_ struct json_object *other = NULL;
 
-                r = dm_curl_status_error(err, status, out.data, out.len);
                 if (status == 404)
                         image_seen(d, spec->image, -1); /* removed since it was seen */
                 /* The name is taken: Docker answers 409, Podman 4.3 500 ("the
@@ -448,8 +460,6 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
                 if (status == 409 || (status == 500 && spec->name && inspect_json(d, spec->name, &other, NULL) == 0))
                         err->code = r = -EEXIST;
         }
-        if (r >= 0)
-                r = parse_json(&out, &o, err);
         if (r >= 0 && !(id = get(o, "Id")))
                 r = dm_error_set(err, -EPROTO, "engine answered without an Id");
         if (r < 0)
@@ -484,29 +494,15 @@ static int docker_attach(struct dm_backend *b, const char *id, struct dm_stream 
         return 0;
 }
 
-static int simple_post(struct docker *d, const char *path, const char *body, long *ret_status, struct dm_buf *out,
-                       struct dm_error *err)
-{
-        return call(d, "POST", path, body, CALL_TIMEOUT_MS, ret_status, out, err);
-}
-
 static int docker_start(struct dm_backend *b, const char *id, struct dm_error *err)
 {
-        struct docker *d = to_docker(b);
-        _cleanup_buf_ struct dm_buf out = { 0 };
-        _cleanup_free_ char *path = NULL;
-        long status;
-        int r;
+        int r = check_ref("container id", id, err);
 
-        r = check_ref("container id", id, err);
         if (r < 0)
                 return r;
-        if (asprintf(&path, "/containers/%s/start", id) < 0)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        r = simple_post(d, path, NULL, &status, &out, err);
         /* 304: already started, which is what the caller wanted. */
-        if (r >= 0 && status != 204 && status != 200 && status != 304)
-                r = dm_curl_status_error(err, status, out.data, out.len);
+        r = request(to_docker(b), "POST", NULL, CALL_TIMEOUT_MS, OK(204, 200, 304), NULL, NULL, err,
+                    "/containers/%s/start", id);
         if (r < 0)
                 return dm_error_wrap(err, "start container '%s'", id);
         return 0;
@@ -515,22 +511,18 @@ static int docker_start(struct dm_backend *b, const char *id, struct dm_error *e
 static int docker_kill(struct dm_backend *b, const char *id, int signo, struct dm_error *err)
 {
         struct docker *d = to_docker(b);
-        _cleanup_buf_ struct dm_buf out = { 0 };
-        _cleanup_free_ char *path = NULL;
         long status;
         int r;
 
         r = check_ref("container id", id, err);
         if (r < 0)
                 return r;
-        if (asprintf(&path, "/containers/%s/kill?signal=%d", id, signo) < 0)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        r = simple_post(d, path, NULL, &status, &out, err);
-        if (r >= 0 && status != 204 && status != 200) {
+        r = request(d, "POST", NULL, CALL_TIMEOUT_MS, OK(204, 200), &status, NULL, err, "/containers/%s/kill?signal=%d",
+                    id, signo);
+        if (r < 0 && status >= 400) {
                 _cleanup_json_ struct json_object *o = NULL;
                 struct json_object *running;
 
-                r = dm_curl_status_error(err, status, out.data, out.len);
                 /* Not running: Docker answers 409, Podman 500 ("container
                  * state improper"). The caller kills to stop it and it has
                  * stopped, so that is success; ask rather than parse prose. */
@@ -548,8 +540,6 @@ static int docker_kill(struct dm_backend *b, const char *id, int signo, struct d
 static int docker_destroy(struct dm_backend *b, const char *id, struct dm_error *err)
 {
         struct docker *d = to_docker(b);
-        _cleanup_buf_ struct dm_buf out = { 0 };
-        _cleanup_free_ char *path = NULL;
         int64_t give_up = dm_now_ms() + CALL_TIMEOUT_MS;
         long status;
         int r;
@@ -557,8 +547,6 @@ static int docker_destroy(struct dm_backend *b, const char *id, struct dm_error 
         r = check_ref("container id", id, err);
         if (r < 0)
                 return r;
-        if (asprintf(&path, "/containers/%s?force=1&v=1", id) < 0)
-                return dm_error_set(err, -ENOMEM, "out of memory");
         /* A removal already under way (another thread, another server's
          * sweep): Podman waits for it and answers 204, dockerd answers 409
          * "removal of container ... is already in progress" at once, and
@@ -568,25 +556,23 @@ static int docker_destroy(struct dm_backend *b, const char *id, struct dm_error 
          * container's storage is still being torn down by its exit: asked
          * again, it removes it or says it is gone; three tries. */
         for (unsigned delay_us = 1000, tries_500 = 0;;) {
-                r = call(d, "DELETE", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
-                if (r < 0 || dm_now_ms() >= give_up)
+                r = request(d, "DELETE", NULL, CALL_TIMEOUT_MS, OK(204, 200, 404), &status, NULL, err,
+                            "/containers/%s?force=1&v=1", id);
+                if (r >= 0 || status == 0 || dm_now_ms() >= give_up)
                         break;
                 if (status == 500 && ++tries_500 < 3) {
-                        log_info("removing container %.12s: engine answered 500 (%.*s); asking again", id,
-                                 (int)(out.len > 200 ? 200 : out.len), out.data ? out.data : "");
-                        dm_buf_release(&out);
+                        log_info("removing container %.12s: %s; asking again", id, err->msg);
+                        dm_error_clear(err);
                         usleep(200 * 1000);
                         continue;
                 }
                 if (status != 409)
                         break;
-                dm_buf_release(&out);
+                dm_error_clear(err);
                 usleep(delay_us);
                 if (delay_us < 50000)
                         delay_us *= 2;
         }
-        if (r >= 0 && status != 204 && status != 200 && status != 404)
-                r = dm_curl_status_error(err, status, out.data, out.len);
         if (r < 0)
                 return dm_error_wrap(err, "remove container '%s'", id);
         return 0;
@@ -670,22 +656,11 @@ oom:
 
 static int inspect_json(struct docker *d, const char *id, struct json_object **ret, struct dm_error *err)
 {
-        _cleanup_buf_ struct dm_buf out = { 0 };
-        _cleanup_free_ char *path = NULL;
-        long status;
-        int r;
+        int r = check_ref("container id", id, err);
 
-        r = check_ref("container id", id, err);
         if (r < 0)
                 return r;
-        if (asprintf(&path, "/containers/%s/json", id) < 0)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        r = call(d, "GET", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
-        if (r >= 0 && status != 200)
-                r = dm_curl_status_error(err, status, out.data, out.len);
-        if (r >= 0)
-                r = parse_json(&out, ret, err);
-        return r;
+        return request(d, "GET", NULL, CALL_TIMEOUT_MS, OK(200), NULL, ret, err, "/containers/%s/json", id);
 }
 
 static int docker_inspect(struct dm_backend *b, const char *id, struct dm_container_info *ret_info,
@@ -714,13 +689,12 @@ static int docker_inspect(struct dm_backend *b, const char *id, struct dm_contai
  * still running then (it closed its output but goes on, or nobody attached)
  * gets the blocking POST /wait, which costs the engine nothing while it waits. */
 #define WAIT_POLL_BUDGET_MS 150
+#define WAIT_ENGINE_RACE_TRIES 3
 static int docker_wait(struct dm_backend *b, const char *id, int *ret_exit_code, struct dm_error *err)
 {
         struct docker *d = to_docker(b);
         int64_t give_up = dm_now_ms() + WAIT_POLL_BUDGET_MS;
         unsigned delay_us = 1000;
-        _cleanup_buf_ struct dm_buf out = { 0 };
-        _cleanup_free_ char *path = NULL;
         _cleanup_json_ struct json_object *o = NULL;
         struct json_object *code;
         long status;
@@ -731,6 +705,17 @@ static int docker_wait(struct dm_backend *b, const char *id, int *ret_exit_code,
                 const char *s;
 
                 r = inspect_json(d, id, &o, err);
+                if (r == -EIO) {
+                        /* Podman answers 500 ("read /proc/PID/cgroup: no
+                         * such process") when the inspect races the
+                         * container's exit: seen in CI under TSan load.
+                         * Poll on, then ask the blocking wait. */
+                        dm_error_clear(err);
+                        if (dm_now_ms() >= give_up)
+                                break;
+                        usleep(delay_us);
+                        continue;
+                }
                 if (r < 0)
                         return dm_error_wrap(err, "wait for container '%s'", id);
                 state = get(o, "State");
@@ -748,13 +733,14 @@ static int docker_wait(struct dm_backend *b, const char *id, int *ret_exit_code,
                         delay_us *= 2;
         }
 
-        if (asprintf(&path, "/containers/%s/wait", id) < 0)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        r = call(d, "POST", path, NULL, 0, &status, &out, err);
-        if (r >= 0 && status != 200)
-                r = dm_curl_status_error(err, status, out.data, out.len);
-        if (r >= 0)
-                r = parse_json(&out, &o, err);
+        for (int tries = 0;; tries++) {
+                r = request(d, "POST", NULL, 0, OK(200), &status, &o, err, "/containers/%s/wait", id);
+                /* The same race on the blocking wait: a few tries, then say it. */
+                if (r >= 0 || status < 500 || tries == WAIT_ENGINE_RACE_TRIES)
+                        break;
+                dm_error_clear(err);
+                usleep(50 * 1000);
+        }
         if (r >= 0 && !(code = get(o, "StatusCode")))
                 r = dm_error_set(err, -EPROTO, "engine answered without a StatusCode");
         if (r < 0)
@@ -765,22 +751,15 @@ static int docker_wait(struct dm_backend *b, const char *id, int *ret_exit_code,
 
 static int docker_list(struct dm_backend *b, const char *label, char ***ret_ids, size_t *ret_n, struct dm_error *err)
 {
-        struct docker *d = to_docker(b);
-        _cleanup_buf_ struct dm_buf out = { 0 };
-        _cleanup_free_ char *path = NULL, *esc = NULL;
+        _cleanup_free_ char *esc = NULL;
         _cleanup_json_ struct json_object *filters = json_object_new_object(), *o = NULL;
-        long status;
         int r;
 
         if (!filters || dm_json_add(filters, "label", dm_json_strv((const char *const[]){ label, NULL })) < 0 ||
-            !(esc = dm_uri_escape(json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN), "")) ||
-            asprintf(&path, "/containers/json?all=1&filters=%s", esc) < 0)
+            !(esc = dm_uri_escape(json_object_to_json_string_ext(filters, JSON_C_TO_STRING_PLAIN), "")))
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        r = call(d, "GET", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
-        if (r >= 0 && status != 200)
-                r = dm_curl_status_error(err, status, out.data, out.len);
-        if (r >= 0)
-                r = parse_json(&out, &o, err);
+        r = request(to_docker(b), "GET", NULL, CALL_TIMEOUT_MS, OK(200), NULL, &o, err,
+                    "/containers/json?all=1&filters=%s", esc);
         if (r >= 0)
                 r = dm_docker_list_ids(o, ret_ids, ret_n, err);
         if (r < 0)
@@ -821,11 +800,9 @@ static int docker_exec(struct dm_backend *b, const char *id, const struct dm_exe
                        struct dm_stream **ret_stream, char **ret_exec_id, struct dm_error *err)
 {
         struct docker *d = to_docker(b);
-        _cleanup_buf_ struct dm_buf out = { 0 };
         _cleanup_free_ char *path = NULL, *exec_id = NULL;
         _cleanup_json_ struct json_object *body = json_object_new_object(), *o = NULL;
         struct json_object *eid;
-        long status;
         int r = 0;
 
         r = check_ref("container id", id, err);
@@ -844,14 +821,11 @@ static int docker_exec(struct dm_backend *b, const char *id, const struct dm_exe
                 r |= dm_json_add(body, "Env", dm_json_strv(spec->env));
         if (spec->workdir)
                 r |= dm_json_add(body, "WorkingDir", json_object_new_string(spec->workdir));
-        if (r || asprintf(&path, "/containers/%s/exec", id) < 0)
+        if (r)
                 return dm_error_set(err, -ENOMEM, "out of memory");
 
-        r = simple_post(d, path, json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN), &status, &out, err);
-        if (r >= 0 && status != 201 && status != 200)
-                r = dm_curl_status_error(err, status, out.data, out.len);
-        if (r >= 0)
-                r = parse_json(&out, &o, err);
+        r = request(d, "POST", json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN), CALL_TIMEOUT_MS,
+                    OK(201, 200), NULL, &o, err, "/containers/%s/exec", id);
         if (r >= 0 && !(eid = get(o, "Id")))
                 r = dm_error_set(err, -EPROTO, "engine answered without an Id");
         if (r >= 0)
@@ -861,7 +835,6 @@ static int docker_exec(struct dm_backend *b, const char *id, const struct dm_exe
         if (r < 0)
                 return dm_error_wrap(err, "exec in container '%s'", id);
 
-        free(path);
         if (asprintf(&path, "/exec/%s/start", exec_id) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = dm_stream_open(d->http, path, "{\"Detach\":false,\"Tty\":false}", STREAM_HEAD_TIMEOUT_MS, ret_stream, err);
@@ -875,26 +848,17 @@ static int docker_exec(struct dm_backend *b, const char *id, const struct dm_exe
  * (1 ms, doubling to 50 ms) while the engine still reports it running. */
 static int docker_exec_exit_code(struct dm_backend *b, const char *exec_id, int *ret_exit_code, struct dm_error *err)
 {
-        struct docker *d = to_docker(b);
-        _cleanup_free_ char *path = NULL;
         unsigned delay_us = 1000;
-        long status;
         int r;
 
         r = check_ref("exec id", exec_id, err);
         if (r < 0)
                 return r;
-        if (asprintf(&path, "/exec/%s/json", exec_id) < 0)
-                return dm_error_set(err, -ENOMEM, "out of memory");
         for (;;) {
-                _cleanup_buf_ struct dm_buf out = { 0 };
                 _cleanup_json_ struct json_object *o = NULL;
 
-                r = call(d, "GET", path, NULL, CALL_TIMEOUT_MS, &status, &out, err);
-                if (r >= 0 && status != 200)
-                        r = dm_curl_status_error(err, status, out.data, out.len);
-                if (r >= 0)
-                        r = parse_json(&out, &o, err);
+                r = request(to_docker(b), "GET", NULL, CALL_TIMEOUT_MS, OK(200), NULL, &o, err, "/exec/%s/json",
+                            exec_id);
                 if (r < 0)
                         return dm_error_wrap(err, "inspect exec '%s'", exec_id);
                 if (dm_docker_exec_exited(o, ret_exit_code))
