@@ -353,8 +353,37 @@ label_package_hosts() {
 	step "$name" "label package hosts ($hosts)" "$ENGINE" "${args[@]}" "$dir"
 }
 
+# What --list reads of each image, one engine call per image instead of one
+# per field (the CLI starts in ~0.1 s; doctor ran 48 of them): ref -> id,
+# inputs label, parent label and size, separated by '|'; "-" when missing. Only
+# --list fills it: it builds nothing, so nothing it read goes stale.
+declare -A IMAGE_CACHE=()
+IMAGE_FIELDS='{{.Id}}|{{ index .Config.Labels "demesne.inputs" }}|{{ index .Config.Labels "demesne.parent" }}|{{.Size}}'
+cache_images() {
+	local ref
+	for ref in "$@"; do
+		IMAGE_CACHE[$ref]=$("$ENGINE" image inspect --format "$IMAGE_FIELDS" "$ref" 2>/dev/null) || IMAGE_CACHE[$ref]=-
+	done
+}
+
 # Print one field of an image (Go template), or nothing if it does not exist.
 image_field() {
+	local f=() i
+	if [[ -n ${IMAGE_CACHE[$1]:-} ]]; then
+		[[ ${IMAGE_CACHE[$1]} != - ]] || return 0
+		IFS='|' read -r -a f <<<"${IMAGE_CACHE[$1]}"
+		case $2 in
+		'{{.Id}}') i=0 ;;
+		'{{ index .Config.Labels "demesne.inputs" }}') i=1 ;;
+		'{{ index .Config.Labels "demesne.parent" }}') i=2 ;;
+		'{{.Size}}') i=3 ;;
+		*) i='' ;;
+		esac
+		if [[ -n $i ]]; then
+			printf '%s\n' "${f[i]:-}"
+			return 0
+		fi
+	fi
 	"$ENGINE" image inspect --format "$2" "$1" 2>/dev/null || true
 }
 
@@ -408,7 +437,9 @@ tag_inputs() {
 # inputs tag it should have, state (built, stale: <why>, missing) and size in
 # bytes (0 when missing). Nothing is built.
 list_images() {
-	local name hash ref why state size
+	local name hash ref why state size refs=()
+	for name in "${ALL_IMAGES[@]}"; do refs+=("$(dm_image_ref "$name")"); done
+	cache_images "${refs[@]}"
 	for name in "${ALL_IMAGES[@]}"; do
 		hash=$(inputs_hash "$name")
 		ref=$(dm_image_ref "$name")
