@@ -6,7 +6,8 @@
 #   tests/fuzz/run.sh [SECONDS] [TARGET...]
 # SECONDS per target (default 30; CI calls it with 30). TARGETs are the
 # names of tests/fuzz/fuzz-<name>.c (shim-frame, jsonrpc, args, http-head,
-# engine, policy, http-guard); default: all of them, one after the other.
+# engine, policy, http-guard); default: all of them, $FUZZ_JOBS at a time
+# (default: one per core).
 # Each starts from its seed corpus in tests/fuzz/corpus/<name> (left as it
 # is: new inputs go to a temporary directory, or to $FUZZ_CORPUS_OUT/<name>
 # when set). A crash, leak, timeout or broken property leaves its input as
@@ -79,21 +80,54 @@ lib_paths=()
 for l in $libs; do lib_paths+=("$build/$l"); done
 
 mkdir -p "$artifacts"
-failed=()
+# Each target is built, then the targets run $FUZZ_JOBS at a time (default:
+# one per core; a libFuzzer run is one busy thread), each into a log of its
+# own that is printed when it ends, so the outputs do not interleave.
+jobs=${FUZZ_JOBS:-$(nproc)}
+case $jobs in '' | *[!0-9]* | 0) say "FUZZ_JOBS must be a positive number, not '$jobs'"; exit 2 ;; esac
+throttle() { while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; "$@"; done; }
 for t in "${targets[@]}"; do
+	throttle :
 	# shellcheck disable=SC2086
 	"$cc" -g -O1 -std=gnu11 -pthread -fsanitize=fuzzer $san -I"$build" -I"$here" \
 		"$here/tests/fuzz/fuzz-$t.c" "${lib_paths[@]}" $ext_libs \
-		-o "$work/fuzz-$t"
+		-o "$work/fuzz-$t" &
+done
+wait
+for t in "${targets[@]}"; do
+	[ -x "$work/fuzz-$t" ] || { say "building the target '$t' failed"; exit 1; }
+done
+fuzz_one() {
+	local t=$1 out rc=0
 	out=${FUZZ_CORPUS_OUT:+$FUZZ_CORPUS_OUT/$t}
 	out=${out:-$work/corpus-$t}
 	mkdir -p "$out"
-	say "fuzzing '$t' for ${secs}s"
-	if ! nice "$work/fuzz-$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+	nice "$work/fuzz-$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
 		-print_final_stats=1 -artifact_prefix="$artifacts/$t-" \
-		"$out" "$here/tests/fuzz/corpus/$t"; then
-		failed+=("$t")
-	fi
+		"$out" "$here/tests/fuzz/corpus/$t" >"$work/log-$t" 2>&1 || rc=$?
+	echo "$rc" >"$work/rc-$t"
+}
+printed=()
+print_done() { # the logs of the targets that ended, once each
+	local t
+	for t in "${targets[@]}"; do
+		[ -e "$work/rc-$t" ] || continue
+		[[ " ${printed[*]} " == *" $t "* ]] && continue
+		printed+=("$t")
+		say "'$t' ended (exit $(cat "$work/rc-$t")):"
+		cat "$work/log-$t" >&2
+	done
+}
+for t in "${targets[@]}"; do
+	throttle print_done
+	say "fuzzing '$t' for ${secs}s"
+	fuzz_one "$t" &
+done
+wait
+print_done
+failed=()
+for t in "${targets[@]}"; do
+	[ "$(cat "$work/rc-$t" 2>/dev/null)" = 0 ] || failed+=("$t")
 done
 if [ ${#failed[@]} -gt 0 ]; then
 	say "FAILED: ${failed[*]} (inputs in $artifacts)"
