@@ -17,9 +17,11 @@
 #                      --only test-backend-conformance; no script or e2e test
 #                      (--only test-docker-tls: the engine over tcp:// with
 #                      TLS alone, tests/integration/test-docker-tls.sh)
-# Needs root and what `./setup.sh --test-deps` installs (docker.io). Output
-# is TAP, one line per test program; each program's log, dockerd's and
-# containerd's logs go to BUILD/dockerd-tests/.
+# Needs root and what `./setup.sh --test-deps` installs (docker.io). The
+# programs run as many at once as there are cores, as `make check` runs
+# them on Podman. Output is TAP, one line per test program, in the order
+# they were started; each program's log, dockerd's and containerd's logs
+# go to BUILD/dockerd-tests/.
 #
 # The daemon is private and owned by this script: its own containerd,
 # data and exec roots in a temporary directory, a private socket, no
@@ -117,7 +119,7 @@ dockerd_pid='' containerd_pid='' events_pid=''
 
 # Stops what this script started, by PID, newest first; then what the
 # daemons may have left (mounts, shims) under our directory only.
-unclean=0
+unclean=0 test_names=() test_pids=()
 stop_pid() {
 	local pid=$1 what=$2 secs=$3
 	[ -n "$pid" ] || return 0
@@ -139,6 +141,14 @@ cleanup() {
 	local rc=$? p mnt t0
 	set +e
 	t0=$(date +%s)
+	# Tests still running (the script failed): each one's timeout passes
+	# the TERM on to the test.
+	for p in "${test_pids[@]}"; do
+		kill -0 "$p" 2>/dev/null || continue
+		# shellcheck disable=SC2046
+		kill -TERM $(cat /proc/"$p"/task/*/children 2>/dev/null) "$p" 2>/dev/null
+	done
+	[ ${#test_pids[@]} = 0 ] || wait "${test_pids[@]}" 2>/dev/null
 	[ -z "$events_pid" ] || { kill "$events_pid" 2>/dev/null; wait "$events_pid" 2>/dev/null; }
 	stop_pid "$dockerd_pid" dockerd 20
 	stop_pid "$containerd_pid" containerd 10
@@ -267,46 +277,47 @@ alive() {
 }
 count() { grep -c "^:test-result: $1" "$logs/$2.trs" 2>/dev/null || true; }
 
-# One program through automake's own TAP driver, judged as `make check` does.
+# One program through automake's own TAP driver, judged as `make check` does:
+# started now, as many at once as there are cores (as `make check` runs
+# them on Podman), and reported in order by report_tests.
+running_tests() {
+	local n=0 p
+	for p in "${test_pids[@]}"; do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done
+	echo $n
+}
 run_test() {
-	local name=$1 t0 result counts
+	local name=$1
 	shift
 	alive
-	t0=$(date +%s)
-	# A hung test must not hold CI: each program gets 15 minutes (all
-	# finish within a minute on an idle machine).
-	AM_TAP_AWK='awk' timeout -k 10 900 "$here/build-aux/tap-driver.sh" --test-name "$name" --log-file "$logs/$name.log" \
-		--trs-file "$logs/$name.trs" --color-tests no --enable-hard-errors yes --expect-failure no \
-		-- "$@" >"$logs/$name-driver.log" 2>&1 || true
-	result=$(sed -n 's/^:global-test-result: //p' "$logs/$name.trs" 2>/dev/null)
-	counts="$(count PASS "$name") passed, $(count SKIP "$name") skipped, $(($(date +%s) - t0)) s"
-	if [ "$result" = PASS ] || [ "$result" = SKIP ]; then
-		tap_line ok "$name" "$counts"
-	else
-		tap_line "not ok" "$name" "${result:-no result}, $counts"
-		grep -E '^(FAIL|ERROR|XPASS):' "$logs/$name-driver.log" | head -20 | sed 's/^/#   /'
-		say "  log: $logs/$name.log"
-	fi
+	while [ "$(running_tests)" -ge "$(nproc)" ]; do sleep 0.2; done
+	(
+		t0=$(date +%s)
+		# A hung test must not hold CI: each program gets 15 minutes (all
+		# finish within a minute on an idle machine).
+		AM_TAP_AWK='awk' timeout -k 10 900 "$here/build-aux/tap-driver.sh" --test-name "$name" \
+			--log-file "$logs/$name.log" --trs-file "$logs/$name.trs" --color-tests no --enable-hard-errors yes \
+			--expect-failure no -- "$@" >"$logs/$name-driver.log" 2>&1 || true
+		echo $(($(date +%s) - t0)) >"$logs/$name.secs"
+	) &
+	test_names+=("$name")
+	test_pids+=($!)
+}
+report_tests() {
+	local name result counts
+	wait "${test_pids[@]}" 2>/dev/null || true
+	for name in "${test_names[@]}"; do
+		result=$(sed -n 's/^:global-test-result: //p' "$logs/$name.trs" 2>/dev/null)
+		counts="$(count PASS "$name") passed, $(count SKIP "$name") skipped, $(cat "$logs/$name.secs" 2>/dev/null) s"
+		if [ "$result" = PASS ] || [ "$result" = SKIP ]; then
+			tap_line ok "$name" "$counts"
+		else
+			tap_line "not ok" "$name" "${result:-no result}, $counts"
+			grep -E '^(FAIL|ERROR|XPASS):' "$logs/$name-driver.log" | head -20 | sed 's/^/#   /'
+			say "  log: $logs/$name.log"
+		fi
+	done
 }
 
-# A script that answers with its exit status only (the images' smoke tests).
-run_plain() {
-	local name=$1 t0 rc=0
-	shift
-	alive
-	t0=$(date +%s)
-	timeout -k 10 900 "$@" >"$logs/$name.log" 2>&1 || rc=$?
-	if [ $rc = 0 ]; then
-		tap_line ok "$name" "$(($(date +%s) - t0)) s"
-	else
-		tap_line "not ok" "$name" "exit $rc"
-		tail -5 "$logs/$name.log" | sed 's/^/#   /'
-		say "  log: $logs/$name.log"
-	fi
-}
-
-# Every container the tests create, as dockerd reports it (its /events
-# history keeps only the last 256, so the stream is read live).
 curl -sN --unix-socket "$sock" -D "$tmp/events.head" -G http://d/events \
 	--data-urlencode 'filters={"type":["container"],"event":["create"]}' >"$logs/events.json" 2>/dev/null &
 events_pid=$!
@@ -351,6 +362,7 @@ if [ ${#only[@]} = 0 ]; then
 fi
 
 # Proof that the tests talked to this daemon, and that they cleaned up.
+report_tests
 alive
 sleep 0.5 # the last events in flight
 created=$(grep -c '"Action":"create"' "$logs/events.json" || true)

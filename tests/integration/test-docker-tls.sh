@@ -75,9 +75,13 @@ ok $? "... and before any connection ($elapsed ms)"
 curl -s --max-time 10 --cacert "$certs/client/ca.pem" "https://127.0.0.1:$port/_ping" >/dev/null 2>&1
 [ $? != 0 ]
 ok $? "dockerd refuses a TLS client without a certificate"
+# This test's containers only (its output root's label, tests/e2e/lib/left.sh):
+# tests/run-dockerd.sh runs other tests on the same engine beside it.
+. "${top_srcdir:-$(dirname -- "$0")/../..}/tests/e2e/lib/left.sh"
 left=$(curl -s --max-time 10 --cacert "$certs/client/ca.pem" --cert "$certs/client/cert.pem" \
-	--key "$certs/client/key.pem" "https://127.0.0.1:$port/containers/json?all=1")
+	--key "$certs/client/key.pem" -G "https://127.0.0.1:$port/containers/json" --data-urlencode all=1 \
+	--data-urlencode "filters={\"label\":[\"$(root_label "$DEMESNE_OUTPUT_ROOT")\"]}")
 [ "$left" = "[]" ]
-ok $? "no container left on the engine ($left)"
+ok $? "no container of this test's is left on the engine ($left)"
 echo "1..$n"
 [ $failed = 0 ]
