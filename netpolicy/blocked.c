@@ -26,7 +26,7 @@ const struct dm_blocked_range dm_blocked_private[] = {
 };
 const size_t dm_blocked_n_private = sizeof(dm_blocked_private) / sizeof(dm_blocked_private[0]);
 
-/* Written once at start, before any thread reads them. */
+/* Written once at start by dm_blocked_init, before any thread reads them. */
 #define POOL_WHAT_FMT "the sandbox pool (%s/%d: other sandboxes and the host side of their links)"
 static uint32_t pool_net = 0x0ad50000u; /* DM_NETLINK_POOL_DEFAULT */
 static unsigned pool_prefix = 16;
@@ -52,7 +52,7 @@ static bool inside(uint32_t net, unsigned prefix, uint32_t b, unsigned bprefix)
         return prefix >= bprefix && (net & mask_of(bprefix)) == b;
 }
 
-void dm_blocked_set_pool(const struct dm_cidr *p)
+static void set_pool(const struct dm_cidr *p)
 {
         struct in_addr a = { p->addr };
         char s[INET_ADDRSTRLEN];
@@ -69,22 +69,24 @@ void dm_blocked_get_pool(struct dm_cidr *ret)
         ret->prefix = (int)pool_prefix;
 }
 
-int dm_blocked_set_private_allowed(const char *list, struct dm_error *err)
+int dm_blocked_settings_parse(const char *pool, const char *list, struct dm_blocked_settings *ret, struct dm_error *err)
 {
-        struct dm_cidr got[DM_BLOCKED_MAX_PRIVATE];
+        struct dm_blocked_settings got = { 0 };
+        struct dm_error ignored = { 0 };
         char buf[1024];
-        size_t n = 0;
 
         if (list && strlen(list) >= sizeof(buf))
                 return dm_error_set(err, -E2BIG, "DEMESNE_EGRESS_ALLOW_PRIVATE is longer than %zu bytes",
                                     sizeof(buf) - 1);
+        if (pool && *pool && dm_cidr_parse(pool, &got.pool, &ignored) == 0)
+                got.has_pool = true;
         snprintf(buf, sizeof(buf), "%s", list ? list : "");
         for (char *save = NULL, *t = strtok_r(buf, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
                 struct dm_cidr c;
                 bool ok = false;
                 int r;
 
-                if (n == DM_BLOCKED_MAX_PRIVATE)
+                if (got.n_private_allowed == DM_BLOCKED_MAX_PRIVATE)
                         return dm_error_set(err, -E2BIG, "DEMESNE_EGRESS_ALLOW_PRIVATE names more than %d ranges",
                                             DM_BLOCKED_MAX_PRIVATE);
                 r = dm_cidr_parse(t, &c, err);
@@ -98,11 +100,18 @@ int dm_blocked_set_private_allowed(const char *list, struct dm_error *err)
                                             "DEMESNE_EGRESS_ALLOW_PRIVATE: '%s' is not inside a private range "
                                             "(10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10)",
                                             t);
-                got[n++] = c;
+                got.private_allowed[got.n_private_allowed++] = c;
         }
-        memcpy(private_allowed, got, n * sizeof(*got));
-        n_private_allowed = n;
+        *ret = got;
         return 0;
+}
+
+void dm_blocked_init(const struct dm_blocked_settings *s)
+{
+        if (s->has_pool)
+                set_pool(&s->pool);
+        memcpy(private_allowed, s->private_allowed, s->n_private_allowed * sizeof(*private_allowed));
+        n_private_allowed = s->n_private_allowed;
 }
 
 size_t dm_blocked_get_private_allowed(struct dm_cidr *ret, size_t max)

@@ -21,8 +21,10 @@
  * (kept current by the kernel), and the proxy checks getifaddrs(3) per
  * request.
  *
- * The pool and the operator's private ranges are process-wide, set once at
- * start (src/core/settings.c) before any thread reads them. Addresses below are
+ * The pool and the operator's private ranges are process-wide state of this
+ * module: the server's settings (src/core/settings.c) parse them into a
+ * struct dm_blocked_settings, and the server's start hands that to
+ * dm_blocked_init once, before any thread reads them. Addresses below are
  * in host byte order. */
 
 #include <stdbool.h>
@@ -47,16 +49,29 @@ extern const size_t dm_blocked_n_always;
 extern const struct dm_blocked_range dm_blocked_private[];
 extern const size_t dm_blocked_n_private;
 
+/* The process-wide part of the blocklist, as the settings give it. */
+struct dm_blocked_settings {
+        bool has_pool;       /* false: the default pool, 10.213.0.0/16 */
+        struct dm_cidr pool; /* DEMESNE_SANDBOX_SUBNET */
+        size_t n_private_allowed;
+        struct dm_cidr private_allowed[DM_BLOCKED_MAX_PRIVATE]; /* DEMESNE_EGRESS_ALLOW_PRIVATE */
+};
+
+/* Fills *ret from the pool (NULL, empty or malformed: the default; a bad
+ * DEMESNE_SANDBOX_SUBNET is reported where egress is set up, so the default
+ * stays blocked) and a list of CIDRs (comma or blank separated; NULL or
+ * empty = none) that the operator lets sandboxes reach inside the private
+ * ranges. -EINVAL with a message naming the entry for a malformed one or one
+ * not inside a private range; -E2BIG past DM_BLOCKED_MAX_PRIVATE. Touches no
+ * process-wide state. The pool stays blocked whatever the list says. */
+int dm_blocked_settings_parse(const char *pool, const char *private_list, struct dm_blocked_settings *ret,
+                              struct dm_error *err);
+/* Makes s the process's blocklist: once at start, before any thread reads it. */
+void dm_blocked_init(const struct dm_blocked_settings *s);
+
 /* The pool whose addresses are blocked (default 10.213.0.0/16). */
-void dm_blocked_set_pool(const struct dm_cidr *pool);
 void dm_blocked_get_pool(struct dm_cidr *ret);
 
-/* Parses a list of CIDRs (comma or blank separated; empty = none) that the
- * operator lets sandboxes reach inside the private ranges, and makes it the
- * process's. -EINVAL with a message naming the entry for a malformed one or
- * one not inside a private range; -E2BIG past DM_BLOCKED_MAX_PRIVATE. The
- * pool stays blocked whatever this says. */
-int dm_blocked_set_private_allowed(const char *list, struct dm_error *err);
 /* The operator's ranges: up to max into ret; returns the count. */
 size_t dm_blocked_get_private_allowed(struct dm_cidr *ret, size_t max);
 

@@ -26,18 +26,21 @@ const char *dm_vendor_name(enum dm_vendor provider)
         return provider == DM_VENDOR_ANTHROPIC ? "anthropic" : "openai";
 }
 
+static void wipe_free(char **s)
+{
+        if (*s) {
+                explicit_bzero(*s, strlen(*s));
+                free(*s);
+        }
+        *s = NULL;
+}
+
 void dm_vendor_cred_release(struct dm_vendor_cred *c)
 {
         if (!c)
                 return;
-        if (c->secret) {
-                explicit_bzero(c->secret, strlen(c->secret));
-                free(c->secret);
-        }
-        if (c->account_id) {
-                explicit_bzero(c->account_id, strlen(c->account_id));
-                free(c->account_id);
-        }
+        wipe_free(&c->secret);
+        wipe_free(&c->account_id);
         memset(c, 0, sizeof(*c));
 }
 
@@ -55,17 +58,24 @@ int dm_vendor_cred_copy(struct dm_vendor_cred *dst, const struct dm_vendor_cred 
         return 0;
 }
 
-static const char *env(const char *name)
+void dm_vendor_env_release(struct dm_vendor_env *e)
 {
-        const char *v = getenv(name);
-
-        return v && *v ? v : NULL;
+        if (!e)
+                return;
+        wipe_free(&e->anthropic_api_key);
+        wipe_free(&e->claude_oauth_token);
+        wipe_free(&e->openai_api_key);
+        wipe_free(&e->home);
 }
 
+/* A value of env, NULL when env is NULL or the value unset or empty. */
+#define ENV(env, field) ((env) && (env)->field && *(env)->field ? (env)->field : NULL)
+
 /* The login file: the operator's (login_file), else ~/rel. NULL without HOME. */
-static const char *login_path(const char *login_file, const char *rel, char *buf, size_t len)
+static const char *login_path(const struct dm_vendor_env *env, const char *login_file, const char *rel, char *buf,
+                              size_t len)
 {
-        const char *home = env("HOME");
+        const char *home = ENV(env, home);
 
         if (login_file && *login_file)
                 return login_file;
@@ -147,7 +157,8 @@ static int set(struct dm_vendor_cred *c, enum dm_vendor_auth auth, const char *s
 {
         memset(c, 0, sizeof(*c));
         c->auth = auth;
-        snprintf(c->source, sizeof(c->source), "%s", source);
+        /* A long login file's path is cut short: it is only for logs. */
+        memcpy(c->source, source, strnlen(source, sizeof(c->source) - 1));
         if (!(c->secret = strdup(secret)) || (account && !(c->account_id = strdup(account)))) {
                 dm_vendor_cred_release(c);
                 return -ENOMEM;
@@ -155,21 +166,23 @@ static int set(struct dm_vendor_cred *c, enum dm_vendor_auth auth, const char *s
         return 0;
 }
 
-static int load_anthropic(const char *login_file, struct dm_vendor_cred *c, struct dm_error *err)
+static int load_anthropic(const struct dm_vendor_env *env, const char *login_file, struct dm_vendor_cred *c,
+                          struct dm_error *err)
 {
         char buf[PATH_MAX];
         const char *path, *tok;
         json_object *doc;
         int r;
 
-        if (env("ANTHROPIC_API_KEY"))
-                return set(c, DM_VENDOR_AUTH_API_KEY, env("ANTHROPIC_API_KEY"), NULL, "ANTHROPIC_API_KEY");
-        if (env("CLAUDE_CODE_OAUTH_TOKEN"))
-                return set(c, DM_VENDOR_AUTH_OAUTH, env("CLAUDE_CODE_OAUTH_TOKEN"), NULL, "CLAUDE_CODE_OAUTH_TOKEN");
-        path = login_path(login_file, ".claude/.credentials.json", buf, sizeof(buf));
+        if (ENV(env, anthropic_api_key))
+                return set(c, DM_VENDOR_AUTH_API_KEY, ENV(env, anthropic_api_key), NULL, "ANTHROPIC_API_KEY");
+        if (ENV(env, claude_oauth_token))
+                return set(c, DM_VENDOR_AUTH_OAUTH, ENV(env, claude_oauth_token), NULL, "CLAUDE_CODE_OAUTH_TOKEN");
+        path = login_path(env, login_file, ".claude/.credentials.json", buf, sizeof(buf));
         if (!path || !(doc = read_login_file(path))) {
                 if (!path || errno == ENOENT)
-                        return dm_error_set(err, -ENOENT, "%s", dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, login_file));
+                        return dm_error_set(err, -ENOENT, "%s",
+                                            dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, env, login_file));
                 return dm_error_set(err, -EINVAL, "Claude login file '%s': %s", path,
                                     errno == EINVAL ? "not a JSON file" : strerror(errno));
         }
@@ -181,19 +194,21 @@ static int load_anthropic(const char *login_file, struct dm_vendor_cred *c, stru
         return r;
 }
 
-static int load_openai(const char *login_file, struct dm_vendor_cred *c, struct dm_error *err)
+static int load_openai(const struct dm_vendor_env *env, const char *login_file, struct dm_vendor_cred *c,
+                       struct dm_error *err)
 {
         char buf[PATH_MAX];
         const char *path, *key, *tok, *account;
         json_object *doc;
         int r;
 
-        if (env("OPENAI_API_KEY"))
-                return set(c, DM_VENDOR_AUTH_API_KEY, env("OPENAI_API_KEY"), NULL, "OPENAI_API_KEY");
-        path = login_path(login_file, ".codex/auth.json", buf, sizeof(buf));
+        if (ENV(env, openai_api_key))
+                return set(c, DM_VENDOR_AUTH_API_KEY, ENV(env, openai_api_key), NULL, "OPENAI_API_KEY");
+        path = login_path(env, login_file, ".codex/auth.json", buf, sizeof(buf));
         if (!path || !(doc = read_login_file(path))) {
                 if (!path || errno == ENOENT)
-                        return dm_error_set(err, -ENOENT, "%s", dm_vendor_unavailable(DM_VENDOR_OPENAI, login_file));
+                        return dm_error_set(err, -ENOENT, "%s",
+                                            dm_vendor_unavailable(DM_VENDOR_OPENAI, env, login_file));
                 return dm_error_set(err, -EINVAL, "Codex login file '%s': %s", path,
                                     errno == EINVAL ? "not a JSON file" : strerror(errno));
         }
@@ -214,12 +229,12 @@ static int load_openai(const char *login_file, struct dm_vendor_cred *c, struct 
         return r;
 }
 
-int dm_vendor_cred_load(enum dm_vendor provider, const char *login_file, struct dm_vendor_cred *ret,
-                        struct dm_error *err)
+int dm_vendor_cred_load(enum dm_vendor provider, const struct dm_vendor_env *env, const char *login_file,
+                        struct dm_vendor_cred *ret, struct dm_error *err)
 {
         struct dm_vendor_cred c;
-        int r = provider == DM_VENDOR_ANTHROPIC ? load_anthropic(login_file, &c, err)
-                                                : load_openai(login_file, &c, err);
+        int r = provider == DM_VENDOR_ANTHROPIC ? load_anthropic(env, login_file, &c, err)
+                                                : load_openai(env, login_file, &c, err);
 
         if (r == -ENOMEM)
                 return dm_error_set(err, -ENOMEM, "out of memory");
@@ -229,23 +244,23 @@ int dm_vendor_cred_load(enum dm_vendor provider, const char *login_file, struct 
         return 0;
 }
 
-const char *dm_vendor_unavailable(enum dm_vendor provider, const char *login_file)
+const char *dm_vendor_unavailable(enum dm_vendor provider, const struct dm_vendor_env *env, const char *login_file)
 {
         char buf[PATH_MAX];
         const char *path;
 
         if (provider == DM_VENDOR_ANTHROPIC) {
-                if (env("ANTHROPIC_API_KEY") || env("CLAUDE_CODE_OAUTH_TOKEN"))
+                if (ENV(env, anthropic_api_key) || ENV(env, claude_oauth_token))
                         return NULL;
-                path = login_path(login_file, ".claude/.credentials.json", buf, sizeof(buf));
+                path = login_path(env, login_file, ".claude/.credentials.json", buf, sizeof(buf));
                 if (path && access(path, R_OK) == 0)
                         return NULL;
                 return "no ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN or ~/.claude/.credentials.json "
                        "(DEMESNE_CLAUDE_CREDENTIALS) on the host";
         }
-        if (env("OPENAI_API_KEY"))
+        if (ENV(env, openai_api_key))
                 return NULL;
-        path = login_path(login_file, ".codex/auth.json", buf, sizeof(buf));
+        path = login_path(env, login_file, ".codex/auth.json", buf, sizeof(buf));
         if (path && access(path, R_OK) == 0)
                 return NULL;
         return "no OPENAI_API_KEY or ~/.codex/auth.json (DEMESNE_CODEX_AUTH) on the host";

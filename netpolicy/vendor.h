@@ -43,27 +43,41 @@ struct dm_vendor_cred {
         char source[128]; /* where it came from, for logs: "ANTHROPIC_API_KEY", "~/.codex/auth.json"... */
 };
 
-/* Loads the host's credential for provider, in this order:
- *   Anthropic: $ANTHROPIC_API_KEY, $CLAUDE_CODE_OAUTH_TOKEN, the Claude login
+/* The host's environment the credential lookup reads, as the server's
+ * settings (src/core/settings.c) read it once at start: netpolicy calls no
+ * getenv. The strings are owned copies (NULL: unset or empty); they are
+ * secrets, never logged, and dm_vendor_env_release wipes them. */
+struct dm_vendor_env {
+        char *anthropic_api_key;  /* ANTHROPIC_API_KEY */
+        char *claude_oauth_token; /* CLAUDE_CODE_OAUTH_TOKEN */
+        char *openai_api_key;     /* OPENAI_API_KEY */
+        char *home;               /* HOME: where the default login files are; NULL: none */
+};
+/* Wipes (explicit_bzero) and frees the strings. NULL is fine. */
+void dm_vendor_env_release(struct dm_vendor_env *e);
+
+/* Loads the host's credential for provider from env (NULL: an empty one),
+ * in this order:
+ *   Anthropic: ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN, the Claude login
  *     file (login_file, the server's DEMESNE_CLAUDE_CREDENTIALS; NULL:
  *     ~/.claude/.credentials.json), its claudeAiOauth.accessToken.
- *   OpenAI: $OPENAI_API_KEY, the Codex login file (login_file, the server's
+ *   OpenAI: OPENAI_API_KEY, the Codex login file (login_file, the server's
  *     DEMESNE_CODEX_AUTH; NULL: ~/.codex/auth.json): OPENAI_API_KEY, else
  *     tokens.access_token and tokens.account_id.
  * Empty values count as absent. -ENOENT with dm_vendor_unavailable's sentence
  * when there is none, -EINVAL when a login file is there but malformed,
  * -ENOMEM. *ret is written only on success; release it with
  * dm_vendor_cred_release. Login files larger than 1 MiB are refused. */
-int dm_vendor_cred_load(enum dm_vendor provider, const char *login_file, struct dm_vendor_cred *ret,
-                        struct dm_error *err);
+int dm_vendor_cred_load(enum dm_vendor provider, const struct dm_vendor_env *env, const char *login_file,
+                        struct dm_vendor_cred *ret, struct dm_error *err);
 /* Wipes (explicit_bzero) and frees the strings. NULL is fine. */
 void dm_vendor_cred_release(struct dm_vendor_cred *c);
 /* Deep copy; 0 or -ENOMEM. */
 int dm_vendor_cred_copy(struct dm_vendor_cred *dst, const struct dm_vendor_cred *src);
 /* NULL when dm_vendor_cred_load would find a credential, else a static
  * sentence saying what is missing ("no ANTHROPIC_API_KEY, ..."), for tool
- * descriptions. Reads the environment and the file system. */
-const char *dm_vendor_unavailable(enum dm_vendor provider, const char *login_file);
+ * descriptions. Reads env (as dm_vendor_cred_load) and the file system. */
+const char *dm_vendor_unavailable(enum dm_vendor provider, const struct dm_vendor_env *env, const char *login_file);
 /* "anthropic" or "openai". */
 const char *dm_vendor_name(enum dm_vendor provider);
 

@@ -71,7 +71,14 @@ const char *dm_agent_login_file(const struct dm_config *cfg, enum dm_vendor prov
 
 const char *dm_agent_unavailable(const struct dm_config *cfg, enum dm_vendor provider)
 {
-        return dm_vendor_unavailable(provider, dm_agent_login_file(cfg, provider));
+        return dm_vendor_unavailable(provider, &cfg->vendor_env, dm_agent_login_file(cfg, provider));
+}
+
+/* The host's credential for provider, from what the settings read. */
+static int cred_load(const struct dm_config *cfg, enum dm_vendor provider, struct dm_vendor_cred *ret,
+                     struct dm_error *err)
+{
+        return dm_vendor_cred_load(provider, &cfg->vendor_env, dm_agent_login_file(cfg, provider), ret, err);
 }
 
 int dm_agent_pick_provider(const struct dm_config *cfg, const char *model, enum dm_vendor *ret, struct dm_error *err)
@@ -572,7 +579,7 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         r = dm_agent_pick_provider(&ctx->cfg, req->model, &st.provider, err);
         if (r < 0)
                 return r;
-        r = dm_vendor_cred_load(st.provider, dm_agent_login_file(&ctx->cfg, st.provider), &st.cred, err);
+        r = cred_load(&ctx->cfg, st.provider, &st.cred, err);
         if (r < 0)
                 return r;
         if (dm_cancel_init(&st.limit) < 0) {

@@ -325,6 +325,8 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
         r = dm_config_load(&ctx->cfg, err);
         if (r < 0)
                 return r;
+        /* The egress blocklist's process-wide part, before any thread reads it. */
+        dm_blocked_init(&ctx->cfg.blocked);
         r = dm_allowed_roots_parse(ctx->cfg.allowed_paths, &ctx->roots, err);
         if (r >= 0) {
                 /* Sandboxes write these trees: never an input. */

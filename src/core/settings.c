@@ -12,8 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "netpolicy/blocked.h"
-
 int dm_parse_size(const char *s, int64_t *ret)
 {
         char *end;
@@ -195,18 +193,16 @@ const struct dm_process_settings *dm_process_settings(void)
         return &process_settings;
 }
 
-/* The process-wide parts of the egress blocklist (netpolicy/blocked.h): the
- * pool (a bad DEMESNE_SANDBOX_SUBNET is reported where egress is set up, so
- * the default stays blocked here) and DEMESNE_EGRESS_ALLOW_PRIVATE. */
-static int egress_blocklist(const struct dm_config *cfg, struct dm_error *err)
+/* The host's vendor credentials, for netpolicy/vendor-cred.c. */
+static int vendor_env_read(struct dm_vendor_env *ret)
 {
-        const char *pool_s = cfg->sandbox_subnet;
-        struct dm_error ignored = { 0 };
-        struct dm_cidr pool;
+        bool oom = false;
 
-        if (pool_s && *pool_s && dm_cidr_parse(pool_s, &pool, &ignored) == 0)
-                dm_blocked_set_pool(&pool);
-        return dm_blocked_set_private_allowed(getenv("DEMESNE_EGRESS_ALLOW_PRIVATE"), err);
+        ret->anthropic_api_key = dup_env("ANTHROPIC_API_KEY", &oom);
+        ret->claude_oauth_token = dup_env("CLAUDE_CODE_OAUTH_TOKEN", &oom);
+        ret->openai_api_key = dup_env("OPENAI_API_KEY", &oom);
+        ret->home = dup_env("HOME", &oom);
+        return oom ? -ENOMEM : 0;
 }
 
 #define ENGINE_VAR(name, field)                             \
@@ -366,11 +362,13 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
             (r = env_size("DEMESNE_MAX_DEPTH", 3, 1, 8, &cfg->max_depth, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_CHILDREN", 8, 1, 256, &cfg->max_children, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_TREE", 32, 1, 1024, &cfg->max_tree, err)) < 0 ||
-            (r = egress_blocklist(cfg, err)) < 0 || (r = load_limits(cfg, err)) < 0) {
+            (r = dm_blocked_settings_parse(cfg->sandbox_subnet, getenv("DEMESNE_EGRESS_ALLOW_PRIVATE"), &cfg->blocked,
+                                           err)) < 0 ||
+            (r = load_limits(cfg, err)) < 0) {
                 dm_config_release(cfg);
                 return r;
         }
-        if (dm_engine_env_read(&cfg->engine_env) < 0) {
+        if (dm_engine_env_read(&cfg->engine_env) < 0 || vendor_env_read(&cfg->vendor_env) < 0) {
                 dm_config_release(cfg);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
@@ -405,5 +403,6 @@ void dm_config_release(struct dm_config *cfg)
         free(cfg->prices);
         free(cfg->host_mcp);
         dm_engine_env_release(&cfg->engine_env);
+        dm_vendor_env_release(&cfg->vendor_env);
         memset(cfg, 0, sizeof(*cfg));
 }

@@ -9,6 +9,8 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
+#include "netpolicy/blocked.h"
+#include "netpolicy/vendor.h"
 #include "src/basic/error.h"
 
 struct dm_config {
@@ -67,6 +69,12 @@ struct dm_config {
         char *host_mcp;                  /* DEMESNE_HOST_MCP: the host MCP servers whose read-only tools nested
                                      callers get (src/tools/hostmcp.c); NULL = none */
         struct dm_engine_env engine_env; /* DOCKER_HOST, OPEN_SANDBOX_* and the rest the engine layer follows */
+        /* ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN, OPENAI_API_KEY, HOME: secrets, wiped on release,
+         * never logged; for the credential lookup (netpolicy/vendor-cred.c). */
+        struct dm_vendor_env vendor_env;
+        /* DEMESNE_SANDBOX_SUBNET, DEMESNE_EGRESS_ALLOW_PRIVATE parsed: the server's start hands them to
+         * dm_blocked_init, netpolicy's own state. */
+        struct dm_blocked_settings blocked;
 };
 
 /* Copies what the engine layer follows of the environment into *ret

@@ -423,8 +423,8 @@ void dm_tools_agent_register(struct dm_registry *reg, const struct dm_args_facts
         struct dm_tool t[sizeof(agent_tools) / sizeof(agent_tools[0])];
         /* Only while the schemas are built. */
         const char *available_models[16];
-        const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, f->login_files[0]),
-                   *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI, f->login_files[1]);
+        const char *why_a = dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, f->vendor_env, f->login_files[0]),
+                   *why_o = dm_vendor_unavailable(DM_VENDOR_OPENAI, f->vendor_env, f->login_files[1]);
         /* research has no server-dependent parameter: its copy is the
          * template's, so that both handlers find their table alike. */
         struct dm_args_table *agent = dm_registry_own(reg, dm_args_tailor(f, agent_args, N_AGENT, false)),

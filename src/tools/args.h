@@ -47,6 +47,8 @@ struct dm_arg_spec {
         bool hidden; /* accepted (so its refusal can say why), not listed in the schema */
 };
 
+struct dm_vendor_env;
+
 /* What a server permits, decided once at start by the functions that
  * decide behaviour (dm_egress_default, dm_policy_caller_egress_allowed,
  * DEMESNE_ALLOWED_PATHS): the schemas say it instead of a copy of the rule.
@@ -60,6 +62,8 @@ struct dm_args_facts {
         const char *images;         /* which images are built here, which not (a sentence), or NULL */
         const char *login_files[2]; /* the Claude and Codex login files named by the server's settings
                                        (DEMESNE_CLAUDE_CREDENTIALS, DEMESNE_CODEX_AUTH); NULL: the default */
+        /* The vendors' keys the settings read (for dm_vendor_unavailable); NULL: none. */
+        const struct dm_vendor_env *vendor_env;
 };
 
 /* A tool's table as one server checks calls against it: a copy of the

@@ -113,6 +113,7 @@ void dm_tools_configure(struct dm_context *ctx, struct dm_registry *reg)
                 .caller_egress = ctx && ctx->cfg.allow_caller_egress,
                 .allowed_paths = ctx && ctx->roots.n ? ctx->cfg.allowed_paths : "",
                 .login_files = { ctx ? ctx->cfg.claude_credentials : NULL, ctx ? ctx->cfg.codex_auth : NULL },
+                .vendor_env = ctx ? &ctx->cfg.vendor_env : NULL,
         };
 
         images = describe_images(ctx);

@@ -167,6 +167,7 @@ static int compile(const char *mode, const char *const *allow, struct sock_filte
 int main(void)
 {
         struct dm_error err = { 0 };
+        struct dm_blocked_settings bs;
         struct sock_filter *prog = NULL;
         size_t n = 0;
         int ifindex, udp_ok, udp_dns, tcp[3];
@@ -180,10 +181,11 @@ int main(void)
 
         /* The test hosts live in 10.77.0.0/24, a private range sandboxes
          * reach only where the operator allows it. */
-        if (dm_blocked_set_private_allowed("10.77.0.0/24", &err) < 0) {
+        if (dm_blocked_settings_parse(NULL, "10.77.0.0/24", &bs, &err) < 0) {
                 printf("Bail out! %s\n", err.msg);
                 return 1;
         }
+        dm_blocked_init(&bs);
         snprintf(ns_s, sizeof(ns_s), "dm-bpf-%d-s", (int)getpid());
         snprintf(ns_h, sizeof(ns_h), "dm-bpf-%d-h", (int)getpid());
         atexit(cleanup);

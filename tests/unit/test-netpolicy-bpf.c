@@ -362,14 +362,15 @@ static void test_limit(void)
 int main(void)
 {
         struct dm_error err = { 0 };
-        struct dm_cidr pool = { 0 };
+        struct dm_blocked_settings bs;
 
         /* As DEMESNE_SANDBOX_SUBNET=10.200.0.0/16 and
          * DEMESNE_EGRESS_ALLOW_PRIVATE=10.1.0.0/16 would: the proxy address
          * below is in the pool. */
-        if (dm_cidr_parse("10.200.0.0/16", &pool, &err) == 0)
-                dm_blocked_set_pool(&pool);
-        is_int(dm_blocked_set_private_allowed("10.1.0.0/16", &err), 0, "operator's private range set");
+        is_int(dm_blocked_settings_parse("10.200.0.0/16", "10.1.0.0/16", &bs, &err), 0,
+               "pool and operator's private range parsed");
+        ok(bs.has_pool, "the pool is taken");
+        dm_blocked_init(&bs);
         inet_pton(AF_INET, "10.200.0.1", &host.proxy_addr);
         host.proxy_port = 3128;
         inet_pton(AF_INET, "192.168.1.10", &host_addrs[0]);

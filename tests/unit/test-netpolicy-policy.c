@@ -231,11 +231,16 @@ static void test_compat(void)
 int main(void)
 {
         /* As DEMESNE_EGRESS_ALLOW_PRIVATE=10.1.0.0/16 would. */
-        is_int(dm_blocked_set_private_allowed("10.1.0.0/16", &err), 0, "operator's private range set");
-        is_int(dm_blocked_set_private_allowed("10.1.0.0/16,8.8.8.0/24", &err), -EINVAL, "a public range is refused");
+        struct dm_blocked_settings bs, bad;
+
+        is_int(dm_blocked_settings_parse(NULL, "10.1.0.0/16", &bs, &err), 0, "operator's private range parsed");
+        dm_blocked_init(&bs);
+        is_int(dm_blocked_settings_parse(NULL, "10.1.0.0/16,8.8.8.0/24", &bad, &err), -EINVAL,
+               "a public range is refused");
         ok(strstr(err.msg, "DEMESNE_EGRESS_ALLOW_PRIVATE") && strstr(err.msg, "'8.8.8.0/24' is not inside a private"),
            "message names the variable and the entry: %s", err.msg);
-        is_int(dm_blocked_set_private_allowed("10.1.0.0/16,bogus", &err), -EINVAL, "a malformed range is refused");
+        is_int(dm_blocked_settings_parse(NULL, "10.1.0.0/16,bogus", &bad, &err), -EINVAL,
+               "a malformed range is refused");
         ok(strstr(err.msg, "DEMESNE_EGRESS_ALLOW_PRIVATE") != NULL, "naming the variable: %s", err.msg);
         test_modes();
         test_caller_gate();

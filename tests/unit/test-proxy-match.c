@@ -364,9 +364,11 @@ static void test_env(void)
 int main(void)
 {
         struct dm_error err = { 0 };
+        struct dm_blocked_settings bs;
 
         /* As DEMESNE_EGRESS_ALLOW_PRIVATE=10.1.0.0/16 would. */
-        is_int(dm_blocked_set_private_allowed("10.1.0.0/16", &err), 0, "operator's private range set");
+        is_int(dm_blocked_settings_parse(NULL, "10.1.0.0/16", &bs, &err), 0, "operator's private range parsed");
+        dm_blocked_init(&bs);
         test_policy();
         test_rebinding();
         test_hosts_file();

@@ -4,6 +4,8 @@
  * the environment themselves. */
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,11 @@ static const char *const vars[] = {
         "DEMESNE_CLAUDE_CREDENTIALS",
         "DEMESNE_CODEX_AUTH",
         "DEMESNE_PRICES",
+        "ANTHROPIC_API_KEY",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "OPENAI_API_KEY",
+        "DEMESNE_SANDBOX_SUBNET",
+        "DEMESNE_EGRESS_ALLOW_PRIVATE",
         NULL,
 };
 
@@ -40,6 +47,76 @@ static bool load(struct dm_config *cfg)
 static bool same(const char *got, const char *want)
 {
         return got && want ? strcmp(got, want) == 0 : got == want;
+}
+
+/* The vendors' credentials: read here, handed to netpolicy/vendor-cred.c. */
+static void test_vendor_env(void)
+{
+        struct dm_config cfg;
+
+        setenv("ANTHROPIC_API_KEY", "sk-ant-settings", 1);
+        setenv("CLAUDE_CODE_OAUTH_TOKEN", "", 1);
+        setenv("OPENAI_API_KEY", "sk-settings", 1);
+        setenv("HOME", "/tmp/dm-settings-home", 1);
+        if (!load(&cfg))
+                return;
+        ok(same(cfg.vendor_env.anthropic_api_key, "sk-ant-settings") &&
+                   same(cfg.vendor_env.openai_api_key, "sk-settings") &&
+                   same(cfg.vendor_env.home, "/tmp/dm-settings-home"),
+           "ANTHROPIC_API_KEY, OPENAI_API_KEY and HOME copied");
+        ok(!cfg.vendor_env.claude_oauth_token, "an empty CLAUDE_CODE_OAUTH_TOKEN counts as unset");
+        setenv("ANTHROPIC_API_KEY", "sk-ant-later", 1);
+        ok(same(cfg.vendor_env.anthropic_api_key, "sk-ant-settings"), "a later change does not reach the copy");
+        dm_config_release(&cfg);
+        ok(!cfg.vendor_env.anthropic_api_key && !cfg.vendor_env.openai_api_key && !cfg.vendor_env.home,
+           "released with the config");
+        unsetenv("ANTHROPIC_API_KEY");
+        unsetenv("CLAUDE_CODE_OAUTH_TOKEN");
+        unsetenv("OPENAI_API_KEY");
+}
+
+/* The egress blocklist's process-wide part: parsed here into the config;
+ * netpolicy's state changes only when the server's start hands it over. */
+static void test_blocked(void)
+{
+        struct dm_config cfg;
+        struct dm_cidr pool, priv[DM_BLOCKED_MAX_PRIVATE];
+        struct dm_error err = { 0 };
+        char a[INET_ADDRSTRLEN];
+
+        setenv("DEMESNE_SANDBOX_SUBNET", "10.200.0.0/16", 1);
+        setenv("DEMESNE_EGRESS_ALLOW_PRIVATE", "10.1.0.0/16, 192.168.7.0/24", 1);
+        if (load(&cfg)) {
+                inet_ntop(AF_INET, &cfg.blocked.pool.addr, a, sizeof(a));
+                ok(cfg.blocked.has_pool && strcmp(a, "10.200.0.0") == 0 && cfg.blocked.pool.prefix == 16,
+                   "DEMESNE_SANDBOX_SUBNET in the config: %s", a);
+                is_int((long long)cfg.blocked.n_private_allowed, 2, "DEMESNE_EGRESS_ALLOW_PRIVATE: two ranges");
+                dm_blocked_get_pool(&pool);
+                inet_ntop(AF_INET, &pool.addr, a, sizeof(a));
+                ok(strcmp(a, "10.213.0.0") == 0 && dm_blocked_get_private_allowed(priv, DM_BLOCKED_MAX_PRIVATE) == 0,
+                   "loading the settings leaves netpolicy's blocklist alone (pool %s)", a);
+                dm_blocked_init(&cfg.blocked);
+                dm_blocked_get_pool(&pool);
+                inet_ntop(AF_INET, &pool.addr, a, sizeof(a));
+                ok(strcmp(a, "10.200.0.0") == 0 && dm_blocked_get_private_allowed(priv, DM_BLOCKED_MAX_PRIVATE) == 2,
+                   "dm_blocked_init makes them the process's");
+                ok(dm_blocked_why(ntohl(inet_addr("10.1.2.3"))) == NULL &&
+                           dm_blocked_why(ntohl(inet_addr("10.200.0.9"))) != NULL,
+                   "the operator's range is reachable, the pool is not");
+                dm_config_release(&cfg);
+        }
+        setenv("DEMESNE_SANDBOX_SUBNET", "not-a-subnet", 1);
+        setenv("DEMESNE_EGRESS_ALLOW_PRIVATE", "", 1);
+        if (load(&cfg)) {
+                ok(!cfg.blocked.has_pool && cfg.blocked.n_private_allowed == 0,
+                   "a bad DEMESNE_SANDBOX_SUBNET leaves the default (reported where egress is set up)");
+                dm_config_release(&cfg);
+        }
+        setenv("DEMESNE_EGRESS_ALLOW_PRIVATE", "10.1.0.0/16,8.8.8.0/24", 1);
+        is_int(dm_config_load(&cfg, &err), -EINVAL, "a public range in DEMESNE_EGRESS_ALLOW_PRIVATE: the load fails");
+        ok(strstr(err.msg, "DEMESNE_EGRESS_ALLOW_PRIVATE") != NULL, "naming the variable: %s", err.msg);
+        unsetenv("DEMESNE_SANDBOX_SUBNET");
+        unsetenv("DEMESNE_EGRESS_ALLOW_PRIVATE");
 }
 
 int main(void)
@@ -97,6 +174,9 @@ int main(void)
                 ok(same(cfg.proxy_hosts, "/tmp/hosts"), "a later change of the environment does not reach them");
                 dm_config_release(&cfg);
         }
+
+        test_vendor_env();
+        test_blocked();
 
         /* Process-wide settings: read once, on first use. */
         setenv("DEMESNE_IMAGE_REPO", "", 1);

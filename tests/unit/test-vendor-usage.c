@@ -271,15 +271,23 @@ static void test_prices(void)
 /* The login files the server's settings would name (DEMESNE_CLAUDE_CREDENTIALS,
  * DEMESNE_CODEX_AUTH); NULL: the defaults under HOME. */
 static const char *claude_file, *codex_file;
+/* What the settings would read from the environment: the lookup takes only
+ * this, never the process's environment. */
+static struct dm_vendor_env venv;
+
+static void venv_set(char **field, const char *v)
+{
+        free(*field);
+        *field = v ? strdup(v) : NULL;
+        if (v && !*field)
+                abort();
+}
 
 static void clear_env(void)
 {
-        const char *vars[] = { "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY" };
-
         claude_file = codex_file = NULL;
-        for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
-                unsetenv(vars[i]);
-        setenv("HOME", tmpdir, 1); /* no real login file is ever read */
+        dm_vendor_env_release(&venv);
+        venv_set(&venv.home, tmpdir); /* no real login file is ever read */
 }
 
 static void test_creds(void)
@@ -295,51 +303,87 @@ static void test_creds(void)
         char *broken = write_tmp("broken.json", "{\"claudeAiOauth\":");
 
         clear_env();
-        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, claude_file, &c, &err) == -ENOENT, "anthropic: nothing → -ENOENT");
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &venv, claude_file, &c, &err) == -ENOENT,
+           "anthropic: nothing → -ENOENT");
         ok(strstr(err.msg, "ANTHROPIC_API_KEY") && strstr(err.msg, "CLAUDE_CODE_OAUTH_TOKEN") &&
                    strstr(err.msg, ".claude/.credentials.json"),
            "the message names all three: %s", err.msg);
-        ok(dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, claude_file) != NULL, "unavailable says why");
-        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, codex_file, &c, &err) == -ENOENT && strstr(err.msg, "OPENAI_API_KEY"),
+        ok(dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, &venv, claude_file) != NULL, "unavailable says why");
+        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, &venv, codex_file, &c, &err) == -ENOENT &&
+                   strstr(err.msg, "OPENAI_API_KEY"),
            "openai: nothing → -ENOENT: %s", err.msg);
 
         claude_file = claude;
-        ok(dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, claude_file) == NULL, "login file makes anthropic available");
-        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, claude_file, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_OAUTH &&
-                   strcmp(c.secret, "sk-ant-oat01-file") == 0,
+        ok(dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, &venv, claude_file) == NULL,
+           "login file makes anthropic available");
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &venv, claude_file, &c, &err) == 0 &&
+                   c.auth == DM_VENDOR_AUTH_OAUTH && strcmp(c.secret, "sk-ant-oat01-file") == 0,
            "claude login file: OAuth access token");
         dm_vendor_cred_release(&c);
-        setenv("CLAUDE_CODE_OAUTH_TOKEN", "oat-env", 1);
-        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, claude_file, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_OAUTH &&
-                   strcmp(c.secret, "oat-env") == 0,
+        venv_set(&venv.claude_oauth_token, "oat-env");
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &venv, claude_file, &c, &err) == 0 &&
+                   c.auth == DM_VENDOR_AUTH_OAUTH && strcmp(c.secret, "oat-env") == 0,
            "CLAUDE_CODE_OAUTH_TOKEN before the file");
         dm_vendor_cred_release(&c);
-        setenv("ANTHROPIC_API_KEY", "sk-ant-env", 1);
-        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, claude_file, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_API_KEY &&
-                   strcmp(c.secret, "sk-ant-env") == 0 && strcmp(c.source, "ANTHROPIC_API_KEY") == 0,
+        venv_set(&venv.anthropic_api_key, "sk-ant-env");
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &venv, claude_file, &c, &err) == 0 &&
+                   c.auth == DM_VENDOR_AUTH_API_KEY && strcmp(c.secret, "sk-ant-env") == 0 &&
+                   strcmp(c.source, "ANTHROPIC_API_KEY") == 0,
            "ANTHROPIC_API_KEY first");
         dm_vendor_cred_release(&c);
         ok(c.secret == NULL, "release clears");
         clear_env();
         claude_file = broken;
-        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, claude_file, &c, &err) == -EINVAL,
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &venv, claude_file, &c, &err) == -EINVAL,
            "malformed login file: -EINVAL: %s", err.msg);
 
         codex_file = codex_tok;
-        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, codex_file, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_CHATGPT &&
-                   strcmp(c.secret, "eyJ-access") == 0 && strcmp(c.account_id, "acct-1") == 0,
+        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, &venv, codex_file, &c, &err) == 0 &&
+                   c.auth == DM_VENDOR_AUTH_CHATGPT && strcmp(c.secret, "eyJ-access") == 0 &&
+                   strcmp(c.account_id, "acct-1") == 0,
            "codex tokens: ChatGPT access token and account");
         dm_vendor_cred_release(&c);
         codex_file = codex_key;
-        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, codex_file, &c, &err) == 0 && c.auth == DM_VENDOR_AUTH_API_KEY &&
-                   strcmp(c.secret, "sk-file") == 0,
+        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, &venv, codex_file, &c, &err) == 0 &&
+                   c.auth == DM_VENDOR_AUTH_API_KEY && strcmp(c.secret, "sk-file") == 0,
            "codex file with OPENAI_API_KEY");
         dm_vendor_cred_release(&c);
-        setenv("OPENAI_API_KEY", "sk-env", 1);
-        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, codex_file, &c, &err) == 0 && strcmp(c.secret, "sk-env") == 0,
+        venv_set(&venv.openai_api_key, "sk-env");
+        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, &venv, codex_file, &c, &err) == 0 && strcmp(c.secret, "sk-env") == 0,
            "OPENAI_API_KEY first");
         dm_vendor_cred_release(&c);
         clear_env();
+
+        /* The lookup reads the struct it is given, never the process's
+         * environment: settings.c reads that once. */
+        setenv("ANTHROPIC_API_KEY", "sk-ant-process", 1);
+        setenv("CLAUDE_CODE_OAUTH_TOKEN", "oat-process", 1);
+        setenv("OPENAI_API_KEY", "sk-process", 1);
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &venv, NULL, &c, &err) == -ENOENT,
+           "anthropic: the process's ANTHROPIC_API_KEY is not read");
+        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, &venv, NULL, &c, &err) == -ENOENT,
+           "openai: the process's OPENAI_API_KEY is not read");
+        ok(dm_vendor_unavailable(DM_VENDOR_ANTHROPIC, NULL, NULL) != NULL &&
+                   dm_vendor_unavailable(DM_VENDOR_OPENAI, NULL, NULL) != NULL,
+           "no struct: no credential");
+        unsetenv("ANTHROPIC_API_KEY");
+        unsetenv("CLAUDE_CODE_OAUTH_TOKEN");
+        unsetenv("OPENAI_API_KEY");
+        venv_set(&venv.anthropic_api_key, "");
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &venv, NULL, &c, &err) == -ENOENT,
+           "an empty ANTHROPIC_API_KEY counts as absent");
+        venv_set(&venv.anthropic_api_key, "sk-ant-struct");
+        venv_set(&venv.openai_api_key, "sk-struct");
+        ok(dm_vendor_cred_load(DM_VENDOR_ANTHROPIC, &venv, NULL, &c, &err) == 0 &&
+                   strcmp(c.secret, "sk-ant-struct") == 0,
+           "anthropic: the struct's key");
+        dm_vendor_cred_release(&c);
+        ok(dm_vendor_cred_load(DM_VENDOR_OPENAI, &venv, NULL, &c, &err) == 0 && strcmp(c.secret, "sk-struct") == 0,
+           "openai: the struct's key");
+        dm_vendor_cred_release(&c);
+        dm_vendor_env_release(&venv);
+        ok(!venv.anthropic_api_key && !venv.claude_oauth_token && !venv.openai_api_key && !venv.home,
+           "dm_vendor_env_release clears the struct");
 
         for (const char **p = (const char *[]){ claude, codex_key, codex_tok, broken, NULL }; *p; p++) {
                 unlink(*p);
