@@ -2,10 +2,11 @@
 #ifndef DM_BACKENDS_DOCKER_INTERNAL_H
 #define DM_BACKENDS_DOCKER_INTERNAL_H
 
-/* Shared by the docker backend's files: docker.c (the backend and its readers
- * of engine answers), userns.c (id mappings) and archive.c (files in and out
- * of containers), and by engine.c, which makes the backend. Never included
- * outside backends/ (and its tests and fuzz targets). */
+/* What the docker backend's files share, defined in docker.c (the backend
+ * and its readers of engine answers), userns.c (id mappings) and archive.c
+ * (files in and out of containers). engine.c includes it to make the
+ * backend. Never included outside backends/ but by its tests and fuzz
+ * targets. */
 
 #include <pthread.h>
 #include <stdbool.h>
