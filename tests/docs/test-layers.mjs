@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 //
-// The layers of ../shared/design/ARCHITECTURE.md (docs/explanation/architecture.md),
+// The layers of docs/design/architecture.md (the shared design's ARCHITECTURE.md),
 // read from the tree's own #include lines:
 //   1. every folder is a layer, and a file includes only headers of its own
 //      layer or of one below it, in the table's order (src/cli > src/tools >
