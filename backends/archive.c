@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "backends/curl.h"
+#include "backends/docker-internal.h"
 #include "src/basic/cleanup.h"
 #include "src/basic/timeutil.h"
 #include "src/basic/uri.h"

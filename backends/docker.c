@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "backends/curl.h"
+#include "backends/docker-internal.h"
 #include "backends/json.h"
 #include "netpolicy/policy.h"
 #include "src/basic/cleanup.h"

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backends/curl.h"
+#include "backends/docker-internal.h"
 #include "src/basic/buf.h"
 #include "src/basic/cleanup.h"
 #include "src/basic/log.h"

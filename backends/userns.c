@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "backends/curl.h"
+#include "backends/docker-internal.h"
 #include "src/basic/cleanup.h"
 
 #define INFO_TIMEOUT_MS 60000L

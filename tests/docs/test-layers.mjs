@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 //
-// The layers of ../shared/design/ARCHITECTURE.md (docs/explanation/architecture.md),
+// The layers of docs/design/architecture.md (the shared design's ARCHITECTURE.md),
 // read from the tree's own #include lines:
 //   1. every folder is a layer, and a file includes only headers of its own
 //      layer or of one below it, in the table's order (src/cli > src/tools >
@@ -8,10 +8,17 @@
 //      src/mcp and src/core apart: neither includes the other;
 //   2. no include circle between modules (a module is X.c with X.h and its
 //      X-internal.h), inside a layer or across;
-//   3. the Makefile links one library per layer, in that order.
-// A failure names the file and the include.
+//   3. the Makefile links one library per layer, in that order;
+//   4. a header declares only functions defined in files of its own
+//      component, in its own folder: for X.h or X-internal.h, X.c and X-*.c,
+//      and the .c files the header's opening comment names after "defined
+//      in" (curl.h: "defined in curl.c (...) and stream.c (...)"); a layer's
+//      own header, named after its folder (backends/backend.h,
+//      src/tools/tools.h, src/shim/shim.h), any file of the folder. A
+//      declaration nothing defines fails too.
+// A failure names the file and the include (or the function).
 import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join, relative, dirname } from "node:path";
+import { join, relative, dirname, basename } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ok, done } from "./tap.mjs";
 
@@ -126,6 +133,82 @@ ok(
   order.every((r, i) => i === 0 || r <= order[i - 1]),
   "no library in DM_LIBS comes before one above it",
   libs.map((l, i) => `${l}: ${order[i]}`),
+);
+
+// 4: where the functions a header declares are defined. Read without a
+// compiler: comments and literals blanked, preprocessor lines dropped.
+const blank = (t) =>
+  t
+    .replace(/\/\*[\s\S]*?\*\/|\/\/[^\n]*|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'/g, (x) =>
+      x[0] === "/" ? x.replace(/[^\n]/g, " ") : x[0] + x[0],
+    )
+    .replace(/^[ \t]*#(?:.*\\\n)*.*$/gm, " ")
+    .replace(/__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)/g, " ");
+// The functions a header declares at file scope (not typedefs, not
+// function pointers, not static inline ones it defines itself).
+function declared(text) {
+  const t = blank(text);
+  const names = [];
+  let depth = 0,
+    stmt = "";
+  for (let i = 0; i < t.length; i++) {
+    const c = t[i];
+    if (c === "{" && depth === 0 && /\)\s*$/.test(stmt)) {
+      for (let d = 1; d && ++i < t.length; ) d += t[i] === "{" ? 1 : t[i] === "}" ? -1 : 0;
+      stmt = "";
+    } else if (c === "{") depth++;
+    else if (c === "}") depth--;
+    else if (c === ";" && depth === 0) {
+      const s = stmt.trim();
+      stmt = "";
+      const m = s.match(/\b([A-Za-z_]\w*)\s*\(/);
+      if (m && !/^typedef\b/.test(s) && !/^\s*\*/.test(s.slice(m.index + m[0].length))) names.push(m[1]);
+    } else if (depth === 0) stmt += c;
+  }
+  return names;
+}
+const definedIn = new Map(); // function -> Set of .c files
+for (const f of files.filter((f) => f.endsWith(".c"))) {
+  const t = blank(readFileSync(join(top, f), "utf8"));
+  for (const m of t.matchAll(/\b([A-Za-z_]\w*)\s*\(/g)) {
+    let i = m.index + m[0].length;
+    for (let d = 1; d && i < t.length; i++) d += t[i] === "(" ? 1 : t[i] === ")" ? -1 : 0;
+    if (!/^\s*\{/.test(t.slice(i, i + 64))) continue;
+    if (!definedIn.has(m[1])) definedIn.set(m[1], new Set());
+    definedIn.get(m[1]).add(f);
+  }
+}
+const anchor = declared(readFileSync(join(top, "backends/curl.h"), "utf8"));
+ok(
+  anchor.includes("dm_curl_request") && (definedIn.get("dm_curl_request") || new Set()).has("backends/curl.c"),
+  "the reader finds dm_curl_request declared in curl.h and defined in curl.c",
+  [`curl.h declares: ${anchor.join(" ")}`],
+);
+const misplaced = [];
+let nDecl = 0;
+for (const h of files.filter((f) => f.endsWith(".h"))) {
+  const text = readFileSync(join(top, h), "utf8");
+  const dir = dirname(h);
+  const stem = basename(h, ".h").replace(/-internal$/, "");
+  const own = stem === basename(dir) || `${stem}s` === basename(dir);
+  const opening = (text.match(/\/\*[\s\S]*?\*\//g) || []).find((c) => !/SPDX-License-Identifier/.test(c)) || "";
+  const named = new Set();
+  for (const m of opening.matchAll(/defined in ((?:[^.]|\.(?!\s))*)/gi))
+    for (const n of m[1].matchAll(/([\w-]+)\.c\b/g)) named.add(n[1] + ".c");
+  const mine = (f) =>
+    dirname(f) === dir &&
+    (own || basename(f, ".c") === stem || basename(f).startsWith(`${stem}-`) || named.has(basename(f)));
+  for (const fn of declared(text)) {
+    nDecl++;
+    const where = [...(definedIn.get(fn) || [])];
+    if (where.length === 0) misplaced.push(`${h}: declares ${fn}, which no .c file defines`);
+    else if (!where.some(mine)) misplaced.push(`${h}: declares ${fn}, defined in ${where.join(", ")}`);
+  }
+}
+ok(
+  misplaced.length === 0,
+  `every function a header declares is defined in its own component (${nDecl} declarations)`,
+  misplaced,
 );
 
 done();

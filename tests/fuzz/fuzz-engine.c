@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "backends/curl.h"
+#include "backends/docker-internal.h"
 #include "backends/opensandbox-internal.h"
 #include "tests/fuzz/fuzz.h"
 

@@ -19,6 +19,7 @@
 
 #include "backends/backend.h"
 #include "backends/curl.h"
+#include "backends/docker-internal.h"
 #include "src/core/limits.h"
 #include "src/basic/buf.h"
 #include "src/basic/timeutil.h"
