@@ -8,8 +8,11 @@
  * check. An alarm turns a hang (the old code blocked on FIFOs) into a failure. */
 #include "config.h"
 
-/* Paths here are short temporary ones: truncation cannot happen. */
+/* Paths here are short temporary ones: truncation cannot happen. (gcc's
+ * warning only: clang has no -Wformat-truncation and rejects the pragma.) */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 
 #include <arpa/inet.h>
 #include <errno.h>
