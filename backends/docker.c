@@ -459,7 +459,7 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
                  * container name ... is already in use"); ask rather than
                  * parse prose. */
                 if (status == 409 || (status == 500 && spec->name && inspect_json(d, spec->name, &other, NULL) == 0))
-                        err->code = r = -EEXIST;
+                        r = err ? (err->code = -EEXIST) : -EEXIST;
         }
         if (r >= 0 && !(id = get(o, "Id")))
                 r = dm_error_set(err, -EPROTO, "engine answered without an Id");
@@ -562,7 +562,9 @@ static int docker_destroy(struct dm_backend *b, const char *id, struct dm_error 
                 if (r >= 0 || status == 0 || dm_now_ms() >= give_up)
                         break;
                 if (status == 500 && ++tries_500 < 3) {
-                        log_info("removing container %.12s: %s; asking again", id, err->msg);
+                        /* err may be NULL: callers that only clean up pass none. */
+                        log_info("removing container %.12s: engine answered 500%s%s; asking again", id, err ? ": " : "",
+                                 err ? err->msg : "");
                         dm_error_clear(err);
                         usleep(200 * 1000);
                         continue;

@@ -31,9 +31,9 @@
  * wait_fail waits get the race's 500; inspect says running while
  * inspect_running is set; then the exit code. */
 struct script {
-        int inspect_fail, wait_fail, exit_code;
+        int inspect_fail, wait_fail, delete_fail, exit_code;
         int inspect_running;
-        int inspects, waits;
+        int inspects, waits, deletes;
 };
 
 static int listen_fd = -1;
@@ -93,6 +93,12 @@ static void *engine(void *arg)
                                 snprintf(body, sizeof(body), "{\"StatusCode\":%d,\"Error\":null}", S.exit_code);
                                 answer(fd, 200, body);
                         }
+                } else if (strncmp(req, "DELETE /", 8) == 0 && strstr(req, "/containers/c1?force=1&v=1 ")) {
+                        S.deletes++;
+                        if (S.deletes <= S.delete_fail)
+                                answer(fd, 500, RACE);
+                        else
+                                answer(fd, 204, "");
                 } else
                         answer(fd, 404, "{\"cause\":\"no such route\",\"message\":\"not here\",\"response\":404}");
                 pthread_mutex_unlock(&lock);
@@ -100,6 +106,7 @@ static void *engine(void *arg)
         }
 }
 
+/* wait (or, with code NULL, destroy with no error to fill) against s. */
 static int wait_with(struct script s, int *code, struct dm_error *err, struct script *seen)
 {
         struct dm_backend *b = NULL;
@@ -112,7 +119,7 @@ static int wait_with(struct script s, int *code, struct dm_error *err, struct sc
         snprintf(host, sizeof(host), "unix://%s", sock_path);
         r = dm_docker_backend_new(host, 0, NULL, &b, err);
         if (r == 0) {
-                r = b->ops->wait(b, "c1", code, err);
+                r = code ? b->ops->wait(b, "c1", code, err) : b->ops->destroy(b, "c1", NULL);
                 b->ops->free(b);
         }
         pthread_mutex_lock(&lock);
@@ -164,6 +171,12 @@ int main(void)
                    seen.waits == 4,
            "an engine that goes on failing is reported in its words after 4 waits (%d, %d waits: %s)", r, seen.waits,
            err.msg);
+
+        /* A caller that only cleans up passes no error: the 500 is logged
+         * without one (this crashed, reading the NULL error's message). */
+        r = wait_with((struct script){ .delete_fail = 2 }, NULL, &err, &seen);
+        ok(r == 0 && seen.deletes == 3, "destroy with no error to fill, through two 500s (%d, %d deletes)", r,
+           seen.deletes);
 
         shutdown(listen_fd, SHUT_RDWR);
         close(listen_fd);
