@@ -323,7 +323,7 @@ static void duplicate_ids(void)
         hresp_release(&r);
         snprintf(body, sizeof(body),
                  "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                 "\"arguments\":{\"command\":\"sleep 3; echo first\",\"egress\":\"none\"}}}");
+                 "\"arguments\":{\"command\":\"sleep 6; echo first\",\"egress\":\"none\"}}}");
         if (!a || !sid[0] || hc_connect(a, NULL) < 0 || hc_request(a, "POST", hdrs, body) < 0 ||
             hc_read_head(a, &ra, 60000) < 0) {
                 ok(0, "a session and a long call in it (session '%s')", sid);
