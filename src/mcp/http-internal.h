@@ -173,8 +173,11 @@ int dm_mcphttp_session_list(struct http_session *s);
 void dm_mcphttp_session_end(struct http_session *s);
 int dm_mcphttp_session_send(void *transport, json_object *msg);
 /* Routes messages to ex until unregistered; takes a session reference
- * that the caller drops after unregistering. */
-void dm_mcphttp_session_register(struct http_session *s, struct http_exchange *ex);
+ * that the caller drops after unregistering. -EEXIST, and nothing taken,
+ * when a request of the session with ex's id is still in flight: its
+ * answers would be routed to one of the two (MCP: an id is used once in
+ * a session). */
+int dm_mcphttp_session_register(struct http_session *s, struct http_exchange *ex);
 /* Makes ex the session's GET stream (-EEXIST: it has one; -ENOENT: ended). */
 int dm_mcphttp_session_attach_get(struct http_session *s, struct http_exchange *ex);
 void dm_mcphttp_session_unregister(struct http_exchange *ex);

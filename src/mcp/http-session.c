@@ -169,9 +169,14 @@ int dm_mcphttp_session_send(void *transport, json_object *msg)
         return target ? 0 : -ENOENT;
 }
 
-void dm_mcphttp_session_register(struct http_session *s, struct http_exchange *ex)
+int dm_mcphttp_session_register(struct http_session *s, struct http_exchange *ex)
 {
         pthread_mutex_lock(&s->h->lock);
+        for (struct http_exchange *o = s->exchanges; o; o = o->next)
+                if (ex->id && o->id && strcmp(o->id, ex->id) == 0) {
+                        pthread_mutex_unlock(&s->h->lock);
+                        return -EEXIST;
+                }
         s->refs++;
         s->busy++;
         ex->session = s;
@@ -179,6 +184,7 @@ void dm_mcphttp_session_register(struct http_session *s, struct http_exchange *e
         s->exchanges = ex;
         ex->registered = true;
         pthread_mutex_unlock(&s->h->lock);
+        return 0;
 }
 
 int dm_mcphttp_session_attach_get(struct http_session *s, struct http_exchange *ex)

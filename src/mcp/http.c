@@ -358,7 +358,15 @@ static enum MHD_Result dispatch(struct dm_mcphttp *h, struct MHD_Connection *c, 
                                      h->opt.max_streams, h->opt.max_session_streams);
         }
         if (s) {
-                dm_mcphttp_session_register(s, ex);
+                if (dm_mcphttp_session_register(s, ex) < 0) {
+                        /* While the caller's reference holds: the slot names the session. */
+                        dm_mcphttp_slot_put(ex);
+                        dm_mcphttp_refused(h, "%s %s: the id of a request still in flight", m->method, ex->id);
+                        return respond_error(c, MHD_HTTP_BAD_REQUEST, NULL, DM_RPC_INVALID_REQUEST, NULL,
+                                             "request id %s is in use by a request of this session still in "
+                                             "flight: each request needs an id of its own",
+                                             ex->id);
+                }
         } else {
                 ex->ephemeral = dm_mcp_session_new(h->srv, dm_mcphttp_ex_send, ex);
                 if (!ex->ephemeral)

@@ -305,6 +305,63 @@ static void sessions(struct server *s)
         is_int(status_of("POST", CT ACCEPT_BOTH, INIT_BODY), 200, "and there is room for new sessions");
 }
 
+/* Two requests of one session with the same id, the first still running:
+ * the second is refused (its answer would go to either stream), the first
+ * gets its own answer, and the id is free again once it has. */
+static void duplicate_ids(void)
+{
+        struct hc *a = calloc(1, sizeof(*a));
+        struct hresp r = { 0 }, ra = { 0 };
+        json_object *m = NULL, *res = NULL;
+        char sid[64] = "", hdrs[256], body[512];
+
+        http_call("POST", CT ACCEPT_BOTH, INIT_BODY, &r);
+        hresp_header(&r, "Mcp-Session-Id", sid, sizeof(sid));
+        hresp_release(&r);
+        snprintf(hdrs, sizeof(hdrs), CT ACCEPT_BOTH "Mcp-Session-Id: %s\r\n", sid);
+        http_call("POST", hdrs, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", &r);
+        hresp_release(&r);
+        snprintf(body, sizeof(body),
+                 "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
+                 "\"arguments\":{\"command\":\"sleep 6; echo first\",\"egress\":\"none\"}}}");
+        if (!a || !sid[0] || hc_connect(a, NULL) < 0 || hc_request(a, "POST", hdrs, body) < 0 ||
+            hc_read_head(a, &ra, 60000) < 0) {
+                ok(0, "a session and a long call in it (session '%s')", sid);
+                goto out;
+        }
+        is_int(ra.status, 200, "id 7: a long call streams");
+        http_call("POST", hdrs, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/list\"}", &r);
+        m = hresp_json(&r);
+        ok(r.status == 400 && rpc_code(m) == -32600 && strstr(jstr(m, "error", "message", NULL), "in flight") &&
+                   json_object_is_type(jget(m, "id", NULL, NULL), json_type_null),
+           "a second request with id 7 meanwhile: 400, -32600, no id of the first's (%d: %s)", r.status,
+           r.body ? r.body : "");
+        json_object_put(m);
+        hresp_release(&r);
+        for (json_object *e; !res && (e = hc_next_event(a, &ra, slack_ms(60000)));)
+                if (jget(e, "result", NULL, NULL) || jget(e, "error", NULL, NULL))
+                        res = e;
+                else
+                        json_object_put(e);
+        ok(res && json_object_get_int(jget(res, "id", NULL, NULL)) == 7 &&
+                   strstr(json_object_to_json_string(res), "first"),
+           "the first gets its own answer (%.200s)", res ? json_object_to_json_string(res) : "none");
+        json_object_put(res);
+        http_call("POST", hdrs, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/list\"}", &r);
+        m = hresp_json(&r);
+        ok(r.status == 200 && jget(m, "result", "tools", NULL), "id 7 once answered is free again (%d)", r.status);
+        json_object_put(m);
+        hresp_release(&r);
+        snprintf(hdrs, sizeof(hdrs), "Mcp-Session-Id: %s\r\n", sid);
+        http_call("DELETE", hdrs, NULL, &r);
+        hresp_release(&r);
+out:
+        hresp_release(&ra);
+        if (a && a->fd > 0)
+                hc_close(a);
+        free(a);
+}
+
 static void tokens(const char *dir)
 {
         struct server t = { 0 };
@@ -430,6 +487,7 @@ int main(void)
         slowloris();
         idle_flood();
         sessions(&s);
+        duplicate_ids();
         tokens(test_root);
         startup_refusals(test_root);
 
