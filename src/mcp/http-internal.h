@@ -171,6 +171,10 @@ void dm_mcphttp_session_unref(struct http_session *s);
 int dm_mcphttp_session_list(struct http_session *s);
 /* Unlists it and aborts its streams (DELETE, expiry, shutdown). */
 void dm_mcphttp_session_end(struct http_session *s);
+/* Legacy: the client left before the answer to request id; tells the MCP
+ * session as if it had sent notifications/cancelled, so the command is
+ * killed. */
+void dm_mcphttp_session_cancel(struct http_session *s, const char *id);
 int dm_mcphttp_session_send(void *transport, json_object *msg);
 /* Routes messages to ex until unregistered; takes a session reference
  * that the caller drops after unregistering. -EEXIST, and nothing taken,

@@ -134,6 +134,19 @@ void dm_mcphttp_session_end(struct http_session *s)
                 dm_mcphttp_session_unref(s);
 }
 
+void dm_mcphttp_session_cancel(struct http_session *s, const char *id)
+{
+        char *msg = NULL;
+        int n = asprintf(&msg,
+                         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+                         "{\"requestId\":%s,\"reason\":\"the HTTP stream was closed\"}}",
+                         id);
+
+        if (n > 0)
+                dm_mcp_session_handle(s->mcp, msg, (size_t)n);
+        free(msg);
+}
+
 /* ---- routing ------------------------------------------------------------------ */
 
 int dm_mcphttp_session_send(void *transport, json_object *msg)

@@ -209,21 +209,6 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 
 /* ---- end of a request ----------------------------------------------------------- */
 
-/* Legacy: the client left before the answer; tell the MCP session as if
- * it had sent notifications/cancelled, so the command is killed. */
-static void cancel_request(struct http_session *s, const char *id)
-{
-        char *msg = NULL;
-        int n = asprintf(&msg,
-                         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
-                         "{\"requestId\":%s,\"reason\":\"the HTTP stream was closed\"}}",
-                         id);
-
-        if (n > 0)
-                dm_mcp_session_handle(s->mcp, msg, (size_t)n);
-        free(msg);
-}
-
 static void request_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
         struct dm_mcphttp *h = cls;
@@ -240,7 +225,7 @@ static void request_done(void *cls, struct MHD_Connection *c, void **con_cls, en
                 if (ex->session) {
                         dm_mcphttp_session_unregister(ex);
                         if (!answered && ex->id)
-                                cancel_request(ex->session, ex->id);
+                                dm_mcphttp_session_cancel(ex->session, ex->id);
                         dm_mcphttp_session_unref(ex->session);
                 } else if (ex->ephemeral) {
                         /* Cancels the call if it still runs, and waits for it. */
