@@ -438,8 +438,9 @@ static void job_cases(void)
         job = start_job("sleep 30", 1);
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\"}", job);
         m = call_timeout("sandbox_wait", args, 60000, NULL);
-        check(!strcmp(str_at(structured(m), "status"), "timed_out") && bool_at(structured(m), "timed_out"),
-              "job: timeout_seconds ends it timed_out");
+        if (!check(!strcmp(str_at(structured(m), "status"), "timed_out") && bool_at(structured(m), "timed_out"),
+                   "job: timeout_seconds ends it timed_out"))
+                diag("sandbox_wait: %s", m ? json_object_to_json_string(m) : "nothing");
         json_object_put(m);
         free(job);
 
