@@ -9,10 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "src/core/idmap.h"
 #include "src/core/images.h"
+#include "src/core/inputs.h"
 #include "src/core/limits.h"
 #include "src/core/ownership.h"
 #include "src/basic/log.h"
+#include "src/basic/timeutil.h"
 
 /* What package managers and archive tools need, and nothing that reaches
  * the network stack, devices or the kernel's keyrings. */
@@ -161,8 +164,12 @@ static const char *const *shim_argv(const struct dm_context *ctx)
         return argv;
 }
 
-int dm_launch_shim_prepare(const struct dm_context *ctx, const char *dir, struct dm_container_spec *spec,
-                           struct dm_mount *mounts, size_t *n, struct dm_shimhost **ret, struct dm_error *err)
+/* Listens for the shim in dir (made 0700, or taken over from an earlier
+ * server), appends its two read-only mounts at mounts[*n] (the array needs
+ * room for them) and makes the shim the container's entrypoint in place of
+ * the engine's init. On error nothing is left listening. */
+static int shim_prepare(const struct dm_context *ctx, const char *dir, struct dm_container_spec *spec,
+                        struct dm_mount *mounts, size_t *n, struct dm_shimhost **ret, struct dm_error *err)
 {
         int r;
 
@@ -218,7 +225,9 @@ int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct 
         return r < 0 ? dm_error_wrap(err, "wait for demesne-shim") : 0;
 }
 
-bool dm_launch_subids_present(const char *user)
+/* Whether /etc/subuid and /etc/subgid both have a line for user (rootful
+ * Podman's userns=auto takes its ranges from "containers"). */
+static bool subids_present(const char *user)
 {
         static const char *const files[] = { "/etc/subuid", "/etc/subgid" };
         size_t len = strlen(user);
@@ -267,7 +276,7 @@ int dm_launch_userns(struct dm_context *ctx, struct dm_backend *b, struct dm_con
                 ret->gid = u.gid;
                 break;
         case DM_USERNS_PER_CONTAINER:
-                if (!dm_launch_subids_present("containers"))
+                if (!subids_present("containers"))
                         return dm_error_set(err, -EPERM,
                                             "rootful Podman needs host ids for the sandboxes' user namespaces: add "
                                             "'containers:2147483647:2147483648' to /etc/subuid and /etc/subgid "
@@ -284,8 +293,11 @@ int dm_launch_userns(struct dm_context *ctx, struct dm_backend *b, struct dm_con
         return 0;
 }
 
-int dm_launch_lend(struct dm_backend *b, const char *container_id, struct dm_launch_ids *ids, const char *const *dirs,
-                   struct dm_shimhost *host, struct dm_error *err)
+/* After create, before start: gives dirs (NULL-terminated, each the host
+ * side of a writable mount) to the container's root, and opens the shim's
+ * socket (host may be NULL) to its group. Nothing when ids->lend is false. */
+static int lend(struct dm_backend *b, const char *container_id, struct dm_launch_ids *ids, const char *const *dirs,
+                struct dm_shimhost *host, struct dm_error *err)
 {
         int r;
 
@@ -310,9 +322,13 @@ int dm_launch_lend(struct dm_backend *b, const char *container_id, struct dm_lau
         return 0;
 }
 
-int dm_launch_create(struct dm_backend *b, const struct dm_image_info *img, bool autobuild,
-                     const struct dm_image_build_watch *watch, const struct dm_container_spec *spec, char **ret_id,
-                     struct dm_error *err)
+/* b->ops->create. A backend remembers the images it has seen, so a cold
+ * run does not ask each time: when the engine says the image is gone
+ * (removed since), it is required again (built when autobuild) and the
+ * create tried once more. */
+static int create(struct dm_backend *b, const struct dm_image_info *img, bool autobuild,
+                  const struct dm_image_build_watch *watch, const struct dm_container_spec *spec, char **ret_id,
+                  struct dm_error *err)
 {
         int r = b->ops->create(b, spec, ret_id, err);
 
@@ -321,4 +337,71 @@ int dm_launch_create(struct dm_backend *b, const struct dm_image_info *img, bool
         log_info("%s (removed since it was last seen?): looking for the image again", err->msg);
         r = dm_image_require(b, img, autobuild, watch, err);
         return r < 0 ? r : b->ops->create(b, spec, ret_id, err);
+}
+
+/* After create: the directories to the container's root, the idmapped
+ * inputs attached, the output stream, then start. */
+static int launch_start(struct dm_backend *b, const struct dm_launch_request *req, struct dm_launch_ids *ids,
+                        struct dm_idmap *im, struct dm_launch *l, struct dm_error *err)
+{
+        int r;
+
+        /* Before attach: Podman sets the container up (its mounts) there. */
+        r = lend(b, l->container, ids, req->lend, l->host, err);
+        if (r >= 0 && ids->lend)
+                r = dm_idmap_attach(im, ids->uid, ids->gid, err);
+        if (r < 0)
+                return r;
+        if (req->attach && !l->host && (r = b->ops->attach(b, l->container, &l->stream, err)) < 0)
+                return dm_error_wrap(err, "attach to the container");
+        r = b->ops->start(b, l->container, err);
+        return r < 0 ? dm_error_wrap(err, "start the container") : 0;
+}
+
+int dm_launch_container(struct dm_context *ctx, struct dm_backend *b, const struct dm_launch_request *req,
+                        struct dm_launch *ret, struct dm_error *err)
+{
+        struct dm_container_spec *spec = req->spec;
+        struct dm_launch_ids ids;
+        struct dm_idmap im = { 0 };
+        int r;
+
+        memset(ret, 0, sizeof(*ret));
+        r = dm_launch_userns(ctx, b, spec, &ids, err);
+        /* Inputs the sandbox's root could not read otherwise: idmapped. */
+        if (r >= 0 && ids.lend && req->idmap_stage)
+                r = dm_idmap_prepare(&im, req->idmap_stage, req->mounts, *req->n_mounts, err);
+        if (r >= 0 && req->shim_dir)
+                r = shim_prepare(ctx, req->shim_dir, spec, req->mounts, req->n_mounts, &ret->host, err);
+        if (r >= 0) {
+                r = create(b, req->img, req->autobuild, req->watch, spec, &ret->container, err);
+                if (r < 0)
+                        dm_error_wrap(err, "create the container");
+        }
+        if (r >= 0)
+                r = launch_start(b, req, &ids, &im, ret, err);
+        /* Started (or not): the container has its own copies of the
+         * inputs' mounts. A restart by the engine finds the staged ones gone. */
+        if (req->stage)
+                dm_inputs_unstage(req->stage);
+        dm_idmap_release(&im);
+        if (r >= 0 && ret->host)
+                r = dm_launch_shim_ready(b, ret->container, ret->host, dm_now_ms() + DM_SHIM_READY_MS, &ret->launched,
+                                         err);
+        if (r < 0)
+                dm_launch_undo(b, ret);
+        return r;
+}
+
+void dm_launch_undo(struct dm_backend *b, struct dm_launch *l)
+{
+        struct dm_error e = { 0 };
+
+        if (l->stream)
+                dm_stream_free(l->stream);
+        if (l->container && b->ops->destroy(b, l->container, &e) < 0)
+                log_warning("remove container '%.12s': %s", l->container, e.msg);
+        dm_shimhost_free(l->host);
+        free(l->container);
+        memset(l, 0, sizeof(*l));
 }

@@ -2,17 +2,15 @@
 #ifndef DM_LAUNCH_H
 #define DM_LAUNCH_H
 
-/* What every demesne container shares, whoever starts it (sandbox_script's
- * runner, persistent sandboxes): the hardening, and demesne-shim as PID 1
- * with its socket in a directory the server owns.
- *
- * With the shim:
- *   dm_launch_harden(ctx, &spec);
- *   dm_launch_shim_prepare(ctx, dir, &spec, mounts, &n, &host, err);   before create
- *   create, start;
- *   dm_launch_shim_ready(b, id, host, deadline, err);             after start
- *   dm_shim_exec(host, ...) as often as needed
- * Without it (only when the operator set DEMESNE_SHIM=off:
+/* Every container demesne starts, whoever asks (sandbox_script's runner,
+ * persistent sandboxes, the warm pool), comes from one launch sequence:
+ *   dm_launch_harden(ctx, &spec);          the limits every sandbox has
+ *   the caller's choices on the spec       network, entrypoint, own_seccomp
+ *   dm_launch_container(ctx, b, &req, &l)  user namespace, idmapped inputs,
+ *                                          shim, create, lend, attach,
+ *                                          start, the shim's hello
+ *   dm_shim_exec(l.host, ...) as often as needed
+ * Without the shim (only when the operator set DEMESNE_SHIM=off:
  * dm_launch_shim_mode() 0) the caller uses the engine's attach or exec
  * API instead (exec alone on a backend without DM_CAP_ATTACH); when
  * dm_launch_shim_mode() fails, the caller runs nothing. */
@@ -43,17 +41,10 @@ bool dm_launch_use_shim(const struct dm_context *ctx, const struct dm_backend *b
  * or -EPERM with the sentence in *err. */
 int dm_launch_check_workdir(const char *dir, struct dm_error *err);
 
-/* Listens for the shim in dir (made 0700, or taken over from an earlier
- * server), appends its two read-only mounts at mounts[*n] (the array needs
- * room for them) and makes the shim the container's entrypoint in place of
- * the engine's init. On error nothing is left listening. */
 /* Whether the engine applies the memory and pids limits (cgroups); when
  * not, why (with the fix), and the shim applies them as it can: memory per
  * process (RLIMIT_DATA), processes per sandbox (counted by the shim). */
 bool dm_launch_engine_limits(struct dm_context *ctx, char *why, size_t size);
-
-int dm_launch_shim_prepare(const struct dm_context *ctx, const char *dir, struct dm_container_spec *spec,
-                           struct dm_mount *mounts, size_t *n, struct dm_shimhost **ret, struct dm_error *err);
 
 /* Whose ids a container runs with on the host, decided before create:
  * with a user namespace its root is not the host's root, and the run's
@@ -73,16 +64,6 @@ struct dm_launch_ids {
 int dm_launch_userns(struct dm_context *ctx, struct dm_backend *b, struct dm_container_spec *spec,
                      struct dm_launch_ids *ret, struct dm_error *err);
 
-/* After create, before start: gives dirs (NULL-terminated, each the host
- * side of a writable mount) to the container's root, and opens the shim's
- * socket (host may be NULL) to its group. Nothing when ids->lend is false. */
-int dm_launch_lend(struct dm_backend *b, const char *container_id, struct dm_launch_ids *ids, const char *const *dirs,
-                   struct dm_shimhost *host, struct dm_error *err);
-
-/* Whether /etc/subuid and /etc/subgid both have a line for user (rootful
- * Podman's userns=auto takes its ranges from "containers"). */
-bool dm_launch_subids_present(const char *user);
-
 /* After the container started (or for a running one a later server adopts):
  * accepts only the container's PID 1 from now on and waits for its hello
  * until the monotonic deadline_ms. */
@@ -94,15 +75,41 @@ struct dm_launched {
 int dm_launch_shim_ready(struct dm_backend *b, const char *container_id, struct dm_shimhost *h, int64_t deadline_ms,
                          struct dm_launched *ret, struct dm_error *err);
 
-/* b->ops->create. A backend remembers the images it has seen, so a cold
- * run does not ask each time: when the engine says the image is gone
- * (removed since), it is required again (built when autobuild) and the
- * create tried once more. */
-struct dm_image_info;
+/* The one launch sequence: every container demesne starts (a run's, a
+ * persistent sandbox's, the pool's) comes from here. The caller makes the
+ * spec (dm_launch_harden, then its own choices: network, entrypoint,
+ * own_seccomp); this then, in order: the engine's user namespace, the
+ * idmapped inputs, the shim's socket and mounts, create (the image built
+ * again when the engine lost it), the directories lent to the container's
+ * root, attach, start, and the shim's hello. On error nothing it made is
+ * left (container removed, stream and socket closed) and err says which
+ * step failed. */
 struct dm_image_build_watch;
-int dm_launch_create(struct dm_backend *b, const struct dm_image_info *img, bool autobuild,
-                     const struct dm_image_build_watch *watch, const struct dm_container_spec *spec, char **ret_id,
-                     struct dm_error *err);
+struct dm_image_info;
+struct dm_inputs_stage;
+struct dm_launch_request {
+        const struct dm_image_info *img;
+        struct dm_container_spec *spec;
+        struct dm_mount *mounts; /* the spec's, with room for the shim's two */
+        size_t *n_mounts;
+        const char *shim_dir;          /* where the shim's socket goes; NULL: no shim */
+        const char *idmap_stage;       /* NULL: no inputs to idmap */
+        const char *const *lend;       /* NULL-terminated: the writable mounts' host sides */
+        struct dm_inputs_stage *stage; /* unstaged once the container started (or failed); may be NULL */
+        bool attach;                   /* without the shim: the output through the engine's attach */
+        bool autobuild;
+        const struct dm_image_build_watch *watch;
+};
+struct dm_launch {
+        char *container;
+        struct dm_shimhost *host;    /* with the shim, ready */
+        struct dm_stream *stream;    /* with attach */
+        struct dm_launched launched; /* with the shim: from the inspect that found its PID 1 */
+};
+int dm_launch_container(struct dm_context *ctx, struct dm_backend *b, const struct dm_launch_request *req,
+                        struct dm_launch *ret, struct dm_error *err);
+/* Removes the container now and closes what the launch opened. */
+void dm_launch_undo(struct dm_backend *b, struct dm_launch *l);
 
 /* The capabilities every sandbox keeps (all others are dropped). */
 extern const char *const dm_kept_caps[];

@@ -79,7 +79,7 @@ static int entry_make(struct dm_pool *p, struct dm_pool_entry **ret, struct dm_e
         struct dm_pool_entry *e;
         struct dm_backend *b;
         struct dm_mount mounts[4];
-        struct dm_launch_ids ids;
+        struct dm_launch l;
         char label_owner[160], label_run[128], label_kind[64], label_pool[64], shimdir[PATH_MAX + 16];
         const char *labels[6];
         size_t n = 0;
@@ -149,21 +149,24 @@ static int entry_make(struct dm_pool *p, struct dm_pool_entry **ret, struct dm_e
                 .labels = labels,
         };
         dm_launch_harden(ctx, &spec);
-        if ((r = dm_launch_userns(ctx, b, &spec, &ids, err)) < 0 ||
-            (r = dm_launch_shim_prepare(ctx, shimdir, &spec, mounts, &n, &e->host, err)) < 0)
-                goto fail;
         /* Claimed by runs only, whose command goes through the shim. */
         spec.own_seccomp = true;
-        r = b->ops->create(b, &spec, &e->container, err);
+        r = dm_launch_container(ctx, b,
+                                &(struct dm_launch_request){
+                                        .img = img,
+                                        .spec = &spec,
+                                        .mounts = mounts,
+                                        .n_mounts = &n,
+                                        .shim_dir = shimdir,
+                                        .lend = (const char *const[]){ e->outdir, e->workspace, NULL },
+                                        .watch = &(struct dm_image_build_watch){ 0 }, /* never built here */
+                                },
+                                &l, err);
         if (r < 0)
                 goto fail;
-        r = dm_launch_lend(b, e->container, &ids, (const char *const[]){ e->outdir, e->workspace, NULL }, e->host, err);
-        if (r >= 0)
-                r = b->ops->start(b, e->container, err);
-        if (r >= 0)
-                r = dm_launch_shim_ready(b, e->container, e->host, dm_now_ms() + DM_SHIM_READY_MS, &e->launched, err);
-        if (r < 0)
-                goto fail;
+        e->container = l.container;
+        e->host = l.host;
+        e->launched = l.launched;
         *ret = e;
         return 0;
 fail:

@@ -156,21 +156,16 @@ static void ledger_end(struct dm_context *ctx, const char *run_id, int r, const 
                 log_warning("run %s: %s", run_id, lerr.msg);
 }
 
-/* How a cold run's container is confined: with the shim (shim: its
- * socket directory is made and mounted, *ret_host set), or by the
- * backend's own network; -ENOTSUP when egress is asked for and only the
- * shim could put it in place. */
-static int confine(struct dm_context *ctx, struct dm_backend *b, const struct dm_run_request *req, bool shim,
-                   const char *shimdir, struct dm_container_spec *spec, struct dm_mount *mounts, size_t *n_mounts,
-                   struct dm_shimhost **ret_host, struct dm_error *err)
+/* How a cold run's container is confined: by the shim (its filter on
+ * every process: a run's only command goes through it, never the engine's
+ * exec API), or by the backend's own network; -ENOTSUP when egress is
+ * asked for and only the shim could put it in place. */
+static int confine(struct dm_backend *b, const struct dm_run_request *req, bool shim, struct dm_container_spec *spec,
+                   struct dm_error *err)
 {
         if (shim) {
-                int r = dm_launch_shim_prepare(ctx, shimdir, spec, mounts, n_mounts, ret_host, err);
-
-                /* A run's only command goes through the shim, never the
-                 * engine's exec API: the shim's filter is on every process. */
                 spec->own_seccomp = true;
-                return r;
+                return 0;
         }
         if (dm_egress_backend_open(b, req->policy) && !req->vendor_port) {
                 spec->network_mode = "open"; /* the backend's own network */
@@ -211,10 +206,8 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
         static const char *const idle_argv[] = { "sleep", "infinity", NULL };
         char *id = NULL;
         bool scratch_made = false, exec_only = false, outdir_made = false;
-        struct dm_launch_ids ids;
-        struct dm_idmap im = { 0 };
         struct dm_pool_entry *warm = NULL;
-        _cleanup_free_ struct dm_launched *launched = NULL; /* a cold container's shim, once ready */
+        _cleanup_free_ struct dm_launch *cold = NULL; /* a cold container, once launched */
         const struct dm_launched *launched_ref = NULL;
         char idmap_stage[PATH_MAX + 16];
         int64_t t0, ledger_t0 = 0;
@@ -384,13 +377,6 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
                 .labels = labels,
         };
         dm_launch_harden(ctx, &spec);
-        r = dm_launch_userns(ctx, b, &spec, &ids, err);
-        if (r < 0)
-                goto out;
-        /* Inputs the sandbox's root could not read otherwise: idmapped. */
-        snprintf(idmap_stage, sizeof(idmap_stage), "%s/in", scratch);
-        if (ids.lend && (r = dm_idmap_prepare(&im, idmap_stage, mounts, n_mounts, err)) < 0)
-                goto out;
         /* Without attach (OpenSandbox) the container idles and the command
          * is an exec, whose exit code comes from the exec. */
         exec_only = !dm_backend_can(b, DM_CAP_ATTACH);
@@ -402,55 +388,45 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
                  * limit plus time to make and remove the sandbox. */
                 spec.ttl_s = req->timeout_s + 600;
         }
-        r = confine(ctx, b, req, shim_mode == 1, shimdir, &spec, mounts, &n_mounts, &host, err);
+        r = confine(b, req, shim_mode == 1, &spec, err);
         if (r < 0)
                 goto out;
-
+        cold = malloc(sizeof(*cold));
+        if (!cold) {
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+                goto out;
+        }
+        /* Inputs the sandbox's root could not read otherwise: idmapped. */
+        snprintf(idmap_stage, sizeof(idmap_stage), "%s/in", scratch);
         t0 = dm_now_ms();
-        r = dm_launch_create(b, img, ctx->cfg.images_autobuild,
-                             &(struct dm_image_build_watch){
-                                     .on_line = req->on_message, .userdata = req->userdata, .cancel = req->cancel },
-                             &spec, &id, err);
-        if (r < 0) {
-                dm_error_wrap(err, "create the container");
-                goto out;
-        }
-        /* Before attach: Podman sets the container up (its mounts) there. */
-        r = dm_launch_lend(b, id, &ids, (const char *const[]){ outdir, workspace, NULL }, host, err);
-        if (r >= 0 && ids.lend)
-                r = dm_idmap_attach(&im, ids.uid, ids.gid, err);
+        r = dm_launch_container(ctx, b,
+                                &(struct dm_launch_request){
+                                        .img = img,
+                                        .spec = &spec,
+                                        .mounts = mounts,
+                                        .n_mounts = &n_mounts,
+                                        .shim_dir = shim_mode == 1 ? shimdir : NULL,
+                                        .idmap_stage = idmap_stage,
+                                        .lend = (const char *const[]){ outdir, workspace, NULL },
+                                        .stage = &stage,
+                                        .attach = !exec_only,
+                                        .autobuild = ctx->cfg.images_autobuild,
+                                        .watch = &(struct dm_image_build_watch){ .on_line = req->on_message,
+                                                                                 .userdata = req->userdata,
+                                                                                 .cancel = req->cancel },
+                                },
+                                cold, err);
         if (r < 0)
                 goto out;
-        if (!host && !exec_only) {
-                r = b->ops->attach(b, id, &stream, err);
-                if (r < 0) {
-                        dm_error_wrap(err, "attach to the container");
-                        goto out;
-                }
-        }
-        r = b->ops->start(b, id, err);
-        /* The container has its own copies of the inputs' mounts now. */
-        dm_inputs_unstage(&stage);
-        if (r < 0) {
-                dm_error_wrap(err, "start the container");
-                goto out;
-        }
-        if (host) {
-                /* Its inspect is the disk watch's too (one round trip less). */
-                launched = malloc(sizeof(*launched));
-                if (!launched) {
-                        r = dm_error_set(err, -ENOMEM, "out of memory");
-                        goto out;
-                }
-                r = dm_launch_shim_ready(b, id, host, dm_now_ms() + DM_SHIM_READY_MS, launched, err);
-                if (r < 0)
-                        goto out;
-        }
+        /* The run owns them from here; its way out releases them. */
+        id = cold->container;
+        host = cold->host;
+        stream = cold->stream;
+        cold->container = NULL;
+        launched_ref = host ? &cold->launched : NULL; /* its inspect is the disk watch's too */
 started:
         if (warm)
                 launched_ref = &warm->launched; /* its shim connected long ago (src/core/pool.c) */
-        else
-                launched_ref = launched;
         /* The disk cap's watch, from the command's start. */
         r = watch_limits(ctx, b, id, launched_ref ? &launched_ref->target : NULL, outdir, workspace, req, &stop_fd,
                          &limits, err);
@@ -517,7 +493,6 @@ out:
          * the container. */
         dm_shimhost_free(host);
         dm_inputs_unstage(&stage);
-        dm_idmap_release(&im);
         for (int i = 1; i <= 2; i++)
                 if (sink.log_fd[i] >= 0)
                         close(sink.log_fd[i]);

@@ -541,7 +541,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         static const char *const sleep_argv[] = { "sleep", "infinity", NULL };
         struct dm_egress_run *egress = NULL;
         bool need_net = dm_egress_needed(req->policy);
-        struct dm_launched l = { 0 };
+        struct dm_launch lx;
         struct dm_shimhost *host = NULL;
         struct dm_sandbox_shim *entry = NULL;
         const struct dm_image_info *img;
@@ -551,8 +551,6 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         _cleanup_free_ char **owned = calloc(3 * n_in + 1, sizeof(char *));
         struct dm_inputs_stage stage = { .n = 0 };
         char dir[PATH_MAX], label_id[64], *id = NULL;
-        struct dm_launch_ids ids;
-        struct dm_idmap im = { 0 };
         char idmap_stage[PATH_MAX + 16];
         unsigned char rnd[6];
         const char *labels[3];
@@ -653,39 +651,35 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 spec.egress = req->policy; /* the backend enforces it or refuses */
                 spec.egress_package_hosts = dm_egress_package_hosts();
         }
-        r = dm_launch_userns(ctx, b, &spec, &ids, err);
         stage_dir(sb, idmap_stage, sizeof(idmap_stage));
-        if (r >= 0 && ids.lend)
-                r = dm_idmap_prepare(&im, idmap_stage, mounts, n_mounts, err);
-        if (r >= 0 && use_shim) {
+        if (use_shim)
                 snprintf(sb->shim_dir, sizeof(sb->shim_dir), "%.4000s/%s.shim", dir, sb->id);
-                r = dm_launch_shim_prepare(ctx, sb->shim_dir, &spec, mounts, &n_mounts, &host, err);
-        }
-        if (r >= 0)
-                r = dm_launch_create(b, img, ctx->cfg.images_autobuild,
-                                     &(struct dm_image_build_watch){ .on_line = req->on_message,
-                                                                     .userdata = req->userdata,
-                                                                     .cancel = req->cancel },
-                                     &spec, &id, err);
-        if (r >= 0)
-                r = dm_launch_lend(b, id, &ids, (const char *const[]){ sb->output_dir, sb->workspace, NULL }, host,
-                                   err);
-        if (r >= 0 && ids.lend)
-                r = dm_idmap_attach(&im, ids.uid, ids.gid, err);
+        r = dm_launch_container(ctx, b,
+                                &(struct dm_launch_request){
+                                        .img = img,
+                                        .spec = &spec,
+                                        .mounts = mounts,
+                                        .n_mounts = &n_mounts,
+                                        .shim_dir = use_shim ? sb->shim_dir : NULL,
+                                        .idmap_stage = idmap_stage,
+                                        .lend = (const char *const[]){ sb->output_dir, sb->workspace, NULL },
+                                        .stage = &stage,
+                                        .autobuild = ctx->cfg.images_autobuild,
+                                        .watch = &(struct dm_image_build_watch){ .on_line = req->on_message,
+                                                                                 .userdata = req->userdata,
+                                                                                 .cancel = req->cancel },
+                                },
+                                &lx, err);
         if (r >= 0) {
+                id = lx.container;
+                host = lx.host;
                 snprintf(sb->container, sizeof(sb->container), "%s", id);
-                r = b->ops->start(b, id, err);
+                if (dm_backend_can(b, DM_CAP_TTL))
+                        ttl_granted(b, sb);
         }
-        if (r >= 0 && dm_backend_can(b, DM_CAP_TTL))
-                ttl_granted(b, sb);
-        /* Started (or not): the container has its own copies of the inputs'
-         * mounts. A restart by the engine finds the staged ones gone. */
-        dm_inputs_unstage(&stage);
-        if (r >= 0 && host)
-                r = dm_launch_shim_ready(b, id, host, dm_now_ms() + DM_SHIM_READY_MS, &l, err);
         /* The network before any command runs. */
         if (r >= 0 && need_net)
-                r = sandbox_net(ctx, sb, &l, &egress, err);
+                r = sandbox_net(ctx, sb, &lx.launched, &egress, err);
         if (r >= 0)
                 r = record_write(ctx, sb, err);
         if (r >= 0 && host) {
@@ -697,7 +691,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                         entry->refs--; /* only the list's */
                         entry->egress = egress;
                         egress = NULL;
-                        entry->target = l.target; /* from the inspect dm_launch_shim_ready made */
+                        entry->target = lx.launched.target; /* from the inspect dm_launch_shim_ready made */
                 }
                 pthread_mutex_unlock(&ctx->shim_lock);
                 if (r2 < 0)
@@ -729,7 +723,6 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         }
 out:
         dm_inputs_unstage(&stage);
-        dm_idmap_release(&im);
         free(id);
         for (size_t i = 0; i < n_owned; i++)
                 free(owned[i]);
