@@ -374,7 +374,8 @@ int dm_launch_container(struct dm_context *ctx, struct dm_backend *b, const stru
         if (r >= 0 && req->shim_dir)
                 r = shim_prepare(ctx, req->shim_dir, spec, req->mounts, req->n_mounts, &ret->host, err);
         if (r >= 0) {
-                r = create(b, req->img, req->autobuild, req->watch, spec, &ret->container, err);
+                r = create(b, req->img, ctx->cfg.images_autobuild && req->watch,
+                           req->watch ?: &(const struct dm_image_build_watch){ 0 }, spec, &ret->container, err);
                 if (r < 0)
                         dm_error_wrap(err, "create the container");
         }

@@ -97,7 +97,8 @@ struct dm_launch_request {
         const char *const *lend;       /* NULL-terminated: the writable mounts' host sides */
         struct dm_inputs_stage *stage; /* unstaged once the container started (or failed); may be NULL */
         bool attach;                   /* without the shim: the output through the engine's attach */
-        bool autobuild;
+        /* Where a build of an image the engine lost reports (when
+         * DEMESNE_IMAGES_AUTOBUILD allows one); NULL: never built here. */
         const struct dm_image_build_watch *watch;
 };
 struct dm_launch {

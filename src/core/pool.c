@@ -159,7 +159,7 @@ static int entry_make(struct dm_pool *p, struct dm_pool_entry **ret, struct dm_e
                                         .n_mounts = &n,
                                         .shim_dir = shimdir,
                                         .lend = (const char *const[]){ e->outdir, e->workspace, NULL },
-                                        .watch = &(struct dm_image_build_watch){ 0 }, /* never built here */
+                                        /* no watch: the pool never builds an image */
                                 },
                                 &l, err);
         if (r < 0)

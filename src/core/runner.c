@@ -207,6 +207,9 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
         char *id = NULL;
         bool scratch_made = false, exec_only = false, outdir_made = false;
         struct dm_pool_entry *warm = NULL;
+        const struct dm_image_build_watch watch = { .on_line = req->on_message,
+                                                    .userdata = req->userdata,
+                                                    .cancel = req->cancel };
         _cleanup_free_ struct dm_launch *cold = NULL; /* a cold container, once launched */
         const struct dm_launched *launched_ref = NULL;
         char idmap_stage[PATH_MAX + 16];
@@ -241,12 +244,7 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
                 r = shim_mode;
                 goto out;
         }
-        {
-                struct dm_image_build_watch watch = { .on_line = req->on_message,
-                                                      .userdata = req->userdata,
-                                                      .cancel = req->cancel };
-                r = dm_image_require(b, img, ctx->cfg.images_autobuild, &watch, err);
-        }
+        r = dm_image_require(b, img, ctx->cfg.images_autobuild, &watch, err);
         if (r < 0)
                 goto out;
 
@@ -410,10 +408,7 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
                                         .lend = (const char *const[]){ outdir, workspace, NULL },
                                         .stage = &stage,
                                         .attach = !exec_only,
-                                        .autobuild = ctx->cfg.images_autobuild,
-                                        .watch = &(struct dm_image_build_watch){ .on_line = req->on_message,
-                                                                                 .userdata = req->userdata,
-                                                                                 .cancel = req->cancel },
+                                        .watch = &watch,
                                 },
                                 cold, err);
         if (r < 0)

@@ -542,6 +542,9 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         struct dm_egress_run *egress = NULL;
         bool need_net = dm_egress_needed(req->policy);
         struct dm_launch lx;
+        const struct dm_image_build_watch watch = { .on_line = req->on_message,
+                                                    .userdata = req->userdata,
+                                                    .cancel = req->cancel };
         struct dm_shimhost *host = NULL;
         struct dm_sandbox_shim *entry = NULL;
         const struct dm_image_info *img;
@@ -572,11 +575,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         if (r >= 0 && (dm_egress_backend_open(b, req->policy) || !dm_backend_can(b, DM_CAP_HOST_NETNS)))
                 need_net = false; /* the backend's own network: spec.network_mode or spec.egress below */
         if (r >= 0)
-                r = dm_image_require(b, img, ctx->cfg.images_autobuild,
-                                     &(struct dm_image_build_watch){ .on_line = req->on_message,
-                                                                     .userdata = req->userdata,
-                                                                     .cancel = req->cancel },
-                                     err);
+                r = dm_image_require(b, img, ctx->cfg.images_autobuild, &watch, err);
         if (r >= 0)
                 r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
         if (r < 0)
@@ -664,10 +663,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                                         .idmap_stage = idmap_stage,
                                         .lend = (const char *const[]){ sb->output_dir, sb->workspace, NULL },
                                         .stage = &stage,
-                                        .autobuild = ctx->cfg.images_autobuild,
-                                        .watch = &(struct dm_image_build_watch){ .on_line = req->on_message,
-                                                                                 .userdata = req->userdata,
-                                                                                 .cancel = req->cancel },
+                                        .watch = &watch,
                                 },
                                 &lx, err);
         if (r >= 0) {

@@ -150,8 +150,7 @@ static int launch(enum step fail, enum dm_userns_kind kind, bool attach, const c
                                                                 .mounts = mounts,
                                                                 .n_mounts = &n,
                                                                 .lend = (const char *const[]){ dir, NULL },
-                                                                .attach = attach,
-                                                                .watch = &(struct dm_image_build_watch){ 0 } },
+                                                                .attach = attach },
                                    l, err);
 }
 
