@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 # Admission under concurrency (DEMESNE_MAX_CHILDREN=3, DEMESNE_MAX_TREE=4):
 # from inside nested sandboxes, through their endpoints, 4x the cap at once
-# of sandbox_create, of foreground sandbox_script (a sleep) and of
-# background ones; the engine's running containers of the tree, sampled
+# of sandbox_create, of foreground sandbox_script (a sleep), of background
+# ones and of sandbox_agent (Claude Code, the vendor fixture playing the
+# model); the engine's running containers of the tree, sampled
 # every 0.5 s while the flood runs, never exceed the cap, and every call
 # that did not run got the cap's refusal. The tree cap across three levels:
 # a nested sandbox and its nested child flood together. A nested sandbox
@@ -13,10 +14,19 @@
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib/tap.sh"
 needs jq "needs jq"
 needs curl "needs curl"
+needs node "needs node for the vendor fixture"
 
 tmp=$(mktemp -d /tmp/dm-admission-XXXXXX)
 sampler=
-trap '[ -n "$sampler" ] && touch "$tmp/stop" && wait "$sampler"; rm -rf "$tmp"' EXIT
+fixtures=()
+trap '[ -n "$sampler" ] && touch "$tmp/stop" && wait "$sampler"; fixtures_end' EXIT
+# The model of the agents' flood: every request gets the default answer.
+key=sk-ant-api03-demesne-admission-$RANDOM$RANDOM
+port_of_anthropic=''
+vendor_fixture anthropic "$key"
+unset CLAUDE_CODE_OAUTH_TOKEN DEMESNE_TREE_MAX_USD
+export HOME=$tmp/home ANTHROPIC_API_KEY=$key DEMESNE_VENDOR_UPSTREAM_ANTHROPIC=http://127.0.0.1:$port_of_anthropic
+mkdir -p "$HOME"
 export DEMESNE_OUTPUT_ROOT=$tmp/out DEMESNE_STATE_DIR=$tmp/state MCP_QUIET=1 MCP_TIMEOUT=600
 export DEMESNE_MAX_CHILDREN=3 DEMESNE_MAX_TREE=4 DEMESNE_POOL=0
 unset DEMESNE_ALLOWED_PATHS
@@ -204,7 +214,23 @@ tap $([ $((ran + refused)) = 12 ] && [ -z "$other" ]; echo $?) \
 tap $([ "$max" -le 3 ] && [ "$max" -ge 1 ]; echo $?) "never more than 3 jobs' containers at once (at most $max seen)"
 destroy "$c"
 
-# 11-13: the tree over three levels: t, its nested child t1, and their
+# 11-13: 12 foreground agent runs at once (Claude Code; the fixture
+# answers at once, so the runs are short: what is sampled is the launch).
+flood_box
+g=$box
+sample_start "$g"
+exec_in "$g" "sh /workspace/flood.sh sandbox_agent 12 /out/fg" \
+	'{"prompt":"Say the answer.","model":"sonnet","nested":false,"timeout_seconds":300}'
+sample_stop
+tally "$DEMESNE_OUTPUT_ROOT/$g/fg" 'limit \(DEMESNE_MAX_CHILDREN=3\)'
+tap $([ -n "$port_of_anthropic" ] && [ "$ran" -ge 1 ] && [ "$ran" -le 3 ]; echo $?) \
+	"12 agent runs at once: 1 to 3 ran ($ran; the fixture at ${port_of_anthropic:-nowhere})"
+tap $([ $((ran + refused)) = 12 ] && [ -z "$other" ]; echo $?) \
+	"the others got the cap's refusal ($refused; ${other:-no other answer})"
+tap $([ "$max" -le 3 ] && [ "$max" -ge 1 ]; echo $?) "never more than 3 agents' containers at once (at most $max seen)"
+destroy "$g"
+
+# 14-16: the tree over three levels: t, its nested child t1, and their
 # children. t1 is the tree's first: 3 more at most, though the children
 # caps would let t make 2 and t1 make 3.
 flood_box
@@ -228,13 +254,17 @@ r1=$ran f1=$refused o1=$other
 tally "$DEMESNE_OUTPUT_ROOT/$t1/f1" "$cap"
 tap $([ -n "$t1" ] && [ $((ran + r1)) -ge 1 ] && [ $((ran + r1)) -le 3 ]; echo $?) \
 	"t and its nested child t1 flood together: 1 to 3 ran ($r1 + $ran)"
-tap $([ $((ran + refused + r1 + f1)) = 12 ] && [ -z "$other$o1" ] &&
-	cat "$DEMESNE_OUTPUT_ROOT/$t/ft/"*.json "$DEMESNE_OUTPUT_ROOT/$t1/f1/"*.json | grep -q 'DEMESNE_MAX_TREE=4'
-echo $?) "the others got a cap's refusal, the tree's among them ($f1 + $refused; ${other:-}${o1:-})"
+# Which caps refused, by level: "t1: 5 DEMESNE_MAX_TREE=4 ...".
+kinds=$(for f in "$DEMESNE_OUTPUT_ROOT/$t1/f1" "$DEMESNE_OUTPUT_ROOT/$t/ft"; do
+	printf '%s:' "$([ "$f" = "$DEMESNE_OUTPUT_ROOT/$t/ft" ] && echo t || echo t1)"
+	cat "$f/"*.json 2>/dev/null | grep -o 'DEMESNE_MAX_[A-Z]*=[0-9]*' | sort | uniq -c | tr -s ' \n' ' '
+done)
+tap $([ $((ran + refused + r1 + f1)) = 12 ] && [ -z "$other$o1" ] && grep -q 'DEMESNE_MAX_TREE=4' <<<"$kinds"
+echo $?) "the others got a cap's refusal, the tree's among them ($f1 + $refused: $kinds; ${other:-}${o1:-})"
 tap $([ "$max" -le 3 ]; echo $?) "never more than 3 below t1 at once ($max seen; t1 is the tree's 4th)"
 destroy "$t"
 
-# 14-19: destroyed mid-flood: p's nested child d floods creates and runs;
+# 17-22: destroyed mid-flood: p's nested child d floods creates and runs;
 # once d has children, p destroys it.
 : >"$tmp/seen"
 flood_box
