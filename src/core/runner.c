@@ -182,339 +182,376 @@ static int confine(struct dm_backend *b, const struct dm_run_request *req, bool 
         return 0;
 }
 
-static int run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res,
-               struct dm_error *err)
-{
+/* A run from its claim to its release: what it holds. Claim: a warm
+ * container of the pool, or a fresh output directory and the one launch
+ * sequence (src/core/launch.h); exec: the command; release: the container
+ * to the reaper, the output given back, the ledger's end. */
+struct run {
+        struct dm_context *ctx;
+        const struct dm_run_request *req;
         const struct dm_image_info *img;
         struct dm_backend *b;
-        struct dm_exec_sink sink = { .log_fd = { -1, -1, -1 } };
-        struct dm_exec_result xres = { 0 };
-        int stop_fd = req->cancel ? req->cancel->fd : -1; /* the caller's cancel, then a limit's too */
-        bool sink_made = false;
-        struct dm_limits_watch *limits = NULL;
-        size_t n_in = count(req->files) + count(req->dirs);
-        _cleanup_free_ struct dm_mount *mounts = NULL;
-        _cleanup_free_ char **owned = NULL;
-        struct dm_inputs_stage stage = { .n = 0 };
-        size_t n_mounts = 0, n_owned = 0;
-        char run_id[64], label_owner[160], label_run[128], label_kind[64], outdir[PATH_MAX], scratch[PATH_MAX];
-        char workspace[PATH_MAX + 16], shimdir[PATH_MAX + 16];
-        struct dm_shimhost *host = NULL;
-        const char *labels[5], *bash_argv[4];
-        _cleanup_close_ int dirfd = -1;
-        struct dm_stream *stream = NULL;
-        static const char *const idle_argv[] = { "sleep", "infinity", NULL };
-        char *id = NULL;
-        bool scratch_made = false, exec_only = false, outdir_made = false;
-        struct dm_pool_entry *warm = NULL;
-        const struct dm_image_build_watch watch = { .on_line = req->on_message,
-                                                    .userdata = req->userdata,
-                                                    .cancel = req->cancel };
-        _cleanup_free_ struct dm_launch *cold = NULL; /* a cold container, once launched */
-        const struct dm_launched *launched_ref = NULL;
-        char idmap_stage[PATH_MAX + 16];
-        int64_t t0, ledger_t0 = 0;
-        int r, shim_mode;
+        int shim_mode;
+        struct dm_image_build_watch watch;
+        /* the host inputs and extra mounts, checked and staged */
+        struct dm_mount *mounts;
+        size_t n_mounts, n_in;
+        char **owned;
+        size_t n_owned;
+        struct dm_inputs_stage stage;
+        /* the claim */
+        char run_id[64], outdir[PATH_MAX], scratch[PATH_MAX], workspace[PATH_MAX + 16];
+        bool outdir_made, scratch_made, exec_only, sink_made;
+        struct dm_pool_entry *warm;
+        struct dm_launch *cold;
+        char *container; /* ours: the reaper removes it */
+        struct dm_shimhost *host;
+        struct dm_stream *stream;
+        const struct dm_launched *launched; /* the shim's, warm or cold */
+        struct dm_exec_sink sink;
+        int64_t t0, ledger_t0;
+};
 
-        memset(res, 0, sizeof(*res));
-        if (req->timeout_s <= 0 || req->timeout_s > ctx->cfg.max_timeout_s)
-                return dm_error_set(err, -EINVAL, "timeout_seconds must be between 1 and %lld",
-                                    (long long)ctx->cfg.max_timeout_s);
-        r = dm_image_lookup(req->image ? req->image : DM_IMAGE_DEFAULT, &img, err);
+/* Before anything is made for the run: the inputs checked, the backend,
+ * the shim (no shim, no run, unless the operator turned it off by name)
+ * and the image. */
+static int run_prepare(struct run *x, struct dm_error *err)
+{
+        const struct dm_run_request *req = x->req;
+        int r;
+
+        r = dm_image_lookup(req->image ? req->image : DM_IMAGE_DEFAULT, &x->img, err);
         if (r < 0)
                 return r;
-
-        mounts = calloc(n_in + 4 + req->n_mounts, sizeof(*mounts));
-        owned = calloc(3 * n_in + 1, sizeof(*owned));
-        if (!mounts || !owned)
+        x->n_in = count(req->files) + count(req->dirs);
+        x->mounts = calloc(x->n_in + 4 + req->n_mounts, sizeof(*x->mounts));
+        x->owned = calloc(3 * x->n_in + 1, sizeof(*x->owned));
+        if (!x->mounts || !x->owned)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, &stage, err);
+        r = dm_inputs_add(x->ctx, req->files, DM_PATH_FILE, x->mounts, &x->n_mounts, x->owned, &x->n_owned, &x->stage,
+                          err);
         if (r >= 0)
-                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, &stage, err);
-        if (r < 0)
-                goto out;
+                r = dm_inputs_add(x->ctx, req->dirs, DM_PATH_DIR, x->mounts, &x->n_mounts, x->owned, &x->n_owned,
+                                  &x->stage, err);
+        if (r >= 0)
+                r = dm_context_backend(x->ctx, &x->b, err);
+        if (r >= 0 && (x->shim_mode = dm_launch_shim_mode(x->ctx, x->b, err)) < 0)
+                r = x->shim_mode;
+        if (r >= 0)
+                r = dm_image_require(x->b, x->img, x->ctx->cfg.images_autobuild, &x->watch, err);
+        return r;
+}
 
-        r = dm_context_backend(ctx, &b, err);
-        if (r < 0)
-                goto out;
-        /* No shim, no run, unless the operator turned it off by name:
-         * before anything is made for the run. */
-        shim_mode = dm_launch_shim_mode(ctx, b, err);
-        if (shim_mode < 0) {
-                r = shim_mode;
-                goto out;
-        }
-        r = dm_image_require(b, img, ctx->cfg.images_autobuild, &watch, err);
-        if (r < 0)
-                goto out;
+/* A cold run's container, made for it: scratch/workspace is its
+ * /workspace; scratch/shim, which it cannot write, holds the shim's
+ * socket. */
+static int run_launch(struct run *x, struct dm_error *err)
+{
+        static const char *const idle_argv[] = { "sleep", "infinity", NULL };
+        const struct dm_run_request *req = x->req;
+        char label_owner[160], label_run[128], label_kind[64], shimdir[PATH_MAX + 16], idmap_stage[PATH_MAX + 16];
+        const char *labels[5], *bash_argv[] = { "/bin/bash", "-c", req->command, NULL };
+        int r;
 
-        bash_argv[0] = "/bin/bash";
-        bash_argv[1] = "-c";
-        bash_argv[2] = req->command;
-        bash_argv[3] = NULL;
-        /* A warm container when the run fits one (src/core/pool.h): its mounts
-         * are fixed at create, so no host inputs or extra mounts; the
-         * pool's image; the shim. */
-        if (ctx->pool && shim_mode == 1 && dm_backend_can(b, DM_CAP_ATTACH) &&
-            (!req->kind || strcmp(req->kind, "script") == 0)) {
-                if (n_in || req->n_mounts || req->vendor_port)
-                        log_info("run without a warm container: %s",
-                                 n_in ? "host inputs are mounted at create" : "its mounts are made at create");
-                else
-                        warm = dm_pool_claim(ctx->pool, img->name);
-        }
-        if (warm) {
-                snprintf(run_id, sizeof(run_id), "%s", warm->run_id);
-                snprintf(outdir, sizeof(outdir), "%s", warm->outdir);
-        } else {
-                /* The output directory: made fresh, owned by the server, bound at /out. */
-                if ((r = dm_run_id_new(run_id, sizeof(run_id))) < 0) {
-                        dm_error_set(err, r, "cannot make a run id");
-                        goto out;
-                }
-                /* 0700: what a sandbox leaves is its owner's alone, even before
-                 * it is given back (dm_owner_give_back). */
-                r = dm_mkdir_p(ctx->cfg.output_root, 0700, err);
-                if (r < 0)
-                        goto out;
-                snprintf(outdir, sizeof(outdir), "%s/%s", ctx->cfg.output_root, run_id);
-                if (mkdir(outdir, 0700) < 0) {
-                        r = dm_error_set(err, -errno, "cannot create output directory '%s': %s", outdir,
-                                         strerror(errno));
-                        goto out;
-                }
-        }
-        outdir_made = true;
-        ledger_t0 = dm_now_ms();
-        {
-                struct dm_ledger_run lr = { .run_id = run_id,
-                                            .kind = req->ledger_kind ? req->ledger_kind
-                                                    : req->kind      ? req->kind
-                                                                     : "script",
-                                            .image = img->name,
-                                            .principal = req->principal,
-                                            .job_id = req->job_id,
-                                            .parent_run_id = req->parent_run_id,
-                                            .output_dir = outdir };
-                struct dm_error lerr = { 0 };
-
-                if (dm_ledger_begin(ctx->cfg.output_root, ctx->owner, &lr, &lerr) < 0)
-                        log_warning("run %s: %s", run_id, lerr.msg);
-        }
-        res->run_id = strdup(run_id);
-        res->output_dir = strdup(outdir);
-        dirfd = open(outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dirfd < 0 || !res->run_id || !res->output_dir) {
-                r = dm_error_set(err, -errno, "cannot open output directory '%s': %s", outdir, strerror(errno));
-                goto out;
-        }
-        if ((r = dm_exec_sink_init(&sink, (size_t)ctx->cfg.output_cap)) < 0) {
-                dm_error_set(err, r, "out of memory");
-                goto out;
-        }
-        sink_made = true;
-        sink.on_output = req->on_output;
-        sink.on_progress = req->on_progress;
-        sink.userdata = req->userdata;
-        if ((r = sink.log_fd[1] = open_log(dirfd, "stdout.log", outdir, err)) < 0 ||
-            (r = sink.log_fd[2] = open_log(dirfd, "stderr.log", outdir, err)) < 0)
-                goto out;
-
-        if (warm) {
-                /* The run owns the warm container from here, as if it had
-                 * made it: it goes with the run. */
-                snprintf(scratch, sizeof(scratch), "%s", warm->scratch);
-                snprintf(workspace, sizeof(workspace), "%s", warm->workspace);
-                scratch_made = true;
-                id = warm->container;
-                warm->container = NULL;
-                host = warm->host;
-                warm->host = NULL;
-                t0 = dm_now_ms();
-                log_debug("run %s: a warm container", run_id);
-                goto started;
-        }
-        /* scratch/workspace is the container's /workspace; scratch/shim,
-         * which it cannot write, holds the shim's socket. */
-        snprintf(scratch, sizeof(scratch), "%s/work/%s", ctx->cfg.state_dir, run_id);
-        snprintf(workspace, sizeof(workspace), "%s/workspace", scratch);
-        snprintf(shimdir, sizeof(shimdir), "%s/shim", scratch);
-        r = dm_mkdir_p(scratch, 0700, err);
-        if (r < 0)
-                goto out;
-        scratch_made = true;
-        r = dm_mkdir_p(workspace, 0700, err);
-        if (r < 0)
-                goto out;
-
-        mounts[n_mounts++] = (struct dm_mount){ .host = outdir, .target = "/out", .readonly = false };
-        mounts[n_mounts++] = (struct dm_mount){ .host = workspace, .target = "/workspace", .readonly = false };
+        snprintf(x->scratch, sizeof(x->scratch), "%s/work/%s", x->ctx->cfg.state_dir, x->run_id);
+        snprintf(x->workspace, sizeof(x->workspace), "%s/workspace", x->scratch);
+        snprintf(shimdir, sizeof(shimdir), "%s/shim", x->scratch);
+        if ((r = dm_mkdir_p(x->scratch, 0700, err)) < 0)
+                return r;
+        x->scratch_made = true;
+        if ((r = dm_mkdir_p(x->workspace, 0700, err)) < 0)
+                return r;
+        x->mounts[x->n_mounts++] = (struct dm_mount){ .host = x->outdir, .target = "/out" };
+        x->mounts[x->n_mounts++] = (struct dm_mount){ .host = x->workspace, .target = "/workspace" };
         for (size_t i = 0; i < req->n_mounts; i++)
-                mounts[n_mounts++] = req->mounts[i];
-
-        snprintf(label_owner, sizeof(label_owner), "%s", ctx->owner_label);
-        snprintf(label_run, sizeof(label_run), "%s=%s", DM_LABEL_RUN, run_id);
+                x->mounts[x->n_mounts++] = req->mounts[i];
+        snprintf(label_owner, sizeof(label_owner), "%s", x->ctx->owner_label);
+        snprintf(label_run, sizeof(label_run), "%s=%s", DM_LABEL_RUN, x->run_id);
+        snprintf(label_kind, sizeof(label_kind), "%s=%s", DM_LABEL_KIND, req->kind ? req->kind : "script");
         labels[0] = label_owner;
         labels[1] = label_run;
-        snprintf(label_kind, sizeof(label_kind), "%s=%s", DM_LABEL_KIND, req->kind ? req->kind : "script");
         labels[2] = label_kind;
-        labels[3] = ctx->root_label;
+        labels[3] = x->ctx->root_label;
         labels[4] = NULL;
 
         struct dm_container_spec spec = {
-                .name = run_id,
-                .image = dm_image_ref(img),
+                .name = x->run_id,
+                .image = dm_image_ref(x->img),
                 .argv = req->command ? bash_argv : req->argv,
                 /* With the shim the caller's environment goes with the
                  * command, as on a warm container: PID 1 would read it
                  * (glibc's GLIBC_TUNABLES, say) before its filter is on. */
-                .env = shim_mode == 1 ? NULL : req->env,
+                .env = x->shim_mode == 1 ? NULL : req->env,
                 .workdir = "/out",
-                .mounts = mounts,
-                .n_mounts = n_mounts,
+                .mounts = x->mounts,
+                .n_mounts = x->n_mounts,
                 .labels = labels,
         };
-        dm_launch_harden(ctx, &spec);
+        dm_launch_harden(x->ctx, &spec);
         /* Without attach (OpenSandbox) the container idles and the command
          * is an exec, whose exit code comes from the exec. */
-        exec_only = !dm_backend_can(b, DM_CAP_ATTACH);
-        if (exec_only) {
+        x->exec_only = !dm_backend_can(x->b, DM_CAP_ATTACH);
+        if (x->exec_only) {
                 spec.entrypoint = idle_argv;
                 spec.argv = NULL;
-                spec.env = NULL; /* the exec's, below */
+                spec.env = NULL; /* the exec's */
                 /* The backend's own expiry as a backstop: the command's
                  * limit plus time to make and remove the sandbox. */
                 spec.ttl_s = req->timeout_s + 600;
         }
-        r = confine(b, req, shim_mode == 1, &spec, err);
-        if (r < 0)
-                goto out;
-        cold = malloc(sizeof(*cold));
-        if (!cold) {
+        r = confine(x->b, req, x->shim_mode == 1, &spec, err);
+        if (r >= 0 && !(x->cold = malloc(sizeof(*x->cold))))
                 r = dm_error_set(err, -ENOMEM, "out of memory");
-                goto out;
-        }
+        if (r < 0)
+                return r;
         /* Inputs the sandbox's root could not read otherwise: idmapped. */
-        snprintf(idmap_stage, sizeof(idmap_stage), "%s/in", scratch);
-        t0 = dm_now_ms();
-        r = dm_launch_container(ctx, b,
+        snprintf(idmap_stage, sizeof(idmap_stage), "%s/in", x->scratch);
+        x->t0 = dm_now_ms();
+        r = dm_launch_container(x->ctx, x->b,
                                 &(struct dm_launch_request){
-                                        .img = img,
+                                        .img = x->img,
                                         .spec = &spec,
-                                        .mounts = mounts,
-                                        .n_mounts = &n_mounts,
-                                        .shim_dir = shim_mode == 1 ? shimdir : NULL,
+                                        .mounts = x->mounts,
+                                        .n_mounts = &x->n_mounts,
+                                        .shim_dir = x->shim_mode == 1 ? shimdir : NULL,
                                         .idmap_stage = idmap_stage,
-                                        .lend = (const char *const[]){ outdir, workspace, NULL },
-                                        .stage = &stage,
-                                        .attach = !exec_only,
-                                        .watch = &watch,
+                                        .lend = (const char *const[]){ x->outdir, x->workspace, NULL },
+                                        .stage = &x->stage,
+                                        .attach = !x->exec_only,
+                                        .watch = &x->watch,
                                 },
-                                cold, err);
+                                x->cold, err);
         if (r < 0)
-                goto out;
-        /* The run owns them from here; its way out releases them. */
-        id = cold->container;
-        host = cold->host;
-        stream = cold->stream;
-        cold->container = NULL;
-        launched_ref = host ? &cold->launched : NULL; /* its inspect is the disk watch's too */
-started:
-        if (warm)
-                launched_ref = &warm->launched; /* its shim connected long ago (src/core/pool.c) */
-        /* The disk cap's watch, from the command's start. */
-        r = watch_limits(ctx, b, id, launched_ref ? &launched_ref->target : NULL, outdir, workspace, req, &stop_fd,
-                         &limits, err);
-        if (r < 0)
-                goto out;
-        {
-                struct dm_exec_target t = {
-                        .backend = b,
-                        .container = id,
-                        .shim = host,
-                        .attached = stream,
-                        .whole_container = true,
-                };
-                struct dm_exec_request xreq = {
-                        .argv = req->command ? bash_argv : req->argv,
-                        .env = exec_only ? req->env : NULL,
-                        .cwd = "/out",
-                        .timeout_s = req->timeout_s,
-                        .stop_fd = stop_fd,
-                };
+                return r;
+        /* The run owns them from here; its release lets them go. */
+        x->container = TAKE_PTR(x->cold->container);
+        x->host = x->cold->host;
+        x->stream = x->cold->stream;
+        x->launched = x->host ? &x->cold->launched : NULL; /* its inspect is the disk watch's too */
+        return 0;
+}
 
-                if (!host && req->on_started) {
-                        r = dm_error_set(err, -ENOTSUP,
-                                         "this run needs demesne-shim (its hook runs before the command), which is "
-                                         "off (DEMESNE_SHIM=off) or which this backend cannot mount");
-                        goto out;
-                }
-                /* Without attach (OpenSandbox) the command is an exec, whose
-                 * exit code comes from the exec. */
-                r = host ? run_shim(ctx, &t, launched_ref, &xreq, &sink, req, res, &xres, err)
-                         : dm_exec(&t, &xreq, &sink, &xres, err);
-                if (r < 0)
-                        goto out;
+/* Its output directory, made fresh and owned by the server (0700: what a
+ * sandbox leaves is its owner's alone, even before it is given back), or
+ * a warm container's. */
+static int run_outdir(struct run *x, struct dm_error *err)
+{
+        const struct dm_run_request *req = x->req;
+        struct dm_context *ctx = x->ctx;
+        int r;
+
+        /* A warm container when the run fits one (src/core/pool.h): its
+         * mounts are fixed at create, so no host inputs or extra mounts;
+         * the pool's image; the shim. */
+        if (ctx->pool && x->shim_mode == 1 && dm_backend_can(x->b, DM_CAP_ATTACH) &&
+            (!req->kind || strcmp(req->kind, "script") == 0)) {
+                if (x->n_in || req->n_mounts || req->vendor_port)
+                        log_info("run without a warm container: %s",
+                                 x->n_in ? "host inputs are mounted at create" : "its mounts are made at create");
+                else
+                        x->warm = dm_pool_claim(ctx->pool, x->img->name);
+        }
+        if (x->warm) {
+                snprintf(x->run_id, sizeof(x->run_id), "%s", x->warm->run_id);
+                snprintf(x->outdir, sizeof(x->outdir), "%s", x->warm->outdir);
+                x->outdir_made = true;
+                return 0;
+        }
+        if ((r = dm_run_id_new(x->run_id, sizeof(x->run_id))) < 0)
+                return dm_error_set(err, r, "cannot make a run id");
+        r = dm_mkdir_p(ctx->cfg.output_root, 0700, err);
+        if (r < 0)
+                return r;
+        snprintf(x->outdir, sizeof(x->outdir), "%s/%s", ctx->cfg.output_root, x->run_id);
+        if (mkdir(x->outdir, 0700) < 0)
+                return dm_error_set(err, -errno, "cannot create output directory '%s': %s", x->outdir, strerror(errno));
+        x->outdir_made = true;
+        return 0;
+}
+
+/* The claim: the output directory, the ledger's entry, the logs, then the
+ * container (warm, or launched). */
+static int run_claim(struct run *x, struct dm_run_result *res, struct dm_error *err)
+{
+        const struct dm_run_request *req = x->req;
+        _cleanup_close_ int dirfd = -1;
+        struct dm_error lerr = { 0 };
+        int r;
+
+        r = run_outdir(x, err);
+        if (r < 0)
+                return r;
+        x->ledger_t0 = dm_now_ms();
+        if (dm_ledger_begin(x->ctx->cfg.output_root, x->ctx->owner,
+                            &(struct dm_ledger_run){ .run_id = x->run_id,
+                                                     .kind = req->ledger_kind ? req->ledger_kind
+                                                             : req->kind      ? req->kind
+                                                                              : "script",
+                                                     .image = x->img->name,
+                                                     .principal = req->principal,
+                                                     .job_id = req->job_id,
+                                                     .parent_run_id = req->parent_run_id,
+                                                     .output_dir = x->outdir },
+                            &lerr) < 0)
+                log_warning("run %s: %s", x->run_id, lerr.msg);
+        res->run_id = strdup(x->run_id);
+        res->output_dir = strdup(x->outdir);
+        dirfd = open(x->outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dirfd < 0 || !res->run_id || !res->output_dir)
+                return dm_error_set(err, -errno, "cannot open output directory '%s': %s", x->outdir, strerror(errno));
+        if ((r = dm_exec_sink_init(&x->sink, (size_t)x->ctx->cfg.output_cap)) < 0)
+                return dm_error_set(err, r, "out of memory");
+        x->sink_made = true;
+        x->sink.on_output = req->on_output;
+        x->sink.on_progress = req->on_progress;
+        x->sink.userdata = req->userdata;
+        if ((r = x->sink.log_fd[1] = open_log(dirfd, "stdout.log", x->outdir, err)) < 0 ||
+            (r = x->sink.log_fd[2] = open_log(dirfd, "stderr.log", x->outdir, err)) < 0)
+                return r;
+        if (!x->warm)
+                return run_launch(x, err);
+        /* The run owns the warm container from here, as if it had made it:
+         * it goes with the run. Its shim connected long ago. */
+        snprintf(x->scratch, sizeof(x->scratch), "%s", x->warm->scratch);
+        snprintf(x->workspace, sizeof(x->workspace), "%s", x->warm->workspace);
+        x->scratch_made = true;
+        x->container = TAKE_PTR(x->warm->container);
+        x->host = TAKE_PTR(x->warm->host);
+        x->launched = &x->warm->launched;
+        x->t0 = dm_now_ms();
+        log_debug("run %s: a warm container", x->run_id);
+        return 0;
+}
+
+/* The command, from its start to its result, under the disk cap's watch. */
+static int run_exec(struct run *x, struct dm_run_result *res, struct dm_error *err)
+{
+        const struct dm_run_request *req = x->req;
+        const char *bash_argv[] = { "/bin/bash", "-c", req->command, NULL };
+        int stop_fd = req->cancel ? req->cancel->fd : -1; /* the caller's cancel, then a limit's too */
+        struct dm_limits_watch *limits = NULL;
+        struct dm_exec_result xres = { 0 };
+        int r;
+
+        r = watch_limits(x->ctx, x->b, x->container, x->launched ? &x->launched->target : NULL, x->outdir, x->workspace,
+                         req, &stop_fd, &limits, err);
+        if (r < 0)
+                return r;
+        struct dm_exec_target t = {
+                .backend = x->b,
+                .container = x->container,
+                .shim = x->host,
+                .attached = x->stream,
+                .whole_container = true,
+        };
+        struct dm_exec_request xreq = {
+                .argv = req->command ? bash_argv : req->argv,
+                .env = x->exec_only ? req->env : NULL,
+                .cwd = "/out",
+                .timeout_s = req->timeout_s,
+                .stop_fd = stop_fd,
+        };
+        if (!x->host && req->on_started)
+                r = dm_error_set(err, -ENOTSUP,
+                                 "this run needs demesne-shim (its hook runs before the command), which is "
+                                 "off (DEMESNE_SHIM=off) or which this backend cannot mount");
+        /* Without attach (OpenSandbox) the command is an exec, whose exit
+         * code comes from the exec. */
+        else if (x->host)
+                r = run_shim(x->ctx, &t, x->launched, &xreq, &x->sink, req, res, &xres, err);
+        else
+                r = dm_exec(&t, &xreq, &x->sink, &xres, err);
+        if (r >= 0) {
                 res->exit_code = xres.exit_code;
                 res->timed_out = xres.timed_out;
                 res->cancelled = xres.cancelled;
         }
         /* A limit, not the caller, stopped it: the run fails with the
          * limit's sentence (the logs so far stay in the output directory). */
-        if (dm_limits_watch_tripped(limits, err) ||
-            (!res->cancelled && dm_limits_fsize_hit(ctx->cfg.disk_max, res->exit_code, err))) {
+        if (r >= 0 && (dm_limits_watch_tripped(limits, err) ||
+                       (!res->cancelled && dm_limits_fsize_hit(x->ctx->cfg.disk_max, res->exit_code, err)))) {
                 r = err->code;
-                log_info("run %s: %s", run_id, err->msg);
-                goto out;
+                log_info("run %s: %s", x->run_id, err->msg);
         }
-        res->duration_ms = dm_now_ms() - t0;
-        res->stdout_bytes = dm_exec_sink_total(&sink, 1);
-        res->stderr_bytes = dm_exec_sink_total(&sink, 2);
-        res->stdout_text = dm_exec_sink_text(&sink, 1, &res->stdout_len, &res->stdout_truncated);
-        res->stderr_text = dm_exec_sink_text(&sink, 2, &res->stderr_len, &res->stderr_truncated);
-        if (!res->stdout_text || !res->stderr_text) {
-                r = dm_error_set(err, -ENOMEM, "out of memory");
-                goto out;
-        }
-        r = res->cancelled ? -ECANCELED : 0;
-        if (r < 0)
-                dm_error_set(err, r, "cancelled");
-
-out:
         dm_limits_watch_stop(limits);
-        if (stream)
-                dm_stream_free(stream);
+        if (r < 0)
+                return r;
+        res->duration_ms = dm_now_ms() - x->t0;
+        res->stdout_bytes = dm_exec_sink_total(&x->sink, 1);
+        res->stderr_bytes = dm_exec_sink_total(&x->sink, 2);
+        res->stdout_text = dm_exec_sink_text(&x->sink, 1, &res->stdout_len, &res->stdout_truncated);
+        res->stderr_text = dm_exec_sink_text(&x->sink, 2, &res->stderr_len, &res->stderr_truncated);
+        if (!res->stdout_text || !res->stderr_text)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        return res->cancelled ? dm_error_set(err, -ECANCELED, "cancelled") : 0;
+}
+
+/* The release, on every way out: r is the run's answer. */
+static void run_release(struct run *x, int r, struct dm_run_result *res, struct dm_error *err)
+{
+        const struct dm_run_request *req = x->req;
+        struct dm_context *ctx = x->ctx;
+
+        if (x->stream)
+                dm_stream_free(x->stream);
         /* The socket goes now; its directory with the scratch tree, after
          * the container. */
-        dm_shimhost_free(host);
-        dm_inputs_unstage(&stage);
+        dm_shimhost_free(x->host);
+        dm_inputs_unstage(&x->stage);
         for (int i = 1; i <= 2; i++)
-                if (sink.log_fd[i] >= 0)
-                        close(sink.log_fd[i]);
-        if (sink_made)
-                dm_exec_sink_release(&sink);
+                if (x->sink.log_fd[i] >= 0)
+                        close(x->sink.log_fd[i]);
+        if (x->sink_made)
+                dm_exec_sink_release(&x->sink);
         /* Now for the result, and again once the container is gone
          * (something it left running may still write). */
-        if (outdir_made)
-                dm_owner_return(ctx->cfg.output_root, outdir);
-        if (id || scratch_made)
-                /* The result does not depend on the removal: do it after. */
-                dm_context_reap_slot(ctx, id, scratch_made ? strdup(scratch) : NULL,
-                                     id && outdir_made ? strdup(outdir) : NULL, id ? dm_slot_ref(req->slot) : NULL);
-        dm_pool_entry_free(warm);
-        for (size_t i = 0; i < n_owned; i++)
-                free(owned[i]);
-        if (outdir_made)
-                ledger_end(ctx, run_id, r, res, dm_now_ms() - ledger_t0, err);
+        if (x->outdir_made)
+                dm_owner_return(ctx->cfg.output_root, x->outdir);
+        if (x->container || x->scratch_made)
+                /* The result does not depend on the removal: do it after.
+                 * The reaper takes the strings. */
+                dm_context_reap_slot(ctx, x->container, x->scratch_made ? strdup(x->scratch) : NULL,
+                                     x->container && x->outdir_made ? strdup(x->outdir) : NULL,
+                                     x->container ? dm_slot_ref(req->slot) : NULL);
+        dm_pool_entry_free(x->warm);
+        free(x->cold);
+        for (size_t i = 0; i < x->n_owned; i++)
+                free(x->owned[i]);
+        free(x->owned);
+        free(x->mounts);
+        if (x->outdir_made)
+                ledger_end(ctx, x->run_id, r, res, dm_now_ms() - x->ledger_t0, err);
         /* A nested principal's run: its output into its parent's too. */
-        if (outdir_made && dm_principal_depth(req->principal) > 0 &&
+        if (x->outdir_made && dm_principal_depth(req->principal) > 0 &&
             !(req->collect_later && (r == 0 || r == -ECANCELED)))
-                dm_children_collect(ctx, run_id);
-        if (r < 0 && r != -ECANCELED) {
-                /* Keep the output directory (it may hold partial logs) but
-                 * return no half-filled result. */
+                dm_children_collect(ctx, x->run_id);
+        /* Keep the output directory (it may hold partial logs) but return
+         * no half-filled result. */
+        if (r < 0 && r != -ECANCELED)
                 dm_run_result_release(res);
-        }
+}
+
+static int run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res,
+               struct dm_error *err)
+{
+        struct run x = {
+                .ctx = ctx,
+                .req = req,
+                .watch = { .on_line = req->on_message, .userdata = req->userdata, .cancel = req->cancel },
+                .sink = { .log_fd = { -1, -1, -1 } },
+        };
+        int r;
+
+        memset(res, 0, sizeof(*res));
+        if (req->timeout_s <= 0 || req->timeout_s > ctx->cfg.max_timeout_s)
+                return dm_error_set(err, -EINVAL, "timeout_seconds must be between 1 and %lld",
+                                    (long long)ctx->cfg.max_timeout_s);
+        r = run_prepare(&x, err);
+        if (r >= 0)
+                r = run_claim(&x, res, err);
+        if (r >= 0)
+                r = run_exec(&x, res, err);
+        run_release(&x, r, res, err);
         return r;
 }
 
