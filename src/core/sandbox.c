@@ -2,8 +2,6 @@
 #include "config.h"
 #include "src/core/sandbox.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -28,22 +26,11 @@
 #include "src/core/limits.h"
 #include "src/core/ownership.h"
 #include "src/core/runner.h"
+#include "src/core/sandbox-internal.h"
 #include "src/basic/cleanup.h"
 #include "src/basic/io.h"
 #include "src/basic/log.h"
 #include "src/basic/timeutil.h"
-
-int dm_sandbox_dir(struct dm_context *ctx, char *buf, size_t len, struct dm_error *err)
-{
-        if ((size_t)snprintf(buf, len, "%s/.sandboxes", ctx->cfg.output_root) >= len)
-                return dm_error_set(err, -ENAMETOOLONG, "output root too long");
-        return dm_mkdir_p(buf, 0700, err);
-}
-
-static bool valid_id(const char *id)
-{
-        return id && strncmp(id, "sbx-", 4) == 0 && strlen(id) == 16 && strspn(id + 4, "0123456789abcdef") == 12;
-}
 
 /* Where a sandbox's inputs are mounted (src/core/idmap.c): beside its workspace,
  * "<id>.in" for "<id>.workspace". */
@@ -65,162 +52,6 @@ static void remove_scratch(const struct dm_sandbox *sb)
         stage_dir(sb, stage, sizeof(stage));
         dm_idmap_remove(stage);
         dm_remove_tree(sb->workspace);
-}
-
-/* ---- records ------------------------------------------------------------------ */
-
-static int record_write(struct dm_context *ctx, const struct dm_sandbox *sb, struct dm_error *err)
-{
-        char dir[PATH_MAX], tmp[PATH_MAX + 64], final[PATH_MAX + 64];
-        json_object *o = json_object_new_object();
-        const char *text;
-        int fd, r;
-
-        r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
-        if (r < 0) {
-                json_object_put(o);
-                return r;
-        }
-        json_object_object_add(o, "sandbox_id", json_object_new_string(sb->id));
-        json_object_object_add(o, "container", json_object_new_string(sb->container));
-        json_object_object_add(o, "image", json_object_new_string(sb->image));
-        json_object_object_add(o, "egress", json_object_new_string(sb->egress));
-        json_object_object_add(o, "output_dir", json_object_new_string(sb->output_dir));
-        json_object_object_add(o, "workspace", json_object_new_string(sb->workspace));
-        json_object_object_add(o, "shim_dir", json_object_new_string(sb->shim_dir));
-        json_object_object_add(o, "allow", json_object_new_string(sb->allow));
-        if (sb->net_ifname[0]) {
-                json_object *net = json_object_new_object();
-                char a[INET_ADDRSTRLEN];
-
-                json_object_object_add(net, "ifname", json_object_new_string(sb->net_ifname));
-                inet_ntop(AF_INET, &sb->net_host, a, sizeof(a));
-                json_object_object_add(net, "host", json_object_new_string(a));
-                inet_ntop(AF_INET, &sb->net_peer, a, sizeof(a));
-                json_object_object_add(net, "peer", json_object_new_string(a));
-                json_object_object_add(o, "net", net);
-        }
-        json_object_object_add(o, "created_at", json_object_new_int64(sb->created_at));
-        json_object_object_add(o, "expires_at", json_object_new_int64(sb->expires_at));
-        json_object_object_add(o, "ttl_seconds", json_object_new_int64(sb->ttl_s));
-        json_object_object_add(o, "principal", json_object_new_string(sb->principal));
-        if (sb->server[0])
-                json_object_object_add(o, "server", json_object_new_string(sb->server));
-        if (sb->nested)
-                json_object_object_add(o, "nested", json_object_new_boolean(true));
-        text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
-        snprintf(tmp, sizeof(tmp), "%s/.%s.%d.%lx.tmp", dir, sb->id, (int)getpid(), (unsigned long)pthread_self());
-        snprintf(final, sizeof(final), "%s/%s.json", dir, sb->id);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0) {
-                json_object_put(o);
-                return dm_error_set(err, -errno, "cannot write sandbox record '%s': %s", tmp, strerror(errno));
-        }
-        r = dm_write_all(fd, text, strlen(text));
-        close(fd);
-        json_object_put(o);
-        /* Written whole, then renamed: a reader sees the old record or the new. */
-        if (r < 0 || rename(tmp, final) < 0) {
-                r = r < 0 ? r : -errno;
-                unlink(tmp);
-                return dm_error_set(err, r, "cannot write sandbox record '%s': %s", final, strerror(-r));
-        }
-        return 0;
-}
-
-static void copy_str(json_object *o, const char *key, char *dst, size_t len)
-{
-        json_object *v;
-
-        dst[0] = '\0';
-        if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
-                snprintf(dst, len, "%s", json_object_get_string(v));
-}
-
-static int64_t get_int(json_object *o, const char *key)
-{
-        json_object *v;
-        return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
-}
-
-static int record_read(struct dm_context *ctx, const char *id, struct dm_sandbox *sb, struct dm_error *err)
-{
-        char dir[PATH_MAX], name[DM_SANDBOX_ID_LEN + 8];
-        _cleanup_free_ char *text = NULL;
-        _cleanup_close_ int dirfd = -1;
-        json_object *o = NULL;
-
-        if (!valid_id(id))
-                return dm_error_set(err, -ENOENT,
-                                    "unknown sandbox '%.64s': ids look like sbx-0123456789ab "
-                                    "(sandbox_list shows the live ones)",
-                                    id ? id : "");
-        /* Only read here: no directory made (dm_sandbox_dir makes it). */
-        if ((size_t)snprintf(dir, sizeof(dir), "%s/.sandboxes", ctx->cfg.output_root) >= sizeof(dir))
-                return dm_error_set(err, -ENAMETOOLONG, "output root too long");
-        /* Read by hand, not json_object_from_file: that one writes its
-         * error into a global buffer of json-c's, which concurrent calls for
-         * an unknown sandbox race on (ThreadSanitizer). A record is small. */
-        snprintf(name, sizeof(name), "%s.json", id);
-        dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dirfd >= 0 && dm_io_read_capped(dirfd, name, 1 << 20, &text, NULL) == 0)
-                o = json_tokener_parse(text);
-        if (!o)
-                return dm_error_set(err, -ENOENT,
-                                    "unknown sandbox '%s': it was destroyed, expired, or never "
-                                    "existed (sandbox_list shows the live ones)",
-                                    id);
-        memset(sb, 0, sizeof(*sb));
-        copy_str(o, "sandbox_id", sb->id, sizeof(sb->id));
-        copy_str(o, "container", sb->container, sizeof(sb->container));
-        copy_str(o, "image", sb->image, sizeof(sb->image));
-        copy_str(o, "egress", sb->egress, sizeof(sb->egress));
-        copy_str(o, "output_dir", sb->output_dir, sizeof(sb->output_dir));
-        copy_str(o, "workspace", sb->workspace, sizeof(sb->workspace));
-        copy_str(o, "shim_dir", sb->shim_dir, sizeof(sb->shim_dir));
-        copy_str(o, "allow", sb->allow, sizeof(sb->allow));
-        /* Records from before owners were kept belong to the local caller. */
-        copy_str(o, "principal", sb->principal, sizeof(sb->principal));
-        if (!sb->principal[0])
-                snprintf(sb->principal, sizeof(sb->principal), "local");
-        copy_str(o, "server", sb->server, sizeof(sb->server));
-        {
-                json_object *v;
-
-                sb->nested = json_object_object_get_ex(o, "nested", &v) && json_object_get_boolean(v);
-        }
-        {
-                json_object *net;
-                char a[INET_ADDRSTRLEN];
-
-                if (json_object_object_get_ex(o, "net", &net)) {
-                        copy_str(net, "ifname", sb->net_ifname, sizeof(sb->net_ifname));
-                        copy_str(net, "host", a, sizeof(a));
-                        inet_pton(AF_INET, a, &sb->net_host);
-                        copy_str(net, "peer", a, sizeof(a));
-                        inet_pton(AF_INET, a, &sb->net_peer);
-                }
-        }
-        sb->created_at = get_int(o, "created_at");
-        sb->expires_at = get_int(o, "expires_at");
-        sb->ttl_s = get_int(o, "ttl_seconds");
-        json_object_put(o);
-        if (strcmp(sb->id, id) != 0 || !sb->container[0])
-                return dm_error_set(err, -EIO, "sandbox record '%s/%s' is damaged", dir, name);
-        return 0;
-}
-
-/* The sandbox is gone: its record, and the admission slot bound to it. */
-static void record_remove(struct dm_context *ctx, const char *id)
-{
-        char dir[PATH_MAX], path[PATH_MAX + 64];
-        struct dm_error err = { 0 };
-
-        dm_admission_release_key(ctx->admission, id);
-        if (dm_sandbox_dir(ctx, dir, sizeof(dir), &err) < 0)
-                return;
-        snprintf(path, sizeof(path), "%s/%s.json", dir, id);
-        unlink(path);
 }
 
 /* ---- the shim sockets this server holds ----------------------------------------- */
@@ -450,7 +281,7 @@ static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct d
                 copy = *sb;
                 r = sandbox_net(ctx, &copy, &l, &egress, err);
                 if (r >= 0 && copy.net_host != sb->net_host)
-                        r = record_write(ctx, &copy, err);
+                        r = dm_sandbox_record_write(ctx, &copy, err);
         }
         /* The placeholder is ours alone until it is marked adopted. */
         if (r >= 0)
@@ -535,81 +366,32 @@ static void ttl_granted(struct dm_backend *b, struct dm_sandbox *sb)
         dm_container_info_release(&info);
 }
 
-int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *req, struct dm_sandbox *sb,
-                      struct dm_error *err)
+/* A new sandbox's record before its container: id, image, policy, its
+ * directories (made here), owner, TTL. */
+static int sandbox_identity(struct dm_context *ctx, const struct dm_sandbox_create *req,
+                            const struct dm_image_info *img, const char *dir, struct dm_sandbox *sb,
+                            struct dm_error *err)
 {
-        static const char *const sleep_argv[] = { "sleep", "infinity", NULL };
-        struct dm_egress_run *egress = NULL;
-        bool need_net = dm_egress_needed(req->policy);
-        struct dm_launch lx;
-        const struct dm_image_build_watch watch = { .on_line = req->on_message,
-                                                    .userdata = req->userdata,
-                                                    .cancel = req->cancel };
-        struct dm_shimhost *host = NULL;
-        struct dm_sandbox_shim *entry = NULL;
-        const struct dm_image_info *img;
-        struct dm_backend *b;
-        size_t n_in = count(req->files) + count(req->dirs), n_mounts = 0, n_owned = 0;
-        _cleanup_free_ struct dm_mount *mounts = calloc(n_in + 4, sizeof(*mounts));
-        _cleanup_free_ char **owned = calloc(3 * n_in + 1, sizeof(char *));
-        struct dm_inputs_stage stage = { .n = 0 };
-        char dir[PATH_MAX], label_id[64], *id = NULL;
-        char idmap_stage[PATH_MAX + 16];
         unsigned char rnd[6];
-        const char *labels[3];
-        int r, use_shim = 0;
 
-        memset(sb, 0, sizeof(*sb));
-        if (!mounts || !owned)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        r = dm_image_lookup(req->image ? req->image : DM_IMAGE_DEFAULT, &img, err);
-        if (r >= 0)
-                r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &n_mounts, owned, &n_owned, &stage, err);
-        if (r >= 0)
-                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &n_mounts, owned, &n_owned, &stage, err);
-        if (r >= 0)
-                r = dm_context_backend(ctx, &b, err);
-        /* No shim, no sandbox, unless the operator turned it off by name. */
-        if (r >= 0 && (use_shim = dm_launch_shim_mode(ctx, b, err)) < 0)
-                r = use_shim;
-        if (r >= 0 && (dm_egress_backend_open(b, req->policy) || !dm_backend_can(b, DM_CAP_HOST_NETNS)))
-                need_net = false; /* the backend's own network: spec.network_mode or spec.egress below */
-        if (r >= 0)
-                r = dm_image_require(b, img, ctx->cfg.images_autobuild, &watch, err);
-        if (r >= 0)
-                r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
-        if (r < 0)
-                goto out;
-        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
-                r = dm_error_set(err, -EIO, "no randomness for a sandbox id");
-                goto out;
-        }
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+                return dm_error_set(err, -EIO, "no randomness for a sandbox id");
         snprintf(sb->id, sizeof(sb->id), "sbx-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
                  rnd[5]);
         snprintf(sb->image, sizeof(sb->image), "%s", img->name);
         snprintf(sb->egress, sizeof(sb->egress), "%s", req->egress ? req->egress : "none");
         for (size_t i = 0, len = 0; req->allow && req->allow[i]; i++) {
                 int n = snprintf(sb->allow + len, sizeof(sb->allow) - len, "%s%s", i ? "," : "", req->allow[i]);
-                if (n < 0 || (size_t)n >= sizeof(sb->allow) - len) {
-                        r = dm_error_set(err, -E2BIG, "too many allow entries");
-                        goto out;
-                }
+                if (n < 0 || (size_t)n >= sizeof(sb->allow) - len)
+                        return dm_error_set(err, -E2BIG, "too many allow entries");
                 len += (size_t)n;
-        }
-        if (need_net && !use_shim) {
-                r = dm_error_set(err, -ENOTSUP,
-                                 "egress other than 'none' needs demesne-shim, which is off "
-                                 "(DEMESNE_SHIM=off) or which this backend cannot mount");
-                goto out;
         }
         snprintf(sb->output_dir, sizeof(sb->output_dir), "%.4000s/%s", ctx->cfg.output_root, sb->id);
         /* Beside the record, not in the state dir: it must outlive this
          * server (and /run) as long as the sandbox does. */
         if ((size_t)snprintf(sb->workspace, sizeof(sb->workspace), "%.4000s/%s.workspace", dir, sb->id) >=
-            sizeof(sb->workspace)) {
-                r = dm_error_set(err, -ENAMETOOLONG, "output root too long");
-                goto out;
-        }
+            sizeof(sb->workspace))
+                return dm_error_set(err, -ENAMETOOLONG, "output root too long");
         sb->ttl_s = req->ttl_s > 0 ? req->ttl_s : DM_SANDBOX_TTL_DEFAULT;
         snprintf(sb->principal, sizeof(sb->principal), "%s", req->principal ? req->principal : "local");
         /* A nested principal's sandbox lives with the endpoint that made
@@ -620,98 +402,180 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         sb->nested = req->nested;
         sb->created_at = dm_wall_ms() / 1000;
         sb->expires_at = sb->created_at + sb->ttl_s;
-        if (mkdir(sb->output_dir, 0700) < 0 || mkdir(sb->workspace, 0700) < 0) {
-                r = dm_error_set(err, -errno, "cannot create the sandbox's directories: %s", strerror(errno));
-                goto out;
+        if (mkdir(sb->output_dir, 0700) < 0)
+                return dm_error_set(err, -errno, "cannot create '%s': %s", sb->output_dir, strerror(errno));
+        if (mkdir(sb->workspace, 0700) < 0) {
+                int r = dm_error_set(err, -errno, "cannot create '%s': %s", sb->workspace, strerror(errno));
+
+                rmdir(sb->output_dir);
+                return r;
         }
-        mounts[n_mounts++] = (struct dm_mount){ .host = sb->output_dir, .target = "/out" };
-        mounts[n_mounts++] = (struct dm_mount){ .host = sb->workspace, .target = "/workspace" };
-        snprintf(label_id, sizeof(label_id), "demesne.sandbox=%s", sb->id);
-        labels[0] = label_id;
+        return 0;
+}
+
+/* Its container, through the one launch sequence: idle (sleep), with the
+ * caller's environment, its directories and inputs. */
+struct sandbox_make {
+        const struct dm_image_info *img;
+        struct dm_backend *b;
+        bool shim;
+        struct dm_mount *mounts;
+        size_t n_mounts;
+        struct dm_inputs_stage *stage;
+        const struct dm_image_build_watch *watch;
+};
+
+static int sandbox_launch(struct dm_context *ctx, const struct dm_sandbox_create *req, const char *dir,
+                          struct sandbox_make *m, struct dm_sandbox *sb, struct dm_launch *lx, struct dm_error *err)
+{
+        static const char *const sleep_argv[] = { "sleep", "infinity", NULL };
         /* No owner label: a persistent sandbox belongs to no server, so no
          * server's exit or orphan sweep removes it. */
-        labels[1] = DM_LABEL_KIND "=sandbox";
-        labels[2] = NULL;
+        char label_id[64], idmap_stage[PATH_MAX + 16];
+        const char *labels[] = { label_id, DM_LABEL_KIND "=sandbox", NULL };
+        int r;
+
+        snprintf(label_id, sizeof(label_id), "demesne.sandbox=%s", sb->id);
+        m->mounts[m->n_mounts++] = (struct dm_mount){ .host = sb->output_dir, .target = "/out" };
+        m->mounts[m->n_mounts++] = (struct dm_mount){ .host = sb->workspace, .target = "/workspace" };
         struct dm_container_spec spec = {
                 .name = sb->id,
-                .image = dm_image_ref(img),
+                .image = dm_image_ref(m->img),
                 .argv = sleep_argv,
                 .env = req->env,
                 .workdir = "/out",
-                .mounts = mounts,
-                .n_mounts = n_mounts,
+                .mounts = m->mounts,
+                .n_mounts = m->n_mounts,
                 .labels = labels,
                 .ttl_s = sb->ttl_s,
         };
         dm_launch_harden(ctx, &spec);
-        if (dm_egress_backend_open(b, req->policy)) {
+        if (dm_egress_backend_open(m->b, req->policy)) {
                 spec.network_mode = "open";
-        } else if (!dm_backend_can(b, DM_CAP_HOST_NETNS)) {
+        } else if (!dm_backend_can(m->b, DM_CAP_HOST_NETNS)) {
                 spec.egress = req->policy; /* the backend enforces it or refuses */
                 spec.egress_package_hosts = dm_egress_package_hosts();
         }
         stage_dir(sb, idmap_stage, sizeof(idmap_stage));
-        if (use_shim)
+        if (m->shim)
                 snprintf(sb->shim_dir, sizeof(sb->shim_dir), "%.4000s/%s.shim", dir, sb->id);
-        r = dm_launch_container(ctx, b,
+        r = dm_launch_container(ctx, m->b,
                                 &(struct dm_launch_request){
-                                        .img = img,
+                                        .img = m->img,
                                         .spec = &spec,
-                                        .mounts = mounts,
-                                        .n_mounts = &n_mounts,
-                                        .shim_dir = use_shim ? sb->shim_dir : NULL,
+                                        .mounts = m->mounts,
+                                        .n_mounts = &m->n_mounts,
+                                        .shim_dir = m->shim ? sb->shim_dir : NULL,
                                         .idmap_stage = idmap_stage,
                                         .lend = (const char *const[]){ sb->output_dir, sb->workspace, NULL },
-                                        .stage = &stage,
-                                        .watch = &watch,
+                                        .stage = m->stage,
+                                        .watch = m->watch,
                                 },
-                                &lx, err);
-        if (r >= 0) {
-                id = lx.container;
-                host = lx.host;
-                snprintf(sb->container, sizeof(sb->container), "%s", id);
-                if (dm_backend_can(b, DM_CAP_TTL))
-                        ttl_granted(b, sb);
+                                lx, err);
+        if (r < 0)
+                return r;
+        snprintf(sb->container, sizeof(sb->container), "%s", lx->container);
+        if (dm_backend_can(m->b, DM_CAP_TTL))
+                ttl_granted(m->b, sb);
+        return 0;
+}
+
+/* Once its record is written: the shim and the network go to the list
+ * execs look in (host and *egress taken), and the ledger has it. */
+static void sandbox_register(struct dm_context *ctx, const struct dm_sandbox *sb, const struct dm_image_info *img,
+                             struct dm_shimhost *host, struct dm_egress_run **egress,
+                             const struct dm_limits_target *target)
+{
+        struct dm_sandbox_shim *entry = NULL;
+        struct dm_error lerr = { 0 };
+
+        if (host) {
+                int r;
+
+                pthread_mutex_lock(&ctx->shim_lock);
+                r = shim_add(ctx, sb->id, host, &entry);
+                if (r == 0) {
+                        entry->refs--; /* only the list's */
+                        entry->egress = *egress;
+                        *egress = NULL;
+                        entry->target = *target; /* from the inspect dm_launch_shim_ready made */
+                }
+                pthread_mutex_unlock(&ctx->shim_lock);
+                if (r < 0)
+                        dm_shimhost_free(host); /* the next exec takes the socket over */
         }
+        /* No server owns it: never "interrupted", live until destroyed. */
+        if (dm_ledger_begin(ctx->cfg.output_root, NULL,
+                            &(struct dm_ledger_run){ .run_id = sb->id,
+                                                     .kind = "sandbox",
+                                                     .image = img->name,
+                                                     .principal = sb->principal,
+                                                     .output_dir = sb->output_dir },
+                            &lerr) < 0)
+                log_warning("sandbox %s: %s", sb->id, lerr.msg);
+}
+
+int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *req, struct dm_sandbox *sb,
+                      struct dm_error *err)
+{
+        struct dm_egress_run *egress = NULL;
+        bool need_net = dm_egress_needed(req->policy);
+        struct dm_launch lx = { 0 };
+        const struct dm_image_build_watch watch = { .on_line = req->on_message,
+                                                    .userdata = req->userdata,
+                                                    .cancel = req->cancel };
+        size_t n_in = count(req->files) + count(req->dirs), n_owned = 0;
+        _cleanup_free_ struct dm_mount *mounts = calloc(n_in + 4, sizeof(*mounts));
+        _cleanup_free_ char **owned = calloc(3 * n_in + 1, sizeof(char *));
+        struct dm_inputs_stage stage = { .n = 0 };
+        struct sandbox_make m = { .mounts = mounts, .stage = &stage, .watch = &watch };
+        char dir[PATH_MAX];
+        int r, use_shim = 0;
+
+        memset(sb, 0, sizeof(*sb));
+        if (!mounts || !owned)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = dm_image_lookup(req->image ? req->image : DM_IMAGE_DEFAULT, &m.img, err);
+        if (r >= 0)
+                r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &m.n_mounts, owned, &n_owned, &stage, err);
+        if (r >= 0)
+                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &m.n_mounts, owned, &n_owned, &stage, err);
+        if (r >= 0)
+                r = dm_context_backend(ctx, &m.b, err);
+        /* No shim, no sandbox, unless the operator turned it off by name. */
+        if (r >= 0 && (use_shim = dm_launch_shim_mode(ctx, m.b, err)) < 0)
+                r = use_shim;
+        if (r >= 0 && (dm_egress_backend_open(m.b, req->policy) || !dm_backend_can(m.b, DM_CAP_HOST_NETNS)))
+                need_net = false; /* the backend's own network: spec.network_mode or spec.egress below */
+        if (r >= 0 && need_net && !use_shim)
+                r = dm_error_set(err, -ENOTSUP,
+                                 "egress other than 'none' needs demesne-shim, which is off "
+                                 "(DEMESNE_SHIM=off) or which this backend cannot mount");
+        if (r >= 0)
+                r = dm_image_require(m.b, m.img, ctx->cfg.images_autobuild, &watch, err);
+        if (r >= 0)
+                r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
+        if (r < 0)
+                goto out;
+        m.shim = use_shim == 1;
+        r = sandbox_identity(ctx, req, m.img, dir, sb, err);
+        if (r < 0)
+                goto out;
+        r = sandbox_launch(ctx, req, dir, &m, sb, &lx, err);
         /* The network before any command runs. */
         if (r >= 0 && need_net)
                 r = sandbox_net(ctx, sb, &lx.launched, &egress, err);
         if (r >= 0)
-                r = record_write(ctx, sb, err);
-        if (r >= 0 && host) {
-                int r2;
-
-                pthread_mutex_lock(&ctx->shim_lock);
-                r2 = shim_add(ctx, sb->id, host, &entry);
-                if (r2 == 0) {
-                        entry->refs--; /* only the list's */
-                        entry->egress = egress;
-                        egress = NULL;
-                        entry->target = lx.launched.target; /* from the inspect dm_launch_shim_ready made */
-                }
-                pthread_mutex_unlock(&ctx->shim_lock);
-                if (r2 < 0)
-                        dm_shimhost_free(host); /* the next exec takes the socket over */
-                host = NULL;
+                r = dm_sandbox_record_write(ctx, sb, err);
+        if (r >= 0) {
+                sandbox_register(ctx, sb, m.img, TAKE_PTR(lx.host), &egress, &lx.launched.target);
+                free(lx.container);
         }
         dm_egress_stop(ctx, egress, false);
-        if (r >= 0) {
-                /* No server owns it: never "interrupted", live until destroyed. */
-                struct dm_ledger_run lr = { .run_id = sb->id,
-                                            .kind = "sandbox",
-                                            .image = img->name,
-                                            .principal = sb->principal,
-                                            .output_dir = sb->output_dir };
-                struct dm_error lerr = { 0 };
-
-                if (dm_ledger_begin(ctx->cfg.output_root, NULL, &lr, &lerr) < 0)
-                        log_warning("sandbox %s: %s", sb->id, lerr.msg);
-        }
         if (r < 0) {
                 struct dm_error e2 = { 0 };
-                if (id)
-                        b->ops->destroy(b, id, &e2);
-                dm_shimhost_free(host);
+
+                dm_launch_undo(m.b, &lx);
                 if (sb->shim_dir[0])
                         dm_shimhost_remove_dir(sb->shim_dir, &e2);
                 remove_scratch(sb);
@@ -719,7 +583,6 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         }
 out:
         dm_inputs_unstage(&stage);
-        free(id);
         for (size_t i = 0; i < n_owned; i++)
                 free(owned[i]);
         return r;
@@ -783,7 +646,7 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
         struct dm_backend *b;
         int r;
 
-        r = record_read(ctx, id, sb, err);
+        r = dm_sandbox_record_read(ctx, id, sb, err);
         if (r < 0)
                 return r;
         if (principal && !dm_principal_covers(principal, sb->principal))
@@ -802,7 +665,7 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
                 shim_forget(ctx, id);
                 if (sb->shim_dir[0])
                         dm_shimhost_remove_dir(sb->shim_dir, &e2);
-                record_remove(ctx, id);
+                dm_sandbox_record_remove(ctx, id);
                 remove_scratch(sb);
                 return dm_error_set(err, -ENOENT,
                                     "unknown sandbox '%s': its container is gone (destroyed, expired, or removed "
@@ -838,7 +701,7 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
 int dm_sandbox_check_owner(struct dm_context *ctx, const char *id, const char *principal, struct dm_error *err)
 {
         struct dm_sandbox sb;
-        int r = record_read(ctx, id, &sb, err);
+        int r = dm_sandbox_record_read(ctx, id, &sb, err);
 
         if (r < 0)
                 return r;
@@ -878,7 +741,7 @@ int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_er
                 r = b->ops->renew(b, sb->container, sb->expires_at, err);
         if (r < 0)
                 return dm_error_wrap(err, "refresh the TTL of sandbox '%s'", sb->id);
-        return record_write(ctx, sb, err);
+        return dm_sandbox_record_write(ctx, sb, err);
 }
 
 static void env_free(char **env)
@@ -1072,7 +935,7 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
         struct dm_backend *b;
         int r;
 
-        r = record_read(ctx, id, &sb, err);
+        r = dm_sandbox_record_read(ctx, id, &sb, err);
         if (r < 0)
                 return r;
         r = dm_context_backend(ctx, &b, err);
@@ -1088,7 +951,7 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
                 log_warning("sandbox %s: %s", id, err->msg);
                 dm_error_clear(err);
         }
-        record_remove(ctx, id);
+        dm_sandbox_record_remove(ctx, id);
         remove_scratch(&sb);
         /* (A sandbox made before the ledger existed has no entry.) */
         r = dm_ledger_end(ctx->cfg.output_root, id, "destroyed", false, 0,
@@ -1105,32 +968,6 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
         if (ctx->after_sandbox_destroy)
                 ctx->after_sandbox_destroy(ctx, id);
         return 0;
-}
-
-/* Calls fn for each record in the directory. */
-static void for_each_record(struct dm_context *ctx, void (*fn)(struct dm_context *, const char *, void *), void *ud)
-{
-        char dir[PATH_MAX];
-        DIR *d;
-        struct dirent *e;
-
-        /* Not made when missing: a sweep in `demesne run` must leave no
-         * directory of its own in the output root (it would be root's in a
-         * user's root). */
-        if ((size_t)snprintf(dir, sizeof(dir), "%s/.sandboxes", ctx->cfg.output_root) >= sizeof(dir) ||
-            !(d = opendir(dir)))
-                return;
-        while ((e = readdir(d))) {
-                char id[DM_SANDBOX_ID_LEN];
-                size_t n = strlen(e->d_name);
-                if (n != 21 || strcmp(e->d_name + 16, ".json") != 0)
-                        continue;
-                memcpy(id, e->d_name, 16);
-                id[16] = '\0';
-                if (valid_id(id))
-                        fn(ctx, id, ud);
-        }
-        closedir(d);
 }
 
 json_object *dm_sandbox_describe(const struct dm_sandbox *sb)
@@ -1170,7 +1007,7 @@ json_object *dm_sandbox_list(struct dm_context *ctx, const char *principal)
 {
         struct list_walk w = { .a = json_object_new_array(), .principal = principal };
 
-        for_each_record(ctx, list_one, &w);
+        dm_sandbox_record_each(ctx, list_one, &w);
         return w.a;
 }
 
@@ -1187,7 +1024,7 @@ static void ids_one(struct dm_context *ctx, const char *id, void *ud)
         struct dm_sandbox sb;
         struct dm_error err = { 0 };
 
-        if (record_read(ctx, id, &sb, &err) < 0 ||
+        if (dm_sandbox_record_read(ctx, id, &sb, &err) < 0 ||
             !(w->exact ? strcmp(sb.principal, w->principal) == 0 : dm_principal_covers(w->principal, sb.principal)))
                 return;
         if (w->n < w->max)
@@ -1201,7 +1038,7 @@ size_t dm_sandbox_ids(struct dm_context *ctx, const char *principal, bool exact,
         struct ids_walk w = { .principal = principal, .exact = exact, .ids = ids, .max = max };
 
         if (principal && principal[0])
-                for_each_record(ctx, ids_one, &w);
+                dm_sandbox_record_each(ctx, ids_one, &w);
         return w.n;
 }
 
@@ -1227,13 +1064,14 @@ static void reap_one(struct dm_context *ctx, const char *id, void *ud)
         struct dm_sandbox sb;
         struct dm_error err = { 0 };
 
-        if (record_read(ctx, id, &sb, &err) < 0 || sb.expires_at + touch_slack(sb.ttl_s) > dm_wall_ms() / 1000)
+        if (dm_sandbox_record_read(ctx, id, &sb, &err) < 0 ||
+            sb.expires_at + touch_slack(sb.ttl_s) > dm_wall_ms() / 1000)
                 return;
         if (dm_sandbox_destroy(ctx, id, &err) == 0) {
                 log_info("sandbox %s expired (TTL %lld s) and was destroyed", id, (long long)sb.ttl_s);
                 (*(int *)ud)++;
         } else if (err.code == -ENOENT) {
-                record_remove(ctx, id);
+                dm_sandbox_record_remove(ctx, id);
         } else {
                 log_warning("sandbox %s expired but could not be destroyed: %s", id, err.msg);
         }
@@ -1243,7 +1081,7 @@ int dm_sandbox_reap_expired(struct dm_context *ctx)
 {
         int n = 0;
 
-        for_each_record(ctx, reap_one, &n);
+        dm_sandbox_record_each(ctx, reap_one, &n);
         return n;
 }
 
@@ -1265,7 +1103,7 @@ static void nested_one(struct dm_context *ctx, const char *id, void *ud)
         /* Made by a nested principal of a server that is gone: its
          * endpoint went with that server. (Records without a server are
          * not ours to judge.) */
-        if (record_read(ctx, id, &sb, &err) < 0 || dm_principal_depth(sb.principal) == 0 || !sb.server[0] ||
+        if (dm_sandbox_record_read(ctx, id, &sb, &err) < 0 || dm_principal_depth(sb.principal) == 0 || !sb.server[0] ||
             strcmp(sb.server, ctx->owner) == 0 || dm_owner_alive(sb.server, ctx->owner) || w->n >= w->max)
                 return;
         snprintf(w->ids[w->n], DM_SANDBOX_ID_LEN, "%s", id);
@@ -1281,7 +1119,7 @@ int dm_sandbox_sweep_nested(struct dm_context *ctx)
         w.ids = calloc(w.max, sizeof(*w.ids));
         w.depth = calloc(w.max, sizeof(*w.depth));
         if (w.ids && w.depth)
-                for_each_record(ctx, nested_one, &w);
+                dm_sandbox_record_each(ctx, nested_one, &w);
         /* The deepest first: each is copied into its parent while that
          * one is still there, up to the top sandbox that stays. */
         for (unsigned d = DM_PRINCIPAL_MAX; d > 0 && w.n; d--)
@@ -1294,7 +1132,7 @@ int dm_sandbox_sweep_nested(struct dm_context *ctx)
                                          "destroyed",
                                          w.ids[i]);
                         } else if (err.code == -ENOENT)
-                                record_remove(ctx, w.ids[i]);
+                                dm_sandbox_record_remove(ctx, w.ids[i]);
                         else
                                 log_warning("sandbox %s: made through the endpoint of a server that is gone, but "
                                             "could not be destroyed: %s",
