@@ -2,11 +2,16 @@
 #ifndef DM_SANDBOX_INTERNAL_H
 #define DM_SANDBOX_INTERNAL_H
 
-/* What sandbox.c and its records (sandbox-record.c) share. */
+/* What sandbox.c, its records (sandbox-record.c) and the shim sockets it
+ * holds (sandbox-shim.c) share. */
 
 #include <stdbool.h>
+#include <stdint.h>
 
+#include "src/core/launch.h"
+#include "src/core/limits.h"
 #include "src/core/sandbox.h"
+#include "src/core/shimhost.h"
 
 /* "sbx-" and 12 lowercase hex digits. */
 bool dm_sandbox_valid_id(const char *id);
@@ -19,5 +24,48 @@ int dm_sandbox_record_read(struct dm_context *ctx, const char *id, struct dm_san
 void dm_sandbox_record_remove(struct dm_context *ctx, const char *id);
 /* Calls fn for each record in the directory (none made when missing). */
 void dm_sandbox_record_each(struct dm_context *ctx, void (*fn)(struct dm_context *, const char *, void *), void *ud);
+
+/* One per sandbox this server has talked to through its shim. An exec
+ * holds a reference; destroy unlinks the entry and the last reference
+ * frees the socket. */
+struct dm_sandbox_shim {
+        struct dm_sandbox_shim *next;
+        char id[DM_SANDBOX_ID_LEN];
+        struct dm_shimhost *host;
+        struct dm_egress_run *egress; /* the proxy listener of a sandbox with a network */
+        int refs;
+        struct dm_limits_target target; /* for the disk watch: read once, not per exec */
+        int64_t disk_used;              /* what it held at the last command's end; -1: unknown */
+        /* Being taken over from an earlier server (about a second, up to
+         * DM_SHIM_READY_MS): host is NULL, and other execs into this sandbox
+         * wait on ctx->shim_changed. Only the adopting thread changes it. */
+        bool adopting;
+};
+
+/* The sandbox's network for this server (at create, or at adoption): the
+ * proxy listener on the pair that lives with the container, or the whole
+ * network when the container was restarted. Updates sb. */
+int dm_sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, const struct dm_launched *l,
+                   struct dm_egress_run **ret, struct dm_error *err);
+/* A new sandbox's shim into the list (host and *egress taken). */
+void dm_sandbox_shim_keep(struct dm_context *ctx, const char *id, struct dm_shimhost *host,
+                          struct dm_egress_run **egress, const struct dm_limits_target *target);
+/* The sandbox's entry with a reference for the caller: this server's, or
+ * its shim taken over from an earlier server (-EBUSY: another live server
+ * holds it). */
+int dm_sandbox_shim_get(struct dm_context *ctx, struct dm_backend *b, const struct dm_sandbox *sb,
+                        struct dm_sandbox_shim **ret, struct dm_error *err);
+/* Drops a reference; the last one closes the socket and the proxy. */
+void dm_sandbox_shim_put(struct dm_context *ctx, struct dm_sandbox_shim *e);
+/* Drops the list's reference to sandbox id's entry (not one being adopted). */
+void dm_sandbox_shim_forget(struct dm_context *ctx, const char *id);
+
+/* The disk watch's target of sandbox id, when this server holds its shim. */
+bool dm_sandbox_shim_target(struct dm_context *ctx, const char *id, struct dm_limits_target *ret, int64_t *ret_used);
+/* What the sandbox holds, as its last command's disk watch measured it at
+ * the end (-1: not known; the next command's watch measures at start). */
+void dm_sandbox_shim_note_usage(struct dm_context *ctx, const char *id, int64_t used);
+/* Whether this server holds sandbox id's shim, connected. */
+bool dm_sandbox_shim_ready(struct dm_context *ctx, const char *id);
 
 #endif

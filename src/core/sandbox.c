@@ -54,288 +54,6 @@ static void remove_scratch(const struct dm_sandbox *sb)
         dm_remove_tree(sb->workspace);
 }
 
-/* ---- the shim sockets this server holds ----------------------------------------- */
-
-/* One per sandbox this server has talked to through its shim. An exec
- * holds a reference; destroy unlinks the entry and the last reference
- * frees the socket. */
-struct dm_sandbox_shim {
-        struct dm_sandbox_shim *next;
-        char id[DM_SANDBOX_ID_LEN];
-        struct dm_shimhost *host;
-        struct dm_egress_run *egress; /* the proxy listener of a sandbox with a network */
-        int refs;
-        struct dm_limits_target target; /* for the disk watch: read once, not per exec */
-        int64_t disk_used;              /* what it held at the last command's end; -1: unknown */
-        /* Being taken over from an earlier server (about a second, up to
-         * DM_SHIM_READY_MS): host is NULL, and other execs into this sandbox
-         * wait on ctx->shim_changed. Only the adopting thread changes it. */
-        bool adopting;
-};
-
-/* The sandbox's policy, from its record. */
-static int sandbox_policy(const struct dm_sandbox *sb, struct dm_policy **ret, struct dm_error *err)
-{
-        char buf[sizeof(sb->allow)];
-        const char *allow[DM_POLICY_MAX_ENTRIES + 1];
-        size_t n = 0;
-
-        snprintf(buf, sizeof(buf), "%s", sb->allow);
-        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < DM_POLICY_MAX_ENTRIES;
-             t = strtok_r(NULL, ",", &save))
-                allow[n++] = t;
-        allow[n] = NULL;
-        /* Accepted when the sandbox was made: the server's setting then counts. */
-        return dm_policy_parse(sb->egress[0] ? sb->egress : "none", allow, DM_POLICY_CALLER_ALLOWED, ret, err);
-}
-
-/* Brings a sandbox's network back for this server: the proxy listener on
- * the pair that lives with the container, or the whole network when the
- * container was restarted (a new namespace has no pair). Updates sb. */
-static int sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, const struct dm_launched *l,
-                       struct dm_egress_run **ret, struct dm_error *err)
-{
-        struct dm_policy *policy = NULL;
-        struct dm_backend *b = NULL;
-        int r;
-
-        *ret = NULL;
-        r = sandbox_policy(sb, &policy, err);
-        if (r >= 0 && dm_context_backend(ctx, &b, err) >= 0 &&
-            (dm_egress_backend_open(b, policy) || !dm_backend_can(b, DM_CAP_HOST_NETNS))) {
-                dm_policy_free(policy);
-                return 0; /* the backend's own network */
-        }
-        if (r < 0 || !dm_egress_needed(policy)) {
-                dm_policy_free(policy);
-                return r;
-        }
-        if (sb->net_ifname[0] && dm_netlink_exists(sb->net_ifname, sb->id)) {
-                struct dm_netlink net = { .host_addr = sb->net_host, .peer_addr = sb->net_peer };
-
-                snprintf(net.host_ifname, sizeof(net.host_ifname), "%s", sb->net_ifname);
-                r = dm_egress_adopt(ctx, policy, sb->id, &net, l->package_hosts, sb->output_dir, ret, err);
-        } else {
-                r = dm_egress_start(ctx, policy, sb->id, "-", l->pid, l->package_hosts, sb->output_dir, ret, err);
-                if (r >= 0) {
-                        const struct dm_netlink *net = dm_egress_net(*ret);
-
-                        snprintf(sb->net_ifname, sizeof(sb->net_ifname), "%s", net->host_ifname);
-                        sb->net_host = net->host_addr;
-                        sb->net_peer = net->peer_addr;
-                }
-        }
-        dm_policy_free(policy);
-        return r;
-}
-
-static void shim_put(struct dm_context *ctx, struct dm_sandbox_shim *e)
-{
-        bool last;
-
-        pthread_mutex_lock(&ctx->shim_lock);
-        last = --e->refs == 0;
-        pthread_mutex_unlock(&ctx->shim_lock);
-        if (last) {
-                /* The pair lives with the container; only the listener goes. */
-                dm_egress_stop(ctx, e->egress, false);
-                dm_shimhost_free(e->host);
-                free(e);
-        }
-}
-
-/* Drops the list's reference to sandbox id's entry, if any (not one being
- * adopted: its adopter holds it, and the next exec looks again). */
-static void shim_forget(struct dm_context *ctx, const char *id)
-{
-        struct dm_sandbox_shim *found = NULL;
-
-        pthread_mutex_lock(&ctx->shim_lock);
-        for (struct dm_sandbox_shim **p = &ctx->shims; *p; p = &(*p)->next)
-                if (strcmp((*p)->id, id) == 0 && !(*p)->adopting) {
-                        found = *p;
-                        *p = found->next;
-                        break;
-                }
-        pthread_mutex_unlock(&ctx->shim_lock);
-        if (found)
-                shim_put(ctx, found);
-}
-
-/* The disk watch's target of sandbox id, when this server holds its shim. */
-static bool shim_target(struct dm_context *ctx, const char *id, struct dm_limits_target *ret, int64_t *ret_used)
-{
-        bool found = false;
-
-        *ret_used = -1;
-        pthread_mutex_lock(&ctx->shim_lock);
-        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
-                if (strcmp(e->id, id) == 0) {
-                        found = !e->adopting && e->target.pid > 0;
-                        if (found) {
-                                *ret = e->target;
-                                *ret_used = e->disk_used;
-                        }
-                        break;
-                }
-        pthread_mutex_unlock(&ctx->shim_lock);
-        return found;
-}
-
-/* What the sandbox holds, as its last command's disk watch measured it at
- * the end (-1: not known; the next command's watch measures at start). */
-static void shim_note_usage(struct dm_context *ctx, const char *id, int64_t used)
-{
-        pthread_mutex_lock(&ctx->shim_lock);
-        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
-                if (strcmp(e->id, id) == 0) {
-                        e->disk_used = used;
-                        break;
-                }
-        pthread_mutex_unlock(&ctx->shim_lock);
-}
-
-void dm_sandbox_usage_changed(struct dm_context *ctx, const char *id)
-{
-        shim_note_usage(ctx, id, -1);
-}
-
-static bool shim_ready(struct dm_context *ctx, const char *id)
-{
-        bool ready = false;
-
-        pthread_mutex_lock(&ctx->shim_lock);
-        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
-                if (strcmp(e->id, id) == 0) {
-                        ready = !e->adopting && dm_shimhost_ready(e->host);
-                        break;
-                }
-        pthread_mutex_unlock(&ctx->shim_lock);
-        return ready;
-}
-
-static int shim_add(struct dm_context *ctx, const char *id, struct dm_shimhost *host, struct dm_sandbox_shim **ret)
-{
-        struct dm_sandbox_shim *e = calloc(1, sizeof(*e));
-
-        if (!e)
-                return -ENOMEM;
-        snprintf(e->id, sizeof(e->id), "%s", id);
-        e->host = host;
-        e->disk_used = -1;
-        e->refs = 2; /* the list's and the caller's */
-        e->next = ctx->shims;
-        ctx->shims = e;
-        *ret = e;
-        return 0;
-}
-
-/* The shim of sandbox sb, with a reference for the caller: the one this
- * server holds, or its socket taken over from the server that made it (the
- * running shim reconnects by itself). -EBUSY when another live server holds
- * it: the exec core then refuses the command (src/core/exec.c). */
-static int shim_get(struct dm_context *ctx, struct dm_backend *b, const struct dm_sandbox *sb,
-                    struct dm_sandbox_shim **ret, struct dm_error *err)
-{
-        struct dm_shimhost *host = NULL;
-        struct dm_egress_run *egress = NULL;
-        struct dm_sandbox_shim *e;
-        struct dm_sandbox copy;
-        struct dm_launched l;
-        int r;
-
-        pthread_mutex_lock(&ctx->shim_lock);
-        for (;;) {
-                for (e = ctx->shims; e && strcmp(e->id, sb->id) != 0; e = e->next)
-                        ;
-                if (!e)
-                        break;
-                if (!e->adopting) {
-                        e->refs++;
-                        *ret = e;
-                        pthread_mutex_unlock(&ctx->shim_lock);
-                        return 0;
-                }
-                /* Another exec is taking this sandbox over: wait, then use
-                 * what it made (or try anew if it failed). Execs into other
-                 * sandboxes go on meanwhile. */
-                pthread_cond_wait(&ctx->shim_changed, &ctx->shim_lock);
-        }
-        /* A place held in the list while the slow part runs unlocked. */
-        e = calloc(1, sizeof(*e));
-        if (!e) {
-                pthread_mutex_unlock(&ctx->shim_lock);
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        }
-        snprintf(e->id, sizeof(e->id), "%s", sb->id);
-        e->refs = 1; /* the list's */
-        e->adopting = true;
-        e->next = ctx->shims;
-        ctx->shims = e;
-        pthread_mutex_unlock(&ctx->shim_lock);
-
-        r = dm_shimhost_new(sb->shim_dir, dm_shim_binary_find(ctx->cfg.shim_path), &host, err);
-        if (r >= 0)
-                r = dm_launch_shim_ready(b, sb->container, host, dm_now_ms() + DM_SHIM_READY_MS, &l, err);
-        if (r >= 0) {
-                copy = *sb;
-                r = sandbox_net(ctx, &copy, &l, &egress, err);
-                if (r >= 0 && copy.net_host != sb->net_host)
-                        r = dm_sandbox_record_write(ctx, &copy, err);
-        }
-        /* The placeholder is ours alone until it is marked adopted. */
-        if (r >= 0)
-                e->target = l.target;
-
-        pthread_mutex_lock(&ctx->shim_lock);
-        if (r >= 0) {
-                e->host = host;
-                e->egress = egress;
-                e->adopting = false;
-                e->refs++; /* the caller's */
-                *ret = e;
-        } else {
-                for (struct dm_sandbox_shim **p = &ctx->shims; *p; p = &(*p)->next)
-                        if (*p == e) {
-                                *p = e->next;
-                                break;
-                        }
-        }
-        pthread_cond_broadcast(&ctx->shim_changed);
-        pthread_mutex_unlock(&ctx->shim_lock);
-        if (r < 0) {
-                free(e);
-                dm_egress_stop(ctx, egress, false);
-                dm_shimhost_free(host);
-        } else
-                log_info("sandbox %s: took its shim over from an earlier server", sb->id);
-        return r;
-}
-
-static bool any_adopting(struct dm_context *ctx)
-{
-        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
-                if (e->adopting)
-                        return true;
-        return false;
-}
-
-void dm_sandbox_shims_release(struct dm_context *ctx)
-{
-        pthread_mutex_lock(&ctx->shim_lock);
-        /* An adoption still under way owns its entry until it ends. */
-        while (any_adopting(ctx))
-                pthread_cond_wait(&ctx->shim_changed, &ctx->shim_lock);
-        struct dm_sandbox_shim *e = ctx->shims;
-        ctx->shims = NULL;
-        pthread_mutex_unlock(&ctx->shim_lock);
-        while (e) {
-                struct dm_sandbox_shim *next = e->next;
-                shim_put(ctx, e);
-                e = next;
-        }
-}
-
 /* ---- lifecycle ------------------------------------------------------------------ */
 
 static size_t count(const char *const *v)
@@ -486,24 +204,10 @@ static void sandbox_register(struct dm_context *ctx, const struct dm_sandbox *sb
                              struct dm_shimhost *host, struct dm_egress_run **egress,
                              const struct dm_limits_target *target)
 {
-        struct dm_sandbox_shim *entry = NULL;
         struct dm_error lerr = { 0 };
 
-        if (host) {
-                int r;
-
-                pthread_mutex_lock(&ctx->shim_lock);
-                r = shim_add(ctx, sb->id, host, &entry);
-                if (r == 0) {
-                        entry->refs--; /* only the list's */
-                        entry->egress = *egress;
-                        *egress = NULL;
-                        entry->target = *target; /* from the inspect dm_launch_shim_ready made */
-                }
-                pthread_mutex_unlock(&ctx->shim_lock);
-                if (r < 0)
-                        dm_shimhost_free(host); /* the next exec takes the socket over */
-        }
+        if (host)
+                dm_sandbox_shim_keep(ctx, sb->id, host, egress, target);
         /* No server owns it: never "interrupted", live until destroyed. */
         if (dm_ledger_begin(ctx->cfg.output_root, NULL,
                             &(struct dm_ledger_run){ .run_id = sb->id,
@@ -564,7 +268,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         r = sandbox_launch(ctx, req, dir, &m, sb, &lx, err);
         /* The network before any command runs. */
         if (r >= 0 && need_net)
-                r = sandbox_net(ctx, sb, &lx.launched, &egress, err);
+                r = dm_sandbox_net(ctx, sb, &lx.launched, &egress, err);
         if (r >= 0)
                 r = dm_sandbox_record_write(ctx, sb, err);
         if (r >= 0) {
@@ -653,7 +357,7 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
                 return not_theirs(id, err);
         /* The hot path: a shim that holds a connection open to this server
          * is PID 1 of a running container, so the engine need not be asked. */
-        if (shim_ready(ctx, id))
+        if (dm_sandbox_shim_ready(ctx, id))
                 return 0;
         r = dm_context_backend(ctx, &b, err);
         if (r < 0)
@@ -662,7 +366,7 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
         if (r == -ENOENT) {
                 struct dm_error e2 = { 0 };
 
-                shim_forget(ctx, id);
+                dm_sandbox_shim_forget(ctx, id);
                 if (sb->shim_dir[0])
                         dm_shimhost_remove_dir(sb->shim_dir, &e2);
                 dm_sandbox_record_remove(ctx, id);
@@ -684,7 +388,7 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
                 /* Stopped by an engine restart, say: bring it back, state intact. */
                 log_info("sandbox %s was stopped; starting it again", id);
                 /* Its new shim has a new pid: take the socket anew. */
-                shim_forget(ctx, id);
+                dm_sandbox_shim_forget(ctx, id);
                 r = b->ops->start(b, sb->container, err);
                 pthread_mutex_unlock(&ctx->destroy_lock);
                 /* Its host inputs were staged for its first start only. */
@@ -769,7 +473,7 @@ static int exec_in(struct dm_context *ctx, struct dm_backend *b, const struct dm
         int r;
 
         if (sb->shim_dir[0]) {
-                r = shim_get(ctx, b, sb, &e, err);
+                r = dm_sandbox_shim_get(ctx, b, sb, &e, err);
                 if (r == -EBUSY) {
                         log_debug("sandbox %s: its shim is held by another server (%s)", sb->id, err->msg);
                         dm_error_clear(err);
@@ -788,7 +492,7 @@ static int exec_in(struct dm_context *ctx, struct dm_backend *b, const struct dm
                                                                         (const char *const *)nested_env },
                                           3);
                         if (!env) {
-                                shim_put(ctx, e);
+                                dm_sandbox_shim_put(ctx, e);
                                 env_free(nested_env);
                                 return dm_error_set(err, -ENOMEM, "out of memory");
                         }
@@ -797,7 +501,7 @@ static int exec_in(struct dm_context *ctx, struct dm_backend *b, const struct dm
         }
         r = dm_exec(&t, xreq, sink, xres, err);
         if (e)
-                shim_put(ctx, e);
+                dm_sandbox_shim_put(ctx, e);
         env_free(nested_env);
         return r;
 }
@@ -860,7 +564,7 @@ static int sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, con
                  * the sandbox held at the last command's end is the baseline
                  * while it is under the cap (the baseline only matters over
                  * it): no walk before the command either. */
-                if (t && shim_target(ctx, sb->id, t, &used)) {
+                if (t && dm_sandbox_shim_target(ctx, sb->id, t, &used)) {
                         wc.baseline_known = used >= 0 && used < wc.cap;
                         wc.baseline = used;
                         r = dm_limits_watch_target(t, &wc, &watch, err);
@@ -886,12 +590,12 @@ static int sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, con
         if (dm_limits_watch_tripped(watch, err) ||
             (!xres.cancelled && dm_limits_fsize_hit(ctx->cfg.disk_max, res->exit_code, err))) {
                 r = err->code;
-                shim_note_usage(ctx, sb->id, -1);
+                dm_sandbox_shim_note_usage(ctx, sb->id, -1);
                 goto out;
         }
         /* Nothing else writes to it until the next command but an upload,
          * which says so (dm_sandbox_usage_changed). */
-        shim_note_usage(ctx, sb->id, xres.cancelled ? -1 : dm_limits_watch_usage(watch));
+        dm_sandbox_shim_note_usage(ctx, sb->id, xres.cancelled ? -1 : dm_limits_watch_usage(watch));
         res->duration_ms = dm_now_ms() - t0;
         res->stdout_text = dm_exec_sink_text(&sink, 1, &res->stdout_len, &res->stdout_truncated);
         res->stderr_text = dm_exec_sink_text(&sink, 2, &res->stderr_len, &res->stderr_truncated);
@@ -946,7 +650,7 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
         }
         if (r < 0)
                 return dm_error_wrap(err, "destroy sandbox '%s'", id);
-        shim_forget(ctx, id);
+        dm_sandbox_shim_forget(ctx, id);
         if (sb.shim_dir[0] && dm_shimhost_remove_dir(sb.shim_dir, err) < 0) {
                 log_warning("sandbox %s: %s", id, err->msg);
                 dm_error_clear(err);
