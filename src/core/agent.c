@@ -552,6 +552,134 @@ static int write_run_files(struct dm_context *ctx, const char *dir, const struct
         return r;
 }
 
+/* The run's own files (settings, prompt, run.sh), next to the output
+ * directories: dir is made (*made set) and filled. */
+static int agent_files(struct dm_context *ctx, const struct run_state *st, char *dir, size_t size, bool *made,
+                       struct dm_error *err)
+{
+        unsigned char rnd[6];
+        int r;
+
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+                return dm_error_set(err, -EIO, "no randomness for the run's files");
+        snprintf(dir, size, "%s/.agents", ctx->cfg.output_root);
+        r = dm_mkdir_p(dir, 0700, err);
+        if (r < 0)
+                return r;
+        snprintf(dir, size, "%s/.agents/%02x%02x%02x%02x%02x%02x", ctx->cfg.output_root, rnd[0], rnd[1], rnd[2], rnd[3],
+                 rnd[4], rnd[5]);
+        if (mkdir(dir, 0755) < 0)
+                return dm_error_set(err, -errno, "cannot create '%s': %s", dir, strerror(errno));
+        *made = true;
+        return write_run_files(ctx, dir, st->req, st->provider, err);
+}
+
+/* The CLI in its image, through the runner, with the run's files at
+ * AGENT_DIR and the vendor proxy as its only network. */
+static int agent_launch(struct dm_context *ctx, struct run_state *st, const char *dir, struct dm_run_result *run,
+                        struct dm_error *err)
+{
+        const struct dm_agent_request *req = st->req;
+        struct dm_mount mount = { .host = dir, .target = AGENT_DIR, .readonly = true };
+        static const char *const argv[] = { "/bin/bash", AGENT_DIR "/run.sh", NULL };
+        struct dm_run_request rreq = {
+                .image = st->provider == DM_VENDOR_ANTHROPIC ? "claude-code" : "codex",
+                .argv = argv,
+                .files = req->files,
+                .dirs = req->dirs,
+                .timeout_s = req->timeout_s,
+                .policy = req->policy,
+                .cancel = req->cancel,
+                .slot = req->slot,
+                .on_output = req->on_output,
+                .on_progress = req->on_progress,
+                .on_message = req->on_message,
+                .userdata = req->userdata,
+                .kind = "agent",
+                .mounts = &mount,
+                .n_mounts = 1,
+                .vendor_port = DM_EGRESS_VENDOR_PORT,
+                .on_network = on_network,
+                .network_userdata = st,
+                .limit = &st->limit,
+                .principal = req->principal,
+                .job_id = req->job_id,
+                .parent_run_id = req->parent_run_id,
+                .ledger_kind = req->research ? "research" : "agent",
+                .on_started = req->on_started,
+                .started_userdata = req->started_userdata,
+                .collect_later = true,
+        };
+
+        return dm_run(ctx, &rreq, run, err);
+}
+
+/* The proxy's figures into the ledger (stopping it writes usage.json a
+ * last time); r becomes the cap's sentence when the cap ended the run. */
+static int agent_spent(struct dm_context *ctx, struct run_state *st, int r, struct dm_vendor_usage *usage,
+                       struct dm_error *err)
+{
+        double spent = 0;
+
+        if (!st->proxy)
+                return r;
+        dm_vendor_usage(st->proxy, usage);
+        ledger_usage(ctx, st->usage_path, usage, st->req->budget);
+        /* Whether the proxy's refusal ended the CLI or the runner stopped
+         * it, the run fails with the cap's sentence. */
+        if (dm_vendor_cap_reached(st->proxy, &spent) && r != -ECANCELED)
+                r = dm_error_set(err, -EDQUOT,
+                                 "spending cap of $%.6g reached (%s): the agent was stopped after $%.4f of model "
+                                 "use; usage in '%s'",
+                                 st->max_usd, st->cap_name, spent, st->usage_path);
+        dm_vendor_stop(st->proxy);
+        st->proxy = NULL;
+        return r;
+}
+
+/* The result from the run: its figures, the CLI's final answer from its
+ * event stream, whether output_path exists. */
+static int agent_result(struct dm_context *ctx, const struct run_state *st, struct dm_run_result *run,
+                        const struct dm_vendor_usage *usage, const char *out_rel, struct dm_agent_result *res,
+                        struct dm_error *err)
+{
+        _cleanup_close_ int outfd = -1;
+
+        res->run_id = TAKE_PTR(run->run_id);
+        res->output_dir = TAKE_PTR(run->output_dir);
+        res->exit_code = run->exit_code;
+        res->timed_out = run->timed_out;
+        res->cancelled = run->cancelled;
+        res->duration_ms = run->duration_ms;
+        res->stderr_text = TAKE_PTR(run->stderr_text);
+        res->stderr_len = run->stderr_len;
+        res->stderr_truncated = run->stderr_truncated;
+        /* The CLI's event stream is the transcript. stdout.log, not
+         * transcript.jsonl, is read: the server made that name. */
+        outfd = dm_io_open_dir(res->output_dir);
+        if (outfd >= 0) {
+                _cleanup_close_ int fd = open_transcript(outfd, res->output_dir);
+
+                res->result = final_answer(fd, st->provider);
+        } else {
+                res->result = strdup("");
+        }
+        res->usage = usage_json(usage);
+        res->cost_usd = usage->total.cost_usd;
+        /* What the server wrote after the run (transcript.jsonl, usage.json,
+         * vendor.log) goes to the owner too. */
+        dm_owner_return(ctx->cfg.output_root, res->output_dir);
+        if (out_rel && outfd >= 0) {
+                /* Through no link at any level of the relative path. */
+                int fd = dm_io_open_beneath(outfd, out_rel, O_PATH, 0);
+
+                res->output_exists = fd >= 0;
+                if (fd >= 0)
+                        close(fd);
+        }
+        return !res->result || !res->usage ? dm_error_set(err, -ENOMEM, "out of memory") : 0;
+}
+
 int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, struct dm_agent_result *res,
                  struct dm_error *err)
 {
@@ -562,8 +690,6 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
                                 .limit = { .fd = -1 } };
         struct dm_run_result run = { 0 };
         char dir[PATH_MAX - 64];
-        _cleanup_close_ int outfd = -1;
-        unsigned char rnd[6];
         const char *out_rel = NULL;
         struct dm_vendor_usage usage = { 0 };
         bool dir_made = false;
@@ -588,113 +714,16 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         }
         res->provider = dm_vendor_name(st.provider);
         res->model = req->model ? req->model : "default";
-        if (dm_vendor_token_new(st.token) < 0 || getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+        if (dm_vendor_token_new(st.token) < 0) {
                 r = dm_error_set(err, -EIO, "no randomness for the run's token");
                 goto out;
         }
-
-        /* The run's own files, next to the output directories. */
-        snprintf(dir, sizeof(dir), "%s/.agents", ctx->cfg.output_root);
-        r = dm_mkdir_p(dir, 0700, err);
-        if (r < 0)
-                goto out;
-        snprintf(dir, sizeof(dir), "%s/.agents/%02x%02x%02x%02x%02x%02x", ctx->cfg.output_root, rnd[0], rnd[1], rnd[2],
-                 rnd[3], rnd[4], rnd[5]);
-        if (mkdir(dir, 0755) < 0) {
-                r = dm_error_set(err, -errno, "cannot create '%s': %s", dir, strerror(errno));
-                goto out;
-        }
-        dir_made = true;
-        r = write_run_files(ctx, dir, req, st.provider, err);
-        if (r < 0)
-                goto out;
-
-        struct dm_mount mount = { .host = dir, .target = AGENT_DIR, .readonly = true };
-        static const char *const argv[] = { "/bin/bash", AGENT_DIR "/run.sh", NULL };
-        struct dm_run_request rreq = {
-                .image = st.provider == DM_VENDOR_ANTHROPIC ? "claude-code" : "codex",
-                .argv = argv,
-                .files = req->files,
-                .dirs = req->dirs,
-                .timeout_s = req->timeout_s,
-                .policy = req->policy,
-                .cancel = req->cancel,
-                .slot = req->slot,
-                .on_output = req->on_output,
-                .on_progress = req->on_progress,
-                .on_message = req->on_message,
-                .userdata = req->userdata,
-                .kind = "agent",
-                .mounts = &mount,
-                .n_mounts = 1,
-                .vendor_port = DM_EGRESS_VENDOR_PORT,
-                .on_network = on_network,
-                .network_userdata = &st,
-                .limit = &st.limit,
-                .principal = req->principal,
-                .job_id = req->job_id,
-                .parent_run_id = req->parent_run_id,
-                .ledger_kind = req->research ? "research" : "agent",
-                .on_started = req->on_started,
-                .started_userdata = req->started_userdata,
-                .collect_later = true,
-        };
-        r = dm_run(ctx, &rreq, &run, err);
-        /* Stopping writes usage.json a last time. */
-        if (st.proxy) {
-                double spent = 0;
-
-                dm_vendor_usage(st.proxy, &usage);
-                ledger_usage(ctx, st.usage_path, &usage, req->budget);
-                /* Whether the proxy's refusal ended the CLI or the runner
-                 * stopped it, the run fails with the cap's sentence. */
-                if (dm_vendor_cap_reached(st.proxy, &spent) && r != -ECANCELED)
-                        r = dm_error_set(err, -EDQUOT,
-                                         "spending cap of $%.6g reached (%s): the agent was stopped after "
-                                         "$%.4f of model use; usage in '%s'",
-                                         st.max_usd, st.cap_name, spent, st.usage_path);
-                dm_vendor_stop(st.proxy);
-                st.proxy = NULL;
-        }
-        if (r < 0)
-                goto out;
-
-        res->run_id = run.run_id;
-        res->output_dir = run.output_dir;
-        run.run_id = run.output_dir = NULL;
-        res->exit_code = run.exit_code;
-        res->timed_out = run.timed_out;
-        res->cancelled = run.cancelled;
-        res->duration_ms = run.duration_ms;
-        res->stderr_text = run.stderr_text;
-        res->stderr_len = run.stderr_len;
-        res->stderr_truncated = run.stderr_truncated;
-        run.stderr_text = NULL;
-        /* The CLI's event stream is the transcript. stdout.log, not
-         * transcript.jsonl, is read: the server made that name. */
-        outfd = dm_io_open_dir(res->output_dir);
-        if (outfd >= 0) {
-                _cleanup_close_ int fd = open_transcript(outfd, res->output_dir);
-
-                res->result = final_answer(fd, st.provider);
-        } else {
-                res->result = strdup("");
-        }
-        res->usage = usage_json(&usage);
-        res->cost_usd = usage.total.cost_usd;
-        /* What the server wrote after the run (transcript.jsonl, usage.json,
-         * vendor.log) goes to the owner too. */
-        dm_owner_return(ctx->cfg.output_root, res->output_dir);
-        if (out_rel && outfd >= 0) {
-                /* Through no link at any level of the relative path. */
-                int fd = dm_io_open_beneath(outfd, out_rel, O_PATH, 0);
-
-                res->output_exists = fd >= 0;
-                if (fd >= 0)
-                        close(fd);
-        }
-        if (!res->result || !res->usage)
-                r = dm_error_set(err, -ENOMEM, "out of memory");
+        r = agent_files(ctx, &st, dir, sizeof(dir), &dir_made, err);
+        if (r >= 0)
+                r = agent_launch(ctx, &st, dir, &run, err);
+        r = agent_spent(ctx, &st, r, &usage, err);
+        if (r >= 0)
+                r = agent_result(ctx, &st, &run, &usage, out_rel, res, err);
 out:
         /* With what the server wrote after the run (collect_later). */
         if (res->run_id || run.run_id)
