@@ -369,7 +369,25 @@ static int push(const char ***v, size_t *n, const char *s)
         return 0;
 }
 
-int dm_cli_run(int argc, char **argv)
+/* demesne run's options. */
+struct run_opts {
+        const char **files, **dirs, **env, **allow;
+        size_t n_files, n_dirs, n_env, n_allow;
+        const char *image, *egress;
+        long timeout;
+        bool quiet;
+};
+
+static void run_opts_free(struct run_opts *o)
+{
+        free(o->files);
+        free(o->dirs);
+        free(o->env);
+        free(o->allow);
+}
+
+/* -1: go on with the command at argv[optind]; else the exit code. */
+static int run_parse(int argc, char **argv, struct run_opts *o)
 {
         static const struct option opts[] = {
                 { "image", required_argument, NULL, 'i' },
@@ -384,30 +402,18 @@ int dm_cli_run(int argc, char **argv)
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
-        const char **files = NULL, **dirs = NULL, **env = NULL, **allow = NULL;
-        size_t n_files = 0, n_dirs = 0, n_env = 0, n_allow = 0;
-        const char *image = "python", *egress = "none";
-        struct dm_policy *policy = NULL;
-        long timeout = 3600;
-        bool quiet = false;
-        struct dm_context ctx;
-        struct dm_error err = { 0 };
-        struct dm_run_result res;
-        struct dm_cancel cancel;
-        struct run_signals rs;
-        pthread_t sig_thread;
-        int c, r, code;
         char *end;
+        int c;
 
         while ((c = getopt_long(argc, argv, "+i:f:d:e:t:qh", opts, NULL)) != -1) {
                 switch (c) {
-                case 'i': image = optarg; break;
+                case 'i': o->image = optarg; break;
                 case 'f':
-                        if (push(&files, &n_files, optarg) < 0)
+                        if (push(&o->files, &o->n_files, optarg) < 0)
                                 return 1;
                         break;
                 case 'd':
-                        if (push(&dirs, &n_dirs, optarg) < 0)
+                        if (push(&o->dirs, &o->n_dirs, optarg) < 0)
                                 return 1;
                         break;
                 case 'e':
@@ -415,24 +421,24 @@ int dm_cli_run(int argc, char **argv)
                                 fprintf(stderr, "demesne run: --env wants KEY=VALUE, not '%s'\n", optarg);
                                 return 2;
                         }
-                        if (push(&env, &n_env, optarg) < 0)
+                        if (push(&o->env, &o->n_env, optarg) < 0)
                                 return 1;
                         break;
                 case 't':
                         errno = 0;
-                        timeout = strtol(optarg, &end, 10);
-                        if (errno || *end || timeout < 1 || timeout > 172800) {
+                        o->timeout = strtol(optarg, &end, 10);
+                        if (errno || *end || o->timeout < 1 || o->timeout > 172800) {
                                 fprintf(stderr, "demesne run: --timeout wants seconds from 1 to 172800, not '%s'\n",
                                         optarg);
                                 return 2;
                         }
                         break;
-                case 'E': egress = optarg; break;
+                case 'E': o->egress = optarg; break;
                 case 'A':
-                        if (push(&allow, &n_allow, optarg) < 0)
+                        if (push(&o->allow, &o->n_allow, optarg) < 0)
                                 return 1;
                         break;
-                case 'q': quiet = true; break;
+                case 'q': o->quiet = true; break;
                 case 'L':
                         if (set_log_file("run", optarg) < 0)
                                 return 2;
@@ -445,28 +451,27 @@ int dm_cli_run(int argc, char **argv)
                 fprintf(stderr, "demesne run: no command given\n\n%s", run_usage);
                 return 2;
         }
-        /* Checked before anything starts: a bad mode or entry is a usage
-         * error. The terminal's user may open the network or name entries
-         * (DM_POLICY_CALLER_ALLOWED), as they may name any path. */
-        if (dm_policy_parse(egress, allow, DM_POLICY_CALLER_ALLOWED, &policy, &err) < 0) {
-                fprintf(stderr, "demesne run: %s\n", err.msg);
-                free(files);
-                free(dirs);
-                free(env);
-                free(allow);
-                return 2;
-        }
+        return -1;
+}
+
+/* The command in a sandbox of a server made for it, with ^C as its
+ * cancel; the exit code as the manual says (125 demesne's error, 124
+ * timed out, 130 cancelled, else the command's). */
+static int run_command(const struct run_opts *o, const char *const *command, struct dm_policy *policy)
+{
+        struct dm_context ctx;
+        struct dm_error err = { 0 };
+        struct dm_run_result res;
+        struct dm_cancel cancel;
+        struct run_signals rs;
+        pthread_t sig_thread;
+        int r, code;
 
         block_signals(&rs.mask);
         sigaddset(&rs.mask, SIGUSR1);
         pthread_sigmask(SIG_BLOCK, &rs.mask, NULL);
         if (dm_server_init(&ctx, &err) < 0) {
                 log_error("%s", err.msg);
-                dm_policy_free(policy);
-                free(files);
-                free(dirs);
-                free(env);
-                free(allow);
                 return 1;
         }
         if (ctx.roots.n == 0 && !ctx.cfg.allowed_paths_given) {
@@ -484,30 +489,31 @@ int dm_cli_run(int argc, char **argv)
         rs.cancel = &cancel;
         pthread_create(&sig_thread, NULL, run_signal_thread, &rs);
 
-        struct dm_run_request req = {
-                .image = image,
-                .argv = (const char *const *)(argv + optind),
-                .files = files,
-                .dirs = dirs,
-                .env = env,
-                .timeout_s = timeout,
-                .policy = policy,
-                .cancel = &cancel,
-                .on_output = write_through,
-        };
-        r = dm_run(&ctx, &req, &res, &err);
+        r = dm_run(&ctx,
+                   &(struct dm_run_request){
+                           .image = o->image,
+                           .argv = command,
+                           .files = o->files,
+                           .dirs = o->dirs,
+                           .env = o->env,
+                           .timeout_s = o->timeout,
+                           .policy = policy,
+                           .cancel = &cancel,
+                           .on_output = write_through,
+                   },
+                   &res, &err);
         if (r < 0 && r != -ECANCELED) {
                 fprintf(stderr, "demesne run: %s\n", err.msg);
                 code = 125;
         } else if (res.cancelled) {
                 code = 130;
         } else if (res.timed_out) {
-                fprintf(stderr, "demesne run: timed out after %ld s; the command was killed\n", timeout);
+                fprintf(stderr, "demesne run: timed out after %ld s; the command was killed\n", o->timeout);
                 code = 124;
         } else {
                 code = res.exit_code;
         }
-        if (r >= 0 && !quiet)
+        if (r >= 0 && !o->quiet)
                 fprintf(stderr, "demesne: output in %s\n", res.output_dir);
         if (r >= 0 || r == -ECANCELED)
                 dm_run_result_release(&res);
@@ -516,11 +522,31 @@ int dm_cli_run(int argc, char **argv)
         pthread_join(sig_thread, NULL);
         dm_cancel_release(&cancel);
         dm_server_release(&ctx);
+        return code;
+}
+
+int dm_cli_run(int argc, char **argv)
+{
+        struct run_opts o = { .image = "python", .egress = "none", .timeout = 3600 };
+        struct dm_policy *policy = NULL;
+        struct dm_error err = { 0 };
+        int code = run_parse(argc, argv, &o);
+
+        if (code >= 0) {
+                run_opts_free(&o);
+                return code;
+        }
+        /* Checked before anything starts: a bad mode or entry is a usage
+         * error. The terminal's user may open the network or name entries
+         * (DM_POLICY_CALLER_ALLOWED), as they may name any path. */
+        if (dm_policy_parse(o.egress, o.allow, DM_POLICY_CALLER_ALLOWED, &policy, &err) < 0) {
+                fprintf(stderr, "demesne run: %s\n", err.msg);
+                code = 2;
+        } else {
+                code = run_command(&o, (const char *const *)(argv + optind), policy);
+        }
         dm_policy_free(policy);
-        free(files);
-        free(dirs);
-        free(env);
-        free(allow);
+        run_opts_free(&o);
         return code;
 }
 
