@@ -631,15 +631,111 @@ static void check_userns(struct dm_context *ctx, struct dm_backend *b)
         check(true, what, detail, NULL);
 }
 
+/* The privileges, the egress package hosts and the sandboxes' subnet. */
+static void doctor_network(struct dm_context *ctx)
+{
+        const char *pool_s = ctx->cfg.sandbox_subnet;
+        struct dm_backend *nb = NULL;
+        struct dm_error err = { 0 };
+        struct dm_cidr pool;
+        char hosts[2048] = "", detail[2300];
+        size_t len = 0;
+        /* A backend without a network namespace here (OpenSandbox) has no veth. */
+        bool no_netns = dm_context_backend(ctx, &nb, &err) >= 0 && !dm_backend_can(nb, DM_CAP_HOST_NETNS);
+
+        dm_error_clear(&err);
+        check(true, geteuid() == 0 ? "privileges: running as root" : "privileges: rootless",
+              geteuid() == 0
+                      ? (no_netns ? "limits and egress are the backend's own, enforced by its server"
+                                  : "memory and pids limits, and egress policies (a veth per sandbox), are available")
+                      : "running as a normal user: egress policies and the vendor proxy use listeners in "
+                        "each sandbox's own network namespace (no veth); see the 'feature'/'unavail' lines "
+                        "for limits and agents",
+              NULL);
+        for (const char *const *h = dm_egress_package_hosts(); *h && len < sizeof(hosts) - 1; h++)
+                len += (size_t)snprintf(hosts + len, sizeof(hosts) - len, "%s%s", len ? ", " : "", *h);
+        check(true, "egress package-managers hosts (with each image's label demesne.package-hosts)", hosts, NULL);
+        if (dm_cidr_parse(pool_s && *pool_s ? pool_s : DM_NETLINK_POOL_DEFAULT, &pool, &err) < 0 ||
+            (geteuid() == 0 && dm_netlink_pool_check(&pool, &err) < 0)) {
+                check(false, "sandbox subnet (DEMESNE_SANDBOX_SUBNET)", err.msg,
+                      "choose a private range the host does not route");
+        } else {
+                snprintf(detail, sizeof(detail), "%s, no overlap with the host's routes",
+                         pool_s && *pool_s ? pool_s : DM_NETLINK_POOL_DEFAULT);
+                check(true, "sandbox subnet (DEMESNE_SANDBOX_SUBNET)", detail, NULL);
+        }
+}
+
+/* The engine: what it is, its user namespaces, what this backend lacks,
+ * the images. *ret_b NULL when there is none; -1 when it does not answer. */
+static int doctor_engine(struct dm_context *ctx, struct dm_backend **ret_b, struct dm_doctor_tally *tally)
+{
+        static const struct {
+                unsigned cap;
+                const char *what;
+        } lacks[] = {
+                { DM_CAP_SHIM, "demesne-shim (commands go through the backend's exec; no demesne seccomp filter)" },
+                { DM_CAP_ATTACH, "attach (sandbox_script runs as one exec in an idle sandbox)" },
+                { DM_CAP_EXEC_STDIN, "stdin for commands (sandbox_exec refuses 'stdin': upload the input)" },
+                { DM_CAP_HOST_NETNS, "a network namespace on this host (egress is none or the backend's own)" },
+                { DM_CAP_IMAGES, "an image store demesne can ask (images are pulled by the server at create)" },
+        };
+        struct dm_error err = { 0 };
+        struct dm_backend *b;
+        char missing[1024] = "", *desc = NULL;
+        size_t len = 0;
+
+        *ret_b = NULL;
+        if (dm_context_backend(ctx, &b, &err) < 0) {
+                check(false, "container engine", err.msg,
+                      "install Podman (apt-get install podman runc), or start one and set DOCKER_HOST");
+                return 0;
+        }
+        if (b->ops->describe(b, &desc, &err) < 0) {
+                check(false, "container engine", err.msg, "check the server's address and credentials");
+                return -1;
+        }
+        *ret_b = b;
+        check(true, "container engine", desc, NULL);
+        free(desc);
+        check_userns(ctx, b);
+        for (size_t i = 0; i < sizeof(lacks) / sizeof(lacks[0]); i++)
+                if (!(b->ops->caps & lacks[i].cap))
+                        len += (size_t)snprintf(missing + len, len < sizeof(missing) ? sizeof(missing) - len : 0,
+                                                "%s%s", len ? "; " : "", lacks[i].what);
+        if (len)
+                check(true, "what this backend lacks", missing, NULL);
+        if (b->ops->caps & DM_CAP_IMAGES)
+                dm_doctor_images(b, &ctx->cfg, tally);
+        return 0;
+}
+
+/* The host tool proxy: each server started as serve would, its offer
+ * counted, and stopped again (with a registry of its own for the tools
+ * the servers offer, freed after the proxy is released). */
+static void doctor_hostmcp(struct dm_context *ctx)
+{
+        struct dm_registry *reg = dm_registry_new();
+        struct dm_error err = { 0 };
+
+        if (!reg)
+                check(false, "host tool proxy", "out of memory", NULL);
+        else if (dm_tools_hostmcp_init(ctx, reg, &err) < 0) {
+                check(false, "host tool proxy", err.msg, "fix the file DEMESNE_HOST_MCP names");
+        } else {
+                dm_tools_hostmcp_report(ctx, &problems);
+                dm_tools_hostmcp_release(ctx);
+        }
+        dm_registry_free(reg);
+}
+
 int dm_cli_doctor(int argc, char **argv)
 {
         struct dm_context ctx;
         struct dm_error err = { 0 };
         struct dm_backend *b = NULL;
         struct dm_doctor_tally tally = { 0 };
-        char *desc = NULL;
         sigset_t mask;
-        bool no_netns;
 
         if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
                 puts("Usage: demesne doctor\n\nNames the account and the engine mode, checks the container engine,\n"
@@ -661,104 +757,19 @@ int dm_cli_doctor(int argc, char **argv)
         dm_doctor_engine_mode(b);
         dm_error_clear(&err);
         check(true, "version", PACKAGE_VERSION, NULL);
-        /* A backend without a network namespace here (OpenSandbox) has no veth. */
-        {
-                struct dm_backend *nb = NULL;
-                struct dm_error ne = { 0 };
-
-                no_netns = dm_context_backend(&ctx, &nb, &ne) >= 0 && !dm_backend_can(nb, DM_CAP_HOST_NETNS);
-        }
-        check(true, geteuid() == 0 ? "privileges: running as root" : "privileges: rootless",
-              geteuid() == 0
-                      ? (no_netns ? "limits and egress are the backend's own, enforced by its server"
-                                  : "memory and pids limits, and egress policies (a veth per sandbox), are available")
-                      : "running as a normal user: egress policies and the vendor proxy use listeners in "
-                        "each sandbox's own network namespace (no veth); see the 'feature'/'unavail' lines "
-                        "for limits and agents",
-              NULL);
-        {
-                const char *pool_s = ctx.cfg.sandbox_subnet;
-                struct dm_cidr pool;
-                char hosts[2048] = "", detail[2300];
-                size_t len = 0;
-
-                for (const char *const *h = dm_egress_package_hosts(); *h && len < sizeof(hosts) - 1; h++)
-                        len += (size_t)snprintf(hosts + len, sizeof(hosts) - len, "%s%s", len ? ", " : "", *h);
-                check(true, "egress package-managers hosts (with each image's label demesne.package-hosts)", hosts,
-                      NULL);
-                if (dm_cidr_parse(pool_s && *pool_s ? pool_s : DM_NETLINK_POOL_DEFAULT, &pool, &err) < 0 ||
-                    (geteuid() == 0 && dm_netlink_pool_check(&pool, &err) < 0)) {
-                        check(false, "sandbox subnet (DEMESNE_SANDBOX_SUBNET)", err.msg,
-                              "choose a private range the host does not route");
-                } else {
-                        snprintf(detail, sizeof(detail), "%s, no overlap with the host's routes",
-                                 pool_s && *pool_s ? pool_s : DM_NETLINK_POOL_DEFAULT);
-                        check(true, "sandbox subnet (DEMESNE_SANDBOX_SUBNET)", detail, NULL);
-                }
-                dm_error_clear(&err);
-        }
+        doctor_network(&ctx);
         check_dir("output root (DEMESNE_OUTPUT_ROOT)", ctx.cfg.output_root, 0700);
         check_dir("state directory (DEMESNE_STATE_DIR)", ctx.cfg.state_dir, 0755);
         check(true, "allowed host paths (DEMESNE_ALLOWED_PATHS)",
               ctx.roots.n ? ctx.cfg.allowed_paths : "none: MCP callers cannot mount host files", NULL);
         check_shim(&ctx);
-
-        if (dm_context_backend(&ctx, &b, &err) < 0) {
-                b = NULL;
-                check(false, "container engine", err.msg,
-                      "install Podman (apt-get install podman runc), or start one and set DOCKER_HOST");
-        } else {
-                static const struct {
-                        unsigned cap;
-                        const char *what;
-                } lacks[] = {
-                        { DM_CAP_SHIM,
-                          "demesne-shim (commands go through the backend's exec; no demesne seccomp filter)" },
-                        { DM_CAP_ATTACH, "attach (sandbox_script runs as one exec in an idle sandbox)" },
-                        { DM_CAP_EXEC_STDIN, "stdin for commands (sandbox_exec refuses 'stdin': upload the input)" },
-                        { DM_CAP_HOST_NETNS, "a network namespace on this host (egress is none or the backend's own)" },
-                        { DM_CAP_IMAGES, "an image store demesne can ask (images are pulled by the server at create)" },
-                };
-                char missing[1024] = "";
-                size_t len = 0;
-
-                if (b->ops->describe(b, &desc, &err) < 0) {
-                        check(false, "container engine", err.msg, "check the server's address and credentials");
-                        dm_server_release(&ctx);
-                        printf("some checks failed\n");
-                        return 1;
-                }
-                check(true, "container engine", desc, NULL);
-                free(desc);
-                check_userns(&ctx, b);
-                for (size_t i = 0; i < sizeof(lacks) / sizeof(lacks[0]); i++)
-                        if (!(b->ops->caps & lacks[i].cap))
-                                len += (size_t)snprintf(missing + len,
-                                                        len < sizeof(missing) ? sizeof(missing) - len : 0, "%s%s",
-                                                        len ? "; " : "", lacks[i].what);
-                if (len)
-                        check(true, "what this backend lacks", missing, NULL);
-                if (b->ops->caps & DM_CAP_IMAGES)
-                        dm_doctor_images(b, &ctx.cfg, &tally);
+        if (doctor_engine(&ctx, &b, &tally) < 0) {
+                dm_server_release(&ctx);
+                printf("some checks failed\n");
+                return 1;
         }
         dm_doctor_features(&ctx, b, &tally);
-        /* The host tool proxy: each server started as serve would, its
-         * offer counted, and stopped again. */
-        {
-                /* A registry of its own, for the tools the servers offer,
-                 * freed after the proxy is released. */
-                struct dm_registry *reg = dm_registry_new();
-
-                if (!reg)
-                        check(false, "host tool proxy", "out of memory", NULL);
-                else if (dm_tools_hostmcp_init(&ctx, reg, &err) < 0) {
-                        check(false, "host tool proxy", err.msg, "fix the file DEMESNE_HOST_MCP names");
-                } else {
-                        dm_tools_hostmcp_report(&ctx, &problems);
-                        dm_tools_hostmcp_release(&ctx);
-                }
-                dm_registry_free(reg);
-        }
+        doctor_hostmcp(&ctx);
         problems += tally.problems;
         dm_doctor_client_config(&ctx);
         dm_server_release(&ctx);
