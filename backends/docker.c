@@ -62,6 +62,8 @@ static void buf_releasep(struct dm_buf *b)
 
 /* ---- small helpers ------------------------------------------------------ */
 
+#define ENGINE_RACE_TRIES 3 /* calls in all while Podman answers 500 (request_again) */
+
 /* The statuses a call accepts, 0-ended: OK(204, 200). */
 #define OK(...) ((const long[]){ __VA_ARGS__, 0 })
 
@@ -98,6 +100,38 @@ request(struct docker *d, const char *method, const char *body, long timeout_ms,
         if (!*ok)
                 return dm_curl_status_error(err, status, out.data, out.len);
         return ret ? parse_json(&out, ret, err) : 0;
+}
+
+/* request(), made up to tries times, pause_ms apart, while the engine
+ * answers a 5xx: Podman's 500 for a container being torn down ("read
+ * /proc/PID/cgroup: no such process") is gone a moment later. */
+static int __attribute__((format(printf, 11, 12)))
+request_again(struct docker *d, int tries, int pause_ms, const char *method, const char *body, long timeout_ms,
+              const long *ok, long *ret_status, struct json_object **ret, struct dm_error *err, const char *fmt, ...)
+{
+        _cleanup_free_ char *path = NULL;
+        long status = 0;
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&path, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        for (int i = 1;; i++) {
+                r = request(d, method, body, timeout_ms, ok, &status, ret, err, "%s", path);
+                if (r >= 0 || status < 500 || i >= tries)
+                        break;
+                /* err may be NULL: callers that only clean up pass none. */
+                log_info("%s %s: engine answered %ld%s%s; asking again", method, path, status, err ? ": " : "",
+                         err ? err->msg : "");
+                dm_error_clear(err);
+                usleep((useconds_t)pause_ms * 1000);
+        }
+        if (ret_status)
+                *ret_status = status;
+        return r;
 }
 
 int dm_docker_parse_json(const char *data, size_t len, struct json_object **ret, struct dm_error *err)
@@ -556,20 +590,10 @@ static int docker_destroy(struct dm_backend *b, const char *id, struct dm_error 
          * 4.3 also answers 500 now and then while a user-namespaced
          * container's storage is still being torn down by its exit: asked
          * again, it removes it or says it is gone; three tries. */
-        for (unsigned delay_us = 1000, tries_500 = 0;;) {
-                r = request(d, "DELETE", NULL, CALL_TIMEOUT_MS, OK(204, 200, 404), &status, NULL, err,
-                            "/containers/%s?force=1&v=1", id);
-                if (r >= 0 || status == 0 || dm_now_ms() >= give_up)
-                        break;
-                if (status == 500 && ++tries_500 < 3) {
-                        /* err may be NULL: callers that only clean up pass none. */
-                        log_info("removing container %.12s: engine answered 500%s%s; asking again", id, err ? ": " : "",
-                                 err ? err->msg : "");
-                        dm_error_clear(err);
-                        usleep(200 * 1000);
-                        continue;
-                }
-                if (status != 409)
+        for (unsigned delay_us = 1000;;) {
+                r = request_again(d, ENGINE_RACE_TRIES, 200, "DELETE", NULL, CALL_TIMEOUT_MS, OK(204, 200, 404),
+                                  &status, NULL, err, "/containers/%s?force=1&v=1", id);
+                if (r >= 0 || status != 409 || dm_now_ms() >= give_up)
                         break;
                 dm_error_clear(err);
                 usleep(delay_us);
@@ -692,7 +716,6 @@ static int docker_inspect(struct dm_backend *b, const char *id, struct dm_contai
  * still running then (it closed its output but goes on, or nobody attached)
  * gets the blocking POST /wait, which costs the engine nothing while it waits. */
 #define WAIT_POLL_BUDGET_MS 150
-#define WAIT_ENGINE_RACE_TRIES 3
 static int docker_wait(struct dm_backend *b, const char *id, int *ret_exit_code, struct dm_error *err)
 {
         struct docker *d = to_docker(b);
@@ -700,7 +723,6 @@ static int docker_wait(struct dm_backend *b, const char *id, int *ret_exit_code,
         unsigned delay_us = 1000;
         _cleanup_json_ struct json_object *o = NULL;
         struct json_object *code;
-        long status;
         int r;
 
         for (;;) {
@@ -736,14 +758,9 @@ static int docker_wait(struct dm_backend *b, const char *id, int *ret_exit_code,
                         delay_us *= 2;
         }
 
-        for (int tries = 0;; tries++) {
-                r = request(d, "POST", NULL, 0, OK(200), &status, &o, err, "/containers/%s/wait", id);
-                /* The same race on the blocking wait: a few tries, then say it. */
-                if (r >= 0 || status < 500 || tries == WAIT_ENGINE_RACE_TRIES)
-                        break;
-                dm_error_clear(err);
-                usleep(50 * 1000);
-        }
+        /* The same race on the blocking wait. */
+        r = request_again(d, ENGINE_RACE_TRIES + 1, 50, "POST", NULL, 0, OK(200), NULL, &o, err, "/containers/%s/wait",
+                          id);
         if (r >= 0 && !(code = get(o, "StatusCode")))
                 r = dm_error_set(err, -EPROTO, "engine answered without a StatusCode");
         if (r < 0)
