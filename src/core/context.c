@@ -364,8 +364,6 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
                 snprintf(ctx->root_label, sizeof(ctx->root_label), "%s=%016llx", DM_LABEL_ROOT, (unsigned long long)h);
         }
         pthread_mutex_init(&ctx->lock, NULL);
-        pthread_mutex_init(&ctx->shim_lock, NULL);
-        pthread_cond_init(&ctx->shim_changed, NULL);
         pthread_mutex_init(&ctx->egress_lock, NULL);
         pthread_cond_init(&ctx->reap_cond, NULL);
         {
@@ -376,9 +374,6 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
                 pthread_cond_init(&ctx->quiet_cond, &ca);
                 pthread_condattr_destroy(&ca);
         }
-        pthread_mutex_init(&ctx->destroy_lock, NULL);
-        pthread_mutex_init(&ctx->ttl_lock, NULL);
-        pthread_cond_init(&ctx->ttl_cond, NULL);
         r = pthread_create(&ctx->reaper, NULL, reaper_main, ctx);
         if (r != 0) {
                 dm_jobs_free(ctx->jobs);
@@ -546,12 +541,7 @@ void dm_context_release(struct dm_context *ctx)
         dm_budget_free(ctx->budget);
         ctx->budget = NULL;
         dm_context_drain(ctx);
-        pthread_mutex_destroy(&ctx->shim_lock);
-        pthread_cond_destroy(&ctx->shim_changed);
         pthread_mutex_destroy(&ctx->egress_lock);
-        pthread_mutex_destroy(&ctx->destroy_lock);
-        pthread_mutex_destroy(&ctx->ttl_lock);
-        pthread_cond_destroy(&ctx->ttl_cond);
         if (ctx->backend)
                 dm_backend_free(ctx->backend);
         ctx->backend = NULL;

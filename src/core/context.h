@@ -28,8 +28,7 @@
 #define DM_LABEL_POOL "demesne.pool"
 
 struct dm_reap_item;
-struct dm_sandbox_shim;
-struct dm_destroying;
+struct dm_sandboxes;
 struct dm_pool;
 struct dm_resources;
 struct dm_proxy;
@@ -75,20 +74,10 @@ struct dm_context {
 
         struct dm_pool *pool; /* warm containers (src/core/pool.c), `serve` only; NULL = none */
 
-        pthread_mutex_t shim_lock;     /* guards shims */
-        pthread_cond_t shim_changed;   /* an adoption of a shim ended (src/core/sandbox.c) */
-        struct dm_sandbox_shim *shims; /* persistent sandboxes' shim sockets (src/core/sandbox.c) */
-
-        /* Sandboxes whose destroy is under way (src/core/sandbox.c): a
-         * stopped container is not started again while it is removed. */
-        pthread_mutex_t destroy_lock;
-        struct dm_destroying *destroying;
-
-        pthread_mutex_t ttl_lock; /* guards the TTL reaper's fields (src/core/sandbox.c) */
-        pthread_cond_t ttl_cond;
-        pthread_t ttl_thread;
-        bool ttl_running, ttl_stop;
-        int ttl_interval_s;
+        /* Persistent sandboxes' state in this server: the shim sockets it
+         * holds, destroys under way, the TTL reaper (src/core/sandbox.h);
+         * made and freed by the server object. */
+        struct dm_sandboxes *sandboxes;
 
         /* Called by the orphan sweep after it removed dead servers'
          * containers: the rest they left (agents' files, input stages). */

@@ -5,6 +5,7 @@
 /* What sandbox.c, its records (sandbox-record.c) and the shim sockets it
  * holds (sandbox-shim.c) share. */
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -12,6 +13,22 @@
 #include "src/core/limits.h"
 #include "src/core/sandbox.h"
 #include "src/core/shimhost.h"
+
+/* ctx->sandboxes. */
+struct dm_sandboxes {
+        pthread_mutex_t shim_lock;     /* guards shims */
+        pthread_cond_t shim_changed;   /* an adoption of a shim ended */
+        struct dm_sandbox_shim *shims; /* the shim sockets this server holds (sandbox-shim.c) */
+        /* Sandboxes whose destroy is under way: a stopped container is
+         * not started again while it is removed. */
+        pthread_mutex_t destroy_lock;
+        struct dm_destroying *destroying;
+        pthread_mutex_t ttl_lock; /* guards the TTL reaper's fields (sandbox-ttl.c) */
+        pthread_cond_t ttl_cond;
+        pthread_t ttl_thread;
+        bool ttl_running, ttl_stop;
+        int ttl_interval_s;
+};
 
 /* "sbx-" and 12 lowercase hex digits. */
 bool dm_sandbox_valid_id(const char *id);

@@ -78,9 +78,9 @@ void dm_sandbox_shim_put(struct dm_context *ctx, struct dm_sandbox_shim *e)
 {
         bool last;
 
-        pthread_mutex_lock(&ctx->shim_lock);
+        pthread_mutex_lock(&ctx->sandboxes->shim_lock);
         last = --e->refs == 0;
-        pthread_mutex_unlock(&ctx->shim_lock);
+        pthread_mutex_unlock(&ctx->sandboxes->shim_lock);
         if (last) {
                 /* The pair lives with the container; only the listener goes. */
                 dm_egress_stop(ctx, e->egress, false);
@@ -95,14 +95,14 @@ void dm_sandbox_shim_forget(struct dm_context *ctx, const char *id)
 {
         struct dm_sandbox_shim *found = NULL;
 
-        pthread_mutex_lock(&ctx->shim_lock);
-        for (struct dm_sandbox_shim **p = &ctx->shims; *p; p = &(*p)->next)
+        pthread_mutex_lock(&ctx->sandboxes->shim_lock);
+        for (struct dm_sandbox_shim **p = &ctx->sandboxes->shims; *p; p = &(*p)->next)
                 if (strcmp((*p)->id, id) == 0 && !(*p)->adopting) {
                         found = *p;
                         *p = found->next;
                         break;
                 }
-        pthread_mutex_unlock(&ctx->shim_lock);
+        pthread_mutex_unlock(&ctx->sandboxes->shim_lock);
         if (found)
                 dm_sandbox_shim_put(ctx, found);
 }
@@ -112,8 +112,8 @@ bool dm_sandbox_shim_target(struct dm_context *ctx, const char *id, struct dm_li
         bool found = false;
 
         *ret_used = -1;
-        pthread_mutex_lock(&ctx->shim_lock);
-        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
+        pthread_mutex_lock(&ctx->sandboxes->shim_lock);
+        for (struct dm_sandbox_shim *e = ctx->sandboxes->shims; e; e = e->next)
                 if (strcmp(e->id, id) == 0) {
                         found = !e->adopting && e->target.pid > 0;
                         if (found) {
@@ -122,19 +122,19 @@ bool dm_sandbox_shim_target(struct dm_context *ctx, const char *id, struct dm_li
                         }
                         break;
                 }
-        pthread_mutex_unlock(&ctx->shim_lock);
+        pthread_mutex_unlock(&ctx->sandboxes->shim_lock);
         return found;
 }
 
 void dm_sandbox_shim_note_usage(struct dm_context *ctx, const char *id, int64_t used)
 {
-        pthread_mutex_lock(&ctx->shim_lock);
-        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
+        pthread_mutex_lock(&ctx->sandboxes->shim_lock);
+        for (struct dm_sandbox_shim *e = ctx->sandboxes->shims; e; e = e->next)
                 if (strcmp(e->id, id) == 0) {
                         e->disk_used = used;
                         break;
                 }
-        pthread_mutex_unlock(&ctx->shim_lock);
+        pthread_mutex_unlock(&ctx->sandboxes->shim_lock);
 }
 
 void dm_sandbox_usage_changed(struct dm_context *ctx, const char *id)
@@ -146,13 +146,13 @@ bool dm_sandbox_shim_ready(struct dm_context *ctx, const char *id)
 {
         bool ready = false;
 
-        pthread_mutex_lock(&ctx->shim_lock);
-        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
+        pthread_mutex_lock(&ctx->sandboxes->shim_lock);
+        for (struct dm_sandbox_shim *e = ctx->sandboxes->shims; e; e = e->next)
                 if (strcmp(e->id, id) == 0) {
                         ready = !e->adopting && dm_shimhost_ready(e->host);
                         break;
                 }
-        pthread_mutex_unlock(&ctx->shim_lock);
+        pthread_mutex_unlock(&ctx->sandboxes->shim_lock);
         return ready;
 }
 
@@ -166,8 +166,8 @@ static int shim_add(struct dm_context *ctx, const char *id, struct dm_shimhost *
         e->host = host;
         e->disk_used = -1;
         e->refs = 2; /* the list's and the caller's */
-        e->next = ctx->shims;
-        ctx->shims = e;
+        e->next = ctx->sandboxes->shims;
+        ctx->sandboxes->shims = e;
         *ret = e;
         return 0;
 }
@@ -186,35 +186,35 @@ int dm_sandbox_shim_get(struct dm_context *ctx, struct dm_backend *b, const stru
         struct dm_launched l;
         int r;
 
-        pthread_mutex_lock(&ctx->shim_lock);
+        pthread_mutex_lock(&ctx->sandboxes->shim_lock);
         for (;;) {
-                for (e = ctx->shims; e && strcmp(e->id, sb->id) != 0; e = e->next)
+                for (e = ctx->sandboxes->shims; e && strcmp(e->id, sb->id) != 0; e = e->next)
                         ;
                 if (!e)
                         break;
                 if (!e->adopting) {
                         e->refs++;
                         *ret = e;
-                        pthread_mutex_unlock(&ctx->shim_lock);
+                        pthread_mutex_unlock(&ctx->sandboxes->shim_lock);
                         return 0;
                 }
                 /* Another exec is taking this sandbox over: wait, then use
                  * what it made (or try anew if it failed). Execs into other
                  * sandboxes go on meanwhile. */
-                pthread_cond_wait(&ctx->shim_changed, &ctx->shim_lock);
+                pthread_cond_wait(&ctx->sandboxes->shim_changed, &ctx->sandboxes->shim_lock);
         }
         /* A place held in the list while the slow part runs unlocked. */
         e = calloc(1, sizeof(*e));
         if (!e) {
-                pthread_mutex_unlock(&ctx->shim_lock);
+                pthread_mutex_unlock(&ctx->sandboxes->shim_lock);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
         snprintf(e->id, sizeof(e->id), "%s", sb->id);
         e->refs = 1; /* the list's */
         e->adopting = true;
-        e->next = ctx->shims;
-        ctx->shims = e;
-        pthread_mutex_unlock(&ctx->shim_lock);
+        e->next = ctx->sandboxes->shims;
+        ctx->sandboxes->shims = e;
+        pthread_mutex_unlock(&ctx->sandboxes->shim_lock);
 
         r = dm_shimhost_new(sb->shim_dir, dm_shim_binary_find(ctx->cfg.shim_path), &host, err);
         if (r >= 0)
@@ -229,7 +229,7 @@ int dm_sandbox_shim_get(struct dm_context *ctx, struct dm_backend *b, const stru
         if (r >= 0)
                 e->target = l.target;
 
-        pthread_mutex_lock(&ctx->shim_lock);
+        pthread_mutex_lock(&ctx->sandboxes->shim_lock);
         if (r >= 0) {
                 e->host = host;
                 e->egress = egress;
@@ -237,14 +237,14 @@ int dm_sandbox_shim_get(struct dm_context *ctx, struct dm_backend *b, const stru
                 e->refs++; /* the caller's */
                 *ret = e;
         } else {
-                for (struct dm_sandbox_shim **p = &ctx->shims; *p; p = &(*p)->next)
+                for (struct dm_sandbox_shim **p = &ctx->sandboxes->shims; *p; p = &(*p)->next)
                         if (*p == e) {
                                 *p = e->next;
                                 break;
                         }
         }
-        pthread_cond_broadcast(&ctx->shim_changed);
-        pthread_mutex_unlock(&ctx->shim_lock);
+        pthread_cond_broadcast(&ctx->sandboxes->shim_changed);
+        pthread_mutex_unlock(&ctx->sandboxes->shim_lock);
         if (r < 0) {
                 free(e);
                 dm_egress_stop(ctx, egress, false);
@@ -256,7 +256,7 @@ int dm_sandbox_shim_get(struct dm_context *ctx, struct dm_backend *b, const stru
 
 static bool any_adopting(struct dm_context *ctx)
 {
-        for (struct dm_sandbox_shim *e = ctx->shims; e; e = e->next)
+        for (struct dm_sandbox_shim *e = ctx->sandboxes->shims; e; e = e->next)
                 if (e->adopting)
                         return true;
         return false;
@@ -264,13 +264,13 @@ static bool any_adopting(struct dm_context *ctx)
 
 void dm_sandbox_shims_release(struct dm_context *ctx)
 {
-        pthread_mutex_lock(&ctx->shim_lock);
+        pthread_mutex_lock(&ctx->sandboxes->shim_lock);
         /* An adoption still under way owns its entry until it ends. */
         while (any_adopting(ctx))
-                pthread_cond_wait(&ctx->shim_changed, &ctx->shim_lock);
-        struct dm_sandbox_shim *e = ctx->shims;
-        ctx->shims = NULL;
-        pthread_mutex_unlock(&ctx->shim_lock);
+                pthread_cond_wait(&ctx->sandboxes->shim_changed, &ctx->sandboxes->shim_lock);
+        struct dm_sandbox_shim *e = ctx->sandboxes->shims;
+        ctx->sandboxes->shims = NULL;
+        pthread_mutex_unlock(&ctx->sandboxes->shim_lock);
         while (e) {
                 struct dm_sandbox_shim *next = e->next;
                 dm_sandbox_shim_put(ctx, e);
@@ -286,7 +286,7 @@ void dm_sandbox_shim_keep(struct dm_context *ctx, const char *id, struct dm_shim
         struct dm_sandbox_shim *entry = NULL;
         int r;
 
-        pthread_mutex_lock(&ctx->shim_lock);
+        pthread_mutex_lock(&ctx->sandboxes->shim_lock);
         r = shim_add(ctx, id, host, &entry);
         if (r == 0) {
                 entry->refs--; /* only the list's */
@@ -294,7 +294,7 @@ void dm_sandbox_shim_keep(struct dm_context *ctx, const char *id, struct dm_shim
                 *egress = NULL;
                 entry->target = *target; /* from the inspect dm_launch_shim_ready made */
         }
-        pthread_mutex_unlock(&ctx->shim_lock);
+        pthread_mutex_unlock(&ctx->sandboxes->shim_lock);
         if (r < 0)
                 dm_shimhost_free(host); /* the next exec takes the socket over */
 }

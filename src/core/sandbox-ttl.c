@@ -4,6 +4,7 @@
  * dm_sandbox_reap_expired, until dm_sandbox_reaper_stop. */
 #include "config.h"
 #include "src/core/sandbox.h"
+#include "src/core/sandbox-internal.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -14,20 +15,20 @@ static void *reaper_main(void *arg)
 {
         struct dm_context *ctx = arg;
 
-        pthread_mutex_lock(&ctx->ttl_lock);
-        while (!ctx->ttl_stop) {
+        pthread_mutex_lock(&ctx->sandboxes->ttl_lock);
+        while (!ctx->sandboxes->ttl_stop) {
                 struct timespec ts;
 
                 clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_sec += ctx->ttl_interval_s;
-                pthread_cond_timedwait(&ctx->ttl_cond, &ctx->ttl_lock, &ts);
-                if (ctx->ttl_stop)
+                ts.tv_sec += ctx->sandboxes->ttl_interval_s;
+                pthread_cond_timedwait(&ctx->sandboxes->ttl_cond, &ctx->sandboxes->ttl_lock, &ts);
+                if (ctx->sandboxes->ttl_stop)
                         break;
-                pthread_mutex_unlock(&ctx->ttl_lock);
+                pthread_mutex_unlock(&ctx->sandboxes->ttl_lock);
                 dm_sandbox_reap_expired(ctx);
-                pthread_mutex_lock(&ctx->ttl_lock);
+                pthread_mutex_lock(&ctx->sandboxes->ttl_lock);
         }
-        pthread_mutex_unlock(&ctx->ttl_lock);
+        pthread_mutex_unlock(&ctx->sandboxes->ttl_lock);
         return NULL;
 }
 
@@ -35,26 +36,26 @@ int dm_sandbox_reaper_start(struct dm_context *ctx, int interval_s)
 {
         int r;
 
-        pthread_mutex_lock(&ctx->ttl_lock);
-        ctx->ttl_interval_s = interval_s > 0 ? interval_s : 60;
-        ctx->ttl_stop = false;
-        r = ctx->ttl_running ? 0 : pthread_create(&ctx->ttl_thread, NULL, reaper_main, ctx);
+        pthread_mutex_lock(&ctx->sandboxes->ttl_lock);
+        ctx->sandboxes->ttl_interval_s = interval_s > 0 ? interval_s : 60;
+        ctx->sandboxes->ttl_stop = false;
+        r = ctx->sandboxes->ttl_running ? 0 : pthread_create(&ctx->sandboxes->ttl_thread, NULL, reaper_main, ctx);
         if (r == 0)
-                ctx->ttl_running = true;
-        pthread_mutex_unlock(&ctx->ttl_lock);
+                ctx->sandboxes->ttl_running = true;
+        pthread_mutex_unlock(&ctx->sandboxes->ttl_lock);
         return -r;
 }
 
 void dm_sandbox_reaper_stop(struct dm_context *ctx)
 {
-        pthread_mutex_lock(&ctx->ttl_lock);
-        if (!ctx->ttl_running) {
-                pthread_mutex_unlock(&ctx->ttl_lock);
+        pthread_mutex_lock(&ctx->sandboxes->ttl_lock);
+        if (!ctx->sandboxes->ttl_running) {
+                pthread_mutex_unlock(&ctx->sandboxes->ttl_lock);
                 return;
         }
-        ctx->ttl_stop = true;
-        pthread_cond_broadcast(&ctx->ttl_cond);
-        pthread_mutex_unlock(&ctx->ttl_lock);
-        pthread_join(ctx->ttl_thread, NULL);
-        ctx->ttl_running = false;
+        ctx->sandboxes->ttl_stop = true;
+        pthread_cond_broadcast(&ctx->sandboxes->ttl_cond);
+        pthread_mutex_unlock(&ctx->sandboxes->ttl_lock);
+        pthread_join(ctx->sandboxes->ttl_thread, NULL);
+        ctx->sandboxes->ttl_running = false;
 }

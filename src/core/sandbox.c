@@ -314,9 +314,35 @@ struct dm_destroying {
         struct dm_destroying *next;
 };
 
+struct dm_sandboxes *dm_sandboxes_new(void)
+{
+        struct dm_sandboxes *s = calloc(1, sizeof(*s));
+
+        if (!s)
+                return NULL;
+        pthread_mutex_init(&s->shim_lock, NULL);
+        pthread_cond_init(&s->shim_changed, NULL);
+        pthread_mutex_init(&s->destroy_lock, NULL);
+        pthread_mutex_init(&s->ttl_lock, NULL);
+        pthread_cond_init(&s->ttl_cond, NULL);
+        return s;
+}
+
+void dm_sandboxes_free(struct dm_sandboxes *s)
+{
+        if (!s)
+                return;
+        pthread_mutex_destroy(&s->shim_lock);
+        pthread_cond_destroy(&s->shim_changed);
+        pthread_mutex_destroy(&s->destroy_lock);
+        pthread_mutex_destroy(&s->ttl_lock);
+        pthread_cond_destroy(&s->ttl_cond);
+        free(s);
+}
+
 static bool destroying_locked(struct dm_context *ctx, const char *id)
 {
-        for (struct dm_destroying *d = ctx->destroying; d; d = d->next)
+        for (struct dm_destroying *d = ctx->sandboxes->destroying; d; d = d->next)
                 if (strcmp(d->id, id) == 0)
                         return true;
         return false;
@@ -326,21 +352,21 @@ static bool destroying_locked(struct dm_context *ctx, const char *id)
 static void destroy_begin(struct dm_context *ctx, struct dm_destroying *d, const char *id)
 {
         snprintf(d->id, sizeof(d->id), "%s", id);
-        pthread_mutex_lock(&ctx->destroy_lock);
-        d->next = ctx->destroying;
-        ctx->destroying = d;
-        pthread_mutex_unlock(&ctx->destroy_lock);
+        pthread_mutex_lock(&ctx->sandboxes->destroy_lock);
+        d->next = ctx->sandboxes->destroying;
+        ctx->sandboxes->destroying = d;
+        pthread_mutex_unlock(&ctx->sandboxes->destroy_lock);
 }
 
 static void destroy_end(struct dm_context *ctx, struct dm_destroying *d)
 {
-        pthread_mutex_lock(&ctx->destroy_lock);
-        for (struct dm_destroying **p = &ctx->destroying; *p; p = &(*p)->next)
+        pthread_mutex_lock(&ctx->sandboxes->destroy_lock);
+        for (struct dm_destroying **p = &ctx->sandboxes->destroying; *p; p = &(*p)->next)
                 if (*p == d) {
                         *p = d->next;
                         break;
                 }
-        pthread_mutex_unlock(&ctx->destroy_lock);
+        pthread_mutex_unlock(&ctx->sandboxes->destroy_lock);
 }
 
 int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal, struct dm_sandbox *sb,
@@ -379,9 +405,9 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
         if (r < 0)
                 return r;
         if (!info.running) {
-                pthread_mutex_lock(&ctx->destroy_lock);
+                pthread_mutex_lock(&ctx->sandboxes->destroy_lock);
                 if (destroying_locked(ctx, id)) {
-                        pthread_mutex_unlock(&ctx->destroy_lock);
+                        pthread_mutex_unlock(&ctx->sandboxes->destroy_lock);
                         dm_container_info_release(&info);
                         return dm_error_set(err, -ENOENT, "unknown sandbox '%s': it is being destroyed", id);
                 }
@@ -390,7 +416,7 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
                 /* Its new shim has a new pid: take the socket anew. */
                 dm_sandbox_shim_forget(ctx, id);
                 r = b->ops->start(b, sb->container, err);
-                pthread_mutex_unlock(&ctx->destroy_lock);
+                pthread_mutex_unlock(&ctx->sandboxes->destroy_lock);
                 /* Its host inputs were staged for its first start only. */
                 if (r < 0)
                         dm_error_wrap(err,

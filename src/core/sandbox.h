@@ -159,4 +159,10 @@ void dm_sandbox_shims_release(struct dm_context *ctx);
 /* The directory holding the records: <output root>/.sandboxes. */
 int dm_sandbox_dir(struct dm_context *ctx, char *buf, size_t len, struct dm_error *err);
 
+/* The persistent sandboxes' state a server holds (ctx->sandboxes):
+ * made by dm_server_init, freed by dm_server_release after
+ * dm_sandbox_reaper_stop and dm_sandbox_shims_release. NULL: no memory. */
+struct dm_sandboxes *dm_sandboxes_new(void);
+void dm_sandboxes_free(struct dm_sandboxes *s);
+
 #endif

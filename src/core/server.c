@@ -2,6 +2,8 @@
 #include "config.h"
 #include "src/core/server.h"
 
+#include <errno.h>
+
 #include "src/core/admission.h"
 #include "src/core/agent.h"
 #include "src/core/children.h"
@@ -36,9 +38,12 @@ int dm_server_init(struct dm_context *ctx, struct dm_error *err)
 
         if (r < 0)
                 return r;
-        r = dm_admission_new(sandbox_records, ctx, &ctx->admission);
+        ctx->sandboxes = dm_sandboxes_new();
+        r = ctx->sandboxes ? dm_admission_new(sandbox_records, ctx, &ctx->admission) : -ENOMEM;
         if (r < 0) {
                 dm_context_release(ctx);
+                dm_sandboxes_free(ctx->sandboxes);
+                ctx->sandboxes = NULL;
                 return dm_error_set(err, r, "out of memory");
         }
         ctx->after_orphan_sweep = sweep_rest;
@@ -74,4 +79,6 @@ void dm_server_release(struct dm_context *ctx)
         /* After the jobs and the reap queue: nothing holds a slot. */
         dm_admission_free(ctx->admission);
         ctx->admission = NULL;
+        dm_sandboxes_free(ctx->sandboxes);
+        ctx->sandboxes = NULL;
 }
