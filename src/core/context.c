@@ -364,7 +364,6 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
                 snprintf(ctx->root_label, sizeof(ctx->root_label), "%s=%016llx", DM_LABEL_ROOT, (unsigned long long)h);
         }
         pthread_mutex_init(&ctx->lock, NULL);
-        pthread_mutex_init(&ctx->egress_lock, NULL);
         pthread_cond_init(&ctx->reap_cond, NULL);
         {
                 pthread_condattr_t ca;
@@ -541,7 +540,6 @@ void dm_context_release(struct dm_context *ctx)
         dm_budget_free(ctx->budget);
         ctx->budget = NULL;
         dm_context_drain(ctx);
-        pthread_mutex_destroy(&ctx->egress_lock);
         if (ctx->backend)
                 dm_backend_free(ctx->backend);
         ctx->backend = NULL;

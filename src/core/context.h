@@ -29,6 +29,7 @@
 
 struct dm_reap_item;
 struct dm_sandboxes;
+struct dm_egress_host;
 struct dm_pool;
 struct dm_resources;
 struct dm_proxy;
@@ -68,9 +69,10 @@ struct dm_context {
         int flushing;              /* dm_context_reap_flush is waiting: no yielding */
         pthread_cond_t quiet_cond; /* CLOCK_MONOTONIC; busy_n changed, or a stop */
 
-        pthread_mutex_t egress_lock; /* guards proxy */
-        struct dm_proxy *proxy;      /* the egress proxy, made on first use (src/core/egress.c) */
-        bool nat_done;               /* the pool's source NAT is in place */
+        /* The egress state this host has for all its sandboxes: the proxy,
+         * the source NAT (src/core/egress.h); made and freed by the server
+         * object. */
+        struct dm_egress_host *egress;
 
         struct dm_pool *pool; /* warm containers (src/core/pool.c), `serve` only; NULL = none */
 

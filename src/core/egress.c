@@ -90,6 +90,30 @@ const char *dm_egress_why_none(struct dm_context *ctx)
         return NULL;
 }
 
+/* ctx->egress. */
+struct dm_egress_host {
+        pthread_mutex_t lock;   /* guards the rest */
+        struct dm_proxy *proxy; /* the egress proxy, made on first use */
+        bool nat_done;          /* the pool's source NAT is in place */
+};
+
+struct dm_egress_host *dm_egress_host_new(void)
+{
+        struct dm_egress_host *h = calloc(1, sizeof(*h));
+
+        if (h)
+                pthread_mutex_init(&h->lock, NULL);
+        return h;
+}
+
+void dm_egress_host_free(struct dm_egress_host *h)
+{
+        if (!h)
+                return;
+        pthread_mutex_destroy(&h->lock);
+        free(h);
+}
+
 const char *dm_egress_default(struct dm_context *ctx)
 {
         static bool told;
@@ -97,11 +121,11 @@ const char *dm_egress_default(struct dm_context *ctx)
 
         if (!why)
                 return "package-managers";
-        pthread_mutex_lock(&ctx->egress_lock);
+        pthread_mutex_lock(&ctx->egress->lock);
         if (!told)
                 log_info("egress defaults to none instead of package-managers: %s", why);
         told = true;
-        pthread_mutex_unlock(&ctx->egress_lock);
+        pthread_mutex_unlock(&ctx->egress->lock);
         return "none";
 }
 
@@ -121,15 +145,15 @@ static int proxy_of(struct dm_context *ctx, struct dm_proxy **ret, struct dm_err
 {
         int r = 0;
 
-        pthread_mutex_lock(&ctx->egress_lock);
-        if (!ctx->proxy) {
+        pthread_mutex_lock(&ctx->egress->lock);
+        if (!ctx->egress->proxy) {
                 struct dm_proxy_limits l;
 
                 dm_proxy_limits_default(&l);
-                r = dm_proxy_new(&l, ctx->cfg.proxy_hosts, &ctx->proxy, err);
+                r = dm_proxy_new(&l, ctx->cfg.proxy_hosts, &ctx->egress->proxy, err);
         }
-        *ret = ctx->proxy;
-        pthread_mutex_unlock(&ctx->egress_lock);
+        *ret = ctx->egress->proxy;
+        pthread_mutex_unlock(&ctx->egress->lock);
         return r;
 }
 
@@ -288,9 +312,9 @@ static int nat_ensured(struct dm_context *ctx, const struct dm_cidr *pool, struc
 {
         int r = dm_nat_ensure(pool, err);
 
-        pthread_mutex_lock(&ctx->egress_lock);
-        ctx->nat_done |= r >= 0;
-        pthread_mutex_unlock(&ctx->egress_lock);
+        pthread_mutex_lock(&ctx->egress->lock);
+        ctx->egress->nat_done |= r >= 0;
+        pthread_mutex_unlock(&ctx->egress->lock);
         return r;
 }
 
@@ -305,14 +329,14 @@ static int guard_ensured(struct dm_context *ctx, const struct dm_cidr *pool, str
         static struct dm_cidr written = { .prefix = -1 };
         int r = 0;
 
-        pthread_mutex_lock(&ctx->egress_lock);
+        pthread_mutex_lock(&ctx->egress->lock);
         if (written.prefix != pool->prefix || written.addr != pool->addr || !dm_guard_present()) {
                 r = dm_guard_ensure(pool, ports, sizeof(ports) / sizeof(ports[0]), err);
                 if (r >= 0)
                         written = *pool;
         }
-        ctx->nat_done |= r >= 0;
-        pthread_mutex_unlock(&ctx->egress_lock);
+        ctx->egress->nat_done |= r >= 0;
+        pthread_mutex_unlock(&ctx->egress->lock);
         return r;
 }
 
@@ -324,13 +348,13 @@ static int pool_checked(struct dm_context *ctx, const struct dm_cidr *pool, stru
         static bool ok;
         int r = 0;
 
-        pthread_mutex_lock(&ctx->egress_lock);
+        pthread_mutex_lock(&ctx->egress->lock);
         if (!ok || checked.addr != pool->addr || checked.prefix != pool->prefix) {
                 r = dm_netlink_pool_check(pool, err);
                 ok = r >= 0;
                 checked = *pool;
         }
-        pthread_mutex_unlock(&ctx->egress_lock);
+        pthread_mutex_unlock(&ctx->egress->lock);
         return r;
 }
 
@@ -575,9 +599,9 @@ void dm_egress_stop(struct dm_context *ctx, struct dm_egress_run *e, bool remove
         if (!e)
                 return;
         if (e->proxy || e->n_relay) {
-                pthread_mutex_lock(&ctx->egress_lock);
-                struct dm_proxy *p = ctx->proxy;
-                pthread_mutex_unlock(&ctx->egress_lock);
+                pthread_mutex_lock(&ctx->egress->lock);
+                struct dm_proxy *p = ctx->egress->proxy;
+                pthread_mutex_unlock(&ctx->egress->lock);
                 dm_proxy_remove(p, e->proxy);
                 for (size_t i = 0; i < e->n_relay; i++)
                         dm_proxy_remove(p, e->relay[i]);
@@ -591,12 +615,12 @@ void dm_egress_shutdown(struct dm_context *ctx)
 {
         struct dm_error err = { 0 };
 
-        pthread_mutex_lock(&ctx->egress_lock);
-        struct dm_proxy *p = ctx->proxy;
-        bool nat = ctx->nat_done;
-        ctx->proxy = NULL;
-        ctx->nat_done = false;
-        pthread_mutex_unlock(&ctx->egress_lock);
+        pthread_mutex_lock(&ctx->egress->lock);
+        struct dm_proxy *p = ctx->egress->proxy;
+        bool nat = ctx->egress->nat_done;
+        ctx->egress->proxy = NULL;
+        ctx->egress->nat_done = false;
+        pthread_mutex_unlock(&ctx->egress->lock);
         dm_proxy_free(p);
         /* The NAT table goes with the last sandbox network on the machine
          * (another server's, or a persistent sandbox's, keeps it): whichever

@@ -86,6 +86,11 @@ void dm_egress_stop(struct dm_context *ctx, struct dm_egress_run *e, bool remove
 /* Releases the server's proxy (at exit). */
 void dm_egress_shutdown(struct dm_context *ctx);
 
+/* ctx->egress: made by dm_server_init, freed by dm_server_release after
+ * dm_egress_shutdown. NULL: no memory. */
+struct dm_egress_host *dm_egress_host_new(void);
+void dm_egress_host_free(struct dm_egress_host *h);
+
 /* The hosts `package-managers` lets through the proxy besides the image's
  * own (its label demesne.package-hosts, written by images/build.sh from the
  * image's apt, pip, npm, conda and Go settings; image_hosts below): the

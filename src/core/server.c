@@ -39,11 +39,14 @@ int dm_server_init(struct dm_context *ctx, struct dm_error *err)
         if (r < 0)
                 return r;
         ctx->sandboxes = dm_sandboxes_new();
-        r = ctx->sandboxes ? dm_admission_new(sandbox_records, ctx, &ctx->admission) : -ENOMEM;
+        ctx->egress = dm_egress_host_new();
+        r = ctx->sandboxes && ctx->egress ? dm_admission_new(sandbox_records, ctx, &ctx->admission) : -ENOMEM;
         if (r < 0) {
                 dm_context_release(ctx);
                 dm_sandboxes_free(ctx->sandboxes);
+                dm_egress_host_free(ctx->egress);
                 ctx->sandboxes = NULL;
+                ctx->egress = NULL;
                 return dm_error_set(err, r, "out of memory");
         }
         ctx->after_orphan_sweep = sweep_rest;
@@ -81,4 +84,6 @@ void dm_server_release(struct dm_context *ctx)
         ctx->admission = NULL;
         dm_sandboxes_free(ctx->sandboxes);
         ctx->sandboxes = NULL;
+        dm_egress_host_free(ctx->egress);
+        ctx->egress = NULL;
 }

@@ -304,7 +304,7 @@ int main(void)
         }
         memset(&ctx, 0, sizeof(ctx));
         ctx.cfg.proxy_hosts = hosts; /* as DEMESNE_PROXY_HOSTS gives it a server */
-        pthread_mutex_init(&ctx.egress_lock, NULL);
+        ctx.egress = dm_egress_host_new();
         snprintf(tag_a, sizeof(tag_a), "sec-egress-a-%d", (int)getpid());
         snprintf(tag_b, sizeof(tag_b), "sec-egress-b-%d", (int)getpid());
         pid_a = netns_spawn();
@@ -416,7 +416,7 @@ out:
                 unlink(log);
         }
         ok(rmdir(dir) == 0, "no file left in %s", dir);
-        pthread_mutex_destroy(&ctx.egress_lock);
+        dm_egress_host_free(ctx.egress);
         close(test_ns);
         return done_testing();
 }
