@@ -3,8 +3,6 @@
  * through `demesne serve` over stdio against the real engine. */
 #include "config.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,30 +16,6 @@ static json_object *call(int id, const char *tool, const char *args, int timeout
 {
         send_call(c, id, tool, args);
         return recv_response(c, id, timeout_ms, notes);
-}
-
-/* A command that holds its container until the test releases it (below),
- * or at most $1 tenths of a second: the test waits for what it checks,
- * not for a sleep. */
-#define HOLD(tenths) "i=0; while [ ! -e /out/go ] && [ $i -lt " #tenths " ]; do sleep 0.1; i=$((i+1)); done"
-
-/* Releases every held command: a file named go in each run's /out. */
-static void release(void)
-{
-        char dir[PATH_MAX], go[PATH_MAX + 300];
-        struct dirent *e;
-        DIR *d;
-
-        snprintf(dir, sizeof(dir), "%s/out", test_root);
-        d = opendir(dir);
-        while (d && (e = readdir(d)))
-                if (e->d_name[0] != '.' && snprintf(go, sizeof(go), "%s/%s/go", dir, e->d_name) > 0) {
-                        int fd = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-                        if (fd >= 0)
-                                close(fd);
-                }
-        if (d)
-                closedir(d);
 }
 
 static bool is_error(json_object *m)
@@ -74,7 +48,7 @@ int main(void)
          * the job ends is its status, running; how fast is bench/'s. */
         t0 = dm_now_ms();
         m = call(1, "sandbox_script",
-                 "{\"command\":\"echo start; " HOLD(150) "; echo end; exit 4\",\"background\":true}", 10000, NULL);
+                 "{\"command\":\"echo start; " TEST_HOLD(150) "; echo end; exit 4\",\"background\":true}", 10000, NULL);
         is_str(str_at(structured(m), "status"), "running", "status running");
         job = job_of(m);
         ok(strncmp(job, "job-", 4) == 0, "job id: %s", job);
@@ -105,7 +79,7 @@ int main(void)
            "with the message to call again");
         json_object_put(m);
 
-        release();
+        test_release();
         notes = json_object_new_array();
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\"}", job);
         m = call(4, "sandbox_wait", args, 60000, notes);
@@ -266,7 +240,7 @@ int main(void)
         struct child *a = calloc(1, sizeof(*a));
         spawn(a, NULL);
         send_line(a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                     "\"arguments\":{\"command\":\"" HOLD(150) "; echo a-done\"}," MODERN_META "}}");
+                     "\"arguments\":{\"command\":\"" TEST_HOLD(150) "; echo a-done\"}," MODERN_META "}}");
         t0 = dm_now_ms();
         while (containers_of(b, a->pid) < 1 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
@@ -276,7 +250,7 @@ int main(void)
         json_object_put(m);
         usleep(500 * 1000); /* the second server's sweep for dead owners has run by now */
         is_int(containers_of(b, a->pid), 1, "the first server's running container is untouched");
-        release();
+        test_release();
         m = recv_response(a, 1, 60000, NULL);
         is_str(str_at(structured(m), "stdout"), "a-done\n", "the first server's call completes normally");
         json_object_put(m);
