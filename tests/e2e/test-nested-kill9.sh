@@ -69,11 +69,16 @@ grand=$(jq -r '.stdout' <<<"$S" | jq -r '.result.structuredContent.sandbox_id //
 tap $([ -n "$grand" ]; echo $?) "the child makes a grandchild through its own endpoint ($grand)"
 inside "$a" sandbox_exec "$(jq -cn --arg id "$child" --arg g "$grand" \
 	'{sandbox_id: $id, command: "sh /workspace/call.sh sandbox_exec", stdin: ({sandbox_id: $g, command: "echo grand > /out/g.txt"} | tojson)}')"
-inside "$a" sandbox_script '{"image":"base","command":"echo started > /out/j.txt; sleep 300","background":true}'
+inside "$a" sandbox_script '{"image":"base","command":"echo started > /out/j.txt; echo started; sleep 300","background":true}'
 job=$(jq -r '.job_id // empty' <<<"$S")
 tap $([ -n "$job" ]; echo $?) "the nested sandbox starts a background child job ($job$(said | head -c 200))"
-sleep 2
-job_ctr=$(containers_left "$DEMESNE_OUTPUT_ROOT")
+# Until the job has written its file (it says so on stdout); a guard, not a bound.
+for _ in $(seq 300); do
+	inside "$a" sandbox_status "$(jq -cn --arg j "$job" '{job_id: $j, include_stdout_tail: true}')"
+	[ "$(jq -r '.stdout_tail // empty' <<<"$S")" = started ] && break
+	sleep 0.1
+done
+job_ctr=$(containers_now "$DEMESNE_OUTPUT_ROOT")
 tap $(exists "$a" && exists "$child" && exists "$grand" && [ -n "$job_ctr" ]; echo $?) \
 	"the top, child and grandchild containers and the job's exist (job: ${job_ctr:0:12})"
 mcp_call sandbox_exec "$(jq -cn --arg id "$a" '{sandbox_id: $id, command: "printf %s \"$DEMESNE_MCP_TOKEN\""}')"

@@ -5,6 +5,8 @@
 /* Shared by the integration tests: a private output root and state dir per
  * test process, and a count of containers by label, read from the engine. */
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <json-c/json.h>
 #include <limits.h>
@@ -62,6 +64,31 @@ static inline void test_env_setup(const char *name)
         setenv("DEMESNE_OUTPUT_ROOT", v, 1);
         snprintf(v, sizeof(v), "%s/state", test_root);
         setenv("DEMESNE_STATE_DIR", v, 1);
+}
+
+/* A shell command that holds its container until test_release() (or at
+ * most tenths tenths of a second): a test waits for what it checks, not for
+ * a sleep. */
+#define TEST_HOLD(tenths) "i=0; while [ ! -e /out/go ] && [ $i -lt " #tenths " ]; do sleep 0.1; i=$((i+1)); done"
+
+/* Releases every TEST_HOLD: a file named go in each run's /out (its
+ * directory under test_env_setup's output root). */
+static inline void test_release(void)
+{
+        char dir[PATH_MAX], go[PATH_MAX + 300];
+        struct dirent *e;
+        DIR *d;
+
+        snprintf(dir, sizeof(dir), "%s/out", test_root);
+        d = opendir(dir);
+        while (d && (e = readdir(d)))
+                if (e->d_name[0] != '.' && snprintf(go, sizeof(go), "%s/%s/go", dir, e->d_name) > 0) {
+                        int fd = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                        if (fd >= 0)
+                                close(fd);
+                }
+        if (d)
+                closedir(d);
 }
 
 static inline long count_label(struct dm_backend *b, const char *label)

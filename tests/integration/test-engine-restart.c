@@ -114,7 +114,8 @@ int main(void)
         spawn(c, env);
         server = c->pid;
 
-        send_call(c, 1, "sandbox_script", "{\"command\":\"echo started; sleep 8; echo finished\"}");
+        /* Held until the engine is down (at most 8 s, as the sleep was). */
+        send_call(c, 1, "sandbox_script", "{\"command\":\"echo started; " TEST_HOLD(80) "; echo finished\"}");
         t0 = dm_now_ms();
         /* A first container on a fresh service is slow on a loaded machine. */
         while (containers_of(b, server) < 1 && dm_now_ms() - t0 < 60000)
@@ -128,6 +129,7 @@ int main(void)
                 usleep(100 * 1000);
 
         stop_service(service);
+        test_release();
         t0 = dm_now_ms();
         m = recv_response(c, 1, 30000, NULL);
         ok(m && !json_object_get_boolean(path(m, "result", "isError", NULL)),

@@ -294,8 +294,16 @@ static void sessions(struct server *s)
         ok(r.status == 503 && hresp_header(&r, "Retry-After", v, sizeof(v)), "a fifth: 503 with Retry-After (%d)",
            r.status);
         hresp_release(&r);
-        /* --session-idle-timeout 4 */
-        sleep(6);
+        /* --session-idle-timeout 4: until the server logs that the first
+         * session ended (the bound is one of liveness). */
+        {
+                char ended[64];
+                int64_t t0 = dm_now_ms();
+
+                snprintf(ended, sizeof(ended), "session %.8s... ended", sids[0]);
+                while (made > 0 && !log_has(s, ended) && dm_now_ms() - t0 < slack_ms(60000))
+                        usleep(100 * 1000);
+        }
         /* Refusals are logged a few per 10 s, then counted. */
         ok(log_has(s, "sessions already") || log_has(s, "more requests in the last"), "the refusal is logged");
         snprintf(hdrs, sizeof(hdrs), CT ACCEPT_BOTH "Mcp-Session-Id: %s\r\n", sids[0]);
@@ -323,7 +331,7 @@ static void duplicate_ids(void)
         hresp_release(&r);
         snprintf(body, sizeof(body),
                  "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                 "\"arguments\":{\"command\":\"sleep 6; echo first\",\"egress\":\"none\"}}}");
+                 "\"arguments\":{\"command\":\"" TEST_HOLD(60) "; echo first\",\"egress\":\"none\"}}}");
         if (!a || !sid[0] || hc_connect(a, NULL) < 0 || hc_request(a, "POST", hdrs, body) < 0 ||
             hc_read_head(a, &ra, 60000) < 0) {
                 ok(0, "a session and a long call in it (session '%s')", sid);
@@ -338,6 +346,7 @@ static void duplicate_ids(void)
            r.body ? r.body : "");
         json_object_put(m);
         hresp_release(&r);
+        test_release();
         for (json_object *e; !res && (e = hc_next_event(a, &ra, slack_ms(60000)));)
                 if (jget(e, "result", NULL, NULL) || jget(e, "error", NULL, NULL))
                         res = e;

@@ -44,11 +44,11 @@ int main(void)
                 return 1;
         }
 
-        /* A job that prints, sleeps and fails. That the call answers before
+        /* A job that prints, waits and fails. That the call answers before
          * the job ends is its status, running; how fast is bench/'s. */
         t0 = dm_now_ms();
-        m = call(1, "sandbox_script", "{\"command\":\"echo start; sleep 15; echo end; exit 4\",\"background\":true}",
-                 10000, NULL);
+        m = call(1, "sandbox_script",
+                 "{\"command\":\"echo start; " TEST_HOLD(150) "; echo end; exit 4\",\"background\":true}", 10000, NULL);
         is_str(str_at(structured(m), "status"), "running", "status running");
         job = job_of(m);
         ok(strncmp(job, "job-", 4) == 0, "job id: %s", job);
@@ -56,7 +56,7 @@ int main(void)
 
         /* Until the container has started and printed (slow on a loaded
          * machine; the bound is only against a hang); the command then
-         * sleeps 15 s, so it still runs. */
+         * waits to be released (or 15 s), so it still runs. */
         usleep(1000 * 1000);
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\",\"include_stdout_tail\":true}", job);
         for (int id = 100;; id++) {
@@ -79,6 +79,7 @@ int main(void)
            "with the message to call again");
         json_object_put(m);
 
+        test_release();
         notes = json_object_new_array();
         snprintf(args, sizeof(args), "{\"job_id\":\"%s\"}", job);
         m = call(4, "sandbox_wait", args, 60000, notes);
@@ -239,7 +240,7 @@ int main(void)
         struct child *a = calloc(1, sizeof(*a));
         spawn(a, NULL);
         send_line(a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
-                     "\"arguments\":{\"command\":\"sleep 15; echo a-done\"}," MODERN_META "}}");
+                     "\"arguments\":{\"command\":\"" TEST_HOLD(150) "; echo a-done\"}," MODERN_META "}}");
         t0 = dm_now_ms();
         while (containers_of(b, a->pid) < 1 && dm_now_ms() - t0 < slack_ms(60000))
                 usleep(100 * 1000);
@@ -249,6 +250,7 @@ int main(void)
         json_object_put(m);
         usleep(500 * 1000); /* the second server's sweep for dead owners has run by now */
         is_int(containers_of(b, a->pid), 1, "the first server's running container is untouched");
+        test_release();
         m = recv_response(a, 1, 60000, NULL);
         is_str(str_at(structured(m), "stdout"), "a-done\n", "the first server's call completes normally");
         json_object_put(m);

@@ -124,9 +124,10 @@ tap $([ "$(jq -r .isError <<<"$R")" != true ] && [ -n "$pid2" ] && [ "$pid2" != 
 	"and the next call, from another tree, works: the server was started again (pid $pid1 -> $pid2)"
 
 # 11-13: a call waiting for the server's turn, whose stream closes. The
-# first call sleeps 60 s and its client gives up after 20; the second
-# waits for the turn and its client gives up after 3; a third (env) waits
-# too and is answered once the first is cancelled.
+# first call sleeps 60 s and its client gives up after 10; the second
+# starts 3 s after it, waits for the turn and its client gives up after 3
+# (4 s before the first's); a third (env) waits too and is answered once
+# the first is cancelled.
 cat >"$tmp/cancel.sh" <<'EOF'
 echo '{}' | sh /workspace/call.sh host__h__env >/dev/null # the session, made once
 u=$DEMESNE_MCP_URL
@@ -136,7 +137,7 @@ c() { # $1: max seconds; $2: id; $3: arguments
 		-H "Authorization: Bearer $DEMESNE_MCP_TOKEN" -H "Mcp-Session-Id: $sid" "$u" \
 		-d "{\"jsonrpc\":\"2.0\",\"id\":$2,\"method\":\"tools/call\",\"params\":{\"name\":\"host__h__slow\",\"arguments\":$3}}"
 }
-c 20 11 '{"ms":60000}' >/tmp/first.out 2>&1 &
+c 10 11 '{"ms":60000}' >/tmp/first.out 2>&1 &
 first=$!
 sleep 3
 c 3 12 '{"ms":1,"opts":{"tag":"second"}}' >/tmp/second.out 2>&1
@@ -206,8 +207,11 @@ tap $(grep -q 'set-by-file' <<<"$other"; echo $?) \
 mcp_call sandbox_destroy "$(jq -cn --arg id "$a" '{sandbox_id: $id}')"
 mcp_call sandbox_destroy "$(jq -cn --arg id "$b" '{sandbox_id: $id}')"
 mcp_stop
-sleep 1
-left=$(pgrep -f "node $tmp/server.js" || true)
+for _ in $(seq 100); do
+	left=$(pgrep -f "node $tmp/server.js" || true)
+	[ -z "$left" ] && break
+	sleep 0.1
+done
 tap $([ -z "$left" ]; echo $?) "after the server stops, the host server's process is gone${left:+: $left}"
 . "$top/tests/e2e/lib/left.sh"
 left=$(containers_left "$DEMESNE_OUTPUT_ROOT")

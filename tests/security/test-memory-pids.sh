@@ -54,7 +54,7 @@ grep -m1 'fork' "$tmp/err.txt" | sed 's/^/# /'
 	{ [ -n "$count" ] && [ "$count" -le 70 ]; }
 ok $? "a fork bomb is bounded by DEMESNE_PIDS_LIMIT=64 (rc $rc, ${count:-no} processes seen)"
 left_behind "$run"; ok $? "the fork bomb left no container or shim behind"
-sleep 1
+for _ in $(seq 100); do pgrep -f "$marker" >/dev/null || break; sleep 0.1; done
 ! pgrep -f "$marker" >/dev/null; ok $? "no process of the bomb is left on the host"
 
 # A bomb that catches EAGAIN and forks on, beside another sandbox of the
@@ -63,9 +63,10 @@ sleep 1
 # (SIGSTOP before SIGKILL; commands at nice 10, so the shim gets the CPU to
 # count): the other sandbox's commands go on meanwhile (bash retries a
 # fork for some seconds before it gives up).
-timeout 300 "$bin" run -q -t 120 -i base -- bash -c 'sleep 2; for i in $(seq 150); do /bin/true || echo failed; sleep 0.02; done; echo "done $i"' >"$tmp/beside.txt" 2>"$tmp/beside-err.txt" &
+timeout 300 "$bin" run -q -t 120 -i base -- bash -c 'echo up >&2; sleep 2; for i in $(seq 150); do /bin/true || echo failed; sleep 0.02; done; echo "done $i"' >"$tmp/beside.txt" 2>"$tmp/beside-err.txt" &
 beside=$!
-sleep 2
+# Until the other sandbox's command has started (a guard, not a bound).
+for _ in $(seq 600); do grep -qx up "$tmp/beside-err.txt" && break; sleep 0.1; done
 t0=$(date +%s%N)
 # Against an engine's pids cgroup it spins at the limit until its timeout
 # (-t 10: rc 124); where the shim holds the limit, the shim kills it (137).

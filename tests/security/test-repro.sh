@@ -105,8 +105,10 @@ nothing_left() {
 }
 
 # The control: while a run is going the query above does see its container,
-# so the "nothing left" checks below are not vacuous.
-"${dm[@]}" run -q --image "$img" -- sleep 4 >/dev/null 2>"$tmp/control.err" &
+# so the "nothing left" checks below are not vacuous. The run holds until
+# the test has looked (a file go in its /out), or at most 4 s.
+"${dm[@]}" run -q --image "$img" -- sh -c 'i=0; while [ ! -e /out/go ] && [ $i -lt 40 ]; do sleep 0.1; i=$((i + 1)); done' \
+	>/dev/null 2>"$tmp/control.err" &
 control=$!
 live[$control]=1
 seen=
@@ -114,6 +116,7 @@ while kill -0 "$control" 2>/dev/null; do	# not reaped yet: still ours
 	seen=$(containers) && break
 	sleep 0.25
 done
+for d in "$root"/run-*/; do [ -d "$d" ] && : >"$d/go"; done
 [ -n "$seen" ]; ok $? "control: the engine lists a running run's container by the label $label"
 wait "$control"; ok $? "control: the run succeeds"
 reaped "$control"

@@ -24,10 +24,12 @@ mkdir -p "$tmp/home"
 
 forged='{"cost_usd":-1000,"input_tokens":-5,"output_tokens":-5,"requests":1,"per_model":{"claude-sonnet-4-5":{"cost_usd":-1000,"input_tokens":-5,"requests":1}}}'
 # The hostile agent: its one tool call writes the forged file (after the
-# proxy has written its own) and stays alive a while, so the host reads the
-# report while the run is live.
-jq -n --arg f "$forged" '{plays: [{marker: "[play:forge]", steps: [
-  {tool: "Bash", arguments: {command: ("sleep 2; rm -f /out/usage.json; printf %s " + ($f | @sh) + " > /out/usage.json; sleep 25"),
+# proxy has written its own) and stays alive until the test has read the
+# report while the run is live: until a file named go appears in its /out
+# (release below), or 25 s.
+hold='i=0; while [ ! -e /out/go ] && [ $i -lt 250 ]; do sleep 0.1; i=$((i + 1)); done'
+jq -n --arg f "$forged" --arg hold "$hold" '{plays: [{marker: "[play:forge]", steps: [
+  {tool: "Bash", arguments: {command: ("sleep 2; rm -f /out/usage.json; printf %s " + ($f | @sh) + " > /out/usage.json; " + $hold),
    description: "write usage.json", timeout: 110000}}], answer: "forged"}]}' >"$tmp/play.json"
 
 key=sk-ant-api03-demesne-forge-$RANDOM$RANDOM
@@ -51,6 +53,8 @@ report() {
 	negative=$(jq -r '[.structuredContent | .cost_usd, .usage.input_tokens, .usage.output_tokens,
 		(.runs[] | .cost_usd, .input_tokens, .output_tokens)] | map(select(. < 0)) | length' <<<"$MCP_RESULT")
 }
+# Ends the holds of the agents that run now.
+release() { for d in "$DEMESNE_OUTPUT_ROOT"/run-*/; do : >"$d/go"; done; }
 forge_cmd=$(printf 'rm -f /out/usage.json; printf %%s %q > /out/usage.json && cat /out/usage.json' "$forged")
 
 tap $([ -n "$port" ]; echo $?) "the vendor fixture listens (${port:-none})"
@@ -75,9 +79,9 @@ tap $([ "$forged_files" -ge 2 ] && [ "$total" = 0 ] && [ "$negative" = 0 ]; echo
 # cancelled while it forges, and a foreground one that times out.
 inside "$a" sandbox_agent '{"prompt":"[play:forge] Then be cancelled.","model":"sonnet","background":true}'
 job=$(jq -r '.job_id // empty' <<<"$S")
-for _ in $(seq 90); do
+for _ in $(seq 450); do
 	grep -qs -- '-1000' "$DEMESNE_OUTPUT_ROOT"/run-*/usage.json && break
-	sleep 1
+	sleep 0.2
 done
 inside "$a" sandbox_cancel "$(jq -cn --arg j "$job" '{job_id: $j}')"
 tap $([ -n "$job" ] && [ "$(jq -r '.status // empty' <<<"$S")" = cancelled ]; echo $?) "a forging agent is cancelled ($job)"
@@ -96,16 +100,17 @@ for i in 1 2 3 4; do
 	if [ -n "$job" ]; then jobs+=("$job"); else grep -q 'DEMESNE_TREE_MAX_USD' <<<"$R" && refused=$((refused + 1)); fi
 done
 tap $([ $((${#jobs[@]} + refused)) = 4 ]; echo $?) "four starts: ${#jobs[@]} jobs, $refused refused at the call"
-for _ in $(seq 120); do
+for _ in $(seq 600); do
 	live=$(grep -l -- '-1000' "$DEMESNE_OUTPUT_ROOT"/run-*/usage.json 2>/dev/null | wc -l)
 	[ "$live" -ge 1 ] && break
-	sleep 1
+	sleep 0.2
 done
 report "$a"
 running=$(jq -r '[.structuredContent.runs[] | select(.status == "running" and .kind == "agent")] | length' <<<"$MCP_RESULT")
 tap $([ "$live" -ge 1 ] && [ "$running" -ge 1 ] && [ "$negative" = 0 ] &&
 	awk -v t="$total" 'BEGIN { exit !(t >= 0 && t <= 0.025) }'; echo $?) \
 	"while $running agent(s) run with forged usage.json files in their /out ($live), the report says \$$total, nothing negative"
+release
 
 ended=0 capped=0
 for job in "${jobs[@]}"; do

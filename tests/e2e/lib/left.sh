@@ -7,6 +7,9 @@
 #                          parentheses when neither the engine's socket
 #                          (DOCKER_HOST, DEMESNE_ENGINE_HOST, root's Podman
 #                          socket) nor the podman CLI answered.
+#   containers_now ROOT [runs]
+#                          the same at once, without waiting: for a test
+#                          waiting for a container to appear.
 #   containers_left ROOT runs
 #                          the same, leaving out the warm pool's containers
 #                          (label demesne.pool): for a check while the
@@ -23,19 +26,25 @@ root_label() {
 	printf 'demesne.root=%016x' "$h"
 }
 
-containers_left() {
-	local label engine list left pick='.[].Id'
+containers_now() {
+	local label engine list pick='.[].Id'
 	[ "${2:-}" = runs ] && pick='.[] | select(.Labels["demesne.pool"] == null) | .Id'
 	label=$(root_label "$1")
 	engine=${DOCKER_HOST:-${DEMESNE_ENGINE_HOST:-unix:///run/podman/podman.sock}}
-	left="(neither the engine at $engine nor the podman CLI answered)"
+	if list=$(curl -sf --unix-socket "${engine#unix://}" -G http://d/v1.41/containers/json \
+		--data-urlencode all=1 --data-urlencode "filters={\"label\":[\"$label\"]}"); then
+		jq -r "$pick" <<<"$list"
+	elif list=$(podman ps -a --filter "label=$label" --format json 2>/dev/null); then
+		jq -r "$pick" <<<"$list"
+	else
+		printf '%s' "(neither the engine at $engine nor the podman CLI answered)"
+	fi
+}
+
+containers_left() {
+	local left
 	for _ in $(seq 50); do
-		if list=$(curl -sf --unix-socket "${engine#unix://}" -G http://d/v1.41/containers/json \
-			--data-urlencode all=1 --data-urlencode "filters={\"label\":[\"$label\"]}"); then
-			left=$(jq -r "$pick" <<<"$list")
-		elif list=$(podman ps -a --filter "label=$label" --format json 2>/dev/null); then
-			left=$(jq -r "$pick" <<<"$list")
-		fi
+		left=$(containers_now "$@")
 		[ -z "$left" ] && break
 		sleep 0.2
 	done
