@@ -770,21 +770,6 @@ static int write_token(struct dm_mcphttp *h, const char *dir, unsigned port, str
         return 0;
 }
 
-/* Which principals may connect: names only, never a token. A log line
- * holds 2 KiB, so 64 long names end in a count. */
-static void log_tokens(const struct dm_mcphttp_tokens *t)
-{
-        char names[1600];
-        size_t n = 0, i;
-
-        names[0] = '\0';
-        for (i = 0; i < t->n && n + DM_MCPHTTP_TOKEN_NAME_MAX + 4 < sizeof(names); i++)
-                n += (size_t)snprintf(names + n, sizeof(names) - n, "%s'%s'", i ? ", " : "", t->v[i].name);
-        if (i < t->n)
-                snprintf(names + n, sizeof(names) - n, " and %zu more", t->n - i);
-        log_info("http: %zu bearer token%s, one principal each: %s", t->n, t->n == 1 ? "" : "s", names);
-}
-
 static void wait_for_signal(void)
 {
         sigset_t mask;
@@ -908,7 +893,7 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_mcphttp_options
 
         if (r < 0)
                 return r;
-        log_tokens(&h->tokens);
+        dm_mcphttp_tokens_log(&h->tokens);
         log_info("serving MCP on http://%s:%u" ENDPOINT " with a bearer token (connections from %s)", h->bind_host,
                  port, h->loopback ? "this machine only" : "the network");
         wait_for_signal();
