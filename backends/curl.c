@@ -6,14 +6,16 @@
  * an idle server never opens libcurl (src/basic/curl-api.h says why). TLS
  * engines and the other APIs (OpenSandbox, execd) go through libcurl.
  *
- * Connections are pooled (at most POOL_MAX idle): plain sockets for the
+ * Connections are pooled (at most DM_CURL_POOL_MAX idle): plain sockets for the
  * direct path, easy handles (each keeping its connection) for libcurl, so
  * the next call skips the connect. Measured against Podman 4.3.1 over its
  * unix socket: GET /_ping 0.29 ms pooled vs 0.32 ms with a fresh handle each
  * time; small next to the engine's own 5-150 ms per container call, but
- * free. The hijacked streams are in stream.c. */
+ * free. Raw connections (and the TLS relay) are in curl-connect.c, the
+ * hijacked streams in stream.c. */
 #include "config.h"
 #include "backends/curl.h"
+#include "backends/curl-internal.h"
 #include "src/basic/io.h"
 
 #include <arpa/inet.h>
@@ -22,11 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <signal.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -41,34 +39,6 @@
 #include "src/basic/cleanup.h"
 #include "src/basic/log.h"
 #include "src/basic/timeutil.h"
-
-#define POOL_MAX 8
-#define CONNECT_TIMEOUT_MS 10000L
-
-struct dm_curl {
-        char *host;      /* as given */
-        char *unix_path; /* set for unix:// */
-        char *tcp_host;  /* set for tcp:// */
-        char *tcp_port;
-        char *base_url; /* "http://localhost/v1.41" or "http://h:p/v1.41" */
-        bool tls;       /* tcp:// with DOCKER_TLS_VERIFY: https, both sides verified */
-        char *tls_ca, *tls_cert, *tls_key;
-        char *describe; /* host plus "(TLS ...)" for describe, lazily */
-        size_t response_max;
-        const char *noun;           /* "engine", "OpenSandbox server", "execd": for messages */
-        char **lines;               /* every request's header lines, the caller's extra ones last */
-        size_t n_lines, n_base;     /* ... of which the first n_base are ours */
-        bool direct;                /* spoken to without libcurl (backends/http1.c) */
-        char *host_header;          /* direct: the Host header's value */
-        struct curl_slist *headers; /* libcurl: lines */
-        struct curl_slist *extra;   /* libcurl: the caller's extra lines alone (for transfers) */
-
-        pthread_mutex_t lock;
-        CURL *idle[POOL_MAX];
-        size_t n_idle;
-        int idle_fd[POOL_MAX]; /* direct: kept-alive connections */
-        size_t n_idle_fd;
-};
 
 const char *dm_curl_host(const struct dm_curl *h)
 {
@@ -130,7 +100,7 @@ static int tcp_tls(struct dm_curl *h, const struct dm_engine_env *env, struct dm
         return 0;
 }
 
-static void apply_tls(const struct dm_curl *h, CURL *c)
+void dm_curl_apply_tls(const struct dm_curl *h, CURL *c)
 {
         if (!h->tls)
                 return;
@@ -351,7 +321,7 @@ void dm_curl_free(struct dm_curl *h)
 
 /* libcurl makes its sockets without close-on-exec; a container engine we
  * spawn (or any child of the server) must not inherit engine connections. */
-static curl_socket_t open_socket_cloexec(void *userdata, curlsocktype purpose, struct curl_sockaddr *a)
+curl_socket_t dm_curl_open_socket_cloexec(void *userdata, curlsocktype purpose, struct curl_sockaddr *a)
 {
         int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
         return fd < 0 ? CURL_SOCKET_BAD : fd;
@@ -382,7 +352,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *userdata)
  * such a pair: unnamed, non-blocking unix sockets without close-on-exec (every
  * fd of ours is made close-on-exec at creation). Runs once per new handle,
  * which the pool keeps rare; the window before it runs is a few microseconds. */
-static void mark_curl_pairs_cloexec(void)
+void dm_curl_mark_pairs_cloexec(void)
 {
         DIR *d = opendir("/proc/self/fd");
         struct dirent *e;
@@ -461,7 +431,7 @@ static CURL *take_handle(struct dm_curl *h, bool *ret_fresh)
 static void give_handle(struct dm_curl *h, CURL *c)
 {
         pthread_mutex_lock(&h->lock);
-        if (h->n_idle < POOL_MAX) {
+        if (h->n_idle < DM_CURL_POOL_MAX) {
                 h->idle[h->n_idle++] = c;
                 c = NULL;
         }
@@ -470,7 +440,7 @@ static void give_handle(struct dm_curl *h, CURL *c)
                 curl_easy_cleanup(c);
 }
 
-static int map_curl_error(struct dm_curl *h, CURL *c, CURLcode cc, const char *ebuf, bool too_big, struct dm_error *err)
+int dm_curl_map_error(struct dm_curl *h, CURL *c, CURLcode cc, const char *ebuf, bool too_big, struct dm_error *err)
 {
         long os_errno = 0;
         curl_off_t connect_us = 0;
@@ -510,8 +480,6 @@ static int map_curl_error(struct dm_curl *h, CURL *c, CURLcode cc, const char *e
 
 /* ---- the direct path (backends/http1.c) ------------------------------------ */
 
-static int plain_connect(struct dm_curl *h, int *ret_fd, struct dm_error *err);
-
 static int take_fd(struct dm_curl *h)
 {
         int fd = -1;
@@ -526,7 +494,7 @@ static int take_fd(struct dm_curl *h)
 static void give_fd(struct dm_curl *h, int fd)
 {
         pthread_mutex_lock(&h->lock);
-        if (h->n_idle_fd < POOL_MAX) {
+        if (h->n_idle_fd < DM_CURL_POOL_MAX) {
                 h->idle_fd[h->n_idle_fd++] = fd;
                 fd = -1;
         }
@@ -545,7 +513,7 @@ static int direct_exchange(struct dm_curl *h, struct dm_http1_request *rq, dm_ht
                 int fd = attempt == 0 && rq->in_fd < 0 ? take_fd(h) : -1, r;
                 bool pooled = fd >= 0, reusable = false, started = false;
 
-                if (fd < 0 && (r = plain_connect(h, &fd, err)) < 0)
+                if (fd < 0 && (r = dm_curl_plain_connect(h, &fd, err)) < 0)
                         return r;
                 r = dm_http1_exchange(fd, rq, sink, ud, ret_status, &reusable, &started);
                 if (r >= 0 && reusable)
@@ -716,9 +684,9 @@ int dm_curl_request_headers(struct dm_curl *h, const char *method, const char *p
         /* The server's environment may name an HTTP proxy (even our own egress
          * proxy); the engine is always reached directly. */
         curl_easy_setopt(c, CURLOPT_PROXY, "");
-        apply_tls(h, c);
+        dm_curl_apply_tls(h, c);
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket_cloexec);
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, dm_curl_open_socket_cloexec);
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, h->headers);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -730,7 +698,8 @@ int dm_curl_request_headers(struct dm_curl *h, const char *method, const char *p
                 curl_easy_setopt(c, CURLOPT_HEADERDATA, &hs);
         }
         curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                         timeout_ms > 0 && timeout_ms < CONNECT_TIMEOUT_MS ? timeout_ms : CONNECT_TIMEOUT_MS);
+                         timeout_ms > 0 && timeout_ms < DM_CURL_CONNECT_TIMEOUT_MS ? timeout_ms
+                                                                                   : DM_CURL_CONNECT_TIMEOUT_MS);
         curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 0L);
         if (strcmp(method, "GET") == 0) {
                 curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
@@ -750,9 +719,9 @@ int dm_curl_request_headers(struct dm_curl *h, const char *method, const char *p
 
         cc = curl_easy_perform(c);
         if (fresh)
-                mark_curl_pairs_cloexec();
+                dm_curl_mark_pairs_cloexec();
         if (cc != CURLE_OK) {
-                r = map_curl_error(h, c, cc, ebuf, s.too_big, err);
+                r = dm_curl_map_error(h, c, cc, ebuf, s.too_big, err);
                 /* A handle whose transfer failed may hold a broken connection. */
                 curl_easy_cleanup(c);
                 return r;
@@ -839,14 +808,14 @@ int dm_curl_transfer(struct dm_curl *h, const char *method, const char *path, co
         if (h->unix_path)
                 curl_easy_setopt(t.c, CURLOPT_UNIX_SOCKET_PATH, h->unix_path);
         curl_easy_setopt(t.c, CURLOPT_PROXY, "");
-        apply_tls(h, t.c);
+        dm_curl_apply_tls(h, t.c);
         curl_easy_setopt(t.c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(t.c, CURLOPT_OPENSOCKETFUNCTION, open_socket_cloexec);
+        curl_easy_setopt(t.c, CURLOPT_OPENSOCKETFUNCTION, dm_curl_open_socket_cloexec);
         curl_easy_setopt(t.c, CURLOPT_ERRORBUFFER, ebuf);
         curl_easy_setopt(t.c, CURLOPT_HTTPHEADER, headers);
         curl_easy_setopt(t.c, CURLOPT_WRITEFUNCTION, on_transfer_write);
         curl_easy_setopt(t.c, CURLOPT_WRITEDATA, &t);
-        curl_easy_setopt(t.c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
+        curl_easy_setopt(t.c, CURLOPT_CONNECTTIMEOUT_MS, (long)DM_CURL_CONNECT_TIMEOUT_MS);
         curl_easy_setopt(t.c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 0L);
         curl_easy_setopt(t.c, CURLOPT_CUSTOMREQUEST, method);
         if (in_fd >= 0) {
@@ -860,7 +829,7 @@ int dm_curl_transfer(struct dm_curl *h, const char *method, const char *path, co
 
         cc = curl_easy_perform(t.c);
         if (fresh)
-                mark_curl_pairs_cloexec();
+                dm_curl_mark_pairs_cloexec();
         curl_slist_free_all(headers);
         if (cc != CURLE_OK) {
                 if (t.too_big)
@@ -868,7 +837,7 @@ int dm_curl_transfer(struct dm_curl *h, const char *method, const char *path, co
                 else if (t.io_failed)
                         r = dm_error_set(err, -EIO, "local file error: %s", strerror(errno));
                 else
-                        r = map_curl_error(h, t.c, cc, ebuf, false, err);
+                        r = dm_curl_map_error(h, t.c, cc, ebuf, false, err);
                 curl_easy_cleanup(t.c);
                 return r;
         }
@@ -904,11 +873,11 @@ CURL *dm_curl_easy(struct dm_curl *h, const char *path, struct curl_slist **ret_
         if (h->unix_path)
                 curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, h->unix_path);
         curl_easy_setopt(c, CURLOPT_PROXY, "");
-        apply_tls(h, c);
+        dm_curl_apply_tls(h, c);
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket_cloexec);
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, dm_curl_open_socket_cloexec);
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)DM_CURL_CONNECT_TIMEOUT_MS);
         if (headers)
                 curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
         *ret_headers = headers;
@@ -917,12 +886,12 @@ CURL *dm_curl_easy(struct dm_curl *h, const char *path, struct curl_slist **ret_
 
 void dm_curl_easy_performed(void)
 {
-        mark_curl_pairs_cloexec();
+        dm_curl_mark_pairs_cloexec();
 }
 
 int dm_curl_easy_error(struct dm_curl *h, CURL *c, CURLcode cc, const char *ebuf, struct dm_error *err)
 {
-        return map_curl_error(h, c, cc, ebuf, false, err);
+        return dm_curl_map_error(h, c, cc, ebuf, false, err);
 }
 
 int dm_curl_status_error(struct dm_error *err, long status, const char *body, size_t len)
@@ -962,208 +931,4 @@ int dm_curl_status_error(struct dm_error *err, long status, const char *body, si
         for (size_t n = strlen(text); n && text[n - 1] == ' '; n--)
                 text[n - 1] = '\0';
         return dm_error_set(err, code, "engine answered %ld: %s", status, text[0] ? text : "(no message)");
-}
-
-/* A hijacked stream over TLS: stream.c works on a plain socket (poll with
- * the cancel fd, shutdown for stdin EOF), so it gets one end of a socket
- * pair and a detached thread carries the bytes between the other end and a
- * libcurl TLS connection (CONNECT_ONLY, same verification as requests).
- * The thread ends when either side is done; it owns both. */
-struct tls_relay {
-        CURL *c;
-        int local;
-};
-
-static bool local_send(int fd, const char *p, size_t len)
-{
-        while (len > 0) {
-                ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        return false;
-                p += n;
-                len -= (size_t)n;
-        }
-        return true;
-}
-
-static bool relay_send(CURL *c, curl_socket_t sock, const char *p, size_t len)
-{
-        while (len > 0) {
-                size_t sent = 0;
-                CURLcode cc = curl_easy_send(c, p, len, &sent);
-
-                if (cc == CURLE_AGAIN) {
-                        struct pollfd pf = { .fd = sock, .events = POLLOUT };
-                        if (poll(&pf, 1, 60000) <= 0)
-                                return false;
-                        continue;
-                }
-                if (cc != CURLE_OK)
-                        return false;
-                p += sent;
-                len -= sent;
-        }
-        return true;
-}
-
-static void *relay_thread(void *userdata)
-{
-        struct tls_relay *r = userdata;
-        curl_socket_t sock = CURL_SOCKET_BAD;
-        bool local_eof = false;
-        char buf[16384];
-
-        curl_easy_getinfo(r->c, CURLINFO_ACTIVESOCKET, &sock);
-        while (sock != CURL_SOCKET_BAD) {
-                struct pollfd p[2] = { { .fd = sock, .events = POLLIN },
-                                       { .fd = r->local, .events = local_eof ? 0 : POLLIN } };
-                bool done = false;
-
-                if (poll(p, 2, -1) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        break;
-                }
-                if (p[0].revents) {
-                        /* Drain: TLS may hold decrypted bytes the socket no longer shows. */
-                        for (;;) {
-                                size_t got = 0;
-                                CURLcode cc = curl_easy_recv(r->c, buf, sizeof(buf), &got);
-
-                                if (cc == CURLE_AGAIN)
-                                        break;
-                                if (cc != CURLE_OK || got == 0 || !local_send(r->local, buf, got)) {
-                                        done = true;
-                                        break;
-                                }
-                        }
-                }
-                if (!done && (p[1].revents & POLLIN)) {
-                        ssize_t n = recv(r->local, buf, sizeof(buf), 0);
-
-                        if (n > 0)
-                                done = !relay_send(r->c, sock, buf, (size_t)n);
-                        else if (n == 0) {
-                                /* stdin EOF: half-close towards the engine. */
-                                local_eof = true;
-                                (void)shutdown(sock, SHUT_WR);
-                        } else if (errno != EINTR && errno != EAGAIN)
-                                done = true;
-                } else if (!done && (p[1].revents & (POLLHUP | POLLERR)))
-                        done = true; /* the stream was freed */
-                if (done)
-                        break;
-        }
-        curl_easy_cleanup(r->c);
-        close(r->local);
-        free(r);
-        return NULL;
-}
-
-static int tls_connect_raw(struct dm_curl *h, int *ret_fd, struct dm_error *err)
-{
-        struct tls_relay *r = calloc(1, sizeof(*r));
-        char ebuf[CURL_ERROR_SIZE] = "";
-        int sv[2] = { -1, -1 }, e;
-        sigset_t all, old;
-        pthread_t t;
-        CURLcode cc;
-
-        if (!r || !(r->c = curl_easy_init())) {
-                free(r);
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        }
-        curl_easy_setopt(r->c, CURLOPT_URL, h->base_url);
-        curl_easy_setopt(r->c, CURLOPT_PROXY, "");
-        apply_tls(h, r->c);
-        curl_easy_setopt(r->c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(r->c, CURLOPT_OPENSOCKETFUNCTION, open_socket_cloexec);
-        curl_easy_setopt(r->c, CURLOPT_ERRORBUFFER, ebuf);
-        curl_easy_setopt(r->c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
-        curl_easy_setopt(r->c, CURLOPT_CONNECT_ONLY, 1L);
-        cc = curl_easy_perform(r->c);
-        mark_curl_pairs_cloexec();
-        if (cc != CURLE_OK) {
-                e = map_curl_error(h, r->c, cc, ebuf, false, err);
-                curl_easy_cleanup(r->c);
-                free(r);
-                return e;
-        }
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-                e = dm_error_set(err, -errno, "socketpair: %s", strerror(errno));
-                curl_easy_cleanup(r->c);
-                free(r);
-                return e;
-        }
-        r->local = sv[1];
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        e = pthread_create(&t, NULL, relay_thread, r);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (e != 0) {
-                close(sv[0]);
-                close(sv[1]);
-                curl_easy_cleanup(r->c);
-                free(r);
-                return dm_error_set(err, -e, "start a thread: %s", strerror(e));
-        }
-        pthread_detach(t);
-        *ret_fd = sv[0];
-        return 0;
-}
-
-/* A plain connection to the engine: its unix socket, or tcp without TLS. */
-static int plain_connect(struct dm_curl *h, int *ret_fd, struct dm_error *err)
-{
-        _cleanup_close_ int fd = -1;
-
-        if (h->unix_path) {
-                struct sockaddr_un sa = { .sun_family = AF_UNIX };
-
-                memcpy(sa.sun_path, h->unix_path, strlen(h->unix_path) + 1);
-                fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                if (fd < 0)
-                        return dm_error_set(err, -errno, "socket: %s", strerror(errno));
-                if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-                        return dm_error_set(err, -EHOSTDOWN, "engine not reachable at '%s': %s", h->host,
-                                            strerror(errno));
-        } else {
-                struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
-                int saved = 0, one = 1, gr;
-
-                gr = getaddrinfo(h->tcp_host, h->tcp_port, &hints, &res);
-                if (gr != 0)
-                        return dm_error_set(err, -EHOSTDOWN, "engine not reachable at '%s': %s", h->host,
-                                            gai_strerror(gr));
-                for (struct addrinfo *a = res; a; a = a->ai_next) {
-                        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-                        if (fd < 0) {
-                                saved = errno;
-                                continue;
-                        }
-                        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
-                                break;
-                        saved = errno;
-                        close(fd);
-                        fd = -1;
-                }
-                freeaddrinfo(res);
-                if (fd < 0)
-                        return dm_error_set(err, -EHOSTDOWN, "engine not reachable at '%s': %s", h->host,
-                                            strerror(saved ? saved : ECONNREFUSED));
-                /* stdin goes out in small writes; don't let Nagle sit on them. */
-                (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        }
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
-int dm_curl_connect_raw(struct dm_curl *h, int *ret_fd, struct dm_error *err)
-{
-        if (h->tls)
-                return tls_connect_raw(h, ret_fd, err);
-        return plain_connect(h, ret_fd, err);
 }

@@ -3,9 +3,11 @@
 #define DM_BACKENDS_CURL_H
 
 /* Backends-internal: the HTTP client for the Docker Engine API and the
- * OpenSandbox API, defined in curl.c (plain requests through libcurl) and
- * stream.c (hijacked streams over raw sockets). What only the docker backend's
- * files share is in docker-internal.h. Never included outside backends/
+ * OpenSandbox API, defined in curl.c (plain requests through libcurl),
+ * curl-connect.c (raw connections, the TLS relay) and stream.c (hijacked
+ * streams over raw sockets). What curl.c and curl-connect.c share is in
+ * curl-internal.h, what only the docker backend's files share in
+ * docker-internal.h. Never included outside backends/
  * (and its tests). */
 
 #include "src/basic/curl-api.h"

@@ -16,6 +16,7 @@
  * a session, which takes dm_http.lock. */
 
 #include <json-c/json.h>
+#include <microhttpd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -26,8 +27,6 @@
 #include "src/mcp/http.h"
 #include "src/basic/buf.h"
 
-struct MHD_Daemon;
-struct MHD_Connection;
 struct dm_mcp_session;
 
 enum stream_mode {
@@ -190,9 +189,22 @@ void dm_mcphttp_session_unregister(struct http_exchange *ex);
  * max_streams, -EAGAIN when the session (may be NULL) has its share. */
 int dm_mcphttp_slot_take(struct dm_mcphttp *h, struct http_session *s, struct http_exchange *ex);
 void dm_mcphttp_slot_put(struct http_exchange *ex);
+/* libmicrohttpd's completion of a request with exchange ex: its slot, its
+ * session's routing (a call still running is cancelled) and its reference
+ * given back. */
+void dm_mcphttp_ex_end(struct dm_mcphttp *h, struct MHD_Connection *c, struct http_exchange *ex,
+                       enum MHD_RequestTerminationCode toe);
+/* Shutdown: aborts every stream and ends every listed session. */
+void dm_mcphttp_sessions_end_all(struct dm_mcphttp *h);
 
 /* ---- the janitor (http-session.c) ---- */
 
+/* libmicrohttpd's connection notifier: lists a connection in h->conns with
+ * the deadline for its first request. */
+void dm_mcphttp_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                              enum MHD_ConnectionNotificationCode code);
+/* No deadline while a request is answered (running), a fresh one after. */
+void dm_mcphttp_conn_deadline(struct dm_mcphttp *h, struct http_conn *conn, bool running);
 int dm_mcphttp_janitor_start(struct dm_mcphttp *h, pthread_t *ret);
 void dm_mcphttp_janitor_stop(struct dm_mcphttp *h, pthread_t th);
 /* A refusal worth a log line, unless many come at once. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Legacy-era sessions of the HTTP transport (Mcp-Session-Id), the routing
- * of what their MCP session sends to the right open request, and the
- * janitor thread: request deadlines, idle sessions, quiet refusal logging. */
+ * of what their MCP session sends to the right open request, the end of a
+ * request (and of every session, at shutdown), and the janitor thread:
+ * connections' request deadlines, idle sessions, quiet refusal logging. */
 #include "config.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include "src/mcp/http-internal.h"
 #include "src/mcp/jsonrpc.h"
 #include "src/mcp/server.h"
+#include "src/basic/cleanup.h"
 #include "src/basic/log.h"
 #include "src/basic/timeutil.h"
 
@@ -309,6 +311,112 @@ void dm_mcphttp_refused(struct dm_mcphttp *h, const char *fmt, ...)
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
         log_warning("http: refused: %s", msg);
+}
+
+/* ---- connections and their deadlines (the janitor enforces them) ---- */
+
+void dm_mcphttp_conn_deadline(struct dm_mcphttp *h, struct http_conn *conn, bool running)
+{
+        if (!conn)
+                return;
+        pthread_mutex_lock(&h->lock);
+        conn->deadline_ms = running ? 0 : dm_now_ms() + (int64_t)h->opt.request_timeout_s * 1000;
+        pthread_mutex_unlock(&h->lock);
+}
+
+void dm_mcphttp_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                              enum MHD_ConnectionNotificationCode code)
+{
+        struct dm_mcphttp *h = cls;
+        struct http_conn *conn = *socket_context;
+
+        if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+                const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+                conn = calloc(1, sizeof(*conn));
+                if (!conn || !info) {
+                        free(conn);
+                        return;
+                }
+                conn->fd = info->connect_fd;
+                pthread_mutex_lock(&h->lock);
+                conn->deadline_ms = dm_now_ms() + (int64_t)h->opt.request_timeout_s * 1000;
+                conn->next = h->conns;
+                if (h->conns)
+                        h->conns->pprev = &conn->next;
+                conn->pprev = &h->conns;
+                h->conns = conn;
+                pthread_mutex_unlock(&h->lock);
+                *socket_context = conn;
+        } else if (conn) {
+                /* libmicrohttpd closes the socket only after this returns, so
+                 * the janitor never shuts down a reused descriptor. */
+                pthread_mutex_lock(&h->lock);
+                *conn->pprev = conn->next;
+                if (conn->next)
+                        conn->next->pprev = conn->pprev;
+                pthread_mutex_unlock(&h->lock);
+                free(conn);
+                *socket_context = NULL;
+        }
+}
+
+/* ---- the end of a request ---- */
+
+void dm_mcphttp_ex_end(struct dm_mcphttp *h, struct MHD_Connection *c, struct http_exchange *ex,
+                       enum MHD_RequestTerminationCode toe)
+{
+        bool answered = dm_mcphttp_ex_answered(ex);
+
+        dm_mcphttp_slot_put(ex);
+        if (ex->session) {
+                dm_mcphttp_session_unregister(ex);
+                if (!answered && ex->id)
+                        dm_mcphttp_session_cancel(ex->session, ex->id);
+                dm_mcphttp_session_unref(ex->session);
+        } else if (ex->ephemeral) {
+                /* Cancels the call if it still runs, and waits for it. */
+                dm_mcp_session_free(ex->ephemeral);
+                ex->ephemeral = NULL;
+        }
+        if (ex->mode != STREAM_NONE) {
+                bool stopping;
+                pthread_mutex_lock(&h->lock);
+                stopping = h->stopping;
+                pthread_mutex_unlock(&h->lock);
+                MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, h->opt.request_timeout_s);
+                if (!answered && ex->id && !stopping)
+                        log_info("http: request %s ended before its answer (%s): cancelled", ex->id,
+                                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "stream ended"
+                                                                            : "client closed the stream");
+        }
+        if (ex->dropped)
+                log_warning("http: %u notifications dropped for request %s: the client did not read them", ex->dropped,
+                            ex->id ? ex->id : "(GET stream)");
+        dm_mcphttp_ex_unref(ex);
+}
+
+void dm_mcphttp_sessions_end_all(struct dm_mcphttp *h)
+{
+        struct http_session *list[64];
+        size_t n;
+
+        do {
+                pthread_mutex_lock(&h->lock);
+                for (struct http_exchange *ex = h->streams; ex; ex = ex->all_next)
+                        dm_mcphttp_ex_abort(ex);
+                /* Unlisted here, so the table's reference becomes ours. */
+                for (n = 0; h->sessions && n < DM_ARRAY_SIZE(list); n++) {
+                        list[n] = h->sessions;
+                        h->sessions = list[n]->next;
+                        list[n]->listed = false;
+                        h->n_sessions--;
+                }
+                pthread_mutex_unlock(&h->lock);
+                for (size_t i = 0; i < n; i++) {
+                        dm_mcphttp_session_end(list[i]);
+                        dm_mcphttp_session_unref(list[i]);
+                }
+        } while (n == DM_ARRAY_SIZE(list));
 }
 
 static void *janitor_main(void *arg)

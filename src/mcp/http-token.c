@@ -14,6 +14,7 @@
 
 #include "src/basic/cleanup.h"
 #include "src/basic/io.h"
+#include "src/basic/log.h"
 #include "src/basic/paths.h"
 
 int dm_mcphttp_token_check(const char *token, const char *what, struct dm_error *err)
@@ -145,6 +146,21 @@ void dm_mcphttp_tokens_release(struct dm_mcphttp_tokens *t)
                 free(t->v[i].secret);
         }
         memset(t, 0, sizeof(*t));
+}
+
+/* Which principals may connect: names only, never a token. A log line
+ * holds 2 KiB, so 64 long names end in a count. */
+void dm_mcphttp_tokens_log(const struct dm_mcphttp_tokens *t)
+{
+        char names[1600];
+        size_t n = 0, i;
+
+        names[0] = '\0';
+        for (i = 0; i < t->n && n + DM_MCPHTTP_TOKEN_NAME_MAX + 4 < sizeof(names); i++)
+                n += (size_t)snprintf(names + n, sizeof(names) - n, "%s'%s'", i ? ", " : "", t->v[i].name);
+        if (i < t->n)
+                snprintf(names + n, sizeof(names) - n, " and %zu more", t->n - i);
+        log_info("http: %zu bearer token%s, one principal each: %s", t->n, t->n == 1 ? "" : "s", names);
 }
 
 static int random_bytes(unsigned char *buf, size_t n)

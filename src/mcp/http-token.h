@@ -55,6 +55,8 @@ int dm_mcphttp_tokens_parse(struct dm_mcphttp_tokens *t, char *text, const char 
 
 /* Wipes the secrets and frees them; t is empty again. */
 void dm_mcphttp_tokens_release(struct dm_mcphttp_tokens *t);
+/* Logs which principals may connect: their names, never a token. */
+void dm_mcphttp_tokens_log(const struct dm_mcphttp_tokens *t);
 
 /* Whether a token is acceptable: at least DM_MCPHTTP_TOKEN_MIN printable
  * characters, no blanks. what names its source in the message. */

@@ -160,95 +160,18 @@ static unsigned status_for(int error_code, bool modern)
         }
 }
 
-/* ---- connections and their deadlines --------------------------------------------- */
-
-static void set_deadline(struct dm_mcphttp *h, struct http_conn *conn, bool running)
-{
-        if (!conn)
-                return;
-        pthread_mutex_lock(&h->lock);
-        conn->deadline_ms = running ? 0 : dm_now_ms() + (int64_t)h->opt.request_timeout_s * 1000;
-        pthread_mutex_unlock(&h->lock);
-}
-
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
-{
-        struct dm_mcphttp *h = cls;
-        struct http_conn *conn = *socket_context;
-
-        if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-                const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-                conn = calloc(1, sizeof(*conn));
-                if (!conn || !info) {
-                        free(conn);
-                        return;
-                }
-                conn->fd = info->connect_fd;
-                pthread_mutex_lock(&h->lock);
-                conn->deadline_ms = dm_now_ms() + (int64_t)h->opt.request_timeout_s * 1000;
-                conn->next = h->conns;
-                if (h->conns)
-                        h->conns->pprev = &conn->next;
-                conn->pprev = &h->conns;
-                h->conns = conn;
-                pthread_mutex_unlock(&h->lock);
-                *socket_context = conn;
-        } else if (conn) {
-                /* libmicrohttpd closes the socket only after this returns, so
-                 * the janitor never shuts down a reused descriptor. */
-                pthread_mutex_lock(&h->lock);
-                *conn->pprev = conn->next;
-                if (conn->next)
-                        conn->next->pprev = conn->pprev;
-                pthread_mutex_unlock(&h->lock);
-                free(conn);
-                *socket_context = NULL;
-        }
-}
-
 /* ---- end of a request ----------------------------------------------------------- */
 
 static void request_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
         struct dm_mcphttp *h = cls;
         struct http_request *rq = *con_cls;
-        struct http_exchange *ex;
 
         if (!rq)
                 return;
-        ex = rq->ex;
-        if (ex) {
-                bool answered = dm_mcphttp_ex_answered(ex);
-
-                dm_mcphttp_slot_put(ex);
-                if (ex->session) {
-                        dm_mcphttp_session_unregister(ex);
-                        if (!answered && ex->id)
-                                dm_mcphttp_session_cancel(ex->session, ex->id);
-                        dm_mcphttp_session_unref(ex->session);
-                } else if (ex->ephemeral) {
-                        /* Cancels the call if it still runs, and waits for it. */
-                        dm_mcp_session_free(ex->ephemeral);
-                        ex->ephemeral = NULL;
-                }
-                if (ex->mode != STREAM_NONE) {
-                        bool stopping;
-                        pthread_mutex_lock(&h->lock);
-                        stopping = h->stopping;
-                        pthread_mutex_unlock(&h->lock);
-                        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, h->opt.request_timeout_s);
-                        if (!answered && ex->id && !stopping)
-                                log_info("http: request %s ended before its answer (%s): cancelled", ex->id,
-                                         toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "stream ended"
-                                                                                    : "client closed the stream");
-                }
-                if (ex->dropped)
-                        log_warning("http: %u notifications dropped for request %s: the client did not read them",
-                                    ex->dropped, ex->id ? ex->id : "(GET stream)");
-                dm_mcphttp_ex_unref(ex);
-        }
-        set_deadline(h, rq->conn, false);
+        if (rq->ex)
+                dm_mcphttp_ex_end(h, c, rq->ex, toe);
+        dm_mcphttp_conn_deadline(h, rq->conn, false);
         dm_buf_release(&rq->body);
         free(rq);
         *con_cls = NULL;
@@ -662,7 +585,7 @@ static enum MHD_Result begin_request(struct dm_mcphttp *h, struct MHD_Connection
                 dm_buf_init(&rq->body, h->opt.max_message);
                 return MHD_YES;
         }
-        set_deadline(h, rq->conn, true);
+        dm_mcphttp_conn_deadline(h, rq->conn, true);
         if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
                 return handle_get(h, c, rq);
         if (strcmp(method, MHD_HTTP_METHOD_DELETE) == 0)
@@ -702,7 +625,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 *upload_data_size = 0;
                 return MHD_YES;
         }
-        set_deadline(h, rq->conn, true);
+        dm_mcphttp_conn_deadline(h, rq->conn, true);
         return handle_post(h, c, rq);
 }
 
@@ -847,21 +770,6 @@ static int write_token(struct dm_mcphttp *h, const char *dir, unsigned port, str
         return 0;
 }
 
-/* Which principals may connect: names only, never a token. A log line
- * holds 2 KiB, so 64 long names end in a count. */
-static void log_tokens(const struct dm_mcphttp_tokens *t)
-{
-        char names[1600];
-        size_t n = 0, i;
-
-        names[0] = '\0';
-        for (i = 0; i < t->n && n + DM_MCPHTTP_TOKEN_NAME_MAX + 4 < sizeof(names); i++)
-                n += (size_t)snprintf(names + n, sizeof(names) - n, "%s'%s'", i ? ", " : "", t->v[i].name);
-        if (i < t->n)
-                snprintf(names + n, sizeof(names) - n, " and %zu more", t->n - i);
-        log_info("http: %zu bearer token%s, one principal each: %s", t->n, t->n == 1 ? "" : "s", names);
-}
-
 static void wait_for_signal(void)
 {
         sigset_t mask;
@@ -891,9 +799,6 @@ static void wait_for_signal(void)
  * every transport) only when it serves alone. */
 static void stop(struct dm_mcphttp *h, bool shutdown_server)
 {
-        struct http_session *list[64];
-        size_t n;
-
         pthread_mutex_lock(&h->lock);
         h->stopping = true;
         pthread_mutex_unlock(&h->lock);
@@ -902,23 +807,7 @@ static void stop(struct dm_mcphttp *h, bool shutdown_server)
          * before any connection goes. */
         if (shutdown_server)
                 dm_mcp_server_shutdown(h->srv);
-        do {
-                pthread_mutex_lock(&h->lock);
-                for (struct http_exchange *ex = h->streams; ex; ex = ex->all_next)
-                        dm_mcphttp_ex_abort(ex);
-                /* Unlisted here, so the table's reference becomes ours. */
-                for (n = 0; h->sessions && n < DM_ARRAY_SIZE(list); n++) {
-                        list[n] = h->sessions;
-                        h->sessions = list[n]->next;
-                        list[n]->listed = false;
-                        h->n_sessions--;
-                }
-                pthread_mutex_unlock(&h->lock);
-                for (size_t i = 0; i < n; i++) {
-                        dm_mcphttp_session_end(list[i]);
-                        dm_mcphttp_session_unref(list[i]);
-                }
-        } while (n == DM_ARRAY_SIZE(list));
+        dm_mcphttp_sessions_end_all(h);
         MHD_stop_daemon(h->daemon);
         h->daemon = NULL;
 }
@@ -971,16 +860,16 @@ static int start(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, 
         if (r >= 0 && (r = dm_mcphttp_janitor_start(h, &h->janitor)) < 0)
                 dm_error_set(err, r, "cannot start a thread: %s", strerror(-r));
         if (r >= 0) {
-                h->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                                                     MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
-                                             0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-                                             MHD_OPTION_CONNECTION_LIMIT, o->max_connections,
-                                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_connections_per_ip,
-                                             MHD_OPTION_CONNECTION_TIMEOUT, o->request_timeout_s,
-                                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
-                                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)THREAD_STACK,
-                                             MHD_OPTION_NOTIFY_COMPLETED, request_done, h, MHD_OPTION_NOTIFY_CONNECTION,
-                                             on_connection, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_END);
+                h->daemon = MHD_start_daemon(
+                        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ITC |
+                                MHD_USE_ERROR_LOG,
+                        0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+                        MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                        o->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, o->request_timeout_s,
+                        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_THREAD_STACK_SIZE,
+                        (size_t)THREAD_STACK, MHD_OPTION_NOTIFY_COMPLETED, request_done, h,
+                        MHD_OPTION_NOTIFY_CONNECTION, dm_mcphttp_on_connection, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+                        h, MHD_OPTION_END);
                 if (!h->daemon) {
                         r = dm_error_set(err, -EIO, "libmicrohttpd could not start on %s",
                                          o->use_listen_fd ? "a given socket" : o->listen);
@@ -1004,7 +893,7 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_mcphttp_options
 
         if (r < 0)
                 return r;
-        log_tokens(&h->tokens);
+        dm_mcphttp_tokens_log(&h->tokens);
         log_info("serving MCP on http://%s:%u" ENDPOINT " with a bearer token (connections from %s)", h->bind_host,
                  port, h->loopback ? "this machine only" : "the network");
         wait_for_signal();
