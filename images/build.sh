@@ -297,6 +297,18 @@ section_text() {
 	printf '%s\n' "$text"
 }
 
+# The inputs hashes computed so far: an image's hash takes its parent's, so
+# a listing would otherwise hash base once per image below it.
+declare -A INPUTS_HASH=()
+# Sets INPUTS_HASH[$1], its parents' first.
+hash_inputs() {
+	local name=$1 parent
+	[[ -z ${INPUTS_HASH[$name]:-} ]] || return 0
+	parent=$("${name}_parent")
+	[[ -z $parent ]] || hash_inputs "$parent"
+	INPUTS_HASH[$name]=$(inputs_hash "$name")
+}
+
 # Print the inputs hash of an image (see the header).
 inputs_hash() {
 	local name=$1 parent section dir="$IMAGES_DIR/$1" rel
@@ -315,7 +327,7 @@ inputs_hash() {
 		if declare -F "${name}_extra_inputs" >/dev/null; then
 			"${name}_extra_inputs"
 		fi
-		[[ -z $parent ]] || printf 'parent %s %s\n' "$parent" "$(inputs_hash "$parent")"
+		[[ -z $parent ]] || printf 'parent %s %s\n' "$parent" "${INPUTS_HASH[$parent]:-$(inputs_hash "$parent")}"
 		for rel in "${files[@]}"; do
 			# Name and size delimit each file. Modes are left out on purpose:
 			# an installed copy may differ from git's (a Containerfile that
@@ -359,10 +371,23 @@ label_package_hosts() {
 # --list fills it: it builds nothing, so nothing it read goes stale.
 declare -A IMAGE_CACHE=()
 IMAGE_FIELDS='{{.Id}}|{{ index .Config.Labels "demesne.inputs" }}|{{ index .Config.Labels "demesne.parent" }}|{{.Size}}'
+# One engine call for all of them (each call of the engine's CLI costs a few
+# hundred ms of CPU): every image found prints its fields and its tags; a
+# reference none of the tags names (the engine spelled it otherwise) is
+# asked for alone, as is every one when the batch printed nothing.
 cache_images() {
-	local ref
+	local ref line tags tag
+	local -A found=()
+	while IFS= read -r line; do
+		tags=${line##*|}
+		for tag in $tags; do found[$tag]=${line%|*}; done
+	done < <("$ENGINE" image inspect --format "$IMAGE_FIELDS|{{range .RepoTags}}{{.}} {{end}}" "$@" 2>/dev/null || true)
 	for ref in "$@"; do
-		IMAGE_CACHE[$ref]=$("$ENGINE" image inspect --format "$IMAGE_FIELDS" "$ref" 2>/dev/null) || IMAGE_CACHE[$ref]=-
+		if [[ -n ${found[$ref]:-} ]]; then
+			IMAGE_CACHE[$ref]=${found[$ref]}
+		else
+			IMAGE_CACHE[$ref]=$("$ENGINE" image inspect --format "$IMAGE_FIELDS" "$ref" 2>/dev/null) || IMAGE_CACHE[$ref]=-
+		fi
 	done
 }
 
@@ -441,7 +466,8 @@ list_images() {
 	for name in "${ALL_IMAGES[@]}"; do refs+=("$(dm_image_ref "$name")"); done
 	cache_images "${refs[@]}"
 	for name in "${ALL_IMAGES[@]}"; do
-		hash=$(inputs_hash "$name")
+		hash_inputs "$name"
+		hash=${INPUTS_HASH[$name]}
 		ref=$(dm_image_ref "$name")
 		size=0
 		if why=$(image_is_current "$name" "$hash"); then
@@ -463,7 +489,8 @@ human_size() {
 # Build (or skip) one image. $1 name, $2 1 to force.
 ensure_image() {
 	local name=$1 force=$2 hash ref why old_id old_tag new_id parent parent_id='' start secs
-	hash=$(inputs_hash "$name")
+	hash_inputs "$name"
+	hash=${INPUTS_HASH[$name]}
 	ref=$(dm_image_ref "$name")
 	if why=$(image_is_current "$name" "$hash"); then
 		if ((!force)); then
