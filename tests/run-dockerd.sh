@@ -8,8 +8,8 @@
 #   tests/run-dockerd.sh --images base   base only: no 1.2 GB python copy;
 #                                        the tests that need python are skipped
 #   --build-dir DIR    a configured build to use (default: the tree itself when
-#                      it is configured in place, else build-plain-gcc as
-#                      tests/run.sh makes it)
+#                      it is configured in place, else build-asan-gcc as
+#                      tests/run.sh makes it: ASan + UBSan)
 #   --storage-driver D dockerd's storage driver (default overlay2; vfs works
 #                      but copies the whole image for every container)
 #   --keep             leave the daemon's directory behind, and say where
@@ -72,9 +72,9 @@ if [ -z "$build" ]; then
 		build=$here # configured in place: no out-of-tree build is possible
 	else
 		if [ ! -x configure ] || [ configure.ac -nt configure ]; then autoreconf -fi >/dev/null 2>&1; fi
-		build=$here/build-plain-gcc
+		build=$here/build-asan-gcc
 		mkdir -p "$build"
-		[ -f "$build/Makefile" ] || (cd "$build" && CC=${CC:-gcc} "$here/configure" -q --enable-werror)
+		[ -f "$build/Makefile" ] || (cd "$build" && CC=${CC:-gcc} "$here/configure" -q --enable-werror --enable-sanitizers)
 	fi
 fi
 # Every integration program the build knows, so new ones are proven on

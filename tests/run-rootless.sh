@@ -11,6 +11,11 @@
 #                     client-agents runs the real CLIs)
 #   --build-dir DIR   the user's build directory (default build-rootless/)
 #   --tests "A B"     only these tests (paths as in Makefile.am's TESTS)
+#   --tsan            a ThreadSanitizer build (default directory
+#                     build-rootless-tsan/) and every test of the suite,
+#                     the unit tests too; the tests that skipped themselves
+#                     for needing root are listed in needs-root.txt there,
+#                     for `tests/run.sh --tsan --build-dir` as root (CI)
 # Steps: the user and its /etc/subuid and /etc/subgid ranges; its
 # XDG_RUNTIME_DIR (/run/user/UID, 0700); its rootless Podman configuration
 # (the files setup.sh writes for a normal user: overlay storage, runc,
@@ -26,19 +31,26 @@
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
-user=demesne-ci images="base python node claude-code codex" build='' only=''
+user=demesne-ci images="base python node claude-code codex" build='' only='' tsan=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--user) user=${2:?--user wants a name}; shift ;;
 	--images) images=${2:?--images wants names}; shift ;;
 	--build-dir) build=${2:?--build-dir wants a directory}; shift ;;
 	--tests) only=${2:?--tests wants test paths}; shift ;;
-	-h | --help) sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--tsan) tsan=1 ;;
+	-h | --help) sed -n '3,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "tests/run-rootless.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
-build=${build:-$here/build-rootless}
+if [ $tsan = 1 ]; then
+	build=${build:-$here/build-rootless-tsan}
+	configure_args='--enable-werror --enable-sanitizers=thread'
+else
+	build=${build:-$here/build-rootless}
+	configure_args='--enable-werror'
+fi
 
 say() { printf '# %s\n' "$*"; }
 die() { printf 'Bail out! %s\n' "$*"; exit 1; }
@@ -147,6 +159,9 @@ chmod 0755 "$testhost"
 # shellcheck disable=SC1091
 . "$testhost/env"
 user_env=(DOCKER_HOST="unix://$sock")
+# The test programs take tests/run.sh's suppressions through the
+# environment (the server has them compiled in).
+[ $tsan = 0 ] || user_env+=(TSAN_OPTIONS="suppressions=$here/tests/tsan.supp")
 for var in DEMESNE_TEST_HOST DEMESNE_TEST_HOST_UDP_LOG; do
 	[ -z "${!var:-}" ] || user_env+=("$var=${!var}")
 done
@@ -159,16 +174,19 @@ cd "$here"
 mkdir -p "$build"
 chown "$uid:$gid" "$build"
 t_build=$(date +%s)
-as_user sh -c 'cd "$1" && { [ -f Makefile ] || "$2/configure" -q --enable-werror; } && make -j"$(nproc)" >/dev/null' sh "$build" "$here" ||
+# shellcheck disable=SC2086 # configure_args: words on purpose
+as_user sh -c 'cd "$1" && shift 2 && { [ -f Makefile ] || "$0/configure" -q "$@"; } && make -j"$(nproc)" >/dev/null' "$here" "$build" x $configure_args ||
 	die "the build as $user failed in $build"
 say "built as $user in $build in $(($(date +%s) - t_build)) s"
 # The integration, security and end-to-end tests `make check` knows.
+# Under --tsan, every test: this run is the suite's ThreadSanitizer run.
+[ $tsan = 1 ] && pick='^tests/' || pick='^tests/(integration|security|e2e)/'
 tests=$(as_user make -s -C "$build" -f Makefile -f - print-tests <<<'print-tests: ; @echo $(TESTS)' |
-	tr ' ' '\n' | grep -E '^tests/(integration|security|e2e)/' | tr '\n' ' ')
+	tr ' ' '\n' | grep -E "$pick" | tr '\n' ' ')
 [ -n "$tests" ] || die "no integration, security or e2e test in $build/Makefile"
 if [ -n "$only" ]; then
 	for t in $only; do
-		case " $tests " in *" $t "*) ;; *) die "--tests: $t is not an integration, security or e2e test of $build/Makefile" ;; esac
+		case " $tests " in *" $t "*) ;; *) die "--tests: $t is not one of the tests this run picks from $build/Makefile ($pick)" ;; esac
 	done
 	tests=$only
 fi
@@ -196,5 +214,11 @@ for t in $tests; do
 	esac
 done
 echo "1..$n"
+# The tests that skipped all or some of their cases for needing root, for
+# a run of them as root.
+for t in $tests; do
+	grep -qs 'SKIP.*needs root' "$build/${t%.*}.log" && printf '%s\n' "$t"
+done >"$build/needs-root.txt" || true
+[ ! -s "$build/needs-root.txt" ] || say "skipped for needing root (listed in $build/needs-root.txt): $(tr '\n' ' ' <"$build/needs-root.txt")"
 say "rootless run as $user: $((n - failed)) of $n ok; tests $(($(date +%s) - t_tests)) s, total $(($(date +%s) - t_start)) s"
 [ $failed = 0 ]

@@ -3,10 +3,17 @@
 #
 # Runs demesne's whole test suite (unit, integration against real Podman,
 # end-to-end with the npm MCP clients) in a build directory of its own.
-#   tests/run.sh                      gcc, -Werror
-#   tests/run.sh --sanitizers         ASan + UBSan
+#   tests/run.sh                      gcc, -Werror, ASan + UBSan
+#   tests/run.sh --plain              gcc, -Werror, no sanitizer
 #   tests/run.sh --tsan               ThreadSanitizer
 #   tests/run.sh --cc clang           another compiler
+#   tests/run.sh --build-dir DIR      a build configured already (as the
+#                                     flavour it was made with)
+#   tests/run.sh ... TEST...          only these tests (names as in
+#                                     Makefile.am's TESTS)
+# The default catches memory errors and undefined behaviour in every test at
+# about the plain build's time (the tests wait on containers, not on the
+# server); --sanitizers is the same as the default.
 # Installs what it needs when something is missing (`./setup.sh --test-deps
 # --no-build`: Debian packages, with sudo for a normal user; the npm clients
 # into the tree). If no engine answers at $DOCKER_HOST, at root's
@@ -18,18 +25,25 @@
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
-flavour=plain cc=${CC:-gcc}
-configure_args=(--enable-werror)
+flavour=asan cc=${CC:-gcc} build='' only=()
 while [ $# -gt 0 ]; do
 	case $1 in
-	--sanitizers) flavour=asan; configure_args+=(--enable-sanitizers) ;;
-	--tsan) flavour=tsan; configure_args+=(--enable-sanitizers=thread) ;;
-	--cc) cc=$2; shift ;;
-	-h|--help) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	*) echo "tests/run.sh: unknown option '$1'" >&2; exit 2 ;;
+	--sanitizers) flavour=asan ;;
+	--plain) flavour=plain ;;
+	--tsan) flavour=tsan ;;
+	--cc) cc=${2:?--cc wants a compiler}; shift ;;
+	--build-dir) build=$(cd -- "${2:?--build-dir wants a directory}" && pwd -P); shift ;;
+	-h|--help) sed -n '4,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-*) echo "tests/run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+	*) only+=("$1") ;;
 	esac
 	shift
 done
+configure_args=(--enable-werror)
+case $flavour in
+asan) configure_args+=(--enable-sanitizers) ;;
+tsan) configure_args+=(--enable-sanitizers=thread) ;;
+esac
 
 say() { printf 'tests: %s\n' "$*" >&2; }
 
@@ -54,10 +68,15 @@ cd "$here"
 # builds in build/; a tree configured in place by hand is the user's to clean).
 [ -f config.status ] && { say "the source tree is configured in place; run 'make distclean' first"; exit 2; }
 
-build=$here/build-$flavour-$cc
-mkdir -p "$build"
-cd "$build"
-[ -f Makefile ] || CC=$cc "$here/configure" -q "${configure_args[@]}"
+if [ -n "$build" ]; then
+	[ -f "$build/Makefile" ] || { say "--build-dir $build is not a configured build"; exit 2; }
+	cd "$build"
+else
+	build=$here/build-$flavour-$cc
+	mkdir -p "$build"
+	cd "$build"
+	[ -f Makefile ] || CC=$cc "$here/configure" -q "${configure_args[@]}"
+fi
 make -j"$(nproc)" >/dev/null
 
 service_pid=
@@ -93,7 +112,11 @@ jobs=$(nproc)
 # server has it compiled in (src/cli/main.c).
 [ $flavour = tsan ] && export TSAN_OPTIONS="suppressions=$here/tests/tsan.supp ${TSAN_OPTIONS:-}"
 set +e
-make -j"$jobs" check
+if [ ${#only[@]} -gt 0 ]; then
+	make -j"$jobs" check TESTS="${only[*]}"
+else
+	make -j"$jobs" check
+fi
 rc=$?
 set -e
 if [ $rc != 0 ]; then
