@@ -495,7 +495,7 @@ static void http_load(struct dm_backend *b)
         sc = tool_result(&w, "sandbox_cancel", cancel_args);
         ok(strcmp(jstr(sc, "status", NULL, NULL), "cancelled") == 0, "the long job is cancelled");
         json_object_put(sc);
-        is_int(wait_containers(b, s.pid, 0, 60000), 0,
+        is_int(wait_containers(b, s.pid, 0, slack_ms(180000)), 0,
                "no container of the server is left (dropped calls removed theirs)");
         settle(s.pid);
         rss_after = rss_kb(s.pid);
@@ -510,7 +510,7 @@ static void http_load(struct dm_backend *b)
                    "memory holds: RSS grew %ld KiB over the second round of %d requests (at most %d)",
                    rss_after - rss_mid, WARM_N * 2, RSS_SLACK_KB);
 
-        is_int(server_stop(&s, 30000, NULL), 0, "the server exits 0 on SIGTERM after the load");
+        is_int(server_stop(&s, slack_ms(90000), NULL), 0, "the server exits 0 on SIGTERM after the load");
         ok(access(s.token_file, F_OK) < 0, "its token file is gone");
         free(w.c);
 }
