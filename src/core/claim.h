@@ -9,9 +9,11 @@
  * every path out (a run's container keeps a reference of its own until
  * the reaper removed it; a sandbox's slot goes to its record). The caps
  * come from the server's settings (DEMESNE_MAX_CHILDREN, DEMESNE_MAX_TREE);
- * the tools layer never counts or reserves. Only a background job is
- * refused before it exists: its call reserves ahead (dm_claim_reserve),
- * and the job's run claims with that reservation.
+ * the tools layer never counts or reserves. Two calls reserve ahead
+ * (dm_claim_reserve) and their run claims with the reservation: a
+ * background job's, refused before the job exists, and a foreground agent
+ * run's, whose tree's spend (src/core/budget.h) is reserved after its
+ * slot, so that a call the cap refuses holds none of it.
  *
  * Refusals have codes of their own, so that a caller shows them as the
  * sentence they are (what to change), not as a failure of the work:
@@ -34,13 +36,13 @@ static inline bool dm_claim_refused(int r)
         return r == -EUSERS || r == -ESHUTDOWN;
 }
 
-/* Reserves ahead, for the container a background job of principal will
- * make: 0 with the reservation in *ret (NULL for a host caller, or on a
- * server without an admission table), or a refusal. Nothing cancels it
- * until a run claims with it (the cascade cancels the job itself). Its
- * owner hands it to the run (dm_run_request.reserved: borrowed) and
- * gives it back with dm_claim_release once the job's work has ended, or
- * when the job never starts. */
+/* Reserves ahead, for the container a background job (or an agent call)
+ * of principal will make: 0 with the reservation in *ret (NULL for a host
+ * caller, or on a server without an admission table), or a refusal.
+ * Nothing cancels it until a run claims with it (the cascade cancels a job
+ * itself). Its owner hands it to the run (dm_run_request.reserved,
+ * dm_agent_request.reserved: borrowed) and gives it back with
+ * dm_claim_release once the run has ended, or when it never starts. */
 int dm_claim_reserve(struct dm_context *ctx, const char *principal, struct dm_slot **ret, struct dm_error *err);
 
 /* The claim's admission (runner.c, sandbox.c): with reserved (borrowed,

@@ -147,7 +147,7 @@ struct agent_call {
          * starts (background); released when the run has ended. */
         bool budget_taken;
         struct dm_budget_hold *budget;
-        struct dm_slot *reserved; /* a job's admission reservation (src/core/claim.h), or NULL */
+        struct dm_slot *reserved; /* the call's or the job's admission reservation (src/core/claim.h) */
 };
 
 static json_object *result_json(const struct dm_agent_result *res)
@@ -325,18 +325,27 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                 if (dm_tools_nested_check(call, &ask, &err) < 0)
                         return dm_tools_error(NULL, &err);
         }
+        /* The admission slot before the tree's spend, as the claim orders
+         * them: a call the cap refuses holds none of the spend, which the
+         * runs it would have crowded out need. A foreground run's claim
+         * takes the slot reserved here (src/core/claim.h); a job's is
+         * reserved when the job is made. */
+        if (!dm_args_bool(specs, n, args, "background") &&
+            dm_claim_reserve(dm_call_context(call), dm_call_principal(call), &a.reserved, &err) < 0)
+                return dm_tools_error(NULL, &err);
         /* A tree that has spent its DEMESNE_TREE_MAX_USD: refused now, not
          * as a background job that fails (which reserves its share when it
          * starts). A foreground run reserves it now. */
         if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call),
-                                   dm_args_bool(specs, n, args, "background") ? NULL : &a.budget, &err) < 0)
+                                   dm_args_bool(specs, n, args, "background") ? NULL : &a.budget, &err) < 0) {
+                dm_claim_release(a.reserved);
                 return dm_tools_error(NULL, &err);
-        /* The run's claim takes the admission slot (src/core/claim.h); a
-         * job's is reserved now, so that a cap refuses this call. */
+        }
         if (dm_args_bool(specs, n, args, "background"))
                 return dm_tools_start_background(call, tool, args, research ? research_work : agent_work, (void *)t);
         a.budget_taken = true;
         out = run_agent(dm_call_context(call), &a, dm_call_cancel(call), &r, &err);
+        dm_claim_release(a.reserved);
         if (r == -ECANCELED)
                 return NULL;
         if (!out)
