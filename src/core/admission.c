@@ -152,14 +152,14 @@ int dm_admission_claim(struct dm_admission *a, const char *principal, const stru
 
         pthread_mutex_lock(&a->lock);
         if (closed_locked(a, principal)) {
-                r = dm_error_set(err, -ECANCELED,
+                r = dm_error_set(err, -ESHUTDOWN,
                                  "the sandbox this call comes from (or one above it) is being destroyed: nothing "
                                  "new starts in its tree");
                 goto out;
         }
         n = count_locked(a, principal, true) + records_locked(a, principal, true, ids);
         if ((int64_t)n >= caps->max_children) {
-                r = dm_error_set(err, -EAGAIN,
+                r = dm_error_set(err, -EUSERS,
                                  "this sandbox has %zu live children (sandboxes, runs and background jobs), the "
                                  "limit (DEMESNE_MAX_CHILDREN=%lld): destroy or wait for some first",
                                  n, (long long)caps->max_children);
@@ -167,7 +167,7 @@ int dm_admission_claim(struct dm_admission *a, const char *principal, const stru
         }
         n = count_locked(a, root, false) + records_locked(a, root, false, ids);
         if ((int64_t)n >= caps->max_tree) {
-                r = dm_error_set(err, -EAGAIN,
+                r = dm_error_set(err, -EUSERS,
                                  "this tree of sandboxes has %zu live sandboxes, runs and background jobs, the "
                                  "limit (DEMESNE_MAX_TREE=%lld)",
                                  n, (long long)caps->max_tree);
@@ -192,16 +192,20 @@ out:
         return r;
 }
 
-void dm_admission_set_cancel(struct dm_slot *s, struct dm_cancel *cancel)
+int dm_admission_set_cancel(struct dm_slot *s, struct dm_cancel *cancel)
 {
+        bool closed;
+
         if (!s)
-                return;
+                return 0;
         pthread_mutex_lock(&s->a->lock);
         s->cancel = cancel;
         /* Closed before the owner had a cancel to give: it ends at once. */
-        if (cancel && closed_locked(s->a, s->principal))
+        closed = closed_locked(s->a, s->principal);
+        if (cancel && closed)
                 dm_cancel_fire(cancel);
         pthread_mutex_unlock(&s->a->lock);
+        return closed ? -ECANCELED : 0;
 }
 
 struct dm_slot *dm_slot_ref(struct dm_slot *s)

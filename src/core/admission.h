@@ -2,7 +2,8 @@
 #ifndef DM_CORE_ADMISSION_H
 #define DM_CORE_ADMISSION_H
 
-/* Admission of a nested tree's containers: every live container that a
+/* Admission of a nested tree's containers: the table the core's claim
+ * (src/core/claim.h) takes its slot from. Every live container that a
  * nested principal (src/basic/principal.h) asked for holds a slot from
  * before its launch until it is gone. A claim counts, under one mutex, the
  * caller's live slots and reserves one, or refuses naming the cap:
@@ -12,13 +13,13 @@
  *   tree      slots and records under the caller's tree root (the top
  *             nested sandbox or run: the principal's first two components).
  *
- * A persistent sandbox's slot is claimed by its creating call and bound to
+ * A persistent sandbox's slot is claimed by dm_sandbox_create and bound to
  * its record once made (dm_admission_bind), until it is destroyed
  * (dm_admission_release_key); sandboxes an earlier server made hold no
  * slot and are counted by their records (a record whose id a bound slot
- * holds counts once). Runs and jobs hold a slot each: the call's (or the
- * job's) until it ends, and a reference of the reap queue's until the
- * container is removed.
+ * holds counts once). Runs and jobs hold a slot each: the run's own (or,
+ * for a background job, the one its call reserved ahead) until it ends,
+ * and a reference of the reap queue's until the container is removed.
  *
  * Host callers (depth 0) are not capped: their claim takes no lock and
  * gives no slot (NULL, which every function here accepts). */
@@ -53,16 +54,18 @@ struct dm_admission_caps {
         int64_t max_tree;     /* DEMESNE_MAX_TREE */
 };
 
-/* Reserves one slot for principal, or refuses: -EAGAIN naming the cap and
- * its variable, -ECANCELED when principal's tree is being destroyed
- * (dm_admission_close). cancel (may be NULL) is fired when a cascade
+/* Reserves one slot for principal, or refuses: -EUSERS naming the cap and
+ * its variable, -ESHUTDOWN when principal's tree is being destroyed
+ * (dm_admission_close): codes no other step of a claim answers, so that
+ * the refusal reaches the caller as one (src/core/claim.h). cancel (may be NULL) is fired when a cascade
  * closes the principal's subtree while the slot is held; it must outlive
  * the slot's owner reference (dm_admission_release). *ret is NULL for a
  * host caller. */
 int dm_admission_claim(struct dm_admission *a, const char *principal, const struct dm_admission_caps *caps,
                        struct dm_cancel *cancel, struct dm_slot **ret, struct dm_error *err);
-/* The owner's cancel, set once it exists (a background job's). */
-void dm_admission_set_cancel(struct dm_slot *s, struct dm_cancel *cancel);
+/* The owner's cancel, set once it exists (a background job's run): fired
+ * at once, and -ECANCELED, when principal's tree is closed. */
+int dm_admission_set_cancel(struct dm_slot *s, struct dm_cancel *cancel);
 /* The owner is done with it: its cancel is forgotten and its reference
  * dropped; the slot is free once no other reference holds it. */
 void dm_admission_release(struct dm_slot *s);

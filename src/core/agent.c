@@ -590,7 +590,7 @@ static int agent_launch(struct dm_context *ctx, struct run_state *st, const char
                 .timeout_s = req->timeout_s,
                 .policy = req->policy,
                 .cancel = req->cancel,
-                .slot = req->slot,
+                .reserved = req->reserved,
                 .on_output = req->on_output,
                 .on_progress = req->on_progress,
                 .on_message = req->on_message,

@@ -52,7 +52,7 @@ struct dm_agent_request {
         bool research;                  /* sandbox_research: says so in the instructions */
         int64_t timeout_s;
         struct dm_cancel *cancel;
-        struct dm_slot *slot; /* the caller's admission slot, may be NULL (dm_run_request's) */
+        struct dm_slot *reserved; /* a job's admission reservation, may be NULL (dm_run_request's) */
         int (*on_output)(void *userdata, int stream, const char *data, size_t len);
         void (*on_progress)(void *userdata, int64_t elapsed_ms, uint64_t output_bytes);
         void (*on_message)(void *userdata, const char *message);

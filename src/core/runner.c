@@ -16,6 +16,7 @@
 
 #include "src/core/admission.h"
 #include "src/core/children.h"
+#include "src/core/claim.h"
 #include "src/core/egress.h"
 #include "src/core/exec.h"
 #include "src/core/images.h"
@@ -208,6 +209,7 @@ struct run {
         struct dm_shimhost *host;
         struct dm_stream *stream;
         const struct dm_launched *launched; /* the shim's, warm or cold */
+        struct dm_slot *slot;               /* admission: the run's own, or the job's reservation */
         struct dm_exec_sink sink;
         int64_t t0, ledger_t0;
 };
@@ -512,7 +514,7 @@ static void run_release(struct run *x, int r, struct dm_run_result *res, struct 
                  * The reaper takes the strings. */
                 dm_context_reap_slot(ctx, x->container, x->scratch_made ? strdup(x->scratch) : NULL,
                                      x->container && x->outdir_made ? strdup(x->outdir) : NULL,
-                                     x->container ? dm_slot_ref(req->slot) : NULL);
+                                     x->container ? dm_slot_ref(x->slot) : NULL);
         dm_pool_entry_free(x->warm);
         free(x->cold);
         for (size_t i = 0; i < x->n_owned; i++)
@@ -529,6 +531,9 @@ static void run_release(struct run *x, int r, struct dm_run_result *res, struct 
          * no half-filled result. */
         if (r < 0 && r != -ECANCELED)
                 dm_run_result_release(res);
+        /* The run's own slot; a job's reservation is the job's. */
+        if (!req->reserved)
+                dm_claim_release(x->slot);
 }
 
 static int run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res,
@@ -543,10 +548,14 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
         int r;
 
         memset(res, 0, sizeof(*res));
-        if (req->timeout_s <= 0 || req->timeout_s > ctx->cfg.max_timeout_s)
-                return dm_error_set(err, -EINVAL, "timeout_seconds must be between 1 and %lld",
-                                    (long long)ctx->cfg.max_timeout_s);
-        r = run_prepare(&x, err);
+        /* Admission first: counted and reserved in one step, before
+         * anything of the run is made. */
+        r = dm_claim_admit(ctx, req->principal, req->reserved, req->cancel, &x.slot, err);
+        if (r >= 0 && (req->timeout_s <= 0 || req->timeout_s > ctx->cfg.max_timeout_s))
+                r = dm_error_set(err, -EINVAL, "timeout_seconds must be between 1 and %lld",
+                                 (long long)ctx->cfg.max_timeout_s);
+        if (r >= 0)
+                r = run_prepare(&x, err);
         if (r >= 0)
                 r = run_claim(&x, res, err);
         if (r >= 0)

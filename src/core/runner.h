@@ -28,10 +28,12 @@ struct dm_run_request {
         int64_t timeout_s;
         const struct dm_policy *policy; /* egress; NULL = none */
         struct dm_cancel *cancel;       /* may be NULL */
-        /* The caller's admission slot (src/core/admission.h), may be NULL:
-         * the container's removal holds a reference of its own until it is
-         * gone; the caller still releases its own. */
-        struct dm_slot *slot;
+        /* A background job's admission reservation (dm_claim_reserve,
+         * src/core/claim.h), borrowed, or NULL: the run's claim then takes
+         * a slot of its own for principal, released on every path out.
+         * Either way the container's removal holds a reference until it
+         * is gone, and a cascade over principal's tree fires cancel. */
+        struct dm_slot *reserved;
 
         /* Optional: every chunk of output as it arrives (the CLI prints it). */
         int (*on_output)(void *userdata, int stream, const char *data, size_t len);
@@ -101,11 +103,13 @@ struct dm_run_result {
         uint64_t stderr_bytes;
 };
 
-/* Validates inputs, makes the output directory, creates, runs and removes
- * the container. 0 when the command ran (whatever its exit code, timeout
- * included); -ECANCELED when cancelled (result still filled); -EDQUOT when
- * the disk cap stopped it (src/core/limits.h; the output directory stays);
- * else an error. */
+/* Claims (admission first: src/core/claim.h, then a warm container or the
+ * one launch sequence), runs and releases: validates inputs, makes the
+ * output directory, creates, runs and removes the container. 0 when the
+ * command ran (whatever its exit code, timeout included); -ECANCELED when
+ * cancelled (result still filled); -EDQUOT when the disk cap stopped it
+ * (src/core/limits.h; the output directory stays); an admission refusal
+ * (dm_claim_refused) before anything is made; else an error. */
 int dm_run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *ret, struct dm_error *err);
 void dm_run_result_release(struct dm_run_result *res);
 

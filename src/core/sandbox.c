@@ -21,6 +21,7 @@
 #include "src/core/images.h"
 #include "src/core/idmap.h"
 #include "src/core/admission.h"
+#include "src/core/claim.h"
 #include "src/core/launch.h"
 #include "src/core/ledger.h"
 #include "src/core/limits.h"
@@ -233,13 +234,18 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         _cleanup_free_ char **owned = calloc(3 * n_in + 1, sizeof(char *));
         struct dm_inputs_stage stage = { .n = 0 };
         struct sandbox_make m = { .mounts = mounts, .stage = &stage, .watch = &watch };
+        struct dm_slot *slot = NULL;
         char dir[PATH_MAX];
         int r, use_shim = 0;
 
         memset(sb, 0, sizeof(*sb));
         if (!mounts || !owned)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        r = dm_image_lookup(req->image ? req->image : DM_IMAGE_DEFAULT, &m.img, err);
+        /* Admission first (src/core/claim.h): the slot goes to the record
+         * once it is written, and back on every other way out. */
+        r = dm_claim_admit(ctx, req->principal, NULL, req->cancel, &slot, err);
+        if (r >= 0)
+                r = dm_image_lookup(req->image ? req->image : DM_IMAGE_DEFAULT, &m.img, err);
         if (r >= 0)
                 r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &m.n_mounts, owned, &n_owned, &stage, err);
         if (r >= 0)
@@ -272,6 +278,9 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         if (r >= 0)
                 r = dm_sandbox_record_write(ctx, sb, err);
         if (r >= 0) {
+                /* It counts by its slot until it is destroyed (by a call, its
+                 * TTL, a cascade: dm_sandbox_destroy releases the key). */
+                dm_admission_bind(TAKE_PTR(slot), sb->id);
                 sandbox_register(ctx, sb, m.img, TAKE_PTR(lx.host), &egress, &lx.launched.target);
                 free(lx.container);
         }
@@ -286,6 +295,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 dm_error_wrap(err, "create sandbox");
         }
 out:
+        dm_claim_release(slot);
         dm_inputs_unstage(&stage);
         for (size_t i = 0; i < n_owned; i++)
                 free(owned[i]);

@@ -11,7 +11,7 @@
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/policy.h"
 #include "netpolicy/vendor.h"
-#include "src/core/admission.h"
+#include "src/core/claim.h"
 #include "src/core/agent.h"
 #include "src/core/jobs.h"
 #include "src/mcp/registry.h"
@@ -147,7 +147,7 @@ struct agent_call {
          * starts (background); released when the run has ended. */
         bool budget_taken;
         struct dm_budget_hold *budget;
-        struct dm_slot *slot; /* admission: the call's or the job's */
+        struct dm_slot *reserved; /* the call's or the job's admission reservation (src/core/claim.h) */
 };
 
 static json_object *result_json(const struct dm_agent_result *res)
@@ -215,7 +215,7 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 .research = a->research,
                 .timeout_s = dm_args_int(specs, n, a->args, "timeout_seconds"),
                 .cancel = cancel,
-                .slot = a->slot,
+                .reserved = a->reserved,
                 .on_output = dm_tools_sink_output,
                 .on_progress = dm_tools_sink_progress,
                 .on_message = dm_tools_sink_message,
@@ -264,17 +264,19 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
 
 /* arg: the calling server's table (its registry outlives the jobs). */
 static json_object *agent_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
-                               struct dm_slot *slot, struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
+                               struct dm_slot *reserved, struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
-        struct agent_call a = { .t = arg, .args = args, .sink = AGENT_SINK(NULL, job), .slot = slot };
+        struct agent_call a = { .t = arg, .args = args, .sink = AGENT_SINK(NULL, job), .reserved = reserved };
 
         return run_agent(ctx, &a, cancel, ret_r, err);
 }
 
 static json_object *research_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
-                                  struct dm_slot *slot, struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
+                                  struct dm_slot *reserved, struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
-        struct agent_call a = { .research = true, .t = arg, .args = args, .sink = AGENT_SINK(NULL, job), .slot = slot };
+        struct agent_call a = {
+                .research = true, .t = arg, .args = args, .sink = AGENT_SINK(NULL, job), .reserved = reserved
+        };
 
         return run_agent(ctx, &a, cancel, ret_r, err);
 }
@@ -320,27 +322,34 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                 if (!research && dm_policy_parse_mode(dm_args_str(specs, n, args, "egress"), NULL,
                                                       dm_tools_caller_flags(call), &egress, &err) < 0)
                         return dm_tools_error(NULL, &err);
-                if (dm_tools_nested_check(call, &ask, &a.slot, &err) < 0)
+                if (dm_tools_nested_check(call, &ask, &err) < 0)
                         return dm_tools_error(NULL, &err);
         }
+        /* The admission slot before the tree's spend, as the claim orders
+         * them: a call the cap refuses holds none of the spend, which the
+         * runs it would have crowded out need. A foreground run's claim
+         * takes the slot reserved here (src/core/claim.h); a job's is
+         * reserved when the job is made. */
+        if (!dm_args_bool(specs, n, args, "background") &&
+            dm_claim_reserve(dm_call_context(call), dm_call_principal(call), &a.reserved, &err) < 0)
+                return dm_tools_error(NULL, &err);
         /* A tree that has spent its DEMESNE_TREE_MAX_USD: refused now, not
          * as a background job that fails (which reserves its share when it
          * starts). A foreground run reserves it now. */
         if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call),
                                    dm_args_bool(specs, n, args, "background") ? NULL : &a.budget, &err) < 0) {
-                dm_admission_release(a.slot);
+                dm_claim_release(a.reserved);
                 return dm_tools_error(NULL, &err);
         }
         if (dm_args_bool(specs, n, args, "background"))
-                return dm_tools_start_background(call, tool, args, research ? research_work : agent_work, (void *)t,
-                                                 a.slot);
+                return dm_tools_start_background(call, tool, args, research ? research_work : agent_work, (void *)t);
         a.budget_taken = true;
         out = run_agent(dm_call_context(call), &a, dm_call_cancel(call), &r, &err);
-        dm_admission_release(a.slot);
+        dm_claim_release(a.reserved);
         if (r == -ECANCELED)
                 return NULL;
         if (!out)
-                return dm_tools_error(tool, &err);
+                return dm_tools_error(dm_claim_refused(r) ? NULL : tool, &err);
         dm_tools_claim_outputs(dm_call_context(call), dm_call_principal(call), out);
         return dm_tools_result_with_links(call, out);
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/core/admission.h"
+#include "src/core/claim.h"
 #include "src/core/jobs.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
@@ -252,14 +252,14 @@ struct background {
         json_object *args;                    /* a deep copy: the call's own is freed when it returns */
         dm_tools_job_work work;
         void *arg;
-        struct dm_slot *slot; /* admission: held until the work ends */
+        struct dm_slot *reserved; /* admission (src/core/claim.h): held until the work ends */
 };
 
 static void background_free(void *userdata)
 {
         struct background *bg = userdata;
 
-        dm_admission_release(bg->slot); /* a job that never ran */
+        dm_claim_release(bg->reserved); /* a job that never ran */
         json_object_put(bg->args);
         free(bg);
 }
@@ -272,11 +272,11 @@ static json_object *background_run(struct dm_job *job, void *userdata, enum dm_j
         json_object *out, *v;
         int r;
 
-        /* A cascade above it cancels the job through its slot. */
-        dm_admission_set_cancel(bg->slot, dm_job_cancel_signal(job));
-        out = bg->work(bg->ctx, bg->args, bg->arg, job, bg->slot, dm_job_cancel_signal(job), &r, &err);
-        dm_admission_release(bg->slot);
-        bg->slot = NULL;
+        /* Its run claims with the reservation, and a cascade above it
+         * cancels the run through it. */
+        out = bg->work(bg->ctx, bg->args, bg->arg, job, bg->reserved, dm_job_cancel_signal(job), &r, &err);
+        dm_claim_release(bg->reserved);
+        bg->reserved = NULL;
         dm_tools_claim_outputs(bg->ctx, bg->principal, out);
         if (!out) {
                 *ret_status = r == -ECANCELED ? DM_JOB_CANCELLED : DM_JOB_FAILED;
@@ -301,7 +301,7 @@ static void background_done(struct dm_job *job, enum dm_job_status status, bool 
 }
 
 json_object *dm_tools_start_background(struct dm_call *call, const char *tool, json_object *args,
-                                       dm_tools_job_work work, void *arg, struct dm_slot *slot)
+                                       dm_tools_job_work work, void *arg)
 {
         struct dm_context *ctx = dm_call_context(call);
         struct background *bg = calloc(1, sizeof(*bg));
@@ -311,7 +311,6 @@ json_object *dm_tools_start_background(struct dm_call *call, const char *tool, j
         int r;
 
         if (!bg || json_object_deep_copy(args, &bg->args, NULL) < 0) {
-                dm_admission_release(slot);
                 free(bg);
                 dm_error_set(&err, -ENOMEM, "out of memory");
                 return dm_tools_error(NULL, &err);
@@ -323,7 +322,12 @@ json_object *dm_tools_start_background(struct dm_call *call, const char *tool, j
         bg->tool = tool;
         bg->work = work;
         bg->arg = arg;
-        bg->slot = slot;
+        /* The cap refuses now, as the call's answer. */
+        r = dm_claim_reserve(ctx, dm_call_principal(call), &bg->reserved, &err);
+        if (r < 0) {
+                background_free(bg);
+                return dm_tools_error(NULL, &err);
+        }
         r = dm_jobs_start_owned(ctx->jobs, bg->principal, tool, NULL, background_run, background_done, bg,
                                 background_free, id);
         if (r < 0) {

@@ -11,11 +11,11 @@
  * (src/basic/principal.h): they see and control only what they made and
  * what their children made. The rules for such callers are checked here:
  * egress no wider than the sandbox's own, no caller allow entries, no host
- * paths, the depth, and (through the admission table, which counts and
- * reserves in one step) the caps on live children and the whole tree.
- * Destroying a nested sandbox stops its endpoint, closes its subtree to
- * new work, cancels and waits for what runs there, and destroys its
- * subtree's sandboxes. */
+ * paths, the depth. The caps on live children and the whole tree are the
+ * core's claim's (src/core/claim.h), which counts and reserves in one step.
+ * Destroying a nested sandbox stops its endpoint, and the core's cascade
+ * (src/core/cascade.h) closes its subtree to new work, cancels and waits
+ * for what runs there, and destroys its subtree's sandboxes. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -29,7 +29,7 @@
 #include "netpolicy/netns.h"
 #include "src/basic/log.h"
 #include "src/basic/principal.h"
-#include "src/core/admission.h"
+#include "src/core/cascade.h"
 #include "src/core/egress.h"
 #include "src/core/launch.h"
 #include "src/core/ledger.h"
@@ -40,8 +40,6 @@
 
 #define NESTED_ADDR "127.0.0.1"
 #define NESTED_PORT 3130
-#define LIST_MAX 1024  /* ids read for a cascade: DEMESNE_MAX_TREE is at most this */
-#define DRAIN_MS 60000 /* a cascade waits this long for what runs below to end */
 
 struct endpoint {
         char id[DM_SANDBOX_ID_LEN];       /* the sandbox it serves */
@@ -103,16 +101,13 @@ static enum dm_egress own_egress(struct dm_context *ctx, const char *principal)
         return mine;
 }
 
-int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask *ask, struct dm_slot **ret_slot,
-                          struct dm_error *err)
+int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask *ask, struct dm_error *err)
 {
         struct dm_context *ctx = dm_call_context(call);
         const char *principal = dm_call_principal(call);
         unsigned depth = dm_principal_depth(principal);
         struct dm_backend *b;
 
-        if (ret_slot)
-                *ret_slot = NULL;
         if (ask->nested && (int64_t)depth + 1 > ctx->cfg.max_depth)
                 return dm_error_set(err, -EPERM,
                                     "nested: true would make a sandbox %u levels deep, past the limit of %lld "
@@ -145,15 +140,9 @@ int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask
                                             "more network than its parent",
                                             egress_names[*ask->egress], egress_names[mine]);
         }
-        if (!ret_slot)
-                return 0;
-        /* The caps: counted and reserved in one step (src/core/admission.h). */
-        if (!ctx->admission)
-                return dm_error_set(err, -EINVAL, "nested sandboxes need the server's admission table");
-        return dm_admission_claim(
-                ctx->admission, principal,
-                &(struct dm_admission_caps){ .max_children = ctx->cfg.max_children, .max_tree = ctx->cfg.max_tree },
-                dm_call_cancel(call), ret_slot, err);
+        /* The caps are the core's claim's (src/core/claim.h): counted and
+         * reserved in one step where the container is claimed. */
+        return 0;
 }
 
 struct tree_spend {
@@ -394,10 +383,8 @@ bool dm_tools_nested_possible(struct dm_call *call)
  * destroyed (each of those may end a subtree of its own the same way). */
 void dm_tools_nested_end(struct dm_context *ctx, const char *id)
 {
-        char principal[DM_PRINCIPAL_MAX], job_ids[64][32];
-        char(*ids)[DM_SANDBOX_ID_LEN];
+        char principal[DM_PRINCIPAL_MAX];
         struct endpoint *e;
-        struct dm_error err = { 0 };
         size_t n;
 
         if (!ctx->nested)
@@ -408,31 +395,12 @@ void dm_tools_nested_end(struct dm_context *ctx, const char *id)
         if (!e)
                 return;
         snprintf(principal, sizeof(principal), "%s", e->principal);
-        /* Nothing new starts below it; what is in flight (a create, a run,
-         * a job at any level below) is cancelled and waited for, so that
-         * the records listed next are all there will be. */
-        dm_admission_close(ctx->admission, principal);
+        /* Nothing new starts below it, and what is in flight is cancelled,
+         * before its calls stop (src/core/cascade.h). */
+        dm_cascade_close(ctx, principal);
         dm_mcphttp_stop(e->http);
         free(e);
-
-        n = dm_jobs_running(ctx->jobs, principal, false, job_ids, 64);
-        for (size_t i = 0; i < n && i < 64; i++) {
-                enum dm_job_status st;
-
-                dm_jobs_cancel(ctx->jobs, job_ids[i], 10000, &st);
-        }
-        if (dm_admission_drain(ctx->admission, principal, DRAIN_MS) < 0)
-                log_warning("%s: work below it still runs after %d s; its sandboxes are destroyed anyway", id,
-                            DRAIN_MS / 1000);
-        ids = calloc(LIST_MAX, sizeof(*ids));
-        n = ids ? dm_sandbox_ids(ctx, principal, false, ids, LIST_MAX) : 0;
-        for (size_t i = 0; i < n && i < LIST_MAX; i++) {
-                if (dm_sandbox_destroy(ctx, ids[i], &err) < 0 && err.code != -ENOENT)
-                        log_warning("sandbox %s (below %s): %s", ids[i], id, err.msg);
-                dm_error_clear(&err);
-        }
-        free(ids);
-        dm_admission_reopen(ctx->admission, principal);
+        n = dm_cascade_end(ctx, principal, id);
         log_info("%s: its MCP endpoint stopped, %zu sandbox%s below it destroyed", id, n, n == 1 ? "" : "es");
 }
 

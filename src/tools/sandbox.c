@@ -10,7 +10,7 @@
 
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/policy.h"
-#include "src/core/admission.h"
+#include "src/core/claim.h"
 #include "src/core/egress.h"
 #include "src/core/images.h"
 #include "src/mcp/registry.h"
@@ -190,7 +190,6 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         const char *egress;
         _cleanup_free_ const char **allow = NULL, **files = NULL, **dirs = NULL;
         char **env = NULL, token[65] = "";
-        struct dm_slot *slot = NULL;
         enum dm_egress mode;
         bool nested;
         int r;
@@ -212,13 +211,12 @@ static json_object *create_call(struct dm_call *call, json_object *args)
                 .has_allow = allow && allow[0],
                 .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
         };
-        if (dm_tools_nested_check(call, &ask, &slot, &err) < 0) {
+        if (dm_tools_nested_check(call, &ask, &err) < 0) {
                 dm_policy_free(policy);
                 return dm_tools_error(NULL, &err);
         }
         env = dm_args_env(args, "env");
         if (nested && env && dm_tools_nested_env(token, &env) < 0) {
-                dm_admission_release(slot);
                 dm_args_strv_free(env);
                 dm_policy_free(policy);
                 dm_error_set(&err, -ENOMEM, "out of memory");
@@ -239,18 +237,13 @@ static json_object *create_call(struct dm_call *call, json_object *args)
                 .userdata = call,
                 .cancel = dm_call_cancel(call),
         };
+        /* Its claim takes the admission slot (src/core/claim.h). */
         r = dm_sandbox_create(dm_call_context(call), &req, &sb, &err);
-        /* Made: the slot goes with its record until it is destroyed (by a
-         * call, its TTL, a cascade: dm_sandbox_destroy); not made: back. */
-        if (r < 0)
-                dm_admission_release(slot);
-        else
-                dm_admission_bind(slot, sb.id);
         dm_args_strv_free(env);
         mode = policy->mode;
         dm_policy_free(policy);
         if (r < 0)
-                return dm_tools_error("sandbox_create", &err);
+                return dm_tools_error(dm_claim_refused(r) ? NULL : "sandbox_create", &err);
         if (nested && dm_tools_nested_open(call, &sb, token, mode, &err) < 0) {
                 struct dm_error e2 = { 0 };
 
@@ -363,8 +356,7 @@ static json_object *upload_call(struct dm_call *call, json_object *args)
         if (src) {
                 struct dm_tools_nested_ask ask = { .has_host_paths = true };
 
-                if (dm_principal_depth(dm_call_principal(call)) > 0 &&
-                    dm_tools_nested_check(call, &ask, NULL, &err) < 0)
+                if (dm_principal_depth(dm_call_principal(call)) > 0 && dm_tools_nested_check(call, &ask, &err) < 0)
                         return dm_tools_error(NULL, &err);
         }
         if (content && json_object_object_get_ex(args, "content", &v)) {

@@ -8,7 +8,7 @@
 
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/policy.h"
-#include "src/core/admission.h"
+#include "src/core/claim.h"
 #include "src/core/egress.h"
 #include "src/core/images.h"
 #include "src/mcp/registry.h"
@@ -155,8 +155,8 @@ json_object *dm_tools_exec_result(int exit_code, const char *out, size_t out_len
 /* Runs the (already checked) arguments; returns the structured result, or
  * NULL with *ret_r set (-ECANCELED for a cancel) and err filled. */
 static json_object *run_script(struct dm_context *ctx, const struct dm_args_table *t, json_object *args,
-                               struct dm_slot *slot, struct dm_cancel *cancel, struct dm_tools_sink *sink, int *ret_r,
-                               struct dm_error *err)
+                               struct dm_slot *reserved, struct dm_cancel *cancel, struct dm_tools_sink *sink,
+                               int *ret_r, struct dm_error *err)
 {
         struct dm_run_result res;
         _cleanup_free_ const char **files = dm_args_strv(args, "files"), **dirs = dm_args_strv(args, "directories");
@@ -190,7 +190,7 @@ static json_object *run_script(struct dm_context *ctx, const struct dm_args_tabl
                 .timeout_s = dm_args_int(t->specs, t->n, args, "timeout_seconds"),
                 .policy = policy,
                 .cancel = cancel,
-                .slot = slot,
+                .reserved = reserved,
                 .on_output = dm_tools_sink_output,
                 .on_progress = dm_tools_sink_progress,
                 .on_message = dm_tools_sink_message,
@@ -229,12 +229,12 @@ static json_object *run_script(struct dm_context *ctx, const struct dm_args_tabl
 /* ---- background ------------------------------------------------------------ */
 
 static json_object *script_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
-                                struct dm_slot *slot, struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
+                                struct dm_slot *reserved, struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
         struct dm_tools_sink sink = { .job = job };
 
         /* arg: the calling server's table (its registry outlives the jobs). */
-        return run_script(ctx, arg, args, slot, cancel, &sink, ret_r, err);
+        return run_script(ctx, arg, args, reserved, cancel, &sink, ret_r, err);
 }
 
 /* ---- the tool -------------------------------------------------------------------- */
@@ -246,7 +246,6 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         struct dm_tools_sink sink = { .call = call };
         enum dm_egress egress;
         _cleanup_free_ const char **allow = NULL;
-        struct dm_slot *slot = NULL;
         json_object *out;
         int r;
 
@@ -271,20 +270,19 @@ static json_object *script_call(struct dm_call *call, json_object *args)
                         .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
                 };
 
-                if (dm_tools_nested_check(call, &ask, &slot, &err) < 0)
+                if (dm_tools_nested_check(call, &ask, &err) < 0)
                         return dm_tools_error(NULL, &err);
         }
-        /* The slot goes with the job, or is this call's until the run ends
-         * (and the container's until it is removed). */
+        /* The run's claim takes the admission slot (src/core/claim.h); a
+         * job's is reserved now, so that a cap refuses this call. */
         if (dm_args_bool(t->specs, t->n, args, "background"))
-                return dm_tools_start_background(call, "sandbox_script", args, script_work, (void *)t, slot);
+                return dm_tools_start_background(call, "sandbox_script", args, script_work, (void *)t);
 
-        out = run_script(dm_call_context(call), t, args, slot, dm_call_cancel(call), &sink, &r, &err);
-        dm_admission_release(slot);
+        out = run_script(dm_call_context(call), t, args, NULL, dm_call_cancel(call), &sink, &r, &err);
         if (r == -ECANCELED)
                 return NULL;
         if (!out)
-                return dm_tools_error("sandbox_script", &err);
+                return dm_tools_error(dm_claim_refused(r) ? NULL : "sandbox_script", &err);
         dm_tools_claim_outputs(dm_call_context(call), dm_call_principal(call), out);
         return dm_tools_result_with_links(call, out);
 }

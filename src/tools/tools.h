@@ -98,10 +98,11 @@ void dm_tools_job_notify_end(struct dm_job *job, struct dm_mcp_server *srv, uint
 
 /* A tool's work as a background job: returns the structured result, or
  * NULL with *ret_r set (-ECANCELED for a cancel) and err filled. job
- * collects the output tail; cancel fires when the job is cancelled; slot
- * is the job's admission slot (may be NULL), for its run's container. */
+ * collects the output tail; cancel fires when the job is cancelled;
+ * reserved is the admission reservation its call made (src/core/claim.h,
+ * may be NULL), borrowed, for its run's request (dm_run_request.reserved). */
 typedef json_object *(*dm_tools_job_work)(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
-                                          struct dm_slot *slot, struct dm_cancel *cancel, int *ret_r,
+                                          struct dm_slot *reserved, struct dm_cancel *cancel, int *ret_r,
                                           struct dm_error *err);
 /* (The job's result is claimed for the starting call's principal:
  * dm_tools_claim_outputs.) */
@@ -109,11 +110,12 @@ typedef json_object *(*dm_tools_job_work)(struct dm_context *ctx, json_object *a
 /* Starts work on a deep copy of args as a job of the call's session and
  * answers {job_id, status: "running"}. The job's status comes from the
  * result: timed_out → timed_out, exit_code 0 → succeeded, else failed; a
- * NULL result is failed ("<tool> failed: ...") or cancelled. Takes slot
- * (the call's admission slot, may be NULL): the job holds it until its
- * work ends, and it is released on every way out. */
+ * NULL result is failed ("<tool> failed: ...") or cancelled. The work
+ * starts one container: the call reserves its admission slot ahead
+ * (dm_claim_reserve), so that a cap refuses the call, not the job; the job
+ * holds it until its work ends. */
 json_object *dm_tools_start_background(struct dm_call *call, const char *tool, json_object *args,
-                                       dm_tools_job_work work, void *arg, struct dm_slot *slot);
+                                       dm_tools_job_work work, void *arg);
 
 /* Reads what ctx's server permits (egress default, caller egress, allowed
  * roots, images, login files), writes the initialize instructions into reg
@@ -134,15 +136,9 @@ struct dm_tools_nested_ask {
 };
 /* 0, or a refusal naming the limit and its variable: depth
  * (DEMESNE_MAX_DEPTH) for nested: true; from inside a nested sandbox, an
- * egress wider than its own, allow entries, host paths, and, when ret_slot
- * is given (a call that starts a container), the live children
- * (DEMESNE_MAX_CHILDREN) and tree (DEMESNE_MAX_TREE) caps: a slot is
- * reserved for the container in *ret_slot (NULL for the host's callers),
- * which the caller hands to what owns the container and releases
- * (dm_admission_release) on every way out. The call's cancel fires when a
- * cascade closes the caller's tree. */
-int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask *ask, struct dm_slot **ret_slot,
-                          struct dm_error *err);
+ * egress wider than its own, allow entries, host paths. (The caps on live
+ * children and trees are the core's claim's: src/core/claim.h.) */
+int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask *ask, struct dm_error *err);
 /* From inside a nested tree, reserves an agent run's share of the tree's
  * DEMESNE_TREE_MAX_USD in *ret_hold (src/core/budget.h: min of
  * DEMESNE_AGENT_MAX_USD and what neither the tree's spend in the ledger nor
@@ -183,7 +179,7 @@ void dm_tools_nested_run_end(struct dm_tools_nested_run *n);
  * within DEMESNE_MAX_DEPTH (what a default of nested: true needs). */
 bool dm_tools_nested_possible(struct dm_call *call);
 /* A nested sandbox was destroyed or a nested run ended: its subtree is
- * closed to new containers (src/core/admission.h), its endpoint stops, what
+ * closed to new containers (src/core/cascade.h), its endpoint stops, what
  * runs in its subtree (jobs, runs and creates in flight) is cancelled and
  * waited for, and its sandboxes are destroyed. Nothing for an id without an
  * endpoint. */

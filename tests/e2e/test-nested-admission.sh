@@ -148,7 +148,9 @@ sample_stop() {
 	max=$(cat "$tmp/max")
 }
 # The answers in $1: how many ran (a sandbox, a job or an exit code), how
-# many got a refusal matching $2, and the others' texts.
+# many got a refusal matching $2, and the others' texts. A refusal is the
+# cap's sentence as it is, whichever step of the claim said it: a
+# "<tool> failed: ..." around it (a failed run) is another answer.
 tally() {
 	local f r text
 	ran=0 refused=0 other=
@@ -158,7 +160,7 @@ tally() {
 		if jq -e '.isError != true and (.structuredContent | (.sandbox_id // .job_id // .exit_code) != null)' \
 			<<<"$r" >/dev/null; then
 			ran=$((ran + 1))
-		elif grep -Eq "$2" <<<"$text"; then
+		elif grep -Eq "$2" <<<"$text" && ! grep -Eq '^[a-z_]+ failed: ' <<<"$text"; then
 			refused=$((refused + 1))
 		else
 			other+="${text:0:160}; "

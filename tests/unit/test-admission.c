@@ -76,8 +76,8 @@ static int race_for(struct dm_admission *a, const char *const *principals, size_
                 pthread_join(t[i], NULL);
                 if (x[i].r == 0 && x[i].slot)
                         got++;
-                else if (x[i].r != -EAGAIN)
-                        ok(0, "a refused racer got -EAGAIN (got %d)", x[i].r);
+                else if (x[i].r != -EUSERS)
+                        ok(0, "a refused racer got -EUSERS (got %d)", x[i].r);
                 dm_admission_release(x[i].slot);
         }
         pthread_barrier_destroy(&start);
@@ -108,11 +108,11 @@ int main(void)
                 ok(dm_admission_claim(a, "local", &caps, NULL, &host, &err) == 0 && !host,
                    "host caller %d: admitted, no slot", i);
 
-        /* Children: exactly the cap, then -EAGAIN naming it. */
+        /* Children: exactly the cap, then -EUSERS naming it. */
         for (int i = 0; i < 3; i++)
                 ok(dm_admission_claim(a, A, &caps, NULL, &s[i], &err) == 0 && s[i], "child %d admitted", i);
         is_int(dm_admission_count(a, A, true), 3, "three slots held");
-        is_int(dm_admission_claim(a, A, &caps, NULL, &s[3], &err), -EAGAIN, "the fourth child is refused");
+        is_int(dm_admission_claim(a, A, &caps, NULL, &s[3], &err), -EUSERS, "the fourth child is refused");
         ok(strstr(err.msg, "DEMESNE_MAX_CHILDREN=3") != NULL, "the refusal names the cap: %s", err.msg);
         ok(!s[3], "a refusal gives no slot");
         dm_error_clear(&err);
@@ -128,7 +128,7 @@ int main(void)
         reap = dm_slot_ref(s[0]);
         dm_admission_release(s[0]);
         is_int(dm_admission_count(a, A, true), 3, "a slot the reap queue holds still counts");
-        is_int(dm_admission_claim(a, A, &caps, NULL, &s[3], &err), -EAGAIN, "and still refuses the next");
+        is_int(dm_admission_claim(a, A, &caps, NULL, &s[3], &err), -EUSERS, "and still refuses the next");
         dm_error_clear(&err);
         dm_slot_unref(reap);
         is_int(dm_admission_count(a, A, true), 2, "removed: the slot is free");
@@ -142,7 +142,7 @@ int main(void)
         ok(dm_admission_claim(a, B, &caps, NULL, &s[2], &err) == 0, "tree: B's second");
         ok(dm_admission_claim(a, C, &caps, NULL, &s[3], &err) == 0, "tree: C's child");
         ok(dm_admission_claim(a, C, &caps, NULL, &s[4], &err) == 0, "tree: C's second");
-        is_int(dm_admission_claim(a, C, &caps, NULL, &s[5], &err), -EAGAIN, "the sixth in the tree is refused");
+        is_int(dm_admission_claim(a, C, &caps, NULL, &s[5], &err), -EUSERS, "the sixth in the tree is refused");
         ok(strstr(err.msg, "DEMESNE_MAX_TREE=5") != NULL, "the refusal names the tree cap: %s", err.msg);
         dm_error_clear(&err);
         ok(dm_admission_claim(a, Z, &caps, NULL, &s[5], &err) == 0 && s[5], "another tree is not held back");
@@ -154,12 +154,12 @@ int main(void)
         /* Records (sandboxes made by an earlier server) count. */
         n_records = 2;
         ok(dm_admission_claim(a, B, &caps, NULL, &s[0], &err) == 0, "B with two records: one more child");
-        is_int(dm_admission_claim(a, B, &caps, NULL, &s[1], &err), -EAGAIN, "and no second");
+        is_int(dm_admission_claim(a, B, &caps, NULL, &s[1], &err), -EUSERS, "and no second");
         ok(strstr(err.msg, "3 live children") != NULL, "records and slots counted: %s", err.msg);
         dm_error_clear(&err);
         ok(dm_admission_claim(a, A, &caps, NULL, &s[1], &err) == 0, "A: the tree had 3, room for 2");
         ok(dm_admission_claim(a, C, &caps, NULL, &s[2], &err) == 0, "C: the fifth of the tree");
-        is_int(dm_admission_claim(a, C, &caps, NULL, &s[3], &err), -EAGAIN, "C: the tree is full with the records");
+        is_int(dm_admission_claim(a, C, &caps, NULL, &s[3], &err), -EUSERS, "C: the tree is full with the records");
         ok(strstr(err.msg, "5 live sandboxes") != NULL, "records and slots counted: %s", err.msg);
         dm_error_clear(&err);
         for (int i = 0; i < 3; i++)
@@ -174,7 +174,7 @@ int main(void)
         ok(dm_admission_claim(a, B, &caps, NULL, &s[1], &err) == 0 &&
                    dm_admission_claim(a, B, &caps, NULL, &s[2], &err) == 0,
            "a bound slot and its record count once: two more");
-        is_int(dm_admission_claim(a, B, &caps, NULL, &s[3], &err), -EAGAIN, "then the cap");
+        is_int(dm_admission_claim(a, B, &caps, NULL, &s[3], &err), -EUSERS, "then the cap");
         dm_error_clear(&err);
         is_int(dm_admission_drain(a, B, 10), -ETIMEDOUT, "a drain waits for the owned ones");
         dm_admission_release(s[1]);
@@ -207,10 +207,10 @@ int main(void)
         dm_admission_release(s[6]);
         dm_admission_close(a, B);
         ok(dm_cancel_fired(&cancel), "closing B fires the cancel of a slot under it");
-        is_int(dm_admission_claim(a, C, &caps, NULL, &s[3], &err), -ECANCELED, "a claim under B is refused");
+        is_int(dm_admission_claim(a, C, &caps, NULL, &s[3], &err), -ESHUTDOWN, "a claim under B is refused");
         ok(strstr(err.msg, "being destroyed") != NULL, "saying why: %s", err.msg);
         dm_error_clear(&err);
-        is_int(dm_admission_claim(a, B, &caps, NULL, &s[3], &err), -ECANCELED, "and from B itself");
+        is_int(dm_admission_claim(a, B, &caps, NULL, &s[3], &err), -ESHUTDOWN, "and from B itself");
         dm_error_clear(&err);
         ok(dm_admission_claim(a, A, &caps, NULL, &s[3], &err) == 0, "A, above B, is not closed");
         {
@@ -229,11 +229,11 @@ int main(void)
         is_int(dm_admission_count(a, B, false), 1, "the drain did not wait for the reap queue's reference");
         dm_slot_unref(reap);
         is_int(dm_admission_count(a, B, false), 0, "nothing of B's subtree holds a slot");
-        ok(dm_admission_claim(a, C, &caps, NULL, &s[0], &err) == -ECANCELED, "still closed after the drain");
+        ok(dm_admission_claim(a, C, &caps, NULL, &s[0], &err) == -ESHUTDOWN, "still closed after the drain");
         dm_error_clear(&err);
         dm_admission_close(a, B); /* a second cascade of the same (a run's end, a destroy) */
         dm_admission_reopen(a, B);
-        is_int(dm_admission_claim(a, C, &caps, NULL, &s[0], &err), -ECANCELED, "closed until the last reopen");
+        is_int(dm_admission_claim(a, C, &caps, NULL, &s[0], &err), -ESHUTDOWN, "closed until the last reopen");
         dm_error_clear(&err);
         dm_admission_reopen(a, B);
         ok(dm_admission_claim(a, C, &caps, NULL, &s[0], &err) == 0, "reopened: C claims again");

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/* Admission inside the core's claim (src/core/claim.h): dm_run and
+ * dm_sandbox_create take the caller's slot before anything of theirs is
+ * made and give it back on every path out, against a backend that fails
+ * at the step a case picks (as tests/unit/test-launch.c's); a cap refuses
+ * before the engine is asked for anything; a background job's reservation
+ * is borrowed by its run and stays its owner's; a cascade (src/core/
+ * cascade.h) refuses new claims, cancels a reservation's run, and destroys
+ * the subtree's sandboxes. A server object (dm_server_init) over a
+ * temporary output root; no engine: the context's backend is the fake. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/basic/cancel.h"
+#include "src/core/admission.h"
+#include "src/core/cascade.h"
+#include "src/core/claim.h"
+#include "src/core/runner.h"
+#include "src/core/sandbox.h"
+#include "src/core/server.h"
+#include "tests/tap.h"
+#include "tests/unit/fake-engine.h"
+
+#define P "local/sbx-aaaaaaaaaaaa" /* a nested caller: its children are capped */
+#define Q P "/sbx-bbbbbbbbbbbb"    /* one below it, in its tree */
+
+static struct dm_context ctx;
+static struct dm_backend backend = { .ops = &ops };
+static char out_root[64];
+
+/* The output root's directories (its link count): a refused claim must
+ * not have made one. */
+static int outputs(void)
+{
+        struct stat st;
+
+        return stat(out_root, &st) == 0 ? (int)st.st_nlink : -1;
+}
+
+static void reset(enum step fail)
+{
+        memset(&fk, 0, sizeof(fk));
+        fk.fail = fail;
+        fk.kind = DM_USERNS_ROOTLESS;
+}
+
+/* A run of principal (with reserved, borrowed) that fails at fail. */
+static int run(const char *principal, enum step fail, struct dm_slot *reserved, struct dm_cancel *cancel,
+               int64_t timeout_s, const char *image, struct dm_error *err)
+{
+        struct dm_run_result res;
+        struct dm_run_request req = {
+                .image = image,
+                .command = "true",
+                .timeout_s = timeout_s,
+                .principal = principal,
+                .reserved = reserved,
+                .cancel = cancel,
+        };
+        int r;
+
+        reset(fail);
+        memset(err, 0, sizeof(*err));
+        r = dm_run(&ctx, &req, &res, err);
+        dm_run_result_release(&res);
+        /* A container the run made is removed in the background, and its
+         * slot's reference with it. */
+        dm_context_reap_flush(&ctx);
+        return r;
+}
+
+static int create(const char *principal, enum step fail, struct dm_sandbox *sb, struct dm_error *err)
+{
+        struct dm_sandbox_create req = { .image = "base", .egress = "none", .principal = principal };
+
+        reset(fail);
+        memset(err, 0, sizeof(*err));
+        return dm_sandbox_create(&ctx, &req, sb, err);
+}
+
+static size_t held(const char *principal)
+{
+        return dm_admission_count(ctx.admission, principal, false);
+}
+
+static void runs(void)
+{
+        struct dm_error err;
+        struct dm_slot *s[3] = { NULL };
+        int r, before;
+
+        r = run(P, NONE, NULL, NULL, 0, "base", &err);
+        ok(r == -EINVAL && held(P) == 0, "a bad timeout: refused, and the slot back (%d %s)", r, err.msg);
+        r = run(P, NONE, NULL, NULL, 10, "no-such-image", &err);
+        ok(r < 0 && held(P) == 0 && !fk.calls[0], "an unknown image: nothing made, the slot back (%s)", err.msg);
+        r = run(P, CREATE, NULL, NULL, 10, "base", &err);
+        ok(r == -EIO && strstr(err.msg, "engine refused create"), "a refused create fails the run (%s)", err.msg);
+        is_int((int)held(P), 0, "and its slot is back");
+        r = run(P, ATTACH, NULL, NULL, 10, "base", &err);
+        ok(r == -EIO && fk.destroyed == 1 && held(P) == 0, "a failed attach: container removed, slot back (%s)",
+           fk.calls);
+        r = run(P, START, NULL, NULL, 10, "base", &err);
+        ok(r == -EIO && fk.destroyed == 1 && held(P) == 0, "a failed start: container removed, slot back (%s)",
+           fk.calls);
+        r = run(Q, CREATE, NULL, NULL, 10, "base", &err);
+        ok(r == -EIO && held(P) == 0, "one level down, the same (%d)", r);
+
+        /* The cap (DEMESNE_MAX_CHILDREN=2): two reservations hold it. */
+        ok(dm_claim_reserve(&ctx, P, &s[0], &err) == 0 && s[0], "a job's reservation");
+        ok(dm_claim_reserve(&ctx, P, &s[1], &err) == 0 && s[1], "a second");
+        r = dm_claim_reserve(&ctx, P, &s[2], &err);
+        ok(r == -EUSERS && dm_claim_refused(r) && !s[2] && strstr(err.msg, "DEMESNE_MAX_CHILDREN=2"),
+           "a third is refused, naming the cap (%s)", err.msg);
+        before = outputs();
+        r = run(P, NONE, NULL, NULL, 10, "base", &err);
+        ok(r == -EUSERS && strstr(err.msg, "DEMESNE_MAX_CHILDREN=2"), "a run past the cap is refused (%s)", err.msg);
+        ok(!fk.calls[0] && outputs() == before, "before the engine is asked or an output directory made (%s)",
+           fk.calls);
+        r = run(P, CREATE, s[0], NULL, 10, "base", &err);
+        ok(r == -EIO && !strstr(err.msg, "DEMESNE_MAX"), "a run with a reservation claims with it (%s)", err.msg);
+        is_int((int)held(P), 2, "which stays its owner's after the run");
+        dm_claim_release(s[0]);
+        dm_claim_release(s[1]);
+        is_int((int)held(P), 0, "the owner gives it back");
+
+        /* Host callers are not capped and hold nothing. */
+        ok(dm_claim_reserve(&ctx, "local", &s[0], &err) == 0 && !s[0], "a host caller reserves nothing");
+        r = run(NULL, CREATE, NULL, NULL, 10, "base", &err);
+        ok(r == -EIO && held("local") == 0, "and its run holds nothing");
+}
+
+static void sandboxes(struct dm_sandbox *sb)
+{
+        struct dm_error err;
+        struct dm_slot *s[2] = { NULL };
+        int r, before;
+
+        r = create(P, CREATE, sb, &err);
+        ok(r == -EIO && held(P) == 0, "a refused create: no sandbox, the slot back (%s)", err.msg);
+        r = create(P, START, sb, &err);
+        ok(r == -EIO && fk.destroyed == 1 && held(P) == 0, "a failed start: container removed, slot back (%s)",
+           fk.calls);
+
+        ok(dm_claim_reserve(&ctx, P, &s[0], &err) == 0 && dm_claim_reserve(&ctx, P, &s[1], &err) == 0,
+           "two reservations hold the cap");
+        before = outputs();
+        r = create(P, NONE, sb, &err);
+        ok(r == -EUSERS && dm_claim_refused(r) && strstr(err.msg, "DEMESNE_MAX_CHILDREN=2"),
+           "a create past the cap is refused as it is (%s)", err.msg);
+        ok(!fk.calls[0] && outputs() == before, "before the engine is asked or a directory made (%s)", fk.calls);
+        dm_claim_release(s[1]);
+
+        r = create(P, NONE, sb, &err);
+        ok(r == 0 && sb->id[0], "with room for one, a sandbox is made (%s)", r < 0 ? err.msg : sb->id);
+        is_int((int)held(P), 2, "its slot counts, bound to it");
+        r = dm_claim_reserve(&ctx, P, &s[1], &err);
+        ok(r == -EUSERS && strstr(err.msg, "has 2 live children"), "its record and its slot count once (%s)", err.msg);
+        dm_claim_release(s[0]);
+}
+
+static void cascade(const struct dm_sandbox *sb)
+{
+        struct dm_error err;
+        struct dm_cancel cancel;
+        struct dm_slot *s = NULL;
+        int r;
+        size_t n;
+
+        ok(dm_cancel_init(&cancel) == 0, "a cancel");
+        ok(dm_claim_reserve(&ctx, Q, &s, &err) == 0 && s, "a job below reserves");
+        dm_cascade_close(&ctx, P);
+        r = run(Q, NONE, NULL, NULL, 10, "base", &err);
+        ok(r == -ESHUTDOWN && dm_claim_refused(r) && strstr(err.msg, "being destroyed") && !fk.calls[0],
+           "a closed tree refuses a new run before anything is made (%s)", err.msg);
+        r = create(P, NONE, &(struct dm_sandbox){ 0 }, &err);
+        ok(r == -ESHUTDOWN && !fk.calls[0], "and a new sandbox (%s)", err.msg);
+        r = run(Q, NONE, s, &cancel, 10, "base", &err);
+        ok(r == -ECANCELED && !fk.calls[0], "the job's run is cancelled before anything is made (%d %s)", r, err.msg);
+        ok(dm_cancel_fired(&cancel), "through its cancel");
+        dm_claim_release(s);
+        reset(NONE);
+        n = dm_cascade_end(&ctx, P, "sbx-aaaaaaaaaaaa");
+        ok(n == 1 && fk.destroyed == 1, "the end destroys its sandbox (%zu, %s)", n, fk.calls);
+        is_int((int)held(P), 0, "whose slot is back");
+        ok(dm_sandbox_check_owner(&ctx, sb->id, P, &err) == -ENOENT, "and whose record is gone");
+        r = create(P, CREATE, &(struct dm_sandbox){ 0 }, &err);
+        ok(r == -EIO && held(P) == 0, "reopened: a claim is admitted again (%s)", err.msg);
+        dm_cancel_release(&cancel);
+}
+
+int main(void)
+{
+        struct dm_error err = { 0 };
+        char root[] = "/tmp/dm-claim-XXXXXX", state[64];
+        struct dm_sandbox sb;
+
+        if (!mkdtemp(root))
+                return skip_all("no temporary directory");
+        snprintf(out_root, sizeof(out_root), "%s/out", root);
+        snprintf(state, sizeof(state), "%s/state", root);
+        {
+                /* The caps small, so that a few reservations reach them. */
+                const char *const env[][2] = {
+                        { "DEMESNE_OUTPUT_ROOT", out_root },
+                        { "DEMESNE_STATE_DIR", state },
+                        { "DEMESNE_ENGINE_HOST", "unix:///nonexistent/dm-claim.sock" },
+                        { "DEMESNE_START_PODMAN", "0" },
+                        { "DEMESNE_SHIM", "off" },
+                        { "DEMESNE_POOL", "0" },
+                        { "DEMESNE_MAX_CHILDREN", "2" },
+                        { "DEMESNE_MAX_TREE", "8" },
+                };
+
+                for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++)
+                        setenv(env[i][0], env[i][1], 1);
+                unsetenv("DEMESNE_ALLOWED_PATHS");
+        }
+        if (dm_server_init(&ctx, &err) < 0) {
+                ok(0, "dm_server_init: %s", err.msg);
+                return done_testing();
+        }
+        ctx.backend = &backend; /* opened: no engine is asked for */
+        mkdir(out_root, 0700);
+
+        runs();
+        sandboxes(&sb);
+        cascade(&sb);
+
+        dm_context_reap_flush(&ctx);
+        ctx.backend = NULL; /* the fake is not the server's to close */
+        dm_server_release(&ctx);
+        {
+                char cmd[128];
+
+                snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+                if (system(cmd) != 0)
+                        diag("could not remove %s", root);
+        }
+        return done_testing();
+}
