@@ -229,8 +229,8 @@ int dm_cli_serve(int argc, char **argv)
         struct dm_mcphttp_options http;
         const char **hosts = NULL, **origins = NULL;
         struct dm_context ctx;
+        struct dm_tools_server *tools;
         struct dm_mcp_server *srv;
-        struct dm_registry *reg = NULL;
         struct dm_error err = { 0 };
         sigset_t mask;
         bool served = false;
@@ -248,25 +248,11 @@ int dm_cli_serve(int argc, char **argv)
                 log_error("%s", err.msg);
                 goto out_args;
         }
-        /* The registry outlives the MCP server that borrows it and the
-         * host tool proxy its copies point at: freed last. */
-        reg = dm_registry_new();
-        if (!reg) {
-                log_error("out of memory");
-                goto out_server;
-        }
-        dm_tools_configure(&ctx, reg);
-        /* A malformed host servers file stops the server here, as a bad
-         * variable does; a host server that fails only loses its tools. */
-        if (dm_tools_hostmcp_init(&ctx, reg, &err) < 0) {
+        if (dm_tools_server_open(&ctx, &tools, &err) < 0) {
                 log_error("%s", err.msg);
                 goto out_server;
         }
-        srv = dm_tools_server_new(&ctx, reg);
-        if (!srv) {
-                log_error("out of memory");
-                goto out_hostmcp;
-        }
+        srv = dm_tools_server_mcp(tools);
         dm_server_start(&ctx, true, true);
         if (http.listen) {
                 http.max_message = (size_t)ctx.cfg.max_message;
@@ -285,17 +271,9 @@ int dm_cli_serve(int argc, char **argv)
         }
         rc = r < 0 ? 1 : 0;
         served = true;
-        /* Nested sandboxes' endpoints stop first (their calls are
-         * cancelled); jobs end before the server goes: their last act is a
-         * notification. */
-        dm_tools_nested_release(&ctx);
-        dm_jobs_shutdown(ctx.jobs);
-        dm_mcp_server_free(srv);
-out_hostmcp:
-        dm_tools_hostmcp_release(&ctx);
+        dm_tools_server_close(tools);
 out_server:
         dm_server_release(&ctx);
-        dm_registry_free(reg);
 out_args:
         free(hosts);
         free(origins);
@@ -716,15 +694,16 @@ static int doctor_engine(struct dm_context *ctx, struct dm_backend **ret_b, stru
 static void doctor_hostmcp(struct dm_context *ctx)
 {
         struct dm_registry *reg = dm_registry_new();
+        struct dm_hostmcp *h = NULL;
         struct dm_error err = { 0 };
 
         if (!reg)
                 check(false, "host tool proxy", "out of memory", NULL);
-        else if (dm_tools_hostmcp_init(ctx, reg, &err) < 0) {
+        else if (dm_tools_hostmcp_open(ctx, reg, &h, &err) < 0) {
                 check(false, "host tool proxy", err.msg, "fix the file DEMESNE_HOST_MCP names");
         } else {
-                dm_tools_hostmcp_report(ctx, &problems);
-                dm_tools_hostmcp_release(ctx);
+                dm_tools_hostmcp_report(ctx, h, &problems);
+                dm_tools_hostmcp_close(h);
         }
         dm_registry_free(reg);
 }

@@ -97,10 +97,10 @@ struct dm_context {
          * malloc'd strings, freed by the caller). A failure is logged; the
          * command runs. */
         void (*before_sandbox_exec)(struct dm_context *ctx, const struct dm_sandbox *sb, int pid, char ***ret_env);
-        /* Nested sandboxes' MCP endpoints (src/tools/nested.c): the tools
-         * layer's, opaque here; NULL until the first. */
-        struct dm_nested *nested;
-        struct dm_hostmcp *hostmcp; /* the host tool proxy (src/tools/hostmcp.c), NULL = none */
+        /* The tools layer's server (src/tools/server.c): its registry,
+         * nested sandboxes' MCP endpoints and the host tool proxy; opaque
+         * here, NULL when no tools server serves this context. */
+        struct dm_tools_server *tools;
         /* Nested trees' live containers (src/core/admission.h), made and
          * freed by the server object; NULL: no caps (a one-off run). */
         struct dm_admission *admission;

@@ -325,12 +325,14 @@ static json_object *host_call(struct dm_call *call, json_object *args)
         return result;
 }
 
-int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_registry *reg, struct dm_error *err)
+int dm_tools_hostmcp_open(struct dm_context *ctx, struct dm_registry *reg, struct dm_hostmcp **ret,
+                          struct dm_error *err)
 {
         struct dm_hostmcp *h;
         size_t n_listed = 0;
         int r;
 
+        *ret = NULL;
         if (!ctx->cfg.host_mcp)
                 return 0;
         h = calloc(1, sizeof(*h));
@@ -352,7 +354,7 @@ int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_registry *reg, struc
                 free(h);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
-        ctx->hostmcp = h;
+        *ret = h;
         for (size_t i = 0; i < h->cfg.n; i++) {
                 h->servers[i].spec = &h->cfg.servers[i];
                 pthread_mutex_init(&h->servers[i].lock, NULL);
@@ -361,10 +363,8 @@ int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_registry *reg, struc
         return 0;
 }
 
-void dm_tools_hostmcp_release(struct dm_context *ctx)
+void dm_tools_hostmcp_close(struct dm_hostmcp *h)
 {
-        struct dm_hostmcp *h = ctx->hostmcp;
-
         if (!h)
                 return;
         /* The registry still points at tools[] until dm_registry_free;
@@ -383,13 +383,10 @@ void dm_tools_hostmcp_release(struct dm_context *ctx)
         free(h->servers);
         free(h->tools);
         free(h);
-        ctx->hostmcp = NULL;
 }
 
-void dm_tools_hostmcp_report(struct dm_context *ctx, int *problems)
+void dm_tools_hostmcp_report(const struct dm_context *ctx, const struct dm_hostmcp *h, int *problems)
 {
-        struct dm_hostmcp *h = ctx->hostmcp;
-
         if (!ctx->cfg.host_mcp) {
                 puts("note    host tool proxy: off (DEMESNE_HOST_MCP is not set)");
                 return;

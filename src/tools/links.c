@@ -39,14 +39,12 @@ static const struct dm_mcp_resource_ops outputs_ops = {
         .read = outputs_read,
 };
 
-struct dm_mcp_server *dm_tools_server_new(struct dm_context *ctx, struct dm_registry *registry)
+struct dm_mcp_server *dm_tools_mcp_new(struct dm_context *ctx, struct dm_registry *registry)
 {
         struct dm_mcp_server *srv = dm_mcp_server_new(ctx, registry, ctx ? ctx->cfg.skills_dir : NULL);
 
-        if (srv && ctx) {
+        if (srv && ctx)
                 dm_mcp_server_set_resources(srv, &outputs_ops, ctx);
-                dm_tools_nested_init(ctx, srv);
-        }
         return srv;
 }
 

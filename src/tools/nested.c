@@ -36,6 +36,7 @@
 #include "src/core/sandbox.h"
 #include "src/mcp/http-token.h"
 #include "src/mcp/http.h"
+#include "src/tools/server-internal.h"
 #include "src/tools/tools.h"
 
 #define NESTED_ADDR "127.0.0.1"
@@ -64,6 +65,12 @@ struct dm_nested {
 static const char *const egress_names[] = { "none", "package-managers", "open" };
 
 /* The endpoint whose calls act for principal, unlinked when take. */
+/* This server's endpoints, NULL before the tools server is open. */
+static struct dm_nested *nested_of(const struct dm_context *ctx)
+{
+        return ctx->tools ? ctx->tools->nested : NULL;
+}
+
 static struct endpoint *find_locked(struct dm_nested *n, const char *principal, const char *id, bool take)
 {
         for (struct endpoint **p = &n->head; *p; p = &(*p)->next) {
@@ -89,15 +96,16 @@ static void tree_root(const char *principal, char *ret, size_t len)
 static enum dm_egress own_egress(struct dm_context *ctx, const char *principal)
 {
         enum dm_egress mine = DM_EGRESS_NONE;
+        struct dm_nested *n = nested_of(ctx);
         struct endpoint *e;
 
-        if (!ctx->nested)
+        if (!n)
                 return mine;
-        pthread_mutex_lock(&ctx->nested->lock);
-        e = find_locked(ctx->nested, principal, NULL, false);
+        pthread_mutex_lock(&n->lock);
+        e = find_locked(n, principal, NULL, false);
         if (e)
                 mine = e->egress;
-        pthread_mutex_unlock(&ctx->nested->lock);
+        pthread_mutex_unlock(&n->lock);
         return mine;
 }
 
@@ -274,10 +282,11 @@ static int open_endpoint(struct dm_context *ctx, const char *maker, const char *
 {
         struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons(NESTED_PORT) };
         struct dm_mcphttp_options o;
+        struct dm_nested *n = nested_of(ctx);
         struct endpoint *e;
         int fd = -1, r;
 
-        if (!ctx->nested || !ctx->nested->srv)
+        if (!n || !n->srv)
                 return dm_error_set(err, -EINVAL, "nested sandboxes need the MCP server (demesne serve)");
         e = calloc(1, sizeof(*e));
         if (!e)
@@ -309,15 +318,15 @@ static int open_endpoint(struct dm_context *ctx, const char *maker, const char *
         o.max_streams = 16;
         o.max_connections = 32;
         o.max_connections_per_ip = 32;
-        r = dm_mcphttp_start(ctx->nested->srv, &o, &e->http, err);
+        r = dm_mcphttp_start(n->srv, &o, &e->http, err);
         if (r < 0) {
                 free(e);
                 return dm_error_wrap(err, "serve the MCP endpoint of '%s'", id);
         }
-        pthread_mutex_lock(&ctx->nested->lock);
-        e->next = ctx->nested->head;
-        ctx->nested->head = e;
-        pthread_mutex_unlock(&ctx->nested->lock);
+        pthread_mutex_lock(&n->lock);
+        e->next = n->head;
+        n->head = e;
+        pthread_mutex_unlock(&n->lock);
         log_info("%s: its MCP endpoint is http://" NESTED_ADDR ":%d/mcp inside it, for principal '%s'", id, NESTED_PORT,
                  e->principal);
         return 0;
@@ -368,10 +377,10 @@ bool dm_tools_nested_possible(struct dm_call *call)
 {
         struct dm_context *ctx = dm_call_context(call);
         struct dm_error err = { 0 };
+        struct dm_nested *n = nested_of(ctx);
         struct dm_backend *b;
 
-        return ctx->nested && ctx->nested->srv &&
-               (int64_t)dm_principal_depth(dm_call_principal(call)) + 1 <= ctx->cfg.max_depth &&
+        return n && n->srv && (int64_t)dm_principal_depth(dm_call_principal(call)) + 1 <= ctx->cfg.max_depth &&
                dm_context_backend(ctx, &b, &err) == 0 && dm_backend_can(b, DM_CAP_HOST_NETNS) &&
                dm_launch_use_shim(ctx, b);
 }
@@ -383,15 +392,16 @@ bool dm_tools_nested_possible(struct dm_call *call)
  * destroyed (each of those may end a subtree of its own the same way). */
 void dm_tools_nested_end(struct dm_context *ctx, const char *id)
 {
+        struct dm_nested *nested = nested_of(ctx);
         char principal[DM_PRINCIPAL_MAX];
         struct endpoint *e;
         size_t n;
 
-        if (!ctx->nested)
+        if (!nested)
                 return;
-        pthread_mutex_lock(&ctx->nested->lock);
-        e = find_locked(ctx->nested, NULL, id, true);
-        pthread_mutex_unlock(&ctx->nested->lock);
+        pthread_mutex_lock(&nested->lock);
+        e = find_locked(nested, NULL, id, true);
+        pthread_mutex_unlock(&nested->lock);
         if (!e)
                 return;
         snprintf(principal, sizeof(principal), "%s", e->principal);
@@ -410,7 +420,7 @@ void dm_tools_nested_end(struct dm_context *ctx, const char *id)
  * its commands are given from then on; the old token opens nothing. */
 static void before_exec(struct dm_context *ctx, const struct dm_sandbox *sb, int pid, char ***ret_env)
 {
-        struct dm_nested *n = ctx->nested;
+        struct dm_nested *n = nested_of(ctx);
         struct dm_error err = { 0 };
         struct endpoint *e, *stale = NULL;
         char token[65] = "";
@@ -456,23 +466,22 @@ static void before_exec(struct dm_context *ctx, const struct dm_sandbox *sb, int
         explicit_bzero(token, sizeof(token));
 }
 
-void dm_tools_nested_init(struct dm_context *ctx, struct dm_mcp_server *srv)
+struct dm_nested *dm_tools_nested_new(struct dm_context *ctx, struct dm_mcp_server *srv)
 {
         struct dm_nested *n = calloc(1, sizeof(*n));
 
         if (!n)
-                return;
+                return NULL;
         pthread_mutex_init(&n->lock, NULL);
         pthread_mutex_init(&n->reopen_lock, NULL);
         n->srv = srv;
-        ctx->nested = n;
         ctx->after_sandbox_destroy = dm_tools_nested_end;
         ctx->before_sandbox_exec = before_exec;
+        return n;
 }
 
-void dm_tools_nested_release(struct dm_context *ctx)
+void dm_tools_nested_free(struct dm_context *ctx, struct dm_nested *n)
 {
-        struct dm_nested *n = ctx ? ctx->nested : NULL;
         struct endpoint *e;
 
         if (!n)
@@ -498,5 +507,4 @@ void dm_tools_nested_release(struct dm_context *ctx)
         pthread_mutex_destroy(&n->reopen_lock);
         pthread_mutex_destroy(&n->lock);
         free(n);
-        ctx->nested = NULL;
 }

@@ -19,7 +19,7 @@
 #include "src/mcp/server.h"
 
 /* The context every tool works in: the application the MCP server was made
- * with (dm_tools_server_new). */
+ * with (dm_tools_mcp_new). */
 static inline struct dm_context *dm_call_context(struct dm_call *call)
 {
         return dm_call_app(call);
@@ -35,8 +35,29 @@ static inline unsigned dm_tools_caller_flags(struct dm_call *call)
 /* The MCP server for ctx, serving registry's tools (borrowed: it must
  * outlive the server): tools see ctx through dm_call_context; the run
  * outputs ctx's principals claimed are served as resources after the
- * skills. NULL when out of memory. */
-struct dm_mcp_server *dm_tools_server_new(struct dm_context *ctx, struct dm_registry *registry);
+ * skills. NULL when out of memory. A server uses dm_tools_server_open,
+ * which makes one; alone it serves a registry of the caller's (the fuzz
+ * target's stand-ins). */
+struct dm_mcp_server *dm_tools_mcp_new(struct dm_context *ctx, struct dm_registry *registry);
+
+/* ---- the tools server (server.c) ---- */
+
+/* What the tools layer keeps for a server: the registry (every family,
+ * configured from ctx, then the host tool proxy's tools), the MCP server
+ * that serves it, nested sandboxes' endpoints and the host tool proxy.
+ * ctx->tools points at it while it is open. */
+struct dm_tools_server;
+/* Opens it for ctx (after dm_server_init). A malformed DEMESNE_HOST_MCP
+ * file is an error naming it; nothing is left made on an error. */
+int dm_tools_server_open(struct dm_context *ctx, struct dm_tools_server **ret, struct dm_error *err);
+/* The MCP server to serve on a transport. */
+struct dm_mcp_server *dm_tools_server_mcp(const struct dm_tools_server *t);
+/* The one teardown, after the transport has ended and before
+ * dm_server_release: the nested endpoints stop (their calls are
+ * cancelled), background jobs end (their last act is a notification), the
+ * MCP server is freed, then the host tool proxy's sessions end and the
+ * registry goes. NULL: nothing. */
+void dm_tools_server_close(struct dm_tools_server *t);
 
 /* Each family adds its tools to reg. What it builds from the facts f (the
  * schemas, descriptions, and the argument tables its handlers check calls
@@ -184,10 +205,11 @@ bool dm_tools_nested_possible(struct dm_call *call);
  * waited for, and its sandboxes are destroyed. Nothing for an id without an
  * endpoint. */
 void dm_tools_nested_end(struct dm_context *ctx, const char *id);
-/* Sets the hooks up (dm_tools_server_new: srv is what the endpoints
- * serve); stops every endpoint (before the MCP server is freed). */
-void dm_tools_nested_init(struct dm_context *ctx, struct dm_mcp_server *srv);
-void dm_tools_nested_release(struct dm_context *ctx);
+/* The endpoints' table, serving srv, with ctx's hooks set up
+ * (dm_tools_server_open); NULL when out of memory. _free stops every
+ * endpoint and unsets the hooks (before the MCP server is freed). */
+struct dm_nested *dm_tools_nested_new(struct dm_context *ctx, struct dm_mcp_server *srv);
+void dm_tools_nested_free(struct dm_context *ctx, struct dm_nested *n);
 
 /* ---- the host tool proxy (hostmcp.c) ---- */
 
@@ -197,14 +219,16 @@ void dm_tools_nested_release(struct dm_context *ctx);
  * nested callers only, its tools that are on the file's list and annotated
  * readOnlyHint, as host__<server>__<tool>; a server that fails is logged
  * and offers nothing. After dm_tools_configure (tools/list order). */
-int dm_tools_hostmcp_init(struct dm_context *ctx, struct dm_registry *reg, struct dm_error *err);
+/* *ret is the proxy, NULL when the variable is unset. */
+int dm_tools_hostmcp_open(struct dm_context *ctx, struct dm_registry *reg, struct dm_hostmcp **ret,
+                          struct dm_error *err);
 /* Ends the servers' sessions (stdio children stopped and reaped, HTTP
  * sessions deleted), after the MCP server is freed and before
- * dm_registry_free (the registry's copies point at them). */
-void dm_tools_hostmcp_release(struct dm_context *ctx);
+ * dm_registry_free (the registry's copies point at them). NULL: nothing. */
+void dm_tools_hostmcp_close(struct dm_hostmcp *h);
 /* doctor: a line per host server with the tools it offers, or why none;
  * counts the servers that failed in *problems. */
-void dm_tools_hostmcp_report(struct dm_context *ctx, int *problems);
+void dm_tools_hostmcp_report(const struct dm_context *ctx, const struct dm_hostmcp *h, int *problems);
 
 /* All families, in the order tools/list shows them. */
 static inline void dm_tools_register_all(struct dm_registry *reg, const struct dm_args_facts *f)

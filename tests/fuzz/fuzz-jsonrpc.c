@@ -107,7 +107,7 @@ static void setup(void)
                 tools[i].handler = stand_in;
         }
         dm_registry_add(served, tools, n);
-        srv = dm_tools_server_new(&ctx, served);
+        srv = dm_tools_mcp_new(&ctx, served);
         FUZZ_CHECK(srv);
 }
 
