@@ -46,7 +46,7 @@ struct dm_sandbox_create {
         const char *image;
         const char *egress;
         const char *const *allow;
-        const struct dm_policy *policy; /* parsed from egress and allow */
+        const struct dm_policy *policy; /* parsed from egress and allow (required): the server keeps a copy */
         const char *const *files;
         const char *const *dirs;
         const char *const *env;
