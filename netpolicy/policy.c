@@ -286,16 +286,28 @@ void dm_policy_free(struct dm_policy *p)
         free(p);
 }
 
-int dm_policy_parse_mode(const char *mode, const char *const *allow, unsigned flags, enum dm_egress *ret,
-                         struct dm_error *err)
+int dm_policy_dup(const struct dm_policy *p, struct dm_policy **ret_policy)
 {
-        struct dm_policy *p = NULL;
-        int r;
+        struct dm_policy *d = calloc(1, sizeof(*d));
 
-        r = dm_policy_parse(mode, allow, flags, &p, err);
-        if (r < 0)
-                return r;
-        *ret = p->mode;
-        dm_policy_free(p);
+        if (!d)
+                return -ENOMEM;
+        d->mode = p->mode;
+        if (p->n_cidrs && !(d->cidrs = calloc(p->n_cidrs, sizeof(*d->cidrs))))
+                goto fail;
+        if (p->n_cidrs)
+                memcpy(d->cidrs, p->cidrs, p->n_cidrs * sizeof(*d->cidrs));
+        d->n_cidrs = p->n_cidrs;
+        if (p->n_names && !(d->names = calloc(p->n_names, sizeof(*d->names))))
+                goto fail;
+        for (size_t i = 0; i < p->n_names; i++, d->n_names++) {
+                d->names[i] = p->names[i];
+                if (!(d->names[i].host = strdup(p->names[i].host)))
+                        goto fail;
+        }
+        *ret_policy = d;
         return 0;
+fail:
+        dm_policy_free(d);
+        return -ENOMEM;
 }

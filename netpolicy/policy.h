@@ -69,9 +69,9 @@ bool dm_policy_needs_network(const struct dm_policy *p);
 /* Frees p; accepts NULL. */
 void dm_policy_free(struct dm_policy *p);
 
-/* Only the mode of what dm_policy_parse would make of mode, allow and
- * flags: the same errors, nothing kept. */
-int dm_policy_parse_mode(const char *mode, const char *const *allow, unsigned flags, enum dm_egress *ret,
-                         struct dm_error *err);
+/* A deep copy of p in *ret_policy (for dm_policy_free): what holds a
+ * policy beyond its parser's caller keeps its own copy, never a text to
+ * parse again. -ENOMEM. */
+int dm_policy_dup(const struct dm_policy *p, struct dm_policy **ret_policy);
 
 #endif

@@ -28,6 +28,8 @@ struct dm_sandboxes {
         pthread_t ttl_thread;
         bool ttl_running, ttl_stop;
         int ttl_interval_s;
+        pthread_mutex_t policy_lock;        /* guards policies */
+        struct dm_sandbox_policy *policies; /* sandbox-record.c */
 };
 
 /* "sbx-" and 12 lowercase hex digits. */
@@ -37,8 +39,25 @@ int dm_sandbox_record_write(struct dm_context *ctx, const struct dm_sandbox *sb,
 /* Reads sandbox id's record: -ENOENT for an unknown or malformed id (the
  * message says what ids look like), -EIO for a damaged record. */
 int dm_sandbox_record_read(struct dm_context *ctx, const char *id, struct dm_sandbox *sb, struct dm_error *err);
-/* The sandbox is gone: its record, and the admission slot bound to it. */
+/* The sandbox is gone: its record, its kept policy (below), and the
+ * admission slot bound to it. */
 void dm_sandbox_record_remove(struct dm_context *ctx, const char *id);
+/* Each sandbox's parsed egress policy, as this server keeps it beside the
+ * record: the one it was made with (kept at create), or, for a sandbox an
+ * earlier server made, parsed from its record once, at adoption. Never
+ * parsed again while this server lives, whatever the file says later;
+ * dropped with the record (dm_sandbox_record_remove). */
+/* Keeps a copy of p as sandbox id's (its create): -ENOMEM. */
+int dm_sandbox_policy_keep(struct dm_context *ctx, const char *id, const struct dm_policy *p, struct dm_error *err);
+/* A copy of sandbox sb's kept policy, for the caller to free
+ * (dm_policy_free); none kept: parsed from sb's egress and allow and kept
+ * (dm_policy_parse's errors, with the record's name). */
+int dm_sandbox_policy_get(struct dm_context *ctx, const struct dm_sandbox *sb, struct dm_policy **ret,
+                          struct dm_error *err);
+/* Drops sandbox id's kept policy, if any. */
+void dm_sandbox_policy_forget(struct dm_context *ctx, const char *id);
+/* Frees every kept policy (dm_sandboxes_free). */
+void dm_sandbox_policies_free(struct dm_sandboxes *s);
 /* Calls fn for each record in the directory (none made when missing). */
 void dm_sandbox_record_each(struct dm_context *ctx, void (*fn)(struct dm_context *, const char *, void *), void *ud);
 
@@ -59,11 +78,12 @@ struct dm_sandbox_shim {
         bool adopting;
 };
 
-/* The sandbox's network for this server (at create, or at adoption): the
- * proxy listener on the pair that lives with the container, or the whole
- * network when the container was restarted. Updates sb. */
-int dm_sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, const struct dm_launched *l,
-                   struct dm_egress_run **ret, struct dm_error *err);
+/* The sandbox's network for this server (at create, or at adoption), by
+ * policy (the create's, or the kept one: never re-read from the record):
+ * the proxy listener on the pair that lives with the container, or the
+ * whole network when the container was restarted. Updates sb. */
+int dm_sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, const struct dm_policy *policy,
+                   const struct dm_launched *l, struct dm_egress_run **ret, struct dm_error *err);
 /* A new sandbox's shim into the list (host and *egress taken). */
 void dm_sandbox_shim_keep(struct dm_context *ctx, const char *id, struct dm_shimhost *host,
                           struct dm_egress_run **egress, const struct dm_limits_target *target);

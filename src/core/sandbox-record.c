@@ -174,13 +174,146 @@ int dm_sandbox_record_read(struct dm_context *ctx, const char *id, struct dm_san
         return 0;
 }
 
-/* The sandbox is gone: its record, and the admission slot bound to it. */
+/* ---- the kept policies ---------------------------------------------------- */
+
+struct dm_sandbox_policy {
+        struct dm_sandbox_policy *next;
+        char id[DM_SANDBOX_ID_LEN];
+        struct dm_policy *policy;
+};
+
+static struct dm_sandbox_policy *policy_find_locked(struct dm_sandboxes *s, const char *id)
+{
+        struct dm_sandbox_policy *k = s->policies;
+
+        while (k && strcmp(k->id, id) != 0)
+                k = k->next;
+        return k;
+}
+
+/* Takes p (freed on failure). */
+static int policy_add_locked(struct dm_sandboxes *s, const char *id, struct dm_policy *p)
+{
+        struct dm_sandbox_policy *k = calloc(1, sizeof(*k));
+
+        if (!k) {
+                dm_policy_free(p);
+                return -ENOMEM;
+        }
+        snprintf(k->id, sizeof(k->id), "%s", id);
+        k->policy = p;
+        k->next = s->policies;
+        s->policies = k;
+        return 0;
+}
+
+int dm_sandbox_policy_keep(struct dm_context *ctx, const char *id, const struct dm_policy *p, struct dm_error *err)
+{
+        struct dm_sandboxes *s = ctx->sandboxes;
+        struct dm_policy *copy = NULL;
+        int r = dm_policy_dup(p, &copy);
+
+        if (r < 0)
+                return dm_error_set(err, r, "out of memory");
+        pthread_mutex_lock(&s->policy_lock);
+        r = policy_find_locked(s, id) ? -EEXIST : policy_add_locked(s, id, TAKE_PTR(copy));
+        pthread_mutex_unlock(&s->policy_lock);
+        dm_policy_free(copy);
+        return r < 0 ? dm_error_set(err, r, "cannot keep the policy of sandbox '%s'", id) : 0;
+}
+
+/* What an earlier server made it with, from its record. */
+static int policy_parse(const struct dm_sandbox *sb, struct dm_policy **ret, struct dm_error *err)
+{
+        char buf[sizeof(sb->allow)];
+        const char *allow[DM_POLICY_MAX_ENTRIES + 1];
+        size_t n = 0;
+
+        snprintf(buf, sizeof(buf), "%s", sb->allow);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < DM_POLICY_MAX_ENTRIES;
+             t = strtok_r(NULL, ",", &save))
+                allow[n++] = t;
+        allow[n] = NULL;
+        /* Accepted when the sandbox was made: the server's setting then counts. */
+        if (dm_policy_parse(sb->egress[0] ? sb->egress : "none", allow, DM_POLICY_CALLER_ALLOWED, ret, err) < 0)
+                return dm_error_wrap(err, "the egress policy in the record of sandbox '%s'", sb->id);
+        return 0;
+}
+
+int dm_sandbox_policy_get(struct dm_context *ctx, const struct dm_sandbox *sb, struct dm_policy **ret,
+                          struct dm_error *err)
+{
+        struct dm_sandboxes *s = ctx->sandboxes;
+        struct dm_sandbox_policy *k;
+        struct dm_policy *parsed = NULL;
+        int r = 0;
+
+        /* Parsed under the lock (a few microseconds): two first execs into
+         * an adopted sandbox parse it once between them. */
+        pthread_mutex_lock(&s->policy_lock);
+        k = policy_find_locked(s, sb->id);
+        if (!k) {
+                r = policy_parse(sb, &parsed, err);
+                if (r >= 0 && (r = policy_add_locked(s, sb->id, parsed)) < 0)
+                        dm_error_set(err, r, "out of memory");
+                k = r < 0 ? NULL : s->policies;
+        }
+        if (k && (r = dm_policy_dup(k->policy, ret)) < 0)
+                dm_error_set(err, r, "out of memory");
+        pthread_mutex_unlock(&s->policy_lock);
+        return r;
+}
+
+enum dm_egress dm_sandbox_egress(struct dm_context *ctx, const struct dm_sandbox *sb)
+{
+        struct dm_policy *p = NULL;
+        struct dm_error err = { 0 };
+        enum dm_egress mode = DM_EGRESS_NONE;
+
+        if (dm_sandbox_policy_get(ctx, sb, &p, &err) == 0)
+                mode = p->mode;
+        dm_policy_free(p);
+        return mode;
+}
+
+void dm_sandbox_policy_forget(struct dm_context *ctx, const char *id)
+{
+        struct dm_sandboxes *s = ctx->sandboxes;
+        struct dm_sandbox_policy *found = NULL;
+
+        pthread_mutex_lock(&s->policy_lock);
+        for (struct dm_sandbox_policy **p = &s->policies; *p; p = &(*p)->next)
+                if (strcmp((*p)->id, id) == 0) {
+                        found = *p;
+                        *p = found->next;
+                        break;
+                }
+        pthread_mutex_unlock(&s->policy_lock);
+        if (found)
+                dm_policy_free(found->policy);
+        free(found);
+}
+
+void dm_sandbox_policies_free(struct dm_sandboxes *s)
+{
+        while (s && s->policies) {
+                struct dm_sandbox_policy *k = s->policies;
+
+                s->policies = k->next;
+                dm_policy_free(k->policy);
+                free(k);
+        }
+}
+
+/* The sandbox is gone: its record, its kept policy, and the admission slot
+ * bound to it. */
 void dm_sandbox_record_remove(struct dm_context *ctx, const char *id)
 {
         char dir[PATH_MAX], path[PATH_MAX + 64];
         struct dm_error err = { 0 };
 
         dm_admission_release_key(ctx->admission, id);
+        dm_sandbox_policy_forget(ctx, id);
         if (dm_sandbox_dir(ctx, dir, sizeof(dir), &err) < 0)
                 return;
         snprintf(path, sizeof(path), "%s/%s.json", dir, id);

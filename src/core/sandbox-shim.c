@@ -19,42 +19,20 @@
  * per sandbox it has talked to, made at create or taken over from an
  * earlier server at the first exec (with the sandbox's network). */
 
-/* The sandbox's policy, from its record. */
-static int sandbox_policy(const struct dm_sandbox *sb, struct dm_policy **ret, struct dm_error *err)
-{
-        char buf[sizeof(sb->allow)];
-        const char *allow[DM_POLICY_MAX_ENTRIES + 1];
-        size_t n = 0;
-
-        snprintf(buf, sizeof(buf), "%s", sb->allow);
-        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < DM_POLICY_MAX_ENTRIES;
-             t = strtok_r(NULL, ",", &save))
-                allow[n++] = t;
-        allow[n] = NULL;
-        /* Accepted when the sandbox was made: the server's setting then counts. */
-        return dm_policy_parse(sb->egress[0] ? sb->egress : "none", allow, DM_POLICY_CALLER_ALLOWED, ret, err);
-}
-
 /* At create, the network made; at adoption, brought back (a new
  * namespace after a restart has no pair). */
-int dm_sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, const struct dm_launched *l,
-                   struct dm_egress_run **ret, struct dm_error *err)
+int dm_sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, const struct dm_policy *policy,
+                   const struct dm_launched *l, struct dm_egress_run **ret, struct dm_error *err)
 {
-        struct dm_policy *policy = NULL;
         struct dm_backend *b = NULL;
         int r;
 
         *ret = NULL;
-        r = sandbox_policy(sb, &policy, err);
-        if (r >= 0 && dm_context_backend(ctx, &b, err) >= 0 &&
-            (dm_egress_backend_open(b, policy) || !dm_backend_can(b, DM_CAP_HOST_NETNS))) {
-                dm_policy_free(policy);
+        r = dm_context_backend(ctx, &b, err);
+        if (r >= 0 && (dm_egress_backend_open(b, policy) || !dm_backend_can(b, DM_CAP_HOST_NETNS)))
                 return 0; /* the backend's own network */
-        }
-        if (r < 0 || !dm_egress_needed(policy)) {
-                dm_policy_free(policy);
+        if (r < 0 || !dm_egress_needed(policy))
                 return r;
-        }
         if (sb->net_ifname[0] && dm_netlink_exists(sb->net_ifname, sb->id)) {
                 struct dm_netlink net = { .host_addr = sb->net_host, .peer_addr = sb->net_peer };
 
@@ -70,7 +48,6 @@ int dm_sandbox_net(struct dm_context *ctx, struct dm_sandbox *sb, const struct d
                         sb->net_peer = net->peer_addr;
                 }
         }
-        dm_policy_free(policy);
         return r;
 }
 
@@ -182,6 +159,7 @@ int dm_sandbox_shim_get(struct dm_context *ctx, struct dm_backend *b, const stru
         struct dm_shimhost *host = NULL;
         struct dm_egress_run *egress = NULL;
         struct dm_sandbox_shim *e;
+        struct dm_policy *policy = NULL;
         struct dm_sandbox copy;
         struct dm_launched l;
         int r;
@@ -219,12 +197,18 @@ int dm_sandbox_shim_get(struct dm_context *ctx, struct dm_backend *b, const stru
         r = dm_shimhost_new(sb->shim_dir, dm_shim_binary_find(ctx->cfg.shim_path), &host, err);
         if (r >= 0)
                 r = dm_launch_shim_ready(b, sb->container, host, dm_now_ms() + DM_SHIM_READY_MS, &l, err);
+        /* Its network by the policy this server keeps for it (parsed from
+         * the record at the first adoption), not by what the record says
+         * now. */
+        if (r >= 0)
+                r = dm_sandbox_policy_get(ctx, sb, &policy, err);
         if (r >= 0) {
                 copy = *sb;
-                r = dm_sandbox_net(ctx, &copy, &l, &egress, err);
+                r = dm_sandbox_net(ctx, &copy, policy, &l, &egress, err);
                 if (r >= 0 && copy.net_host != sb->net_host)
                         r = dm_sandbox_record_write(ctx, &copy, err);
         }
+        dm_policy_free(policy);
         /* The placeholder is ours alone until it is marked adopted. */
         if (r >= 0)
                 e->target = l.target;

@@ -274,7 +274,10 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         r = sandbox_launch(ctx, req, dir, &m, sb, &lx, err);
         /* The network before any command runs. */
         if (r >= 0 && need_net)
-                r = dm_sandbox_net(ctx, sb, &lx.launched, &egress, err);
+                r = dm_sandbox_net(ctx, sb, req->policy, &lx.launched, &egress, err);
+        /* Kept as parsed: this server never reads it back from the record. */
+        if (r >= 0)
+                r = dm_sandbox_policy_keep(ctx, sb->id, req->policy, err);
         if (r >= 0)
                 r = dm_sandbox_record_write(ctx, sb, err);
         if (r >= 0) {
@@ -289,6 +292,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 struct dm_error e2 = { 0 };
 
                 dm_launch_undo(m.b, &lx);
+                dm_sandbox_policy_forget(ctx, sb->id);
                 if (sb->shim_dir[0])
                         dm_shimhost_remove_dir(sb->shim_dir, &e2);
                 remove_scratch(sb);
@@ -335,6 +339,7 @@ struct dm_sandboxes *dm_sandboxes_new(void)
         pthread_mutex_init(&s->destroy_lock, NULL);
         pthread_mutex_init(&s->ttl_lock, NULL);
         pthread_cond_init(&s->ttl_cond, NULL);
+        pthread_mutex_init(&s->policy_lock, NULL);
         return s;
 }
 
@@ -347,6 +352,8 @@ void dm_sandboxes_free(struct dm_sandboxes *s)
         pthread_mutex_destroy(&s->destroy_lock);
         pthread_mutex_destroy(&s->ttl_lock);
         pthread_cond_destroy(&s->ttl_cond);
+        dm_sandbox_policies_free(s);
+        pthread_mutex_destroy(&s->policy_lock);
         free(s);
 }
 

@@ -46,7 +46,7 @@ struct dm_sandbox_create {
         const char *image;
         const char *egress;
         const char *const *allow;
-        const struct dm_policy *policy; /* parsed from egress and allow */
+        const struct dm_policy *policy; /* parsed from egress and allow (required): the server keeps a copy */
         const char *const *files;
         const char *const *dirs;
         const char *const *env;
@@ -62,6 +62,11 @@ struct dm_sandbox_create {
 
 int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *req, struct dm_sandbox *ret,
                       struct dm_error *err);
+
+/* The egress mode of the policy this server keeps for sandbox sb (the
+ * create's, or its record's parsed once at adoption); none when it cannot
+ * be had (a damaged record, no memory). */
+enum dm_egress dm_sandbox_egress(struct dm_context *ctx, const struct dm_sandbox *sb);
 
 /* Whether principal made sandbox id, from its record alone (no engine
  * call, no adoption): 0, or -ENOENT with exactly the message an unknown id

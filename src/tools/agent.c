@@ -141,7 +141,8 @@ struct agent_call {
         bool research;
         const struct dm_args_table *t; /* the server's table for the tool */
         json_object *args;
-        struct dm_tools_sink sink; /* the foreground call or the background job */
+        struct dm_tools_sink sink;      /* the foreground call or the background job */
+        const struct dm_policy *policy; /* the call's, parsed once (call_common) */
         /* The run's share of its tree's budget, when it is made from
          * inside one: reserved by the call (foreground) or when the job
          * starts (background); released when the run has ended. */
@@ -180,7 +181,6 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
         _cleanup_free_ const char **dirs =
                 a->research ? calloc(1, sizeof(char *)) : dm_args_strv(a->args, "directories");
         _cleanup_free_ const char **criteria = dm_args_strv(a->args, "success_criteria");
-        struct dm_policy *policy = NULL;
         struct dm_agent_result res;
         struct dm_tools_nested_run nested = { .ctx = ctx };
         json_object *out;
@@ -192,16 +192,6 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 *ret_r = dm_error_set(err, -ENOMEM, "out of memory");
                 return NULL;
         }
-        /* research: always open. Otherwise as asked; open only where the
-         * server allows caller egress, as for sandbox_script. */
-        r = dm_policy_parse(a->research ? "open" : dm_args_str(specs, n, a->args, "egress"), NULL,
-                            a->research || ctx->cfg.allow_caller_egress ? DM_POLICY_CALLER_ALLOWED : 0, &policy, err);
-        if (r < 0) {
-                dm_budget_release(a->budget);
-                a->budget = NULL;
-                *ret_r = r;
-                return NULL;
-        }
         struct dm_agent_request req = {
                 .prompt = dm_args_str(specs, n, a->args, "prompt"),
                 .model = dm_args_str(specs, n, a->args, "model"),
@@ -211,7 +201,7 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 .output_format = dm_args_str(specs, n, a->args, "output_format"),
                 .files = files,
                 .dirs = dirs,
-                .policy = policy,
+                .policy = a->policy,
                 .research = a->research,
                 .timeout_s = dm_args_int(specs, n, a->args, "timeout_seconds"),
                 .cancel = cancel,
@@ -229,14 +219,13 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
          * just before). */
         r = a->budget_taken ? 0 : dm_tools_nested_budget(ctx, req.principal, &a->budget, err);
         if (r < 0) {
-                dm_policy_free(policy);
                 *ret_r = r;
                 return NULL;
         }
         req.budget = a->budget;
         if (dm_args_bool(specs, n, a->args, "nested")) {
                 nested.maker = req.principal;
-                nested.egress = policy->mode;
+                nested.egress = a->policy->mode;
                 req.on_started = dm_tools_nested_run_started;
                 req.started_userdata = &nested;
         }
@@ -246,7 +235,6 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
          * whichever way the run ended. */
         dm_budget_release(a->budget);
         a->budget = NULL;
-        dm_policy_free(policy);
         *ret_r = r;
         if (r < 0)
                 return NULL;
@@ -262,11 +250,14 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
 
 /* ---- background ------------------------------------------------------------ */
 
-/* arg: the calling server's table (its registry outlives the jobs). */
+/* arg: the call's table (its registry outlives the jobs) and policy. */
 static json_object *agent_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
                                struct dm_slot *reserved, struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
-        struct agent_call a = { .t = arg, .args = args, .sink = AGENT_SINK(NULL, job), .reserved = reserved };
+        const struct dm_tools_run_arg *ra = arg;
+        struct agent_call a = {
+                .t = ra->t, .args = args, .sink = AGENT_SINK(NULL, job), .policy = ra->policy, .reserved = reserved
+        };
 
         return run_agent(ctx, &a, cancel, ret_r, err);
 }
@@ -274,9 +265,13 @@ static json_object *agent_work(struct dm_context *ctx, json_object *args, void *
 static json_object *research_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
                                   struct dm_slot *reserved, struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
-        struct agent_call a = {
-                .research = true, .t = arg, .args = args, .sink = AGENT_SINK(NULL, job), .reserved = reserved
-        };
+        const struct dm_tools_run_arg *ra = arg;
+        struct agent_call a = { .research = true,
+                                .t = ra->t,
+                                .args = args,
+                                .sink = AGENT_SINK(NULL, job),
+                                .policy = ra->policy,
+                                .reserved = reserved };
 
         return run_agent(ctx, &a, cancel, ret_r, err);
 }
@@ -290,6 +285,7 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
         const struct dm_args_table *t = dm_call_tool(call)->data;
         struct agent_call a = { .research = research, .t = t, .args = args, .sink = AGENT_SINK(call, NULL) };
         enum dm_vendor provider;
+        struct dm_policy *policy = NULL;
         const char *model;
         size_t n = t->n;
         const struct dm_arg_spec *specs = t->specs;
@@ -307,23 +303,28 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
         model = dm_args_str(specs, n, args, "model");
         if (dm_agent_pick_provider(&dm_call_context(call)->cfg, model, &provider, &err) < 0)
                 return dm_tools_error(NULL, &err);
+        /* Parsed once, here, for the nested rules, the run and a job.
+         * research: always open (the tool's choice, not the caller's), and
+         * from inside a nested sandbox only where that sandbox's own is.
+         * Otherwise as asked; open only where the server allows caller
+         * egress, as for sandbox_script. */
+        if (dm_tools_call_policy(call, args, research ? "open" : dm_args_str(specs, n, args, "egress"), research,
+                                 &policy, &err) < 0)
+                return dm_tools_error(NULL, &err);
+        a.policy = policy;
         {
-                /* research is open egress: from inside a nested sandbox only
-                 * where that sandbox's own is. */
-                enum dm_egress egress = research ? DM_EGRESS_OPEN : DM_EGRESS_NONE;
                 _cleanup_free_ const char **files = research ? NULL : dm_args_strv(args, "files"),
                                           **dirs = research ? NULL : dm_args_strv(args, "directories");
                 struct dm_tools_nested_ask ask = {
                         .nested = dm_args_bool(specs, n, args, "nested"),
-                        .egress = &egress,
+                        .egress = &policy->mode,
                         .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
                 };
 
-                if (!research && dm_policy_parse_mode(dm_args_str(specs, n, args, "egress"), NULL,
-                                                      dm_tools_caller_flags(call), &egress, &err) < 0)
+                if (dm_tools_nested_check(call, &ask, &err) < 0) {
+                        dm_policy_free(policy);
                         return dm_tools_error(NULL, &err);
-                if (dm_tools_nested_check(call, &ask, &err) < 0)
-                        return dm_tools_error(NULL, &err);
+                }
         }
         /* The admission slot before the tree's spend, as the claim orders
          * them: a call the cap refuses holds none of the spend, which the
@@ -331,20 +332,32 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
          * takes the slot reserved here (src/core/claim.h); a job's is
          * reserved when the job is made. */
         if (!dm_args_bool(specs, n, args, "background") &&
-            dm_claim_reserve(dm_call_context(call), dm_call_principal(call), &a.reserved, &err) < 0)
+            dm_claim_reserve(dm_call_context(call), dm_call_principal(call), &a.reserved, &err) < 0) {
+                dm_policy_free(policy);
                 return dm_tools_error(NULL, &err);
+        }
         /* A tree that has spent its DEMESNE_TREE_MAX_USD: refused now, not
          * as a background job that fails (which reserves its share when it
          * starts). A foreground run reserves it now. */
         if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call),
                                    dm_args_bool(specs, n, args, "background") ? NULL : &a.budget, &err) < 0) {
                 dm_claim_release(a.reserved);
+                dm_policy_free(policy);
                 return dm_tools_error(NULL, &err);
         }
-        if (dm_args_bool(specs, n, args, "background"))
-                return dm_tools_start_background(call, tool, args, research ? research_work : agent_work, (void *)t);
+        if (dm_args_bool(specs, n, args, "background")) {
+                struct dm_tools_run_arg *job_arg = dm_tools_run_arg_new(t, policy); /* the policy goes with it */
+
+                if (!job_arg) {
+                        dm_error_set(&err, -ENOMEM, "out of memory");
+                        return dm_tools_error(NULL, &err);
+                }
+                return dm_tools_start_background(call, tool, args, research ? research_work : agent_work, job_arg,
+                                                 dm_tools_run_arg_free);
+        }
         a.budget_taken = true;
         out = run_agent(dm_call_context(call), &a, dm_call_cancel(call), &r, &err);
+        dm_policy_free(policy);
         dm_claim_release(a.reserved);
         if (r == -ECANCELED)
                 return NULL;

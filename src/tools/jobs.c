@@ -252,6 +252,7 @@ struct background {
         json_object *args;                    /* a deep copy: the call's own is freed when it returns */
         dm_tools_job_work work;
         void *arg;
+        void (*arg_free)(void *arg);
         struct dm_slot *reserved; /* admission (src/core/claim.h): held until the work ends */
 };
 
@@ -261,6 +262,8 @@ static void background_free(void *userdata)
 
         dm_claim_release(bg->reserved); /* a job that never ran */
         json_object_put(bg->args);
+        if (bg->arg_free)
+                bg->arg_free(bg->arg);
         free(bg);
 }
 
@@ -301,7 +304,7 @@ static void background_done(struct dm_job *job, enum dm_job_status status, bool 
 }
 
 json_object *dm_tools_start_background(struct dm_call *call, const char *tool, json_object *args,
-                                       dm_tools_job_work work, void *arg)
+                                       dm_tools_job_work work, void *arg, void (*arg_free)(void *arg))
 {
         struct dm_context *ctx = dm_call_context(call);
         struct background *bg = calloc(1, sizeof(*bg));
@@ -311,6 +314,8 @@ json_object *dm_tools_start_background(struct dm_call *call, const char *tool, j
         int r;
 
         if (!bg || json_object_deep_copy(args, &bg->args, NULL) < 0) {
+                if (arg_free)
+                        arg_free(arg);
                 free(bg);
                 dm_error_set(&err, -ENOMEM, "out of memory");
                 return dm_tools_error(NULL, &err);
@@ -322,6 +327,7 @@ json_object *dm_tools_start_background(struct dm_call *call, const char *tool, j
         bg->tool = tool;
         bg->work = work;
         bg->arg = arg;
+        bg->arg_free = arg_free;
         /* The cap refuses now, as the call's answer. */
         r = dm_claim_reserve(ctx, dm_call_principal(call), &bg->reserved, &err);
         if (r < 0) {

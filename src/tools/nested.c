@@ -447,11 +447,9 @@ static void before_exec(struct dm_context *ctx, const struct dm_sandbox *sb, int
                 free(stale);
         }
         if (!serving) {
-                enum dm_egress egress = DM_EGRESS_NONE;
+                /* The policy the server keeps for it, not its record's text. */
+                enum dm_egress egress = dm_sandbox_egress(ctx, sb);
 
-                for (int i = DM_EGRESS_NONE; i <= DM_EGRESS_OPEN; i++)
-                        if (strcmp(sb->egress, egress_names[i]) == 0)
-                                egress = (enum dm_egress)i;
                 if (dm_mcphttp_token_generate(token) < 0 ||
                     open_endpoint(ctx, sb->principal, sb->id, pid, token, egress, true, &err) < 0) {
                         log_warning("sandbox %s: its MCP endpoint could not be made again: %s", sb->id,

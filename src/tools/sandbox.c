@@ -197,9 +197,10 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         if (dm_args_check(t->specs, t->n, args, &err) < 0)
                 return dm_tools_error(DM_TOOLS_ARGS, &err);
         allow = dm_args_strv(args, "allow");
-        egress = json_object_object_get_ex(args, "egress", NULL) ? dm_args_str(t->specs, t->n, args, "egress")
-                                                                 : dm_tools_nested_egress_default(call);
-        if (dm_policy_parse(egress, allow, dm_tools_caller_flags(call), &policy, &err) < 0)
+        egress = dm_tools_call_egress(call, t, args);
+        /* Parsed once: the nested rules, the container and its record (which
+         * keeps a copy for every later exec) use this one. */
+        if (dm_tools_call_policy(call, args, egress, false, &policy, &err) < 0)
                 return dm_tools_error(NULL, &err);
 
         files = dm_args_strv(args, "files");

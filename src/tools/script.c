@@ -9,7 +9,6 @@
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/policy.h"
 #include "src/core/claim.h"
-#include "src/core/egress.h"
 #include "src/core/images.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
@@ -155,30 +154,18 @@ json_object *dm_tools_exec_result(int exit_code, const char *out, size_t out_len
 /* Runs the (already checked) arguments; returns the structured result, or
  * NULL with *ret_r set (-ECANCELED for a cancel) and err filled. */
 static json_object *run_script(struct dm_context *ctx, const struct dm_args_table *t, json_object *args,
-                               struct dm_slot *reserved, struct dm_cancel *cancel, struct dm_tools_sink *sink,
-                               int *ret_r, struct dm_error *err)
+                               const struct dm_policy *policy, struct dm_slot *reserved, struct dm_cancel *cancel,
+                               struct dm_tools_sink *sink, int *ret_r, struct dm_error *err)
 {
         struct dm_run_result res;
         _cleanup_free_ const char **files = dm_args_strv(args, "files"), **dirs = dm_args_strv(args, "directories");
-        _cleanup_free_ const char **allow = dm_args_strv(args, "allow");
         char **env = dm_args_env(args, "env");
-        struct dm_policy *policy = NULL;
         json_object *out;
         int r;
 
-        if (!files || !dirs || !env || !allow) {
+        if (!files || !dirs || !env) {
                 dm_args_strv_free(env);
                 *ret_r = dm_error_set(err, -ENOMEM, "out of memory");
-                return NULL;
-        }
-        /* Not named: package-managers where this server can do it. */
-        r = dm_policy_parse(json_object_object_get_ex(args, "egress", NULL)
-                                    ? dm_args_str(t->specs, t->n, args, "egress")
-                                    : dm_egress_default(ctx),
-                            allow, ctx->cfg.allow_caller_egress ? DM_POLICY_CALLER_ALLOWED : 0, &policy, err);
-        if (r < 0) {
-                dm_args_strv_free(env);
-                *ret_r = r;
                 return NULL;
         }
         struct dm_run_request req = {
@@ -207,7 +194,6 @@ static json_object *run_script(struct dm_context *ctx, const struct dm_args_tabl
         r = dm_run(ctx, &req, &res, err);
         dm_tools_nested_run_end(&nested);
         dm_args_strv_free(env);
-        dm_policy_free(policy);
         *ret_r = r;
         if (r == -ECANCELED) {
                 log_info("sandbox_script %s cancelled; container removed", res.run_id ? res.run_id : "");
@@ -232,9 +218,9 @@ static json_object *script_work(struct dm_context *ctx, json_object *args, void 
                                 struct dm_slot *reserved, struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
 {
         struct dm_tools_sink sink = { .job = job };
+        const struct dm_tools_run_arg *a = arg; /* the call's: its table and its parsed policy */
 
-        /* arg: the calling server's table (its registry outlives the jobs). */
-        return run_script(ctx, arg, args, reserved, cancel, &sink, ret_r, err);
+        return run_script(ctx, a->t, args, a->policy, reserved, cancel, &sink, ret_r, err);
 }
 
 /* ---- the tool -------------------------------------------------------------------- */
@@ -244,41 +230,50 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         const struct dm_args_table *t = dm_call_tool(call)->data;
         struct dm_error err = { 0 };
         struct dm_tools_sink sink = { .call = call };
-        enum dm_egress egress;
-        _cleanup_free_ const char **allow = NULL;
+        struct dm_policy *policy = NULL;
+        struct dm_tools_run_arg *job_arg;
         json_object *out;
         int r;
 
         if (dm_args_check(t->specs, t->n, args, &err) < 0)
                 return dm_tools_error(DM_TOOLS_ARGS, &err);
-        /* From inside a nested sandbox the default is no wider than its own
-         * egress; written into the arguments, so a background job runs with
-         * the same. */
-        if (!json_object_object_get_ex(args, "egress", NULL) && dm_principal_depth(dm_call_principal(call)) > 0)
-                json_object_object_add(args, "egress", json_object_new_string(dm_tools_nested_egress_default(call)));
-        allow = dm_args_strv(args, "allow");
-        if (dm_policy_parse_mode(dm_args_str(t->specs, t->n, args, "egress"), allow, dm_tools_caller_flags(call),
-                                 &egress, &err) < 0)
+        /* Parsed once, here: the nested rules, the run and a background job
+         * all use this policy. Not named: package-managers where this
+         * server can do it, and from inside a nested sandbox no wider than
+         * its own egress. */
+        if (dm_tools_call_policy(call, args, dm_tools_call_egress(call, t, args), false, &policy, &err) < 0)
                 return dm_tools_error(NULL, &err);
         {
                 _cleanup_free_ const char **files = dm_args_strv(args, "files"),
-                                          **dirs = dm_args_strv(args, "directories");
+                                          **dirs = dm_args_strv(args, "directories"),
+                                          **allow = dm_args_strv(args, "allow");
                 struct dm_tools_nested_ask ask = {
                         .nested = dm_args_bool(t->specs, t->n, args, "nested"),
-                        .egress = &egress,
+                        .egress = &policy->mode,
                         .has_allow = allow && allow[0],
                         .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
                 };
 
-                if (dm_tools_nested_check(call, &ask, &err) < 0)
+                if (dm_tools_nested_check(call, &ask, &err) < 0) {
+                        dm_policy_free(policy);
                         return dm_tools_error(NULL, &err);
+                }
         }
         /* The run's claim takes the admission slot (src/core/claim.h); a
-         * job's is reserved now, so that a cap refuses this call. */
-        if (dm_args_bool(t->specs, t->n, args, "background"))
-                return dm_tools_start_background(call, "sandbox_script", args, script_work, (void *)t);
+         * job's is reserved when it starts, so that a cap refuses this
+         * call. The policy goes with the job. */
+        if (dm_args_bool(t->specs, t->n, args, "background")) {
+                job_arg = dm_tools_run_arg_new(t, policy);
+                if (!job_arg) { /* it freed the policy */
+                        dm_error_set(&err, -ENOMEM, "out of memory");
+                        return dm_tools_error(NULL, &err);
+                }
+                return dm_tools_start_background(call, "sandbox_script", args, script_work, job_arg,
+                                                 dm_tools_run_arg_free);
+        }
 
-        out = run_script(dm_call_context(call), t, args, NULL, dm_call_cancel(call), &sink, &r, &err);
+        out = run_script(dm_call_context(call), t, args, policy, NULL, dm_call_cancel(call), &sink, &r, &err);
+        dm_policy_free(policy);
         if (r == -ECANCELED)
                 return NULL;
         if (!out)

@@ -32,6 +32,32 @@ static inline unsigned dm_tools_caller_flags(struct dm_call *call)
         return dm_call_context(call)->cfg.allow_caller_egress ? DM_POLICY_CALLER_ALLOWED : 0;
 }
 
+/* ---- a call's egress policy, parsed once (request.c) ---- */
+
+struct dm_args_table;
+struct dm_policy;
+/* The egress a call asks for: its egress argument, or, when it gives none,
+ * the default for the caller (dm_tools_nested_egress_default). */
+const char *dm_tools_call_egress(struct dm_call *call, const struct dm_args_table *t, json_object *args);
+/* The call's one parse of mode (NULL: none) and its allow entries into
+ * *ret_policy (for dm_policy_free), under the server's caller flags, or as
+ * permitted when server_chosen (sandbox_research's open egress is the
+ * tool's, not the caller's). Its nested rules, its run and its background
+ * job all use this one. dm_policy_parse's errors, word for word. */
+int dm_tools_call_policy(struct dm_call *call, json_object *args, const char *mode, bool server_chosen,
+                         struct dm_policy **ret_policy, struct dm_error *err);
+/* What a background run works from: the server's table for the tool and
+ * the call's parsed policy. */
+struct dm_tools_run_arg {
+        const struct dm_args_table *t;
+        struct dm_policy *policy;
+};
+/* Takes policy (freed when out of memory: NULL then). */
+struct dm_tools_run_arg *dm_tools_run_arg_new(const struct dm_args_table *t, struct dm_policy *policy);
+/* Frees the arg and its policy; accepts NULL (a dm_tools_start_background
+ * arg_free). */
+void dm_tools_run_arg_free(void *arg);
+
 /* The MCP server for ctx, serving registry's tools (borrowed: it must
  * outlive the server): tools see ctx through dm_call_context; the run
  * outputs ctx's principals claimed are served as resources after the
@@ -129,14 +155,16 @@ typedef json_object *(*dm_tools_job_work)(struct dm_context *ctx, json_object *a
  * dm_tools_claim_outputs.) */
 
 /* Starts work on a deep copy of args as a job of the call's session and
- * answers {job_id, status: "running"}. The job's status comes from the
+ * answers {job_id, status: "running"}. arg goes to work; arg_free (may be
+ * NULL) frees it with the job, whether it ran or not, or at once when no
+ * job starts. The job's status comes from the
  * result: timed_out → timed_out, exit_code 0 → succeeded, else failed; a
  * NULL result is failed ("<tool> failed: ...") or cancelled. The work
  * starts one container: the call reserves its admission slot ahead
  * (dm_claim_reserve), so that a cap refuses the call, not the job; the job
  * holds it until its work ends. */
 json_object *dm_tools_start_background(struct dm_call *call, const char *tool, json_object *args,
-                                       dm_tools_job_work work, void *arg);
+                                       dm_tools_job_work work, void *arg, void (*arg_free)(void *arg));
 
 /* Reads what ctx's server permits (egress default, caller egress, allowed
  * roots, images, login files), writes the initialize instructions into reg

@@ -67,6 +67,51 @@ static long sandbox_containers(struct dm_backend *b, const char *sb)
         return count_label(b, label);
 }
 
+/* The record of sandbox id, as a live server wrote it, with egress and
+ * allow rewritten to what the test says: the file is the server's (under
+ * its output root, mode 0600; no sandbox can write it), so this plays
+ * someone on the host with the server's rights, or a bug that rewrote it. */
+static bool record_rewrite(const char *id, const char *egress, const char *allow)
+{
+        char path[PATH_MAX];
+        json_object *o;
+        bool done;
+
+        snprintf(path, sizeof(path), "%s/.sandboxes/%s.json", getenv("DEMESNE_OUTPUT_ROOT"), id);
+        o = json_object_from_file(path);
+        if (!o)
+                return false;
+        json_object_object_add(o, "egress", json_object_new_string(egress));
+        json_object_object_add(o, "allow", json_object_new_string(allow));
+        done = json_object_to_file(path, o) == 0;
+        json_object_put(o);
+        return done;
+}
+
+/* Kills the sandbox's PID 1 (its shim) and waits until the engine says it
+ * has stopped: the next call starts it again, as after an engine restart. */
+static bool kill_sandbox(struct dm_backend *b, const char *id)
+{
+        struct dm_container_info info = { 0 };
+        struct dm_error e = { 0 };
+        bool running = true;
+        int64_t t0 = dm_now_ms();
+
+        if (b->ops->kill(b, id, SIGKILL, &e) < 0) {
+                diag("kill %s: %s", id, e.msg);
+                return false;
+        }
+        while (running && dm_now_ms() - t0 < slack_ms(30000)) {
+                if (b->ops->inspect(b, id, &info, &e) < 0)
+                        break;
+                running = info.running;
+                dm_container_info_release(&info);
+                if (running)
+                        usleep(100 * 1000);
+        }
+        return !running;
+}
+
 int main(void)
 {
         struct dm_engine_config ec = { .env = test_engine_env(), .may_start_podman = false, .response_max = 16 << 20 };
@@ -407,6 +452,35 @@ int main(void)
                 snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", ttl_sb);
                 m = call("sandbox_destroy", args);
                 json_object_put(m);
+        }
+
+        /* The policy a sandbox was made with is the one it keeps in this
+         * server: its record rewritten to open egress under the live
+         * server, and its container restarted (so the server makes its
+         * network anew, from what it holds), it still has no network. A
+         * server that read the policy back from the record would give it
+         * a veth here. */
+        {
+                const char *ifaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '";
+                char kept[64], *before, *after;
+                bool rewritten, stopped;
+
+                m = call("sandbox_create", "{\"egress\":\"none\",\"image\":\"base\"}");
+                ok(!result_is_error(m), "a sandbox with egress none");
+                snprintf(kept, sizeof(kept), "%s", str_at(structured(m), "sandbox_id"));
+                json_object_put(m);
+                before = exec_out(kept, ifaces);
+                rewritten = record_rewrite(kept, "open", "");
+                stopped = kill_sandbox(b, kept);
+                after = exec_out(kept, ifaces);
+                is_str(before, "lo\n", "made with egress none, it has loopback only");
+                ok(rewritten && stopped, "its record now says egress open, and its container was stopped");
+                is_str(after, "lo\n", "started again by the live server, it still has loopback only: the kept policy");
+                free(before);
+                free(after);
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", kept);
+                json_object_put(call("sandbox_destroy", args));
+                is_int(sandbox_containers(b, kept), 0, "destroyed: nothing of it is left");
         }
 
         /* Size caps. */

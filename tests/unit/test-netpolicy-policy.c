@@ -203,29 +203,73 @@ static void test_bad_entries(void)
         pol = NULL;
 }
 
-static void test_compat(void)
+/* The mode a caller's egress and allow give, as the tools layer reads it
+ * off the one policy it parses per call. */
+static enum dm_egress mode_of(const char *mode, const char *const *allow, unsigned flags, int *ret_r)
 {
-        enum dm_egress e = DM_EGRESS_OPEN;
-        const char *allow[] = { "example.com", NULL };
+        struct dm_policy *p = NULL;
+        enum dm_egress e = (enum dm_egress) - 1;
 
-        is_int(dm_policy_parse_mode("none", NULL, 0, &e, &err), 0, "dm_policy_parse_mode: none");
-        is_int(e, DM_EGRESS_NONE, "is none");
-        is_int(dm_policy_parse_mode("open", NULL, 0, &e, &err), -EPERM, "dm_policy_parse_mode: open needs the setting");
-        is_int(dm_policy_parse_mode("nope", NULL, 0, &e, &err), -EINVAL, "dm_policy_parse_mode: unknown mode");
-        is_int(dm_policy_parse_mode("none", allow, 0, &e, &err), -EPERM,
-               "dm_policy_parse_mode: allow needs the setting");
-        is_int(dm_policy_parse_mode("open", NULL, DM_POLICY_CALLER_ALLOWED, &e, &err), 0,
-               "dm_policy_parse_mode: open with the setting");
-        is_int(e, DM_EGRESS_OPEN, "is open");
-        is_int(dm_policy_parse_mode("none", allow, DM_POLICY_CALLER_ALLOWED, &e, &err), 0,
-               "dm_policy_parse_mode: with the setting, allow is accepted");
-        is_int(e, DM_EGRESS_NONE, "as an allowlist on top of none");
-        is_int(dm_policy_parse_mode("package-managers", NULL, DM_POLICY_CALLER_ALLOWED, &e, &err), 0,
-               "dm_policy_parse_mode: package-managers");
-        is_int(e, DM_EGRESS_PACKAGE_MANAGERS, "is package-managers");
+        *ret_r = dm_policy_parse(mode, allow, flags, &p, &err);
+        if (p)
+                e = p->mode;
+        dm_policy_free(p);
+        return e;
+}
+
+static void test_caller_modes(void)
+{
+        const char *allow[] = { "example.com", NULL };
         const char *bad[] = { "::1", NULL };
-        is_int(dm_policy_parse_mode("none", bad, DM_POLICY_CALLER_ALLOWED, &e, &err), -EINVAL,
-               "dm_policy_parse_mode: a bad entry is reported first");
+        int r;
+
+        is_int(mode_of("none", NULL, 0, &r), DM_EGRESS_NONE, "none");
+        is_int(r, 0, "none parses without the setting");
+        mode_of("open", NULL, 0, &r);
+        is_int(r, -EPERM, "open needs the setting");
+        mode_of("nope", NULL, 0, &r);
+        is_int(r, -EINVAL, "unknown mode");
+        mode_of("none", allow, 0, &r);
+        is_int(r, -EPERM, "allow needs the setting");
+        is_int(mode_of("open", NULL, DM_POLICY_CALLER_ALLOWED, &r), DM_EGRESS_OPEN, "open with the setting");
+        is_int(mode_of("none", allow, DM_POLICY_CALLER_ALLOWED, &r), DM_EGRESS_NONE,
+               "with the setting, allow is accepted, as an allowlist on top of none");
+        is_int(mode_of("package-managers", NULL, DM_POLICY_CALLER_ALLOWED, &r), DM_EGRESS_PACKAGE_MANAGERS,
+               "package-managers");
+        mode_of("none", bad, DM_POLICY_CALLER_ALLOWED, &r);
+        is_int(r, -EINVAL, "a bad entry is reported first");
+}
+
+/* A copy is whole and the copy's own: it outlives the policy it came from
+ * (a sandbox's record keeps one past the call that parsed it). */
+static void test_dup(void)
+{
+        const char *allow[] = { "*.example.com:443", "pypi.org", "93.184.216.0/24:80", "1.1.1.1", NULL };
+        struct dm_policy *p = NULL, *d = NULL, *e = NULL;
+        char host0[64];
+
+        is_int(dm_policy_parse("package-managers", allow, DM_POLICY_CALLER_ALLOWED, &p, &err), 0, "parsed");
+        is_int(dm_policy_dup(p, &d), 0, "dm_policy_dup");
+        ok(d != p && d->names != p->names && d->cidrs != p->cidrs, "the copy shares no array");
+        snprintf(host0, sizeof(host0), "%s", p->names[0].host);
+        ok(d->names[0].host != p->names[0].host, "nor a name");
+        dm_policy_free(p);
+        is_int(d->mode, DM_EGRESS_PACKAGE_MANAGERS, "mode kept after the original is freed");
+        is_int((int)d->n_names, 2, "both names");
+        is_str(d->names[0].host, host0, "the first name");
+        ok(d->names[0].wildcard && d->names[0].port == 443, "its wildcard and port");
+        is_int((int)d->n_cidrs, 2, "both address rules");
+        ok(d->cidrs[0].prefix == 24 && d->cidrs[0].port == 80 && d->cidrs[1].prefix == 32 && d->cidrs[1].port == 0,
+           "their prefixes and ports");
+        ok(dm_policy_needs_network(d), "and it still needs a network");
+        dm_policy_free(d);
+
+        is_int(dm_policy_parse("none", NULL, 0, &p, &err), 0, "an empty policy");
+        is_int(dm_policy_dup(p, &e), 0, "copied");
+        ok(e->mode == DM_EGRESS_NONE && !e->n_names && !e->n_cidrs && !dm_policy_needs_network(e),
+           "the copy is as empty");
+        dm_policy_free(p);
+        dm_policy_free(e);
 }
 
 int main(void)
@@ -246,7 +290,8 @@ int main(void)
         test_caller_gate();
         test_good_entries();
         test_bad_entries();
-        test_compat();
+        test_caller_modes();
+        test_dup();
         dm_policy_free(pol);
         dm_policy_free(NULL);
         ok(1, "dm_policy_free(NULL) is harmless");
