@@ -209,7 +209,8 @@ int64_t dm_disk_unlinked_open(const char *procs_path, const dev_t *devs, size_t 
                         scan_fds(pid, &h);
         fclose(f);
         /* Out of memory: what was found so far counts. */
-        qsort(h.v, h.n, sizeof(*h.v), held_cmp);
+        if (h.n)
+                qsort(h.v, h.n, sizeof(*h.v), held_cmp);
         for (size_t i = 0; i < h.n; i++)
                 if (i == 0 || held_cmp(&h.v[i], &h.v[i - 1]) != 0)
                         sum += h.v[i].bytes;
