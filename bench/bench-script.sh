@@ -17,7 +17,9 @@
 #
 # Environment: DEMESNE (required, absolute path), N (timed rounds, default 20),
 # WARMUP (untimed rounds, default 1), ERA (modern|legacy, default modern; the
-# python client speaks modern only), CLIENTS (default node; e.g. "python node"),
+# python client speaks modern only), CLIENTS (default node; e.g. "python node";
+# KIND@/abs/path runs that client's server from another binary, e.g.
+# "python python@/tmp/old/src/demesne" for two builds side by side),
 # IMAGE (default localhost/demesne/python:latest), PODMAN (default podman),
 # DEMESNE_OUTPUT_ROOT (default: a fresh temp dir, removed at exit).
 # The node client needs tests/e2e/node_modules (npm ci --prefix tests/e2e).
@@ -34,15 +36,26 @@ PODMAN=${PODMAN:-podman}
 
 die() { echo "bench-script: $*" >&2; exit 1; }
 [[ -n ${DEMESNE:-} && $DEMESNE == /* && -x $DEMESNE ]] || die "DEMESNE must be the absolute path of an executable demesne binary"
-read -r -a clients <<<"$CLIENTS"
-((${#clients[@]})) || die "CLIENTS is empty"
-for c in "${clients[@]}"; do
-  case $c in
+read -r -a specs <<<"$CLIENTS"
+((${#specs[@]})) || die "CLIENTS is empty"
+# Each client: its kind, the binary its server runs (KIND@/abs/path, default
+# DEMESNE: two builds side by side in one run) and its label.
+declare -A kind_of bin_of label_of
+clients=()
+for spec in "${specs[@]}"; do
+  c=c${#clients[@]}
+  clients+=("$c")
+  kind_of[$c]=${spec%%@*}
+  bin_of[$c]=$DEMESNE
+  label_of[$c]=$spec
+  [[ $spec == *@* ]] && bin_of[$c]=${spec#*@}
+  [[ ${bin_of[$c]} == /* && -x ${bin_of[$c]} ]] || die "client '$spec': ${bin_of[$c]} is not an absolute path of an executable"
+  case ${kind_of[$c]} in
     node) [[ -d $here/../tests/e2e/node_modules/@modelcontextprotocol/client ]] ||
             die "tests/e2e/node_modules is missing: run npm ci --prefix tests/e2e" ;;
     python) command -v python3 >/dev/null || die "python3 not found"
             [[ $ERA == modern ]] || die "the python client speaks the modern era only" ;;
-    *) die "unknown client '$c' in CLIENTS (node, python)" ;;
+    *) die "unknown client '$spec' in CLIENTS (node, python, either with @/abs/path/to/demesne)" ;;
   esac
 done
 command -v "$PODMAN" >/dev/null || die "$PODMAN not found"
@@ -82,11 +95,11 @@ trap 'exit 1' INT TERM HUP
 for c in "${clients[@]}"; do
   mkfifo "$work/$c.in" "$work/$c.out"
   mkdir -p "$root/$c"
-  if [[ $c == node ]]; then
-    DEMESNE_OUTPUT_ROOT=$root/$c node "$here/mcp-timer.mjs" --stdin --era "$ERA" --tool "$TOOL" \
+  if [[ ${kind_of[$c]} == node ]]; then
+    DEMESNE=${bin_of[$c]} DEMESNE_OUTPUT_ROOT=$root/$c node "$here/mcp-timer.mjs" --stdin --era "$ERA" --tool "$TOOL" \
       <"$work/$c.in" >"$work/$c.out" &
   else
-    DEMESNE_OUTPUT_ROOT=$root/$c python3 "$here/mcp-bare.py" --stdin --tool "$TOOL" \
+    DEMESNE=${bin_of[$c]} DEMESNE_OUTPUT_ROOT=$root/$c python3 "$here/mcp-bare.py" --stdin --tool "$TOOL" \
       <"$work/$c.in" >"$work/$c.out" &
   fi
   pid_of[$c]=$!
@@ -96,22 +109,22 @@ done
 
 read_client() { # client -> sets $reply; fails on EOF, error or timeout
   local line
-  if ! IFS= read -r -t 600 line <&"${out_of[$1]}"; then die "client $1 gave no answer"; fi
+  if ! IFS= read -r -t 600 line <&"${out_of[$1]}"; then die "client ${label_of[$1]} gave no answer"; fi
   case $line in
-    error\ *) die "client $1: ${line#error }" ;;
+    error\ *) die "client ${label_of[$1]}: ${line#error }" ;;
   esac
   reply=$line
 }
 
 for c in "${clients[@]}"; do
   read_client "$c"
-  case $reply in ready\ *) echo "session ($c): ${reply#ready }" ;; *) die "unexpected from client $c: $reply" ;; esac
+  case $reply in ready\ *) echo "session ${c#c} (${label_of[$c]}): ${reply#ready }" ;; *) die "unexpected from client ${label_of[$c]}: $reply" ;; esac
 done
 
 demesne_once() { # client -> prints ms
   echo call >&"${in_of[$1]}"
   read_client "$1"
-  [[ $reply == ms\ * ]] || die "unexpected from client $1: $reply"
+  [[ $reply == ms\ * ]] || die "unexpected from client ${label_of[$1]}: $reply"
   echo "${reply#ms }"
 }
 
@@ -150,7 +163,7 @@ for ((i = 1; i <= N; i++)); do
     echo "$v" >>"$work/$who"
     eval "ms_$who=\$v"
   done
-  for c in "${clients[@]}"; do line+=$(printf '  demesne(%s) %8.1f ms' "$c" "$(eval echo "\$ms_$c")"); done
+  for c in "${clients[@]}"; do line+=$(printf '  demesne(%s) %8.1f ms' "${c#c}:${kind_of[$c]}" "$(eval echo "\$ms_$c")"); done
   echo "$line$(printf '  podman %8.1f ms' "$ms_podman")"
 done
 
@@ -159,7 +172,7 @@ mp=$(median "$work/podman")
 what=$([[ $TOOL == exec ]] && echo sandbox_exec || echo sandbox_script)
 for c in "${clients[@]}"; do
   md=$(median "$work/$c")
-  printf '%-38s %s ms (N=%s, era %s)\n' "demesne $what median ($c client):" "$md" "$N" "$ERA"
+  printf '%-38s %s ms (N=%s, era %s)\n' "demesne $what median (${label_of[$c]} client):" "$md" "$N" "$ERA"
 done
 if [[ $TOOL == exec ]]; then
   printf '%-38s %s ms (N=%s)\n' "podman exec median:" "$mp" "$N"
@@ -168,5 +181,5 @@ else
 fi
 for c in "${clients[@]}"; do
   md=$(median "$work/$c")
-  printf '%-38s %s\n' "ratio demesne/podman ($c client):" "$(awk -v a="$md" -v b="$mp" 'BEGIN { printf "%.3f\n", a / b }')"
+  printf '%-38s %s\n' "ratio demesne/podman (${label_of[$c]} client):" "$(awk -v a="$md" -v b="$mp" 'BEGIN { printf "%.3f\n", a / b }')"
 done
