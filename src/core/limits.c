@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
@@ -33,39 +34,68 @@ static int64_t charge(const struct stat *st)
         return (int64_t)st->st_blocks * 512 + DM_DISK_INODE_BYTES;
 }
 
-/* dirfd is an open directory on device dev; it is closed here. */
-static int walk(int dirfd, dev_t dev, int depth, int64_t *sum)
+/* A directory's entries through getdents64 into a buffer of the caller's:
+ * no DIR (its 32 KiB buffer, and the fstat and two fcntl of fdopendir) for
+ * each of the many small directories a walk opens. */
+#define DENTS_BUF 4096
+
+/* Calls fn for each entry of the open directory fd but "." and "..",
+ * until fn returns nonzero (that value is returned); 0 at the end or on a
+ * read error (a directory removed while walked). */
+static int each_entry(int fd, int (*fn)(int dirfd, const char *name, void *userdata), void *userdata)
 {
-        DIR *d;
-        struct dirent *e;
+        _Alignas(struct dirent64) char buf[DENTS_BUF];
+        ssize_t n;
         int r = 0;
 
-        if (depth > DM_DISK_MAX_DEPTH) {
-                close(dirfd);
-                return -ELOOP;
-        }
-        d = fdopendir(dirfd);
-        if (!d) {
-                close(dirfd);
-                return 0;
-        }
-        while (r == 0 && (e = readdir(d))) {
-                struct stat st;
-                int fd;
+        while (r == 0 && (n = getdents64(fd, buf, sizeof(buf))) > 0)
+                for (ssize_t off = 0; r == 0 && off < n;) {
+                        const struct dirent64 *e = (const struct dirent64 *)(buf + off);
 
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                        continue;
-                if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        continue; /* gone since readdir */
-                *sum += charge(&st);
-                if (!S_ISDIR(st.st_mode) || st.st_dev != dev)
-                        continue;
-                fd = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-                if (fd < 0)
-                        continue; /* swapped for a symlink, or removed: not followed */
-                r = walk(fd, dev, depth + 1, sum);
+                        off += e->d_reclen;
+                        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+                                continue;
+                        r = fn(fd, e->d_name, userdata);
+                }
+        return r;
+}
+
+struct walk {
+        dev_t dev;
+        int depth;
+        int64_t *sum;
+};
+
+static int walk(int dirfd, struct walk *w);
+
+static int walk_entry(int dirfd, const char *name, void *userdata)
+{
+        struct walk *w = userdata;
+        struct stat st;
+        int fd;
+
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0; /* gone since it was listed */
+        *w->sum += charge(&st);
+        if (!S_ISDIR(st.st_mode) || st.st_dev != w->dev)
+                return 0;
+        fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+                return 0; /* swapped for a symlink, or removed: not followed */
+        return walk(fd, w);
+}
+
+/* dirfd is an open directory on device w->dev; it is closed here. */
+static int walk(int dirfd, struct walk *w)
+{
+        int r = -ELOOP;
+
+        if (w->depth <= DM_DISK_MAX_DEPTH) {
+                w->depth++;
+                r = each_entry(dirfd, walk_entry, w);
+                w->depth--;
         }
-        closedir(d);
+        close(dirfd);
         return r;
 }
 
@@ -83,7 +113,7 @@ int dm_disk_usage(const char *const *paths, int64_t *ret_bytes)
                         close(fd);
                         continue;
                 }
-                r = walk(fd, st.st_dev, 0, &sum);
+                r = walk(fd, &(struct walk){ .dev = st.st_dev, .sum = &sum });
                 if (r < 0)
                         return r;
         }
@@ -111,56 +141,80 @@ static int held_cmp(const void *a, const void *b)
         return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
-static void scan_fds(int pid, const dev_t *devs, size_t n_devs, struct held *v, size_t *n)
+struct held_scan {
+        const dev_t *devs;
+        size_t n_devs;
+        struct held *v; /* grown as found: most containers hold none */
+        size_t n, cap;
+        bool failed;
+};
+
+static int held_entry(int dirfd, const char *name, void *userdata)
+{
+        struct held_scan *h = userdata;
+        struct stat st;
+        bool ours = false;
+
+        if (h->n >= UNLINKED_MAX_FILES || h->failed)
+                return 1;
+        /* stat through the magic link: the kernel's own file, no path
+         * walked, nothing opened. */
+        if (fstatat(dirfd, name, &st, 0) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 0)
+                return 0;
+        /* Only the trees' file systems: memfd and tmpfs are memory. */
+        for (size_t i = 0; i < h->n_devs && !ours; i++)
+                ours = st.st_dev == h->devs[i];
+        if (!ours)
+                return 0;
+        if (h->n == h->cap) {
+                size_t cap = h->cap ? h->cap * 2 : 64;
+                struct held *v = realloc(h->v, cap * sizeof(*v));
+
+                if (!v) {
+                        h->failed = true;
+                        return 1;
+                }
+                h->v = v;
+                h->cap = cap;
+        }
+        h->v[h->n++] = (struct held){ st.st_dev, st.st_ino, (int64_t)st.st_blocks * 512 };
+        return 0;
+}
+
+static void scan_fds(int pid, struct held_scan *h)
 {
         char dir[64];
-        DIR *d;
-        struct dirent *e;
+        int fd;
 
         snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
-        d = opendir(dir);
-        if (!d)
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
                 return;
-        while (*n < UNLINKED_MAX_FILES && (e = readdir(d))) {
-                struct stat st;
-                bool ours = false;
-
-                /* stat through the magic link: the kernel's own file, no
-                 * path walked, nothing opened. */
-                if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, 0) < 0 || !S_ISREG(st.st_mode) ||
-                    st.st_nlink != 0)
-                        continue;
-                /* Only the trees' file systems: memfd and tmpfs are memory. */
-                for (size_t i = 0; i < n_devs && !ours; i++)
-                        ours = st.st_dev == devs[i];
-                if (ours)
-                        v[(*n)++] = (struct held){ st.st_dev, st.st_ino, (int64_t)st.st_blocks * 512 };
-        }
-        closedir(d);
+        each_entry(fd, held_entry, h);
+        close(fd);
 }
 
 int64_t dm_disk_unlinked_open(const char *procs_path, const dev_t *devs, size_t n_devs)
 {
-        struct held *v;
-        size_t n = 0, pids = 0;
+        struct held_scan h = { .devs = devs, .n_devs = n_devs };
+        size_t pids = 0;
         int64_t sum = 0;
         FILE *f;
         int pid;
 
         if (!procs_path || !(f = fopen(procs_path, "re")))
                 return 0;
-        v = malloc(UNLINKED_MAX_FILES * sizeof(*v));
-        while (v && pids++ < UNLINKED_MAX_PIDS && fscanf(f, "%d", &pid) == 1)
+        while (!h.failed && pids++ < UNLINKED_MAX_PIDS && fscanf(f, "%d", &pid) == 1)
                 if (pid > 0)
-                        scan_fds(pid, devs, n_devs, v, &n);
+                        scan_fds(pid, &h);
         fclose(f);
-        if (!v)
-                return 0;
-        qsort(v, n, sizeof(*v), held_cmp);
-        for (size_t i = 0; i < n; i++)
-                if (i == 0 || held_cmp(&v[i], &v[i - 1]) != 0)
-                        sum += v[i].bytes;
-        free(v);
+        /* Out of memory: what was found so far counts. */
+        if (h.n)
+                qsort(h.v, h.n, sizeof(*h.v), held_cmp);
+        for (size_t i = 0; i < h.n; i++)
+                if (i == 0 || held_cmp(&h.v[i], &h.v[i - 1]) != 0)
+                        sum += h.v[i].bytes;
+        free(h.v);
         return sum;
 }
 
@@ -229,19 +283,41 @@ int dm_disk_cap_error(struct dm_error *err, int64_t cap, const char *why)
 
 /* ---- the watch ------------------------------------------------------------------ */
 
+/* Most commands end long before the first walk is due, so a watch starts
+ * no thread of its own: the fd the command waits on is an epoll set of the
+ * caller's cancel, the outside limit and the watch's own trip, readable
+ * when any of them is (nothing to pass on), and one thread for the whole
+ * server (the ticker) starts a watch's walker once its command has run
+ * WATCH_MIN_MS. From then on each command has its walker, as before. */
+
 struct dm_limits_watch {
-        pthread_t thread;
-        int stop_fd, trip_fd;
+        int poll_fd; /* epoll: cancel_fd, limit_fd, trip_fd */
+        int trip_fd; /* eventfd: a limit tripped */
+        int stop_fd; /* eventfd: the walker ends; -1 until it starts */
         int cancel_fd, limit_fd;
         char **trees;
         char *procs;   /* the container's cgroup.procs, or NULL */
         dev_t devs[8]; /* the trees' file systems */
         size_t n_devs;
         int64_t cap, baseline;
+        /* The ticker's, under its lock. */
+        int64_t due; /* when the walker starts (monotonic ms) */
+        bool queued, walking;
+        pthread_t thread;
+        struct dm_limits_watch *next;
         pthread_mutex_t lock; /* guards err and used */
         int64_t used;         /* at the last walk; -1: none yet */
         struct dm_error err;  /* code != 0 once a limit tripped */
 };
+
+static struct {
+        pthread_once_t once;
+        pthread_mutex_t lock;
+        pthread_cond_t cond; /* on CLOCK_MONOTONIC */
+        bool running;        /* the ticker thread exists */
+        int64_t wake_at;     /* when it wakes unasked; INT64_MAX: only when signalled */
+        struct dm_limits_watch *queue;
+} ticker = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER, .wake_at = INT64_MAX };
 
 static void trip(struct dm_limits_watch *w, int code, const char *msg)
 {
@@ -289,36 +365,21 @@ static int check_disk(struct dm_limits_watch *w)
         return 1;
 }
 
-static void *watch_main(void *arg)
+/* A walk at once (the command has run WATCH_MIN_MS), then at the pace. */
+static void *walker_main(void *arg)
 {
         struct dm_limits_watch *w = arg;
-        int64_t pause = WATCH_MIN_MS;
+        int64_t pause = 0;
 
         for (;;) {
-                struct pollfd p[3] = {
-                        { .fd = w->stop_fd, .events = POLLIN },
-                        { .fd = w->cancel_fd, .events = POLLIN },
-                        { .fd = w->limit_fd, .events = POLLIN },
-                };
+                struct pollfd p = { .fd = w->stop_fd, .events = POLLIN };
                 int64_t t0;
-                int n = poll(p, 3, w->cap > 0 ? (int)pause : -1);
+                int n = poll(&p, 1, (int)pause);
 
                 if (n < 0 && errno == EINTR)
                         continue;
-                if (n < 0 || p[0].revents)
+                if (n != 0)
                         break;
-                if (p[1].revents) {
-                        uint64_t one = 1;
-
-                        /* Not a limit: only passed on. */
-                        if (write(w->trip_fd, &one, sizeof(one)) < 0)
-                                log_warning("limits: cannot pass a cancel on: %s", strerror(errno));
-                        break;
-                }
-                if (p[2].revents) {
-                        trip(w, -ECONNABORTED, "stopped by a limit");
-                        break;
-                }
                 t0 = dm_now_ms();
                 if (check_disk(w))
                         break;
@@ -328,8 +389,95 @@ static void *watch_main(void *arg)
         return NULL;
 }
 
+/* Under ticker.lock. A walker that cannot start stops the command: the cap
+ * would go unwatched. */
+static void walker_start(struct dm_limits_watch *w)
+{
+        char msg[128];
+        int r;
+
+        w->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        r = w->stop_fd < 0 ? -errno : -pthread_create(&w->thread, NULL, walker_main, w);
+        if (r == 0) {
+                w->walking = true;
+                return;
+        }
+        snprintf(msg, sizeof(msg), "cannot start the disk watch (%s); the command was stopped", strerror(-r));
+        trip(w, r, msg);
+}
+
+static void *ticker_main(void *arg)
+{
+        (void)arg;
+        pthread_mutex_lock(&ticker.lock);
+        for (;;) {
+                int64_t now = dm_now_ms(), next = INT64_MAX;
+                struct timespec ts;
+
+                for (struct dm_limits_watch **p = &ticker.queue; *p;) {
+                        struct dm_limits_watch *w = *p;
+
+                        if (w->due > now) {
+                                next = w->due < next ? w->due : next;
+                                p = &w->next;
+                                continue;
+                        }
+                        *p = w->next;
+                        w->queued = false;
+                        walker_start(w);
+                }
+                ticker.wake_at = next;
+                if (next == INT64_MAX) {
+                        pthread_cond_wait(&ticker.cond, &ticker.lock);
+                        continue;
+                }
+                dm_monotonic_after(next - now, &ts);
+                pthread_cond_timedwait(&ticker.cond, &ticker.lock, &ts);
+        }
+        return NULL;
+}
+
+static void ticker_init(void)
+{
+        pthread_condattr_t ca;
+        pthread_attr_t a;
+        pthread_t t;
+
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&ticker.cond, &ca);
+        pthread_condattr_destroy(&ca);
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        /* Without it, every watch starts its walker at once (as it did before). */
+        ticker.running = pthread_create(&t, &a, ticker_main, NULL) == 0;
+        pthread_attr_destroy(&a);
+}
+
+/* Hands w to the ticker, or starts its walker now. */
+static void walker_schedule(struct dm_limits_watch *w)
+{
+        pthread_once(&ticker.once, ticker_init);
+        pthread_mutex_lock(&ticker.lock);
+        if (!ticker.running) {
+                walker_start(w);
+                pthread_mutex_unlock(&ticker.lock);
+                return;
+        }
+        w->due = dm_now_ms() + WATCH_MIN_MS;
+        w->queued = true;
+        w->next = ticker.queue;
+        ticker.queue = w;
+        /* A ticker that wakes before then picks it up by itself. */
+        if (w->due < ticker.wake_at)
+                pthread_cond_signal(&ticker.cond);
+        pthread_mutex_unlock(&ticker.lock);
+}
+
 static void watch_free(struct dm_limits_watch *w)
 {
+        if (w->poll_fd >= 0)
+                close(w->poll_fd);
         if (w->stop_fd >= 0)
                 close(w->stop_fd);
         if (w->trip_fd >= 0)
@@ -340,6 +488,30 @@ static void watch_free(struct dm_limits_watch *w)
         free(w->procs);
         pthread_mutex_destroy(&w->lock);
         free(w);
+}
+
+static int poll_set_add(int epfd, int fd)
+{
+        struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+        return fd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 || errno == EEXIST ? 0 : -errno;
+}
+
+static int watch_fds(struct dm_limits_watch *w, struct dm_error *err)
+{
+        int r = 0;
+
+        w->trip_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        w->poll_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (w->trip_fd < 0 || w->poll_fd < 0)
+                r = -errno;
+        if (r == 0)
+                r = poll_set_add(w->poll_fd, w->trip_fd);
+        if (r == 0)
+                r = poll_set_add(w->poll_fd, w->cancel_fd);
+        if (r == 0)
+                r = poll_set_add(w->poll_fd, w->limit_fd);
+        return r < 0 ? dm_error_set(err, r, "limits: %s", strerror(-r)) : 0;
 }
 
 int dm_limits_watch_start(const struct dm_limits_watch_conf *conf, struct dm_limits_watch **ret, struct dm_error *err)
@@ -354,16 +526,15 @@ int dm_limits_watch_start(const struct dm_limits_watch_conf *conf, struct dm_lim
         w->cap = conf->cap;
         w->cancel_fd = conf->cancel_fd;
         w->limit_fd = conf->limit_fd;
-        w->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        w->trip_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        while (conf->trees && conf->trees[n])
-                n++;
-        w->trees = calloc(n + 1, sizeof(*w->trees));
-        if (w->stop_fd < 0 || w->trip_fd < 0) {
-                r = dm_error_set(err, -errno, "limits: eventfd: %s", strerror(errno));
+        w->stop_fd = -1;
+        r = watch_fds(w, err);
+        if (r < 0) {
                 watch_free(w);
                 return r;
         }
+        while (conf->trees && conf->trees[n])
+                n++;
+        w->trees = calloc(n + 1, sizeof(*w->trees));
         for (size_t i = 0; w->trees && i < n; i++)
                 if (!(w->trees[i] = strdup(conf->trees[i]))) {
                         watch_free(w);
@@ -389,36 +560,40 @@ int dm_limits_watch_start(const struct dm_limits_watch_conf *conf, struct dm_lim
                         w->baseline = 0;
                 w->baseline += dm_disk_unlinked_open(w->procs, w->devs, w->n_devs);
         }
-        r = -pthread_create(&w->thread, NULL, watch_main, w);
-        if (r < 0) {
-                watch_free(w);
-                return dm_error_set(err, r, "limits: cannot start the disk watch: %s", strerror(-r));
-        }
+        if (w->cap > 0)
+                walker_schedule(w);
         *ret = w;
         return 0;
 }
 
 int dm_limits_watch_fd(const struct dm_limits_watch *w)
 {
-        return w->trip_fd;
+        return w->poll_fd;
+}
+
+static bool readable(int fd)
+{
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+
+        return fd >= 0 && poll(&p, 1, 0) == 1;
 }
 
 bool dm_limits_watch_tripped(struct dm_limits_watch *w, struct dm_error *err)
 {
         bool tripped;
 
+        /* The outside limit fired: whatever else stopped the command, it
+         * would not have gone on. */
+        if (readable(w->limit_fd))
+                trip(w, -ECONNABORTED, "stopped by a limit");
         pthread_mutex_lock(&w->lock);
         tripped = w->err.code != 0;
         pthread_mutex_unlock(&w->lock);
         /* A command quicker than the watch's first walk is measured once
          * more now that it has ended: what it left counts the same. Not
          * after a cancel: nobody waits for that answer. */
-        if (!tripped && w->cap > 0) {
-                struct pollfd p = { .fd = w->cancel_fd, .events = POLLIN };
-
-                if (w->cancel_fd < 0 || poll(&p, 1, 0) == 0)
-                        check_disk(w);
-        }
+        if (!tripped && w->cap > 0 && !readable(w->cancel_fd))
+                check_disk(w);
         pthread_mutex_lock(&w->lock);
         tripped = w->err.code != 0;
         if (tripped)
@@ -440,12 +615,25 @@ int64_t dm_limits_watch_usage(struct dm_limits_watch *w)
 void dm_limits_watch_stop(struct dm_limits_watch *w)
 {
         uint64_t one = 1;
+        bool walking;
 
         if (!w)
                 return;
-        if (write(w->stop_fd, &one, sizeof(one)) < 0)
-                log_warning("limits: cannot stop the disk watch: %s", strerror(errno));
-        pthread_join(w->thread, NULL);
+        pthread_mutex_lock(&ticker.lock);
+        if (w->queued)
+                for (struct dm_limits_watch **p = &ticker.queue; *p; p = &(*p)->next)
+                        if (*p == w) {
+                                *p = w->next;
+                                break;
+                        }
+        w->queued = false;
+        walking = w->walking;
+        pthread_mutex_unlock(&ticker.lock);
+        if (walking) {
+                if (write(w->stop_fd, &one, sizeof(one)) < 0)
+                        log_warning("limits: cannot stop the disk watch: %s", strerror(errno));
+                pthread_join(w->thread, NULL);
+        }
         watch_free(w);
 }
 

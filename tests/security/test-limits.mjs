@@ -11,7 +11,8 @@
 //     container can write) and a persistent sandbox's /workspace all end with
 //     the cap's error, fast, and the host holds no more than the cap (plus
 //     what one watch interval lets through); a full sandbox can still free
-//     space;
+//     space; quick execs (done before the watch's first walk) that add up
+//     past the cap, one after the other or six at once, get the cap's error;
 //   - spending: with DEMESNE_AGENT_MAX_USD below one reply's price, the real
 //     Claude Code CLI's run (vendor fixture upstream) ends with the cap's
 //     error and no further model request reaches the vendor;
@@ -134,7 +135,7 @@ async function startFixture(root, key) {
   return { port, log, child };
 }
 
-h.plan(28);
+h.plan(31);
 
 await h.run(async () => {
   const root = h.makeOutputRoot('limits');
@@ -256,7 +257,8 @@ await h.run(async () => {
       h.firstText(res).slice(0, 400));
   }
 
-  // 17-22: a persistent sandbox: the cap covers all it holds.
+  // 17-25: a persistent sandbox: the cap covers all it holds, one command at a
+  // time or several at once.
   {
     const made = await call(client, 'sandbox_create', { image: 'base', egress: 'none' });
     const sid = made.structuredContent?.sandbox_id;
@@ -273,6 +275,28 @@ await h.run(async () => {
     h.ok(more.isError && CAP_RE.test(h.firstText(more)), 'a full sandbox cannot grow further', h.firstText(more));
     const rm = await call(client, 'sandbox_exec', { sandbox_id: sid, command: 'rm -f /workspace/a /out/b /tmp/c && echo freed' });
     h.ok(!rm.isError && rm.structuredContent?.stdout === 'freed\n', 'but it can free space', h.firstText(rm));
+    // Commands quicker than the watch's first walk (no walker thread runs
+    // for them): the measure at each one's end is what holds the cap. Three
+    // of 20 MiB fit under 64 MiB; the fourth crosses it and gets the error.
+    const quick = [];
+    for (let i = 0; i < 4; i += 1) {
+      quick.push(await call(client, 'sandbox_exec', { sandbox_id: sid, command: `fallocate -l 20m /workspace/q${i}` }));
+    }
+    h.ok(quick.slice(0, 3).every((r) => !r.isError && r.structuredContent?.exit_code === 0)
+      && quick[3].isError && CAP_RE.test(h.firstText(quick[3])),
+    'quick execs of 20 MiB each: the one that crosses the cap gets its error',
+    quick.map((r) => h.firstText(r).slice(0, 120)).join(' | '));
+    // Six at once, 15 MiB each, into an emptied sandbox: 90 MiB together.
+    const emptied = await call(client, 'sandbox_exec', { sandbox_id: sid, command: 'rm -f /workspace/q* && echo freed' });
+    const burst = await Promise.all([0, 1, 2, 3, 4, 5].map((i) => call(client, 'sandbox_exec',
+      { sandbox_id: sid, command: `fallocate -l 15m /workspace/p${i}` })));
+    const capped = burst.filter((r) => r.isError && CAP_RE.test(h.firstText(r))).length;
+    h.ok(!emptied.isError && capped >= 1 && burst.every((r) => !r.isError || CAP_RE.test(h.firstText(r))),
+      `six quick execs at once past the cap: ${capped} get the cap's error, none another`,
+      burst.map((r) => h.firstText(r).slice(0, 120)).join(' | '));
+    const after = await call(client, 'sandbox_exec', { sandbox_id: sid, command: 'head -c 1m /dev/zero > /tmp/d' });
+    h.ok(after.isError && CAP_RE.test(h.firstText(after)), 'and the sandbox they filled cannot grow further',
+      h.firstText(after));
     const gone = await call(client, 'sandbox_destroy', { sandbox_id: sid });
     h.ok(!gone.isError && sandboxContainer(sid) === '', 'sandbox_destroy removes it', h.firstText(gone));
   }
@@ -280,7 +304,7 @@ await h.run(async () => {
   await client.close();
   await h.killAll();
 
-  // 23-26: the spending cap, with the real Claude Code CLI.
+  // 26-29: the spending cap, with the real Claude Code CLI.
   {
     const key = `sk-ant-api03-demesne-limits-${crypto.randomBytes(12).toString('hex')}`;
     const fx = await startFixture(root, key);
@@ -320,7 +344,7 @@ await h.run(async () => {
     await h.killAll();
   }
 
-  // 27-28: nothing left behind.
+  // 30-31: nothing left behind.
   {
     const stray = [pid].filter((p) => { try { process.kill(p, 0); return true; } catch { return false; } });
     h.equal(stray.length, 0, 'the server is gone');

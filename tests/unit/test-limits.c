@@ -13,6 +13,7 @@
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "src/core/context.h"
@@ -53,6 +54,120 @@ static bool readable(int fd, int ms)
 {
         struct pollfd p = { .fd = fd, .events = POLLIN };
         return poll(&p, 1, ms) == 1;
+}
+
+/* This process's threads: num_threads, the 20th field of /proc/self/stat
+ * (after the name in parentheses); -1 when unreadable. */
+static int threads_now(void)
+{
+        char buf[1024];
+        const char *p;
+        int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), n = -1;
+        ssize_t len = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+        if (fd >= 0)
+                close(fd);
+        if (len <= 0)
+                return -1;
+        buf[len] = '\0';
+        /* Fields 3 to 19 go before it: 17 separators after the ')'. */
+        p = strrchr(buf, ')');
+        for (int field = 2; p && field < 20; field++)
+                p = strchr(p + 1, ' ');
+        if (!p || sscanf(p, "%d", &n) != 1)
+                return -1;
+        return n;
+}
+
+/* Polls every 10 ms until the thread count is want, at most ms. */
+static bool threads_become(int want, long long ms)
+{
+        for (long long waited = 0; waited <= ms; waited += 10) {
+                if (threads_now() == want)
+                        return true;
+                usleep(10 * 1000);
+        }
+        return false;
+}
+
+static int64_t mono_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* No thread per command: a command that ends within 200 ms never
+ * had a walker; one that runs on gets its own, which trips as
+ * before. Many at once, and watches stopped as their walkers are
+ * due, leave no thread behind. */
+static void no_thread_per_command(const char *tree)
+{
+        const char *trees[] = { tree, NULL };
+        struct dm_error err = { 0 };
+        char path[512];
+        struct dm_limits_watch_conf c = {
+                .trees = trees,
+                .cap = 64 << 20,
+                .cancel_fd = -1,
+                .limit_fd = -1,
+                .baseline_known = true,
+                .baseline = 0,
+        };
+        struct dm_limits_watch *w[24] = { 0 };
+        int64_t t0;
+        int base_threads, now_threads;
+        size_t started = 0;
+
+        dm_error_clear(&err);
+        /* The first watch brings the server's one ticker thread. */
+        ok(dm_limits_watch_start(&c, &w[0], &err) == 0, "a watch");
+        dm_limits_watch_stop(w[0]);
+        base_threads = threads_now();
+        t0 = mono_ms();
+        ok(dm_limits_watch_start(&c, &w[0], &err) == 0, "a watch for a quick command");
+        now_threads = threads_now();
+        /* Only a lower bound: no walker before 200 ms. */
+        ok(now_threads == base_threads || mono_ms() - t0 >= 200, "no thread of its own at the start (%d -> %d threads)",
+           base_threads, now_threads);
+        ok(!dm_limits_watch_tripped(w[0], &err), "under the cap at the end");
+        dm_limits_watch_stop(w[0]);
+        usleep(300 * 1000);
+        ok(threads_now() == base_threads, "and none after it was due");
+
+        for (size_t i = 0; i < 24; i++)
+                started += dm_limits_watch_start(&c, &w[i], &err) == 0;
+        ok(started == 24, "24 watches at once");
+        now_threads = threads_become(base_threads + 24, slack_ms(10000)) ? base_threads + 24 : threads_now();
+        ok(now_threads == base_threads + 24, "each gets its walker once its command ran 200 ms (%d -> %d threads)",
+           base_threads, now_threads);
+        snprintf(path, sizeof(path), "%s/big", tree);
+        put(path, 66 << 20);
+        started = 0;
+        for (size_t i = 0; i < 24; i++)
+                started += readable(dm_limits_watch_fd(w[i]), (int)slack_ms(30000));
+        ok(started == 24, "all 24 trip past the cap");
+        started = 0;
+        for (size_t i = 0; i < 24; i++) {
+                started += dm_limits_watch_tripped(w[i], &err) && err.code == -EDQUOT;
+                dm_limits_watch_stop(w[i]);
+        }
+        ok(started == 24, "each with the cap's error");
+        ok(threads_become(base_threads, slack_ms(10000)), "and their walkers are gone");
+        unlink(path);
+
+        /* Stopped just as the ticker starts walkers: none outlives its
+         * watch (ASan and valgrind see a use after free). */
+        for (int round = 0; round < 40; round++) {
+                for (size_t i = 0; i < 4; i++)
+                        if (dm_limits_watch_start(&c, &w[i], &err) < 0)
+                                w[i] = NULL;
+                usleep((useconds_t)(190 + (round % 20)) * 1000);
+                for (size_t i = 0; i < 4; i++)
+                        dm_limits_watch_stop(w[i]);
+        }
+        ok(threads_become(base_threads, slack_ms(10000)), "watches stopped around their due time leave no thread");
 }
 
 int main(void)
@@ -244,6 +359,8 @@ int main(void)
                 close(cancel);
                 close(limit);
         }
+
+        no_thread_per_command(tree);
 
         dm_remove_tree(top);
         ok(access(top, F_OK) < 0, "nothing left behind");
