@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "netpolicy/policy.h"
 #include "src/basic/cancel.h"
 #include "src/core/admission.h"
 #include "src/core/cascade.h"
@@ -78,10 +79,19 @@ static int run(const char *principal, enum step fail, struct dm_slot *reserved, 
 static int create(const char *principal, enum step fail, struct dm_sandbox *sb, struct dm_error *err)
 {
         struct dm_sandbox_create req = { .image = "base", .egress = "none", .principal = principal };
+        struct dm_policy *policy = NULL;
+        int r;
 
         reset(fail);
         memset(err, 0, sizeof(*err));
-        return dm_sandbox_create(&ctx, &req, sb, err);
+        /* The policy is required: the server keeps a copy of it. */
+        r = dm_policy_parse("none", NULL, 0, &policy, err);
+        if (r < 0)
+                return r;
+        req.policy = policy;
+        r = dm_sandbox_create(&ctx, &req, sb, err);
+        dm_policy_free(policy);
+        return r;
 }
 
 static size_t held(const char *principal)
