@@ -101,8 +101,13 @@ done
 tls_tests=0
 [ ${#only[@]} = 0 ] || [[ " ${only[*]} " == *" test-docker-tls "* ]] && tls_tests=1
 [ ${#programs[@]} -gt 0 ] || [ $tls_tests = 1 ] || die "--only ${only[*]}: no such integration program in Makefile.am"
+# The helpers the battery's scripts run (tests/security/seccomp-probe):
+# every check program under tests/security/ that is not a test of its own.
+helpers=$(make -s -C "$build" -f Makefile -f - print-helpers <<<'print-helpers: ; @echo $(check_PROGRAMS)' |
+	tr ' ' '\n' | grep '^tests/security/' | grep -v '/test-' || true)
 make -C "$build" -j"$(nproc)" >/dev/null
-make -C "$build" -j"$(nproc)" "${programs[@]/#/tests/}" $([ $tls_tests = 0 ] || echo tests/integration/test-backend-conformance) >/dev/null
+# shellcheck disable=SC2086 # helpers: one word each
+make -C "$build" -j"$(nproc)" "${programs[@]/#/tests/}" $helpers $([ $tls_tests = 0 ] || echo tests/integration/test-backend-conformance) >/dev/null
 logs=$build/dockerd-tests
 rm -rf "$logs"
 mkdir -p "$logs"
