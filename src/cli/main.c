@@ -14,7 +14,7 @@
 const char *__tsan_default_suppressions(void);
 const char *__tsan_default_suppressions(void)
 {
-        return "race:mark_curl_pairs_cloexec\n";
+        return "race:dm_curl_mark_pairs_cloexec\n";
 }
 #endif
 
