@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 #include "src/core/context.h"
-#include "src/core/admission.h"
 #include "src/core/budget.h"
-#include "src/core/idmap.h"
-#include "src/core/ownership.h"
+#include "src/core/context-internal.h"
 #include "src/core/resources.h"
 
 #include <dirent.h>
@@ -23,14 +21,6 @@
 #include "src/basic/io.h"
 #include "src/basic/log.h"
 #include "src/basic/timeutil.h"
-
-struct dm_reap_item {
-        char *id;
-        char *scratch;
-        char *output;
-        struct dm_slot *slot; /* a reference, dropped once the container is gone */
-        struct dm_reap_item *next;
-};
 
 /* Boot id + pid + start time tells a live owner from a dead one even after
  * pid reuse or a reboot: the orphan cleanup of a later server relies on it. */
@@ -87,236 +77,6 @@ bool dm_owner_alive(const char *owner, const char *my_owner)
         return process_start_time(pid) == start;
 }
 
-/* A run's scratch tree, with the inputs mounted in it (src/core/idmap.c). */
-static int remove_scratch_tree(const char *dir)
-{
-        char stage[PATH_MAX];
-
-        if ((size_t)snprintf(stage, sizeof(stage), "%s/in", dir) < sizeof(stage))
-                dm_idmap_remove(stage);
-        return dm_remove_tree(dir);
-}
-
-/* The run's scratch tree (/workspace and the shim's socket) under the
- * state directory, when its server died before removing it. */
-static void remove_scratch(struct dm_context *ctx, const char *run)
-{
-        char dir[PATH_MAX];
-
-        if (!run || strncmp(run, "run-", 4) != 0 || strchr(run, '/') || strstr(run, ".."))
-                return;
-        if ((size_t)snprintf(dir, sizeof(dir), "%s/work/%s", ctx->cfg.state_dir, run) < sizeof(dir) &&
-            remove_scratch_tree(dir) < 0 && errno != ENOENT)
-                log_warning("remove scratch directory '%s': %s", dir, strerror(errno));
-}
-
-/* A dead server's run: its output goes back to the owner all the same. */
-static void give_back_run(struct dm_context *ctx, const char *run)
-{
-        char dir[PATH_MAX];
-
-        if (run && strncmp(run, "run-", 4) == 0 && !strchr(run, '/') &&
-            (size_t)snprintf(dir, sizeof(dir), "%s/%s", ctx->cfg.output_root, run) < sizeof(dir))
-                dm_owner_return(ctx->cfg.output_root, dir);
-}
-
-static bool remove_empty_run(struct dm_context *ctx, const char *run)
-{
-        char dir[PATH_MAX];
-
-        return run && strncmp(run, "run-", 4) == 0 && !strchr(run, '/') &&
-               (size_t)snprintf(dir, sizeof(dir), "%s/%s", ctx->cfg.output_root, run) < sizeof(dir) && rmdir(dir) == 0;
-}
-
-/* Removes the script containers of servers that are gone (killed, crashed).
- * Persistent sandboxes are left for whoever adopts them; a live server's
- * containers are never touched. */
-static void remove_orphans(struct dm_context *ctx, struct dm_backend *b)
-{
-        struct dm_error err = { 0 };
-        char **ids = NULL;
-        size_t n = 0, removed = 0;
-
-        if (b->ops->list(b, DM_LABEL_OWNER, &ids, &n, &err) < 0) {
-                log_warning("looking for containers of dead servers: %s", err.msg);
-                return;
-        }
-        for (size_t i = 0; i < n; i++) {
-                struct dm_container_info info = { 0 };
-                const char *owner = NULL, *kind = NULL, *run = NULL;
-                bool other_root = false, pooled = false;
-
-                if (b->ops->inspect(b, ids[i], &info, &err) == 0) {
-                        for (size_t k = 0; info.labels && info.labels[k]; k++) {
-                                if (strncmp(info.labels[k], DM_LABEL_OWNER "=", sizeof(DM_LABEL_OWNER)) == 0)
-                                        owner = info.labels[k] + sizeof(DM_LABEL_OWNER);
-                                else if (strncmp(info.labels[k], DM_LABEL_KIND "=", sizeof(DM_LABEL_KIND)) == 0)
-                                        kind = info.labels[k] + sizeof(DM_LABEL_KIND);
-                                else if (strncmp(info.labels[k], DM_LABEL_RUN "=", sizeof(DM_LABEL_RUN)) == 0)
-                                        run = info.labels[k] + sizeof(DM_LABEL_RUN);
-                                else if (strncmp(info.labels[k], DM_LABEL_ROOT "=", sizeof(DM_LABEL_ROOT)) == 0)
-                                        other_root = strcmp(info.labels[k], ctx->root_label) != 0;
-                                else if (strncmp(info.labels[k], DM_LABEL_POOL "=", sizeof(DM_LABEL_POOL)) == 0)
-                                        pooled = true;
-                        }
-                        /* One-off runs (scripts and agents) belong to their
-                         * server; persistent sandboxes outlive it. Runs of
-                         * another output root are its servers' to sweep
-                         * (those without the label predate it: anyone's). */
-                        if (owner && kind && (strcmp(kind, "script") == 0 || strcmp(kind, "agent") == 0) &&
-                            !other_root && strcmp(owner, ctx->owner) != 0 && !dm_owner_alive(owner, ctx->owner)) {
-                                if (b->ops->destroy(b, ids[i], &err) == 0) {
-                                        removed++;
-                                        remove_scratch(ctx, run);
-                                        /* A warm container no run took left an
-                                         * empty output directory: it goes. */
-                                        if (!pooled || !remove_empty_run(ctx, run))
-                                                give_back_run(ctx, run);
-                                } else
-                                        log_warning("remove container '%.12s' of a dead server: %s", ids[i], err.msg);
-                        }
-                        dm_container_info_release(&info);
-                }
-                free(ids[i]);
-        }
-        free(ids);
-        if (removed)
-                log_info("removed %zu container(s) left by servers that are gone", removed);
-        /* What else a dead server leaves (src/core/server.c says what). */
-        if (ctx->after_orphan_sweep)
-                ctx->after_orphan_sweep(ctx);
-}
-
-/* With ctx->lock held. */
-static void wait_quiet_locked(struct dm_context *ctx, const bool *stop)
-{
-        int64_t deadline = dm_now_ms() + DM_QUIET_MAX_MS;
-
-        for (;;) {
-                int64_t now = dm_now_ms(), wake = deadline;
-                struct timespec ts;
-
-                if ((stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)) || ctx->reap_stop || ctx->flushing ||
-                    now >= deadline)
-                        return;
-                if (ctx->busy_n < DM_QUIET_CALLS) {
-                        int64_t quiet_at = ctx->busy_end_ms + DM_QUIET_GRACE_MS;
-
-                        if (now >= quiet_at)
-                                return;
-                        if (quiet_at < wake)
-                                wake = quiet_at;
-                }
-                dm_monotonic_after(wake - now, &ts);
-                pthread_cond_timedwait(&ctx->quiet_cond, &ctx->lock, &ts);
-        }
-}
-
-void dm_context_wait_quiet(struct dm_context *ctx, const bool *stop)
-{
-        pthread_mutex_lock(&ctx->lock);
-        wait_quiet_locked(ctx, stop);
-        pthread_mutex_unlock(&ctx->lock);
-}
-
-void dm_context_quiet_wake(struct dm_context *ctx)
-{
-        pthread_mutex_lock(&ctx->lock);
-        pthread_cond_broadcast(&ctx->quiet_cond);
-        pthread_mutex_unlock(&ctx->lock);
-}
-
-void dm_context_busy(struct dm_context *ctx, bool begin)
-{
-        pthread_mutex_lock(&ctx->lock);
-        if (begin)
-                ctx->busy_n++;
-        else if (ctx->busy_n > 0) {
-                if (ctx->busy_n-- == DM_QUIET_CALLS)
-                        ctx->busy_end_ms = dm_now_ms(); /* calls no longer share the machine */
-        }
-        pthread_cond_broadcast(&ctx->quiet_cond);
-        pthread_mutex_unlock(&ctx->lock);
-}
-
-static void *reaper_main(void *arg)
-{
-        struct dm_context *ctx = arg;
-
-        pthread_mutex_lock(&ctx->lock);
-        for (;;) {
-                struct dm_reap_item *it;
-                struct dm_backend *b;
-                struct dm_error err = { 0 };
-
-                while (!ctx->reap_head && !ctx->reap_stop && !ctx->orphans_pending && !ctx->warm_pending)
-                        pthread_cond_wait(&ctx->reap_cond, &ctx->lock);
-                if (ctx->warm_pending && !ctx->reap_stop) {
-                        /* Opening the engine queues the sweep for dead owners. */
-                        ctx->warm_pending = false;
-                        ctx->reap_busy++;
-                        pthread_mutex_unlock(&ctx->lock);
-                        if (dm_context_backend(ctx, &b, &err) < 0)
-                                log_warning("no container engine yet (%s); calls will say so until one answers",
-                                            err.msg);
-                        else if (b->ops->userns) {
-                                /* Asked once per engine (GET /info, ~0.2 s on
-                                 * Podman): not on the first call's time. */
-                                struct dm_userns u;
-
-                                if (b->ops->userns(b, &u, &err) < 0)
-                                        log_warning("%s", err.msg);
-                        }
-                        pthread_mutex_lock(&ctx->lock);
-                        ctx->reap_busy--;
-                        pthread_cond_broadcast(&ctx->reap_cond);
-                        continue;
-                }
-                if (ctx->orphans_pending) {
-                        ctx->orphans_pending = false;
-                        ctx->reap_busy++;
-                        b = ctx->backend;
-                        pthread_mutex_unlock(&ctx->lock);
-                        if (b)
-                                remove_orphans(ctx, b);
-                        pthread_mutex_lock(&ctx->lock);
-                        ctx->reap_busy--;
-                        pthread_cond_broadcast(&ctx->reap_cond);
-                        continue;
-                }
-                if (!ctx->reap_head)
-                        break;
-                /* A removal is 60 ms or so of the engine's CPU: not while
-                 * a call is running (8 at once on 2 cores felt it). */
-                wait_quiet_locked(ctx, NULL);
-                if (!ctx->reap_head)
-                        continue;
-                it = ctx->reap_head;
-                ctx->reap_head = it->next;
-                ctx->reap_busy++;
-                b = ctx->backend;
-                pthread_mutex_unlock(&ctx->lock);
-
-                if (it->id && b && b->ops->destroy(b, it->id, &err) < 0)
-                        log_warning("remove container '%.12s': %s", it->id, err.msg);
-                if (it->scratch && remove_scratch_tree(it->scratch) < 0)
-                        log_warning("remove scratch directory '%s': %s", it->scratch, strerror(errno));
-                if (it->output)
-                        dm_owner_return(ctx->cfg.output_root, it->output);
-                dm_slot_unref(it->slot);
-                free(it->id);
-                free(it->scratch);
-                free(it->output);
-                free(it);
-
-                pthread_mutex_lock(&ctx->lock);
-                ctx->reap_busy--;
-                pthread_cond_broadcast(&ctx->reap_cond);
-        }
-        pthread_mutex_unlock(&ctx->lock);
-        return NULL;
-}
-
 int dm_context_init(struct dm_context *ctx, struct dm_error *err)
 {
         int r;
@@ -364,25 +124,16 @@ int dm_context_init(struct dm_context *ctx, struct dm_error *err)
                 snprintf(ctx->root_label, sizeof(ctx->root_label), "%s=%016llx", DM_LABEL_ROOT, (unsigned long long)h);
         }
         pthread_mutex_init(&ctx->lock, NULL);
-        pthread_cond_init(&ctx->reap_cond, NULL);
-        {
-                pthread_condattr_t ca;
-
-                pthread_condattr_init(&ca);
-                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-                pthread_cond_init(&ctx->quiet_cond, &ca);
-                pthread_condattr_destroy(&ca);
-        }
-        r = pthread_create(&ctx->reaper, NULL, reaper_main, ctx);
-        if (r != 0) {
+        r = dm_reaper_new(ctx, &ctx->reaper, err);
+        if (r < 0) {
+                pthread_mutex_destroy(&ctx->lock);
                 dm_jobs_free(ctx->jobs);
                 dm_resources_free(ctx->resources);
                 dm_budget_free(ctx->budget);
                 dm_allowed_roots_release(&ctx->roots);
                 dm_config_release(&ctx->cfg);
-                return dm_error_set(err, -r, "cannot start the reaper thread: %s", strerror(r));
+                return r;
         }
-        ctx->reaper_started = true;
         return 0;
 }
 
@@ -397,6 +148,7 @@ int dm_context_backend(struct dm_context *ctx, struct dm_backend **ret, struct d
                 .backend = ctx->cfg.backend,
                 .opensandbox_egress = ctx->cfg.opensandbox_egress,
         };
+        bool sweep = false;
         int r = 0;
 
         pthread_mutex_lock(&ctx->lock);
@@ -411,75 +163,15 @@ int dm_context_backend(struct dm_context *ctx, struct dm_backend **ret, struct d
                         if (ctx->backend->ops->describe(ctx->backend, &desc, &e2) >= 0)
                                 log_info("engine: %s", desc);
                         free(desc);
-                        /* In the background: the first call need not wait for it. */
-                        ctx->orphans_pending = true;
-                        pthread_cond_broadcast(&ctx->reap_cond);
+                        sweep = true;
                 }
         }
         *ret = ctx->backend;
         pthread_mutex_unlock(&ctx->lock);
+        /* In the background: the first call need not wait for it. */
+        if (sweep)
+                dm_reaper_sweep_orphans(ctx->reaper);
         return r;
-}
-
-void dm_context_reap(struct dm_context *ctx, char *container_id, char *scratch_dir)
-{
-        dm_context_reap_output(ctx, container_id, scratch_dir, NULL);
-}
-
-void dm_context_reap_output(struct dm_context *ctx, char *container_id, char *scratch_dir, char *output_dir)
-{
-        dm_context_reap_slot(ctx, container_id, scratch_dir, output_dir, NULL);
-}
-
-void dm_context_reap_slot(struct dm_context *ctx, char *container_id, char *scratch_dir, char *output_dir,
-                          struct dm_slot *slot)
-{
-        struct dm_reap_item *it = calloc(1, sizeof(*it)), **tail;
-
-        if (!it) {
-                /* Out of memory: remove inline rather than leak a container. */
-                struct dm_error err = { 0 };
-                if (container_id && ctx->backend)
-                        ctx->backend->ops->destroy(ctx->backend, container_id, &err);
-                if (scratch_dir)
-                        remove_scratch_tree(scratch_dir);
-                if (output_dir)
-                        dm_owner_return(ctx->cfg.output_root, output_dir);
-                free(container_id);
-                free(scratch_dir);
-                free(output_dir);
-                dm_slot_unref(slot);
-                return;
-        }
-        it->slot = slot;
-        it->id = container_id;
-        it->scratch = scratch_dir;
-        it->output = output_dir;
-        pthread_mutex_lock(&ctx->lock);
-        for (tail = &ctx->reap_head; *tail; tail = &(*tail)->next)
-                ;
-        *tail = it;
-        pthread_cond_broadcast(&ctx->reap_cond);
-        pthread_mutex_unlock(&ctx->lock);
-}
-
-void dm_context_warm_up(struct dm_context *ctx)
-{
-        pthread_mutex_lock(&ctx->lock);
-        ctx->warm_pending = true;
-        pthread_cond_broadcast(&ctx->reap_cond);
-        pthread_mutex_unlock(&ctx->lock);
-}
-
-void dm_context_reap_flush(struct dm_context *ctx)
-{
-        pthread_mutex_lock(&ctx->lock);
-        ctx->flushing++;
-        pthread_cond_broadcast(&ctx->quiet_cond);
-        while (ctx->reap_head || ctx->reap_busy)
-                pthread_cond_wait(&ctx->reap_cond, &ctx->lock);
-        ctx->flushing--;
-        pthread_mutex_unlock(&ctx->lock);
 }
 
 int dm_context_sweep(struct dm_context *ctx, struct dm_error *err)
@@ -513,20 +205,8 @@ void dm_context_drain(struct dm_context *ctx)
 {
         struct dm_error err = { 0 };
 
-        if (ctx->drained)
-                return;
-        ctx->drained = true;
-        if (ctx->reaper_started) {
-                dm_context_reap_flush(ctx);
-                pthread_mutex_lock(&ctx->lock);
-                ctx->reap_stop = true;
-                pthread_cond_broadcast(&ctx->reap_cond);
-                pthread_cond_broadcast(&ctx->quiet_cond);
-                pthread_mutex_unlock(&ctx->lock);
-                pthread_join(ctx->reaper, NULL);
-                ctx->reaper_started = false;
-        }
-        if (dm_context_sweep(ctx, &err) < 0)
+        /* The first time only: what the queue did not remove. */
+        if (dm_reaper_stop(ctx->reaper) && dm_context_sweep(ctx, &err) < 0)
                 log_warning("final clean-up: %s", err.msg);
 }
 
@@ -543,9 +223,9 @@ void dm_context_release(struct dm_context *ctx)
         if (ctx->backend)
                 dm_backend_free(ctx->backend);
         ctx->backend = NULL;
+        dm_reaper_free(ctx->reaper);
+        ctx->reaper = NULL;
         pthread_mutex_destroy(&ctx->lock);
-        pthread_cond_destroy(&ctx->reap_cond);
-        pthread_cond_destroy(&ctx->quiet_cond);
         dm_allowed_roots_release(&ctx->roots);
         dm_config_release(&ctx->cfg);
 }

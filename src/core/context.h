@@ -27,7 +27,7 @@
 /* A warm container no run has claimed yet (src/core/pool.h). */
 #define DM_LABEL_POOL "demesne.pool"
 
-struct dm_reap_item;
+struct dm_reaper;
 struct dm_sandboxes;
 struct dm_egress_host;
 struct dm_pool;
@@ -50,24 +50,11 @@ struct dm_context {
         char owner_label[128];          /* "demesne.owner=<owner>" */
         char root_label[64];            /* "demesne.root=<hash of the output root>" */
 
-        pthread_mutex_t lock; /* guards backend and the reap queue */
+        pthread_mutex_t lock; /* guards backend */
         struct dm_backend *backend;
-        pthread_cond_t reap_cond;
-        struct dm_reap_item *reap_head;
-        bool reap_stop;
-        pthread_t reaper;
-        bool reaper_started;
-        int reap_busy;
-        bool orphans_pending; /* the reaper sweeps dead servers' containers */
-        bool warm_pending;    /* the reaper opens the engine */
-        bool drained;         /* dm_context_drain ran */
-        /* Calls in flight (runs and sandbox execs), guarded by lock:
-         * background work (removals, the pool's refills) waits for a
-         * quiet moment rather than take the CPU from them. */
-        int busy_n;
-        int64_t busy_end_ms;       /* when busy_n last fell below DM_QUIET_CALLS */
-        int flushing;              /* dm_context_reap_flush is waiting: no yielding */
-        pthread_cond_t quiet_cond; /* CLOCK_MONOTONIC; busy_n changed, or a stop */
+        /* The removal queue, the orphan sweep and the quiet gate: the
+         * reaper's own (src/core/context-internal.h). */
+        struct dm_reaper *reaper;
 
         /* The egress state this host has for all its sandboxes: the proxy,
          * the source NAT (src/core/egress.h); made and freed by the server
