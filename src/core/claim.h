@@ -31,7 +31,7 @@
  * them as the sentence they are (what to change), not as a failure of the
  * work: -EUSERS for a cap (the message names it and its variable),
  * -ESHUTDOWN when the caller's tree is being destroyed (a cascade); the
- * tree's spend refuses with -EDQUOT naming DEMESNE_TREE_MAX_USD. */
+ * tree's spend is such a cap: -EUSERS naming DEMESNE_TREE_MAX_USD. */
 
 #include <errno.h>
 #include <limits.h>
@@ -48,8 +48,8 @@ struct dm_budget_hold;
 struct dm_image_info;
 struct dm_image_build_watch;
 
-/* Whether r (a claim's, or a run's or create's that made one) is an
- * admission refusal. */
+/* Whether r (a claim's, or a run's or create's that made one) is a cap's
+ * (admission or the tree's spend) or a cascade's refusal. */
 static inline bool dm_claim_refused(int r)
 {
         return r == -EUSERS || r == -ESHUTDOWN;
@@ -86,7 +86,7 @@ int dm_claim_admit(struct dm_context *ctx, const char *principal, struct dm_slot
 void dm_claim_release(struct dm_slot *s);
 
 /* Whether principal's tree has any spend left (DEMESNE_TREE_MAX_USD): 0,
- * or -EDQUOT naming the variable; holds nothing (a background agent call,
+ * or -EUSERS naming the variable; holds nothing (a background agent call,
  * refused now rather than as a job that fails). */
 int dm_claim_spend_left(struct dm_context *ctx, const char *principal, struct dm_error *err);
 

@@ -266,9 +266,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 if (sb->shim_dir[0])
                         dm_shimhost_remove_dir(sb->shim_dir, &e2);
                 remove_scratch(sb);
-        }
-        if (r < 0)
                 dm_error_wrap(err, "create sandbox");
+        }
         dm_release(&c, r < 0 ? DM_RELEASE_UNDO : DM_RELEASE_KEPT);
         return r;
 }
