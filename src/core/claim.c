@@ -17,6 +17,7 @@
 #include "src/core/images.h"
 #include "src/core/launch.h"
 #include "src/core/ownership.h"
+#include "src/core/pool.h"
 #include "src/core/spend.h"
 #include "src/basic/log.h"
 #include "src/basic/principal.h"
@@ -178,6 +179,49 @@ void dm_claim_adopt_outdir(struct dm_claimed *c, const char *outdir, const char 
         /* (Out of memory: the run's figures may count beside its share.) */
         if (dm_budget_hold_bind(c->spend, id) < 0)
                 log_warning("run %s: out of memory to bind its spend", id);
+}
+
+struct dm_pool_entry *dm_claim_warm(struct dm_claimed *c, bool fits)
+{
+        struct dm_context *ctx = c->ctx;
+        struct dm_pool_entry *e;
+
+        if (!ctx->pool || c->shim_mode != 1 || !dm_backend_can(c->b, DM_CAP_ATTACH) || !fits)
+                return NULL;
+        if (c->n_in) {
+                log_info("run without a warm container: host inputs are mounted at create");
+                return NULL;
+        }
+        e = dm_pool_claim(ctx->pool, c->img->name);
+        if (e)
+                dm_claim_adopt_outdir(c, e->outdir, e->run_id);
+        return e;
+}
+
+int dm_claim_launch(struct dm_claimed *c, struct dm_container_spec *spec, const struct dm_claim_launch *l,
+                    struct dm_launch *ret, struct dm_error *err)
+{
+        c->mounts[c->n_mounts++] = (struct dm_mount){ .host = c->outdir, .target = "/out" };
+        c->mounts[c->n_mounts++] = (struct dm_mount){ .host = l->workspace, .target = "/workspace" };
+        for (size_t i = 0; i < l->n_extra; i++)
+                c->mounts[c->n_mounts++] = l->extra[i];
+        spec->image = dm_image_ref(c->img);
+        spec->mounts = c->mounts;
+        spec->n_mounts = c->n_mounts;
+        return dm_launch_container(c->ctx, c->b,
+                                   &(struct dm_launch_request){
+                                           .img = c->img,
+                                           .spec = spec,
+                                           .mounts = c->mounts,
+                                           .n_mounts = &c->n_mounts,
+                                           .shim_dir = c->shim_mode == 1 ? l->shim_dir : NULL,
+                                           .idmap_stage = l->idmap_stage,
+                                           .lend = (const char *const[]){ c->outdir, l->workspace, NULL },
+                                           .stage = &c->stage,
+                                           .attach = l->attach,
+                                           .watch = l->watch,
+                                   },
+                                   ret, err);
 }
 
 void dm_claim_keep(struct dm_claimed *c, const char *key)

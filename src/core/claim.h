@@ -141,6 +141,34 @@ int dm_claim_outdir(struct dm_claimed *c, const char *id, struct dm_error *err);
  * claim's. */
 void dm_claim_adopt_outdir(struct dm_claimed *c, const char *outdir, const char *id);
 
+/* The container, first choice: a never-used warm container of the pool
+ * (src/core/pool.h) when the claim fits one (fits: the caller's kind and
+ * mounts allow it; no host inputs, which are mounted at create; the
+ * pool's image; the shim; an engine with attach). Its output directory
+ * becomes the claim's; the caller owns the entry (dm_pool_entry_free after
+ * its container went to the reaper). NULL: none, launch one. */
+struct dm_pool_entry *dm_claim_warm(struct dm_claimed *c, bool fits);
+
+/* The container, otherwise: through the one launch sequence
+ * (src/core/launch.h). spec is the caller's (dm_launch_harden, then its
+ * choices: name, argv or entrypoint, env, labels, network, filter, TTL);
+ * the claim gives it its image and its mounts (the inputs, /out, /workspace
+ * from l->workspace, then l->extra) and lends /out and /workspace to the
+ * container's root. On error nothing of the launch is left. */
+struct dm_claim_launch {
+        const char *workspace;   /* host side of /workspace */
+        const char *shim_dir;    /* where the shim's socket goes (with the shim) */
+        const char *idmap_stage; /* where idmapped inputs are mounted */
+        const struct dm_mount *extra;
+        size_t n_extra; /* at most the request's n_extra less 2 */
+        bool attach;    /* without the shim: the output through the engine's attach */
+        const struct dm_image_build_watch *watch;
+};
+struct dm_container_spec;
+struct dm_launch;
+int dm_claim_launch(struct dm_claimed *c, struct dm_container_spec *spec, const struct dm_claim_launch *l,
+                    struct dm_launch *ret, struct dm_error *err);
+
 /* A persistent sandbox was made: its slot is bound to its record (key: its
  * id) until dm_sandbox_destroy; a reservation it borrowed is taken too. */
 void dm_claim_keep(struct dm_claimed *c, const char *key);

@@ -218,10 +218,6 @@ static int run_launch(struct run *x, struct dm_error *err)
         x->scratch_made = true;
         if ((r = dm_mkdir_p(x->workspace, 0700, err)) < 0)
                 return r;
-        c->mounts[c->n_mounts++] = (struct dm_mount){ .host = c->outdir, .target = "/out" };
-        c->mounts[c->n_mounts++] = (struct dm_mount){ .host = x->workspace, .target = "/workspace" };
-        for (size_t i = 0; i < req->n_mounts; i++)
-                c->mounts[c->n_mounts++] = req->mounts[i];
         snprintf(label_owner, sizeof(label_owner), "%s", x->ctx->owner_label);
         snprintf(label_run, sizeof(label_run), "%s=%s", DM_LABEL_RUN, x->run_id);
         snprintf(label_kind, sizeof(label_kind), "%s=%s", DM_LABEL_KIND, req->kind ? req->kind : "script");
@@ -233,15 +229,12 @@ static int run_launch(struct run *x, struct dm_error *err)
 
         struct dm_container_spec spec = {
                 .name = x->run_id,
-                .image = dm_image_ref(c->img),
                 .argv = req->command ? bash_argv : req->argv,
                 /* With the shim the caller's environment goes with the
                  * command, as on a warm container: PID 1 would read it
                  * (glibc's GLIBC_TUNABLES, say) before its filter is on. */
                 .env = c->shim_mode == 1 ? NULL : req->env,
                 .workdir = "/out",
-                .mounts = c->mounts,
-                .n_mounts = c->n_mounts,
                 .labels = labels,
         };
         dm_launch_harden(x->ctx, &spec);
@@ -264,20 +257,15 @@ static int run_launch(struct run *x, struct dm_error *err)
         /* Inputs the sandbox's root could not read otherwise: idmapped. */
         snprintf(idmap_stage, sizeof(idmap_stage), "%s/in", x->scratch);
         x->t0 = dm_now_ms();
-        r = dm_launch_container(x->ctx, c->b,
-                                &(struct dm_launch_request){
-                                        .img = c->img,
-                                        .spec = &spec,
-                                        .mounts = c->mounts,
-                                        .n_mounts = &c->n_mounts,
-                                        .shim_dir = c->shim_mode == 1 ? shimdir : NULL,
-                                        .idmap_stage = idmap_stage,
-                                        .lend = (const char *const[]){ c->outdir, x->workspace, NULL },
-                                        .stage = &c->stage,
-                                        .attach = !x->exec_only,
-                                        .watch = &x->watch,
-                                },
-                                x->cold, err);
+        r = dm_claim_launch(c, &spec,
+                            &(struct dm_claim_launch){ .workspace = x->workspace,
+                                                       .shim_dir = shimdir,
+                                                       .idmap_stage = idmap_stage,
+                                                       .extra = req->mounts,
+                                                       .n_extra = req->n_mounts,
+                                                       .attach = !x->exec_only,
+                                                       .watch = &x->watch },
+                            x->cold, err);
         if (r < 0)
                 return r;
         /* The run owns them from here; its release lets them go. */
@@ -288,34 +276,23 @@ static int run_launch(struct run *x, struct dm_error *err)
         return 0;
 }
 
-/* Its output directory, made fresh (dm_claim_outdir), or a warm
- * container's. */
+/* Its output directory: a warm container's when the run fits one (its
+ * mounts are fixed at create, so no extra mounts; not an agent's), or
+ * made fresh. */
 static int run_outdir(struct run *x, struct dm_error *err)
 {
         const struct dm_run_request *req = x->req;
-        struct dm_context *ctx = x->ctx;
-        struct dm_claimed *c = &x->c;
         int r;
 
-        /* A warm container when the run fits one (src/core/pool.h): its
-         * mounts are fixed at create, so no host inputs or extra mounts;
-         * the pool's image; the shim. */
-        if (ctx->pool && c->shim_mode == 1 && dm_backend_can(c->b, DM_CAP_ATTACH) &&
-            (!req->kind || strcmp(req->kind, "script") == 0)) {
-                if (c->n_in || req->n_mounts || req->vendor_port)
-                        log_info("run without a warm container: %s",
-                                 c->n_in ? "host inputs are mounted at create" : "its mounts are made at create");
-                else
-                        x->warm = dm_pool_claim(ctx->pool, c->img->name);
-        }
+        x->warm = dm_claim_warm(&x->c, (!req->kind || strcmp(req->kind, "script") == 0) && !req->n_mounts &&
+                                               !req->vendor_port);
         if (x->warm) {
                 snprintf(x->run_id, sizeof(x->run_id), "%s", x->warm->run_id);
-                dm_claim_adopt_outdir(c, x->warm->outdir, x->run_id);
                 return 0;
         }
         if ((r = dm_run_id_new(x->run_id, sizeof(x->run_id))) < 0)
                 return dm_error_set(err, r, "cannot make a run id");
-        return dm_claim_outdir(c, x->run_id, err);
+        return dm_claim_outdir(&x->c, x->run_id, err);
 }
 
 /* The claim: the output directory, the ledger's entry, the logs, then the

@@ -121,7 +121,7 @@ static int sandbox_identity(struct dm_context *ctx, const struct dm_sandbox_crea
 /* Its container, through the one launch sequence: idle (sleep), with the
  * caller's environment, its directories and the claim's inputs. */
 static int sandbox_launch(struct dm_context *ctx, const struct dm_sandbox_create *req, const char *dir,
-                          struct dm_claimed *m, const struct dm_image_build_watch *watch, struct dm_sandbox *sb,
+                          struct dm_claimed *c, const struct dm_image_build_watch *watch, struct dm_sandbox *sb,
                           struct dm_launch *lx, struct dm_error *err)
 {
         static const char *const sleep_argv[] = { "sleep", "infinity", NULL };
@@ -132,47 +132,35 @@ static int sandbox_launch(struct dm_context *ctx, const struct dm_sandbox_create
         int r;
 
         snprintf(label_id, sizeof(label_id), "demesne.sandbox=%s", sb->id);
-        m->mounts[m->n_mounts++] = (struct dm_mount){ .host = sb->output_dir, .target = "/out" };
-        m->mounts[m->n_mounts++] = (struct dm_mount){ .host = sb->workspace, .target = "/workspace" };
         struct dm_container_spec spec = {
                 .name = sb->id,
-                .image = dm_image_ref(m->img),
                 .argv = sleep_argv,
                 .env = req->env,
                 .workdir = "/out",
-                .mounts = m->mounts,
-                .n_mounts = m->n_mounts,
                 .labels = labels,
                 .ttl_s = sb->ttl_s,
         };
         dm_launch_harden(ctx, &spec);
-        if (dm_egress_backend_open(m->b, req->policy)) {
+        if (dm_egress_backend_open(c->b, req->policy)) {
                 spec.network_mode = "open";
-        } else if (!dm_backend_can(m->b, DM_CAP_HOST_NETNS)) {
+        } else if (!dm_backend_can(c->b, DM_CAP_HOST_NETNS)) {
                 spec.egress = req->policy; /* the backend enforces it or refuses */
                 spec.egress_package_hosts = dm_egress_package_hosts();
         }
         stage_dir(sb, idmap_stage, sizeof(idmap_stage));
-        if (m->shim_mode == 1)
+        if (c->shim_mode == 1)
                 snprintf(sb->shim_dir, sizeof(sb->shim_dir), "%.4000s/%s.shim", dir, sb->id);
-        r = dm_launch_container(ctx, m->b,
-                                &(struct dm_launch_request){
-                                        .img = m->img,
-                                        .spec = &spec,
-                                        .mounts = m->mounts,
-                                        .n_mounts = &m->n_mounts,
-                                        .shim_dir = m->shim_mode == 1 ? sb->shim_dir : NULL,
-                                        .idmap_stage = idmap_stage,
-                                        .lend = (const char *const[]){ sb->output_dir, sb->workspace, NULL },
-                                        .stage = &m->stage,
-                                        .watch = watch,
-                                },
-                                lx, err);
+        r = dm_claim_launch(c, &spec,
+                            &(struct dm_claim_launch){ .workspace = sb->workspace,
+                                                       .shim_dir = sb->shim_dir,
+                                                       .idmap_stage = idmap_stage,
+                                                       .watch = watch },
+                            lx, err);
         if (r < 0)
                 return r;
         snprintf(sb->container, sizeof(sb->container), "%s", lx->container);
-        if (dm_backend_can(m->b, DM_CAP_TTL))
-                ttl_granted(m->b, sb);
+        if (dm_backend_can(c->b, DM_CAP_TTL))
+                ttl_granted(c->b, sb);
         return 0;
 }
 
