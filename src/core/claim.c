@@ -262,7 +262,11 @@ void dm_release(struct dm_claimed *c, enum dm_release_how how)
          * figure moves from reserved to spent with no gap. */
         dm_budget_release(c->spend);
         c->spend = NULL;
-        if (!c->slot_borrowed)
+        /* A reservation stays its owner's, but the cancel this claim gave
+         * it is forgotten: it may not outlive the claim. */
+        if (c->slot_borrowed)
+                (void)dm_admission_set_cancel(c->slot, NULL);
+        else
                 dm_claim_release(c->slot);
         c->slot = NULL;
         c->ctx = NULL;

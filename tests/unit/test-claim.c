@@ -419,6 +419,26 @@ static void reserve_n(void)
                 ok(r == -EIO && held(P) == 2 && sandbox_outputs() == before,
                    "a failed create leaves its reservation its owner's, and no directory (%s)", err.msg);
         }
+        {
+                /* The create's cancel is the reservation's only while the
+                 * create runs: a cascade after it fires nothing of it. */
+                struct dm_cancel cancel;
+                struct dm_policy *policy = NULL;
+                struct dm_sandbox_create req = {
+                        .image = "base", .egress = "none", .principal = P, .reserved = s[1], .cancel = &cancel
+                };
+
+                ok(dm_cancel_init(&cancel) == 0 && dm_policy_parse("none", NULL, 0, &policy, &err) == 0,
+                   "a cancel and a policy");
+                req.policy = policy;
+                reset(CREATE);
+                r = dm_sandbox_create(&ctx, &req, &sb[1], &err);
+                dm_admission_close(ctx.admission, P);
+                ok(r == -EIO && !dm_cancel_fired(&cancel), "a failed create's cancel is not left on its reservation");
+                dm_admission_reopen(ctx.admission, P);
+                dm_policy_free(policy);
+                dm_cancel_release(&cancel);
+        }
         r = create_reserved(P, NONE, s[1], &sb[1], &err);
         ok(r == 0 && held(P) == 2, "which makes the second with it");
         r = dm_claim_reserve(&ctx, P, &s[2], &err);
