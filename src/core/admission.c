@@ -130,65 +130,90 @@ static bool closed_locked(struct dm_admission *a, const char *principal)
 int dm_admission_claim(struct dm_admission *a, const char *principal, const struct dm_admission_caps *caps,
                        struct dm_cancel *cancel, struct dm_slot **ret, struct dm_error *err)
 {
-        char root[DM_PRINCIPAL_MAX], (*ids)[DM_ADMISSION_KEY_LEN] = NULL;
-        struct dm_slot *s;
+        return dm_admission_claim_n(a, principal, caps, 1, cancel, ret, err);
+}
+
+/* Refuses want more slots for principal (lock held): 0, or the cap's or
+ * the cascade's sentence. */
+static int check_locked(struct dm_admission *a, const char *principal, const char *root, size_t want,
+                        const struct dm_admission_caps *caps, char (*ids)[DM_ADMISSION_KEY_LEN], struct dm_error *err)
+{
         size_t n;
+
+        if (closed_locked(a, principal))
+                return dm_error_set(err, -ESHUTDOWN,
+                                    "the sandbox this call comes from (or one above it) is being destroyed: nothing "
+                                    "new starts in its tree");
+        n = count_locked(a, principal, true) + records_locked(a, principal, true, ids);
+        if ((int64_t)(n + want) > caps->max_children)
+                return dm_error_set(err, -EUSERS,
+                                    "this sandbox has %zu live children (sandboxes, runs and background jobs)%s, the "
+                                    "limit (DEMESNE_MAX_CHILDREN=%lld): destroy or wait for some first",
+                                    n, want > 1 ? " and asks for more at once" : "", (long long)caps->max_children);
+        n = count_locked(a, root, false) + records_locked(a, root, false, ids);
+        if ((int64_t)(n + want) > caps->max_tree)
+                return dm_error_set(err, -EUSERS,
+                                    "this tree of sandboxes has %zu live sandboxes, runs and background jobs%s, the "
+                                    "limit (DEMESNE_MAX_TREE=%lld)",
+                                    n, want > 1 ? " and this call asks for more at once" : "",
+                                    (long long)caps->max_tree);
+        return 0;
+}
+
+int dm_admission_claim_n(struct dm_admission *a, const char *principal, const struct dm_admission_caps *caps,
+                         size_t want, struct dm_cancel *cancel, struct dm_slot **ret, struct dm_error *err)
+{
+        char root[DM_PRINCIPAL_MAX], (*ids)[DM_ADMISSION_KEY_LEN] = NULL;
+        struct dm_slot **s;
+        size_t made = 0;
         int r = 0;
 
-        *ret = NULL;
+        for (size_t i = 0; i < want; i++)
+                ret[i] = NULL;
         /* The host's callers: no cap, no lock. */
-        if (dm_principal_depth(principal) == 0)
+        if (dm_principal_depth(principal) == 0 || want == 0)
                 return 0;
-        if (strlen(principal) >= sizeof(s->principal))
+        if (strlen(principal) >= DM_PRINCIPAL_MAX)
                 return dm_error_set(err, -ENAMETOOLONG, "the caller's principal is too long");
-        s = calloc(1, sizeof(*s));
+        if (want > RECORDS_MAX)
+                return dm_error_set(err, -EINVAL, "at most %d slots at once", RECORDS_MAX);
+        s = calloc(want, sizeof(*s));
+        for (; s && made < want && (s[made] = calloc(1, sizeof(**s))); made++)
+                ;
         if (a->records)
                 ids = calloc(RECORDS_MAX, sizeof(*ids));
-        if (!s || (a->records && !ids)) {
-                free(s);
-                return dm_error_set(err, -ENOMEM, "out of memory");
+        if (!s || made < want || (a->records && !ids)) {
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+                goto out;
         }
         dm_principal_root(principal, root, sizeof(root));
 
+        /* All of them under one lock, or none: a concurrent claim sees
+         * either every slot of this one or none of them. */
         pthread_mutex_lock(&a->lock);
-        if (closed_locked(a, principal)) {
-                r = dm_error_set(err, -ESHUTDOWN,
-                                 "the sandbox this call comes from (or one above it) is being destroyed: nothing "
-                                 "new starts in its tree");
-                goto out;
+        r = check_locked(a, principal, root, want, caps, ids, err);
+        for (size_t i = 0; r >= 0 && i < want; i++) {
+                struct dm_slot *x = s[i];
+
+                x->a = a;
+                memcpy(x->principal, principal, strlen(principal) + 1);
+                x->refs = 1;
+                x->owned = true;
+                x->cancel = cancel;
+                x->next = a->slots;
+                if (a->slots)
+                        a->slots->prev = x;
+                a->slots = x;
+                a->n_slots++;
+                ret[i] = x;
+                s[i] = NULL;
         }
-        n = count_locked(a, principal, true) + records_locked(a, principal, true, ids);
-        if ((int64_t)n >= caps->max_children) {
-                r = dm_error_set(err, -EUSERS,
-                                 "this sandbox has %zu live children (sandboxes, runs and background jobs), the "
-                                 "limit (DEMESNE_MAX_CHILDREN=%lld): destroy or wait for some first",
-                                 n, (long long)caps->max_children);
-                goto out;
-        }
-        n = count_locked(a, root, false) + records_locked(a, root, false, ids);
-        if ((int64_t)n >= caps->max_tree) {
-                r = dm_error_set(err, -EUSERS,
-                                 "this tree of sandboxes has %zu live sandboxes, runs and background jobs, the "
-                                 "limit (DEMESNE_MAX_TREE=%lld)",
-                                 n, (long long)caps->max_tree);
-                goto out;
-        }
-        s->a = a;
-        memcpy(s->principal, principal, strlen(principal) + 1);
-        s->refs = 1;
-        s->owned = true;
-        s->cancel = cancel;
-        s->next = a->slots;
-        if (a->slots)
-                a->slots->prev = s;
-        a->slots = s;
-        a->n_slots++;
-        *ret = s;
-        s = NULL;
-out:
         pthread_mutex_unlock(&a->lock);
-        free(ids);
+out:
+        for (size_t i = 0; s && i < made; i++)
+                free(s[i]);
         free(s);
+        free(ids);
         return r;
 }
 

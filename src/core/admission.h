@@ -63,6 +63,12 @@ struct dm_admission_caps {
  * host caller. */
 int dm_admission_claim(struct dm_admission *a, const char *principal, const struct dm_admission_caps *caps,
                        struct dm_cancel *cancel, struct dm_slot **ret, struct dm_error *err);
+/* want slots for principal at once, all or none: every one of them in
+ * ret[0..want) (each released on its own), or a refusal as
+ * dm_admission_claim's (counting the want) and none taken. The cancel is
+ * every slot's. */
+int dm_admission_claim_n(struct dm_admission *a, const char *principal, const struct dm_admission_caps *caps,
+                         size_t want, struct dm_cancel *cancel, struct dm_slot **ret, struct dm_error *err);
 /* The owner's cancel, set once it exists (a background job's run): fired
  * at once, and -ECANCELED, when principal's tree is closed. */
 int dm_admission_set_cancel(struct dm_slot *s, struct dm_cancel *cancel);

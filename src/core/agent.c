@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 #include "src/core/agent.h"
+#include "src/core/budget.h"
 #include "src/core/ownership.h"
 
 #include <arpa/inet.h>
@@ -275,7 +276,7 @@ static void note_request_cost(struct dm_budget_hold *h, const struct dm_vendor_u
 /* The proxy's final counts into the run's ledger entry (the run is the
  * output directory that holds usage_path), and what a request cost into
  * the tree's budget (h; may be NULL). */
-static void ledger_usage(struct dm_context *ctx, const char *usage_path, const struct dm_vendor_usage *usage,
+static void ledger_usage(const char *output_root, const char *usage_path, const struct dm_vendor_usage *usage,
                          struct dm_budget_hold *h)
 {
         char dir[PATH_MAX];
@@ -291,7 +292,7 @@ static void ledger_usage(struct dm_context *ctx, const char *usage_path, const s
         *slash = '\0';
         if (!(run_id = dm_path_basename(dir)) || !(o = dm_vendor_usage_json(usage)))
                 return;
-        if (dm_ledger_set_usage(ctx->cfg.output_root, run_id, o, &err) < 0)
+        if (dm_ledger_set_usage(output_root, run_id, o, &err) < 0)
                 log_warning("run %s: %s", run_id, err.msg);
         json_object_put(o);
 }
@@ -308,6 +309,11 @@ struct run_state {
         double max_usd;           /* DEMESNE_AGENT_MAX_USD, or the run's reservation of the tree's */
         const char *cap_name;     /* which of the two, for the message */
         struct dm_cancel limit;   /* fired by the proxy at the spending cap: ends the run */
+        /* The run's share of its tree's spend, which its claim reserved
+         * (dm_run_request.spend): from the claim to the release. */
+        struct dm_budget_hold *spend;
+        struct dm_vendor_usage usage; /* the proxy's last figures, taken before the spend goes back */
+        bool usage_taken;
 };
 
 static void on_cap(void *userdata)
@@ -345,15 +351,19 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
 
         snprintf(st->usage_path, sizeof(st->usage_path), "%s/usage.json", output_dir);
         snprintf(log_path, sizeof(log_path), "%s/vendor.log", output_dir);
-        /* The run's id is its output directory's name: its reservation is
-         * bound to it before anything is spent, and the live figures go to
-         * the ledger, where no sandbox writes. */
+        /* The run's id is its output directory's name (its claim bound its
+         * reservation to it): the live figures go to the ledger, where no
+         * sandbox writes. */
         r = dm_ledger_live_path(st->cfg->output_root, dm_path_basename(output_dir), st->live_path,
                                 sizeof(st->live_path), err);
         if (r < 0)
                 return dm_error_wrap(err, "the run's live usage");
-        if (dm_budget_hold_bind(st->req->budget, dm_path_basename(output_dir)) < 0)
-                return dm_error_set(err, -ENOMEM, "out of memory");
+        /* The run's cap: DEMESNE_AGENT_MAX_USD, or less when that is what
+         * its claim could reserve of its tree's. */
+        if (st->spend && (st->max_usd <= 0 || dm_budget_hold_amount(st->spend) < st->max_usd)) {
+                st->max_usd = dm_budget_hold_amount(st->spend);
+                st->cap_name = "DEMESNE_TREE_MAX_USD, what was left of this tree's";
+        }
         struct dm_vendor_conf conf = {
                 .provider = st->provider,
                 .bind = { .sin_family = AF_INET,
@@ -371,7 +381,7 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 .cap_name = st->cap_name,
                 /* What a request of this tree cost before: a small
                  * reservation is not passed by its first request. */
-                .estimate_usd = dm_budget_hold_estimate(st->req->budget),
+                .estimate_usd = dm_budget_hold_estimate(st->spend),
                 .on_cap = on_cap,
                 .cap_userdata = st,
                 /* Below open, no server-side tool, MCP connector or URL
@@ -404,6 +414,20 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 }
         *ret_env = env;
         return 0;
+}
+
+/* dm_run_request.before_release: the proxy's figures into the ledger, and
+ * what a request cost into the tree's budget, before the run's claim gives
+ * its spend back (stopping the proxy later writes usage.json once more). */
+static void take_usage(void *userdata)
+{
+        struct run_state *st = userdata;
+
+        if (!st->proxy || st->usage_taken)
+                return;
+        dm_vendor_usage(st->proxy, &st->usage);
+        ledger_usage(st->cfg->output_root, st->usage_path, &st->usage, st->spend);
+        st->usage_taken = true;
 }
 
 /* Bytes of transcript looked through for the answer: a sandbox can make
@@ -609,22 +633,24 @@ static int agent_launch(struct dm_context *ctx, struct run_state *st, const char
                 .on_started = req->on_started,
                 .started_userdata = req->started_userdata,
                 .collect_later = true,
+                .spend = &st->spend,
+                .before_release = take_usage,
+                .release_userdata = st,
         };
 
         return dm_run(ctx, &rreq, run, err);
 }
 
-/* The proxy's figures into the ledger (stopping it writes usage.json a
- * last time); r becomes the cap's sentence when the cap ended the run. */
-static int agent_spent(struct dm_context *ctx, struct run_state *st, int r, struct dm_vendor_usage *usage,
-                       struct dm_error *err)
+/* The proxy stops (which writes usage.json a last time; its figures are
+ * in the ledger already: take_usage); r becomes the cap's sentence when
+ * the cap ended the run. */
+static int agent_spent(struct run_state *st, int r, struct dm_error *err)
 {
         double spent = 0;
 
         if (!st->proxy)
                 return r;
-        dm_vendor_usage(st->proxy, usage);
-        ledger_usage(ctx, st->usage_path, usage, st->req->budget);
+        take_usage(st);
         /* Whether the proxy's refusal ended the CLI or the runner stopped
          * it, the run fails with the cap's sentence. */
         if (dm_vendor_cap_reached(st->proxy, &spent) && r != -ECANCELED)
@@ -691,17 +717,12 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         struct dm_run_result run = { 0 };
         char dir[PATH_MAX - 64];
         const char *out_rel = NULL;
-        struct dm_vendor_usage usage = { 0 };
         bool dir_made = false;
         int r;
 
         memset(res, 0, sizeof(*res));
         if (req->output_path && check_output_path(req->output_path, &out_rel, err) < 0)
                 return -EINVAL;
-        if (req->budget && (st.max_usd <= 0 || dm_budget_hold_amount(req->budget) < st.max_usd)) {
-                st.max_usd = dm_budget_hold_amount(req->budget);
-                st.cap_name = "DEMESNE_TREE_MAX_USD, what was left of this tree's";
-        }
         r = dm_agent_pick_provider(&ctx->cfg, req->model, &st.provider, err);
         if (r < 0)
                 return r;
@@ -721,14 +742,14 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         r = agent_files(ctx, &st, dir, sizeof(dir), &dir_made, err);
         if (r >= 0)
                 r = agent_launch(ctx, &st, dir, &run, err);
-        r = agent_spent(ctx, &st, r, &usage, err);
+        r = agent_spent(&st, r, err);
         if (r >= 0)
-                r = agent_result(ctx, &st, &run, &usage, out_rel, res, err);
+                r = agent_result(ctx, &st, &run, &st.usage, out_rel, res, err);
 out:
         /* With what the server wrote after the run (collect_later). */
         if (res->run_id || run.run_id)
                 dm_children_collect(ctx, res->run_id ? res->run_id : run.run_id);
-        dm_vendor_usage_release(&usage);
+        dm_vendor_usage_release(&st.usage);
         dm_run_result_release(&run);
         dm_vendor_cred_release(&st.cred);
         dm_cancel_release(&st.limit);

@@ -18,7 +18,6 @@
 
 #include "netpolicy/policy.h"
 #include "netpolicy/vendor.h"
-#include "src/core/budget.h"
 #include "src/core/context.h"
 #include "src/basic/cancel.h"
 #include "src/basic/error.h"
@@ -52,7 +51,13 @@ struct dm_agent_request {
         bool research;                  /* sandbox_research: says so in the instructions */
         int64_t timeout_s;
         struct dm_cancel *cancel;
-        struct dm_slot *reserved; /* a job's admission reservation, may be NULL (dm_run_request's) */
+        /* A job's admission reservation, may be NULL (dm_run_request's).
+         * The run's share of its tree's DEMESNE_TREE_MAX_USD, when it is
+         * made from inside one, is reserved by its claim after the slot
+         * (src/core/claim.h); the run's cap is that share (never more
+         * than DEMESNE_AGENT_MAX_USD), given back once its usage is in the
+         * ledger. */
+        struct dm_slot *reserved;
         int (*on_output)(void *userdata, int stream, const char *data, size_t len);
         void (*on_progress)(void *userdata, int64_t elapsed_ms, uint64_t output_bytes);
         void (*on_message)(void *userdata, const char *message);
@@ -61,13 +66,6 @@ struct dm_agent_request {
         const char *principal;
         const char *job_id;
         const char *parent_run_id;
-        /* The run's reservation of its tree's DEMESNE_TREE_MAX_USD
-         * (src/core/budget.h), when it is made from inside one; NULL: none.
-         * Borrowed: the caller releases it after dm_agent_run returns. The
-         * run's cap is the reservation (never more than
-         * DEMESNE_AGENT_MAX_USD); the run is bound to it once its id is
-         * known. */
-        struct dm_budget_hold *budget;
         /* Called once the container runs, before the CLI starts
          * (dm_run_request's on_started): the nested endpoint's hook. */
         int (*on_started)(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err);

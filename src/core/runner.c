@@ -40,14 +40,6 @@ void dm_run_result_release(struct dm_run_result *res)
         memset(res, 0, sizeof(*res));
 }
 
-static size_t count(const char *const *v)
-{
-        size_t n = 0;
-        while (v && v[n])
-                n++;
-        return n;
-}
-
 static int open_log(int dirfd, const char *name, const char *dir, struct dm_error *err)
 {
         /* O_EXCL: the directory is new and ours; nothing may be there yet,
@@ -183,66 +175,28 @@ static int confine(struct dm_backend *b, const struct dm_run_request *req, bool 
         return 0;
 }
 
-/* A run from its claim to its release: what it holds. Claim: a warm
- * container of the pool, or a fresh output directory and the one launch
- * sequence (src/core/launch.h); exec: the command; release: the container
- * to the reaper, the output given back, the ledger's end. */
+/* A run from its claim to its release: what it holds. Claim
+ * (src/core/claim.h): admission, the spend when asked, the inputs, image
+ * and backend, then a warm container of the pool, or a fresh output
+ * directory and the one launch sequence (src/core/launch.h); exec: the
+ * command; release: the container to the reaper, the ledger's end, and
+ * what the claim holds given back. */
 struct run {
         struct dm_context *ctx;
         const struct dm_run_request *req;
-        const struct dm_image_info *img;
-        struct dm_backend *b;
-        int shim_mode;
         struct dm_image_build_watch watch;
-        /* the host inputs and extra mounts, checked and staged */
-        struct dm_mount *mounts;
-        size_t n_mounts, n_in;
-        char **owned;
-        size_t n_owned;
-        struct dm_inputs_stage stage;
-        /* the claim */
-        char run_id[64], outdir[PATH_MAX], scratch[PATH_MAX], workspace[PATH_MAX + 16];
-        bool outdir_made, scratch_made, exec_only, sink_made;
+        struct dm_claimed c;
+        char run_id[64], scratch[PATH_MAX], workspace[PATH_MAX + 16];
+        bool scratch_made, exec_only, sink_made;
         struct dm_pool_entry *warm;
         struct dm_launch *cold;
         char *container; /* ours: the reaper removes it */
         struct dm_shimhost *host;
         struct dm_stream *stream;
         const struct dm_launched *launched; /* the shim's, warm or cold */
-        struct dm_slot *slot;               /* admission: the run's own, or the job's reservation */
         struct dm_exec_sink sink;
         int64_t t0, ledger_t0;
 };
-
-/* Before anything is made for the run: the inputs checked, the backend,
- * the shim (no shim, no run, unless the operator turned it off by name)
- * and the image. */
-static int run_prepare(struct run *x, struct dm_error *err)
-{
-        const struct dm_run_request *req = x->req;
-        int r;
-
-        r = dm_image_lookup(req->image ? req->image : DM_IMAGE_DEFAULT, &x->img, err);
-        if (r < 0)
-                return r;
-        x->n_in = count(req->files) + count(req->dirs);
-        x->mounts = calloc(x->n_in + 4 + req->n_mounts, sizeof(*x->mounts));
-        x->owned = calloc(3 * x->n_in + 1, sizeof(*x->owned));
-        if (!x->mounts || !x->owned)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        r = dm_inputs_add(x->ctx, req->files, DM_PATH_FILE, x->mounts, &x->n_mounts, x->owned, &x->n_owned, &x->stage,
-                          err);
-        if (r >= 0)
-                r = dm_inputs_add(x->ctx, req->dirs, DM_PATH_DIR, x->mounts, &x->n_mounts, x->owned, &x->n_owned,
-                                  &x->stage, err);
-        if (r >= 0)
-                r = dm_context_backend(x->ctx, &x->b, err);
-        if (r >= 0 && (x->shim_mode = dm_launch_shim_mode(x->ctx, x->b, err)) < 0)
-                r = x->shim_mode;
-        if (r >= 0)
-                r = dm_image_require(x->b, x->img, x->ctx->cfg.images_autobuild, &x->watch, err);
-        return r;
-}
 
 /* A cold run's container, made for it: scratch/workspace is its
  * /workspace; scratch/shim, which it cannot write, holds the shim's
@@ -251,6 +205,7 @@ static int run_launch(struct run *x, struct dm_error *err)
 {
         static const char *const idle_argv[] = { "sleep", "infinity", NULL };
         const struct dm_run_request *req = x->req;
+        struct dm_claimed *c = &x->c;
         char label_owner[160], label_run[128], label_kind[64], shimdir[PATH_MAX + 16], idmap_stage[PATH_MAX + 16];
         const char *labels[5], *bash_argv[] = { "/bin/bash", "-c", req->command, NULL };
         int r;
@@ -263,10 +218,6 @@ static int run_launch(struct run *x, struct dm_error *err)
         x->scratch_made = true;
         if ((r = dm_mkdir_p(x->workspace, 0700, err)) < 0)
                 return r;
-        x->mounts[x->n_mounts++] = (struct dm_mount){ .host = x->outdir, .target = "/out" };
-        x->mounts[x->n_mounts++] = (struct dm_mount){ .host = x->workspace, .target = "/workspace" };
-        for (size_t i = 0; i < req->n_mounts; i++)
-                x->mounts[x->n_mounts++] = req->mounts[i];
         snprintf(label_owner, sizeof(label_owner), "%s", x->ctx->owner_label);
         snprintf(label_run, sizeof(label_run), "%s=%s", DM_LABEL_RUN, x->run_id);
         snprintf(label_kind, sizeof(label_kind), "%s=%s", DM_LABEL_KIND, req->kind ? req->kind : "script");
@@ -278,21 +229,18 @@ static int run_launch(struct run *x, struct dm_error *err)
 
         struct dm_container_spec spec = {
                 .name = x->run_id,
-                .image = dm_image_ref(x->img),
                 .argv = req->command ? bash_argv : req->argv,
                 /* With the shim the caller's environment goes with the
                  * command, as on a warm container: PID 1 would read it
                  * (glibc's GLIBC_TUNABLES, say) before its filter is on. */
-                .env = x->shim_mode == 1 ? NULL : req->env,
+                .env = c->shim_mode == 1 ? NULL : req->env,
                 .workdir = "/out",
-                .mounts = x->mounts,
-                .n_mounts = x->n_mounts,
                 .labels = labels,
         };
         dm_launch_harden(x->ctx, &spec);
         /* Without attach (OpenSandbox) the container idles and the command
          * is an exec, whose exit code comes from the exec. */
-        x->exec_only = !dm_backend_can(x->b, DM_CAP_ATTACH);
+        x->exec_only = !dm_backend_can(c->b, DM_CAP_ATTACH);
         if (x->exec_only) {
                 spec.entrypoint = idle_argv;
                 spec.argv = NULL;
@@ -301,7 +249,7 @@ static int run_launch(struct run *x, struct dm_error *err)
                  * limit plus time to make and remove the sandbox. */
                 spec.ttl_s = req->timeout_s + 600;
         }
-        r = confine(x->b, req, x->shim_mode == 1, &spec, err);
+        r = confine(c->b, req, c->shim_mode == 1, &spec, err);
         if (r >= 0 && !(x->cold = malloc(sizeof(*x->cold))))
                 r = dm_error_set(err, -ENOMEM, "out of memory");
         if (r < 0)
@@ -309,20 +257,15 @@ static int run_launch(struct run *x, struct dm_error *err)
         /* Inputs the sandbox's root could not read otherwise: idmapped. */
         snprintf(idmap_stage, sizeof(idmap_stage), "%s/in", x->scratch);
         x->t0 = dm_now_ms();
-        r = dm_launch_container(x->ctx, x->b,
-                                &(struct dm_launch_request){
-                                        .img = x->img,
-                                        .spec = &spec,
-                                        .mounts = x->mounts,
-                                        .n_mounts = &x->n_mounts,
-                                        .shim_dir = x->shim_mode == 1 ? shimdir : NULL,
-                                        .idmap_stage = idmap_stage,
-                                        .lend = (const char *const[]){ x->outdir, x->workspace, NULL },
-                                        .stage = &x->stage,
-                                        .attach = !x->exec_only,
-                                        .watch = &x->watch,
-                                },
-                                x->cold, err);
+        r = dm_claim_launch(c, &spec,
+                            &(struct dm_claim_launch){ .workspace = x->workspace,
+                                                       .shim_dir = shimdir,
+                                                       .idmap_stage = idmap_stage,
+                                                       .extra = req->mounts,
+                                                       .n_extra = req->n_mounts,
+                                                       .attach = !x->exec_only,
+                                                       .watch = &x->watch },
+                            x->cold, err);
         if (r < 0)
                 return r;
         /* The run owns them from here; its release lets them go. */
@@ -333,42 +276,23 @@ static int run_launch(struct run *x, struct dm_error *err)
         return 0;
 }
 
-/* Its output directory, made fresh and owned by the server (0700: what a
- * sandbox leaves is its owner's alone, even before it is given back), or
- * a warm container's. */
+/* Its output directory: a warm container's when the run fits one (its
+ * mounts are fixed at create, so no extra mounts; not an agent's), or
+ * made fresh. */
 static int run_outdir(struct run *x, struct dm_error *err)
 {
         const struct dm_run_request *req = x->req;
-        struct dm_context *ctx = x->ctx;
         int r;
 
-        /* A warm container when the run fits one (src/core/pool.h): its
-         * mounts are fixed at create, so no host inputs or extra mounts;
-         * the pool's image; the shim. */
-        if (ctx->pool && x->shim_mode == 1 && dm_backend_can(x->b, DM_CAP_ATTACH) &&
-            (!req->kind || strcmp(req->kind, "script") == 0)) {
-                if (x->n_in || req->n_mounts || req->vendor_port)
-                        log_info("run without a warm container: %s",
-                                 x->n_in ? "host inputs are mounted at create" : "its mounts are made at create");
-                else
-                        x->warm = dm_pool_claim(ctx->pool, x->img->name);
-        }
+        x->warm = dm_claim_warm(&x->c, (!req->kind || strcmp(req->kind, "script") == 0) && !req->n_mounts &&
+                                               !req->vendor_port);
         if (x->warm) {
                 snprintf(x->run_id, sizeof(x->run_id), "%s", x->warm->run_id);
-                snprintf(x->outdir, sizeof(x->outdir), "%s", x->warm->outdir);
-                x->outdir_made = true;
                 return 0;
         }
         if ((r = dm_run_id_new(x->run_id, sizeof(x->run_id))) < 0)
                 return dm_error_set(err, r, "cannot make a run id");
-        r = dm_mkdir_p(ctx->cfg.output_root, 0700, err);
-        if (r < 0)
-                return r;
-        snprintf(x->outdir, sizeof(x->outdir), "%s/%s", ctx->cfg.output_root, x->run_id);
-        if (mkdir(x->outdir, 0700) < 0)
-                return dm_error_set(err, -errno, "cannot create output directory '%s': %s", x->outdir, strerror(errno));
-        x->outdir_made = true;
-        return 0;
+        return dm_claim_outdir(&x->c, x->run_id, err);
 }
 
 /* The claim: the output directory, the ledger's entry, the logs, then the
@@ -389,26 +313,26 @@ static int run_claim(struct run *x, struct dm_run_result *res, struct dm_error *
                                                      .kind = req->ledger_kind ? req->ledger_kind
                                                              : req->kind      ? req->kind
                                                                               : "script",
-                                                     .image = x->img->name,
+                                                     .image = x->c.img->name,
                                                      .principal = req->principal,
                                                      .job_id = req->job_id,
                                                      .parent_run_id = req->parent_run_id,
-                                                     .output_dir = x->outdir },
+                                                     .output_dir = x->c.outdir },
                             &lerr) < 0)
                 log_warning("run %s: %s", x->run_id, lerr.msg);
         res->run_id = strdup(x->run_id);
-        res->output_dir = strdup(x->outdir);
-        dirfd = open(x->outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        res->output_dir = strdup(x->c.outdir);
+        dirfd = open(x->c.outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dirfd < 0 || !res->run_id || !res->output_dir)
-                return dm_error_set(err, -errno, "cannot open output directory '%s': %s", x->outdir, strerror(errno));
+                return dm_error_set(err, -errno, "cannot open output directory '%s': %s", x->c.outdir, strerror(errno));
         if ((r = dm_exec_sink_init(&x->sink, (size_t)x->ctx->cfg.output_cap)) < 0)
                 return dm_error_set(err, r, "out of memory");
         x->sink_made = true;
         x->sink.on_output = req->on_output;
         x->sink.on_progress = req->on_progress;
         x->sink.userdata = req->userdata;
-        if ((r = x->sink.log_fd[1] = open_log(dirfd, "stdout.log", x->outdir, err)) < 0 ||
-            (r = x->sink.log_fd[2] = open_log(dirfd, "stderr.log", x->outdir, err)) < 0)
+        if ((r = x->sink.log_fd[1] = open_log(dirfd, "stdout.log", x->c.outdir, err)) < 0 ||
+            (r = x->sink.log_fd[2] = open_log(dirfd, "stderr.log", x->c.outdir, err)) < 0)
                 return r;
         if (!x->warm)
                 return run_launch(x, err);
@@ -435,12 +359,12 @@ static int run_exec(struct run *x, struct dm_run_result *res, struct dm_error *e
         struct dm_exec_result xres = { 0 };
         int r;
 
-        r = watch_limits(x->ctx, x->b, x->container, x->launched ? &x->launched->target : NULL, x->outdir, x->workspace,
-                         req, &stop_fd, &limits, err);
+        r = watch_limits(x->ctx, x->c.b, x->container, x->launched ? &x->launched->target : NULL, x->c.outdir,
+                         x->workspace, req, &stop_fd, &limits, err);
         if (r < 0)
                 return r;
         struct dm_exec_target t = {
-                .backend = x->b,
+                .backend = x->c.b,
                 .container = x->container,
                 .shim = x->host,
                 .attached = x->stream,
@@ -493,47 +417,42 @@ static void run_release(struct run *x, int r, struct dm_run_result *res, struct 
 {
         const struct dm_run_request *req = x->req;
         struct dm_context *ctx = x->ctx;
+        struct dm_claimed *c = &x->c;
 
         if (x->stream)
                 dm_stream_free(x->stream);
         /* The socket goes now; its directory with the scratch tree, after
          * the container. */
         dm_shimhost_free(x->host);
-        dm_inputs_unstage(&x->stage);
         for (int i = 1; i <= 2; i++)
                 if (x->sink.log_fd[i] >= 0)
                         close(x->sink.log_fd[i]);
         if (x->sink_made)
                 dm_exec_sink_release(&x->sink);
-        /* Now for the result, and again once the container is gone
-         * (something it left running may still write). */
-        if (x->outdir_made)
-                dm_owner_return(ctx->cfg.output_root, x->outdir);
         if (x->container || x->scratch_made)
                 /* The result does not depend on the removal: do it after.
                  * The reaper takes the strings. */
                 dm_context_reap_slot(ctx, x->container, x->scratch_made ? strdup(x->scratch) : NULL,
-                                     x->container && x->outdir_made ? strdup(x->outdir) : NULL,
-                                     x->container ? dm_slot_ref(x->slot) : NULL);
+                                     x->container && c->outdir_made ? strdup(c->outdir) : NULL,
+                                     x->container ? dm_slot_ref(c->slot) : NULL);
         dm_pool_entry_free(x->warm);
         free(x->cold);
-        for (size_t i = 0; i < x->n_owned; i++)
-                free(x->owned[i]);
-        free(x->owned);
-        free(x->mounts);
-        if (x->outdir_made)
+        if (c->outdir_made)
                 ledger_end(ctx, x->run_id, r, res, dm_now_ms() - x->ledger_t0, err);
-        /* A nested principal's run: its output into its parent's too. */
-        if (x->outdir_made && dm_principal_depth(req->principal) > 0 &&
-            !(req->collect_later && (r == 0 || r == -ECANCELED)))
-                dm_children_collect(ctx, x->run_id);
+        /* The caller's last figures (an agent's usage) into the ledger
+         * before its spend goes back. */
+        if (req->before_release)
+                req->before_release(req->release_userdata);
+        if (req->spend)
+                *req->spend = NULL;
+        /* The output to its owner, a nested principal's into its parent's
+         * too (unless the caller writes more there after dm_run), the
+         * spend, the slot (a job's reservation stays the job's). */
+        dm_release(c, req->collect_later && (r == 0 || r == -ECANCELED) ? DM_RELEASE_NOCOPY : DM_RELEASE_END);
         /* Keep the output directory (it may hold partial logs) but return
          * no half-filled result. */
         if (r < 0 && r != -ECANCELED)
                 dm_run_result_release(res);
-        /* The run's own slot; a job's reservation is the job's. */
-        if (!req->reserved)
-                dm_claim_release(x->slot);
 }
 
 static int run(struct dm_context *ctx, const struct dm_run_request *req, struct dm_run_result *res,
@@ -548,16 +467,25 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
         int r;
 
         memset(res, 0, sizeof(*res));
-        /* Admission first: counted and reserved in one step, before
-         * anything of the run is made. */
-        r = dm_claim_admit(ctx, req->principal, req->reserved, req->cancel, &x.slot, err);
-        if (r >= 0 && (req->timeout_s <= 0 || req->timeout_s > ctx->cfg.max_timeout_s))
-                r = dm_error_set(err, -EINVAL, "timeout_seconds must be between 1 and %lld",
-                                 (long long)ctx->cfg.max_timeout_s);
-        if (r >= 0)
-                r = run_prepare(&x, err);
-        if (r >= 0)
-                r = run_claim(&x, res, err);
+        if (req->timeout_s <= 0 || req->timeout_s > ctx->cfg.max_timeout_s)
+                return dm_error_set(err, -EINVAL, "timeout_seconds must be between 1 and %lld",
+                                    (long long)ctx->cfg.max_timeout_s);
+        r = dm_claim(ctx,
+                     &(struct dm_claim_request){ .principal = req->principal,
+                                                 .reserved = req->reserved,
+                                                 .cancel = req->cancel,
+                                                 .spend = req->spend != NULL,
+                                                 .image = req->image,
+                                                 .files = req->files,
+                                                 .dirs = req->dirs,
+                                                 .n_extra = 2 + req->n_mounts,
+                                                 .watch = &x.watch },
+                     &x.c, err);
+        if (r < 0)
+                return r;
+        if (req->spend)
+                *req->spend = x.c.spend;
+        r = run_claim(&x, res, err);
         if (r >= 0)
                 r = run_exec(&x, res, err);
         run_release(&x, r, res, err);

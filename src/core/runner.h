@@ -18,6 +18,8 @@
 #include "src/core/inputs.h"
 #include "src/basic/cancel.h"
 
+struct dm_budget_hold;
+
 struct dm_run_request {
         const char *image;        /* caller's name, e.g. "python" */
         const char *command;      /* run with bash -c; or: */
@@ -76,6 +78,19 @@ struct dm_run_request {
          * -ECANCELED, it copies a nested principal's run into the parent's
          * output itself (dm_children_collect); otherwise dm_run does. */
         bool collect_later;
+
+        /* An agent run's share of its tree's spend (DEMESNE_TREE_MAX_USD):
+         * non-NULL asks the claim to reserve it after the slot
+         * (src/core/claim.h), and *spend is the hold (NULL at the top level
+         * or without the cap) for the hooks (on_network reads its amount)
+         * from the claim until the release, which gives it back after
+         * before_release and sets *spend to NULL again. */
+        struct dm_budget_hold **spend;
+        /* Optional: called once the command has ended and the ledger has
+         * the run's end, before the spend goes back: the caller's last
+         * figures (an agent's usage) go to the ledger here. */
+        void (*before_release)(void *userdata);
+        void *release_userdata;
 
         /* Optional, with demesne-shim only: called once the container runs
          * and its network is in place, before the command starts, with the

@@ -57,14 +57,6 @@ static void remove_scratch(const struct dm_sandbox *sb)
 
 /* ---- lifecycle ------------------------------------------------------------------ */
 
-static size_t count(const char *const *v)
-{
-        size_t n = 0;
-        while (v && v[n])
-                n++;
-        return n;
-}
-
 /* An engine that expires sandboxes itself may grant less than asked (an
  * OpenSandbox server's max_sandbox_timeout_seconds): the record, and so the
  * result's expires_at, say what was granted. */
@@ -86,7 +78,8 @@ static void ttl_granted(struct dm_backend *b, struct dm_sandbox *sb)
 }
 
 /* A new sandbox's record before its container: id, image, policy, its
- * directories (made here), owner, TTL. */
+ * workspace (made here; its output directory is the claim's), owner,
+ * TTL. */
 static int sandbox_identity(struct dm_context *ctx, const struct dm_sandbox_create *req,
                             const struct dm_image_info *img, const char *dir, struct dm_sandbox *sb,
                             struct dm_error *err)
@@ -105,7 +98,6 @@ static int sandbox_identity(struct dm_context *ctx, const struct dm_sandbox_crea
                         return dm_error_set(err, -E2BIG, "too many allow entries");
                 len += (size_t)n;
         }
-        snprintf(sb->output_dir, sizeof(sb->output_dir), "%.4000s/%s", ctx->cfg.output_root, sb->id);
         /* Beside the record, not in the state dir: it must outlive this
          * server (and /run) as long as the sandbox does. */
         if ((size_t)snprintf(sb->workspace, sizeof(sb->workspace), "%.4000s/%s.workspace", dir, sb->id) >=
@@ -121,31 +113,16 @@ static int sandbox_identity(struct dm_context *ctx, const struct dm_sandbox_crea
         sb->nested = req->nested;
         sb->created_at = dm_wall_ms() / 1000;
         sb->expires_at = sb->created_at + sb->ttl_s;
-        if (mkdir(sb->output_dir, 0700) < 0)
-                return dm_error_set(err, -errno, "cannot create '%s': %s", sb->output_dir, strerror(errno));
-        if (mkdir(sb->workspace, 0700) < 0) {
-                int r = dm_error_set(err, -errno, "cannot create '%s': %s", sb->workspace, strerror(errno));
-
-                rmdir(sb->output_dir);
-                return r;
-        }
+        if (mkdir(sb->workspace, 0700) < 0)
+                return dm_error_set(err, -errno, "cannot create '%s': %s", sb->workspace, strerror(errno));
         return 0;
 }
 
 /* Its container, through the one launch sequence: idle (sleep), with the
- * caller's environment, its directories and inputs. */
-struct sandbox_make {
-        const struct dm_image_info *img;
-        struct dm_backend *b;
-        bool shim;
-        struct dm_mount *mounts;
-        size_t n_mounts;
-        struct dm_inputs_stage *stage;
-        const struct dm_image_build_watch *watch;
-};
-
+ * caller's environment, its directories and the claim's inputs. */
 static int sandbox_launch(struct dm_context *ctx, const struct dm_sandbox_create *req, const char *dir,
-                          struct sandbox_make *m, struct dm_sandbox *sb, struct dm_launch *lx, struct dm_error *err)
+                          struct dm_claimed *c, const struct dm_image_build_watch *watch, struct dm_sandbox *sb,
+                          struct dm_launch *lx, struct dm_error *err)
 {
         static const char *const sleep_argv[] = { "sleep", "infinity", NULL };
         /* No owner label: a persistent sandbox belongs to no server, so no
@@ -155,47 +132,35 @@ static int sandbox_launch(struct dm_context *ctx, const struct dm_sandbox_create
         int r;
 
         snprintf(label_id, sizeof(label_id), "demesne.sandbox=%s", sb->id);
-        m->mounts[m->n_mounts++] = (struct dm_mount){ .host = sb->output_dir, .target = "/out" };
-        m->mounts[m->n_mounts++] = (struct dm_mount){ .host = sb->workspace, .target = "/workspace" };
         struct dm_container_spec spec = {
                 .name = sb->id,
-                .image = dm_image_ref(m->img),
                 .argv = sleep_argv,
                 .env = req->env,
                 .workdir = "/out",
-                .mounts = m->mounts,
-                .n_mounts = m->n_mounts,
                 .labels = labels,
                 .ttl_s = sb->ttl_s,
         };
         dm_launch_harden(ctx, &spec);
-        if (dm_egress_backend_open(m->b, req->policy)) {
+        if (dm_egress_backend_open(c->b, req->policy)) {
                 spec.network_mode = "open";
-        } else if (!dm_backend_can(m->b, DM_CAP_HOST_NETNS)) {
+        } else if (!dm_backend_can(c->b, DM_CAP_HOST_NETNS)) {
                 spec.egress = req->policy; /* the backend enforces it or refuses */
                 spec.egress_package_hosts = dm_egress_package_hosts();
         }
         stage_dir(sb, idmap_stage, sizeof(idmap_stage));
-        if (m->shim)
+        if (c->shim_mode == 1)
                 snprintf(sb->shim_dir, sizeof(sb->shim_dir), "%.4000s/%s.shim", dir, sb->id);
-        r = dm_launch_container(ctx, m->b,
-                                &(struct dm_launch_request){
-                                        .img = m->img,
-                                        .spec = &spec,
-                                        .mounts = m->mounts,
-                                        .n_mounts = &m->n_mounts,
-                                        .shim_dir = m->shim ? sb->shim_dir : NULL,
-                                        .idmap_stage = idmap_stage,
-                                        .lend = (const char *const[]){ sb->output_dir, sb->workspace, NULL },
-                                        .stage = m->stage,
-                                        .watch = m->watch,
-                                },
-                                lx, err);
+        r = dm_claim_launch(c, &spec,
+                            &(struct dm_claim_launch){ .workspace = sb->workspace,
+                                                       .shim_dir = sb->shim_dir,
+                                                       .idmap_stage = idmap_stage,
+                                                       .watch = watch },
+                            lx, err);
         if (r < 0)
                 return r;
         snprintf(sb->container, sizeof(sb->container), "%s", lx->container);
-        if (dm_backend_can(m->b, DM_CAP_TTL))
-                ttl_granted(m->b, sb);
+        if (dm_backend_can(c->b, DM_CAP_TTL))
+                ttl_granted(c->b, sb);
         return 0;
 }
 
@@ -229,49 +194,41 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         const struct dm_image_build_watch watch = { .on_line = req->on_message,
                                                     .userdata = req->userdata,
                                                     .cancel = req->cancel };
-        size_t n_in = count(req->files) + count(req->dirs), n_owned = 0;
-        _cleanup_free_ struct dm_mount *mounts = calloc(n_in + 4, sizeof(*mounts));
-        _cleanup_free_ char **owned = calloc(3 * n_in + 1, sizeof(char *));
-        struct dm_inputs_stage stage = { .n = 0 };
-        struct sandbox_make m = { .mounts = mounts, .stage = &stage, .watch = &watch };
-        struct dm_slot *slot = NULL;
+        struct dm_claimed c;
         char dir[PATH_MAX];
-        int r, use_shim = 0;
+        int r;
 
         memset(sb, 0, sizeof(*sb));
-        if (!mounts || !owned)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        /* Admission first (src/core/claim.h): the slot goes to the record
-         * once it is written, and back on every other way out. */
-        r = dm_claim_admit(ctx, req->principal, NULL, req->cancel, &slot, err);
-        if (r >= 0)
-                r = dm_image_lookup(req->image ? req->image : DM_IMAGE_DEFAULT, &m.img, err);
-        if (r >= 0)
-                r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, mounts, &m.n_mounts, owned, &n_owned, &stage, err);
-        if (r >= 0)
-                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, mounts, &m.n_mounts, owned, &n_owned, &stage, err);
-        if (r >= 0)
-                r = dm_context_backend(ctx, &m.b, err);
-        /* No shim, no sandbox, unless the operator turned it off by name. */
-        if (r >= 0 && (use_shim = dm_launch_shim_mode(ctx, m.b, err)) < 0)
-                r = use_shim;
-        if (r >= 0 && (dm_egress_backend_open(m.b, req->policy) || !dm_backend_can(m.b, DM_CAP_HOST_NETNS)))
+        /* The claim (src/core/claim.h): admission first (the caller's
+         * reservation, or a slot now), the inputs, the backend, the shim,
+         * the image; its slot goes to the record once it is written, and
+         * back on every other way out. */
+        r = dm_claim(ctx,
+                     &(struct dm_claim_request){ .principal = req->principal,
+                                                 .reserved = req->reserved,
+                                                 .cancel = req->cancel,
+                                                 .image = req->image,
+                                                 .files = req->files,
+                                                 .dirs = req->dirs,
+                                                 .n_extra = 2,
+                                                 .watch = &watch },
+                     &c, err);
+        if (r < 0)
+                return r;
+        if (dm_egress_backend_open(c.b, req->policy) || !dm_backend_can(c.b, DM_CAP_HOST_NETNS))
                 need_net = false; /* the backend's own network: spec.network_mode or spec.egress below */
-        if (r >= 0 && need_net && !use_shim)
+        if (need_net && c.shim_mode != 1)
                 r = dm_error_set(err, -ENOTSUP,
                                  "egress other than 'none' needs demesne-shim, which is off "
                                  "(DEMESNE_SHIM=off) or which this backend cannot mount");
         if (r >= 0)
-                r = dm_image_require(m.b, m.img, ctx->cfg.images_autobuild, &watch, err);
-        if (r >= 0)
                 r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
-        if (r < 0)
-                goto out;
-        m.shim = use_shim == 1;
-        r = sandbox_identity(ctx, req, m.img, dir, sb, err);
-        if (r < 0)
-                goto out;
-        r = sandbox_launch(ctx, req, dir, &m, sb, &lx, err);
+        if (r >= 0)
+                r = sandbox_identity(ctx, req, c.img, dir, sb, err);
+        if (r >= 0 && (r = dm_claim_outdir(&c, sb->id, err)) >= 0)
+                snprintf(sb->output_dir, sizeof(sb->output_dir), "%s", c.outdir);
+        if (r >= 0)
+                r = sandbox_launch(ctx, req, dir, &c, &watch, sb, &lx, err);
         /* The network before any command runs. */
         if (r >= 0 && need_net)
                 r = dm_sandbox_net(ctx, sb, req->policy, &lx.launched, &egress, err);
@@ -281,28 +238,25 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         if (r >= 0)
                 r = dm_sandbox_record_write(ctx, sb, err);
         if (r >= 0) {
-                /* It counts by its slot until it is destroyed (by a call, its
-                 * TTL, a cascade: dm_sandbox_destroy releases the key). */
-                dm_admission_bind(TAKE_PTR(slot), sb->id);
-                sandbox_register(ctx, sb, m.img, TAKE_PTR(lx.host), &egress, &lx.launched.target);
+                /* The claim is kept: it counts by its slot until it is
+                 * destroyed (by a call, its TTL, a cascade:
+                 * dm_sandbox_destroy releases the key). */
+                dm_claim_keep(&c, sb->id);
+                sandbox_register(ctx, sb, c.img, TAKE_PTR(lx.host), &egress, &lx.launched.target);
                 free(lx.container);
         }
         dm_egress_stop(ctx, egress, false);
-        if (r < 0) {
+        if (r < 0 && sb->id[0]) {
                 struct dm_error e2 = { 0 };
 
-                dm_launch_undo(m.b, &lx);
+                dm_launch_undo(c.b, &lx);
                 dm_sandbox_policy_forget(ctx, sb->id);
                 if (sb->shim_dir[0])
                         dm_shimhost_remove_dir(sb->shim_dir, &e2);
                 remove_scratch(sb);
                 dm_error_wrap(err, "create sandbox");
         }
-out:
-        dm_claim_release(slot);
-        dm_inputs_unstage(&stage);
-        for (size_t i = 0; i < n_owned; i++)
-                free(owned[i]);
+        dm_release(&c, r < 0 ? DM_RELEASE_UNDO : DM_RELEASE_KEPT);
         return r;
 }
 

@@ -18,6 +18,8 @@
 #include "src/basic/cancel.h"
 #include "src/basic/principal.h"
 
+struct dm_slot;
+
 #define DM_SANDBOX_TTL_DEFAULT 172800
 #define DM_SANDBOX_ID_LEN 32
 
@@ -52,7 +54,13 @@ struct dm_sandbox_create {
         const char *const *env;
         int64_t ttl_s;
         const char *principal; /* the sandbox's owner; NULL = "local" */
-        bool nested;           /* recorded: the sandbox has an MCP endpoint (ctx->before_sandbox_exec) */
+        /* An admission reservation of principal's made ahead
+         * (dm_claim_reserve, dm_claim_reserve_n: N sandboxes at once, all
+         * or none), or NULL: a slot is claimed now. A sandbox that is made
+         * takes it (bound to its record: its owner must not release it);
+         * when the create fails, it stays its owner's. */
+        struct dm_slot *reserved;
+        bool nested; /* recorded: the sandbox has an MCP endpoint (ctx->before_sandbox_exec) */
         /* Optional: news before the container starts (an image built on
          * first use), and a cancel that stops such a build. */
         void (*on_message)(void *userdata, const char *message);

@@ -143,12 +143,7 @@ struct agent_call {
         json_object *args;
         struct dm_tools_sink sink;      /* the foreground call or the background job */
         const struct dm_policy *policy; /* the call's, parsed once (call_common) */
-        /* The run's share of its tree's budget, when it is made from
-         * inside one: reserved by the call (foreground) or when the job
-         * starts (background); released when the run has ended. */
-        bool budget_taken;
-        struct dm_budget_hold *budget;
-        struct dm_slot *reserved; /* the call's or the job's admission reservation (src/core/claim.h) */
+        struct dm_slot *reserved;       /* a job's admission reservation (src/core/claim.h); NULL: the run's claim */
 };
 
 static json_object *result_json(const struct dm_agent_result *res)
@@ -187,8 +182,6 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
         int r;
 
         if (!files || !dirs || !criteria) {
-                dm_budget_release(a->budget);
-                a->budget = NULL;
                 *ret_r = dm_error_set(err, -ENOMEM, "out of memory");
                 return NULL;
         }
@@ -213,16 +206,6 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 .principal = a->sink.call ? dm_call_principal(a->sink.call) : dm_job_owner(a->sink.job),
                 .job_id = a->sink.job ? dm_job_id(a->sink.job) : NULL,
         };
-        /* The run's share of the tree's budget, when it is made from
-         * inside one: at the run's start (a background run waited in
-         * between; a foreground one starts now, and the call reserved it
-         * just before). */
-        r = a->budget_taken ? 0 : dm_tools_nested_budget(ctx, req.principal, &a->budget, err);
-        if (r < 0) {
-                *ret_r = r;
-                return NULL;
-        }
-        req.budget = a->budget;
         if (dm_args_bool(specs, n, a->args, "nested")) {
                 nested.maker = req.principal;
                 nested.egress = a->policy->mode;
@@ -231,10 +214,6 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
         }
         r = dm_agent_run(ctx, &req, &res, err);
         dm_tools_nested_run_end(&nested);
-        /* Its final usage is in the ledger: the reservation goes back,
-         * whichever way the run ended. */
-        dm_budget_release(a->budget);
-        a->budget = NULL;
         *ret_r = r;
         if (r < 0)
                 return NULL;
@@ -326,28 +305,18 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                         return dm_tools_error(NULL, &err);
                 }
         }
-        /* The admission slot before the tree's spend, as the claim orders
-         * them: a call the cap refuses holds none of the spend, which the
-         * runs it would have crowded out need. A foreground run's claim
-         * takes the slot reserved here (src/core/claim.h); a job's is
-         * reserved when the job is made. */
-        if (!dm_args_bool(specs, n, args, "background") &&
-            dm_claim_reserve(dm_call_context(call), dm_call_principal(call), &a.reserved, &err) < 0) {
-                dm_policy_free(policy);
-                return dm_tools_error(NULL, &err);
-        }
-        /* A tree that has spent its DEMESNE_TREE_MAX_USD: refused now, not
-         * as a background job that fails (which reserves its share when it
-         * starts). A foreground run reserves it now. */
-        if (dm_tools_nested_budget(dm_call_context(call), dm_call_principal(call),
-                                   dm_args_bool(specs, n, args, "background") ? NULL : &a.budget, &err) < 0) {
-                dm_claim_release(a.reserved);
-                dm_policy_free(policy);
-                return dm_tools_error(NULL, &err);
-        }
+        /* The run's claim takes its slot, then its share of the tree's
+         * spend (src/core/claim.h). A background call: a tree that has
+         * spent its DEMESNE_TREE_MAX_USD is refused now, not as a job that
+         * fails; its slot is reserved when the job is made. */
         if (dm_args_bool(specs, n, args, "background")) {
-                struct dm_tools_run_arg *job_arg = dm_tools_run_arg_new(t, policy); /* the policy goes with it */
+                struct dm_tools_run_arg *job_arg;
 
+                if (dm_claim_spend_left(dm_call_context(call), dm_call_principal(call), &err) < 0) {
+                        dm_policy_free(policy);
+                        return dm_tools_error(NULL, &err);
+                }
+                job_arg = dm_tools_run_arg_new(t, policy); /* the policy goes with it */
                 if (!job_arg) {
                         dm_error_set(&err, -ENOMEM, "out of memory");
                         return dm_tools_error(NULL, &err);
@@ -355,10 +324,8 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                 return dm_tools_start_background(call, tool, args, research ? research_work : agent_work, job_arg,
                                                  dm_tools_run_arg_free);
         }
-        a.budget_taken = true;
         out = run_agent(dm_call_context(call), &a, dm_call_cancel(call), &r, &err);
         dm_policy_free(policy);
-        dm_claim_release(a.reserved);
         if (r == -ECANCELED)
                 return NULL;
         if (!out)

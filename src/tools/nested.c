@@ -32,7 +32,6 @@
 #include "src/core/cascade.h"
 #include "src/core/egress.h"
 #include "src/core/launch.h"
-#include "src/core/ledger.h"
 #include "src/core/sandbox.h"
 #include "src/mcp/http-token.h"
 #include "src/mcp/http.h"
@@ -83,12 +82,6 @@ static struct endpoint *find_locked(struct dm_nested *n, const char *principal, 
                 }
         }
         return NULL;
-}
-
-/* The principal of the top nested sandbox of principal's tree. */
-static void tree_root(const char *principal, char *ret, size_t len)
-{
-        dm_principal_root(principal, ret, len);
 }
 
 /* The egress of the nested sandbox (or run) principal calls from: none
@@ -150,79 +143,6 @@ int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask
         }
         /* The caps are the core's claim's (src/core/claim.h): counted and
          * reserved in one step where the container is claimed. */
-        return 0;
-}
-
-struct tree_spend {
-        struct dm_context *ctx;
-        const char *root; /* the tree's top principal */
-};
-
-/* dm_budget_ask's spent: the tree (the top nested sandbox or run and all
- * below it, as the host's caller who made it sees it in the ledger), less
- * the runs that hold a reservation (counted whole by the budget). The
- * ledger's figures only: nothing a sandbox can write. */
-static int tree_spent(void *userdata, const struct dm_budget_held *held, double *ret_spent, struct dm_error *err)
-{
-        struct tree_spend *t = userdata;
-        char host[DM_PRINCIPAL_MAX];
-        struct dm_ledger_scope scope = { .run_id = dm_principal_leaf(t->root) };
-        struct dm_error lerr = { 0 };
-        const char *slash = strchr(t->root, DM_PRINCIPAL_SEP);
-        json_object *rep, *rows = NULL;
-
-        (void)err;
-        *ret_spent = 0;
-        snprintf(host, sizeof(host), "%.*s", slash ? (int)(slash - t->root) : (int)strlen(t->root), t->root);
-        rep = dm_ledger_report(t->ctx->cfg.output_root, t->ctx->owner, host, &scope, &lerr);
-        if (!rep && lerr.code != -ENOENT)
-                log_warning("tree %s: its spend is unknown (%s); counted as none", t->root, lerr.msg);
-        if (rep)
-                json_object_object_get_ex(rep, "runs", &rows);
-        for (size_t i = 0; rows && i < json_object_array_length(rows); i++) {
-                json_object *row = json_object_array_get_idx(rows, i), *id = NULL, *cost = NULL;
-
-                if (!json_object_object_get_ex(row, "cost_usd", &cost) ||
-                    (json_object_object_get_ex(row, "run_id", &id) &&
-                     dm_budget_is_held(held, json_object_get_string(id))))
-                        continue;
-                *ret_spent += json_object_get_double(cost);
-        }
-        json_object_put(rep);
-        return 0;
-}
-
-int dm_tools_nested_budget(struct dm_context *ctx, const char *principal, struct dm_budget_hold **ret_hold,
-                           struct dm_error *err)
-{
-        char root[DM_PRINCIPAL_MAX];
-        struct tree_spend t = { .ctx = ctx, .root = root };
-        struct dm_budget_ask ask = {
-                .tree = root,
-                .tree_cap = ctx->cfg.tree_max_usd,
-                .agent_cap = ctx->cfg.agent_max_usd,
-                .spent = tree_spent,
-                .userdata = &t,
-        };
-        struct dm_budget_hold *h = NULL;
-        int r;
-
-        if (ret_hold)
-                *ret_hold = NULL;
-        if (dm_principal_depth(principal) == 0 || ctx->cfg.tree_max_usd <= 0)
-                return 0;
-        if (!ctx->budget)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        tree_root(principal, root, sizeof(root));
-        r = dm_budget_reserve(ctx->budget, &ask, &h, err);
-        if (r < 0)
-                return r;
-        log_debug("tree %s: an agent run reserves $%.4f of DEMESNE_TREE_MAX_USD=%g", root, dm_budget_hold_amount(h),
-                  ctx->cfg.tree_max_usd);
-        if (ret_hold)
-                *ret_hold = h;
-        else
-                dm_budget_release(h);
         return 0;
 }
 

@@ -8,7 +8,6 @@
 #include <stdint.h>
 
 #include "netpolicy/netpolicy.h"
-#include "src/core/budget.h"
 #include "src/core/context.h"
 #include "src/core/jobs.h"
 #include "src/core/sandbox.h"
@@ -188,15 +187,6 @@ struct dm_tools_nested_ask {
  * egress wider than its own, allow entries, host paths. (The caps on live
  * children and trees are the core's claim's: src/core/claim.h.) */
 int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask *ask, struct dm_error *err);
-/* From inside a nested tree, reserves an agent run's share of the tree's
- * DEMESNE_TREE_MAX_USD in *ret_hold (src/core/budget.h: min of
- * DEMESNE_AGENT_MAX_USD and what neither the tree's spend in the ledger nor
- * its live runs' reservations take); the caller releases it with
- * dm_budget_release once the run has ended, on every path. *ret_hold is
- * NULL at the top level or with no cap. ret_hold NULL: only checks that
- * something is left. -EDQUOT naming the variable when nothing is left. */
-int dm_tools_nested_budget(struct dm_context *ctx, const char *principal, struct dm_budget_hold **ret_hold,
-                           struct dm_error *err);
 /* The egress a call gets when it names none: dm_egress_default, or less
  * from inside a nested sandbox whose own is less. */
 const char *dm_tools_nested_egress_default(struct dm_call *call);

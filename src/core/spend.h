@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_CORE_SPEND_H
+#define DM_CORE_SPEND_H
+
+/* A nested tree's model spend, for the claim (src/core/claim.h): what the
+ * tree spent, from the run ledger only (src/core/ledger.h: the vendor
+ * proxy's figures, which the server writes; nothing a sandbox writes), and
+ * an agent run's share of DEMESNE_TREE_MAX_USD reserved against it
+ * (src/core/budget.h). */
+
+#include "src/core/context.h"
+#include "src/basic/error.h"
+
+struct dm_budget_hold;
+
+/* From inside a nested tree, reserves a run's share of the tree's
+ * DEMESNE_TREE_MAX_USD in *ret (min of DEMESNE_AGENT_MAX_USD and what
+ * neither the tree's spend in the ledger nor its live runs' reservations
+ * take), for the caller to give back (dm_budget_release) once the run's
+ * last figures are in the ledger. *ret is NULL at the top level or with
+ * no cap. -EDQUOT naming the variable when nothing is left. */
+int dm_spend_reserve(struct dm_context *ctx, const char *principal, struct dm_budget_hold **ret, struct dm_error *err);
+
+#endif
