@@ -111,6 +111,7 @@ jobs=$(nproc)
 # The test binaries link the same suppression through the environment; the
 # server has it compiled in (src/cli/main.c).
 [ $flavour = tsan ] && export TSAN_OPTIONS="suppressions=$here/tests/tsan.supp ${TSAN_OPTIONS:-}"
+touch .tests-started
 set +e
 if [ ${#only[@]} -gt 0 ]; then
 	make -j"$jobs" check TESTS="${only[*]}"
@@ -119,6 +120,12 @@ else
 fi
 rc=$?
 set -e
+# The slowest tests, for whoever tunes the suite's time: a test's log is
+# made when it starts and written last when it ends (where the file system
+# keeps birth times; elsewhere nothing is printed).
+find . -name '*.log' -path '*tests/*' ! -name test-suite.log -newer .tests-started -print0 |
+	xargs -0 -r stat -c '%W %Y %n' | awk '$1 > 0 { printf "%6d s  %s\n", $2 - $1, $3 }' |
+	sort -rn | awk 'NR == 1 { print "the slowest tests (seconds from start to end):" } NR <= 15' || true
 if [ $rc != 0 ]; then
 	for log in $(find . -name '*.log' -path '*tests*' -newer Makefile); do
 		grep -q '^not ok\|^Bail out' "$log" 2>/dev/null && { echo "=== $log"; tail -50 "$log"; }
