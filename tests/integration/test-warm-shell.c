@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/* The shim's warm shell (src/shim/warm.c) through `demesne serve` and a
+ * persistent sandbox on the real engine: a sandbox_exec that fits runs in
+ * the bash the shim started ahead of time, and shows what `bash -c CMD`
+ * would (compared with the cold path, which a request with stdin takes);
+ * then the attacks: kill -9 -1, pkill bash, fd 3 closed and read, exec,
+ * a child left in the background, back to back and 6 at once, the pids cap
+ * 1 over, a command past the warm size, bytes that are not text, NUL,
+ * exit 300, set -e, and a request of another shape twice in a row. The
+ * server runs with DEMESNE_PIDS_LIMIT=16, the smallest it allows. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/integration/stdio-client.h"
+
+#define PIDS 16
+
+static struct child *c;
+static int next_id = 1;
+static char sb[64];
+
+struct res {
+        char *out, *err;
+        int exit_code;
+        bool error;
+};
+
+static void res_free(struct res *r)
+{
+        free(r->out);
+        free(r->err);
+}
+
+/* sandbox_exec of cmd; cold forces the cold path (a request with stdin);
+ * env_json, when set, is the request's "env" object. */
+static struct res exec3(const char *cmd, bool cold, const char *env_json)
+{
+        json_object *a = json_object_new_object(), *m;
+        struct res r = { 0 };
+
+        json_object_object_add(a, "sandbox_id", json_object_new_string(sb));
+        json_object_object_add(a, "command", json_object_new_string(cmd));
+        if (cold)
+                json_object_object_add(a, "stdin", json_object_new_string("\n"));
+        if (env_json)
+                json_object_object_add(a, "env", json_tokener_parse(env_json));
+        m = call_tool(c, &next_id, "sandbox_exec", json_object_to_json_string(a));
+        json_object_put(a);
+        r.error = result_is_error(m);
+        if (r.error)
+                diag("sandbox_exec '%.60s': %s", cmd, m ? json_object_to_json_string(m) : "no response");
+        r.out = strdup(str_at(structured(m), "stdout"));
+        r.err = strdup(str_at(structured(m), "stderr"));
+        r.exit_code = (int)int_at(structured(m), "exit_code");
+        json_object_put(m);
+        return r;
+}
+
+/* Whether the next fitting command runs in the warm shell: its bash's
+ * command line is the bootstrap (spelled so that this command's own text
+ * does not match). */
+static bool warm_hit(const char *env_json)
+{
+        struct res r = exec3("x=BASH_EXECUTION; grep -c \"$x\"_STRING /proc/$$/cmdline || true", false, env_json);
+        bool yes = strcmp(r.out, "1\n") == 0;
+
+        res_free(&r);
+        return yes;
+}
+
+/* cmd warm and cold: stdout, stderr and exit code must be the same. */
+static void same(const char *cmd, const char *what)
+{
+        struct res w, k;
+
+        ok(warm_hit(NULL), "%s: the warm shell is there", what);
+        w = exec3(cmd, false, NULL);
+        k = exec3(cmd, true, NULL);
+        ok(!w.error && !k.error && strcmp(w.out, k.out) == 0 && strcmp(w.err, k.err) == 0 && w.exit_code == k.exit_code,
+           "%s: as bash -c shows it (exit %d)", what, w.exit_code);
+        if (strcmp(w.out, k.out) != 0 || strcmp(w.err, k.err) != 0)
+                diag("warm '%s' / '%s', cold '%s' / '%s'", w.out, w.err, k.out, k.err);
+        res_free(&w);
+        res_free(&k);
+}
+
+static void test_same(void)
+{
+        /* A pipeline: bash forks env in both paths (see the reference page
+         * for the one case where SHLVL differs). */
+        same("env | sort", "the environment, SHLVL, PWD and _ included");
+        same("set | grep -v '^PIPESTATUS='", "every shell variable (none of the bootstrap's)");
+        same("echo \"$0|$_|$#|$-|$BASH_EXECUTION_STRING|$LINENO\"", "$0, $_, $#, $-, BASH_EXECUTION_STRING, LINENO");
+        same("ls /proc/self/fd; ls /proc/$$/fd; true", "descriptors: 0-2 only, fd 3 and 4 closed");
+        same("trap -p; ulimit -a; cat /proc/$$/status | grep -E '^(Sig(Blk|Ign)|NoNewPrivs|Seccomp)'; ps -o ni= $$",
+             "signal dispositions, limits, filter and nice value");
+        same("echo $(( $(ps -o pgid= $$) == $$ ))", "its own process group");
+        same("exit 300", "exit 300");
+        same("set -e; false; echo not reached", "set -e");
+        same("exec 3<&-; echo closed", "exec 3<&-");
+        same("cat <&3", "reading fd 3");
+        same("cat <&4; read -r x <&3", "reading fd 4");
+        same("exec sh -c 'exit 3'", "exec");
+        same("printf '%s' \"caf\xc3\xa9 \x01\x7f\" | od -An -tx1", "bytes that are not text");
+        same("nosuchcommand", "a missing command");
+        same("kill -TERM $$", "a signal to itself");
+}
+
+static void test_attacks(void)
+{
+        struct res r;
+        char *big;
+        int good = 0;
+
+        /* Every process but the shim (PID 1) and the caller itself. */
+        /* Every process but the shim (PID 1) and the caller itself: there
+         * is no other in the warm path (kill says ESRCH), the idle warm
+         * shell in the cold one. */
+        ok(warm_hit(NULL), "kill -9 -1: the warm shell is there");
+        r = exec3("kill -9 -1; echo survived", false, NULL);
+        ok(!r.error && strcmp(r.out, "survived\n") == 0 && r.exit_code == 0, "kill -9 -1 in the warm shell");
+        res_free(&r);
+        r = exec3("kill -9 -1; echo survived", true, NULL);
+        ok(!r.error && strcmp(r.out, "survived\n") == 0 && r.exit_code == 0, "kill -9 -1 beside it, cold");
+        res_free(&r);
+        r = exec3("echo next", false, NULL);
+        is_str(r.out, "next\n", "the next command runs");
+        res_free(&r);
+        ok(warm_hit(NULL), "and a warm shell is back after it");
+
+        r = exec3("pkill bash; echo survived", false, NULL);
+        ok(!r.error && !strstr(r.out, "survived"), "pkill bash ends the command (exit %d)", r.exit_code);
+        res_free(&r);
+        r = exec3("echo next", false, NULL);
+        is_str(r.out, "next\n", "the next command runs after pkill bash");
+        res_free(&r);
+
+        /* The group goes with the command, warm or cold. */
+        r = exec3("sleep 302 & echo started", false, NULL);
+        is_str(r.out, "started\n", "a child left in the background");
+        res_free(&r);
+        r = exec3("pgrep -c -f '^sleep 302' || true", false, NULL);
+        is_str(r.out, "0\n", "is gone with the command's group");
+        res_free(&r);
+
+        /* Back to back: each finds the warm shell or the cold path, and its own output. */
+        for (int i = 0; i < 10; i++) {
+                char cmd[64], want[32];
+
+                snprintf(cmd, sizeof(cmd), "echo back%d", i);
+                snprintf(want, sizeof(want), "back%d\n", i);
+                r = exec3(cmd, false, NULL);
+                good += !r.error && strcmp(r.out, want) == 0;
+                res_free(&r);
+        }
+        is_int(good, 10, "10 commands back to back");
+
+        /* Six at once into one sandbox: one finds the warm shell, the others go cold. */
+        for (int i = 0; i < 6; i++) {
+                char args[256];
+
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"sleep 0.3; echo at-once%d\"}", sb,
+                         i);
+                send_call(c, 5000 + i, "sandbox_exec", args);
+        }
+        good = 0;
+        for (int got = 0, i; got < 6;) {
+                json_object *m = recv_msg(c, 120000), *idv;
+                char want[32];
+
+                if (!m)
+                        break;
+                i = json_object_object_get_ex(m, "id", &idv) ? json_object_get_int(idv) - 5000 : -1;
+                if (i >= 0 && i < 6) {
+                        got++;
+                        snprintf(want, sizeof(want), "at-once%d\n", i);
+                        good += !result_is_error(m) && strcmp(str_at(structured(m), "stdout"), want) == 0;
+                }
+                json_object_put(m);
+        }
+        is_int(good, 6, "6 at once, each its own output");
+
+        /* Past the warm shell's size: cold, and the same. */
+        big = malloc(100 * 1024 + 64);
+        memset(big, ' ', 100 * 1024);
+        strcpy(big + 100 * 1024, "echo big");
+        r = exec3(big, false, NULL);
+        is_str(r.out, "big\n", "a 100 KiB command runs (cold)");
+        res_free(&r);
+        free(big);
+
+        /* NUL: refused before the shim, as it was. */
+        {
+                char args[256];
+                json_object *m;
+
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo a\\u0000b\"}", sb);
+                m = call_tool(c, &next_id, "sandbox_exec", args);
+                ok(result_is_error(m) || strcmp(str_at(structured(m), "stdout"), "a\n") != 0,
+                   "a NUL in the command is not cut there: %s", m ? json_object_to_json_string(m) : "none");
+                json_object_put(m);
+        }
+        ok(warm_hit(NULL), "the warm shell still serves");
+}
+
+static void test_pids(void)
+{
+        /* shim + this bash + 14 sleeps = the cap: in the warm shell the
+         * command has what bash -c has... */
+        const char *fits = "for i in $(seq 14); do sleep 2 & done 2>&1; wait; echo done";
+        const char *over = "for i in $(seq 15); do sleep 2 & done 2>&1; wait; echo done";
+        struct res r;
+
+        ok(warm_hit(NULL), "pids: the warm shell is there");
+        r = exec3(fits, false, NULL);
+        ok(!r.error && strcmp(r.out, "done\n") == 0, "warm, the cap exactly: every fork succeeds ('%s')", r.out);
+        res_free(&r);
+        ok(warm_hit(NULL), "pids: the warm shell is back");
+        r = exec3(over, false, NULL);
+        ok(!r.error && strstr(r.out, "fork") != NULL, "warm, 1 over: a fork fails ('%.80s')", r.out);
+        res_free(&r);
+        /* ...and a cold command beside an idle warm shell has one fewer. */
+        r = exec3("for i in $(seq 13); do sleep 2 & done 2>&1; wait; echo done", true, NULL);
+        ok(!r.error && strcmp(r.out, "done\n") == 0, "cold beside the idle warm shell: 1 fewer ('%s')", r.out);
+        res_free(&r);
+}
+
+static void test_shape(void)
+{
+        struct res r;
+
+        /* Another environment: cold twice, then the warm shell is made for it. */
+        r = exec3("echo $X", false, "{\"X\":\"one\"}");
+        is_str(r.out, "one\n", "a request with its own env");
+        res_free(&r);
+        ok(warm_hit(NULL), "the warm shell made for the defaults stayed");
+        r = exec3("echo $X", false, "{\"X\":\"one\"}");
+        res_free(&r);
+        r = exec3("echo $X", false, "{\"X\":\"one\"}");
+        res_free(&r);
+        ok(warm_hit("{\"X\":\"one\"}"), "two in a row: the next warm shell has their env");
+        r = exec3("echo \"[$X]\"", false, NULL);
+        is_str(r.out, "[]\n", "and a request without it does not see it");
+        res_free(&r);
+}
+
+int main(void)
+{
+        static const char *const env[] = { "DEMESNE_PIDS_LIMIT=16", "DEMESNE_POOL=0", NULL };
+        struct dm_backend *b;
+        json_object *m;
+        struct dm_error err = { 0 };
+
+        c = calloc(1, sizeof(*c));
+        b = serve_start("warm-shell", c, env);
+        m = call_tool(c, &next_id, "sandbox_create", "{}");
+        ok(!result_is_error(m), "sandbox_create");
+        snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
+        json_object_put(m);
+        /* The first warm shell is made for the container's defaults; the
+         * sandbox's requests may differ (an egress proxy's env): a few
+         * commands make it theirs. */
+        for (int i = 0; i < 3 && !warm_hit(NULL); i++)
+                ;
+        test_same();
+        test_attacks();
+        test_pids();
+        test_shape();
+
+        char args[128];
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
+        m = call_tool(c, &next_id, "sandbox_destroy", args);
+        ok(!result_is_error(m), "sandbox_destroy");
+        json_object_put(m);
+        ok(finish(c, 60000) == 0, "the server stops cleanly");
+        free(c);
+        dm_backend_free(b);
+        (void)err;
+        return done_testing();
+}
