@@ -245,6 +245,30 @@ static void test_shape(void)
         res_free(&r);
 }
 
+/* A sandbox made with DEMESNE_SHIM_WARM=0 has none, and its commands do
+ * not see the switch. */
+static void test_off(void)
+{
+        char keep[64], args[128];
+        json_object *m = call_tool(c, &next_id, "sandbox_create", "{\"env\":{\"DEMESNE_SHIM_WARM\":\"0\"}}");
+        struct res r;
+        int hits = 0;
+
+        ok(!result_is_error(m), "sandbox_create with DEMESNE_SHIM_WARM=0");
+        snprintf(keep, sizeof(keep), "%s", sb);
+        snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
+        json_object_put(m);
+        for (int i = 0; i < 4; i++)
+                hits += warm_hit(NULL);
+        is_int(hits, 0, "off: no command finds a warm shell");
+        r = exec3("echo ${DEMESNE_SHIM_WARM-unset}", false, NULL);
+        is_str(r.out, "unset\n", "and the switch is not in the commands' environment");
+        res_free(&r);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
+        json_object_put(call_tool(c, &next_id, "sandbox_destroy", args));
+        snprintf(sb, sizeof(sb), "%s", keep);
+}
+
 int main(void)
 {
         static const char *const env[] = { "DEMESNE_PIDS_LIMIT=16", "DEMESNE_POOL=0", NULL };
@@ -267,6 +291,7 @@ int main(void)
         test_attacks();
         test_pids();
         test_shape();
+        test_off();
 
         char args[128];
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
