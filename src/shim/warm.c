@@ -38,15 +38,18 @@
 /* Below this pids cap the warm shell's process is too large a share. */
 #define WARM_MIN_PIDS 16
 
-/* Read the token (EOF: the shim dropped us), then the command; close both
- * descriptors; leave `$_` at $0 as bash -c starts; run it. */
+/* Read the token (EOF: the shim dropped us; "1": see in_place()), then the
+ * command; close both descriptors; leave `$_` at $0 as bash -c starts; run
+ * it. */
 static const char boot[] = "read -r -u 3 BASH_EXECUTION_STRING || exit 125; "
+                           "[ -z \"$BASH_EXECUTION_STRING\" ] || SHLVL=$((SHLVL - 1)); "
                            "IFS= read -r -d '' -u 4 BASH_EXECUTION_STRING; "
                            "exec 3<&- 4<&-; : \"$0\"; eval \"$BASH_EXECUTION_STRING\"";
 
 static struct {
         bool off;
-        bool due;                                          /* start one when the loop is next idle */
+        bool due;
+        char **base_env;                                   /* start one when the loop is next idle */
         pid_t pid;                                         /* the idle warm shell; 0: none */
         int tok_w, cmd_fd;                                 /* its fd 3's write end; its fd 4 (a memfd) */
         int out_fd, err_fd;                                /* its stdout and stderr, read ends */
@@ -56,6 +59,55 @@ static struct {
         struct dm_shim_exec_msg *miss;                     /* the last request that missed on its shape */
         enum { ADOPT_NONE, ADOPT_SPEC, ADOPT_MISS } adopt; /* what shim_warm_adopt keeps m as */
 } W = { .tok_w = -1, .cmd_fd = -1, .out_fd = -1, .err_fd = -1 };
+
+/* What bash runs itself rather than from PATH (`compgen -b -k`, bash 5.2). */
+static const char *const bash_own[] = {
+        ".",       "alias",    "bg",      "bind",     "break",     "builtin",  "caller", "cd",      "command",
+        "compgen", "complete", "compopt", "continue", "declare",   "dirs",     "disown", "echo",    "enable",
+        "eval",    "exec",     "exit",    "export",   "false",     "fc",       "fg",     "getopts", "hash",
+        "help",    "history",  "jobs",    "kill",     "let",       "local",    "logout", "mapfile", "popd",
+        "printf",  "pushd",    "pwd",     "read",     "readarray", "readonly", "return", "set",     "shift",
+        "shopt",   "source",   "suspend", "test",     "times",     "trap",     "true",   "type",    "typeset",
+        "ulimit",  "umask",    "unalias", "unset",    "wait",      "if",       "then",   "else",    "elif",
+        "fi",      "case",     "esac",    "for",      "select",    "while",    "until",  "do",      "done",
+        "in",      "function", "time",    "coproc",
+};
+
+static bool has_prefix(const char *const *env, size_t n, const char *prefix)
+{
+        for (size_t i = 0; env && (n ? i < n : env[i] != NULL); i++)
+                if (strncmp(env[i], prefix, strlen(prefix)) == 0)
+                        return true;
+        return false;
+}
+
+/* Whether `bash -c cmd` would exec cmd in place of itself (its one-shot:
+ * a single simple command that is a program), told conservatively: plain
+ * words only (nothing bash expands, quotes or redirects), the first no
+ * assignment, builtin or reserved word, and no exported function in the
+ * environment. bash then decrements SHLVL before the exec; the warm shell,
+ * which forks the program instead, does so before it runs the command, so
+ * the program's environment is the same. */
+static bool in_place(const char *cmd, const struct dm_shim_exec_msg *m)
+{
+        static const char plain[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:,+@%=-";
+        const char *p = cmd + strspn(cmd, " \t");
+        size_t first = strspn(p, plain);
+        char word[32];
+
+        if (!first || first >= sizeof(word) || memchr(p, '=', first))
+                return false;
+        for (const char *q = p; *q; q++)
+                if (!strchr(plain, *q) && *q != ' ' && *q != '\t' && !(*q == '\n' && q[1] == '\0'))
+                        return false;
+        memcpy(word, p, first);
+        word[first] = '\0';
+        for (size_t i = 0; i < sizeof(bash_own) / sizeof(*bash_own); i++)
+                if (strcmp(word, bash_own[i]) == 0)
+                        return false;
+        return !has_prefix((const char *const *)W.base_env, 0, "BASH_FUNC_") &&
+               !has_prefix(m->env, m->envc, "BASH_FUNC_");
+}
 
 static void close_fd(int *fd)
 {
@@ -120,6 +172,7 @@ void shim_warm_init(char **base_env, unsigned long pids_max)
         }
         if (base_env)
                 base_env[j] = NULL;
+        W.base_env = base_env;
         W.due = !W.off;
 }
 
@@ -245,7 +298,7 @@ static int write_all_at(int fd, const char *p, size_t n)
 
 int shim_warm_take(const struct dm_shim_exec_msg *m, struct shim_child *ret)
 {
-        const char *cmd = m->argv[2];
+        const char *cmd = m->argv[2], *tok;
         ssize_t n;
 
         W.adopt = ADOPT_NONE;
@@ -275,10 +328,11 @@ int shim_warm_take(const struct dm_shim_exec_msg *m, struct shim_child *ret)
         }
         if (write_all_at(W.cmd_fd, cmd, strlen(cmd)) < 0)
                 return 0;
+        tok = in_place(cmd, m) ? "1\n" : "\n";
         do
-                n = write(W.tok_w, "\n", 1);
+                n = write(W.tok_w, tok, strlen(tok));
         while (n < 0 && errno == EINTR);
-        if (n != 1) {
+        if (n != (ssize_t)strlen(tok)) {
                 /* Gone (EPIPE) before the reaper saw it: cold. */
                 stop(false);
                 return 0;

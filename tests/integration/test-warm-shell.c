@@ -89,9 +89,13 @@ static void same(const char *cmd, const char *what)
 
 static void test_same(void)
 {
-        /* A pipeline: bash forks env in both paths (see the reference page
-         * for the one case where SHLVL differs). */
+        /* A pipeline: bash forks env in both paths; alone, bash -c execs
+         * it in place (see the reference page for the lists where SHLVL
+         * still differs). */
         same("env | sort", "the environment, SHLVL, PWD and _ included");
+        same("env", "a program bash -c execs in place: the environment, SHLVL 0 and _ included");
+        same("printenv SHLVL PWD", "the same with arguments");
+        same("/usr/bin/printenv SHLVL", "the same by its path");
         same("set | grep -v '^PIPESTATUS='", "every shell variable (none of the bootstrap's)");
         same("echo \"$0|$_|$#|$-|$BASH_EXECUTION_STRING|$LINENO\"", "$0, $_, $#, $-, BASH_EXECUTION_STRING, LINENO");
         same("ls /proc/self/fd; ls /proc/$$/fd; true", "descriptors: 0-2 only, fd 3 and 4 closed");
