@@ -25,7 +25,7 @@ static char sb[64];
 struct res {
         char *out, *err;
         int exit_code;
-        bool error;
+        bool error, timed_out;
 };
 
 static void res_free(struct res *r)
@@ -34,9 +34,10 @@ static void res_free(struct res *r)
         free(r->err);
 }
 
-/* sandbox_exec of cmd; cold forces the cold path (a request with stdin);
+/* sandbox_exec of cmd in workdir (NULL: the default), with timeout_s
+ * (0: the default); cold forces the cold path (a request with stdin);
  * env_json, when set, is the request's "env" object. */
-static struct res exec3(const char *cmd, bool cold, const char *env_json)
+static struct res exec_at(const char *cmd, const char *workdir, int timeout_s, bool cold, const char *env_json)
 {
         json_object *a = json_object_new_object(), *m;
         struct res r = { 0 };
@@ -47,6 +48,10 @@ static struct res exec3(const char *cmd, bool cold, const char *env_json)
                 json_object_object_add(a, "stdin", json_object_new_string("\n"));
         if (env_json)
                 json_object_object_add(a, "env", json_tokener_parse(env_json));
+        if (workdir)
+                json_object_object_add(a, "workdir", json_object_new_string(workdir));
+        if (timeout_s)
+                json_object_object_add(a, "timeout_seconds", json_object_new_int(timeout_s));
         m = call_tool(c, &next_id, "sandbox_exec", json_object_to_json_string(a));
         json_object_put(a);
         r.error = result_is_error(m);
@@ -55,8 +60,14 @@ static struct res exec3(const char *cmd, bool cold, const char *env_json)
         r.out = strdup(str_at(structured(m), "stdout"));
         r.err = strdup(str_at(structured(m), "stderr"));
         r.exit_code = (int)int_at(structured(m), "exit_code");
+        r.timed_out = json_object_get_boolean(path(structured(m), "timed_out", NULL, NULL));
         json_object_put(m);
         return r;
+}
+
+static struct res exec3(const char *cmd, bool cold, const char *env_json)
+{
+        return exec_at(cmd, NULL, 0, cold, env_json);
 }
 
 /* Whether the next fitting command runs in the warm shell: its bash's
@@ -249,6 +260,65 @@ static void test_shape(void)
         res_free(&r);
 }
 
+/* The warm shell's command is the group's leader: a timeout and a cancel
+ * end it and what it started. */
+static void test_stop(void)
+{
+        char args[256];
+        json_object *m;
+        struct res r;
+
+        /* After test_shape the warm shell has X's env: two requests
+         * without it make the next one theirs. */
+        for (int i = 0; i < 3 && !warm_hit(NULL); i++)
+                ;
+        ok(warm_hit(NULL), "stop: the warm shell is there");
+        r = exec_at("sleep 303 & sleep 303", NULL, 1, false, NULL);
+        ok(r.timed_out, "a timeout ends the command in the warm shell");
+        res_free(&r);
+        r = exec3("pgrep -c -f '^sleep 303' || true", false, NULL);
+        is_str(r.out, "0\n", "and its background child");
+        res_free(&r);
+
+        ok(warm_hit(NULL), "cancel: the warm shell is there");
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"sleep 304 & sleep 304\"}", sb);
+        send_call(c, 7000, "sandbox_exec", args);
+        usleep(1500 * 1000);
+        send_line(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7000}}");
+        m = recv_response(c, 7000, 60000, NULL);
+        json_object_put(m);
+        r = exec3("pgrep -c -f '^sleep 304' || true", false, NULL);
+        is_str(r.out, "0\n", "a cancel ends the command in the warm shell and its child");
+        res_free(&r);
+}
+
+/* The working directory: a request for another one twice makes the warm
+ * shell's; one removed and made again is another directory, which the warm
+ * shell made in the old one does not serve. */
+static void test_workdir(void)
+{
+        struct res r;
+        int hits = 0;
+
+        r = exec3("rm -rf /out/wd && mkdir /out/wd", false, NULL);
+        res_free(&r);
+        for (int i = 0; i < 3; i++) {
+                r = exec_at("x=BASH_EXECUTION; grep -c \"$x\"_STRING /proc/$$/cmdline || true", "/out/wd", 0, false,
+                            NULL);
+                hits += strcmp(r.out, "1\n") == 0;
+                res_free(&r);
+        }
+        ok(hits >= 1, "workdir /out/wd twice: the next warm shell is made there (%d of 3)", hits);
+        r = exec3("rm -rf /out/wd && mkdir /out/wd && echo new > /out/wd/f", false, NULL);
+        res_free(&r);
+        r = exec_at("pwd; cat f", "/out/wd", 0, false, NULL);
+        is_str(r.out, "/out/wd\nnew\n", "the directory made again is where the command runs");
+        res_free(&r);
+        r = exec_at("pwd; cat f", "/out/wd", 0, false, NULL);
+        is_str(r.out, "/out/wd\nnew\n", "and the next one too");
+        res_free(&r);
+}
+
 /* A sandbox made with DEMESNE_SHIM_WARM=0 has none, and its commands do
  * not see the switch. */
 static void test_off(void)
@@ -295,6 +365,8 @@ int main(void)
         test_attacks();
         test_pids();
         test_shape();
+        test_stop();
+        test_workdir();
         test_off();
 
         char args[128];
