@@ -48,8 +48,8 @@ static const char boot[] = "read -r -u 3 BASH_EXECUTION_STRING || exit 125; "
 
 static struct {
         bool off;
-        bool due;
-        char **base_env;                                   /* start one when the loop is next idle */
+        bool due;                                          /* start one when the loop is next idle */
+        char **base_env;                                   /* the shim's, for in_place() */
         pid_t pid;                                         /* the idle warm shell; 0: none */
         int tok_w, cmd_fd;                                 /* its fd 3's write end; its fd 4 (a memfd) */
         int out_fd, err_fd;                                /* its stdout and stderr, read ends */
@@ -62,15 +62,15 @@ static struct {
 
 /* What bash runs itself rather than from PATH (`compgen -b -k`, bash 5.2). */
 static const char *const bash_own[] = {
-        ".",       "alias",    "bg",      "bind",     "break",     "builtin",  "caller", "cd",      "command",
-        "compgen", "complete", "compopt", "continue", "declare",   "dirs",     "disown", "echo",    "enable",
-        "eval",    "exec",     "exit",    "export",   "false",     "fc",       "fg",     "getopts", "hash",
-        "help",    "history",  "jobs",    "kill",     "let",       "local",    "logout", "mapfile", "popd",
-        "printf",  "pushd",    "pwd",     "read",     "readarray", "readonly", "return", "set",     "shift",
-        "shopt",   "source",   "suspend", "test",     "times",     "trap",     "true",   "type",    "typeset",
-        "ulimit",  "umask",    "unalias", "unset",    "wait",      "if",       "then",   "else",    "elif",
-        "fi",      "case",     "esac",    "for",      "select",    "while",    "until",  "do",      "done",
-        "in",      "function", "time",    "coproc",
+        ":",       ".",       "alias",    "bg",      "bind",     "break",     "builtin",  "caller", "cd",
+        "command", "compgen", "complete", "compopt", "continue", "declare",   "dirs",     "disown", "echo",
+        "enable",  "eval",    "exec",     "exit",    "export",   "false",     "fc",       "fg",     "getopts",
+        "hash",    "help",    "history",  "jobs",    "kill",     "let",       "local",    "logout", "mapfile",
+        "popd",    "printf",  "pushd",    "pwd",     "read",     "readarray", "readonly", "return", "set",
+        "shift",   "shopt",   "source",   "suspend", "test",     "times",     "trap",     "true",   "type",
+        "typeset", "ulimit",  "umask",    "unalias", "unset",    "wait",      "if",       "then",   "else",
+        "elif",    "fi",      "case",     "esac",    "for",      "select",    "while",    "until",  "do",
+        "done",    "in",      "function", "time",    "coproc",
 };
 
 static bool has_prefix(const char *const *env, size_t n, const char *prefix)
@@ -93,7 +93,7 @@ static bool in_place(const char *cmd, const struct dm_shim_exec_msg *m)
         static const char plain[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:,+@%=-";
         const char *p = cmd + strspn(cmd, " \t");
         size_t first = strspn(p, plain);
-        char word[32];
+        char word[256];
 
         if (!first || first >= sizeof(word) || memchr(p, '=', first))
                 return false;
@@ -209,7 +209,10 @@ void shim_warm_start(void)
         m.stdin_len = 0;
         m.timeout_ms = 0;
         W.cmd_fd = memfd_create("demesne-shim-command", MFD_CLOEXEC);
-        if (W.cmd_fd < 0 || pipe2(tok, O_CLOEXEC) < 0)
+        /* The token's write end does not block: a command of the sandbox
+         * can reach the warm shell's fd 3 through /proc and fill the pipe,
+         * which must not stop the shim (the take then fails: cold). */
+        if (W.cmd_fd < 0 || pipe2(tok, O_CLOEXEC) < 0 || fcntl(tok[1], F_SETFL, O_NONBLOCK) < 0)
                 goto fail;
         /* A failure (the process cap, a working directory gone) leaves no
          * warm shell until the next command ends: the cold path says why. */
@@ -328,6 +331,9 @@ int shim_warm_take(const struct dm_shim_exec_msg *m, struct shim_child *ret)
         }
         if (write_all_at(W.cmd_fd, cmd, strlen(cmd)) < 0)
                 return 0;
+        /* A command may have stopped it (kill -STOP -1): the request would
+         * wait for its timeout where a cold bash would run. */
+        kill(W.pid, SIGCONT);
         tok = in_place(cmd, m) ? "1\n" : "\n";
         do
                 n = write(W.tok_w, tok, strlen(tok));

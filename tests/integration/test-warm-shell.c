@@ -217,6 +217,31 @@ static void test_attacks(void)
                 json_object_put(m);
         }
         ok(warm_hit(NULL), "the warm shell still serves");
+
+        /* Another command stops the idle warm shell, or stops it and fills
+         * its fd 3 through /proc: the next command still runs, and the shim
+         * is not held up (the token write does not block). */
+        r = exec3("for p in /proc/[0-9]*; do case $(readlink $p/fd/4) in *demesne-shim-command*) kill -STOP "
+                  "${p#/proc/};; "
+                  "esac; done; echo stopped",
+                  true, NULL);
+        is_str(r.out, "stopped\n", "a command stops the idle warm shell");
+        res_free(&r);
+        r = exec3("echo after-stop", false, NULL);
+        is_str(r.out, "after-stop\n", "the next command runs all the same");
+        res_free(&r);
+        r = exec3(
+                "for p in /proc/[0-9]*; do case $(readlink $p/fd/4) in *demesne-shim-command*) kill -STOP ${p#/proc/}; "
+                "python3 -c 'import os,sys\nfd=os.open(sys.argv[1],os.O_WRONLY|os.O_NONBLOCK)\n"
+                "try:\n  while True: os.write(fd,b\"x\"*4096)\nexcept BlockingIOError: print(\"full\")' $p/fd/3;; "
+                "esac; done",
+                true, NULL);
+        is_str(r.out, "full\n", "a command stops it and fills its fd 3");
+        res_free(&r);
+        r = exec3("echo after-fill", false, NULL);
+        is_str(r.out, "after-fill\n", "the next command runs all the same");
+        res_free(&r);
+        ok(warm_hit(NULL) || warm_hit(NULL), "and a warm shell serves again");
 }
 
 static void test_pids(void)
