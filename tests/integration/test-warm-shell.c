@@ -221,26 +221,28 @@ static void test_attacks(void)
         /* Another command stops the idle warm shell, or stops it and fills
          * its fd 3 through /proc: the next command still runs, and the shim
          * is not held up (the token write does not block). */
-        r = exec3("for p in /proc/[0-9]*; do case $(readlink $p/fd/4) in *demesne-shim-command*) kill -STOP "
-                  "${p#/proc/};; "
-                  "esac; done; echo stopped",
-                  true, NULL);
-        is_str(r.out, "stopped\n", "a command stops the idle warm shell");
-        res_free(&r);
-        r = exec3("echo after-stop", false, NULL);
-        is_str(r.out, "after-stop\n", "the next command runs all the same");
-        res_free(&r);
-        r = exec3(
-                "for p in /proc/[0-9]*; do case $(readlink $p/fd/4) in *demesne-shim-command*) kill -STOP ${p#/proc/}; "
-                "python3 -c 'import os,sys\nfd=os.open(sys.argv[1],os.O_WRONLY|os.O_NONBLOCK)\n"
-                "try:\n  while True: os.write(fd,b\"x\"*4096)\nexcept BlockingIOError: print(\"full\")' $p/fd/3;; "
-                "esac; done",
-                true, NULL);
-        is_str(r.out, "full\n", "a command stops it and fills its fd 3");
-        res_free(&r);
-        r = exec3("echo after-fill", false, NULL);
-        is_str(r.out, "after-fill\n", "the next command runs all the same");
-        res_free(&r);
+        static const struct {
+                const char *then, *said, *what;
+        } harm[] = {
+                { "echo stopped", "stopped\n", "a command stops the idle warm shell" },
+                { "python3 -c 'import os,sys\nfd=os.open(sys.argv[1],os.O_WRONLY|os.O_NONBLOCK)\n"
+                  "try:\n  while True: os.write(fd,b\"x\"*4096)\nexcept BlockingIOError: print(\"full\")' $w/fd/3",
+                  "full\n", "a command stops it and fills its fd 3" },
+        };
+        for (size_t i = 0; i < sizeof(harm) / sizeof(*harm); i++) {
+                char cmd[1024];
+
+                snprintf(cmd, sizeof(cmd),
+                         "for p in /proc/[0-9]*; do case $(readlink $p/fd/4) in *demesne-shim-command*) w=$p;; esac; "
+                         "done; kill -STOP ${w#/proc/}; %s",
+                         harm[i].then);
+                r = exec3(cmd, true, NULL);
+                is_str(r.out, harm[i].said, "%s", harm[i].what);
+                res_free(&r);
+                r = exec3("echo after", false, NULL);
+                is_str(r.out, "after\n", "the next command runs all the same");
+                res_free(&r);
+        }
         ok(warm_hit(NULL) || warm_hit(NULL), "and a warm shell serves again");
 }
 
