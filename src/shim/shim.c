@@ -685,12 +685,9 @@ static void loop(int sfd)
 
                 housekeeping(now);
                 maybe_connect(now);
-                if (terminating && !count(RUNNING) && !count(DONE)) {
-                        shim_warm_stop();
-                        return;
-                }
-                /* After the exit frames went out (finish flushed them). */
-                if (!terminating)
+                if (terminating && !count(RUNNING) && !count(DONE))
+                        return;   /* the warm shell went when terminating was set */
+                if (!terminating) /* after the exit frames went out (finish flushed them) */
                         shim_warm_start();
 #define ADD(fd_, ev, k_, i_) \
         (pfd[n] = (struct pollfd){ .fd = (fd_), .events = (ev) }, who[n].k = (k_), who[n++].i = (i_))
