@@ -350,6 +350,21 @@ static void test_workdir(void)
         res_free(&r);
 }
 
+/* sandbox_script's container (made for the run here: DEMESNE_POOL=0; a
+ * pool's is the same) has its shim's first warm shell by the time the
+ * command arrives, made for the defaults a run's command asks for. */
+static void test_script(void)
+{
+        json_object *m = call_tool(c, &next_id, "sandbox_script",
+                                   "{\"command\":\"x=BASH_EXECUTION; grep -c \\\"$x\\\"_STRING /proc/$$/cmdline; "
+                                   "pwd\",\"egress\":\"none\"}");
+
+        ok(!result_is_error(m) && strcmp(str_at(structured(m), "stdout"), "1\n/out\n") == 0,
+           "sandbox_script's command runs in the container's warm shell, in /out: '%s'",
+           str_at(structured(m), "stdout"));
+        json_object_put(m);
+}
+
 /* A sandbox made with DEMESNE_SHIM_WARM=0 has none, and its commands do
  * not see the switch. */
 static void test_off(void)
@@ -400,6 +415,7 @@ int main(void)
         test_stop();
         test_workdir();
         test_off();
+        test_script();
 
         char args[128];
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
