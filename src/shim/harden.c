@@ -45,22 +45,27 @@ static int close_span(unsigned lo, unsigned hi)
 
 void shim_close_inherited(int keep)
 {
+        shim_close_from(3, keep);
+}
+
+void shim_close_from(int from, int keep)
+{
         struct rlimit rl;
         int r;
 
-        if (keep >= 3) {
-                r = close_span(3, (unsigned)keep - 1);
+        if (keep >= from) {
+                r = close_span((unsigned)from, (unsigned)keep - 1);
                 if (r == 0)
                         r = close_span((unsigned)keep + 1, ~0U);
         } else {
-                r = close_span(3, ~0U);
+                r = close_span((unsigned)from, ~0U);
         }
         if (r == 0)
                 return;
         /* A kernel before 5.9: one by one, up to the fd limit. */
         if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 20))
                 rl.rlim_cur = 1u << 20;
-        for (int fd = 3; fd < (int)rl.rlim_cur; fd++)
+        for (int fd = from; fd < (int)rl.rlim_cur; fd++)
                 if (fd != keep)
                         close(fd);
 }

@@ -297,9 +297,9 @@ static void start_exec(struct slot *s, const struct dm_shim_frame *f)
                 send_error(s, EBUSY, msg);
                 return;
         }
-        r = shim_spawn(m, &child, msg, sizeof(msg));
+        r = shim_warm_take(m, &child) ? 0 : shim_spawn(m, &child, msg, sizeof(msg));
         if (r < 0) {
-                free(m);
+                free(shim_warm_adopt(m));
                 send_error(s, -r, msg);
                 return;
         }
@@ -314,7 +314,8 @@ static void start_exec(struct slot *s, const struct dm_shim_frame *f)
         queue(s, started, dm_shim_encode_u32(started, DM_SHIM_STARTED, (uint32_t)child.pid));
         if (m->stdin_len && buf_append(&s->in, m->stdin_data, m->stdin_len) < 0)
                 host_gone(s);
-        free(m);
+        /* What the next warm shell is made for may be this request. */
+        free(shim_warm_adopt(m));
         flush(s);
 }
 
@@ -445,6 +446,7 @@ static void finish(struct slot *s)
         buf_free(&s->in);
         if (s->fd < 0) {
                 slot_free(s);
+                shim_warm_done();
                 return;
         }
         if (WIFSIGNALED(s->status))
@@ -453,6 +455,8 @@ static void finish(struct slot *s)
                 queue(s, f, dm_shim_encode_exit(f, DM_SHIM_EXITED, flags, WEXITSTATUS(s->status)));
         s->state = DONE;
         flush(s);
+        /* Its exit frame is out: the next warm shell starts behind it. */
+        shim_warm_done();
 }
 
 static void reap(void)
@@ -467,6 +471,9 @@ static void reap(void)
                 memset(&si, 0, sizeof(si));
                 if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
                         return;
+                /* The idle warm shell, killed by someone's kill -1. */
+                if (shim_warm_reaped(si.si_pid))
+                        continue;
                 for (size_t i = 0; i < MAX_SLOTS; i++)
                         if (slots[i].state == RUNNING && slots[i].pid == si.si_pid)
                                 s = &slots[i];
@@ -501,6 +508,7 @@ static void on_signals(int sfd)
                                 kill_group(&slots[i], (int)si.ssi_signo);
                 if (si.ssi_signo != SIGHUP && !terminating) {
                         terminating = true;
+                        shim_warm_stop();
                         for (size_t i = 0; i < MAX_SLOTS; i++)
                                 if (slots[i].state == IDLE)
                                         slot_free(&slots[i]);
@@ -600,7 +608,7 @@ static void pids_check(int64_t now)
                 return;
         next_pids_check = now + PIDS_CHECK_MS;
         n = count_pids(pids_max + 2);
-        if (n <= pids_max + 1) /* + the shim */
+        if (n <= pids_max + 1 + (shim_warm_pid() > 0)) /* + the shim, + an idle warm shell */
                 return;
         shim_log("pids limit of %lu reached: killing every process of the sandbox", pids_max);
         /* kill(-1) from PID 1 reaches every other process of the namespace.
@@ -678,7 +686,9 @@ static void loop(int sfd)
                 housekeeping(now);
                 maybe_connect(now);
                 if (terminating && !count(RUNNING) && !count(DONE))
-                        return;
+                        return;   /* the warm shell went when terminating was set */
+                if (!terminating) /* after the exit frames went out (finish flushed them) */
+                        shim_warm_start();
 #define ADD(fd_, ev, k_, i_) \
         (pfd[n] = (struct pollfd){ .fd = (fd_), .events = (ev) }, who[n].k = (k_), who[n++].i = (i_))
                 ADD(sfd, POLLIN, K_SIG, 0);
@@ -954,6 +964,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         shim_spawn_set_base_env(env);
+        shim_warm_init(env, pids_max);
 
         signal(SIGPIPE, SIG_IGN);
         sigemptyset(&mask);

@@ -6,6 +6,7 @@
  * the server. */
 
 #include <linux/filter.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -32,6 +33,8 @@ int shim_check_cwd(void);
 /* Closes every fd from 3 up but keep (-1: none): close_range, else one by
  * one up to RLIMIT_NOFILE. */
 void shim_close_inherited(int keep);
+/* The same from fd `from` up. */
+void shim_close_from(int from, int keep);
 
 struct shim_child {
         pid_t pid;          /* leads its own process group */
@@ -53,5 +56,31 @@ void shim_spawn_set_nice(int nice);
  * stderr and exits 127 or 126, as a shell does. 0, or a negative errno with
  * a sentence in msg (fork failed, a bad cwd or rlimit). */
 int shim_spawn(const struct dm_shim_exec_msg *m, struct shim_child *ret, char *msg, size_t msg_len);
+/* shim_spawn with two more descriptors for a warm shell (warm.c): tok_r
+ * becomes its fd 3, cmd_fd its fd 4, neither close-on-exec. */
+int shim_spawn_warm(const struct dm_shim_exec_msg *m, int tok_r, int cmd_fd, struct shim_child *ret, char *msg,
+                    size_t msg_len);
+
+/* The warm shell (warm.c): one `bash` started ahead of time, waiting on
+ * fd 3 for a command it then runs with its own parser, so a `bash -c CMD`
+ * request that fits what it was made for costs no fork and no exec.
+ * shim_warm_init once at start (it reads DEMESNE_SHIM_WARM and the pids
+ * cap; base_env may lose DEMESNE_SHIM_WARM); shim_warm_start from the loop
+ * when nothing is pending (a no-op unless one is due); shim_warm_take for
+ * every EXEC: 1 with *ret filled when the warm shell took the command (it
+ * is then the command's process), 0 for the cold path; shim_warm_adopt
+ * after the EXEC's handling: it may keep m (returns NULL) as what the next
+ * warm shell is made for; shim_warm_reaped from the reaper: true when pid
+ * was the idle warm shell (it is reaped then); shim_warm_done when a
+ * command ends; shim_warm_pid: the idle warm shell's pid, 0 if none;
+ * shim_warm_stop kills and reaps it. */
+void shim_warm_init(char **base_env, unsigned long pids_max);
+void shim_warm_start(void);
+int shim_warm_take(const struct dm_shim_exec_msg *m, struct shim_child *ret);
+struct dm_shim_exec_msg *shim_warm_adopt(struct dm_shim_exec_msg *m);
+bool shim_warm_reaped(pid_t pid);
+void shim_warm_done(void);
+pid_t shim_warm_pid(void);
+void shim_warm_stop(void);
 
 #endif

@@ -158,8 +158,23 @@ static void report(int fd, enum stage stage, int err, int detail)
         _exit(125);
 }
 
-static void child(const struct dm_shim_exec_msg *m, int in_r, int out_w, int err_w, int rep_w, char *const envp[],
-                  const char *path)
+/* The warm shell's two descriptors at 3 and 4, as `bash -c` gets them
+ * (not close-on-exec); rep_w is moved out of the way first. */
+static int place_warm_fds(int tok_r, int cmd_fd, int *rep_w)
+{
+        int t, c;
+
+        if (*rep_w < 5 && (*rep_w = fcntl(*rep_w, F_DUPFD_CLOEXEC, 5)) < 0)
+                return -1;
+        t = fcntl(tok_r, F_DUPFD_CLOEXEC, 5);
+        c = fcntl(cmd_fd, F_DUPFD_CLOEXEC, 5);
+        if (t < 0 || c < 0 || dup2(t, 3) < 0 || dup2(c, 4) < 0)
+                return -1;
+        return 0;
+}
+
+static void child(const struct dm_shim_exec_msg *m, int in_r, int out_w, int err_w, int rep_w, int tok_r, int cmd_fd,
+                  char *const envp[], const char *path)
 {
         struct sigaction dfl = { .sa_handler = SIG_DFL };
         sigset_t none;
@@ -180,6 +195,8 @@ static void child(const struct dm_shim_exec_msg *m, int in_r, int out_w, int err
         fd = in_r >= 0 ? in_r : open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (fd < 0 || dup2(fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
                 report(rep_w, STAGE_STDIO, errno, 0);
+        if (tok_r >= 0 && place_warm_fds(tok_r, cmd_fd, &rep_w) < 0)
+                report(rep_w, STAGE_STDIO, errno, 0);
         for (size_t i = 0; i < m->n_rlimits; i++) {
                 struct rlimit rl = {
                         m->rlimits[i].soft == UINT64_MAX ? RLIM_INFINITY : (rlim_t)m->rlimits[i].soft,
@@ -194,9 +211,10 @@ static void child(const struct dm_shim_exec_msg *m, int in_r, int out_w, int err
         e = shim_check_cwd();
         if (e < 0)
                 report(rep_w, STAGE_CWD_CHECK, -e, 0);
-        /* Only 0-2 and the report pipe (close-on-exec) reach execve. The
-         * filter is in force already: inherited from the shim. */
-        shim_close_inherited(rep_w);
+        /* Only 0-2 (3-4 for a warm shell) and the report pipe
+         * (close-on-exec) reach execve. The filter is in force already:
+         * inherited from the shim. */
+        shim_close_from(tok_r >= 0 ? 5 : 3, rep_w);
 
         e = exec_search(m->argv[0], (char *const *)m->argv, envp, path);
         dprintf(2, "demesne-shim: cannot run '%s': %s\n", m->argv[0], strerror(e));
@@ -205,7 +223,7 @@ static void child(const struct dm_shim_exec_msg *m, int in_r, int out_w, int err
 
 struct child_args {
         const struct dm_shim_exec_msg *m;
-        int in_r, out_w, err_w, rep_w;
+        int in_r, out_w, err_w, rep_w, tok_r, cmd_fd;
         char *const *envp;
         const char *path;
 };
@@ -214,7 +232,7 @@ static int child_main(void *arg)
 {
         const struct child_args *a = arg;
 
-        child(a->m, a->in_r, a->out_w, a->err_w, a->rep_w, a->envp, a->path);
+        child(a->m, a->in_r, a->out_w, a->err_w, a->rep_w, a->tok_r, a->cmd_fd, a->envp, a->path);
         return 127; /* not reached: child() execs or exits */
 }
 
@@ -254,7 +272,8 @@ static void cwd_refused(const char *cwd, int e, char *msg, size_t msg_len)
                 snprintf(msg, msg_len, "cannot examine the working directory '%s': %s", dir, strerror(e));
 }
 
-int shim_spawn(const struct dm_shim_exec_msg *m, struct shim_child *ret, char *msg, size_t msg_len)
+int shim_spawn_warm(const struct dm_shim_exec_msg *m, int tok_r, int cmd_fd, struct shim_child *ret, char *msg,
+                    size_t msg_len)
 {
         /* in[2], out[2], err[2], rep[2] */
         int fds[8] = { -1, -1, -1, -1, -1, -1, -1, -1 };
@@ -283,7 +302,7 @@ int shim_spawn(const struct dm_shim_exec_msg *m, struct shim_child *ret, char *m
                 goto fail;
         }
         {
-                struct child_args a = { m, fds[0], fds[3], fds[5], fds[7], envp, path };
+                struct child_args a = { m, fds[0], fds[3], fds[5], fds[7], tok_r, cmd_fd, envp, path };
 
                 /* Returns once the child has exec'd or exited. */
                 pid = clone(child_main, child_stack + sizeof(child_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
@@ -350,4 +369,9 @@ fail:
         free(envp);
         close_all(fds, 8);
         return r < 0 ? r : -EIO;
+}
+
+int shim_spawn(const struct dm_shim_exec_msg *m, struct shim_child *ret, char *msg, size_t msg_len)
+{
+        return shim_spawn_warm(m, -1, -1, ret, msg, msg_len);
 }

@@ -74,13 +74,17 @@ static const char probe_ordinary[] = "import threading, subprocess, os\n"
                                      "assert out == ['thread']\n"
                                      "print('ok')\n";
 
-/* Counts processes (other than itself and its parent shell) whose command
- * is sys.argv[1], and zombies: "procs=N zombies=M". */
+/* Counts processes (other than itself, its parent shell and the shim's
+ * idle warm shell, the bash that holds its memfd at fd 4) whose command is
+ * sys.argv[1], and zombies: "procs=N zombies=M". */
 static const char probe_procs[] = "import os, sys\n"
                                   "me = {os.getpid(), os.getppid()}\n"
                                   "procs = zombies = 0\n"
+                                  "def warm(p):\n"
+                                  "    try: return 'demesne-shim-command' in os.readlink('/proc/%s/fd/4' % p)\n"
+                                  "    except OSError: return False\n"
                                   "for p in os.listdir('/proc'):\n"
-                                  "    if not p.isdigit() or int(p) in me: continue\n"
+                                  "    if not p.isdigit() or int(p) in me or warm(p): continue\n"
                                   "    try:\n"
                                   "        s = open('/proc/%s/stat' % p).read()\n"
                                   "    except OSError: continue\n"
