@@ -23,7 +23,7 @@
 
 /* The tools whose work can run as a job (an argument background). The rest
  * answer in the call, whatever the client declared. */
-static const char *const task_tools[] = { "sandbox_script", "sandbox_agent", "sandbox_research" };
+static const char *const task_tools[] = { "sandbox_script", "sandbox_agent", "sandbox_research", "sandbox_exec" };
 
 static bool supports(void *data, const struct dm_tool *tool)
 {
@@ -89,10 +89,15 @@ static void add_outcome(struct dm_jobs *jobs, const char *id, const char *job_st
                 json_object_put(final);
                 return;
         }
+        /* The result the call gives in the foreground: the job's id and
+         * status are the task's (sandbox_wait adds them; a client checks
+         * structuredContent against the tool's outputSchema). */
+        json_object_object_del(final, "job_id");
+        json_object_object_del(final, "status");
         snprintf(msg, sizeof(msg), "the job ended: %s", job_status);
         json_object_object_add(o, "statusMessage", json_object_new_string(msg));
-        /* sandbox_wait's result; a command that failed or timed out is a
-         * tool error the client sees without reading exit_code. */
+        /* A command that failed or timed out is a tool error the client
+         * sees without reading exit_code. */
         result = dm_tool_result_ok(final);
         if (strcmp(job_status, "failed") == 0 || strcmp(job_status, "timed_out") == 0)
                 json_object_object_add(result, "isError", json_object_new_boolean(1));
@@ -189,8 +194,12 @@ static json_object *call(void *data, struct dm_call *c, json_object *args)
         json_object_put(res);
 
         final = dm_jobs_wait(ctx->jobs, id, ctx->cfg.task_after_ms, dm_call_cancel(c), &running);
-        if (final)
+        if (final) {
+                /* Ended in time: the foreground answer, no task. */
+                json_object_object_del(final, "job_id");
+                json_object_object_del(final, "status");
                 return dm_tools_result_with_links(c, final);
+        }
         if (dm_cancel_fired(dm_call_cancel(c))) {
                 dm_jobs_cancel(ctx->jobs, id, 0, &status);
                 return NULL;
