@@ -50,7 +50,6 @@ struct dm_mcp_session {
         /* Guarded by srv->lock. */
         char version[16]; /* negotiated legacy version, "" before initialize */
         bool initialized;
-        bool tasks_declared; /* initialize's capabilities.extensions named the tasks extension */
         bool log_enabled;
         enum dm_log_level log_level;
         struct dm_call *calls; /* in flight */
@@ -351,22 +350,17 @@ static bool caps_have_tasks(json_object *caps)
 }
 
 /* Whether this request may get a CreateTaskResult and use tasks/ methods:
- * its own _meta says so (both eras), or, on the legacy eras, the session's
- * initialize did. A modern request stands alone (SEP-2663: "regardless of
- * prior declarations"). */
+ * a 2026-07-28 request whose own _meta declares the extension (SEP-2663:
+ * "regardless of prior declarations"). Never on the legacy eras: their
+ * results have no resultType to tell a task from a CallToolResult, and
+ * clients that declare the extension at initialize (the Inspector 2.12)
+ * read a CreateTaskResult there as a CallToolResult without content. */
 static bool request_declares_tasks(struct dm_mcp_session *s, json_object *params, bool modern)
 {
         json_object *meta = get_meta(params), *caps = NULL;
-        bool session;
 
-        if (!s->srv->task_ops)
-                return false;
-        if (meta && json_object_object_get_ex(meta, META_CAPS, &caps) && caps_have_tasks(caps))
-                return true;
-        pthread_mutex_lock(&s->srv->lock);
-        session = s->tasks_declared;
-        pthread_mutex_unlock(&s->srv->lock);
-        return !modern && session;
+        return s->srv->task_ops && modern && meta && json_object_object_get_ex(meta, META_CAPS, &caps) &&
+               caps_have_tasks(caps);
 }
 
 /* 1 = a modern request (checked), 0 = legacy, -1 = answered with an error. */
@@ -414,7 +408,9 @@ static json_object *server_info(void)
         return info;
 }
 
-static json_object *server_capabilities(const struct dm_mcp_server *srv)
+/* modern: the tasks extension is served on 2026-07-28 only (see
+ * request_declares_tasks). */
+static json_object *server_capabilities(const struct dm_mcp_server *srv, bool modern)
 {
         json_object *caps = json_object_new_object(), *tools = json_object_new_object();
 
@@ -426,11 +422,11 @@ static json_object *server_capabilities(const struct dm_mcp_server *srv)
         json_object_object_add(caps, "resources", json_object_new_object());
         /* Skills (SEP-2640) and tasks (SEP-2663), with no optional feature:
          * empty objects; never a capabilities.tasks slot (the v1 tasks). */
-        if (dm_skills_count(srv->skills) || srv->task_ops) {
+        if (dm_skills_count(srv->skills) || (srv->task_ops && modern)) {
                 json_object *ext = json_object_new_object();
                 if (dm_skills_count(srv->skills))
                         json_object_object_add(ext, DM_SKILLS_EXTENSION, json_object_new_object());
-                if (srv->task_ops)
+                if (srv->task_ops && modern)
                         json_object_object_add(ext, DM_MCP_TASKS_EXTENSION, json_object_new_object());
                 json_object_object_add(caps, "extensions", ext);
         }
@@ -454,18 +450,14 @@ static void handle_initialize(struct dm_mcp_session *s, struct dm_rpc_msg *m)
                 if (strcmp(want, legacy_versions[i]) == 0)
                         chosen = legacy_versions[i];
 
-        json_object *caps = NULL;
-        if (json_object_object_get_ex(m->params, "capabilities", &caps) && !json_object_is_type(caps, json_type_object))
-                caps = NULL;
         pthread_mutex_lock(&s->srv->lock);
         snprintf(s->version, sizeof(s->version), "%s", chosen);
         s->initialized = true;
-        s->tasks_declared = caps_have_tasks(caps);
         pthread_mutex_unlock(&s->srv->lock);
 
         result = json_object_new_object();
         json_object_object_add(result, "protocolVersion", json_object_new_string(chosen));
-        json_object_object_add(result, "capabilities", server_capabilities(s->srv));
+        json_object_object_add(result, "capabilities", server_capabilities(s->srv, false));
         json_object_object_add(result, "serverInfo", server_info());
         json_object_object_add(result, "instructions", dm_registry_instructions(s->srv->registry));
         reply(s, m->id, result, false);
@@ -497,7 +489,7 @@ static void handle_discover(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool
          * there and ignore a top-level serverInfo. */
         json_object_object_add(meta, "io.modelcontextprotocol/serverInfo", server_info());
         json_object_object_add(result, "supportedVersions", supported_versions());
-        json_object_object_add(result, "capabilities", server_capabilities(s->srv));
+        json_object_object_add(result, "capabilities", server_capabilities(s->srv, true));
         json_object_object_add(result, "instructions", dm_registry_instructions(s->srv->registry));
         add_cache_hints(result);
         json_object_object_add(result, "_meta", meta);
@@ -822,7 +814,7 @@ static void handle_tasks(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool mo
                 json_object_object_add(data, "requiredCapabilities", req);
                 reply_error(s, m->id, DM_RPC_MISSING_CLIENT_CAPABILITY,
                             "Missing required client capability: declare the extension " DM_MCP_TASKS_EXTENSION
-                            " (in _meta." META_CAPS ".extensions, or at initialize) to use tasks",
+                            " in _meta." META_CAPS ".extensions to use tasks",
                             data);
                 return;
         }
@@ -913,8 +905,9 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
                 handle_resource_templates(s, &m, modern);
         else if (strcmp(m.method, "resources/read") == 0)
                 handle_resources_read(s, &m, modern);
-        else if (s->srv->task_ops && (strcmp(m.method, "tasks/get") == 0 || strcmp(m.method, "tasks/update") == 0 ||
-                                      strcmp(m.method, "tasks/cancel") == 0))
+        else if (s->srv->task_ops && modern &&
+                 (strcmp(m.method, "tasks/get") == 0 || strcmp(m.method, "tasks/update") == 0 ||
+                  strcmp(m.method, "tasks/cancel") == 0))
                 handle_tasks(s, &m, modern);
         else if (strcmp(m.method, "skills/list") == 0 && dm_skills_count(s->srv->skills))
                 handle_skills_list(s, &m, modern);

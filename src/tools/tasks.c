@@ -65,43 +65,57 @@ static const char *task_status(const char *job_status)
         return "completed"; /* succeeded, failed, timed_out; failed may become "failed" below */
 }
 
-/* The terminal part of a task: the tool result (completed), or the
- * JSON-RPC error of a failure of demesne itself (failed). */
+#define NO_RESULT "the job ended without a result" /* src/core/jobs.c's word for it */
+
+/* What the call would have answered in the foreground, from the job's final
+ * result (taken), so that a client sees the same whether or not the call
+ * became a task: a command that ran is a result (its exit code, whatever it
+ * is, with isError false); work demesne could not do (the engine did not
+ * answer, a cap) is the foreground's isError result, with the same text.
+ * With call, the run's output files are linked as the foreground links
+ * them. */
+static json_object *foreground_answer(struct dm_call *call, json_object *final)
+{
+        json_object *v, *r;
+
+        if (json_object_object_get_ex(final, "error", &v) && !json_object_object_get_ex(final, "exit_code", NULL)) {
+                /* The job's error is "<tool> failed: <why>", dm_tools_error's text. */
+                r = dm_tool_result_error("%s", json_object_get_string(v));
+                json_object_put(final);
+                return r;
+        }
+        /* The job's id and status are the task's (sandbox_wait adds them;
+         * a client checks structuredContent against the outputSchema). */
+        json_object_object_del(final, "job_id");
+        json_object_object_del(final, "status");
+        return call ? dm_tools_result_with_links(call, final) : dm_tool_result_ok(final);
+}
+
+/* The terminal part of a task: the foreground answer (completed). Neither
+ * a command's failure nor demesne's is a JSON-RPC error; "failed" is left
+ * for a job that ended with no result and no word, which a foreground call
+ * would have had to answer with an internal error (-32603). */
 static void add_outcome(struct dm_jobs *jobs, const char *id, const char *job_status, json_object *o)
 {
-        json_object *final, *v, *result, *error;
+        json_object *final, *v, *error;
         bool running;
         char msg[160];
 
         final = dm_jobs_wait(jobs, id, 0, NULL, &running);
         if (!final)
                 return;
-        if (json_object_object_get_ex(final, "error", &v) && !json_object_object_get_ex(final, "exit_code", NULL) &&
-            strcmp(job_status, "failed") == 0) {
-                /* The work returned no result: the engine failed, the run
-                 * could not start. A foreground call would have failed too. */
+        snprintf(msg, sizeof(msg), "the job ended: %s", job_status);
+        json_object_object_add(o, "statusMessage", json_object_new_string(msg));
+        if (json_object_object_get_ex(final, "error", &v) && strcmp(json_object_get_string(v), NO_RESULT) == 0) {
                 error = json_object_new_object();
                 json_object_object_add(error, "code", json_object_new_int(DM_RPC_INTERNAL_ERROR));
-                json_object_object_add(error, "message", json_object_get(v));
+                json_object_object_add(error, "message", json_object_new_string(NO_RESULT));
                 json_object_object_add(o, "status", json_object_new_string("failed"));
-                json_object_object_add(o, "statusMessage", json_object_new_string(json_object_get_string(v)));
                 json_object_object_add(o, "error", error);
                 json_object_put(final);
                 return;
         }
-        /* The result the call gives in the foreground: the job's id and
-         * status are the task's (sandbox_wait adds them; a client checks
-         * structuredContent against the tool's outputSchema). */
-        json_object_object_del(final, "job_id");
-        json_object_object_del(final, "status");
-        snprintf(msg, sizeof(msg), "the job ended: %s", job_status);
-        json_object_object_add(o, "statusMessage", json_object_new_string(msg));
-        /* A command that failed or timed out is a tool error the client
-         * sees without reading exit_code. */
-        result = dm_tool_result_ok(final);
-        if (strcmp(job_status, "failed") == 0 || strcmp(job_status, "timed_out") == 0)
-                json_object_object_add(result, "isError", json_object_new_boolean(1));
-        json_object_object_add(o, "result", result);
+        json_object_object_add(o, "result", foreground_answer(NULL, final));
 }
 
 /* The task as tasks/get shows it (detailed) or as a CreateTaskResult has it. */
@@ -193,13 +207,12 @@ static json_object *call(void *data, struct dm_call *c, json_object *args)
         snprintf(id, sizeof(id), "%s", json_object_get_string(v));
         json_object_put(res);
 
-        final = dm_jobs_wait(ctx->jobs, id, ctx->cfg.task_after_ms, dm_call_cancel(c), &running);
-        if (final) {
-                /* Ended in time: the foreground answer, no task. */
-                json_object_object_del(final, "job_id");
-                json_object_object_del(final, "status");
-                return dm_tools_result_with_links(c, final);
-        }
+        /* 0: always a task, even for a job that has already ended. */
+        final = ctx->cfg.task_after_ms
+                        ? dm_jobs_wait(ctx->jobs, id, ctx->cfg.task_after_ms, dm_call_cancel(c), &running)
+                        : NULL;
+        if (final) /* ended in time: no task */
+                return foreground_answer(c, final);
         if (dm_cancel_fired(dm_call_cancel(c))) {
                 dm_jobs_cancel(ctx->jobs, id, 0, &status);
                 return NULL;

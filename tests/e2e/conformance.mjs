@@ -46,7 +46,7 @@ const { startHttpServer } = await import('./lib/http-server.mjs');
 const RUN = {
   '2025-06-18': ['server-initialize', 'ping', 'logging-set-level', 'tools-list'],
   '2025-11-25': ['server-initialize', 'server-session-lifecycle', 'ping', 'logging-set-level', 'tools-list',
-    'dns-rebinding-protection', 'server-sse-multiple-streams', 'tasks-capability-negotiation', 'tasks-dispatch-and-envelope'],
+    'dns-rebinding-protection', 'server-sse-multiple-streams'],
   '2026-07-28': ['server-stateless', 'tools-list', 'caching', 'dns-rebinding-protection', 'server-sse-multiple-streams',
     'http-header-validation', 'input-required-result-unsupported-methods', 'sep-2164-resource-not-found',
     'sep-2640-skills-enumeration', 'sep-2640-skills-manifest', 'tasks-capability-negotiation', 'tasks-dispatch-and-envelope'],
