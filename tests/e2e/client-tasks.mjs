@@ -392,26 +392,30 @@ await h.run(async () => {
      * past the sandbox's own cap of 64 commands at once. */
     const made = await a.call('sandbox_create', { image: 'base', egress: 'none' });
     const sb = made.result?.structuredContent?.sandbox_id;
-    const N = 100;
-    const many = await pool(N, 25, (i) => a.call('sandbox_exec', { sandbox_id: sb, command: `sleep 5; echo ${i}; exit ${i % 2}` }));
-    const ids = many.map((r) => r.result?.taskId);
-    h.ok(ids.every((t) => typeof t === 'string') && new Set(ids).size === N,
-      `HTTP: ${N} sandbox_exec calls at once answer ${N} distinct tasks`, JSON.stringify(many.find((r) => !r.result?.taskId) ?? {}));
-    const together = await pool(N, 25, (i) => a.get(ids[i]));
-    h.ok(together.filter((r) => r.result?.status === 'working').length > 1,
-      `HTTP: the ${N} run together (${together.filter((r) => r.result?.status === 'working').length} still working once all were made)`,
-      JSON.stringify(together[0]));
-    const results = await pool(N, 25, (i) => a.settle(ids[i], 600_000));
-    const ran = (t, i) => t.status === 'completed' && t.result?.structuredContent?.stdout === `${i}\n` &&
-      t.result.structuredContent.exit_code === i % 2 && t.result.isError === false;
-    const capped = (t) => t.status === 'completed' && t.result?.isError === true &&
-      /^sandbox_exec failed: too many commands running at once/.test(h.firstText(t.result));
-    const completed = results.filter(ran).length;
-    const wrong = results.map((t, i) => (ran(t, i) || capped(t) ? null : { i, t })).filter(Boolean);
-    h.ok(wrong.length === 0 && completed >= 64,
-      `HTTP: of ${N}, ${completed} complete with their own output and exit code, the rest with the sandbox's cap as an isError result`,
-      JSON.stringify(wrong[0] ?? {}).slice(0, 500));
-    await a.call('sandbox_destroy', { sandbox_id: sb });
+    try {
+      const N = 100;
+      const many = await pool(N, 25, (i) => a.call('sandbox_exec', { sandbox_id: sb, command: `sleep 5; echo ${i}; exit ${i % 2}` }));
+      const ids = many.map((r) => r.result?.taskId);
+      h.ok(ids.every((t) => typeof t === 'string') && new Set(ids).size === N,
+        `HTTP: ${N} sandbox_exec calls at once answer ${N} distinct tasks`, JSON.stringify(many.find((r) => !r.result?.taskId) ?? {}));
+      const together = await pool(N, 25, (i) => a.get(ids[i]));
+      h.ok(together.filter((r) => r.result?.status === 'working').length > 1,
+        `HTTP: the ${N} run together (${together.filter((r) => r.result?.status === 'working').length} still working once all were made)`,
+        JSON.stringify(together[0]));
+      const results = await pool(N, 25, (i) => a.settle(ids[i], 600_000));
+      const ran = (t, i) => t.status === 'completed' && t.result?.structuredContent?.stdout === `${i}\n` &&
+        t.result.structuredContent.exit_code === i % 2 && t.result.isError === false;
+      const capped = (t) => t.status === 'completed' && t.result?.isError === true &&
+        /^sandbox_exec failed: too many commands running at once/.test(h.firstText(t.result));
+      const completed = results.filter(ran).length;
+      const wrong = results.map((t, i) => (ran(t, i) || capped(t) ? null : { i, t })).filter(Boolean);
+      h.ok(wrong.length === 0 && completed >= 64,
+        `HTTP: of ${N}, ${completed} complete with their own output and exit code, the rest with the sandbox's cap as an isError result`,
+        JSON.stringify(wrong[0] ?? {}).slice(0, 500));
+    } finally {
+      /* A persistent sandbox outlives its server: never leave one behind. */
+      if (sb) await a.call('sandbox_destroy', { sandbox_id: sb });
+    }
     const bg = await a.call('sandbox_exec', { sandbox_id: 'sbx-nonexistent', command: 'true' });
     h.ok(bg.result?.isError === true && !('taskId' in bg.result),
       'HTTP: a task call refused before it starts (unknown sandbox) answers the refusal, no task', JSON.stringify(bg).slice(0, 300));
