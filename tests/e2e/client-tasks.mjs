@@ -155,6 +155,29 @@ function era(client, { legacy = false, caps = WITH } = {}) {
   return api;
 }
 
+/** The MCP Inspector's CLI (its tasks client, @modelcontextprotocol/ext-tasks) against a stdio server. */
+function inspectorCall(root, env, toolArgs) {
+  const args = ['mcp-inspector', '--cli', '--format', 'json', DEMESNE, 'serve',
+    ...Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]), '--protocol-era', 'modern',
+    '--method', 'tools/call', '--tool-name', 'sandbox_script', '--tool-args-json', JSON.stringify(toolArgs)];
+  return new Promise((resolve) => {
+    const child = h.spawnGroup('npx', args, { cwd: h.E2E_DIR, env: { ...process.env, MCP_INSPECTOR_SECRET_STORE: 'memory' },
+      stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => { try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ } }, ANSWER_MS);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      fs.writeFileSync(path.join(root, 'inspector.log'), stderr);
+      let json;
+      try { json = JSON.parse(stdout); } catch { /* reported by the check */ }
+      resolve({ code, stdout, stderr, json });
+    });
+  });
+}
+
 function serverEnv(root, extra = {}) {
   return h.serverEnv(root, { DEMESNE_POOL: '0', DOCKER_HOST: ENGINE, ...extra });
 }
@@ -296,7 +319,7 @@ async function gating(label, c) {
 
 /* ---------- run ---------- */
 
-h.plan(1 + LIFECYCLE + GATING + 3 + 2 + LIFECYCLE + 9 + 2 + 2);
+h.plan(1 + LIFECYCLE + GATING + 3 + 1 + 2 + LIFECYCLE + 9 + 2 + 2);
 
 await h.run(async () => {
   /* 1. stdio, 2026-07-28: every call of a task tool is a task (0). */
@@ -332,6 +355,18 @@ await h.run(async () => {
     h.ok(methods.every((r) => r.error?.code === -32601), 'stdio 2025-11-25: tasks/get, tasks/update, tasks/cancel: -32601',
       JSON.stringify(methods));
     await c.client.close();
+  }
+
+  /* 2b. A real tasks client: the Inspector's CLI, 2026-07-28, every call a task. */
+  {
+    const root = h.makeOutputRoot('tasks-inspector');
+    const env = { DEMESNE_OUTPUT_ROOT: root, DEMESNE_POOL: '0', DOCKER_HOST: ENGINE, DEMESNE_TASK_AFTER_MS: '0' };
+    for (const k of ['DEMESNE_SHIM_PATH', 'DEMESNE_IMAGES_DIR', 'XDG_RUNTIME_DIR', 'TMPDIR']) if (process.env[k]) env[k] = process.env[k];
+    const r = await inspectorCall(root, env, { command: 'sleep 1; echo via-task; exit 3', egress: 'none' });
+    const sc = r.json?.result?.structuredContent;
+    h.ok(r.code === 0 && sc?.stdout === 'via-task\n' && sc.exit_code === 3 && r.json.result.isError === false &&
+      /job job-[0-9a-f]+ \(sandbox_script\) failed/.test(r.stderr),
+    'the Inspector CLI (ext-tasks client) gets a task, polls it, and prints the foreground result', `${r.code} ${r.stdout.slice(0, 400)}`);
   }
 
   /* 3. HTTP: the threshold; a fast call answers in the call, as in the foreground. */
