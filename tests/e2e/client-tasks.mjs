@@ -319,7 +319,7 @@ async function gating(label, c) {
 
 /* ---------- run ---------- */
 
-h.plan(1 + LIFECYCLE + GATING + 3 + 1 + 2 + LIFECYCLE + 9 + 2 + 2);
+h.plan(1 + LIFECYCLE + 1 + GATING + 3 + 1 + 2 + LIFECYCLE + 9 + 2 + 2);
 
 await h.run(async () => {
   /* 1. stdio, 2026-07-28: every call of a task tool is a task (0). */
@@ -332,6 +332,10 @@ await h.run(async () => {
       'stdio 2026-07-28: server/discover advertises capabilities.extensions["io.modelcontextprotocol/tasks"] = {}, no capabilities.tasks',
       JSON.stringify(caps));
     await lifecycle('stdio 2026-07-28', c, c.client.pid);
+    const hostile = await Promise.all([c.rpc('tasks/get', {}), c.rpc('tasks/get', { taskId: 42 }),
+      c.rpc('tasks/cancel', { taskId: null }), c.get('x'.repeat(200_000)), c.get('../../.sandboxes/job-0'), c.get('job-\u0000')]);
+    h.ok(hostile.every((r) => r.error?.code === -32602 && r.error.message.length < 400),
+      'stdio 2026-07-28: a missing, non-string, huge or path-like taskId: -32602, a short message', JSON.stringify(hostile).slice(0, 800));
     await gating('stdio 2026-07-28', era(c.client, { caps: {} }));
     await c.client.close();
   }
