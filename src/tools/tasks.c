@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "src/core/jobs.h"
+#include "src/core/ledger.h"
 #include "src/mcp/jsonrpc.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
@@ -154,9 +155,72 @@ static int task_view(struct dm_context *ctx, const char *principal, const char *
         return 0;
 }
 
+static bool job_id_shaped(const char *id)
+{
+        if (strncmp(id, "job-", 4) != 0 || strlen(id) != 16)
+                return false;
+        for (const char *p = id + 4; *p; p++)
+                if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+                        return false;
+        return true;
+}
+
+/* A task of a server that died (kill -9, a crash) is not in memory here,
+ * but its run is in the ledger, "interrupted" (running, its server gone):
+ * that task failed, and the client is told so rather than "unknown". NULL
+ * when the ledger has no such run of principal's. */
+static json_object *interrupted_task(struct dm_context *ctx, const char *principal, const char *id)
+{
+        struct dm_ledger_scope scope = { .job_id = id };
+        struct dm_error err = { 0 };
+        json_object *report, *runs, *row, *v, *o = NULL, *error;
+        char msg[600];
+
+        if (!job_id_shaped(id) ||
+            !(report = dm_ledger_report(ctx->cfg.output_root, ctx->owner, principal, &scope, &err)))
+                return NULL;
+        if (!json_object_object_get_ex(report, "runs", &runs) || !json_object_is_type(runs, json_type_array))
+                goto out;
+        for (size_t i = 0; i < json_object_array_length(runs); i++) {
+                row = json_object_array_get_idx(runs, i);
+                if (!json_object_object_get_ex(row, "job_id", &v) || strcmp(json_object_get_string(v), id) != 0 ||
+                    !json_object_object_get_ex(row, "status", &v) ||
+                    strcmp(json_object_get_string(v), "interrupted") != 0)
+                        continue;
+                snprintf(msg, sizeof(msg),
+                         "the server that ran this task stopped before the task ended (killed or crashed): its run "
+                         "'%.40s' was interrupted; what it wrote is in '%.300s'",
+                         json_object_object_get_ex(row, "run_id", &v) ? json_object_get_string(v) : "?",
+                         json_object_object_get_ex(row, "output_dir", &v) ? json_object_get_string(v) : "?");
+                o = json_object_new_object();
+                json_object_object_add(o, "taskId", json_object_new_string(id));
+                json_object_object_add(o, "status", json_object_new_string("failed"));
+                json_object_object_add(o, "statusMessage", json_object_new_string(msg));
+                json_object_object_add(o, "createdAt",
+                                       json_object_object_get_ex(row, "started_at", &v) ? json_object_get(v)
+                                                                                        : iso_time(dm_wall_ms()));
+                json_object_object_add(o, "lastUpdatedAt", iso_time(dm_wall_ms()));
+                /* The ledger keeps it: no end the server knows of. */
+                json_object_object_add(o, "ttlMs", NULL);
+                json_object_object_add(o, "pollIntervalMs", json_object_new_int(POLL_INTERVAL_MS));
+                error = json_object_new_object();
+                json_object_object_add(error, "code", json_object_new_int(DM_RPC_INTERNAL_ERROR));
+                json_object_object_add(error, "message", json_object_new_string(msg));
+                json_object_object_add(o, "error", error);
+                break;
+        }
+out:
+        json_object_put(report);
+        return o;
+}
+
 static int get(void *data, const char *principal, const char *task_id, json_object **ret, struct dm_error *err)
 {
-        return task_view(data, principal, task_id, true, ret, err);
+        int r = task_view(data, principal, task_id, true, ret, err);
+
+        if (r == -ENOENT && (*ret = interrupted_task(data, principal, task_id)))
+                return 0;
+        return r;
 }
 
 static int cancel(void *data, const char *principal, const char *task_id, struct dm_error *err)
@@ -166,8 +230,13 @@ static int cancel(void *data, const char *principal, const char *task_id, struct
 
         /* The subtree ends as sandbox_cancel ends it; the ack does not wait
          * for the containers to go (the job's thread removes them). */
-        if (!dm_jobs_owned(ctx->jobs, task_id, principal) || dm_jobs_cancel(ctx->jobs, task_id, 0, &status) < 0)
-                return unknown_task(task_id, err);
+        if (!dm_jobs_owned(ctx->jobs, task_id, principal) || dm_jobs_cancel(ctx->jobs, task_id, 0, &status) < 0) {
+                /* A dead server's task has ended already: the same ack. */
+                json_object *gone = interrupted_task(ctx, principal, task_id);
+
+                json_object_put(gone);
+                return gone ? 0 : unknown_task(task_id, err);
+        }
         return 0;
 }
 

@@ -319,7 +319,7 @@ async function gating(label, c) {
 
 /* ---------- run ---------- */
 
-h.plan(1 + LIFECYCLE + 1 + GATING + 3 + 1 + 2 + LIFECYCLE + 9 + 2 + 2);
+h.plan(1 + LIFECYCLE + 1 + GATING + 3 + 1 + 2 + LIFECYCLE + 9 + 3 + 2);
 
 await h.run(async () => {
   /* 1. stdio, 2026-07-28: every call of a task tool is a task (0). */
@@ -474,9 +474,15 @@ await h.run(async () => {
     await first.client.close();
     const second = era(new StdioClient(env, path.join(root, 'second.log')));
     const after = await second.get(id);
-    h.ok(typeof id === 'string' && after.error?.code === -32602 && /restarted server knows none/.test(after.error.message),
-      'kill -9: the next server answers the dead one\'s task with -32602 saying a restarted server does not know it',
-      JSON.stringify(after));
+    const t2 = after.result ?? {};
+    h.ok(typeof id === 'string' && t2.taskId === id && t2.status === 'failed' && t2.error?.code === -32603 &&
+      /stopped before the task ended/.test(t2.error.message) && !('result' in t2) && ISO.test(t2.createdAt ?? ''),
+    "kill -9: the next server reads the dead one's task as failed (from the run ledger), with an error that says why",
+    JSON.stringify(after));
+    const [ack, other, none] = await Promise.all([second.rpc('tasks/cancel', { taskId: id }),
+      second.get(id, WITH).then(() => second.get('job-0123456789ab')), second.get('job-0123456789ab')]);
+    h.ok(isAck(ack) && other.error?.code === -32602 && none.error?.code === -32602,
+      'kill -9: cancelling it is the ack of an ended task; an id the ledger does not know stays -32602', JSON.stringify([ack, none]));
     h.equal(await waitContainers(pid, 0, 180_000), 0, "kill -9: the next server removed the dead one's container");
     await second.client.close();
   }
