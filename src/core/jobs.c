@@ -316,6 +316,23 @@ json_object *dm_jobs_status(struct dm_jobs *jobs, const char *id, bool include_t
         return o;
 }
 
+int dm_jobs_times(struct dm_jobs *jobs, const char *id, int64_t *ret_created_ms, int64_t *ret_updated_ms)
+{
+        int64_t offset = dm_wall_ms() - dm_now_ms();
+        struct dm_job *j;
+        int r = -ENOENT;
+
+        pthread_mutex_lock(&jobs->lock);
+        j = find_locked(jobs, id);
+        if (j) {
+                *ret_created_ms = j->t0 + offset;
+                *ret_updated_ms = (j->status == DM_JOB_RUNNING ? j->t0 : j->t_end) + offset;
+                r = 0;
+        }
+        pthread_mutex_unlock(&jobs->lock);
+        return r;
+}
+
 /* Waits on jobs->changed until deadline (monotonic ms), at most one slice,
  * so that the caller looks at its own cancel signal now and then. */
 static void wait_changed_locked(struct dm_jobs *jobs, int64_t deadline)

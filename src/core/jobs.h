@@ -69,6 +69,11 @@ const char *dm_job_owner(const struct dm_job *job);
  * failed), stdout_tail (when asked). NULL when no such job. */
 json_object *dm_jobs_status(struct dm_jobs *jobs, const char *id, bool include_tail);
 
+/* When the job started and when its status last changed (its end, or its
+ * start while it runs), in wall-clock ms since the epoch: for the tasks
+ * extension's createdAt and lastUpdatedAt. -ENOENT when no such job. */
+int dm_jobs_times(struct dm_jobs *jobs, const char *id, int64_t *ret_created_ms, int64_t *ret_updated_ms);
+
 /* Waits up to timeout_ms for the job to end. Returns a new reference to its
  * final result (the tool's structured result with job_id and status added),
  * or NULL with *ret_running set when it still runs, or NULL with

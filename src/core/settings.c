@@ -359,6 +359,7 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
             (r = env_size("DEMESNE_OUTPUT_CAP", 64 << 10, 256, 64 << 20, &cfg->output_cap, err)) < 0 ||
             (r = env_size("DEMESNE_TRANSFER_MAX", 1LL << 30, 1, INT64_MAX / 2, &cfg->transfer_max, err)) < 0 ||
             (r = env_size("DEMESNE_SANDBOX_SWEEP_SECONDS", 60, 1, 86400, &cfg->sweep_s, err)) < 0 ||
+            (r = env_size("DEMESNE_TASK_AFTER_MS", 1000, 0, 3600000, &cfg->task_after_ms, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_DEPTH", 3, 1, 8, &cfg->max_depth, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_CHILDREN", 8, 1, 256, &cfg->max_children, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_TREE", 32, 1, 1024, &cfg->max_tree, err)) < 0 ||

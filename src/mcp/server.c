@@ -35,8 +35,10 @@ struct dm_mcp_server {
         pthread_mutex_t lock;
         pthread_cond_t idle;
         struct dm_mcp_session *sessions;
-        bool private_logs;        /* no log records to sessions: several principals */
-        struct dm_skills *skills; /* served with the skills extension; read-only once made */
+        bool private_logs;                      /* no log records to sessions: several principals */
+        struct dm_skills *skills;               /* served with the skills extension; read-only once made */
+        const struct dm_mcp_task_ops *task_ops; /* NULL: no tasks extension */
+        void *task_data;
 };
 
 struct dm_mcp_session {
@@ -65,6 +67,7 @@ struct dm_call {
         json_object *params;         /* owned reference */
         const struct dm_tool *tool;
         bool modern;
+        bool task; /* the request declared tasks and the tool supports them: task_ops->call runs it */
         struct dm_cancel cancel;
         double last_progress;
         double progress_base; /* added to dm_call_progress values (after notes) */
@@ -83,7 +86,9 @@ static void send_msg(struct dm_mcp_session *s, json_object *msg)
 
 static void add_result_type(json_object *result, bool modern)
 {
-        if (modern && result && json_object_is_type(result, json_type_object))
+        /* A CreateTaskResult comes with its own ("task"). */
+        if (modern && result && json_object_is_type(result, json_type_object) &&
+            !json_object_object_get_ex(result, "resultType", NULL))
                 json_object_object_add(result, "resultType", json_object_new_string("complete"));
 }
 
@@ -176,6 +181,12 @@ void dm_mcp_server_set_resources(struct dm_mcp_server *srv, const struct dm_mcp_
 {
         srv->res_ops = ops;
         srv->res_data = data;
+}
+
+void dm_mcp_server_set_tasks(struct dm_mcp_server *srv, const struct dm_mcp_task_ops *ops, void *data)
+{
+        srv->task_ops = ops;
+        srv->task_data = data;
 }
 
 void dm_mcp_server_set_private_logs(struct dm_mcp_server *srv)
@@ -329,6 +340,29 @@ static json_object *supported_versions(void)
         return a;
 }
 
+/* Whether caps (client capabilities) has extensions[tasks] as an object. */
+static bool caps_have_tasks(json_object *caps)
+{
+        json_object *ext, *t;
+
+        return caps && json_object_object_get_ex(caps, "extensions", &ext) &&
+               json_object_object_get_ex(ext, DM_MCP_TASKS_EXTENSION, &t) && json_object_is_type(t, json_type_object);
+}
+
+/* Whether this request may get a CreateTaskResult and use tasks/ methods:
+ * a 2026-07-28 request whose own _meta declares the extension (SEP-2663:
+ * "regardless of prior declarations"). Never on the legacy eras: their
+ * results have no resultType to tell a task from a CallToolResult, and
+ * clients that declare the extension at initialize (the Inspector 2.12)
+ * read a CreateTaskResult there as a CallToolResult without content. */
+static bool request_declares_tasks(struct dm_mcp_session *s, json_object *params, bool modern)
+{
+        json_object *meta = get_meta(params), *caps = NULL;
+
+        return s->srv->task_ops && modern && meta && json_object_object_get_ex(meta, META_CAPS, &caps) &&
+               caps_have_tasks(caps);
+}
+
 /* 1 = a modern request (checked), 0 = legacy, -1 = answered with an error. */
 static int classify_era(struct dm_mcp_session *s, struct dm_rpc_msg *m)
 {
@@ -374,7 +408,9 @@ static json_object *server_info(void)
         return info;
 }
 
-static json_object *server_capabilities(const struct dm_mcp_server *srv)
+/* modern: the tasks extension is served on 2026-07-28 only (see
+ * request_declares_tasks). */
+static json_object *server_capabilities(const struct dm_mcp_server *srv, bool modern)
 {
         json_object *caps = json_object_new_object(), *tools = json_object_new_object();
 
@@ -384,10 +420,14 @@ static json_object *server_capabilities(const struct dm_mcp_server *srv)
         /* Run outputs, for clients that cannot read the server's disk
          * (src/core/resources.h); no subscriptions, the set changes with runs. */
         json_object_object_add(caps, "resources", json_object_new_object());
-        /* Skills (SEP-2640), with no optional feature: an empty object. */
-        if (dm_skills_count(srv->skills)) {
+        /* Skills (SEP-2640) and tasks (SEP-2663), with no optional feature:
+         * empty objects; never a capabilities.tasks slot (the v1 tasks). */
+        if (dm_skills_count(srv->skills) || (srv->task_ops && modern)) {
                 json_object *ext = json_object_new_object();
-                json_object_object_add(ext, DM_SKILLS_EXTENSION, json_object_new_object());
+                if (dm_skills_count(srv->skills))
+                        json_object_object_add(ext, DM_SKILLS_EXTENSION, json_object_new_object());
+                if (srv->task_ops && modern)
+                        json_object_object_add(ext, DM_MCP_TASKS_EXTENSION, json_object_new_object());
                 json_object_object_add(caps, "extensions", ext);
         }
         return caps;
@@ -417,7 +457,7 @@ static void handle_initialize(struct dm_mcp_session *s, struct dm_rpc_msg *m)
 
         result = json_object_new_object();
         json_object_object_add(result, "protocolVersion", json_object_new_string(chosen));
-        json_object_object_add(result, "capabilities", server_capabilities(s->srv));
+        json_object_object_add(result, "capabilities", server_capabilities(s->srv, false));
         json_object_object_add(result, "serverInfo", server_info());
         json_object_object_add(result, "instructions", dm_registry_instructions(s->srv->registry));
         reply(s, m->id, result, false);
@@ -449,7 +489,7 @@ static void handle_discover(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool
          * there and ignore a top-level serverInfo. */
         json_object_object_add(meta, "io.modelcontextprotocol/serverInfo", server_info());
         json_object_object_add(result, "supportedVersions", supported_versions());
-        json_object_object_add(result, "capabilities", server_capabilities(s->srv));
+        json_object_object_add(result, "capabilities", server_capabilities(s->srv, true));
         json_object_object_add(result, "instructions", dm_registry_instructions(s->srv->registry));
         add_cache_hints(result);
         json_object_object_add(result, "_meta", meta);
@@ -643,7 +683,7 @@ static void *call_main(void *arg)
         json_object *args = NULL, *result;
 
         json_object_object_get_ex(c->params, "arguments", &args);
-        result = c->tool->handler(c, args);
+        result = c->task ? srv->task_ops->call(srv->task_data, c, args) : c->tool->handler(c, args);
         /* A cancelled request gets no response (notifications/cancelled). */
         if (result && !dm_cancel_fired(&c->cancel))
                 reply(s, c->id, result, c->modern);
@@ -705,6 +745,7 @@ static void handle_tools_call(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
         c->session = s;
         c->tool = tool;
         c->modern = modern;
+        c->task = request_declares_tasks(s, m->params, modern) && s->srv->task_ops->supports(s->srv->task_data, tool);
         /* The call's thread gets copies, never references into the message:
          * json-c's reference counts are not atomic, and this thread frees
          * the message as soon as it returns (ThreadSanitizer saw it). */
@@ -754,6 +795,55 @@ fail:
         json_object_put(c->progress_token);
         json_object_put(c->params);
         free(c);
+}
+
+/* tasks/get, tasks/update, tasks/cancel (SEP-2663). */
+static void handle_tasks(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
+{
+        const struct dm_mcp_task_ops *ops = s->srv->task_ops;
+        struct dm_error err = { 0 };
+        json_object *v, *result = NULL, *data;
+        const char *id;
+        int r;
+
+        if (!request_declares_tasks(s, m->params, modern)) {
+                data = json_object_new_object();
+                json_object *req = json_object_new_object(), *ext = json_object_new_object();
+                json_object_object_add(ext, DM_MCP_TASKS_EXTENSION, json_object_new_object());
+                json_object_object_add(req, "extensions", ext);
+                json_object_object_add(data, "requiredCapabilities", req);
+                reply_error(s, m->id, DM_RPC_MISSING_CLIENT_CAPABILITY,
+                            "Missing required client capability: declare the extension " DM_MCP_TASKS_EXTENSION
+                            " in _meta." META_CAPS ".extensions to use tasks",
+                            data);
+                return;
+        }
+        if (!m->params || !json_object_object_get_ex(m->params, "taskId", &v) ||
+            !json_object_is_type(v, json_type_string)) {
+                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "tasks/ methods need params.taskId (a string)", NULL);
+                return;
+        }
+        id = json_object_get_string(v);
+        if (strcmp(m->method, "tasks/get") == 0)
+                r = ops->get(s->srv->task_data, s->principal, id, &result, &err);
+        else if (strcmp(m->method, "tasks/cancel") == 0)
+                r = ops->cancel(s->srv->task_data, s->principal, id, &err);
+        else
+                /* tasks/update: no demesne task ever waits for input (yet);
+                 * responses to keys never issued are ignored, as the
+                 * extension says: the ack, once the task is known. */
+                r = ops->get(s->srv->task_data, s->principal, id, &result, &err);
+        if (r < 0) {
+                reply_error(s, m->id, r == -ENOENT ? DM_RPC_INVALID_PARAMS : DM_RPC_INTERNAL_ERROR, err.msg, NULL);
+                return;
+        }
+        if (strcmp(m->method, "tasks/get") != 0) {
+                json_object_put(result);
+                result = json_object_new_object();
+        }
+        /* Every answer here is the method's standard result shape. */
+        json_object_object_add(result, "resultType", json_object_new_string("complete"));
+        reply(s, m->id, result, modern);
 }
 
 static void handle_cancelled(struct dm_mcp_session *s, struct dm_rpc_msg *m)
@@ -815,6 +905,10 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
                 handle_resource_templates(s, &m, modern);
         else if (strcmp(m.method, "resources/read") == 0)
                 handle_resources_read(s, &m, modern);
+        else if (s->srv->task_ops && modern &&
+                 (strcmp(m.method, "tasks/get") == 0 || strcmp(m.method, "tasks/update") == 0 ||
+                  strcmp(m.method, "tasks/cancel") == 0))
+                handle_tasks(s, &m, modern);
         else if (strcmp(m.method, "skills/list") == 0 && dm_skills_count(s->srv->skills))
                 handle_skills_list(s, &m, modern);
         else if (strcmp(m.method, "skills/get") == 0 && dm_skills_count(s->srv->skills))

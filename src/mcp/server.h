@@ -50,6 +50,26 @@ struct dm_mcp_server *dm_mcp_server_new(void *app, struct dm_registry *registry,
 /* Serves ops' resources (borrowed, with data) after the skills'. Call
  * before the first session. */
 void dm_mcp_server_set_resources(struct dm_mcp_server *srv, const struct dm_mcp_resource_ops *ops, void *data);
+/* The tasks extension (SEP-2663, io.modelcontextprotocol/tasks), served by
+ * the application (demesne's tasks are its background jobs, src/tools/
+ * tasks.c). With ops set, the server advertises the extension and answers
+ * tasks/get, tasks/update and tasks/cancel; a tools/call of a tool that
+ * supports (true) from a request that declared the extension (its _meta
+ * clientCapabilities, or the session's initialize) goes to call instead of
+ * the tool's handler: it returns a CallToolResult, or a CreateTaskResult
+ * (resultType "task", kept as it is), or NULL (cancelled). get fills *ret
+ * with the task as tasks/get shows it (without resultType); get and cancel
+ * return -ENOENT for a task principal may not see (unknown and another's
+ * alike), with err set. Call before the first session. */
+#define DM_MCP_TASKS_EXTENSION "io.modelcontextprotocol/tasks"
+struct dm_tool;
+struct dm_mcp_task_ops {
+        bool (*supports)(void *data, const struct dm_tool *tool);
+        json_object *(*call)(void *data, struct dm_call *call, json_object *args);
+        int (*get)(void *data, const char *principal, const char *task_id, json_object **ret, struct dm_error *err);
+        int (*cancel)(void *data, const char *principal, const char *task_id, struct dm_error *err);
+};
+void dm_mcp_server_set_tasks(struct dm_mcp_server *srv, const struct dm_mcp_task_ops *ops, void *data);
 /* Stops forwarding the server's log records to sessions (logging/setLevel
  * still answers; a job's own end notice still reaches its session): for a
  * server with several principals, whose log tells of all of them. */

@@ -29,7 +29,7 @@ static void write_instructions(const struct dm_context *ctx, const struct dm_arg
                       "- Persistent sandboxes and file transfer: sandbox_create makes a sandbox that lives across "
                       "calls; sandbox_exec runs commands in it, sandbox_upload / sandbox_download copy files in "
                       "and out, sandbox_destroy removes it, sandbox_list lists sandboxes and jobs.\n"
-                      "- Background jobs: pass background: true to sandbox_script, sandbox_agent or "
+                      "- Background jobs: pass background: true to sandbox_script, sandbox_exec, sandbox_agent or "
                       "sandbox_research for anything that may take more than a minute or two; the call answers "
                       "{job_id} at once; follow it with sandbox_status, sandbox_wait and sandbox_cancel.\n"
                       "- Images: the image parameter picks the toolchain (base, python, node, go, browser, media, "

@@ -43,8 +43,10 @@ struct dm_mcp_server *dm_tools_mcp_new(struct dm_context *ctx, struct dm_registr
 {
         struct dm_mcp_server *srv = dm_mcp_server_new(ctx, registry, ctx ? ctx->cfg.skills_dir : NULL);
 
-        if (srv && ctx)
+        if (srv && ctx) {
                 dm_mcp_server_set_resources(srv, &outputs_ops, ctx);
+                dm_mcp_server_set_tasks(srv, &dm_tools_task_ops, ctx);
+        }
         return srv;
 }
 

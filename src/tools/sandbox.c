@@ -119,6 +119,11 @@ static const struct dm_arg_spec exec_args[] = {
           .max = 16 << 20,
           .has_default = true,
           .description = "Text given to the command on standard input (then end of file)." },
+        { .name = "background",
+          .type = DM_ARG_BOOL,
+          .has_default = true,
+          .description = "Answer at once with a job_id; follow the command with sandbox_status, sandbox_wait "
+                         "and sandbox_cancel." },
 };
 
 static const struct dm_arg_spec upload_args[] = {
@@ -168,8 +173,11 @@ static const char exec_schema[] =
         "{\"type\":\"object\",\"properties\":{\"exit_code\":{\"type\":\"integer\"},\"stdout\":{\"type\":\"string\"},"
         "\"stderr\":{\"type\":\"string\"},\"stdout_truncated\":{\"type\":\"boolean\"},"
         "\"stderr_truncated\":{\"type\":\"boolean\"},\"timed_out\":{\"type\":\"boolean\"},"
-        "\"duration_ms\":{\"type\":\"integer\"}},\"required\":[\"exit_code\",\"stdout\",\"stderr\","
-        "\"stdout_truncated\",\"stderr_truncated\",\"timed_out\",\"duration_ms\"]}";
+        "\"duration_ms\":{\"type\":\"integer\"},"
+        "\"job_id\":{\"type\":\"string\",\"description\":\"with background: true, the job to follow\"},"
+        "\"status\":{\"type\":\"string\",\"enum\":[\"running\"]}},"
+        "\"anyOf\":[{\"required\":[\"exit_code\",\"stdout\",\"stderr\",\"stdout_truncated\",\"stderr_truncated\","
+        "\"timed_out\",\"duration_ms\"]},{\"required\":[\"job_id\",\"status\"]}]}";
 static const char list_schema[] =
         "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
         "\"jobs\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
@@ -261,72 +269,119 @@ static json_object *create_call(struct dm_call *call, json_object *args)
 /* The caller's own sandbox: another principal's answers as an unknown id.
  * Its output directory is claimed for the caller again (a server started
  * since it was made knows its files only from here). */
-static int get_own(struct dm_call *call, const char *id, struct dm_sandbox *sb, struct dm_error *err)
+static int get_own_as(struct dm_context *ctx, const char *principal, const char *id, struct dm_sandbox *sb,
+                      struct dm_error *err)
 {
-        struct dm_context *ctx = dm_call_context(call);
-        int r = dm_sandbox_get(ctx, id, dm_call_principal(call), sb, err);
+        int r = dm_sandbox_get(ctx, id, principal, sb, err);
 
         if (r < 0)
                 return r;
-        dm_resources_claim(ctx->resources, sb->id, dm_call_principal(call));
+        dm_resources_claim(ctx->resources, sb->id, principal);
         return 0;
 }
 
-static json_object *exec_call(struct dm_call *call, json_object *args)
+static int get_own(struct dm_call *call, const char *id, struct dm_sandbox *sb, struct dm_error *err)
 {
-        struct dm_context *ctx = dm_call_context(call);
-        struct dm_error err = { 0 };
+        return get_own_as(dm_call_context(call), dm_call_principal(call), id, sb, err);
+}
+
+/* The command of a checked exec call, in the foreground (sink->call) or as a
+ * job (sink->job): the result, or NULL with *ret_r (-ECANCELED) and err,
+ * and *ret_what the dm_tools_error attribution (NULL: a refusal). */
+static json_object *exec_run(struct dm_context *ctx, const char *principal, json_object *args,
+                             struct dm_tools_sink *sink, struct dm_cancel *cancel, int *ret_r, const char **ret_what,
+                             struct dm_error *err)
+{
         struct dm_sandbox sb;
         struct dm_sandbox_exec_result res;
-        const char *workdir, *in;
+        const char *in;
         json_object *out, *v;
         char **env;
         int r;
 
-        if (dm_args_check(exec_args, N(exec_args), args, &err) < 0)
-                return dm_tools_error(DM_TOOLS_ARGS, &err);
-        workdir = dm_args_str(exec_args, N(exec_args), args, "workdir");
-        if (workdir[0] != '/') {
-                dm_error_set(&err, -EINVAL, "'workdir' must be an absolute path in the sandbox");
-                return dm_tools_error(DM_TOOLS_ARGS, &err);
-        }
-        if (get_own(call, dm_args_str(exec_args, N(exec_args), args, "sandbox_id"), &sb, &err) < 0)
-                return dm_tools_error(NULL, &err);
+        if ((r = get_own_as(ctx, principal, dm_args_str(exec_args, N(exec_args), args, "sandbox_id"), &sb, err)) < 0)
+                goto fail;
         /* A long command must not let the sandbox expire under it: the
          * clock restarts now when this command could outlast it (after the
          * command it restarts anyway; one record write, one renew on
          * OpenSandbox, in the common case). */
         if (sb.expires_at - dm_wall_ms() / 1000 < dm_args_int(exec_args, N(exec_args), args, "timeout_seconds") + 60 &&
-            dm_sandbox_touch(ctx, &sb, &err) < 0)
-                return dm_tools_error(NULL, &err);
+            (r = dm_sandbox_touch(ctx, &sb, err)) < 0)
+                goto fail;
         in = dm_args_str(exec_args, N(exec_args), args, "stdin");
         env = dm_args_env(args, "env");
-        struct dm_tools_sink sink = { .call = call };
         struct dm_sandbox_exec req = {
                 .command = dm_args_str(exec_args, N(exec_args), args, "command"),
                 .env = (const char *const *)env,
-                .workdir = workdir,
+                .workdir = dm_args_str(exec_args, N(exec_args), args, "workdir"),
                 .stdin_data = in,
                 .stdin_len =
                         in && json_object_object_get_ex(args, "stdin", &v) ? (size_t)json_object_get_string_len(v) : 0,
                 .timeout_s = dm_args_int(exec_args, N(exec_args), args, "timeout_seconds"),
-                .cancel = dm_call_cancel(call),
+                .cancel = cancel,
                 .on_progress = dm_tools_sink_progress,
-                .userdata = &sink,
+                .userdata = sink,
         };
-        r = dm_sandbox_exec(ctx, &sb, &req, &res, &err);
+        r = dm_sandbox_exec(ctx, &sb, &req, &res, err);
         dm_args_strv_free(env);
-        if (r == -ECANCELED) {
-                dm_sandbox_exec_result_release(&res);
-                return NULL;
+        *ret_what = "sandbox_exec";
+        if (r < 0) {
+                if (r == -ECANCELED)
+                        dm_sandbox_exec_result_release(&res);
+                goto fail;
         }
-        if (r < 0)
-                return dm_tools_error("sandbox_exec", &err);
-        dm_sandbox_touch(ctx, &sb, &err);
+        dm_sandbox_touch(ctx, &sb, err);
         out = dm_tools_exec_result(res.exit_code, res.stdout_text, res.stdout_len, res.stdout_truncated,
                                    res.stderr_text, res.stderr_len, res.stderr_truncated, res.timed_out,
                                    res.duration_ms);
         dm_sandbox_exec_result_release(&res);
+        return out;
+fail:
+        *ret_r = r;
+        return NULL;
+}
+
+static json_object *exec_work(struct dm_context *ctx, json_object *args, void *arg, struct dm_job *job,
+                              struct dm_slot *reserved, struct dm_cancel *cancel, int *ret_r, struct dm_error *err)
+{
+        struct dm_tools_sink sink = { .job = job };
+        const char *what = NULL;
+
+        (void)reserved; /* the sandbox exists: nothing is claimed */
+        return exec_run(ctx, arg, args, &sink, cancel, ret_r, &what, err);
+}
+
+static json_object *exec_call(struct dm_call *call, json_object *args)
+{
+        struct dm_error err = { 0 };
+        struct dm_sandbox sb;
+        json_object *out;
+        const char *what = NULL;
+        char *principal;
+        int r = 0;
+
+        if (dm_args_check(exec_args, N(exec_args), args, &err) < 0)
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
+        if (dm_args_str(exec_args, N(exec_args), args, "workdir")[0] != '/') {
+                dm_error_set(&err, -EINVAL, "'workdir' must be an absolute path in the sandbox");
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
+        }
+        if (dm_args_bool(exec_args, N(exec_args), args, "background")) {
+                /* An unknown sandbox is refused now, not as a failed job. */
+                if (get_own(call, dm_args_str(exec_args, N(exec_args), args, "sandbox_id"), &sb, &err) < 0)
+                        return dm_tools_error(NULL, &err);
+                principal = strdup(dm_call_principal(call));
+                if (!principal)
+                        return dm_tool_result_error("out of memory");
+                return dm_tools_start_background(call, "sandbox_exec", args, exec_work, principal, free);
+        }
+        struct dm_tools_sink sink = { .call = call };
+        out = exec_run(dm_call_context(call), dm_call_principal(call), args, &sink, dm_call_cancel(call), &r, &what,
+                       &err);
+        if (!out && r == -ECANCELED)
+                return NULL;
+        if (!out)
+                return dm_tools_error(what, &err);
         return dm_tool_result_ok(out);
 }
 

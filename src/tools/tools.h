@@ -136,6 +136,12 @@ json_object *dm_tools_result_with_links(struct dm_call *call, json_object *out);
  * the CallToolResult result, when the call's principal owns dir. */
 void dm_tools_link_file(struct dm_call *call, json_object *result, const char *dir, const char *path, int64_t size);
 
+/* The tasks extension over the background jobs (tasks.c): data is the
+ * dm_context. sandbox_script, sandbox_agent and sandbox_research support
+ * tasks; a call that runs past DEMESNE_TASK_AFTER_MS answers as a task. */
+struct dm_mcp_task_ops;
+extern const struct dm_mcp_task_ops dm_tools_task_ops;
+
 /* Tells the session that started a background job that it ended: a
  * notifications/message at level notice, logger demesne.jobs, whose data
  * holds job_id, tool, status and exit_code. */

@@ -49,10 +49,10 @@ const RUN = {
     'dns-rebinding-protection', 'server-sse-multiple-streams'],
   '2026-07-28': ['server-stateless', 'tools-list', 'caching', 'dns-rebinding-protection', 'server-sse-multiple-streams',
     'http-header-validation', 'input-required-result-unsupported-methods', 'sep-2164-resource-not-found',
-    'sep-2640-skills-enumeration', 'sep-2640-skills-manifest'],
+    'sep-2640-skills-enumeration', 'sep-2640-skills-manifest', 'tasks-capability-negotiation', 'tasks-dispatch-and-envelope'],
 };
 
-const EXTENSION_SCENARIOS = /^sep-2640-/;
+const EXTENSION_SCENARIOS = /^(sep-2640-|tasks-)/;
 
 /* What does not apply to demesne, and why. */
 const FIXTURE_TOOLS = "calls a test tool of the suite's own reference server (demesne has only its real tools)";
@@ -66,7 +66,10 @@ const EXCLUDED = [
   [/^resources-/, "reads, lists or subscribes to the suite's own test:// resources (demesne's are its run outputs, and it has no subscriptions)"],
   [/^completion-complete$/, 'demesne has no prompts or resources to complete (no completions capability)'],
   [/^http-custom-header-server-validation$/, 'no demesne tool declares x-mcp-header parameters'],
-  [/^tasks-/, 'an extension demesne does not implement (tasks)'],
+  [/^tasks-(lifecycle|wire-fields|request-state-removal|request-headers|required-task-error)$/,
+    FIXTURE_TOOLS + ' (greet, slow_compute, failing_job, protocol_error_job): tests/e2e/client-tasks.mjs makes the same checks against the real tools'],
+  [/^tasks-(mrtr-input|mrtr-composition)$/, FIXTURE_TOOLS + '; demesne never returns input_required (elicitation comes later)'],
+  [/^tasks-status-notifications$/, 'the suite skips it itself (pending its subscriptions/listen rewrite); demesne sends no notifications/tasks'],
   [/^sep-2640-skills-directory$/, 'resources/directory/read is optional in the skills extension, and demesne does not declare directoryRead'],
 ];
 

@@ -123,6 +123,18 @@ int main(void)
                 json_object_put(r);
         }
         is_str(status_of(jobs, e), "running", "a job outside the tree keeps running");
+        {
+                /* The tasks extension's createdAt and lastUpdatedAt: wall clock,
+                 * the start while it runs, the end once it ended. */
+                int64_t created, updated, wall = dm_wall_ms();
+                ok(dm_jobs_times(jobs, e, &created, &updated) == 0 && created == updated && created <= wall &&
+                           created > wall - 600000,
+                   "times of a running job: its start, in wall-clock ms");
+                ok(dm_jobs_times(jobs, a, &created, &updated) == 0 && updated >= created,
+                   "times of an ended job: its end, not before its start");
+                is_int(dm_jobs_times(jobs, "job-nope", &created, &updated), -ENOENT,
+                       "times of an unknown job: -ENOENT");
+        }
         is_int(dm_jobs_cancel(jobs, c, 5000, &st), 0, "cancel again: no error");
         is_int(st, DM_JOB_CANCELLED, "and the status stays cancelled");
         is_int(dm_jobs_cancel(jobs, a, 5000, &st), 0, "cancel an ended job: no error");
