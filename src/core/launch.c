@@ -105,7 +105,7 @@ static const char *const *shim_argv(const struct dm_context *ctx)
         static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
         static bool decided;
         static char data[32], pids[32], nofile[32], fsize[32], nproc[32];
-        static const char *argv[12];
+        static const char *argv[14];
 
         pthread_mutex_lock(&lock);
         if (!decided) {
@@ -113,6 +113,10 @@ static const char *const *shim_argv(const struct dm_context *ctx)
                 size_t n = 0;
 
                 argv[n++] = DM_SHIM_BIN_PATH;
+                /* The operator's switch for every sandbox (a sandbox's own
+                 * is DEMESNE_SHIM_WARM=0 in its environment). */
+                if (ctx->cfg.shim_warm_off)
+                        argv[n++] = "--no-warm";
                 /* Rootless Podman's Docker-compatible API ignores
                  * HostConfig.Ulimits (measured on 4.3: a container asked
                  * for nofile 1000 gets the user's 20000), so the shim lowers

@@ -96,6 +96,11 @@ static int shim_settings(struct dm_config *cfg, struct dm_error *err)
                                     "DEMESNE_SHIM_PATH)",
                                     mode);
         cfg->shim_off = mode && strcmp(mode, "off") == 0;
+        mode = getenv("DEMESNE_SHIM_WARM");
+        if (mode && *mode && strcmp(mode, "on") != 0 && strcmp(mode, "1") != 0 && strcmp(mode, "off") != 0 &&
+            strcmp(mode, "0") != 0)
+                return dm_error_set(err, -EINVAL, "DEMESNE_SHIM_WARM='%s' is neither 'on' (1) nor 'off' (0)", mode);
+        cfg->shim_warm_off = mode && (strcmp(mode, "off") == 0 || strcmp(mode, "0") == 0);
         if (path && *path) {
                 if (*path != '/')
                         return dm_error_set(err, -EINVAL, "DEMESNE_SHIM_PATH='%s' must be an absolute path", path);

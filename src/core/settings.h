@@ -42,6 +42,7 @@ struct dm_config {
         bool egress_in_netns;         /* DEMESNE_EGRESS_NETNS=1: as root too, listeners in the sandbox's
                                      namespace instead of a veth pair (what a normal user gets) */
         bool shim_off;                /* DEMESNE_SHIM=off: no demesne-shim, the engine's seccomp profile only */
+        bool shim_warm_off;           /* DEMESNE_SHIM_WARM=off: no shim keeps a warm bash */
         char *shim_path;              /* DEMESNE_SHIM_PATH (or an absolute DEMESNE_SHIM); NULL = search */
         char *http_token;             /* DEMESNE_HTTP_TOKEN: serve --http's bearer token, NULL = none given */
         char *http_token_file;        /* DEMESNE_HTTP_TOKEN_FILE: ... read from this file (like --token-file) */

@@ -873,6 +873,7 @@ int main(int argc, char **argv)
         sigset_t mask;
         char **env;
         int sfd, r;
+        bool no_warm = false;
 
         if (argc >= 4 && strcmp(argv[1], "--exec") == 0 && strcmp(argv[2], "--") == 0)
                 return exec_filtered(argv + 3);
@@ -915,13 +916,15 @@ int main(int argc, char **argv)
                                 fprintf(stderr, "demesne-shim: bad --pids-max '%s'\n", argv[i]);
                                 return 1;
                         }
+                } else if (strcmp(argv[i], "--no-warm") == 0) {
+                        no_warm = true;
                 } else if (strcmp(argv[i], "--version") == 0) {
                         printf("demesne-shim %s (protocol %d)\n", PACKAGE_VERSION, DM_SHIM_PROTO_VERSION);
                         return 0;
                 } else {
                         fprintf(stderr, "usage: demesne-shim [--socket PATH] [--rlimit-data BYTES] [--rlimit-nofile N] "
                                         "[--rlimit-fsize BYTES] "
-                                        "[--pids-max N] [--version]\n"
+                                        "[--pids-max N] [--no-warm] [--version]\n"
                                         "       demesne-shim --exec -- COMMAND [ARG...]\n");
                         return 2;
                 }
@@ -964,7 +967,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         shim_spawn_set_base_env(env);
-        shim_warm_init(env, pids_max);
+        shim_warm_init(env, pids_max, no_warm);
 
         signal(SIGPIPE, SIG_IGN);
         sigemptyset(&mask);

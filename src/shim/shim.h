@@ -64,7 +64,7 @@ int shim_spawn_warm(const struct dm_shim_exec_msg *m, int tok_r, int cmd_fd, str
 /* The warm shell (warm.c): one `bash` started ahead of time, waiting on
  * fd 3 for a command it then runs with its own parser, so a `bash -c CMD`
  * request that fits what it was made for costs no fork and no exec.
- * shim_warm_init once at start (it reads DEMESNE_SHIM_WARM and the pids
+ * shim_warm_init once at start (off: --no-warm; it reads DEMESNE_SHIM_WARM and the pids
  * cap; base_env may lose DEMESNE_SHIM_WARM); shim_warm_start from the loop
  * when nothing is pending (a no-op unless one is due); shim_warm_take for
  * every EXEC: 1 with *ret filled when the warm shell took the command (it
@@ -74,7 +74,7 @@ int shim_spawn_warm(const struct dm_shim_exec_msg *m, int tok_r, int cmd_fd, str
  * was the idle warm shell (it is reaped then); shim_warm_done when a
  * command ends; shim_warm_pid: the idle warm shell's pid, 0 if none;
  * shim_warm_stop kills and reaps it. */
-void shim_warm_init(char **base_env, unsigned long pids_max);
+void shim_warm_init(char **base_env, unsigned long pids_max, bool off);
 void shim_warm_start(void);
 int shim_warm_take(const struct dm_shim_exec_msg *m, struct shim_child *ret);
 struct dm_shim_exec_msg *shim_warm_adopt(struct dm_shim_exec_msg *m);

@@ -154,13 +154,13 @@ static unsigned long cgroup_pids_max(void)
         return 0;
 }
 
-void shim_warm_init(char **base_env, unsigned long pids_max)
+void shim_warm_init(char **base_env, unsigned long pids_max, bool off)
 {
         const char *v = getenv("DEMESNE_SHIM_WARM");
         unsigned long cg = cgroup_pids_max();
         size_t j = 0;
 
-        W.off = v && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "no") == 0);
+        W.off = off || (v && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "no") == 0));
         W.off |= (pids_max && pids_max < WARM_MIN_PIDS) || (cg && cg < WARM_MIN_PIDS);
         /* The switch is the shim's, not the commands'; and an environment
          * that sets `_` would show it where the bootstrap cannot. */

@@ -389,6 +389,32 @@ static void test_off(void)
         snprintf(sb, sizeof(sb), "%s", keep);
 }
 
+/* The operator's switch: a server with DEMESNE_SHIM_WARM=off starts every
+ * shim with --no-warm, and no command finds a warm shell. */
+static void test_server_off(void)
+{
+        static const char *const env[] = { "DEMESNE_PIDS_LIMIT=16", "DEMESNE_POOL=0", "DEMESNE_SHIM_WARM=off", NULL };
+        struct dm_backend *b;
+        char args[128];
+        json_object *m;
+        int hits = 0;
+
+        c = calloc(1, sizeof(*c));
+        b = serve_start("warm-shell-off", c, env);
+        m = call_tool(c, &next_id, "sandbox_create", "{}");
+        ok(!result_is_error(m), "a server with DEMESNE_SHIM_WARM=off: sandbox_create");
+        snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
+        json_object_put(m);
+        for (int i = 0; i < 4; i++)
+                hits += warm_hit(NULL);
+        is_int(hits, 0, "its commands find no warm shell");
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
+        json_object_put(call_tool(c, &next_id, "sandbox_destroy", args));
+        ok(finish(c, 60000) == 0, "and it stops cleanly");
+        free(c);
+        dm_backend_free(b);
+}
+
 int main(void)
 {
         static const char *const env[] = { "DEMESNE_PIDS_LIMIT=16", "DEMESNE_POOL=0", NULL };
@@ -425,6 +451,7 @@ int main(void)
         ok(finish(c, 60000) == 0, "the server stops cleanly");
         free(c);
         dm_backend_free(b);
+        test_server_off();
         (void)err;
         return done_testing();
 }

@@ -14,6 +14,7 @@
 #include "tests/tap.h"
 
 static const char *const vars[] = {
+        "DEMESNE_SHIM_WARM",
         "DEMESNE_ALLOW_CALLER_EGRESS",
         "DEMESNE_ALLOWED_PATHS",
         "DEMESNE_OUTPUT_ROOT",
@@ -119,6 +120,32 @@ static void test_blocked(void)
         unsetenv("DEMESNE_EGRESS_ALLOW_PRIVATE");
 }
 
+/* DEMESNE_SHIM_WARM: the operator's switch for every sandbox's warm shell. */
+static void test_shim_warm(void)
+{
+        struct dm_config cfg;
+        struct dm_error err = { 0 };
+
+        if (load(&cfg)) {
+                ok(!cfg.shim_warm_off, "DEMESNE_SHIM_WARM unset: warm shells on");
+                dm_config_release(&cfg);
+        }
+        setenv("DEMESNE_SHIM_WARM", "off", 1);
+        if (load(&cfg)) {
+                ok(cfg.shim_warm_off, "DEMESNE_SHIM_WARM=off: off");
+                dm_config_release(&cfg);
+        }
+        setenv("DEMESNE_SHIM_WARM", "0", 1);
+        if (load(&cfg)) {
+                ok(cfg.shim_warm_off, "DEMESNE_SHIM_WARM=0: off");
+                dm_config_release(&cfg);
+        }
+        setenv("DEMESNE_SHIM_WARM", "maybe", 1);
+        is_int(dm_config_load(&cfg, &err), -EINVAL, "DEMESNE_SHIM_WARM=maybe: the load fails");
+        ok(strstr(err.msg, "DEMESNE_SHIM_WARM='maybe'") != NULL, "naming the variable and the value: %s", err.msg);
+        unsetenv("DEMESNE_SHIM_WARM");
+}
+
 int main(void)
 {
         struct dm_config cfg;
@@ -127,6 +154,7 @@ int main(void)
         for (size_t i = 0; vars[i]; i++)
                 unsetenv(vars[i]);
         setenv("DEMESNE_STATE_DIR", "/tmp/dm-settings-state", 1);
+        test_shim_warm();
 
         if (load(&cfg)) {
                 ok(!cfg.allow_caller_egress, "DEMESNE_ALLOW_CALLER_EGRESS unset: callers' egress not allowed");
