@@ -299,6 +299,40 @@ static int write_all_at(int fd, const char *p, size_t n)
         return 0;
 }
 
+/* Whether the idle warm shell is dead or dying: a zombie the reaper has
+ * not seen yet, or a SIGKILL pending (another command's `kill -9 -1`
+ * returned, but the shell has not run its exit yet). The token would
+ * still go into its pipe, and the command would end killed without
+ * having run. */
+static bool doomed(pid_t pid)
+{
+        char path[64], buf[4096], *p;
+        int fd;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return true;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return true;
+        buf[n] = '\0';
+        if ((p = strstr(buf, "\nState:"))) {
+                p += strlen("\nState:");
+                p += strspn(p, " \t");
+                if (*p == 'Z' || *p == 'X')
+                        return true;
+        }
+        static const char *const pending[] = { "\nSigPnd:", "\nShdPnd:" };
+        for (size_t i = 0; i < 2; i++)
+                if ((p = strstr(buf, pending[i])) &&
+                    (strtoull(p + strlen(pending[i]), NULL, 16) & (1ull << (SIGKILL - 1))))
+                        return true;
+        return false;
+}
+
 int shim_warm_take(const struct dm_shim_exec_msg *m, struct shim_child *ret)
 {
         const char *cmd = m->argv[2], *tok;
@@ -327,6 +361,10 @@ int shim_warm_take(const struct dm_shim_exec_msg *m, struct shim_child *ret)
                  * where this request runs. */
                 W.adopt = ADOPT_SPEC;
                 stop(true);
+                return 0;
+        }
+        if (doomed(W.pid)) {
+                stop(false);
                 return 0;
         }
         if (write_all_at(W.cmd_fd, cmd, strlen(cmd)) < 0)

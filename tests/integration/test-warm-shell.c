@@ -389,22 +389,31 @@ static void test_off(void)
         snprintf(sb, sizeof(sb), "%s", keep);
 }
 
+/* Starts server c with env and makes the sandbox sb in it. */
+static struct dm_backend *start_with_sandbox(const char *name, const char *const *env, const char *what)
+{
+        struct dm_backend *b;
+        json_object *m;
+
+        c = calloc(1, sizeof(*c));
+        b = serve_start(name, c, env);
+        m = call_tool(c, &next_id, "sandbox_create", "{}");
+        ok(!result_is_error(m), "%s", what);
+        snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
+        json_object_put(m);
+        return b;
+}
+
 /* The operator's switch: a server with DEMESNE_SHIM_WARM=off starts every
  * shim with --no-warm, and no command finds a warm shell. */
 static void test_server_off(void)
 {
         static const char *const env[] = { "DEMESNE_PIDS_LIMIT=16", "DEMESNE_POOL=0", "DEMESNE_SHIM_WARM=off", NULL };
-        struct dm_backend *b;
+        struct dm_backend *b =
+                start_with_sandbox("warm-shell-off", env, "a server with DEMESNE_SHIM_WARM=off: sandbox_create");
         char args[128];
-        json_object *m;
         int hits = 0;
 
-        c = calloc(1, sizeof(*c));
-        b = serve_start("warm-shell-off", c, env);
-        m = call_tool(c, &next_id, "sandbox_create", "{}");
-        ok(!result_is_error(m), "a server with DEMESNE_SHIM_WARM=off: sandbox_create");
-        snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
-        json_object_put(m);
         for (int i = 0; i < 4; i++)
                 hits += warm_hit(NULL);
         is_int(hits, 0, "its commands find no warm shell");
@@ -418,16 +427,10 @@ static void test_server_off(void)
 int main(void)
 {
         static const char *const env[] = { "DEMESNE_PIDS_LIMIT=16", "DEMESNE_POOL=0", NULL };
-        struct dm_backend *b;
+        struct dm_backend *b = start_with_sandbox("warm-shell", env, "sandbox_create");
         json_object *m;
         struct dm_error err = { 0 };
 
-        c = calloc(1, sizeof(*c));
-        b = serve_start("warm-shell", c, env);
-        m = call_tool(c, &next_id, "sandbox_create", "{}");
-        ok(!result_is_error(m), "sandbox_create");
-        snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id"));
-        json_object_put(m);
         /* The first warm shell is made for the container's defaults; the
          * sandbox's requests may differ (an egress proxy's env): a few
          * commands make it theirs. */
