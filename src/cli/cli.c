@@ -107,7 +107,10 @@ static const char serve_usage[] =
         "  --max-streams N            calls and GET streams in flight (64), then 429\n"
         "  --max-session-streams N    ... of one session (16)\n"
         "  --max-connections N        TCP connections (256); more are closed at once\n"
-        "  --max-connections-per-ip N ... from one client address (64)\n"
+        "  --max-connections-per-ip N calls at once from one client address (64);\n"
+        "                             more wait their turn (up to --request-timeout,\n"
+        "                             then 503 with Retry-After); one address holds\n"
+        "                             at most half of --max-connections (503 beyond)\n"
         "  --session-idle-timeout S   end a session unused for S seconds (1800)\n"
         "  --request-timeout S        close a connection that has not sent a whole\n"
         "                             request within S seconds (30)\n";

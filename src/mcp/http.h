@@ -36,10 +36,11 @@ struct dm_mcphttp_options {
         unsigned max_streams;               /* open streams (calls, GET) in the server (429 beyond) */
         unsigned max_session_streams;       /* ... in one session (429 beyond) */
         unsigned max_connections;           /* TCP connections (closed at once beyond) */
-        unsigned max_connections_per_ip;
-        unsigned session_idle_s;    /* a session unused this long is ended */
-        unsigned request_timeout_s; /* a request must arrive whole within this */
-        unsigned keepalive_s;       /* comment on a quiet stream this often */
+        unsigned max_connections_per_ip;    /* calls at once from one address (more wait their turn, then 503);
+                                               one address holds at most half of max_connections (503 beyond) */
+        unsigned session_idle_s;            /* a session unused this long is ended */
+        unsigned request_timeout_s;         /* a request must arrive whole within this */
+        unsigned keepalive_s;               /* comment on a quiet stream this often */
 
         /* For an endpoint the caller starts and stops (dm_mcphttp_start):
          * serve listen_fd, a socket that listens already (e.g. made in a
