@@ -88,7 +88,6 @@ struct http_conn {
         int fd;
         int64_t deadline_ms; /* 0 = none (a request is being answered) */
         char addr[64];       /* the client's address, without the port */
-        bool over;           /* opened past the address's share of connections: answered 503 */
         bool calling;        /* holds one of its address's call slots (dm_mcphttp_gate_enter) */
 };
 
@@ -128,9 +127,8 @@ struct dm_mcphttp {
  * (opt.max_connections_per_ip calls at once per address): past them it
  * waits for one to be given back, up to opt.request_timeout_s. 0 with the
  * slot taken; -EAGAIN when the wait ran out, -ESHUTDOWN when the server is
- * stopping, -EUSERS when conn was opened past its address's share of the
- * connections (half of opt.max_connections): the caller answers 503 with
- * Retry-After. conn NULL: 0, nothing taken. */
+ * stopping: the caller answers 503 with Retry-After. conn NULL: 0, nothing
+ * taken. */
 int dm_mcphttp_gate_enter(struct dm_mcphttp *h, struct http_conn *conn);
 /* Gives conn's slot back (none taken: nothing). */
 void dm_mcphttp_gate_leave(struct dm_mcphttp *h, struct http_conn *conn);

@@ -335,8 +335,6 @@ void dm_mcphttp_on_connection(void *cls, struct MHD_Connection *c, void **socket
         if (code == MHD_CONNECTION_NOTIFY_STARTED) {
                 const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
                 const union MHD_ConnectionInfo *peer = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-                unsigned same = 0;
-
                 conn = calloc(1, sizeof(*conn));
                 if (!conn || !info) {
                         free(conn);
@@ -350,13 +348,6 @@ void dm_mcphttp_on_connection(void *cls, struct MHD_Connection *c, void **socket
                                 conn->addr, sizeof(conn->addr), NULL, 0, NI_NUMERICHOST) != 0)
                         snprintf(conn->addr, sizeof(conn->addr), "?");
                 pthread_mutex_lock(&h->lock);
-                /* One address may hold half of the connections: the rest
-                 * stay for the others. Past that it is answered 503 (not
-                 * closed at accept, which a client cannot tell from a
-                 * crash). */
-                for (struct http_conn *x = h->conns; x; x = x->next)
-                        same += strcmp(x->addr, conn->addr) == 0;
-                conn->over = same >= (h->opt.max_connections + 1) / 2;
                 conn->deadline_ms = dm_now_ms() + (int64_t)h->opt.request_timeout_s * 1000;
                 conn->next = h->conns;
                 if (h->conns)
@@ -398,8 +389,6 @@ int dm_mcphttp_gate_enter(struct dm_mcphttp *h, struct http_conn *conn)
 
         if (!conn)
                 return 0;
-        if (conn->over)
-                return -EUSERS;
         clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_sec += h->opt.request_timeout_s ? h->opt.request_timeout_s : 30;
         pthread_mutex_lock(&h->lock);

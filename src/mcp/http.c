@@ -55,7 +55,10 @@ void dm_mcphttp_options_init(struct dm_mcphttp_options *o)
         o->max_sessions = 64;
         o->max_streams = 64;
         o->max_session_streams = 16;
-        o->max_connections = 256;
+        /* One address holds half (the rest stay for others), which must
+         * cover an SDK client's 100 calls in flight: its fetch opens up to
+         * twice as many connections while calls wait. */
+        o->max_connections = 512;
         o->max_connections_per_ip = 64;
         o->session_idle_s = 1800;
         o->request_timeout_s = 30;
@@ -574,17 +577,14 @@ static enum MHD_Result begin_request(struct dm_mcphttp *h, struct MHD_Connection
                  * still finds none is told when to come back. */
                 if (r < 0) {
                         static const char *const retry[] = { "Retry-After", "1", NULL };
-                        static const char *const retry_close[] = { "Retry-After", "1", "Connection", "close", NULL };
 
                         dm_mcphttp_refused(h, "a call from '%s': %s", rq->conn ? rq->conn->addr : "?",
-                                           r == -EUSERS ? "past its address's share of the connections"
-                                                        : "no call slot of its address came free in time");
-                        return respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, DM_RPC_INTERNAL_ERROR,
-                                             r == -EUSERS ? retry_close : retry, "%s",
-                                             r == -EUSERS ? "too many connections from this address: retry later"
-                                             : r == -ESHUTDOWN
-                                                     ? "the server is shutting down"
-                                                     : "too many calls from this address at once: retry later");
+                                           r == -ESHUTDOWN ? "the server is stopping"
+                                                           : "no call slot of its address came free in time");
+                        return respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, DM_RPC_INTERNAL_ERROR, retry, "%s",
+                                             r == -ESHUTDOWN ? "the server is shutting down"
+                                                             : "too many calls from this address at once: retry "
+                                                               "later");
                 }
 
                 if (!dm_mcphttp_media_is(header(c, "Content-Type"), "application/json"))
@@ -893,11 +893,12 @@ static int start(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, 
                         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ITC |
                                 MHD_USE_ERROR_LOG,
                         0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-                        MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                        o->request_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
-                        MHD_OPTION_THREAD_STACK_SIZE, (size_t)THREAD_STACK, MHD_OPTION_NOTIFY_COMPLETED, request_done,
-                        h, MHD_OPTION_NOTIFY_CONNECTION, dm_mcphttp_on_connection, h, MHD_OPTION_EXTERNAL_LOGGER,
-                        mhd_log, h, MHD_OPTION_END);
+                        MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                        (o->max_connections + 1) / 2, MHD_OPTION_CONNECTION_TIMEOUT, o->request_timeout_s,
+                        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_THREAD_STACK_SIZE,
+                        (size_t)THREAD_STACK, MHD_OPTION_NOTIFY_COMPLETED, request_done, h,
+                        MHD_OPTION_NOTIFY_CONNECTION, dm_mcphttp_on_connection, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+                        h, MHD_OPTION_END);
                 if (!h->daemon) {
                         r = dm_error_set(err, -EIO, "libmicrohttpd could not start on %s",
                                          o->use_listen_fd ? "a given socket" : o->listen);
