@@ -309,6 +309,9 @@ struct dm_engine_config {
  * place tried. The caller must not reap children it did not start
  * (waitpid(-1, ...)): a thread waits for the service. */
 int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret, struct dm_error *err);
+/* Whether dm_backend_open would open the OpenSandbox backend: DEMESNE_BACKEND
+ * (which) says "opensandbox", or is unset and OPEN_SANDBOX_DOMAIN is set. */
+bool dm_backend_is_opensandbox(const char *which, const struct dm_engine_env *env);
 /* NULL is fine. Stops a private service the backend started. */
 void dm_backend_free(struct dm_backend *b);
 

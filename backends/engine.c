@@ -450,6 +450,13 @@ static void tried(struct dm_buf *t, const char *what, const char *why)
         (void)dm_buf_printf(t, "%s%s (%s)", t->len ? "; " : "", what, why);
 }
 
+bool dm_backend_is_opensandbox(const char *which, const struct dm_engine_env *env)
+{
+        const char *domain = env ? env->osb_domain : NULL;
+
+        return (which && strcmp(which, "opensandbox") == 0) || ((!which || !which[0]) && domain && domain[0]);
+}
+
 int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret, struct dm_error *err)
 {
         int64_t response_max = cfg->response_max > 0 ? cfg->response_max : DEFAULT_RESPONSE_MAX;
@@ -467,14 +474,14 @@ int dm_backend_open(const struct dm_engine_config *cfg, struct dm_backend **ret,
         struct service *svc = NULL;
         int r;
 
-        const char *which = cfg->backend, *domain = env ? env->osb_domain : NULL;
+        const char *which = cfg->backend;
 
         if (which && which[0] && strcmp(which, "docker") != 0 && strcmp(which, "opensandbox") != 0)
                 return dm_error_set(err, -EINVAL,
                                     "DEMESNE_BACKEND '%s': expected 'docker' (Docker or Podman) or "
                                     "'opensandbox'",
                                     which);
-        if ((which && strcmp(which, "opensandbox") == 0) || ((!which || !which[0]) && domain && domain[0]))
+        if (dm_backend_is_opensandbox(which, env))
                 return dm_opensandbox_backend_new(response_max, cfg->opensandbox_egress, env, ret, err);
 
         /* A host named by the configuration or the environment is the user's

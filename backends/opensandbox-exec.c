@@ -346,7 +346,8 @@ static void *exec_thread(void *userdata)
         if (atomic_load(&x->abandoned) && !x->final && x->id[0]) {
                 struct dm_error e = { 0 };
                 if (interrupt(x->execd, x->id, &e) < 0)
-                        log_warning("interrupt command '%s' in sandbox '%s': %s", x->id, x->sandbox, e.msg);
+                        log_warning("interrupt command '%s' in sandbox '%s': %s", x->id, dm_osb_name(x->o, x->sandbox),
+                                    e.msg);
         }
         if (c)
                 curl_easy_cleanup(c);
@@ -415,10 +416,11 @@ int dm_osb_exec(struct dm_backend *b, const char *id, const struct dm_exec_spec 
         struct osb_exec *x;
         struct dm_curl *execd;
         sigset_t all, old;
+        char name[160];
         int sv[2], r;
 
         if (!spec->argv || !spec->argv[0])
-                return dm_error_set(err, -EINVAL, "exec in sandbox '%s': no command given", id);
+                return dm_error_set(err, -EINVAL, "exec in sandbox '%s': no command given", dm_osb_name(o, id));
         r = dm_osb_execd(o, id, &execd, err);
         if (r < 0)
                 return dm_error_wrap(err, "exec in sandbox '%s'", dm_osb_name(to_osb(b), id));
@@ -463,12 +465,14 @@ int dm_osb_exec(struct dm_backend *b, const char *id, const struct dm_exec_spec 
                 return dm_error_set(err, r, "start a thread: %s", strerror(-r));
         }
         /* The command id comes with the first event. */
+        /* The name before x->lock: dm_osb_name takes the backend's lock. */
+        snprintf(name, sizeof(name), "%s", dm_osb_name(o, id));
         pthread_mutex_lock(&x->lock);
         while (!x->started)
                 pthread_cond_wait(&x->cond, &x->lock);
         r = x->id[0] ? 0 : x->err_code ? x->err_code : -EPROTO;
         if (r < 0)
-                dm_error_set(err, r, "exec in sandbox '%s': %s", id, x->err_msg[0] ? x->err_msg : "no command id");
+                dm_error_set(err, r, "exec in sandbox '%s': %s", name, x->err_msg[0] ? x->err_msg : "no command id");
         pthread_mutex_unlock(&x->lock);
         if (r < 0) {
                 close(sv[0]);
@@ -515,7 +519,8 @@ int dm_osb_exec_exit_code(struct dm_backend *b, const char *exec_id, int *ret_ex
         pthread_mutex_unlock(&x->lock);
         r = x->err_code;
         if (r < 0)
-                dm_error_set(err, r, "command '%s' in sandbox '%s': %s", exec_id, x->sandbox, x->err_msg);
+                dm_error_set(err, r, "command '%s' in sandbox '%s': %s", exec_id, dm_osb_name(x->o, x->sandbox),
+                             x->err_msg);
         else if (!x->final)
                 r = dm_error_set(err, -EPROTO, "command '%s' was interrupted before its exit code came", exec_id);
         else

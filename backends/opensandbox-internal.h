@@ -40,6 +40,10 @@ struct osb {
         bool server_proxy;   /* reach execd through the server (OPEN_SANDBOX_USE_SERVER_PROXY) */
         size_t response_max;
         enum osb_egress egress;
+        /* The server's max_sandbox_timeout_seconds, once a create was
+         * refused for asking more (0: not known yet): later creates ask for
+         * it straight away. */
+        _Atomic long long max_ttl_s;
 
         pthread_mutex_t lock; /* guards execds and execs */
         struct execd *execds;

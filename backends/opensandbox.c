@@ -356,19 +356,27 @@ static int osb_create(struct dm_backend *b, const struct dm_container_spec *spec
         struct osb *o = to_osb(b);
         _cleanup_json_ struct json_object *body = NULL, *res = NULL;
         const char *id, *m;
+        char answer[DM_ERROR_MSG_MAX];
         long long max;
         int r;
 
         r = create_body(o->egress, spec, &body, err);
+        /* A maximum learned from an earlier refusal: ask for it now. */
+        max = atomic_load(&o->max_ttl_s);
+        if (r >= 0 && max > 0 && spec->ttl_s > max &&
+            dm_json_add(body, "timeout", json_object_new_int64(max < 60 ? 60 : max)) < 0)
+                r = dm_error_set(err, -ENOMEM, "out of memory");
         if (r >= 0)
                 r = dm_osb_api(o, "POST", "/sandboxes", body, 202, &res, err);
         /* The server's max_sandbox_timeout_seconds (86400 in its example
-         * configuration): ask once more for what it allows. The sandbox's
-         * expiresAt says what was granted; sandbox.c reads it back. */
+         * configuration): ask once more for what it allows, and remember it
+         * for the creates after this one. The sandbox's expiresAt says what
+         * was granted; sandbox.c reads it back. */
         if (r == -EINVAL && spec->ttl_s > 0 && (m = strstr(err->msg, "exceeds configured maximum of ")) &&
             sscanf(m + strlen("exceeds configured maximum of "), "%lld", &max) == 1 && max >= 60 && max < spec->ttl_s) {
                 log_info("OpenSandbox allows sandboxes %lld s at most: asking for that instead of %lld s", max,
                          (long long)spec->ttl_s);
+                atomic_store(&o->max_ttl_s, max);
                 dm_error_clear(err);
                 r = dm_json_add(body, "timeout", json_object_new_int64(max)) < 0
                             ? dm_error_set(err, -ENOMEM, "out of memory")
@@ -377,7 +385,10 @@ static int osb_create(struct dm_backend *b, const struct dm_container_spec *spec
         /* DEMESNE_OPENSANDBOX_EGRESS said there is a sidecar and the
          * server says there is none: without one the sandbox would have the
          * server's network, so refuse, and say what to configure. */
-        if (r == -EINVAL && strstr(err->msg, "egress.image must be configured"))
+        /* err->msg is also the answer quoted: copy it out first (the
+         * format's output must not be its own input). */
+        if (r == -EINVAL && strstr(err->msg, "egress.image must be configured")) {
+                snprintf(answer, sizeof(answer), "%s", err->msg);
                 return dm_error_set(err, -EOPNOTSUPP,
                                     "the OpenSandbox server has no egress sidecar configured, so it cannot enforce "
                                     "egress other than 'open', and demesne will not create a sandbox with the "
@@ -385,7 +396,8 @@ static int osb_create(struct dm_backend *b, const struct dm_container_spec *spec
                                     "\"dns+nft\" in the [egress] section of the server's config.toml, or set "
                                     "DEMESNE_OPENSANDBOX_EGRESS=none to be refused before asking (OpenSandbox "
                                     "answered: %.200s)",
-                                    err->msg);
+                                    answer);
+        }
         if (r >= 0 && (!(id = get_str(res, "id")) || dm_osb_check_id(id, err) < 0))
                 r = dm_error_set(err, -EPROTO, "OpenSandbox answered the create without a valid id");
         if (r < 0)
@@ -490,7 +502,8 @@ static int execd_lookup(struct osb *o, const char *id, struct execd **ret, struc
                 return dm_error_wrap(err, "look up the execd endpoint of sandbox '%s'", dm_osb_name(o, id));
         ep = get_str(res, "endpoint");
         if (!ep || !ep[0])
-                return dm_error_set(err, -EPROTO, "OpenSandbox answered the endpoint of '%s' without a URL", id);
+                return dm_error_set(err, -EPROTO, "OpenSandbox answered the endpoint of '%s' without a URL",
+                                    dm_osb_name(o, id));
         if (strstr(ep, "://")) {
                 if (strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0)
                         return dm_error_set(err, -EPROTO, "execd endpoint '%.200s' is not http(s)", ep);
@@ -615,11 +628,12 @@ static int osb_start(struct dm_backend *b, const char *id, struct dm_error *err)
                 if (strcmp(state, "Failed") == 0 || strcmp(state, "Terminated") == 0 ||
                     strcmp(state, "Stopping") == 0) {
                         const char *msg = get_str(get(sb, "status"), "message");
-                        return dm_error_set(err, -EIO, "sandbox '%s' is %s: %.300s", id, state, msg ? msg : "");
+                        return dm_error_set(err, -EIO, "sandbox '%s' is %s: %.300s", dm_osb_name(o, id), state,
+                                            msg ? msg : "");
                 }
                 if (dm_now_ms() >= give_up)
-                        return dm_error_set(err, -ETIMEDOUT, "sandbox '%s' still %s after %d s", id, state,
-                                            RUNNING_WAIT_MS / 1000);
+                        return dm_error_set(err, -ETIMEDOUT, "sandbox '%s' still %s after %d s", dm_osb_name(o, id),
+                                            state, RUNNING_WAIT_MS / 1000);
                 usleep(delay_ms * 1000);
                 if (delay_ms < 500)
                         delay_ms *= 2;
@@ -640,8 +654,8 @@ static int osb_start(struct dm_backend *b, const char *id, struct dm_error *err)
                 if (r >= 0)
                         r = dm_osb_status_error(err, status, &out);
                 if (dm_now_ms() >= give_up)
-                        return dm_error_wrap(err, "execd of sandbox '%s' did not answer /ping within %d s", id,
-                                             EXECD_WAIT_MS / 1000);
+                        return dm_error_wrap(err, "execd of sandbox '%s' did not answer /ping within %d s",
+                                             dm_osb_name(o, id), EXECD_WAIT_MS / 1000);
                 dm_error_clear(err);
                 usleep(delay_ms * 1000);
                 if (delay_ms < 500)

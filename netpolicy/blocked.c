@@ -30,6 +30,7 @@ const size_t dm_blocked_n_private = sizeof(dm_blocked_private) / sizeof(dm_block
 #define POOL_WHAT_FMT "the sandbox pool (%s/%d: other sandboxes and the host side of their links)"
 static uint32_t pool_net = 0x0ad50000u; /* DM_NETLINK_POOL_DEFAULT */
 static unsigned pool_prefix = 16;
+static bool pool_on = true; /* false: the backend makes no pool (dm_blocked_settings.no_pool) */
 static char pool_what[128] = "the sandbox pool (10.213.0.0/16: other sandboxes and the host side of their links)";
 static struct dm_cidr private_allowed[DM_BLOCKED_MAX_PRIVATE];
 static size_t n_private_allowed;
@@ -110,6 +111,7 @@ void dm_blocked_init(const struct dm_blocked_settings *s)
 {
         if (s->has_pool)
                 set_pool(&s->pool);
+        pool_on = !s->no_pool;
         memcpy(private_allowed, s->private_allowed, s->n_private_allowed * sizeof(*private_allowed));
         n_private_allowed = s->n_private_allowed;
 }
@@ -135,7 +137,7 @@ const char *dm_blocked_why(uint32_t addr)
         for (size_t i = 0; i < dm_blocked_n_always; i++)
                 if (inside(addr, 32, dm_blocked_always[i].net, dm_blocked_always[i].prefix))
                         return dm_blocked_always[i].what;
-        if (inside(addr, 32, pool_net, pool_prefix))
+        if (pool_on && inside(addr, 32, pool_net, pool_prefix))
                 return pool_what;
         if (operator_allows(addr, 32))
                 return NULL;
@@ -152,7 +154,7 @@ const char *dm_blocked_overlap(uint32_t net, unsigned prefix, char *buf, size_t 
                         snprintf(buf, len, "%s, which a sandbox never reaches", dm_blocked_always[i].what);
                         return buf;
                 }
-        if (overlaps(net, prefix, pool_net, pool_prefix)) {
+        if (pool_on && overlaps(net, prefix, pool_net, pool_prefix)) {
                 snprintf(buf, len, "%s, which a sandbox never reaches", pool_what);
                 return buf;
         }

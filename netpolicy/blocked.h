@@ -52,6 +52,7 @@ extern const size_t dm_blocked_n_private;
 /* The process-wide part of the blocklist, as the settings give it. */
 struct dm_blocked_settings {
         bool has_pool;       /* false: the default pool, 10.213.0.0/16 */
+        bool no_pool;        /* the backend makes no pool (OpenSandbox): nothing to block there */
         struct dm_cidr pool; /* DEMESNE_SANDBOX_SUBNET */
         size_t n_private_allowed;
         struct dm_cidr private_allowed[DM_BLOCKED_MAX_PRIVATE]; /* DEMESNE_EGRESS_ALLOW_PRIVATE */

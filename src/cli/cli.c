@@ -106,8 +106,11 @@ static const char serve_usage[] =
         "  --max-sessions N           sessions at once (64), then 503\n"
         "  --max-streams N            calls and GET streams in flight (64), then 429\n"
         "  --max-session-streams N    ... of one session (16)\n"
-        "  --max-connections N        TCP connections (256); more are closed at once\n"
-        "  --max-connections-per-ip N ... from one client address (64)\n"
+        "  --max-connections N        TCP connections (512); more are closed at once,\n"
+        "                             and so are one address's past half of them\n"
+        "  --max-connections-per-ip N calls at once from one client address (64);\n"
+        "                             more wait their turn (up to --request-timeout,\n"
+        "                             then 503 with Retry-After)\n"
         "  --session-idle-timeout S   end a session unused for S seconds (1800)\n"
         "  --request-timeout S        close a connection that has not sent a whole\n"
         "                             request within S seconds (30)\n";
@@ -557,22 +560,36 @@ static void check_dir(const char *what, const char *path, unsigned mode)
 
 /* Which seccomp mode is in force: demesne-shim's filter, or (DEMESNE_SHIM=off)
  * the engine's default profile alone. */
-static void check_shim(const struct dm_context *ctx)
+static void check_shim(struct dm_context *ctx)
 {
         const char *bin = dm_shim_binary_find(ctx->cfg.shim_path);
         char detail[PATH_MAX + 200];
+        struct dm_backend *b = NULL;
+        struct dm_error err = { 0 };
+        /* A backend whose sandboxes are elsewhere (OpenSandbox) keeps their
+         * network itself: the shim's absence costs no egress mode there. */
+        bool here = dm_context_backend(ctx, &b, &err) < 0 || dm_backend_can(b, DM_CAP_HOST_NETNS);
 
         if (ctx->cfg.shim_off) {
                 check(true, "seccomp (DEMESNE_SHIM=off)",
-                      "demesne-shim is off: commands run under the engine's default seccomp profile only, "
-                      "without demesne's filter (user namespaces, io_uring, setuid modes stay as the engine "
-                      "allows); egress other than none is unavailable",
+                      here ? "demesne-shim is off: commands run under the engine's default seccomp profile only, "
+                             "without demesne's filter (user namespaces, io_uring, setuid modes stay as the engine "
+                             "allows); egress other than none is unavailable"
+                           : "demesne-shim is off: commands run under the backend's own runtime and seccomp "
+                             "profile, without demesne's filter; egress is as the 'egress modes' line says",
                       NULL);
                 return;
         }
+        /* The backend cannot host the shim: every call would be refused. */
+        dm_error_clear(&err);
+        if (b && dm_launch_shim_mode(ctx, b, &err) == -ENOTSUP) {
+                check(false, "seccomp (demesne-shim)", err.msg,
+                      "set DEMESNE_SHIM=off (in the client's configuration too), accepting the backend's own "
+                      "seccomp profile");
+                return;
+        }
         if (!bin || access(bin, X_OK) < 0) {
-                struct dm_error err = { 0 };
-
+                dm_error_clear(&err);
                 dm_shim_binary_missing(bin, &err);
                 check(false, "seccomp (demesne-shim)", err.msg,
                       "reinstall demesne or set DEMESNE_SHIM_PATH; DEMESNE_SHIM=off runs commands under the "

@@ -231,6 +231,84 @@ static void feature(struct dm_doctor_tally *t, bool good, const char *what, cons
         t->unavailable += !good;
 }
 
+/* The limits as they reach a sandbox: the engine's cgroups, the shim's
+ * rlimits, or (a backend without a namespace here: OpenSandbox) what its
+ * API carries, which has no pids limit. */
+static void doctor_limits(struct dm_context *ctx, struct dm_backend *b, struct dm_doctor_tally *t)
+{
+        char why[512], detail[1024];
+        bool cg = dm_launch_engine_limits(ctx, why, sizeof(why));
+
+        if (!dm_backend_can(b, DM_CAP_HOST_NETNS)) {
+                feature(t, true, "memory limit (DEMESNE_MEMORY)",
+                        "sent to the server as resourceLimits.memory, applied by its runtime");
+                feature(t, true, "CPU limit (DEMESNE_CPUS)",
+                        "sent to the server as resourceLimits.cpu, applied by its runtime");
+                feature(t, false, "pids limit (DEMESNE_PIDS_LIMIT)",
+                        "not sent: the backend's API has no pids limit (only its runtime's own applies)");
+                return;
+        }
+        if (cg)
+                snprintf(detail, sizeof(detail), "applied per sandbox by the engine (cgroups)");
+        else if (dm_launch_use_shim(ctx, b))
+                snprintf(detail, sizeof(detail),
+                         "not per sandbox: %s. demesne-shim applies what it can instead: memory per process "
+                         "(RLIMIT_DATA at DEMESNE_MEMORY: a sandbox of several processes can use more), and "
+                         "the sandbox's process count (past DEMESNE_PIDS_LIMIT it kills every process of "
+                         "the sandbox)",
+                         why);
+        else
+                snprintf(detail, sizeof(detail),
+                         "none: %s, and demesne-shim (which would apply them "
+                         "per process) is off",
+                         why);
+        feature(t, cg, "memory and pids limits (DEMESNE_MEMORY, DEMESNE_PIDS_LIMIT)", detail);
+        /* A CFS quota needs a cgroup; no rlimit stands in for it. */
+        snprintf(detail, sizeof(detail),
+                 "not applied: %s; no rlimit stands in for a CPU quota: commands run at nice 10, so the host "
+                 "comes first, but a sandbox can use every idle CPU",
+                 why);
+        feature(t, cg, "CPU limit (DEMESNE_CPUS)", cg ? "applied per sandbox by the engine (CFS quota)" : detail);
+}
+
+/* The egress modes the backend accepts with this configuration, as the
+ * schemas list them (dm_egress_offer): a PROBLEM when it accepts none. */
+static void doctor_egress(struct dm_context *ctx, const char *def, struct dm_doctor_tally *t)
+{
+        struct dm_egress_offer o;
+        bool caller = ctx->cfg.allow_caller_egress;
+        char modes[256] = "", detail[1024];
+        size_t len = 0;
+
+        dm_egress_offer(ctx, &o);
+        if (o.none)
+                len += (size_t)snprintf(modes + len, sizeof(modes) - len, "%snone%s", len ? ", " : "",
+                                        o.none_reaches_dns ? " (the name servers still answer)" : "");
+        if (o.package_managers)
+                len += (size_t)snprintf(modes + len, sizeof(modes) - len, "%spackage-managers", len ? ", " : "");
+        if (o.allow && caller)
+                len += (size_t)snprintf(modes + len, sizeof(modes) - len, "%sallow lists", len ? ", " : "");
+        if (o.open && caller)
+                len += (size_t)snprintf(modes + len, sizeof(modes) - len, "%sopen", len ? ", " : "");
+        if (!len) {
+                printf("PROBLEM egress: no mode can be had, so every sandbox call is refused: %s%s\n",
+                       o.why                 ? o.why
+                       : (o.open || o.allow) ? "the only modes the backend holds ('open', allow lists) are off"
+                                             : "no egress",
+                       (o.open || o.allow) && !caller ? " (DEMESNE_ALLOW_CALLER_EGRESS is unset)" : "");
+                if (o.fix || ((o.open || o.allow) && !caller))
+                        printf("        fix: %s\n", o.fix ? o.fix : "set DEMESNE_ALLOW_CALLER_EGRESS=1");
+                t->problems++;
+                return;
+        }
+        snprintf(detail, sizeof(detail), "%s; default egress is %s%s%s%s", modes, def,
+                 (o.open || o.allow) && !caller ? "; 'open' and 'allow' need DEMESNE_ALLOW_CALLER_EGRESS=1" : "",
+                 o.why ? "; only these: " : "", o.why ? o.why : "");
+        feature(t, !o.why, "egress modes", detail);
+        if (o.why && o.fix)
+                printf("        fix: %s\n", o.fix);
+}
+
 void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_doctor_tally *t)
 {
         const char *why_a = dm_agent_unavailable(&ctx->cfg, DM_VENDOR_ANTHROPIC);
@@ -244,13 +322,7 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
         /* dm_egress_default is what the server decides, for these reasons. */
         if (!strcmp(egress, "none"))
                 no_net = dm_egress_why_none(ctx);
-        if (no_net) {
-                snprintf(detail, sizeof(detail), "unavailable, egress is none: %s", no_net);
-                feature(t, false, "egress package-managers, allowlist, open (and sandbox_research)", detail);
-        } else {
-                feature(t, true, "egress package-managers, allowlist, open (and sandbox_research)",
-                        "available; default egress is package-managers");
-        }
+        doctor_egress(ctx, egress, t);
         if (why_a && why_o)
                 snprintf(creds, sizeof(creds), "no vendor credential: Claude Code: %s; Codex: %s", why_a, why_o);
         else
@@ -286,35 +358,8 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
                                         ? "no: a sandbox's root is the host's root (DEMESNE_ALLOW_HOST_ROOT=1)"
                                         : u.detail);
         }
-        if (b) {
-                char why[512], detail2[1024];
-                bool cg = dm_launch_engine_limits(ctx, why, sizeof(why));
-
-                if (cg)
-                        snprintf(detail2, sizeof(detail2), "applied per sandbox by the engine (cgroups)");
-                else if (dm_launch_use_shim(ctx, b))
-                        snprintf(detail2, sizeof(detail2),
-                                 "not per sandbox: %s. demesne-shim applies what it can instead: memory per process "
-                                 "(RLIMIT_DATA at DEMESNE_MEMORY: a sandbox of several processes can use more), and "
-                                 "the sandbox's process count (past DEMESNE_PIDS_LIMIT it kills every process of "
-                                 "the sandbox)",
-                                 why);
-                else
-                        snprintf(detail2, sizeof(detail2),
-                                 "none: %s, and demesne-shim (which would apply them "
-                                 "per process) is off",
-                                 why);
-                feature(t, cg, "memory and pids limits (DEMESNE_MEMORY, DEMESNE_PIDS_LIMIT)", detail2);
-                /* A CFS quota needs a cgroup; no rlimit stands in for it. */
-                if (cg)
-                        snprintf(detail2, sizeof(detail2), "applied per sandbox by the engine (CFS quota)");
-                else
-                        snprintf(detail2, sizeof(detail2),
-                                 "not applied: %s; no rlimit stands in for a CPU quota: commands run at nice 10, so "
-                                 "the host comes first, but a sandbox can use every idle CPU",
-                                 why);
-                feature(t, cg, "CPU limit (DEMESNE_CPUS)", detail2);
-        }
+        if (b)
+                doctor_limits(ctx, b, t);
         if (b)
                 feature(t, dm_launch_use_shim(ctx, b), "seccomp filter (demesne-shim)",
                         dm_launch_use_shim(ctx, b) ? "on" : "off: the engine's default seccomp profile only");
@@ -363,7 +408,7 @@ static void sh_str(const char *s)
 
 /* The variables that are set, as JSON members or TOML inline-table entries
  * (json: quoted keys and ':'); false when none is set. */
-#define N_ENV 5
+#define N_ENV 12
 
 static bool print_env(const char *open, bool json, const char *const names[N_ENV], const char *const vals[N_ENV])
 {
@@ -386,17 +431,31 @@ void dm_doctor_client_config(const struct dm_context *ctx)
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
         /* What makes the client's server this one: the same engine (and so
          * this user's image store) and the same operator choices. */
-        const char *names[N_ENV] = { "DOCKER_HOST", "DEMESNE_ALLOWED_PATHS", "DEMESNE_OUTPUT_ROOT",
-                                     "DEMESNE_ALLOW_CALLER_EGRESS", "DEMESNE_HOST_MCP" };
+        const char *names[N_ENV] = {
+                "DOCKER_HOST",         "DEMESNE_ALLOWED_PATHS", "DEMESNE_OUTPUT_ROOT",  "DEMESNE_ALLOW_CALLER_EGRESS",
+                "DEMESNE_HOST_MCP",    "DEMESNE_BACKEND",       "DEMESNE_SHIM",         "DEMESNE_OPENSANDBOX_EGRESS",
+                "OPEN_SANDBOX_DOMAIN", "OPEN_SANDBOX_PROTOCOL", "OPEN_SANDBOX_API_KEY", "OPEN_SANDBOX_USE_SERVER_PROXY"
+        };
         /* The engine as the environment names it (discovery may have found
-         * it otherwise); the rest as the settings read them, when given. */
-        const char *docker_host = ctx->cfg.engine_env.docker_host;
+         * it otherwise); the rest as the settings read them, when given.
+         * OpenSandbox needs its server, its key and DEMESNE_SHIM=off (it
+         * cannot host the shim, and refuses every call without). */
+        const struct dm_engine_env *e = &ctx->cfg.engine_env;
+        bool osb = dm_backend_is_opensandbox(ctx->cfg.backend, e);
+        const char *docker_host = e->docker_host;
         const char *vals[N_ENV] = {
-                docker_host && *docker_host ? docker_host : NULL,
+                !osb && docker_host && *docker_host ? docker_host : NULL,
                 ctx->cfg.allowed_paths[0] ? ctx->cfg.allowed_paths : NULL,
                 ctx->cfg.output_root_given ? ctx->cfg.output_root : NULL,
                 ctx->cfg.allow_caller_egress ? "1" : NULL,
                 ctx->cfg.host_mcp,
+                ctx->cfg.backend && *ctx->cfg.backend ? ctx->cfg.backend : NULL,
+                ctx->cfg.shim_off || osb ? "off" : NULL,
+                osb && ctx->cfg.opensandbox_egress && *ctx->cfg.opensandbox_egress ? ctx->cfg.opensandbox_egress : NULL,
+                osb && e->osb_domain && *e->osb_domain ? e->osb_domain : NULL,
+                osb && e->osb_protocol && *e->osb_protocol ? e->osb_protocol : NULL,
+                osb && e->osb_api_key && *e->osb_api_key ? e->osb_api_key : NULL,
+                osb && e->osb_use_server_proxy && *e->osb_use_server_proxy ? e->osb_use_server_proxy : NULL,
         };
 
         if (n <= 0)

@@ -90,6 +90,47 @@ const char *dm_egress_why_none(struct dm_context *ctx)
         return NULL;
 }
 
+void dm_egress_offer(struct dm_context *ctx, struct dm_egress_offer *ret)
+{
+        struct dm_error err = { 0 };
+        struct dm_backend *b = NULL;
+        const char *mode = ctx->cfg.opensandbox_egress;
+
+        memset(ret, 0, sizeof(*ret));
+        if (dm_context_backend(ctx, &b, &err) < 0 || dm_backend_can(b, DM_CAP_HOST_NETNS)) {
+                ret->why = dm_egress_why_none(ctx);
+                ret->none = true;
+                ret->package_managers = ret->open = ret->allow = !ret->why;
+                if (ret->why && !b)
+                        ret->fix = "start the container engine";
+                else if (ret->why)
+                        ret->fix = "unset DEMESNE_SHIM (demesne-shim sets the sandbox's network up)";
+                return;
+        }
+        /* OpenSandbox: its sidecar holds the policy, or nothing does. */
+        if (!ctx->cfg.shim_off) {
+                ret->why = "the opensandbox backend cannot run demesne-shim, and refuses every call until "
+                           "DEMESNE_SHIM=off accepts the server's own seccomp profile";
+                ret->fix = "set DEMESNE_SHIM=off";
+                return;
+        }
+        ret->open = true;
+        if (mode && strcmp(mode, "dns+nft") == 0) {
+                ret->none = ret->package_managers = ret->allow = ret->none_reaches_dns = true;
+                return;
+        }
+        if (mode && strcmp(mode, "none") == 0) {
+                ret->why = "the OpenSandbox server has no egress sidecar (DEMESNE_OPENSANDBOX_EGRESS=none), so "
+                           "only 'open' (the server's own network) can be had";
+        } else {
+                ret->why = "the OpenSandbox server's egress sidecar runs in mode \"dns\" "
+                           "(DEMESNE_OPENSANDBOX_EGRESS unset or dns), which filters name lookups only, so only "
+                           "'open' (the server's own network) can be had";
+        }
+        ret->fix = "set mode = \"dns+nft\" (and an egress image) in the [egress] section of the server's "
+                   "config.toml, then DEMESNE_OPENSANDBOX_EGRESS=dns+nft";
+}
+
 /* ctx->egress. */
 struct dm_egress_host {
         pthread_mutex_t lock;   /* guards the rest */

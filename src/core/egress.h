@@ -35,6 +35,22 @@ const char *dm_egress_default(struct dm_context *ctx);
  * network: the one place that rule is written. */
 const char *dm_egress_why_none(struct dm_context *ctx);
 
+/* The egress modes a call can get on this server with its backend and
+ * configuration, before the operator's DEMESNE_ALLOW_CALLER_EGRESS (which
+ * the tools add): what the schemas list and doctor reports. */
+struct dm_egress_offer {
+        bool none, package_managers, open, allow; /* allow: an allow list under none */
+        bool none_reaches_dns; /* none still reaches name servers (OpenSandbox's sidecar lets them through) */
+        const char *why;       /* why some mode is missing (a sentence), NULL when none is */
+        const char *fix;       /* what the operator can do about it, or NULL */
+};
+/* Fills *ret. The docker backend: every mode where dm_egress_why_none is
+ * NULL, else none alone. OpenSandbox: as its egress sidecar can hold them
+ * (DEMESNE_OPENSANDBOX_EGRESS: dns+nft every mode, dns or none open
+ * alone); nothing at all while demesne-shim is asked for (DEMESNE_SHIM
+ * not off), which that backend refuses. */
+void dm_egress_offer(struct dm_context *ctx, struct dm_egress_offer *ret);
+
 /* Whether policy needs any of this (anything but plain `none`). */
 bool dm_egress_needed(const struct dm_policy *policy);
 /* True when backend b keeps its sandboxes' network itself (no namespace on

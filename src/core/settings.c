@@ -378,6 +378,8 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
                 dm_config_release(cfg);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
+        /* OpenSandbox's sandboxes live on its network, not in a pool of ours. */
+        cfg->blocked.no_pool = dm_backend_is_opensandbox(cfg->backend, &cfg->engine_env);
         cfg->engine_response_max = 16 << 20;
         cfg->max_timeout_s = 172800;
         cfg->default_timeout_s = 3600;

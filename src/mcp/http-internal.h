@@ -87,6 +87,8 @@ struct http_conn {
         struct http_conn *next, **pprev;
         int fd;
         int64_t deadline_ms; /* 0 = none (a request is being answered) */
+        char addr[64];       /* the client's address, without the port */
+        bool calling;        /* holds one of its address's call slots (dm_mcphttp_gate_enter) */
 };
 
 struct dm_mcphttp {
@@ -105,6 +107,7 @@ struct dm_mcphttp {
 
         pthread_mutex_t lock;
         pthread_cond_t tick;
+        pthread_cond_t slot_freed; /* a call slot was given back (CLOCK_MONOTONIC) */
         struct http_session *sessions;
         unsigned n_sessions;
         struct http_conn *conns;
@@ -117,6 +120,20 @@ struct dm_mcphttp {
         int64_t refused_window_ms;
         unsigned slow_closed;
 };
+
+/* ---- the per-address limits (http-session.c) ---- */
+
+/* A POST from conn takes one of its address's call slots
+ * (opt.max_connections_per_ip calls at once per address): past them it
+ * waits for one to be given back, up to opt.request_timeout_s. 0 with the
+ * slot taken; -EAGAIN when the wait ran out, -ESHUTDOWN when the server is
+ * stopping: the caller answers 503 with Retry-After. conn NULL: 0, nothing
+ * taken. */
+int dm_mcphttp_gate_enter(struct dm_mcphttp *h, struct http_conn *conn);
+/* Gives conn's slot back (none taken: nothing). */
+void dm_mcphttp_gate_leave(struct dm_mcphttp *h, struct http_conn *conn);
+/* Wakes every waiter (the server is stopping). */
+void dm_mcphttp_gate_wake(struct dm_mcphttp *h);
 
 /* ---- exchanges (http-stream.c) ---- */
 

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "src/mcp/http-guard.h"
 #include "src/mcp/http-internal.h"
@@ -332,12 +334,19 @@ void dm_mcphttp_on_connection(void *cls, struct MHD_Connection *c, void **socket
 
         if (code == MHD_CONNECTION_NOTIFY_STARTED) {
                 const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+                const union MHD_ConnectionInfo *peer = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
                 conn = calloc(1, sizeof(*conn));
                 if (!conn || !info) {
                         free(conn);
                         return;
                 }
                 conn->fd = info->connect_fd;
+                if (!peer || !peer->client_addr ||
+                    getnameinfo(peer->client_addr,
+                                peer->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                                         : sizeof(struct sockaddr_in),
+                                conn->addr, sizeof(conn->addr), NULL, 0, NI_NUMERICHOST) != 0)
+                        snprintf(conn->addr, sizeof(conn->addr), "?");
                 pthread_mutex_lock(&h->lock);
                 conn->deadline_ms = dm_now_ms() + (int64_t)h->opt.request_timeout_s * 1000;
                 conn->next = h->conns;
@@ -351,6 +360,8 @@ void dm_mcphttp_on_connection(void *cls, struct MHD_Connection *c, void **socket
                 /* libmicrohttpd closes the socket only after this returns, so
                  * the janitor never shuts down a reused descriptor. */
                 pthread_mutex_lock(&h->lock);
+                if (conn->calling)
+                        pthread_cond_broadcast(&h->slot_freed);
                 *conn->pprev = conn->next;
                 if (conn->next)
                         conn->next->pprev = conn->pprev;
@@ -358,6 +369,62 @@ void dm_mcphttp_on_connection(void *cls, struct MHD_Connection *c, void **socket
                 free(conn);
                 *socket_context = NULL;
         }
+}
+
+/* Calls from addr holding a slot now; h->lock held. */
+static unsigned calls_from(struct dm_mcphttp *h, const char *addr)
+{
+        unsigned n = 0;
+
+        for (struct http_conn *x = h->conns; x; x = x->next)
+                n += x->calling && strcmp(x->addr, addr) == 0;
+        return n;
+}
+
+int dm_mcphttp_gate_enter(struct dm_mcphttp *h, struct http_conn *conn)
+{
+        unsigned max = h->opt.max_connections_per_ip;
+        struct timespec until;
+        int r = 0;
+
+        if (!conn)
+                return 0;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += h->opt.request_timeout_s ? h->opt.request_timeout_s : 30;
+        pthread_mutex_lock(&h->lock);
+        /* Waiting here holds this connection's thread, nothing else: the
+         * connections are bounded by their own limits. */
+        while (max && !h->stopping && calls_from(h, conn->addr) >= max && r != ETIMEDOUT)
+                r = pthread_cond_timedwait(&h->slot_freed, &h->lock, &until);
+        if (h->stopping) {
+                r = -ESHUTDOWN;
+        } else if (max && calls_from(h, conn->addr) >= max) {
+                r = -EAGAIN;
+        } else {
+                conn->calling = true;
+                r = 0;
+        }
+        pthread_mutex_unlock(&h->lock);
+        return r;
+}
+
+void dm_mcphttp_gate_leave(struct dm_mcphttp *h, struct http_conn *conn)
+{
+        if (!conn)
+                return;
+        pthread_mutex_lock(&h->lock);
+        if (conn->calling) {
+                conn->calling = false;
+                pthread_cond_broadcast(&h->slot_freed);
+        }
+        pthread_mutex_unlock(&h->lock);
+}
+
+void dm_mcphttp_gate_wake(struct dm_mcphttp *h)
+{
+        pthread_mutex_lock(&h->lock);
+        pthread_cond_broadcast(&h->slot_freed);
+        pthread_mutex_unlock(&h->lock);
 }
 
 /* ---- the end of a request ---- */

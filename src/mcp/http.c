@@ -55,7 +55,10 @@ void dm_mcphttp_options_init(struct dm_mcphttp_options *o)
         o->max_sessions = 64;
         o->max_streams = 64;
         o->max_session_streams = 16;
-        o->max_connections = 256;
+        /* One address holds half (the rest stay for others), which must
+         * cover an SDK client's 100 calls in flight: its fetch opens up to
+         * twice as many connections while calls wait. */
+        o->max_connections = 512;
         o->max_connections_per_ip = 64;
         o->session_idle_s = 1800;
         o->request_timeout_s = 30;
@@ -172,6 +175,7 @@ static void request_done(void *cls, struct MHD_Connection *c, void **con_cls, en
         if (rq->ex)
                 dm_mcphttp_ex_end(h, c, rq->ex, toe);
         dm_mcphttp_conn_deadline(h, rq->conn, false);
+        dm_mcphttp_gate_leave(h, rq->conn);
         dm_buf_release(&rq->body);
         free(rq);
         *con_cls = NULL;
@@ -567,6 +571,21 @@ static enum MHD_Result begin_request(struct dm_mcphttp *h, struct MHD_Connection
         }
         if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) {
                 const char *length = header(c, "Content-Length"), *accept = header(c, "Accept");
+                int r = dm_mcphttp_gate_enter(h, rq->conn);
+
+                /* Calls past the address's share wait for a slot; what
+                 * still finds none is told when to come back. */
+                if (r < 0) {
+                        static const char *const retry[] = { "Retry-After", "1", NULL };
+
+                        dm_mcphttp_refused(h, "a call from '%s': %s", rq->conn ? rq->conn->addr : "?",
+                                           r == -ESHUTDOWN ? "the server is stopping"
+                                                           : "no call slot of its address came free in time");
+                        return respond_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, DM_RPC_INTERNAL_ERROR, retry, "%s",
+                                             r == -ESHUTDOWN ? "the server is shutting down"
+                                                             : "too many calls from this address at once: retry "
+                                                               "later");
+                }
 
                 if (!dm_mcphttp_media_is(header(c, "Content-Type"), "application/json"))
                         return respond_error(c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, NULL, DM_RPC_INVALID_REQUEST, NULL,
@@ -802,6 +821,7 @@ static void stop(struct dm_mcphttp *h, bool shutdown_server)
         pthread_mutex_lock(&h->lock);
         h->stopping = true;
         pthread_mutex_unlock(&h->lock);
+        dm_mcphttp_gate_wake(h);
         MHD_quiesce_daemon(h->daemon);
         /* Every call is cancelled (commands killed, containers removed)
          * before any connection goes. */
@@ -823,6 +843,7 @@ static void release(struct dm_mcphttp *h)
         free(h->hosts);
         pthread_mutex_destroy(&h->lock);
         pthread_cond_destroy(&h->tick);
+        pthread_cond_destroy(&h->slot_freed);
         free(h);
 }
 
@@ -846,6 +867,14 @@ static int start(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, 
         h->listen_fd = o->use_listen_fd ? o->listen_fd : -1;
         pthread_mutex_init(&h->lock, NULL);
         pthread_cond_init(&h->tick, NULL);
+        {
+                pthread_condattr_t ca;
+
+                pthread_condattr_init(&ca);
+                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+                pthread_cond_init(&h->slot_freed, &ca);
+                pthread_condattr_destroy(&ca);
+        }
         r = setup(h, o, &addr, &addr_len, err);
         /* The server's log speaks of every client's work: with more than
          * one top-level principal, no session is sent another's records.
@@ -865,7 +894,7 @@ static int start(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, 
                                 MHD_USE_ERROR_LOG,
                         0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
                         MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                        o->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, o->request_timeout_s,
+                        (o->max_connections + 1) / 2, MHD_OPTION_CONNECTION_TIMEOUT, o->request_timeout_s,
                         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_THREAD_STACK_SIZE,
                         (size_t)THREAD_STACK, MHD_OPTION_NOTIFY_COMPLETED, request_done, h,
                         MHD_OPTION_NOTIFY_CONNECTION, dm_mcphttp_on_connection, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,

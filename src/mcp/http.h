@@ -35,11 +35,12 @@ struct dm_mcphttp_options {
         unsigned max_sessions;              /* legacy sessions at once (503 beyond) */
         unsigned max_streams;               /* open streams (calls, GET) in the server (429 beyond) */
         unsigned max_session_streams;       /* ... in one session (429 beyond) */
-        unsigned max_connections;           /* TCP connections (closed at once beyond) */
-        unsigned max_connections_per_ip;
-        unsigned session_idle_s;    /* a session unused this long is ended */
-        unsigned request_timeout_s; /* a request must arrive whole within this */
-        unsigned keepalive_s;       /* comment on a quiet stream this often */
+        unsigned max_connections;           /* TCP connections (closed at once beyond); one address holds at
+                                               most half of them (its next ones closed at accept) */
+        unsigned max_connections_per_ip;    /* calls at once from one address (more wait their turn, then 503) */
+        unsigned session_idle_s;            /* a session unused this long is ended */
+        unsigned request_timeout_s;         /* a request must arrive whole within this */
+        unsigned keepalive_s;               /* comment on a quiet stream this often */
 
         /* For an endpoint the caller starts and stops (dm_mcphttp_start):
          * serve listen_fd, a socket that listens already (e.g. made in a

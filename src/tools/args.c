@@ -357,11 +357,32 @@ void dm_args_strv_free(char **v)
  * (dm_args_tailor's copies, kept by the registry the tools went into): two
  * servers in one process with different facts check and describe calls by
  * their own, and freeing one frees nothing the other uses. */
-static const char *const egress_all[] = { "none", "package-managers", "open", NULL };
-static const char *const egress_no_open[] = { "none", "package-managers", NULL };
-static const char *const egress_only_none[] = { "none", NULL };
-static const char *const alias_open[] = { "open", NULL };
-static const char *const alias_network[] = { "package-managers", "open", NULL };
+/* Every subset of the modes, by bit (1 none, 2 package-managers, 4 open),
+ * in that order: the listed ones and the rest (accepted, not listed, so
+ * that their refusal is the policy's own message). */
+static const char *const egress_sets[8][4] = {
+        { NULL },
+        { "none", NULL },
+        { "package-managers", NULL },
+        { "none", "package-managers", NULL },
+        { "open", NULL },
+        { "none", "open", NULL },
+        { "package-managers", "open", NULL },
+        { "none", "package-managers", "open", NULL },
+};
+
+/* The offer tailor works from: f's, or the one egress_default implies. */
+static struct dm_egress_offer offer_of(const struct dm_args_facts *f, bool network)
+{
+        struct dm_egress_offer o = { .none = true, .package_managers = network, .open = network, .allow = network };
+
+        return f->offer ? *f->offer : o;
+}
+
+static unsigned offered_bits(const struct dm_args_facts *f, const struct dm_egress_offer *o)
+{
+        return (o->none ? 1u : 0u) | (o->package_managers ? 2u : 0u) | (o->open && f->caller_egress ? 4u : 0u);
+}
 
 /* "/a, /b" from "/a:/b". */
 static void print_roots(struct dm_buf *b, const char *p)
@@ -382,24 +403,40 @@ static void print_roots(struct dm_buf *b, const char *p)
 
 static char *describe_egress(const struct dm_args_facts *f, bool network, const char *def)
 {
+        struct dm_egress_offer o = offer_of(f, network);
+        unsigned bits = offered_bits(f, &o);
         struct dm_buf b;
 
         dm_buf_init(&b, 65536);
-        dm_buf_printf(&b, "Network egress; the default on this server is %s. none: loopback only.", def);
-        if (network) {
-                dm_buf_printf(&b, " package-managers: the package registries through demesne's proxy "
-                                  "(HTTP_PROXY and friends set).");
-                if (f->caller_egress)
-                        dm_buf_printf(&b, " open: public addresses, NATed (never the host, other sandboxes, "
-                                          "cloud metadata or private ranges). With 'allow', none means: only "
-                                          "those entries.");
-                else
-                        dm_buf_printf(&b, " 'open' and 'allow' are off on this server (its operator can permit "
-                                          "them with DEMESNE_ALLOW_CALLER_EGRESS=1).");
-        } else {
-                dm_buf_printf(&b, " This server cannot set sandbox networks up (dm_egress_default chose none; "
-                                  "`demesne doctor` says why), so none is the only mode it offers.");
+        dm_buf_printf(&b, "Network egress; the default on this server is %s.", def);
+        if (!bits) {
+                dm_buf_printf(&b, " This server refuses every mode: %s.", o.why ? o.why : "no egress can be had");
+                return b.data;
         }
+        if (o.none && o.none_reaches_dns)
+                dm_buf_printf(&b, " none: no network but the name servers (the backend's egress sidecar lets "
+                                  "those through).");
+        else if (o.none)
+                dm_buf_printf(&b, " none: loopback only.");
+        if (o.package_managers)
+                dm_buf_printf(&b, " package-managers: the package registries%s.",
+                              f->offer && !network ? " (allowed by the backend's egress rules, every port)"
+                                                   : " through demesne's proxy (HTTP_PROXY and friends set)");
+        if (o.open && f->caller_egress)
+                dm_buf_printf(&b, " open: %s.",
+                              o.none_reaches_dns || (f->offer && !network)
+                                      ? "the backend's own network"
+                                      : "public addresses, NATed (never the host, other sandboxes, cloud metadata "
+                                        "or private ranges)");
+        if (o.allow && f->caller_egress)
+                dm_buf_printf(&b, " With 'allow', none means: only those entries.");
+        if ((o.open || o.allow) && !f->caller_egress)
+                dm_buf_printf(&b,
+                              " 'open'%s are off on this server (its operator can permit them with "
+                              "DEMESNE_ALLOW_CALLER_EGRESS=1).",
+                              o.allow ? " and 'allow'" : "");
+        if (o.why)
+                dm_buf_printf(&b, " Only these modes work here: %s.", o.why);
         return b.data;
 }
 
@@ -444,6 +481,8 @@ struct dm_args_table *dm_args_tailor(const struct dm_args_facts *f, const struct
 {
         const char *egress_default = f->egress_default ? f->egress_default : "none";
         bool network = strcmp(egress_default, "none") != 0;
+        struct dm_egress_offer offer = offer_of(f, network);
+        unsigned bits;
         size_t size = sizeof(struct dm_args_table) + n * sizeof(tmpl[0]) + strlen(egress_default) + 1;
         struct dm_args_table *t = NULL;
         char **text = calloc(n ? n : 1, sizeof(*text)), *p;
@@ -478,12 +517,13 @@ struct dm_args_table *dm_args_tailor(const struct dm_args_facts *f, const struct
                                 /* Modes the server would refuse stay accepted
                                  * (not listed), so the refusal is the
                                  * policy's own message. */
-                                s->enum_values = !network           ? egress_only_none
-                                                 : f->caller_egress ? egress_all
-                                                                    : egress_no_open;
-                                s->enum_aliases = !network ? alias_network : f->caller_egress ? NULL : alias_open;
+                                bits = offered_bits(f, &offer);
+                                /* A schema's enum is never empty: none
+                                 * stays listed where every call is refused. */
+                                s->enum_values = egress_sets[bits ? bits : 1u];
+                                s->enum_aliases = egress_sets[7u & ~(bits ? bits : 1u)];
                                 break;
-                        case DM_ARG_ROLE_ALLOW: s->hidden = !network || !f->caller_egress; break;
+                        case DM_ARG_ROLE_ALLOW: s->hidden = !offer.allow || !f->caller_egress; break;
                         default: break;
                         }
                 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "src/basic/error.h"
+#include "src/core/egress.h"
 
 /* Parameters whose truth depends on the server (dm_args_tailor). */
 enum dm_arg_role {
@@ -57,6 +58,10 @@ struct dm_vendor_env;
  * "none" and "". */
 struct dm_args_facts {
         const char *egress_default; /* dm_egress_default(ctx) */
+        /* The modes the backend accepts with this configuration
+         * (dm_egress_offer), or NULL: every mode when egress_default is not
+         * none, else none alone. */
+        const struct dm_egress_offer *offer;
         bool caller_egress;         /* 'open' and 'allow' permitted */
         const char *allowed_paths;  /* colon-separated roots, "" = none */
         const char *images;         /* which images are built here, which not (a sentence), or NULL */

@@ -108,6 +108,7 @@ out:
 void dm_tools_configure(struct dm_context *ctx, struct dm_registry *reg)
 {
         char *images;
+        struct dm_egress_offer offer = { .none = true };
         struct dm_args_facts f = {
                 .egress_default = ctx ? dm_egress_default(ctx) : "none",
                 .caller_egress = ctx && ctx->cfg.allow_caller_egress,
@@ -116,6 +117,10 @@ void dm_tools_configure(struct dm_context *ctx, struct dm_registry *reg)
                 .vendor_env = ctx ? &ctx->cfg.vendor_env : NULL,
         };
 
+        if (ctx) {
+                dm_egress_offer(ctx, &offer);
+                f.offer = &offer;
+        }
         images = describe_images(ctx);
         f.images = images;
         write_instructions(ctx, &f, reg);

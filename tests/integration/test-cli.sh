@@ -130,13 +130,13 @@ ok $? "doctor without a vendor credential says the agent tools cannot work, and 
 env -u OPENAI_API_KEY -u DEMESNE_CODEX_AUTH HOME="$tmp/home" ANTHROPIC_API_KEY=sk-test-only "$bin" doctor >"$tmp/doctor-key" 2>/dev/null
 grep -q '^feature agent tools (sandbox_agent, sandbox_research): available with Claude Code (Anthropic)$' "$tmp/doctor-key"
 ok $? "doctor with ANTHROPIC_API_KEY names the provider the agent tools use"
-grep -Eq '^(feature|unavail) egress package-managers, allowlist, open' "$tmp/doctor" &&
+grep -Eq '^(feature|unavail) egress modes: none' "$tmp/doctor" &&
 	grep -Eq '^(feature|unavail) seccomp filter \(demesne-shim\)' "$tmp/doctor"
 ok $? "doctor says whether egress and seccomp are available"
 
 # The agent tools need what egress needs (a veth for the vendor proxy), as the server decides.
 DEMESNE_SHIM=off ANTHROPIC_API_KEY=sk-test-only "$bin" doctor >"$tmp/doctor-shimoff" 2>/dev/null
-grep -q '^unavail egress package-managers, allowlist, open (and sandbox_research): unavailable, egress is none: demesne-shim is off' "$tmp/doctor-shimoff" &&
+grep -q '^unavail egress modes: none; default egress is none; only these: demesne-shim is off' "$tmp/doctor-shimoff" &&
 	grep -q '^unavail agent tools (sandbox_agent, sandbox_research): unavailable, the vendor proxy needs egress: demesne-shim is off (DEMESNE_SHIM=off) (credential found: Claude Code (Anthropic))$' "$tmp/doctor-shimoff" &&
 	! grep -q 'all checks passed' "$tmp/doctor-shimoff"
 ok $? "doctor with the shim off: egress and agent tools unavailable, with the reason and the credential found"
@@ -148,7 +148,7 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
 	runuser -u nobody -- env HOME="$tmp/nobody" DEMESNE_OUTPUT_ROOT="$tmp/nobody/out" DEMESNE_STATE_DIR="$tmp/nobody/state" \
 		DEMESNE_START_PODMAN=0 DEMESNE_ENGINE_HOST=unix:///nonexistent/engine.sock "$bin" doctor >"$tmp/doctor-nobody" 2>/dev/null
 	[ "$(sed -n 1p "$tmp/doctor-nobody")" = "account: nobody (uid $(id -u nobody), not root)" ] &&
-		grep -q '^unavail egress package-managers, allowlist, open (and sandbox_research): unavailable, egress is none: no engine' "$tmp/doctor-nobody" &&
+		grep -q '^unavail egress modes: none; default egress is none; only these: no engine' "$tmp/doctor-nobody" &&
 		grep -q '^unavail agent tools (sandbox_agent, sandbox_research): unavailable, the vendor proxy needs egress: no engine' "$tmp/doctor-nobody" &&
 		! grep -qi 'needs root\|does not run as root' "$tmp/doctor-nobody"
 	ok $? "doctor as a normal user names it, and blames the missing engine (not the account) for egress and the agent tools"

@@ -115,6 +115,104 @@ static json_object *egress_run(const char *domain, const char *key, const char *
         return m;
 }
 
+/* `demesne doctor` against the fixture with env (more VAR=value words)
+ * before it; its output in out, its exit status returned. */
+static int doctor(const char *env, const char *key, char *out, size_t size)
+{
+        char cmd[PATH_MAX + 512];
+        size_t n = 0;
+        int status = -1;
+        FILE *f;
+
+        snprintf(cmd, sizeof(cmd),
+                 "env -u DEMESNE_SHIM -u DEMESNE_ALLOW_CALLER_EGRESS DEMESNE_BACKEND=opensandbox %s "
+                 "OPEN_SANDBOX_DOMAIN='%s' OPEN_SANDBOX_API_KEY='%s' '%s' doctor 2>&1",
+                 env, fx.domain, key, getenv("DEMESNE"));
+        f = popen(cmd, "r");
+        if (f) {
+                n = fread(out, 1, size - 1, f);
+                status = pclose(f);
+        }
+        out[n] = '\0';
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* sandbox_script's egress parameter and its allow parameter (NULL when
+ * not advertised), as a server with DEMESNE_OPENSANDBOX_EGRESS=mode and
+ * DEMESNE_ALLOW_CALLER_EGRESS=caller lists them; *ret_enum the egress
+ * enum joined by ','. The tools/list answer, for the caller to put. */
+static json_object *schema_with(const char *domain, const char *key, const char *mode, bool caller,
+                                json_object **ret_egress, json_object **ret_allow, char *ret_enum, size_t size)
+{
+        struct child *ch;
+        json_object *m = NULL, *props = NULL, *e;
+        size_t len = 0;
+
+        setenv("DEMESNE_OPENSANDBOX_EGRESS", mode, 1);
+        if (caller)
+                setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
+        else
+                unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
+        *ret_egress = *ret_allow = NULL;
+        ret_enum[0] = '\0';
+        ch = serve_with(domain, key);
+        if (ch) {
+                send_line(ch, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}");
+                m = recv_response(ch, 1, 30000, NULL);
+                finish(ch, 30000);
+                free(ch);
+        }
+        for (size_t i = 0; m && i < json_object_array_length(path(m, "result", "tools", NULL)); i++) {
+                json_object *t = json_object_array_get_idx(path(m, "result", "tools", NULL), i);
+
+                if (strcmp(str_at(t, "name"), "sandbox_script") == 0)
+                        props = path(t, "inputSchema", "properties", NULL);
+        }
+        if (props) {
+                json_object_object_get_ex(props, "egress", ret_egress);
+                json_object_object_get_ex(props, "allow", ret_allow);
+        }
+        e = *ret_egress ? path(*ret_egress, "enum", NULL, NULL) : NULL;
+        for (size_t i = 0; e && i < json_object_array_length(e) && len < size; i++)
+                len += (size_t)snprintf(ret_enum + len, size - len, "%s%s", i ? "," : "",
+                                        json_object_get_string(json_object_array_get_idx(e, i)));
+        unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
+        setenv("DEMESNE_OPENSANDBOX_EGRESS", "dns+nft", 1);
+        return m;
+}
+
+/* The schemas list what the server's sidecar can hold, as doctor does. */
+static void schemas(const char *domain, const char *key)
+{
+        json_object *m, *eg, *allow;
+        char en[128];
+        const char *d;
+
+        m = schema_with(domain, key, "dns+nft", true, &eg, &allow, en, sizeof(en));
+        is_str(en, "none,package-managers,open", "dns+nft with caller egress: every mode listed");
+        ok(allow != NULL, "and 'allow' is advertised");
+        d = eg ? str_at(eg, "description") : NULL;
+        if (!ok(d && !strstr(d, "loopback only") && strstr(d, "no network but the name servers"),
+                "and none is not called loopback only: the sidecar lets the name servers through"))
+                diag("description: %s", d ? d : "(none)");
+        json_object_put(m);
+        m = schema_with(domain, key, "dns+nft", false, &eg, &allow, en, sizeof(en));
+        is_str(en, "none,package-managers", "dns+nft without caller egress: none and package-managers");
+        ok(allow == NULL, "and no 'allow'");
+        json_object_put(m);
+        m = schema_with(domain, key, "dns", true, &eg, &allow, en, sizeof(en));
+        is_str(en, "open", "dns with caller egress: open alone (none would be refused)");
+        ok(allow == NULL, "and no 'allow' (refused in mode dns)");
+        d = eg ? str_at(eg, "description") : NULL;
+        ok(d && strstr(d, "filters name lookups only"), "and the description says why");
+        json_object_put(m);
+        m = schema_with(domain, key, "none", false, &eg, &allow, en, sizeof(en));
+        d = eg ? str_at(eg, "description") : NULL;
+        ok(d && strstr(d, "This server refuses every mode"),
+           "no sidecar, no caller egress: the description says every mode is refused");
+        json_object_put(m);
+}
+
 static bool ran(json_object *m)
 {
         const char *out = str_at(structured(m), "stdout");
@@ -179,6 +277,25 @@ static void egress_modes(const char *key, const char *state_file)
         is_str(policy_at(st, 2, got, sizeof(got)), want, "dns+nft: package-managers sends the proxy's package hosts");
         json_object_put(st);
 
+        /* The sandbox pool (10.213.0.0/16) is the docker backend's: no
+         * sandbox of this backend lives there, so a private range the
+         * operator allows is not refused for overlapping it. */
+        setenv("DEMESNE_EGRESS_ALLOW_PRIVATE", "10.0.0.0/8", 1);
+        m = egress_run(ex.domain, key, "dns+nft", "none", "[\"10.0.0.0/8\"]");
+        unsetenv("DEMESNE_EGRESS_ALLOW_PRIVATE");
+        if (!ok(ran(m), "dns+nft: allow 10.0.0.0/8 (allowed private) runs: no docker sandbox pool here"))
+                diag("got %s", json_object_to_json_string(m));
+        json_object_put(m);
+        st = os_fixture_stats(&ex);
+        is_str(policy_at(st, 3, got, sizeof(got)),
+               "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\",\"target\":\"10.0.0.0\\/8\"}]}",
+               "and 10.0.0.0/8 is sent as the allow rule");
+        json_object_put(st);
+        /* Loopback is still nobody's to allow. */
+        m = egress_run(ex.domain, key, "dns+nft", "none", "[\"127.0.0.0/8\"]");
+        ok(result_error_says(m, "loopback"), "dns+nft: allow 127.0.0.0/8 is still refused");
+        json_object_put(m);
+
         /* A port cannot be said: refused rather than widened. */
         m = egress_run(ex.domain, key, "dns+nft", "none", "[\"example.com:443\"]");
         ok(result_error_says(m, "carry no port"), "dns+nft: an allow entry with a port is refused, saying why");
@@ -219,8 +336,8 @@ static void egress_modes(const char *key, const char *state_file)
 
         st = os_fixture_stats(&ex);
         n = n_policies(st);
-        is_int((int64_t)n, 3, "only the three runs that hold sent a policy");
-        is_int(int_at(st, "created"), 5, "and the refused ones made no sandbox (3 with a policy, 2 open)");
+        is_int((int64_t)n, 4, "only the four runs that hold sent a policy");
+        is_int(int_at(st, "created"), 6, "and the refused ones made no sandbox (4 with a policy, 2 open)");
         is_int(int_at(st, "created_without_policy"), 2, "open made its sandboxes without a policy");
         json_object_put(st);
 
@@ -389,6 +506,33 @@ int main(void)
                                 : -1;
                 ok(span > 86000 && span <= 86400, "expires_at is the server's maximum after created_at (%lld s)", span);
         }
+        json_object_put(m);
+        /* The server's maximum is remembered: a second create asks for it
+         * straight away (the fixture counts the refusals). */
+        m = call("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\"}");
+        ok(!result_is_error(m), "a second sandbox_create with the default TTL");
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", str_at(structured(m), "sandbox_id"));
+        json_object_put(m);
+        m = call("sandbox_destroy", args);
+        json_object_put(m);
+        st = os_fixture_stats(&fx);
+        is_int(int_at(st, "timeout_refused"), 1, "the server refused the TTL once, not once per create");
+        json_object_put(st);
+        /* A sandbox the server cannot start: the error names demesne's
+         * sandbox, not only OpenSandbox's UUID. */
+        {
+                char cmd[512];
+
+                snprintf(cmd, sizeof(cmd),
+                         "curl -sf -X POST -H 'OPEN-SANDBOX-API-KEY: %s' 'http://%s/fixture/fail-next' >/dev/null", key,
+                         fx.domain);
+                is_int(system(cmd), 0, "the fixture will fail the next sandbox");
+        }
+        m = call("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\"}");
+        if (!ok(result_error_says(m, "sandbox 'sbx-") && result_error_says(m, " (OpenSandbox ") &&
+                        result_error_says(m, "' is Failed"),
+                "a sandbox that failed to start is named by its sbx- id"))
+                diag("got %s", json_object_to_json_string(m));
         json_object_put(m);
         /* execd keeps /command open a second after the final event: a
          * command must not wait for that. One exec may be slow on a loaded
@@ -569,6 +713,11 @@ int main(void)
                 if (os_fixture_start_with(&bare, key, bare_state, false, 86400) == 0) {
                         bad_config(bare.domain, key, "[egress] section of the server's config.toml",
                                    "no egress sidecar on the server: egress none refused, naming what to configure");
+                        /* The server's own sentence survives in demesne's. */
+                        bad_config(bare.domain, key,
+                                   "OpenSandbox answered: OpenSandbox answered 400 SANDBOX::INVALID_PARAMETER: "
+                                   "egress.image must be configured when networkPolicy is provided.",
+                                   "and the error carries the server's answer");
                         st = os_fixture_stats(&bare);
                         is_int(int_at(st, "created"), 0, "and no sandbox was made without a policy");
                         json_object_put(st);
@@ -602,6 +751,7 @@ int main(void)
                 }
         }
         egress_modes(key, state_file);
+        schemas(fx.domain, key);
         bad_config(fx.domain, "wrong-key", "401", "a wrong API key: the server's 401 in the error");
         bad_config("127.0.0.1:1", key, "not reachable", "a dead server: not reachable");
         bad_config("http://x:1", key, "OPEN_SANDBOX_PROTOCOL", "a scheme in OPEN_SANDBOX_DOMAIN: says where it goes");
@@ -629,20 +779,21 @@ int main(void)
 
         /* doctor names the server and what the backend lacks. */
         {
-                char cmd[PATH_MAX + 256], out[8192] = "";
-                FILE *f;
-                size_t n = 0;
+                char out[16384] = "";
 
-                snprintf(cmd, sizeof(cmd),
-                         "DEMESNE_BACKEND=opensandbox DEMESNE_SHIM=off OPEN_SANDBOX_DOMAIN='%s' "
-                         "OPEN_SANDBOX_API_KEY='%s' '%s' doctor 2>&1",
-                         fx.domain, key, getenv("DEMESNE"));
-                f = popen(cmd, "r");
-                if (f) {
-                        n = fread(out, 1, sizeof(out) - 1, f);
-                        pclose(f);
-                }
-                out[n] = '\0';
+                is_int(doctor("DEMESNE_SHIM=off DEMESNE_OPENSANDBOX_EGRESS=dns+nft", key, out, sizeof(out)), 0,
+                       "doctor with DEMESNE_SHIM=off and dns+nft: exit 0");
+                ok(strstr(out, "feature egress modes: none (the name servers still answer), package-managers; "
+                               "default egress is none; 'open' and 'allow' need DEMESNE_ALLOW_CALLER_EGRESS=1") != NULL,
+                   "doctor lists the modes a dns+nft sidecar holds");
+                ok(strstr(out, "unavail pids limit (DEMESNE_PIDS_LIMIT): not sent") &&
+                           !strstr(out, "memory and pids limits"),
+                   "doctor claims no pids limit demesne does not send");
+                ok(strstr(out, "-e DEMESNE_SHIM='off'") && strstr(out, "-e OPEN_SANDBOX_DOMAIN=") &&
+                           strstr(out, "-e OPEN_SANDBOX_API_KEY=") && strstr(out, "-e DEMESNE_BACKEND='opensandbox'") &&
+                           strstr(out, "\"DEMESNE_OPENSANDBOX_EGRESS\": \"dns+nft\"") &&
+                           strstr(out, "OPEN_SANDBOX_DOMAIN = \""),
+                   "the client snippets carry the OpenSandbox variables and DEMESNE_SHIM=off");
                 ok(strstr(out, "container engine: opensandbox (lifecycle API v1) at") != NULL,
                    "doctor names the OpenSandbox server");
                 /* (doctor's own lines start with "ok": never echo them as TAP.) */
@@ -651,6 +802,23 @@ int main(void)
                         "and what the backend lacks"))
                         for (char *save = NULL, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
                                 diag("doctor: %s", l);
+                /* DEMESNE_SHIM unset: every call would be refused. */
+                ok(doctor("DEMESNE_OPENSANDBOX_EGRESS=dns+nft", key, out, sizeof(out)) != 0,
+                   "doctor without DEMESNE_SHIM=off: exits non-zero");
+                ok(strstr(out, "PROBLEM seccomp (demesne-shim): the opensandbox backend cannot run demesne-shim") &&
+                           strstr(out, "fix: set DEMESNE_SHIM=off") && !strstr(out, "seccomp (demesne-shim): on"),
+                   "and says what is wrong, not 'on'");
+                ok(strstr(out, "-e DEMESNE_SHIM='off'") != NULL, "its snippet carries DEMESNE_SHIM=off");
+                /* A sidecar in mode dns holds nothing but open. */
+                doctor("DEMESNE_SHIM=off DEMESNE_OPENSANDBOX_EGRESS=dns DEMESNE_ALLOW_CALLER_EGRESS=1", key, out,
+                       sizeof(out));
+                if (!ok(strstr(out, "unavail egress modes: open; default egress is none; only these:") &&
+                                strstr(out, "filters name lookups only"),
+                        "dns: doctor lists open alone, and why"))
+                        diag("%s", out);
+                ok(doctor("DEMESNE_SHIM=off DEMESNE_OPENSANDBOX_EGRESS=none", key, out, sizeof(out)) != 0 &&
+                           strstr(out, "PROBLEM egress: no mode can be had"),
+                   "no sidecar and no caller egress: no mode works, doctor exits non-zero saying so");
         }
         st = os_fixture_stats(&fx);
         ok(st && int_at(st, "proxied") > 0, "execd was reached through the server proxy (%lld requests)",
