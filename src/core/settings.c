@@ -262,6 +262,26 @@ void dm_engine_env_release(struct dm_engine_env *env)
         }
 }
 
+/* The engine's and the host's switches: 1 or 0, anything else an error. */
+static int host_flags(struct dm_config *cfg, struct dm_error *err)
+{
+        const char *v = getenv("DEMESNE_START_PODMAN");
+
+        cfg->may_start_podman = !(v && strcmp(v, "0") == 0);
+        v = getenv("DEMESNE_ALLOW_HOST_ROOT");
+        if (v && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+                return dm_error_set(err, -EINVAL, "DEMESNE_ALLOW_HOST_ROOT='%s' must be 1 (allow) or 0 (refuse)", v);
+        cfg->allow_host_root = v && strcmp(v, "1") == 0;
+        v = getenv("DEMESNE_EGRESS_NETNS");
+        if (v && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+                return dm_error_set(err, -EINVAL,
+                                    "DEMESNE_EGRESS_NETNS='%s' must be 1 (listeners in the sandbox's "
+                                    "namespace) or 0 (a veth pair when root)",
+                                    v);
+        cfg->egress_in_netns = v && strcmp(v, "1") == 0;
+        return 0;
+}
+
 int dm_config_load(struct dm_config *cfg, struct dm_error *err)
 {
         char path[PATH_MAX];
@@ -335,25 +355,11 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
                 dm_config_release(cfg);
                 return r;
         }
-        start = getenv("DEMESNE_START_PODMAN");
-        cfg->may_start_podman = !(start && strcmp(start, "0") == 0);
-        start = getenv("DEMESNE_ALLOW_HOST_ROOT");
-        if (start && *start && strcmp(start, "0") != 0 && strcmp(start, "1") != 0) {
-                r = dm_error_set(err, -EINVAL, "DEMESNE_ALLOW_HOST_ROOT='%s' must be 1 (allow) or 0 (refuse)", start);
+        r = host_flags(cfg, err);
+        if (r < 0) {
                 dm_config_release(cfg);
                 return r;
         }
-        cfg->allow_host_root = start && strcmp(start, "1") == 0;
-        start = getenv("DEMESNE_EGRESS_NETNS");
-        if (start && *start && strcmp(start, "0") != 0 && strcmp(start, "1") != 0) {
-                r = dm_error_set(err, -EINVAL,
-                                 "DEMESNE_EGRESS_NETNS='%s' must be 1 (listeners in the sandbox's "
-                                 "namespace) or 0 (a veth pair when root)",
-                                 start);
-                dm_config_release(cfg);
-                return r;
-        }
-        cfg->egress_in_netns = start && strcmp(start, "1") == 0;
 
         if ((r = env_size("DEMESNE_MEMORY", 2LL << 30, 6LL << 20, INT64_MAX / 2, &cfg->memory_bytes, err)) < 0 ||
             (r = env_size("DEMESNE_PIDS_LIMIT", 512, 16, 1 << 22, &cfg->pids_limit, err)) < 0 ||
