@@ -159,7 +159,7 @@ static int sandbox_launch(struct dm_context *ctx, const struct dm_sandbox_create
         m->mounts[m->n_mounts++] = (struct dm_mount){ .host = sb->workspace, .target = "/workspace" };
         struct dm_container_spec spec = {
                 .name = sb->id,
-                .image = dm_image_ref(m->img),
+                .image = req->image_ref ? req->image_ref : dm_image_ref(m->img),
                 .argv = sleep_argv,
                 .env = req->env,
                 .workdir = "/out",
@@ -261,7 +261,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                 r = dm_error_set(err, -ENOTSUP,
                                  "egress other than 'none' needs demesne-shim, which is off "
                                  "(DEMESNE_SHIM=off) or which this backend cannot mount");
-        if (r >= 0)
+        if (r >= 0 && !req->image_ref)
                 r = dm_image_require(m.b, m.img, ctx->cfg.images_autobuild, &watch, err);
         if (r >= 0)
                 r = dm_sandbox_dir(ctx, dir, sizeof(dir), err);
@@ -421,6 +421,10 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
         }
         if (r < 0)
                 return r;
+        /* Paused by hand (or by a server that died before its record
+         * said so): what the engine says wins. */
+        if (strcmp(info.status, "paused") == 0)
+                sb->paused = true;
         if (!info.running) {
                 pthread_mutex_lock(&ctx->sandboxes->destroy_lock);
                 if (destroying_locked(ctx, id)) {
@@ -569,6 +573,9 @@ static int sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, con
         int r;
 
         memset(res, 0, sizeof(*res));
+        /* Its shim is frozen too: the command would wait for its timeout. */
+        if (sb->paused)
+                return dm_error_set(err, -EAGAIN, "sandbox '%s' is paused: sandbox_resume it first", sb->id);
         r = dm_launch_check_workdir(xreq.cwd, err);
         if (r < 0)
                 return r;
