@@ -478,11 +478,16 @@ static void reap_one(struct dm_context *ctx, const char *id, void *ud)
         (*(int *)ud)++;
 }
 
+static int sweep_images(struct dm_context *ctx);
+
 int dm_snapshot_reap_expired(struct dm_context *ctx)
 {
         int n = 0;
 
         each(ctx, reap_one, &n);
+        /* And the images of deleted snapshots that sandboxes still ran
+         * from when they were deleted, once those are gone. */
+        sweep_images(ctx);
         return n;
 }
 

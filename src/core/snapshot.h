@@ -83,7 +83,9 @@ int dm_snapshot_delete(struct dm_context *ctx, const char *principal, const char
 json_object *dm_snapshot_list(struct dm_context *ctx, const char *principal);
 json_object *dm_snapshot_describe(const struct dm_snapshot *s);
 
-/* Deletes every snapshot whose TTL has run out; returns how many. */
+/* Deletes every snapshot whose TTL has run out, and removes the images of
+ * deleted ones that no container uses any longer; returns how many
+ * snapshots went. */
 int dm_snapshot_reap_expired(struct dm_context *ctx);
 
 /* What a dead server left: snapshots it was taking, and images of this
