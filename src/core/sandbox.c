@@ -425,7 +425,7 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
          * said so): what the engine says wins. */
         if (strcmp(info.status, "paused") == 0)
                 sb->paused = true;
-        if (!info.running) {
+        else if (!info.running) {
                 pthread_mutex_lock(&ctx->sandboxes->destroy_lock);
                 if (destroying_locked(ctx, id)) {
                         pthread_mutex_unlock(&ctx->sandboxes->destroy_lock);
