@@ -100,6 +100,8 @@ struct dm_commit_spec {
         const char *repo; /* "localhost/demesne-snapshot" */
         const char *tag;
         const char *const *labels;
+        const char *const *env_clear; /* variable names ([A-Z0-9_]) set to "" in the image's
+                                         environment: secrets of the container's own */
 };
 
 /* One image as the engine lists it. */
@@ -236,7 +238,8 @@ struct dm_backend_ops {
         int (*pause)(struct dm_backend *b, const char *id, struct dm_error *err);
         int (*unpause)(struct dm_backend *b, const char *id, struct dm_error *err);
         /* The container's root file system (not its mounts) as a new image,
-         * the container paused while the engine copies it. */
+         * the container paused while the engine copies it; where the engine
+         * cannot pause (rootless Podman, cgroup v1), copied as it runs. */
         int (*commit)(struct dm_backend *b, const char *id, const struct dm_commit_spec *spec, char **ret_image_id,
                       struct dm_error *err);
         /* One image by reference or id; its size and labels. -ENOENT when

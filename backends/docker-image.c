@@ -13,6 +13,7 @@
 #include "backends/json.h"
 #include "src/basic/buf.h"
 #include "src/basic/cleanup.h"
+#include "src/basic/log.h"
 #include "src/basic/timeutil.h"
 #include "src/basic/uri.h"
 
@@ -113,9 +114,10 @@ int dm_docker_unpause(struct dm_backend *b, const char *id, struct dm_error *err
         return pause_call(b, id, false, err);
 }
 
-/* "changes=LABEL key=\"value\"" for each label: Podman 4.3's compat commit
- * ignores the body's Labels, and both engines take Dockerfile changes. */
-static int commit_query(const char *id, const struct dm_commit_spec *spec, char **ret, struct dm_error *err)
+/* "changes=LABEL key=\"value\"" for each label, "changes=ENV NAME=\"\"" for
+ * each variable to clear: Podman 4.3's compat commit ignores the body's
+ * Labels, and both engines take Dockerfile changes. */
+static int commit_query(const char *id, const struct dm_commit_spec *spec, bool pause, char **ret, struct dm_error *err)
 {
         _cleanup_free_ char *repo = dm_uri_escape(spec->repo, "/"), *tag = dm_uri_escape(spec->tag, "");
         _cleanup_(buf_releasep) struct dm_buf q = { 0 };
@@ -124,7 +126,7 @@ static int commit_query(const char *id, const struct dm_commit_spec *spec, char 
         if (!repo || !tag)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         dm_buf_init(&q, 64 << 10);
-        r = dm_buf_printf(&q, "/commit?container=%s&repo=%s&tag=%s&pause=true", id, repo, tag);
+        r = dm_buf_printf(&q, "/commit?container=%s&repo=%s&tag=%s&pause=%s", id, repo, tag, pause ? "true" : "false");
         for (size_t i = 0; r >= 0 && spec->labels && spec->labels[i]; i++) {
                 const char *kv = spec->labels[i], *eq = strchr(kv, '=');
                 _cleanup_free_ char *change = NULL, *esc = NULL;
@@ -138,16 +140,30 @@ static int commit_query(const char *id, const struct dm_commit_spec *spec, char 
                         return dm_error_set(err, -ENOMEM, "out of memory");
                 r = dm_buf_printf(&q, "&changes=%s", esc);
         }
+        for (size_t i = 0; r >= 0 && spec->env_clear && spec->env_clear[i]; i++) {
+                const char *name = spec->env_clear[i];
+
+                if (!name[0] || strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(name))
+                        return dm_error_set(err, -EINVAL, "invalid environment variable name '%s'", name);
+                /* "ENV NAME=\"\"", escaped. */
+                r = dm_buf_printf(&q, "&changes=ENV%%20%s%%3D%%22%%22", name);
+        }
         if (r < 0 || !(*ret = dm_buf_steal(&q)))
                 return dm_error_set(err, -E2BIG, "image labels too long");
         return 0;
+}
+
+/* Rootless Podman on cgroup v1 cannot pause, so neither can it commit
+ * with pause=true; it commits a running container. */
+static bool cannot_pause(const struct dm_error *err)
+{
+        return strstr(err->msg, "pause") && (strstr(err->msg, "cgroup") || strstr(err->msg, "rootless"));
 }
 
 int dm_docker_commit(struct dm_backend *b, const char *id, const struct dm_commit_spec *spec, char **ret_image_id,
                      struct dm_error *err)
 {
         _cleanup_json_ struct json_object *o = NULL;
-        _cleanup_free_ char *path = NULL;
         const char *image_id;
         int r = dm_docker_check_ref("container id", id, err);
 
@@ -155,12 +171,21 @@ int dm_docker_commit(struct dm_backend *b, const char *id, const struct dm_commi
                 r = dm_docker_check_ref("image tag", spec->tag, err);
         if (r >= 0)
                 r = check_image_ref(spec->repo, err);
-        if (r >= 0)
-                r = commit_query(id, spec, &path, err);
-        /* Podman wants a body (its decoder fails on none); {} is an empty
-         * container config for both. */
-        if (r >= 0)
-                r = dm_docker_call(b, "POST", "{}", COMMIT_TIMEOUT_MS, OK(201, 200), NULL, &o, err, path);
+        /* Paused for the copy where the engine can (a consistent file
+         * system), else taken as it runs. Podman wants a body (its decoder
+         * fails on none); {} is an empty container config for both. */
+        for (int pause = 1; r >= 0; pause = 0) {
+                _cleanup_free_ char *path = NULL;
+
+                r = commit_query(id, spec, pause, &path, err);
+                if (r >= 0)
+                        r = dm_docker_call(b, "POST", "{}", COMMIT_TIMEOUT_MS, OK(201, 200), NULL, &o, err, path);
+                if (r >= 0 || !pause || !cannot_pause(err))
+                        break;
+                log_info("commit container '%.12s': the engine cannot pause it (%s); committing it running", id,
+                         err->msg);
+                dm_error_clear(err);
+        }
         if (r < 0)
                 return dm_error_wrap(err, "commit container '%s'", id);
         image_id = json_object_get_string(json_object_object_get(o, "Id"));

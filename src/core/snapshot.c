@@ -275,8 +275,13 @@ static int take_root(struct dm_context *ctx, struct dm_backend *b, const struct 
         snprintf(l_image, sizeof(l_image), LABEL_SNAPSHOT ".image=%s", s->image);
         snprintf(l_egress, sizeof(l_egress), LABEL_SNAPSHOT ".egress=%s", s->egress);
         snprintf(l_created, sizeof(l_created), LABEL_SNAPSHOT ".created=%lld", (long long)s->created_at);
+        /* A nested sandbox's endpoint token is in its container's
+         * environment: it stays out of the image (a sandbox made from it
+         * gets its own, or none). */
+        static const char *const env_clear[] = { "DEMESNE_MCP_TOKEN", "DEMESNE_MCP_URL", NULL };
         r = b->ops->commit(b, sb->container,
-                           &(struct dm_commit_spec){ .repo = DM_SNAPSHOT_REPO, .tag = s->id, .labels = labels },
+                           &(struct dm_commit_spec){
+                                   .repo = DM_SNAPSHOT_REPO, .tag = s->id, .labels = labels, .env_clear = env_clear },
                            &image_id, err);
         if (r < 0)
                 return r;

@@ -377,6 +377,15 @@ static void paused_and_back(const char *src)
         frozen = read_count(src);
         usleep(1500 * 1000); /* a lower bound: fifteen counts' time */
         is_int(read_count(src), frozen, "while paused it does not count");
+        {
+                char snap[64];
+
+                args_of(args, sizeof(args), "sandbox_id", src);
+                make("sandbox_snapshot", args, "snapshot_id", snap, sizeof(snap));
+                ok(snap[0], "a paused sandbox can be snapshotted (%s)", snap);
+                args_of(args, sizeof(args), "snapshot_id", snap);
+                json_object_put(call("sandbox_destroy", args));
+        }
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo no\"}", src);
         m = call("sandbox_exec", args);
         ok(result_error_says(m, "is paused") && result_error_says(m, "sandbox_resume"),
@@ -391,6 +400,33 @@ static void paused_and_back(const char *src)
         json_object_put(m);
         after = count_after(src, frozen, slack_ms(30000));
         ok(after > frozen, "it counts on from where it stopped, not anew (%ld, then %ld)", frozen, after);
+}
+
+/* A nested sandbox's container environment holds its endpoint's token: a
+ * sandbox from its snapshot must not have it. */
+static void nested_source(void)
+{
+        char nested[64], snap[64], from[64], args[256];
+        char *s;
+
+        make("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\",\"nested\":true}", "sandbox_id", nested,
+             sizeof(nested));
+        s = exec_out(nested, "echo x${DEMESNE_MCP_TOKEN:+set}x");
+        is_str(s, "xsetx\n", "a nested sandbox has its endpoint's token in its environment");
+        free(s);
+        args_of(args, sizeof(args), "sandbox_id", nested);
+        make("sandbox_snapshot", args, "snapshot_id", snap, sizeof(snap));
+        args_of(args, sizeof(args), "snapshot_id", snap);
+        make("sandbox_create", args, "sandbox_id", from, sizeof(from));
+        s = exec_out(from, "echo x${DEMESNE_MCP_TOKEN}${DEMESNE_MCP_URL}x");
+        is_str(s, "xx\n", "a sandbox from its snapshot has neither the token nor the URL");
+        free(s);
+        args_of(args, sizeof(args), "sandbox_id", from);
+        json_object_put(call("sandbox_destroy", args));
+        args_of(args, sizeof(args), "sandbox_id", nested);
+        json_object_put(call("sandbox_destroy", args));
+        args_of(args, sizeof(args), "snapshot_id", snap);
+        json_object_put(call("sandbox_destroy", args));
 }
 
 /* A second server with a TTL of 2 s: its snapshot goes by itself. */
@@ -502,6 +538,7 @@ int main(void)
         }
 
         pausing(src);
+        nested_source();
         ttl(src);
         orphan_image(src);
 
