@@ -75,13 +75,17 @@ static const char *state_status(struct dm_backend *b, const char *id)
  * words name cgroups; ours say what would make it work. */
 static int pause_refused(const char *id, bool pause, struct dm_error *err)
 {
+        char said[320];
+
         if (!strstr(err->msg, "cgroup") && !strstr(err->msg, "rootless") && !strstr(err->msg, "freezer"))
                 return dm_error_wrap(err, "%s container '%s'", pause ? "pause" : "unpause", id);
+        /* The engine's words, copied: err is written below. */
+        snprintf(said, sizeof(said), "%.300s", err->msg);
         return dm_error_set(err, -EOPNOTSUPP,
                             "this engine cannot %s containers: it needs the cgroup freezer, which rootless Podman "
                             "only has on cgroup v2 (this host runs cgroup v1 or a hybrid layout); use rootful Podman "
-                            "or dockerd, or boot with systemd.unified_cgroup_hierarchy=1 (engine said: %.300s)",
-                            pause ? "pause" : "unpause", err->msg);
+                            "or dockerd, or boot with systemd.unified_cgroup_hierarchy=1 (engine said: %s)",
+                            pause ? "pause" : "unpause", said);
 }
 
 static int pause_call(struct dm_backend *b, const char *id, bool pause, struct dm_error *err)
@@ -185,6 +189,7 @@ int dm_docker_commit(struct dm_backend *b, const char *id, const struct dm_commi
                 log_info("commit container '%.12s': the engine cannot pause it (%s); committing it running", id,
                          err->msg);
                 dm_error_clear(err);
+                r = 0;
         }
         if (r < 0)
                 return dm_error_wrap(err, "commit container '%s'", id);
