@@ -38,6 +38,13 @@ static int set_paused(struct dm_context *ctx, struct dm_sandbox *sb, bool pause,
         return 0;
 }
 
+int dm_sandbox_check_awake(const struct dm_sandbox *sb, struct dm_error *err)
+{
+        if (!sb->paused)
+                return 0;
+        return dm_error_set(err, -EAGAIN, "sandbox '%s' is paused: sandbox_resume it first", sb->id);
+}
+
 int dm_sandbox_pause(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err)
 {
         return set_paused(ctx, sb, true, err);

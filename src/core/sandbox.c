@@ -574,9 +574,9 @@ static int sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, con
 
         memset(res, 0, sizeof(*res));
         /* Its shim is frozen too: the command would wait for its timeout. */
-        if (sb->paused)
-                return dm_error_set(err, -EAGAIN, "sandbox '%s' is paused: sandbox_resume it first", sb->id);
-        r = dm_launch_check_workdir(xreq.cwd, err);
+        r = dm_sandbox_check_awake(sb, err);
+        if (r >= 0)
+                r = dm_launch_check_workdir(xreq.cwd, err);
         if (r < 0)
                 return r;
         /* A sandbox made while the shim was off has no filter to put its

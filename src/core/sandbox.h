@@ -141,6 +141,10 @@ void dm_sandbox_exec_result_release(struct dm_sandbox_exec_result *r);
  * while it is paused. Pausing a paused one (or resuming a running one) is
  * not an error. -EOPNOTSUPP when the engine cannot (its sentence says why). */
 int dm_sandbox_pause(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err);
+/* -EAGAIN, "sandbox '…' is paused: sandbox_resume it first", when sb is
+ * paused: what exec, upload and download answer (each may run a command
+ * through the frozen shim). */
+int dm_sandbox_check_awake(const struct dm_sandbox *sb, struct dm_error *err);
 int dm_sandbox_resume(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err);
 
 /* Removes the container, the record and the workspace; the output

@@ -290,6 +290,9 @@ static int get_own(struct dm_call *call, const char *id, struct dm_sandbox *sb, 
         struct dm_context *ctx = dm_call_context(call);
         int r = dm_sandbox_get(ctx, id, dm_call_principal(call), sb, err);
 
+        /* Exec, upload and download may each run a command in it. */
+        if (r >= 0)
+                r = dm_sandbox_check_awake(sb, err);
         if (r < 0)
                 return r;
         dm_resources_claim(ctx->resources, sb->id, dm_call_principal(call));

@@ -391,6 +391,14 @@ static void paused_and_back(const char *src)
         ok(result_error_says(m, "is paused") && result_error_says(m, "sandbox_resume"),
            "sandbox_exec into it is a clear error naming sandbox_resume");
         json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"content\":\"aGk=\",\"dst\":\"/workspace/new/up\"}", src);
+        m = call("sandbox_upload", args);
+        ok(result_error_says(m, "is paused"), "so is sandbox_upload (it would make its folder with a command)");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/count\"}", src);
+        m = call("sandbox_download", args);
+        ok(result_error_says(m, "is paused"), "and sandbox_download");
+        json_object_put(m);
         args_of(args, sizeof(args), "sandbox_id", src);
         m = call("sandbox_pause", args);
         ok(!result_is_error(m), "pausing it again is not an error");
