@@ -492,6 +492,13 @@ int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_er
                 r = b->ops->renew(b, sb->container, sb->expires_at, err);
         if (r < 0)
                 return dm_error_wrap(err, "refresh the TTL of sandbox '%s'", sb->id);
+        {
+                struct dm_sandbox now_rec;
+
+                /* A pause since sb was read stays recorded (src/core/sandbox-pause.c). */
+                if (dm_sandbox_record_read(ctx, sb->id, &now_rec, NULL) == 0)
+                        sb->paused = now_rec.paused;
+        }
         return dm_sandbox_record_write(ctx, sb, err);
 }
 
