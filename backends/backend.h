@@ -94,6 +94,27 @@ struct dm_container_info {
 
 void dm_container_info_release(struct dm_container_info *info);
 
+/* A container's root file system kept as an image (commit): repo:tag names
+ * it, labels ("key=value", NULL-terminated) go on it. */
+struct dm_commit_spec {
+        const char *repo; /* "localhost/demesne-snapshot" */
+        const char *tag;
+        const char *const *labels;
+        const char *const *env_clear; /* variable names ([A-Z0-9_]) set to "" in the image's
+                                         environment: secrets of the container's own */
+};
+
+/* One image as the engine lists it. */
+struct dm_image_entry {
+        char *id;        /* owned */
+        char *ref;       /* owned: its first repo:tag, "" when untagged */
+        int64_t size;    /* bytes, the engine's Size (its layers and its parents') */
+        int64_t created; /* unix seconds */
+        char **labels;   /* owned "key=value" array, NULL-terminated */
+};
+void dm_image_entry_release(struct dm_image_entry *e);
+void dm_image_entries_free(struct dm_image_entry *e, size_t n);
+
 /* Called for each demultiplexed chunk: stream is 1 (stdout) or 2 (stderr).
  * A negative return stops the pump and is returned by it. */
 struct dm_stream_sink {
@@ -210,6 +231,27 @@ struct dm_backend_ops {
         /* The host uid and gid of a created container's root. */
         int (*container_root)(struct dm_backend *b, const char *id, unsigned *ret_uid, unsigned *ret_gid,
                               struct dm_error *err);
+        /* Freezes every process of a running container (the engine's
+         * pause: the cgroup freezer) and thaws them. Paused already, or
+         * running already, is not an error. -EOPNOTSUPP when the engine
+         * cannot (rootless Podman on cgroup v1), the sentence says why. */
+        int (*pause)(struct dm_backend *b, const char *id, struct dm_error *err);
+        int (*unpause)(struct dm_backend *b, const char *id, struct dm_error *err);
+        /* The container's root file system (not its mounts) as a new image,
+         * the container paused while the engine copies it; where the engine
+         * cannot pause (rootless Podman, cgroup v1), copied as it runs. */
+        int (*commit)(struct dm_backend *b, const char *id, const struct dm_commit_spec *spec, char **ret_image_id,
+                      struct dm_error *err);
+        /* One image by reference or id; its size and labels. -ENOENT when
+         * the engine has none. */
+        int (*image_inspect)(struct dm_backend *b, const char *ref, struct dm_image_entry *ret, struct dm_error *err);
+        /* Removes an image, never by force (Podman's force would remove the
+         * containers made from it): -EBUSY while a container uses it. Gone
+         * already = 0. */
+        int (*image_remove)(struct dm_backend *b, const char *ref, struct dm_error *err);
+        /* The images carrying label "key" or "key=value". */
+        int (*image_list)(struct dm_backend *b, const char *label, struct dm_image_entry **ret, size_t *ret_n,
+                          struct dm_error *err);
 
         void (*free)(struct dm_backend *b);
 };

@@ -17,8 +17,30 @@
 #include "backends/curl.h"
 #include "src/basic/error.h"
 
+struct json_object;
+
 /* The docker backend's HTTP client, for the ops that live in other files. */
 struct dm_curl *dm_docker_http(struct dm_backend *b);
+
+/* One call to the engine through docker.c's helper: a status not in ok
+ * (0-ended) is an error in the engine's words; with ret, the answer parsed
+ * as JSON; ret_status (may be NULL) gets the status. path is sent as is. */
+int dm_docker_call(struct dm_backend *b, const char *method, const char *body, long timeout_ms, const long *ok,
+                   long *ret_status, struct json_object **ret, struct dm_error *err, const char *path);
+/* Engine ids are hex, names are [a-zA-Z0-9][a-zA-Z0-9_.-]* (at most 256):
+ * anything else is -EINVAL naming what (a caller bug, or an attempt to
+ * reach another endpoint). */
+int dm_docker_check_ref(const char *what, const char *ref, struct dm_error *err);
+
+/* backends/docker-image.c: pause, unpause, commit and images. */
+int dm_docker_pause(struct dm_backend *b, const char *id, struct dm_error *err);
+int dm_docker_unpause(struct dm_backend *b, const char *id, struct dm_error *err);
+int dm_docker_commit(struct dm_backend *b, const char *id, const struct dm_commit_spec *spec, char **ret_image_id,
+                     struct dm_error *err);
+int dm_docker_image_inspect(struct dm_backend *b, const char *ref, struct dm_image_entry *ret, struct dm_error *err);
+int dm_docker_image_remove(struct dm_backend *b, const char *ref, struct dm_error *err);
+int dm_docker_image_list(struct dm_backend *b, const char *label, struct dm_image_entry **ret, size_t *ret_n,
+                         struct dm_error *err);
 
 /* backends/userns.c: how the engine maps ids, asked once per backend. */
 struct dm_userns_cache {
@@ -44,7 +66,6 @@ int dm_docker_exec_pid(struct dm_backend *b, const char *exec_id, int *ret_pid, 
  * inspect (true with the exit code once it ended). describe_from_server
  * reads _ping's Server and Api-Version headers, describe_version /version:
  * both make "engine version (API x) at host", malloc'd. */
-struct json_object;
 int dm_docker_parse_json(const char *data, size_t len, struct json_object **ret, struct dm_error *err);
 int dm_docker_fill_info(struct json_object *o, struct dm_container_info *ret_info, struct dm_error *err);
 int dm_docker_list_ids(struct json_object *o, char ***ret_ids, size_t *ret_n, struct dm_error *err);

@@ -182,17 +182,10 @@ static int dup_json_string(struct json_object *o, char **ret, struct dm_error *e
         return *ret ? 0 : dm_error_set(err, -ENOMEM, "out of memory");
 }
 
-/* Engine ids are hex, names are [a-zA-Z0-9][a-zA-Z0-9_.-]*: anything else
- * would be a caller bug or an attempt to reach another endpoint. */
-static int check_ref(const char *what, const char *ref, struct dm_error *err)
+int dm_docker_call(struct dm_backend *b, const char *method, const char *body, long timeout_ms, const long *ok,
+                   long *ret_status, struct json_object **ret, struct dm_error *err, const char *path)
 {
-        if (!ref || !ref[0] || strlen(ref) > 256)
-                return dm_error_set(err, -EINVAL, "invalid %s '%s'", what, ref ? ref : "(null)");
-        for (const char *p = ref; *p; p++)
-                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
-                      *p == '.' || *p == '-'))
-                        return dm_error_set(err, -EINVAL, "invalid %s '%s'", what, ref);
-        return 0;
+        return request(to_docker(b), method, body, timeout_ms, ok, ret_status, ret, err, "%s", path);
 }
 
 /* ---- engine-level calls -------------------------------------------------- */
@@ -455,7 +448,7 @@ static int docker_create(struct dm_backend *b, const struct dm_container_spec *s
         if (!spec->image || !spec->image[0])
                 return dm_error_set(err, -EINVAL, "create container: no image given");
         if (spec->name) {
-                r = check_ref("container name", spec->name, err);
+                r = dm_docker_check_ref("container name", spec->name, err);
                 if (r < 0)
                         return dm_error_wrap(err, "create container");
                 esc = dm_uri_escape(spec->name, "");
@@ -513,7 +506,7 @@ static int docker_attach(struct dm_backend *b, const char *id, struct dm_stream 
         _cleanup_free_ char *path = NULL;
         int r;
 
-        r = check_ref("container id", id, err);
+        r = dm_docker_check_ref("container id", id, err);
         if (r < 0)
                 return r;
         /* stdin=1 is harmless for a container created without OpenStdin:
@@ -531,7 +524,7 @@ static int docker_attach(struct dm_backend *b, const char *id, struct dm_stream 
 
 static int docker_start(struct dm_backend *b, const char *id, struct dm_error *err)
 {
-        int r = check_ref("container id", id, err);
+        int r = dm_docker_check_ref("container id", id, err);
 
         if (r < 0)
                 return r;
@@ -549,7 +542,7 @@ static int docker_kill(struct dm_backend *b, const char *id, int signo, struct d
         long status;
         int r;
 
-        r = check_ref("container id", id, err);
+        r = dm_docker_check_ref("container id", id, err);
         if (r < 0)
                 return r;
         r = request(d, "POST", NULL, CALL_TIMEOUT_MS, OK(204, 200), &status, NULL, err, "/containers/%s/kill?signal=%d",
@@ -579,7 +572,7 @@ static int docker_destroy(struct dm_backend *b, const char *id, struct dm_error 
         long status;
         int r;
 
-        r = check_ref("container id", id, err);
+        r = dm_docker_check_ref("container id", id, err);
         if (r < 0)
                 return r;
         /* A removal already under way (another thread, another server's
@@ -683,7 +676,7 @@ oom:
 
 static int inspect_json(struct docker *d, const char *id, struct json_object **ret, struct dm_error *err)
 {
-        int r = check_ref("container id", id, err);
+        int r = dm_docker_check_ref("container id", id, err);
 
         if (r < 0)
                 return r;
@@ -825,7 +818,7 @@ static int docker_exec(struct dm_backend *b, const char *id, const struct dm_exe
         struct json_object *eid;
         int r = 0;
 
-        r = check_ref("container id", id, err);
+        r = dm_docker_check_ref("container id", id, err);
         if (r < 0)
                 return r;
         if (!spec->argv || !spec->argv[0])
@@ -851,7 +844,7 @@ static int docker_exec(struct dm_backend *b, const char *id, const struct dm_exe
         if (r >= 0)
                 r = dup_json_string(eid, &exec_id, err);
         if (r >= 0)
-                r = check_ref("exec id", exec_id, err);
+                r = dm_docker_check_ref("exec id", exec_id, err);
         if (r < 0)
                 return dm_error_wrap(err, "exec in container '%s'", id);
 
@@ -871,7 +864,7 @@ static int docker_exec_exit_code(struct dm_backend *b, const char *exec_id, int 
         unsigned delay_us = 1000;
         int r;
 
-        r = check_ref("exec id", exec_id, err);
+        r = dm_docker_check_ref("exec id", exec_id, err);
         if (r < 0)
                 return r;
         for (;;) {
@@ -939,6 +932,12 @@ static const struct dm_backend_ops docker_ops = {
         .get_archive = dm_docker_get_archive,
         .userns = dm_docker_userns,
         .container_root = dm_docker_container_root,
+        .pause = dm_docker_pause,
+        .unpause = dm_docker_unpause,
+        .commit = dm_docker_commit,
+        .image_inspect = dm_docker_image_inspect,
+        .image_remove = dm_docker_image_remove,
+        .image_list = dm_docker_image_list,
         .free = docker_free,
 };
 

@@ -140,6 +140,10 @@ void dm_osb_name_learn(struct osb *o, const char *id, const char *name);
 const char *dm_osb_name(struct osb *o, const char *id);
 /* -EINVAL unless id is safe inside a URL path. */
 int dm_osb_check_id(const char *id, struct dm_error *err);
+/* backends/opensandbox-pause.c: the lifecycle API's pause and resume,
+ * waiting until the state is Paused or Running again. */
+int dm_osb_pause(struct dm_backend *b, const char *id, struct dm_error *err);
+int dm_osb_resume(struct dm_backend *b, const char *id, struct dm_error *err);
 /* The execd client of sandbox id (endpoint looked up once, then kept until
  * the sandbox is deleted or the backend freed). */
 int dm_osb_execd(struct osb *o, const char *id, struct dm_curl **ret, struct dm_error *err);

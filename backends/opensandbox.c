@@ -912,6 +912,8 @@ static const struct dm_backend_ops osb_ops = {
         .put_file = dm_osb_put_file,
         .get_file = dm_osb_get_file,
         .renew = osb_renew,
+        .pause = dm_osb_pause,
+        .unpause = dm_osb_resume,
         .free = osb_free,
 };
 

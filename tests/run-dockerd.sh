@@ -333,7 +333,7 @@ for path in "${programs[@]}"; do
 	# These ask for the base image (DEMESNE_TEST_IMAGE, or base always);
 	# the others use the server's default, python.
 	case $prog in
-	test-docker-backend | test-script | test-backend-conformance | test-ownership) ;;
+	test-docker-backend | test-docker-image | test-snapshot | test-script | test-backend-conformance | test-ownership) ;;
 	*)
 		if [ "$images" = base ]; then
 			skip "$prog" "the server's default image is python (--images base)"

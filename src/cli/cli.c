@@ -765,6 +765,7 @@ int dm_cli_doctor(int argc, char **argv)
                 return 1;
         }
         dm_doctor_features(&ctx, b, &tally);
+        dm_doctor_snapshots(&ctx, b, &tally);
         doctor_hostmcp(&ctx);
         problems += tally.problems;
         dm_doctor_client_config(&ctx);

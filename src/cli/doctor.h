@@ -27,6 +27,9 @@ void dm_doctor_engine_mode(struct dm_backend *b);
 void dm_doctor_images(struct dm_backend *b, const struct dm_config *cfg, struct dm_doctor_tally *t);
 /* Egress, agent tools, user namespaces, seccomp: available or why not. */
 void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_doctor_tally *t);
+/* Whether the engine pauses and commits (a probe container of the base
+ * image, removed after) and whether CRIU works (src/cli/doctor-snapshot.c). */
+void dm_doctor_snapshots(struct dm_context *ctx, struct dm_backend *b, struct dm_doctor_tally *t);
 /* Claude Code, .mcp.json and Codex configuration for this binary. */
 void dm_doctor_client_config(const struct dm_context *ctx);
 

@@ -128,7 +128,7 @@ static int claim_prepare(struct dm_claimed *c, const struct dm_claim_request *re
                 r = dm_context_backend(ctx, &c->b, err);
         if (r >= 0 && (c->shim_mode = dm_launch_shim_mode(ctx, c->b, err)) < 0)
                 r = c->shim_mode;
-        if (r >= 0)
+        if (r >= 0 && !req->image_ref)
                 r = dm_image_require(c->b, c->img, ctx->cfg.images_autobuild, req->watch, err);
         return r;
 }
@@ -140,6 +140,7 @@ int dm_claim(struct dm_context *ctx, const struct dm_claim_request *req, struct 
         memset(c, 0, sizeof(*c));
         c->ctx = ctx;
         c->principal = req->principal;
+        c->image_ref = req->image_ref;
         c->slot_borrowed = req->reserved != NULL;
         /* Admission first: counted and reserved in one step, before
          * anything else is asked or made. */
@@ -205,7 +206,7 @@ int dm_claim_launch(struct dm_claimed *c, struct dm_container_spec *spec, const 
         c->mounts[c->n_mounts++] = (struct dm_mount){ .host = l->workspace, .target = "/workspace" };
         for (size_t i = 0; i < l->n_extra; i++)
                 c->mounts[c->n_mounts++] = l->extra[i];
-        spec->image = dm_image_ref(c->img);
+        spec->image = c->image_ref ? c->image_ref : dm_image_ref(c->img);
         spec->mounts = c->mounts;
         spec->n_mounts = c->n_mounts;
         return dm_launch_container(c->ctx, c->b,

@@ -97,6 +97,10 @@ struct dm_claim_request {
         struct dm_cancel *cancel; /* fired by a cascade over principal's tree; may be NULL */
         bool spend;               /* reserve the tree's spend after the slot (an agent run) */
         const char *image;        /* NULL: DM_IMAGE_DEFAULT */
+        /* An engine image to start from instead of image's (a snapshot's,
+         * src/core/snapshot.h), never built here; image still names the
+         * demesne image it was made from. NULL: image's own. */
+        const char *image_ref;
         const char *const *files; /* host inputs, checked and staged -> /in/<basename> */
         const char *const *dirs;
         size_t n_extra; /* room in mounts for the caller's own (/out, /workspace, extra mounts) */
@@ -116,6 +120,7 @@ struct dm_claimed {
         bool slot_borrowed;           /* then its owner's to give back */
         struct dm_budget_hold *spend; /* NULL: not asked, a host caller, or no DEMESNE_TREE_MAX_USD */
         const struct dm_image_info *img;
+        const char *image_ref; /* the request's (borrowed) */
         struct dm_backend *b;
         int shim_mode; /* dm_launch_shim_mode: 1 with the shim, 0 when the operator turned it off */
         struct dm_mount *mounts;

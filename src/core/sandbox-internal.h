@@ -58,6 +58,11 @@ int dm_sandbox_policy_get(struct dm_context *ctx, const struct dm_sandbox *sb, s
 void dm_sandbox_policy_forget(struct dm_context *ctx, const char *id);
 /* Frees every kept policy (dm_sandboxes_free). */
 void dm_sandbox_policies_free(struct dm_sandboxes *s);
+/* A record's string member key into dst (len bytes; "" when missing or
+ * not a string), and its integer member (0 when missing): for the records
+ * of sandboxes and of snapshots (src/core/snapshot.c). */
+void dm_record_copy_str(json_object *o, const char *key, char *dst, size_t len);
+int64_t dm_record_int(json_object *o, const char *key);
 /* Calls fn for each record in the directory (none made when missing). */
 void dm_sandbox_record_each(struct dm_context *ctx, void (*fn)(struct dm_context *, const char *, void *), void *ud);
 

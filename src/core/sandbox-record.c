@@ -72,6 +72,8 @@ int dm_sandbox_record_write(struct dm_context *ctx, const struct dm_sandbox *sb,
                 json_object_object_add(o, "server", json_object_new_string(sb->server));
         if (sb->nested)
                 json_object_object_add(o, "nested", json_object_new_boolean(true));
+        if (sb->paused)
+                json_object_object_add(o, "paused", json_object_new_boolean(true));
         text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
         snprintf(tmp, sizeof(tmp), "%s/.%s.%d.%lx.tmp", dir, sb->id, (int)getpid(), (unsigned long)pthread_self());
         snprintf(final, sizeof(final), "%s/%s.json", dir, sb->id);
@@ -92,7 +94,7 @@ int dm_sandbox_record_write(struct dm_context *ctx, const struct dm_sandbox *sb,
         return 0;
 }
 
-static void copy_str(json_object *o, const char *key, char *dst, size_t len)
+void dm_record_copy_str(json_object *o, const char *key, char *dst, size_t len)
 {
         json_object *v;
 
@@ -101,7 +103,7 @@ static void copy_str(json_object *o, const char *key, char *dst, size_t len)
                 snprintf(dst, len, "%s", json_object_get_string(v));
 }
 
-static int64_t get_int(json_object *o, const char *key)
+int64_t dm_record_int(json_object *o, const char *key)
 {
         json_object *v;
         return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
@@ -135,39 +137,40 @@ int dm_sandbox_record_read(struct dm_context *ctx, const char *id, struct dm_san
                                     "existed (sandbox_list shows the live ones)",
                                     id);
         memset(sb, 0, sizeof(*sb));
-        copy_str(o, "sandbox_id", sb->id, sizeof(sb->id));
-        copy_str(o, "container", sb->container, sizeof(sb->container));
-        copy_str(o, "image", sb->image, sizeof(sb->image));
-        copy_str(o, "egress", sb->egress, sizeof(sb->egress));
-        copy_str(o, "output_dir", sb->output_dir, sizeof(sb->output_dir));
-        copy_str(o, "workspace", sb->workspace, sizeof(sb->workspace));
-        copy_str(o, "shim_dir", sb->shim_dir, sizeof(sb->shim_dir));
-        copy_str(o, "allow", sb->allow, sizeof(sb->allow));
+        dm_record_copy_str(o, "sandbox_id", sb->id, sizeof(sb->id));
+        dm_record_copy_str(o, "container", sb->container, sizeof(sb->container));
+        dm_record_copy_str(o, "image", sb->image, sizeof(sb->image));
+        dm_record_copy_str(o, "egress", sb->egress, sizeof(sb->egress));
+        dm_record_copy_str(o, "output_dir", sb->output_dir, sizeof(sb->output_dir));
+        dm_record_copy_str(o, "workspace", sb->workspace, sizeof(sb->workspace));
+        dm_record_copy_str(o, "shim_dir", sb->shim_dir, sizeof(sb->shim_dir));
+        dm_record_copy_str(o, "allow", sb->allow, sizeof(sb->allow));
         /* Records from before owners were kept belong to the local caller. */
-        copy_str(o, "principal", sb->principal, sizeof(sb->principal));
+        dm_record_copy_str(o, "principal", sb->principal, sizeof(sb->principal));
         if (!sb->principal[0])
                 snprintf(sb->principal, sizeof(sb->principal), "local");
-        copy_str(o, "server", sb->server, sizeof(sb->server));
+        dm_record_copy_str(o, "server", sb->server, sizeof(sb->server));
         {
                 json_object *v;
 
                 sb->nested = json_object_object_get_ex(o, "nested", &v) && json_object_get_boolean(v);
+                sb->paused = json_object_object_get_ex(o, "paused", &v) && json_object_get_boolean(v);
         }
         {
                 json_object *net;
                 char a[INET_ADDRSTRLEN];
 
                 if (json_object_object_get_ex(o, "net", &net)) {
-                        copy_str(net, "ifname", sb->net_ifname, sizeof(sb->net_ifname));
-                        copy_str(net, "host", a, sizeof(a));
+                        dm_record_copy_str(net, "ifname", sb->net_ifname, sizeof(sb->net_ifname));
+                        dm_record_copy_str(net, "host", a, sizeof(a));
                         inet_pton(AF_INET, a, &sb->net_host);
-                        copy_str(net, "peer", a, sizeof(a));
+                        dm_record_copy_str(net, "peer", a, sizeof(a));
                         inet_pton(AF_INET, a, &sb->net_peer);
                 }
         }
-        sb->created_at = get_int(o, "created_at");
-        sb->expires_at = get_int(o, "expires_at");
-        sb->ttl_s = get_int(o, "ttl_seconds");
+        sb->created_at = dm_record_int(o, "created_at");
+        sb->expires_at = dm_record_int(o, "expires_at");
+        sb->ttl_s = dm_record_int(o, "ttl_seconds");
         json_object_put(o);
         if (strcmp(sb->id, id) != 0 || !sb->container[0])
                 return dm_error_set(err, -EIO, "sandbox record '%s/%s' is damaged", dir, name);

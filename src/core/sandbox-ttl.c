@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The TTL reaper: a thread of the server that destroys expired persistent
  * sandboxes every ttl_interval_s (DEMESNE_SANDBOX_SWEEP_SECONDS), through
- * dm_sandbox_reap_expired, until dm_sandbox_reaper_stop. */
+ * dm_sandbox_reap_expired, and expired snapshots (dm_snapshot_reap_expired),
+ * until dm_sandbox_reaper_stop. */
 #include "config.h"
 #include "src/core/sandbox.h"
 #include "src/core/sandbox-internal.h"
@@ -10,6 +11,7 @@
 #include <time.h>
 
 #include "src/core/context.h"
+#include "src/core/snapshot.h"
 
 static void *reaper_main(void *arg)
 {
@@ -26,6 +28,7 @@ static void *reaper_main(void *arg)
                         break;
                 pthread_mutex_unlock(&ctx->sandboxes->ttl_lock);
                 dm_sandbox_reap_expired(ctx);
+                dm_snapshot_reap_expired(ctx);
                 pthread_mutex_lock(&ctx->sandboxes->ttl_lock);
         }
         pthread_mutex_unlock(&ctx->sandboxes->ttl_lock);

@@ -208,6 +208,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                                                  .reserved = req->reserved,
                                                  .cancel = req->cancel,
                                                  .image = req->image,
+                                                 .image_ref = req->image_ref,
                                                  .files = req->files,
                                                  .dirs = req->dirs,
                                                  .n_extra = 2,
@@ -375,7 +376,11 @@ int dm_sandbox_get(struct dm_context *ctx, const char *id, const char *principal
         }
         if (r < 0)
                 return r;
-        if (!info.running) {
+        /* Paused by hand (or by a server that died before its record
+         * said so): what the engine says wins. */
+        if (strcmp(info.status, "paused") == 0)
+                sb->paused = true;
+        else if (!info.running) {
                 pthread_mutex_lock(&ctx->sandboxes->destroy_lock);
                 if (destroying_locked(ctx, id)) {
                         pthread_mutex_unlock(&ctx->sandboxes->destroy_lock);
@@ -442,6 +447,13 @@ int dm_sandbox_touch(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_er
                 r = b->ops->renew(b, sb->container, sb->expires_at, err);
         if (r < 0)
                 return dm_error_wrap(err, "refresh the TTL of sandbox '%s'", sb->id);
+        {
+                struct dm_sandbox now_rec;
+
+                /* A pause since sb was read stays recorded (src/core/sandbox-pause.c). */
+                if (dm_sandbox_record_read(ctx, sb->id, &now_rec, NULL) == 0)
+                        sb->paused = now_rec.paused;
+        }
         return dm_sandbox_record_write(ctx, sb, err);
 }
 
@@ -523,7 +535,10 @@ static int sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, con
         int r;
 
         memset(res, 0, sizeof(*res));
-        r = dm_launch_check_workdir(xreq.cwd, err);
+        /* Its shim is frozen too: the command would wait for its timeout. */
+        r = dm_sandbox_check_awake(sb, err);
+        if (r >= 0)
+                r = dm_launch_check_workdir(xreq.cwd, err);
         if (r < 0)
                 return r;
         /* A sandbox made while the shim was off has no filter to put its

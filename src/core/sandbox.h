@@ -42,6 +42,7 @@ struct dm_sandbox {
         char server[96];                  /* the owner (ctx->owner) of the server that made it, for a nested
                             principal's; "" otherwise */
         bool nested;                      /* made with nested: true: it has an MCP endpoint (src/tools/nested.c) */
+        bool paused;                      /* frozen by dm_sandbox_pause until dm_sandbox_resume */
 };
 
 struct dm_sandbox_create {
@@ -61,6 +62,10 @@ struct dm_sandbox_create {
          * when the create fails, it stays its owner's. */
         struct dm_slot *reserved;
         bool nested; /* recorded: the sandbox has an MCP endpoint (ctx->before_sandbox_exec) */
+        /* Optional: an engine image to start from instead of image's (a
+         * snapshot's, src/core/snapshot.h); image still names the demesne
+         * image it was made from. Never built on first use. */
+        const char *image_ref;
         /* Optional: news before the container starts (an image built on
          * first use), and a cancel that stops such a build. */
         void (*on_message)(void *userdata, const char *message);
@@ -137,6 +142,18 @@ struct dm_sandbox_exec_result {
 int dm_sandbox_exec(struct dm_context *ctx, const struct dm_sandbox *sb, const struct dm_sandbox_exec *req,
                     struct dm_sandbox_exec_result *ret, struct dm_error *err);
 void dm_sandbox_exec_result_release(struct dm_sandbox_exec_result *r);
+
+/* Freezes every process of the sandbox (the engine's pause) and thaws
+ * them; recorded, so that an exec into a paused sandbox is refused with a
+ * clear error rather than waiting for its timeout. The TTL keeps running
+ * while it is paused. Pausing a paused one (or resuming a running one) is
+ * not an error. -EOPNOTSUPP when the engine cannot (its sentence says why). */
+int dm_sandbox_pause(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err);
+/* -EAGAIN, "sandbox '…' is paused: sandbox_resume it first", when sb is
+ * paused: what exec, upload and download answer (each may run a command
+ * through the frozen shim). */
+int dm_sandbox_check_awake(const struct dm_sandbox *sb, struct dm_error *err);
+int dm_sandbox_resume(struct dm_context *ctx, struct dm_sandbox *sb, struct dm_error *err);
 
 /* Removes the container, the record and the workspace; the output
  * directory stays. -ENOENT for an unknown (or already destroyed) id. */

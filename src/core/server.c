@@ -12,6 +12,7 @@
 #include "src/core/inputs.h"
 #include "src/core/pool.h"
 #include "src/core/sandbox.h"
+#include "src/core/snapshot.h"
 #include "src/basic/log.h"
 
 static void sweep_rest(struct dm_context *ctx)
@@ -22,6 +23,7 @@ static void sweep_rest(struct dm_context *ctx)
          * the sandboxes that go next. */
         dm_children_collect_interrupted(ctx);
         dm_sandbox_sweep_nested(ctx);
+        dm_snapshot_sweep(ctx);
 }
 
 /* Admission counts persistent sandboxes by their records: those an

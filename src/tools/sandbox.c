@@ -19,6 +19,7 @@
 #include "src/core/pool.h"
 #include "src/core/sandbox.h"
 #include "src/core/settings.h"
+#include "src/core/snapshot.h"
 #include "src/tools/args.h"
 #include "src/tools/tools.h"
 #include "src/core/transfer.h"
@@ -87,6 +88,11 @@ static const struct dm_arg_spec create_args[] = {
           .description = "Give the sandbox demesne's own tools: an MCP endpoint inside it at DEMESNE_MCP_URL, "
                          "with DEMESNE_MCP_TOKEN, that sees and controls only what it makes. Its children's egress "
                          "is never wider than its own; destroying it ends them." },
+        { .name = "snapshot_id",
+          .type = DM_ARG_STRING,
+          .max = 64,
+          .description = "Start from a snapshot (sandbox_snapshot): its root file system and /workspace, its "
+                         "image; its egress unless egress is given, which may only be as narrow or narrower." },
 };
 
 static const struct dm_arg_spec exec_args[] = {
@@ -160,7 +166,16 @@ static const struct dm_arg_spec download_args[] = {
                          "shares no disk with the server; files up to 1 MiB." },
 };
 
-static const struct dm_arg_spec id_args[] = { ID_ARG };
+static const struct dm_arg_spec destroy_args[] = {
+        { .name = "sandbox_id",
+          .type = DM_ARG_STRING,
+          .max = 64,
+          .description = "The sandbox to destroy (or give snapshot_id)." },
+        { .name = "snapshot_id",
+          .type = DM_ARG_STRING,
+          .max = 64,
+          .description = "The snapshot to delete (sandbox_snapshot returned it) instead of a sandbox." },
+};
 
 static const struct dm_arg_spec list_args[] = { { 0 } };
 
@@ -181,6 +196,7 @@ static const char exec_schema[] =
 static const char list_schema[] =
         "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
         "\"jobs\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
+        "\"snapshots\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
         "\"pool\":{\"type\":\"object\",\"description\":\"warm containers kept for sandbox_script: image, size, "
         "ready\"}},\"required\":[\"sandboxes\",\"jobs\"]}";
 
@@ -199,11 +215,16 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         _cleanup_free_ const char **allow = NULL, **files = NULL, **dirs = NULL;
         char **env = NULL, token[65] = "";
         enum dm_egress mode;
+        struct dm_snapshot snap;
         bool nested;
-        int r;
+        int r, from_snap;
 
         if (dm_args_check(t->specs, t->n, args, &err) < 0)
                 return dm_tools_error(DM_TOOLS_ARGS, &err);
+        /* Before the egress is read: a snapshot's is the default. */
+        from_snap = dm_tools_snapshot_resolve(call, args, &snap, &err);
+        if (from_snap < 0)
+                return dm_tools_error(from_snap == -EINVAL ? DM_TOOLS_ARGS : NULL, &err);
         allow = dm_args_strv(args, "allow");
         egress = dm_tools_call_egress(call, t, args);
         /* Parsed once: the nested rules, the container and its record (which
@@ -242,6 +263,7 @@ static json_object *create_call(struct dm_call *call, json_object *args)
                 .ttl_s = dm_args_int(t->specs, t->n, args, "ttl_seconds"),
                 .principal = dm_call_principal(call),
                 .nested = nested,
+                .image_ref = from_snap ? snap.image_ref : NULL,
                 .on_message = create_message,
                 .userdata = call,
                 .cancel = dm_call_cancel(call),
@@ -253,6 +275,8 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         dm_policy_free(policy);
         if (r < 0)
                 return dm_tools_error(dm_claim_refused(r) ? NULL : "sandbox_create", &err);
+        if (from_snap && dm_tools_snapshot_seed(call, &snap, &sb, &err) < 0)
+                return dm_tools_error("sandbox_create", &err);
         if (nested && dm_tools_nested_open(call, &sb, token, mode, &err) < 0) {
                 struct dm_error e2 = { 0 };
 
@@ -274,6 +298,9 @@ static int get_own_as(struct dm_context *ctx, const char *principal, const char 
 {
         int r = dm_sandbox_get(ctx, id, principal, sb, err);
 
+        /* Exec, upload and download may each run a command in it. */
+        if (r >= 0)
+                r = dm_sandbox_check_awake(sb, err);
         if (r < 0)
                 return r;
         dm_resources_claim(ctx->resources, sb->id, principal);
@@ -506,14 +533,21 @@ static json_object *download_call(struct dm_call *call, json_object *args)
 static json_object *destroy_call(struct dm_call *call, json_object *args)
 {
         struct dm_error err = { 0 };
-        const char *id;
+        const char *id, *snap;
         json_object *out;
 
-        if (dm_args_check(id_args, N(id_args), args, &err) < 0)
+        if (dm_args_check(destroy_args, N(destroy_args), args, &err) < 0)
                 return dm_tools_error(DM_TOOLS_ARGS, &err);
-        id = dm_args_str(id_args, N(id_args), args, "sandbox_id");
-        if (dm_sandbox_check_owner(dm_call_context(call), id, dm_call_principal(call), &err) < 0 ||
-            dm_sandbox_destroy(dm_call_context(call), id, &err) < 0)
+        id = dm_args_str(destroy_args, N(destroy_args), args, "sandbox_id");
+        snap = dm_args_str(destroy_args, N(destroy_args), args, "snapshot_id");
+        if (!id == !snap) {
+                dm_error_set(&err, -EINVAL, "give either 'sandbox_id' or 'snapshot_id', not %s",
+                             id ? "both" : "neither");
+                return dm_tools_error(DM_TOOLS_ARGS, &err);
+        }
+        if (snap ? dm_snapshot_delete(dm_call_context(call), dm_call_principal(call), snap, &err) < 0
+                 : dm_sandbox_check_owner(dm_call_context(call), id, dm_call_principal(call), &err) < 0 ||
+                            dm_sandbox_destroy(dm_call_context(call), id, &err) < 0)
                 return dm_tools_error(NULL, &err);
         out = json_object_new_object();
         json_object_object_add(out, "destroyed", json_object_new_boolean(1));
@@ -532,6 +566,7 @@ static json_object *list_call(struct dm_call *call, json_object *args)
         /* The caller's own: another principal's are not shown. */
         json_object_object_add(out, "sandboxes", dm_sandbox_list(ctx, dm_call_principal(call)));
         json_object_object_add(out, "jobs", dm_jobs_list(ctx->jobs, dm_call_principal(call)));
+        json_object_object_add(out, "snapshots", dm_snapshot_list(ctx, dm_call_principal(call)));
         if (ctx->pool)
                 json_object_object_add(out, "pool", dm_pool_describe(ctx->pool));
         return dm_tool_result_ok(out);
@@ -566,7 +601,8 @@ static const struct dm_tool sandbox_tools[] = {
           .handler = download_call },
         { .name = "sandbox_destroy",
           .title = "Destroy a persistent sandbox",
-          .description = "Remove the sandbox's container and /workspace. Its output directory stays.",
+          .description = "Remove the sandbox's container and /workspace (its output directory stays); or, with "
+                         "snapshot_id, delete a snapshot.",
           .destructive = true,
           .handler = destroy_call },
         { .name = "sandbox_list",
@@ -598,7 +634,7 @@ void dm_tools_sandbox_register(struct dm_registry *reg, const struct dm_args_fac
         t[2].input_schema = dm_registry_own(reg, dm_args_schema(upload->specs, upload->n));
         t[2].data = upload;
         t[3].input_schema = dm_registry_own(reg, dm_args_schema(download_args, N(download_args)));
-        t[4].input_schema = dm_registry_own(reg, dm_args_schema(id_args, N(id_args)));
+        t[4].input_schema = dm_registry_own(reg, dm_args_schema(destroy_args, N(destroy_args)));
         t[5].input_schema = dm_registry_own(reg, dm_args_schema(list_args, 0));
         dm_registry_add(reg, t, N(t));
 }

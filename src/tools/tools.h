@@ -94,6 +94,20 @@ void dm_tools_jobs_register(struct dm_registry *reg);
 void dm_tools_sandbox_register(struct dm_registry *reg, const struct dm_args_facts *f);
 void dm_tools_agent_register(struct dm_registry *reg, const struct dm_args_facts *f);
 void dm_tools_report_register(struct dm_registry *reg);
+void dm_tools_snapshot_register(struct dm_registry *reg);
+
+/* src/tools/snapshot.c, for sandbox_create {snapshot_id}: resolves the
+ * call's snapshot_id (the caller's own: another's is unknown) into *ret and
+ * sets the call's image and, when it names none, its egress and allow to
+ * the snapshot's (a wider egress or an allow entry not in the snapshot's:
+ * -EPERM with a sentence). 1 when there is one, 0 when the call names none. */
+struct dm_snapshot;
+struct dm_sandbox;
+int dm_tools_snapshot_resolve(struct dm_call *call, json_object *args, struct dm_snapshot *ret, struct dm_error *err);
+/* The snapshot's /workspace into the new sandbox sb; on failure sb is
+ * destroyed (nothing left). */
+int dm_tools_snapshot_seed(struct dm_call *call, const struct dm_snapshot *snap, const struct dm_sandbox *sb,
+                           struct dm_error *err);
 
 /* The one way a failed call becomes a tool result (isError: true, one
  * line, TOOLS.md), by whose the failure is:
@@ -259,6 +273,7 @@ static inline void dm_tools_register_all(struct dm_registry *reg, const struct d
 {
         dm_tools_script_register(reg, f);
         dm_tools_sandbox_register(reg, f);
+        dm_tools_snapshot_register(reg);
         dm_tools_agent_register(reg, f);
         dm_tools_jobs_register(reg);
         dm_tools_report_register(reg);

@@ -133,6 +133,11 @@ ok $? "doctor with ANTHROPIC_API_KEY names the provider the agent tools use"
 grep -Eq '^(feature|unavail) egress modes: none' "$tmp/doctor" &&
 	grep -Eq '^(feature|unavail) seccomp filter \(demesne-shim\)' "$tmp/doctor"
 ok $? "doctor says whether egress and seccomp are available"
+# Asked of the engine for real (a probe paused and committed), and of CRIU.
+grep -Eq '^(feature|unavail) pause \(sandbox_pause, sandbox_resume\): ' "$tmp/doctor" &&
+	grep -Eq '^(feature|unavail) snapshots \(sandbox_snapshot: the engine.s commit\): ' "$tmp/doctor" &&
+	grep -q '^note    memory snapshots (CRIU): not offered' "$tmp/doctor"
+ok $? "doctor says whether pause and snapshots work on this engine, and what CRIU says"
 
 # The agent tools need what egress needs (a veth for the vendor proxy), as the server decides.
 DEMESNE_SHIM=off ANTHROPIC_API_KEY=sk-test-only "$bin" doctor >"$tmp/doctor-shimoff" 2>/dev/null
