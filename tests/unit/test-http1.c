@@ -52,7 +52,7 @@ static void *peer_main(void *arg)
                         break;
         }
         if (p->answer)
-                (void)!write(p->fd, p->answer, strlen(p->answer));
+                (void)!send(p->fd, p->answer, strlen(p->answer), MSG_NOSIGNAL);
         if (p->close_after)
                 shutdown(p->fd, SHUT_WR);
         return NULL;
@@ -122,7 +122,7 @@ static void *closer_main(void *arg)
                 c->conns++;
                 if (recv(fd, buf, sizeof(buf), 0) > 0) {
                         snprintf(answer, sizeof(answer), "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok%d", i + 1);
-                        (void)!write(fd, answer, strlen(answer));
+                        (void)!send(fd, answer, strlen(answer), MSG_NOSIGNAL);
                 }
                 close(fd);
         }
