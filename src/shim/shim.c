@@ -607,7 +607,10 @@ static void pids_check(int64_t now)
         if (!pids_max || now < next_pids_check || !count(RUNNING))
                 return;
         next_pids_check = now + PIDS_CHECK_MS;
-        n = count_pids(pids_max + 2);
+        /* Counted one past the most allowed: with an idle warm shell that
+         * is pids_max + 3 (a count stopped at pids_max + 2 never passed it,
+         * and the cap held nothing while a warm shell waited). */
+        n = count_pids(pids_max + 3);
         if (n <= pids_max + 1 + (shim_warm_pid() > 0)) /* + the shim, + an idle warm shell */
                 return;
         shim_log("pids limit of %lu reached: killing every process of the sandbox", pids_max);

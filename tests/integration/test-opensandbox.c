@@ -556,25 +556,35 @@ int main(void)
                 ok(best < 1000, "a command ends at its final event, not at the stream's close (best of 5: %lld ms)",
                    (long long)best);
         }
-        /* Pause and resume through the lifecycle API; no snapshots there. */
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
-        m = call("sandbox_pause", args);
-        ok(!result_is_error(m) && strcmp(str_at(structured(m), "status"), "paused") == 0, "sandbox_pause: paused");
-        json_object_put(m);
-        m = call("sandbox_list", "{}");
-        json_object_put(m);
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", sb);
-        m = call("sandbox_exec", args);
-        ok(result_error_says(m, "is paused"), "sandbox_exec into the paused sandbox: a clear error");
-        json_object_put(m);
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
-        m = call("sandbox_resume", args);
-        ok(!result_is_error(m) && strcmp(str_at(structured(m), "status"), "running") == 0, "sandbox_resume: running");
-        json_object_put(m);
-        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo back\"}", sb);
-        m = call("sandbox_exec", args);
-        is_str(str_at(structured(m), "stdout"), "back\n", "and it runs commands again");
-        json_object_put(m);
+        /* Pause and resume through the lifecycle API; no snapshots there.
+         * The fixture pauses through the engine it runs on, and rootless
+         * Podman on cgroup v1 has no freezer (the real server's runtime
+         * has one): there the four checks are skipped, saying so. */
+        if (geteuid() != 0 && access("/sys/fs/cgroup/cgroup.controllers", F_OK) != 0) {
+                for (int i = 0; i < 4; i++)
+                        skip("the fixture's engine cannot pause: rootless Podman on cgroup v1 has no freezer");
+        } else {
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
+                m = call("sandbox_pause", args);
+                ok(!result_is_error(m) && strcmp(str_at(structured(m), "status"), "paused") == 0,
+                   "sandbox_pause: paused");
+                json_object_put(m);
+                m = call("sandbox_list", "{}");
+                json_object_put(m);
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"true\"}", sb);
+                m = call("sandbox_exec", args);
+                ok(result_error_says(m, "is paused"), "sandbox_exec into the paused sandbox: a clear error");
+                json_object_put(m);
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
+                m = call("sandbox_resume", args);
+                ok(!result_is_error(m) && strcmp(str_at(structured(m), "status"), "running") == 0,
+                   "sandbox_resume: running");
+                json_object_put(m);
+                snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo back\"}", sb);
+                m = call("sandbox_exec", args);
+                is_str(str_at(structured(m), "stdout"), "back\n", "and it runs commands again");
+                json_object_put(m);
+        }
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
         m = call("sandbox_snapshot", args);
         ok(result_error_says(m, "the opensandbox backend cannot take snapshots"),
