@@ -169,6 +169,8 @@ int dm_mcphttp_session_send(void *transport, json_object *msg)
                 return -ENOMEM;
         }
         pthread_mutex_lock(&s->h->lock);
+        /* Newest first: a reused id finds its new request, not the
+         * answered one whose stream is still ending. */
         for (struct http_exchange *ex = s->exchanges; ex && !target; ex = ex->next)
                 if ((id && ex->id && strcmp(ex->id, id) == 0) ||
                     (token && ex->progress_token && strcmp(ex->progress_token, token) == 0))
@@ -189,8 +191,11 @@ int dm_mcphttp_session_send(void *transport, json_object *msg)
 int dm_mcphttp_session_register(struct http_session *s, struct http_exchange *ex)
 {
         pthread_mutex_lock(&s->h->lock);
+        /* An answered request's id is free at once, though its stream may
+         * still be sending the answer: the client may reuse it as soon as
+         * it has read it (CI, the dockerd step: a 400 in that gap). */
         for (struct http_exchange *o = s->exchanges; o; o = o->next)
-                if (ex->id && o->id && strcmp(o->id, ex->id) == 0) {
+                if (ex->id && o->id && strcmp(o->id, ex->id) == 0 && !dm_mcphttp_ex_answered(o)) {
                         pthread_mutex_unlock(&s->h->lock);
                         return -EEXIST;
                 }
