@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The activity view: runs from GET /ui/api/v1/runs, kept live from the
 // event stream. Everything from the API is inserted as text (textContent,
-// never innerHTML): a command or file name is data, never markup.
+// never parsed as HTML): a command or file name is data, never markup.
 'use strict';
 
 const runs = new Map(); // id -> run, merged from the list and the events
