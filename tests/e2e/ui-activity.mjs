@@ -31,7 +31,7 @@ const { CALL_TIMEOUT_MS } = await import('./lib/checks.mjs');
 const MAX_STREAMS = 16; // DM_UI_MAX_STREAMS (src/cli/ui.h)
 const MARKUP = '<img src=x onerror=alert(1)>';
 
-h.plan(25);
+h.plan(27);
 
 // Waits for cond() (async) to hold, every 100 ms, at most ms.
 async function until(ms, what, cond) {
@@ -198,6 +198,26 @@ await h.run(async () => {
   const bye = await fetch(`${api}/logout`, { method: 'POST', headers: { cookie, origin } });
   const after = await get('runs');
   h.ok(bye.status === 204 && after.status === 401, 'logout (own Origin) ends the session', `${bye.status} ${after.status}`);
+
+  // 25-26: a persistent sandbox and a background job, through the same journal.
+  const sb = await client.callTool({ name: 'sandbox_create', arguments: {} }, { timeout: CALL_TIMEOUT_MS });
+  const sbId = sb?.structuredContent?.sandbox_id;
+  await client.callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: sbId } }, { timeout: CALL_TIMEOUT_MS });
+  const job = await client.callTool({ name: 'sandbox_script', arguments: { command: 'exit 4', background: true } },
+    { timeout: CALL_TIMEOUT_MS });
+  const jobId = job?.structuredContent?.job_id;
+  const byToken2 = (p) => fetch(`${api}/${p}`, { headers: { authorization: `Bearer ${token}` } });
+  const seen = await until(60_000, 'the sandbox and the job in GET runs', async () => {
+    const r = (await (await byToken2('runs')).json()).runs;
+    const s1 = r.find((x) => x.id === sbId);
+    const j1 = r.find((x) => x.job_id === jobId);
+    return s1?.status === 'destroyed' && j1?.status === 'failed' ? { s1, j1 } : null;
+  });
+  h.ok(seen.s1.kind === 'sandbox' && seen.s1.egress === sb.structuredContent.egress
+    && seen.s1.image === sb.structuredContent.image && seen.s1.end_ms >= seen.s1.start_ms,
+    'a persistent sandbox is listed, destroyed', JSON.stringify(seen.s1));
+  h.ok(seen.j1.kind === 'job' && seen.j1.exit_code === 4, 'a background job\'s run is listed with its job id and exit code',
+    JSON.stringify(seen.j1));
 
   events.abort();
   await client.close();
