@@ -58,6 +58,10 @@ async function show(id) {
   document.getElementById('detail').hidden = false;
   document.getElementById('detail-id').textContent = run.id;
   document.getElementById('detail-command').textContent = run.command || '';
+  const rep = run.usage_report;
+  document.getElementById('detail-cost').textContent = rep
+    ? `cost $${rep.cost_usd} for ${rep.sandbox_count} run(s) in its tree; ${rep.usage.input_tokens} tokens in, ${rep.usage.output_tokens} out`
+    : '';
   const ul = document.getElementById('detail-files');
   ul.replaceChildren();
   for (const f of run.files || []) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "src/core/activity.h"
+#include "src/core/ledger.h"
 #include "src/basic/cleanup.h"
 #include "src/basic/io.h"
 #include "src/basic/log.h"
@@ -110,6 +111,19 @@ static int run_dir(const struct ui_paths *p, const char *id)
         return dm_io_open_beneath(root, id, O_RDONLY | O_DIRECTORY, 0);
 }
 
+/* What the run and the runs below it cost: sandbox_usage_report's answer
+ * for the run's tree (src/core/ledger.h), when the ledger has the run. */
+static void add_usage(const struct ui_paths *p, json_object *run, const char *id)
+{
+        struct dm_error err = { 0 };
+        json_object *v, *report;
+        const char *who = json_object_object_get_ex(run, "principal", &v) ? json_object_get_string(v) : NULL;
+
+        report = dm_ledger_report(p->output_root, NULL, who, &(struct dm_ledger_scope){ .run_id = id }, &err);
+        if (report)
+                json_object_object_add(run, "usage_report", report);
+}
+
 static enum MHD_Result one_run(const struct ui_paths *p, struct MHD_Connection *c, const char *id)
 {
         struct dm_error err = { 0 };
@@ -131,6 +145,7 @@ static enum MHD_Result one_run(const struct ui_paths *p, struct MHD_Connection *
         json_object_object_add(run, "files", files);
         if (r == -E2BIG)
                 json_object_object_add(run, "files_truncated", json_object_new_boolean(true));
+        add_usage(p, run, id);
         json_object_object_add(run, "api_version", json_object_new_int(API_VERSION));
         return dm_ui_json(c, MHD_HTTP_OK, run);
 }
@@ -200,12 +215,11 @@ struct stream {
         int64_t last_ms;
 };
 
-static struct seen *seen_of(struct stream *s, const char *name, bool *ret_new)
+static struct seen *seen_of(struct stream *s, const char *name)
 {
         for (size_t i = 0; i < s->n_seen; i++)
                 if (strcmp(s->seen[i].name, name) == 0)
                         return &s->seen[i];
-        *ret_new = true;
         if (s->n_seen == DM_ARRAY_SIZE(s->seen) || strlen(name) >= sizeof(s->seen[0].name))
                 return NULL;
         snprintf(s->seen[s->n_seen].name, sizeof(s->seen[0].name), "%s", name);
@@ -249,6 +263,33 @@ static void emit_lines(struct stream *s, const char *journal, const char *text, 
         }
 }
 
+/* What fd (journal w, size bytes now) gained since the last look: its
+ * whole new lines as events. */
+static void read_new(struct stream *s, struct seen *w, int fd, off_t size)
+{
+        size_t want, got;
+        _cleanup_free_ char *buf = NULL;
+        const char *last;
+        ssize_t r;
+
+        if (size < w->off)
+                w->off = 0; /* replaced */
+        want = (size_t)(size - w->off) > SCAN_MAX ? SCAN_MAX : (size_t)(size - w->off);
+        if (want == 0 || !(buf = malloc(want)))
+                return;
+        r = pread(fd, buf, want, w->off);
+        got = r > 0 ? (size_t)r : 0;
+        last = got ? memrchr(buf, '\n', got) : NULL;
+        if (last) {
+                emit_lines(s, w->name, buf, (size_t)(last - buf) + 1);
+                w->off += (off_t)(last - buf) + 1;
+        } else if (got >= DM_ACTIVITY_LINE_MAX) {
+                w->off += (off_t)got; /* a line too long to ever be taken */
+        }
+}
+
+/* Every journal's new lines; first: only where each ends now (a journal
+ * that appears later is read from its start). */
 static void look(struct stream *s, bool first)
 {
         char dir[4200];
@@ -261,39 +302,22 @@ static void look(struct stream *s, bool first)
                 return;
         dfd = -1;
         while ((e = readdir(d))) {
-                size_t n = strlen(e->d_name), got = 0;
-                bool fresh = false;
+                size_t n = strlen(e->d_name);
                 struct seen *w;
                 struct stat st;
                 int fd;
 
-                if (n < 7 || strcmp(e->d_name + n - 6, ".jsonl") != 0 || !(w = seen_of(s, e->d_name, &fresh)))
+                if (n < 7 || strcmp(e->d_name + n - 6, ".jsonl") != 0 || !(w = seen_of(s, e->d_name)))
                         continue;
                 fd = dm_io_open_beneath(dirfd(d), e->d_name, O_RDONLY, 0);
-                if (fd < 0 || fstat(fd, &st) < 0 || (first && (w->off = st.st_size, true)) || st.st_size == w->off) {
-                        if (fd >= 0)
-                                close(fd);
-                        continue;
+                if (fd >= 0 && fstat(fd, &st) == 0) {
+                        if (first)
+                                w->off = st.st_size;
+                        else
+                                read_new(s, w, fd, st.st_size);
                 }
-                if (st.st_size < w->off)
-                        w->off = 0; /* replaced */
-                {
-                        size_t want =
-                                (size_t)(st.st_size - w->off) > SCAN_MAX ? SCAN_MAX : (size_t)(st.st_size - w->off);
-                        _cleanup_free_ char *buf = malloc(want);
-                        ssize_t r = buf ? pread(fd, buf, want, w->off) : -1;
-                        const char *last;
-
-                        got = r > 0 ? (size_t)r : 0;
-                        last = got ? memrchr(buf, '\n', got) : NULL;
-                        if (last) {
-                                emit_lines(s, e->d_name, buf, (size_t)(last - buf) + 1);
-                                w->off += (off_t)(last - buf) + 1;
-                        } else if (got >= DM_ACTIVITY_LINE_MAX) {
-                                w->off += (off_t)got; /* a line too long to ever be taken */
-                        }
-                }
-                close(fd);
+                if (fd >= 0)
+                        close(fd);
         }
         closedir(d);
 }

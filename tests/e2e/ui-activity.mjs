@@ -31,7 +31,7 @@ const { CALL_TIMEOUT_MS } = await import('./lib/checks.mjs');
 const MAX_STREAMS = 16; // DM_UI_MAX_STREAMS (src/cli/ui.h)
 const MARKUP = '<img src=x onerror=alert(1)>';
 
-h.plan(27);
+h.plan(28);
 
 // Waits for cond() (async) to hold, every 100 ms, at most ms.
 async function until(ms, what, cond) {
@@ -139,6 +139,9 @@ await h.run(async () => {
   const names = (one.files ?? []).map((f) => f.name);
   h.ok(names.includes('stdout.log') && names.includes('page.html') && !names.includes('link.txt'),
     'GET runs/{id} lists its output files, not the link', names.join(' '));
+  const rep = one.usage_report;
+  h.ok(rep?.sandbox_count === 1 && rep?.cost_usd === 0 && rep?.runs?.length === 1,
+    'GET runs/{id} has the usage report of its tree (a script costs nothing)', JSON.stringify(rep));
   const log = await get(`runs/${runId}/files/stdout.log`);
   const logText = await log.text();
   h.ok(log.headers.get('content-type') === 'text/plain; charset=utf-8' && log.headers.get('x-content-type-options') === 'nosniff'
