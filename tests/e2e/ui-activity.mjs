@@ -31,7 +31,7 @@ const { CALL_TIMEOUT_MS } = await import('./lib/checks.mjs');
 const MAX_STREAMS = 16; // DM_UI_MAX_STREAMS (src/cli/ui.h)
 const MARKUP = '<img src=x onerror=alert(1)>';
 
-h.plan(28);
+h.plan(31);
 
 // Waits for cond() (async) to hold, every 100 ms, at most ms.
 async function until(ms, what, cond) {
@@ -225,9 +225,29 @@ await h.run(async () => {
   events.abort();
   await client.close();
 
-  // 24: the view stops on SIGTERM and removes its token file.
+  // The view stops on SIGTERM, an event stream still open, and removes its token file.
+  const held = await fetch(`${api}/events`, { headers: { authorization: `Bearer ${token}` } });
+  held.body.getReader().read().catch(() => {});
   process.kill(-ui.pid, 'SIGTERM');
   const code = await h.within(30_000, 'ui exit', new Promise((r) => ui.once('exit', (c) => r(c))));
   h.ok(code === 0 && !fs.existsSync(path.join(state, `ui-127.0.0.1-${port}.token`)),
-    'demesne ui exits 0 on SIGTERM and removes its token', String(code));
+    'demesne ui exits 0 on SIGTERM (a stream open) and removes its token', String(code));
+
+  // Bad listen addresses and arguments: a clear error, no token file left.
+  const refuse = async (args) => {
+    const p = h.spawnGroup(DEMESNE, ['ui', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    p.stderr.on('data', (d) => { err += d; });
+    const c = await h.within(30_000, `ui ${args.join(' ')}`, new Promise((r) => p.once('exit', (x) => r(x))));
+    return { c, err };
+  };
+  const remote = await refuse(['--listen', '192.0.2.1:0']);
+  h.ok(remote.c === 1 && /--allow-remote/.test(remote.err), 'an address that is not loopback is refused, saying why',
+    `${remote.c} ${remote.err.trim()}`);
+  const every = await refuse(['--listen', '0.0.0.0:0', '--allow-remote']);
+  h.ok(every.c === 1 && /not every one/.test(every.err), 'every interface is refused even with --allow-remote',
+    `${every.c} ${every.err.trim()}`);
+  const extra = await refuse(['stray']);
+  h.ok(extra.c === 2 && fs.readdirSync(state).every((f) => !f.endsWith('.token')),
+    'a stray argument is a usage error, and no token file is left', `${extra.c} ${fs.readdirSync(state)}`);
 });
