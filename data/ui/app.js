@@ -85,14 +85,14 @@ async function start() {
   });
   events.onopen = () => { live.textContent = 'live'; live.className = ''; };
   events.onerror = () => { live.textContent = 'reconnecting…'; live.className = 'off'; };
-  const res = await fetch(`${api}/runs`);
-  if (res.ok) for (const r of (await res.json()).runs) merge(r);
-  render();
   for (const [id, values] of Object.entries(filters)) {
     const select = document.getElementById(id);
     for (const v of values) select.append(el('option', v));
     select.addEventListener('change', render);
   }
+  const res = await fetch(`${api}/runs`);
+  if (res.ok) for (const r of (await res.json()).runs) merge(r);
+  render();
   setInterval(render, 1000); // durations of running rows
 }
 
