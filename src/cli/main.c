@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "src/cli/cli.h"
+#include "src/cli/ui.h"
 
 #if defined(__SANITIZE_THREAD__)
 /* ThreadSanitizer builds only: the one benign report, explained in
@@ -28,6 +29,7 @@ static const char usage[] = "Usage: demesne COMMAND [OPTIONS]\n"
                             "  doctor                check the container engine, images and privileges\n"
                             "  images build [NAME...|--all] [--force]   build images from Debian packages\n"
                             "  images list           show each image and whether it is built\n"
+                            "  ui [--listen [ADDR:]PORT]  the activity view in a browser (loopback)\n"
                             "\n"
                             "Options:\n"
                             "  -h, --help            this text (COMMAND --help for a command's options)\n"
@@ -62,6 +64,8 @@ int main(int argc, char **argv)
                 return dm_cli_doctor(argc - 1, argv + 1);
         if (strcmp(argv[1], "images") == 0)
                 return dm_cli_images(argc - 1, argv + 1);
+        if (strcmp(argv[1], "ui") == 0)
+                return dm_cli_ui(argc - 1, argv + 1);
         fprintf(stderr, "demesne: unknown command '%s'\n\n%s", argv[1], usage);
         return 2;
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/core/activity.h"
 #include "src/core/admission.h"
 #include "src/core/budget.h"
 #include "src/core/children.h"
@@ -141,6 +142,7 @@ int dm_claim(struct dm_context *ctx, const struct dm_claim_request *req, struct 
         c->ctx = ctx;
         c->principal = req->principal;
         c->image_ref = req->image_ref;
+        c->activity = req->activity;
         c->slot_borrowed = req->reserved != NULL;
         /* Admission first: counted and reserved in one step, before
          * anything else is asked or made. */
@@ -153,6 +155,32 @@ int dm_claim(struct dm_context *ctx, const struct dm_claim_request *req, struct 
         if (r < 0)
                 dm_release(c, DM_RELEASE_UNDO);
         return r;
+}
+
+/* The run journal's line of this claim (src/core/activity.h). */
+static void journal(struct dm_claimed *c, const char *event)
+{
+        const char *id = strrchr(c->outdir, '/');
+        struct dm_activity_event ev = c->activity ? *c->activity : (struct dm_activity_event){ 0 };
+
+        if (!id)
+                return;
+        ev.event = event;
+        ev.id = id + 1;
+        ev.principal = c->principal;
+        ev.image = c->img ? c->img->name : NULL;
+        ev.output_dir = c->outdir;
+        ev.status = "running";
+        if (strcmp(event, "end") == 0) {
+                /* The end line says only what changed. */
+                ev = (struct dm_activity_event){ .event = event,
+                                                 .id = id + 1,
+                                                 .status = c->end_status,
+                                                 .has_exit = c->has_exit,
+                                                 .exit_code = c->exit_code };
+        }
+        dm_activity_record(c->ctx->cfg.state_dir, c->ctx->cfg.activity_days, &ev);
+        c->journaled = strcmp(event, "start") == 0;
 }
 
 int dm_claim_outdir(struct dm_claimed *c, const char *id, struct dm_error *err)
@@ -168,6 +196,7 @@ int dm_claim_outdir(struct dm_claimed *c, const char *id, struct dm_error *err)
         if (mkdir(c->outdir, 0700) < 0)
                 return dm_error_set(err, -errno, "cannot create output directory '%s': %s", c->outdir, strerror(errno));
         c->outdir_made = true;
+        journal(c, "start");
         if (dm_budget_hold_bind(c->spend, id) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         return 0;
@@ -177,6 +206,7 @@ void dm_claim_adopt_outdir(struct dm_claimed *c, const char *outdir, const char 
 {
         snprintf(c->outdir, sizeof(c->outdir), "%s", outdir);
         c->outdir_made = true;
+        journal(c, "start");
         /* (Out of memory: the run's figures may count beside its share.) */
         if (dm_budget_hold_bind(c->spend, id) < 0)
                 log_warning("run %s: out of memory to bind its spend", id);
@@ -247,6 +277,11 @@ void dm_release(struct dm_claimed *c, enum dm_release_how how)
         free(c->mounts);
         c->mounts = NULL;
         c->n_mounts = 0;
+        if (c->journaled && how != DM_RELEASE_KEPT) {
+                if (!c->end_status)
+                        c->end_status = how == DM_RELEASE_UNDO ? "failed" : "succeeded";
+                journal(c, "end");
+        }
         if (c->outdir_made && how == DM_RELEASE_UNDO && rmdir(c->outdir) == 0)
                 c->outdir_made = false;
         /* What it left goes to its owner (again, after the container is

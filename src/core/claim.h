@@ -47,6 +47,7 @@ struct dm_slot;
 struct dm_budget_hold;
 struct dm_image_info;
 struct dm_image_build_watch;
+struct dm_activity_event;
 
 /* Whether r (a claim's, or a run's or create's that made one) is a cap's
  * (admission or the tree's spend) or a cascade's refusal. */
@@ -107,6 +108,10 @@ struct dm_claim_request {
         /* Where a build of an image the engine lacks reports (and what
          * cancels it); NULL: never built here. */
         const struct dm_image_build_watch *watch;
+        /* What the run journal says of it (src/core/activity.h; borrowed,
+         * must outlive the claim): kind, command, egress, parent, job. The
+         * claim adds id, principal, image, output directory and times. */
+        const struct dm_activity_event *activity;
 };
 
 /* What a claim holds, until dm_release. Its fields are read by the core's
@@ -130,6 +135,14 @@ struct dm_claimed {
         struct dm_inputs_stage stage;
         char outdir[PATH_MAX]; /* dm_claim_outdir's, or a warm container's (dm_claim_adopt_outdir) */
         bool outdir_made;
+        /* The journal's start line is written with the output directory,
+         * its end line by dm_release with what the caller set here first
+         * (NULL status: "failed" when undone, else "succeeded"). */
+        const struct dm_activity_event *activity;
+        bool journaled;
+        const char *end_status;
+        bool has_exit;
+        int exit_code;
 };
 
 /* The claim up to the container (see above). 0, or an error with nothing

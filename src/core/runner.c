@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/core/activity.h"
 #include "src/core/admission.h"
 #include "src/core/children.h"
 #include "src/core/claim.h"
@@ -131,8 +132,8 @@ static int watch_limits(struct dm_context *ctx, struct dm_backend *b, const char
 }
 
 /* How the run ended, in its ledger entry: r is dm_run's answer. */
-static void ledger_end(struct dm_context *ctx, const char *run_id, int r, const struct dm_run_result *res,
-                       int64_t wall_ms, const struct dm_error *err)
+static const char *ledger_end(struct dm_context *ctx, const char *run_id, int r, const struct dm_run_result *res,
+                              int64_t wall_ms, const struct dm_error *err)
 {
         struct dm_error lerr = { 0 };
         bool ran = r == 0 || r == -ECANCELED;
@@ -147,6 +148,7 @@ static void ledger_end(struct dm_context *ctx, const char *run_id, int r, const 
                           ran && res->duration_ms > 0 ? res->duration_ms : wall_ms,
                           r < 0 && r != -ECANCELED ? err->msg : NULL, &lerr) < 0)
                 log_warning("run %s: %s", run_id, lerr.msg);
+        return status;
 }
 
 /* How a cold run's container is confined: by the shim (its filter on
@@ -175,6 +177,12 @@ static int confine(struct dm_backend *b, const struct dm_run_request *req, bool 
         return 0;
 }
 
+/* The journal's start line of a run: its fields, and argv as one line. */
+struct run_activity {
+        struct dm_activity_event ev;
+        char argv[DM_ACTIVITY_COMMAND_MAX + 1];
+};
+
 /* A run from its claim to its release: what it holds. Claim
  * (src/core/claim.h): admission, the spend when asked, the inputs, image
  * and backend, then a warm container of the pool, or a fresh output
@@ -196,6 +204,7 @@ struct run {
         const struct dm_launched *launched; /* the shim's, warm or cold */
         struct dm_exec_sink sink;
         int64_t t0, ledger_t0;
+        struct run_activity activity;
 };
 
 /* A cold run's container, made for it: scratch/workspace is its
@@ -412,6 +421,28 @@ static int run_exec(struct run *x, struct dm_run_result *res, struct dm_error *e
         return res->cancelled ? dm_error_set(err, -ECANCELED, "cancelled") : 0;
 }
 
+/* What the run journal says of the run (src/core/activity.h). */
+static void run_activity(const struct dm_run_request *req, struct run_activity *a)
+{
+        const char *kind = req->ledger_kind ? req->ledger_kind : req->kind ? req->kind : "script";
+        size_t at = 0;
+
+        a->argv[0] = '\0';
+        for (size_t i = 0; !req->command && req->argv && req->argv[i] && at < sizeof(a->argv) - 1; i++) {
+                int n = snprintf(a->argv + at, sizeof(a->argv) - at, "%s%s", i ? " " : "", req->argv[i]);
+                at += n > 0 ? (size_t)n : 0;
+        }
+        a->ev = (struct dm_activity_event){
+                .kind = strcmp(kind, "script") != 0 ? "agent"
+                        : req->job_id               ? "job"
+                                                    : "run",
+                .command = req->command ? req->command : a->argv,
+                .egress = req->policy ? dm_egress_names[req->policy->mode] : dm_egress_names[DM_EGRESS_NONE],
+                .parent_id = req->parent_run_id,
+                .job_id = req->job_id,
+        };
+}
+
 /* The release, on every way out: r is the run's answer. */
 static void run_release(struct run *x, int r, struct dm_run_result *res, struct dm_error *err)
 {
@@ -437,8 +468,11 @@ static void run_release(struct run *x, int r, struct dm_run_result *res, struct 
                                      x->container ? dm_slot_ref(c->slot) : NULL);
         dm_pool_entry_free(x->warm);
         free(x->cold);
-        if (c->outdir_made)
-                ledger_end(ctx, x->run_id, r, res, dm_now_ms() - x->ledger_t0, err);
+        if (c->outdir_made) {
+                c->end_status = ledger_end(ctx, x->run_id, r, res, dm_now_ms() - x->ledger_t0, err);
+                c->has_exit = r == 0 || r == -ECANCELED;
+                c->exit_code = res->exit_code;
+        }
         /* The caller's last figures (an agent's usage) into the ledger
          * before its spend goes back. */
         if (req->before_release)
@@ -467,6 +501,7 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
         int r;
 
         memset(res, 0, sizeof(*res));
+        run_activity(req, &x.activity);
         if (req->timeout_s <= 0 || req->timeout_s > ctx->cfg.max_timeout_s)
                 return dm_error_set(err, -EINVAL, "timeout_seconds must be between 1 and %lld",
                                     (long long)ctx->cfg.max_timeout_s);
@@ -479,7 +514,8 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
                                                  .files = req->files,
                                                  .dirs = req->dirs,
                                                  .n_extra = 2 + req->n_mounts,
-                                                 .watch = &x.watch },
+                                                 .watch = &x.watch,
+                                                 .activity = &x.activity.ev },
                      &x.c, err);
         if (r < 0)
                 return r;

@@ -20,6 +20,7 @@
 #include "src/core/exec.h"
 #include "src/core/images.h"
 #include "src/core/idmap.h"
+#include "src/core/activity.h"
 #include "src/core/admission.h"
 #include "src/core/claim.h"
 #include "src/core/launch.h"
@@ -194,6 +195,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
         const struct dm_image_build_watch watch = { .on_line = req->on_message,
                                                     .userdata = req->userdata,
                                                     .cancel = req->cancel };
+        struct dm_activity_event activity = { .kind = "sandbox", .egress = dm_egress_names[req->policy->mode] };
         struct dm_claimed c;
         char dir[PATH_MAX];
         int r;
@@ -212,7 +214,8 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                                                  .files = req->files,
                                                  .dirs = req->dirs,
                                                  .n_extra = 2,
-                                                 .watch = &watch },
+                                                 .watch = &watch,
+                                                 .activity = &activity },
                      &c, err);
         if (r < 0)
                 return r;
@@ -675,6 +678,8 @@ int dm_sandbox_destroy(struct dm_context *ctx, const char *id, struct dm_error *
         if (r < 0 && r != -ENOENT)
                 log_warning("sandbox %s: %s", id, err->msg);
         dm_error_clear(err);
+        dm_activity_record(ctx->cfg.state_dir, ctx->cfg.activity_days,
+                           &(struct dm_activity_event){ .event = "end", .id = id, .status = "destroyed" });
         /* What it left goes to the owner; it can no longer write there. */
         dm_owner_return(ctx->cfg.output_root, sb.output_dir);
         log_info("sandbox %s destroyed (output directory '%s' kept)", id, sb.output_dir);

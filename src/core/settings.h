@@ -55,6 +55,8 @@ struct dm_config {
                                          this long answers as a task (SEP-2663), default 1000; 0 = always */
         int64_t snapshot_ttl_s;       /* DEMESNE_SNAPSHOT_TTL, seconds a snapshot is kept, default 7 days */
         int64_t snapshot_max;         /* DEMESNE_SNAPSHOT_MAX, snapshots one principal may hold, default 16 */
+        int64_t activity_days;        /* DEMESNE_ACTIVITY_DAYS: a run journal not written for this long is
+                                         removed (src/core/activity.h), default 14; 0 = kept */
         char *skills_dir;             /* DEMESNE_SKILLS_DIR: the skills served over MCP; NULL = installed ones */
         /* Nested sandboxes (src/tools/nested.c): */
         int64_t max_depth;    /* DEMESNE_MAX_DEPTH, levels of nested sandboxes, default 3 */

@@ -744,8 +744,8 @@ static bool time_wait_on(const struct sockaddr_storage *addr)
         return waiting && !listening;
 }
 
-static int open_listener(struct sockaddr_storage *addr, socklen_t len, const char *spec, unsigned *ret_port,
-                         struct dm_error *err)
+int dm_mcphttp_open_listener(struct sockaddr_storage *addr, socklen_t len, const char *spec, unsigned *ret_port,
+                             struct dm_error *err)
 {
         _cleanup_close_ int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         int one = 1;
@@ -883,7 +883,7 @@ static int start(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, 
         if (r >= 0 && h->tokens.n > 1)
                 dm_mcp_server_set_private_logs(srv);
         if (r >= 0 && !o->use_listen_fd)
-                r = h->listen_fd = open_listener(&addr, addr_len, o->listen, &port, err);
+                r = h->listen_fd = dm_mcphttp_open_listener(&addr, addr_len, o->listen, &port, err);
         if (r >= 0 && h->token_made)
                 r = write_token(h, o->state_dir, port, err);
         if (r >= 0 && (r = dm_mcphttp_janitor_start(h, &h->janitor)) < 0)

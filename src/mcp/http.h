@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include "src/basic/error.h"
 
@@ -74,5 +75,12 @@ int dm_mcphttp_start(struct dm_mcp_server *srv, const struct dm_mcphttp_options 
                      struct dm_error *err);
 /* NULL is fine. */
 void dm_mcphttp_stop(struct dm_mcphttp *h);
+
+/* A listening TCP socket (close-on-exec) at addr (dm_mcphttp_parse_listen's),
+ * spec naming it in messages (a port a closed connection still holds in
+ * TIME_WAIT is said so); the port it got in *ret_port. fd, or a negative
+ * errno with err filled. `demesne ui` listens through it too. */
+int dm_mcphttp_open_listener(struct sockaddr_storage *addr, socklen_t len, const char *spec, unsigned *ret_port,
+                             struct dm_error *err);
 
 #endif

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+// The activity view: runs from GET /ui/api/v1/runs, kept live from the
+// event stream. Everything from the API is inserted as text (textContent,
+// never parsed as HTML): a command or file name is data, never markup.
+'use strict';
+
+const runs = new Map(); // id -> run, merged from the list and the events
+const api = '/ui/api/v1';
+const filters = {
+  status: ['running', 'succeeded', 'failed', 'cancelled', 'timed_out', 'destroyed'],
+  kind: ['run', 'job', 'agent', 'sandbox'],
+};
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function depth(run) {
+  let d = 0;
+  for (let p = run.parent_id; p && runs.has(p) && d < 16; p = runs.get(p).parent_id) d++;
+  return d;
+}
+
+function duration(run) {
+  if (!run.start_ms) return '';
+  const end = run.end_ms || Date.now();
+  return ((end - run.start_ms) / 1000).toFixed(1) + ' s';
+}
+
+function render() {
+  const status = document.getElementById('status').value;
+  const kind = document.getElementById('kind').value;
+  const body = document.querySelector('#runs tbody');
+  const rows = [...runs.values()]
+    .filter((r) => (!status || r.status === status) && (!kind || r.kind === kind))
+    .sort((a, b) => (b.start_ms || 0) - (a.start_ms || 0));
+  body.replaceChildren();
+  for (const r of rows) {
+    const tr = el('tr', null, r.status || '');
+    const id = el('td');
+    id.style.paddingLeft = (0.5 + depth(r) * 1.5) + 'em';
+    id.textContent = r.id;
+    tr.append(id, el('td', r.kind), el('td', r.status, 'status'), el('td', r.image), el('td', r.egress),
+      el('td', r.principal), el('td', r.start_ms ? new Date(r.start_ms).toLocaleTimeString() : ''),
+      el('td', duration(r)), el('td', r.exit_code), el('td', r.command, 'command'));
+    tr.addEventListener('click', () => show(r.id));
+    body.append(tr);
+  }
+}
+
+async function show(id) {
+  const res = await fetch(`${api}/runs/${encodeURIComponent(id)}`);
+  if (!res.ok) return;
+  const run = await res.json();
+  document.getElementById('detail').hidden = false;
+  document.getElementById('detail-id').textContent = run.id;
+  document.getElementById('detail-command').textContent = run.command || '';
+  const rep = run.usage_report;
+  document.getElementById('detail-cost').textContent = rep
+    ? `cost $${rep.cost_usd} for ${rep.sandbox_count} run(s) in its tree; ${rep.usage.input_tokens} tokens in, ${rep.usage.output_tokens} out`
+    : '';
+  const ul = document.getElementById('detail-files');
+  ul.replaceChildren();
+  for (const f of run.files || []) {
+    const li = el('li');
+    const a = el('a', f.name);
+    a.href = `${api}/runs/${encodeURIComponent(run.id)}/files/${f.name.split('/').map(encodeURIComponent).join('/')}`;
+    li.append(a, el('span', ` ${f.size} bytes`));
+    ul.append(li);
+  }
+}
+
+function merge(run) {
+  runs.set(run.id, Object.assign(runs.get(run.id) || {}, run));
+}
+
+async function start() {
+  const live = document.getElementById('live');
+  const events = new EventSource(`${api}/events`);
+  events.addEventListener('run', (e) => {
+    try { merge(JSON.parse(e.data)); render(); } catch (err) { /* a bad line is skipped */ }
+  });
+  events.onopen = () => { live.textContent = 'live'; live.className = ''; };
+  events.onerror = () => { live.textContent = 'reconnecting…'; live.className = 'off'; };
+  for (const [id, values] of Object.entries(filters)) {
+    const select = document.getElementById(id);
+    for (const v of values) select.append(el('option', v));
+    select.addEventListener('change', render);
+  }
+  const res = await fetch(`${api}/runs`);
+  if (res.ok) for (const r of (await res.json()).runs) merge(r);
+  render();
+  setInterval(render, 1000); // durations of running rows
+}
+
+document.addEventListener('DOMContentLoaded', start);
