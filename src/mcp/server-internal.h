@@ -16,6 +16,21 @@
 #define META_CAPS "io.modelcontextprotocol/clientCapabilities"
 #define META_INFO "io.modelcontextprotocol/clientInfo"
 
+/* A 2026-07-28 question this server asked (an input_required result): the
+ * requestState the retry must bring back, and what it was for. */
+#define DM_MCP_ASK_STATES 64
+#define DM_MCP_ASK_TOKEN_MAX 33
+#define DM_MCP_ASK_KEY_MAX 64
+#define DM_MCP_ASK_ID_MAX 256
+struct dm_ask_state {
+        char token[DM_MCP_ASK_TOKEN_MAX]; /* "" = a free slot */
+        char key[DM_MCP_ASK_KEY_MAX];
+        char principal[DM_PRINCIPAL_MAX];
+        uint64_t digest; /* the call's tool and arguments */
+        int64_t expires_ms;
+};
+struct dm_ask;
+
 struct dm_mcp_server {
         void *app;                                 /* the tools' (borrowed) */
         struct dm_registry *registry;              /* the tools it serves (borrowed) */
@@ -32,6 +47,10 @@ struct dm_mcp_server {
         struct dm_skills *skills;               /* served with the skills extension; read-only once made */
         const struct dm_mcp_task_ops *task_ops; /* NULL: no tasks extension */
         void *task_data;
+        int ask_timeout_ms;   /* 0: never ask (DEMESNE_ELICIT=off) */
+        uint64_t next_ask;    /* guarded by lock */
+        pthread_cond_t asked; /* on srv->lock: an answer came, a call was cancelled, a session closes */
+        struct dm_ask_state states[DM_MCP_ASK_STATES]; /* 2026-07-28 questions issued; guarded by lock */
 };
 
 struct dm_mcp_session {
@@ -51,6 +70,8 @@ struct dm_mcp_session {
         uint64_t id;                          /* names the session to jobs that outlive their call */
         char principal[DM_MCP_PRINCIPAL_MAX]; /* set before the first message; then read-only */
         int refs;                             /* senders outside the lock (dm_mcp_server_notify) */
+        bool can_elicit;                      /* initialize declared capabilities.elicitation (form) */
+        struct dm_ask *asks;                  /* questions waiting for an answer (ask.c) */
 };
 
 struct dm_call {
@@ -65,6 +86,8 @@ struct dm_call {
         double last_progress;
         double progress_base; /* added to dm_call_progress values (after notes) */
         int64_t last_note_ms;
+        json_object *input_required; /* 2026-07-28: the questions its result becomes (ask.c), owned */
+        char request_state[DM_MCP_ASK_TOKEN_MAX];
         struct dm_call *next;
 };
 
@@ -84,5 +107,16 @@ json_object *dm_mcp_get_meta(json_object *params);
  * methods themselves. */
 bool dm_mcp_request_declares_tasks(struct dm_mcp_session *s, json_object *params, bool modern);
 void dm_mcp_handle_tasks(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern);
+
+/* ask.c: the server's part of asking (init and release with the server);
+ * whether client capabilities declare form elicitation; a response from
+ * the client (to a question, or to nothing: logged and ignored); a call's
+ * result as the input_required result when the call asked on 2026-07-28
+ * (takes result, returns what to send). */
+void dm_mcp_ask_init(struct dm_mcp_server *srv);
+void dm_mcp_ask_release(struct dm_mcp_server *srv);
+bool dm_mcp_caps_elicit_form(json_object *caps);
+void dm_mcp_ask_answer(struct dm_mcp_session *s, struct dm_rpc_msg *m);
+json_object *dm_mcp_ask_result(struct dm_call *c, json_object *result);
 
 #endif

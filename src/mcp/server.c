@@ -111,6 +111,7 @@ struct dm_mcp_server *dm_mcp_server_new(void *app, struct dm_registry *registry,
         }
         pthread_mutex_init(&srv->lock, NULL);
         pthread_cond_init(&srv->idle, NULL);
+        dm_mcp_ask_init(srv);
         /* Each server its own sink: two servers in one process each get
          * the records. Without one (all slots taken) the server still
          * serves; its clients get no notifications/message. */
@@ -168,6 +169,8 @@ static void cancel_calls_locked(struct dm_mcp_session *s)
 {
         for (struct dm_call *c = s->calls; c; c = c->next)
                 dm_cancel_fire(&c->cancel);
+        /* A call waiting for an answer stops waiting. */
+        pthread_cond_broadcast(&s->srv->asked);
 }
 
 void dm_mcp_session_free(struct dm_mcp_session *s)
@@ -220,6 +223,7 @@ void dm_mcp_server_free(struct dm_mcp_server *srv)
                 dm_mcp_session_free(srv->sessions);
         pthread_mutex_destroy(&srv->lock);
         pthread_cond_destroy(&srv->idle);
+        dm_mcp_ask_release(srv);
         dm_skills_free(srv->skills);
         free(srv);
 }
@@ -358,7 +362,7 @@ static json_object *server_capabilities(const struct dm_mcp_server *srv, bool mo
 
 static void handle_initialize(struct dm_mcp_session *s, struct dm_rpc_msg *m)
 {
-        json_object *v, *result;
+        json_object *v, *result, *caps;
         const char *want = NULL, *chosen = DM_MCP_LATEST_LEGACY_VERSION;
 
         if (m->params && json_object_object_get_ex(m->params, "protocolVersion", &v) &&
@@ -373,9 +377,13 @@ static void handle_initialize(struct dm_mcp_session *s, struct dm_rpc_msg *m)
                 if (strcmp(want, legacy_versions[i]) == 0)
                         chosen = legacy_versions[i];
 
+        caps = NULL;
+        if (json_object_object_get_ex(m->params, "capabilities", &caps) && !json_object_is_type(caps, json_type_object))
+                caps = NULL;
         pthread_mutex_lock(&s->srv->lock);
         snprintf(s->version, sizeof(s->version), "%s", chosen);
         s->initialized = true;
+        s->can_elicit = dm_mcp_caps_elicit_form(caps);
         pthread_mutex_unlock(&s->srv->lock);
 
         result = json_object_new_object();
@@ -608,6 +616,7 @@ static void *call_main(void *arg)
 
         json_object_object_get_ex(c->params, "arguments", &args);
         result = c->task ? srv->task_ops->call(srv->task_data, c, args) : c->tool->handler(c, args);
+        result = dm_mcp_ask_result(c, result);
         /* A cancelled request gets no response (notifications/cancelled). */
         if (result && !dm_cancel_fired(&c->cancel))
                 dm_mcp_reply(s, c->id, result, c->modern);
@@ -628,6 +637,7 @@ static void *call_main(void *arg)
         json_object_put(c->id);
         json_object_put(c->progress_token);
         json_object_put(c->params);
+        json_object_put(c->input_required);
         free(c);
         return NULL;
 }
@@ -736,6 +746,7 @@ static void handle_cancelled(struct dm_mcp_session *s, struct dm_rpc_msg *m)
                         dm_cancel_fire(&c->cancel);
                         found = true;
                 }
+        pthread_cond_broadcast(&s->srv->asked);
         pthread_mutex_unlock(&s->srv->lock);
         /* Logged outside the lock: the log hook takes it to find sessions. */
         if (found)
@@ -752,7 +763,8 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
         switch (m.kind) {
         case DM_RPC_INVALID: dm_mcp_reply_error(s, m.id, m.error_code, m.error_message, NULL); goto out;
         case DM_RPC_RESPONSE:
-                /* We send no requests yet; a stray response is ignored. */
+                /* An answer to a question (ask.c), or a stray: logged. */
+                dm_mcp_ask_answer(s, &m);
                 goto out;
         default: break;
         }
