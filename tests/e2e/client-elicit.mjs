@@ -17,6 +17,7 @@
 // Prints TAP; exits 0 only if every test passed, 77 when node_modules is missing.
 
 import path from 'node:path';
+import readline from 'node:readline';
 import * as h from './lib/harness.mjs';
 
 h.requireNodeModules();
@@ -130,19 +131,12 @@ class RawStdio {
     this.next = 1;
     this.pending = new Map();
     this.onRequest = () => {};
-    let buf = '';
-    this.child.stdout.setEncoding('utf8');
-    this.child.stdout.on('data', (chunk) => {
-      buf += chunk;
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const msg = JSON.parse(buf.slice(0, i));
-        buf = buf.slice(i + 1);
-        if (msg.method && msg.id !== undefined) this.onRequest(msg);
-        else if (msg.id !== undefined && this.pending.has(msg.id)) {
-          this.pending.get(msg.id)(msg);
-          this.pending.delete(msg.id);
-        }
+    readline.createInterface({ input: this.child.stdout }).on('line', (line) => {
+      const msg = JSON.parse(line);
+      if (msg.method && msg.id !== undefined) this.onRequest(msg);
+      else if (msg.id !== undefined && this.pending.has(msg.id)) {
+        this.pending.get(msg.id)(msg);
+        this.pending.delete(msg.id);
       }
     });
   }
