@@ -104,6 +104,36 @@ static const struct dm_tool tools[] = {
         { .name = "t_ask", .description = "asks", .input_schema = "{\"type\":\"object\"}", .handler = asker },
 };
 
+/* A server with the asking tool, one session, and what it sent. */
+struct fixture {
+        struct dm_registry *reg;
+        struct dm_mcp_server *srv;
+        struct dm_mcp_session *s;
+        struct peer p;
+        int from;
+};
+
+static void fixture_init(struct fixture *f, int timeout_ms, const char *principal)
+{
+        *f = (struct fixture){ .p = { .lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER } };
+        f->reg = dm_registry_new();
+        dm_registry_add(f->reg, tools, 1);
+        f->srv = dm_mcp_server_new(NULL, f->reg, "/nonexistent");
+        dm_mcp_server_set_ask_timeout(f->srv, timeout_ms);
+        f->s = dm_mcp_session_new(f->srv, on_send, &f->p);
+        if (principal)
+                dm_mcp_session_set_principal(f->s, principal);
+}
+
+static void fixture_release(struct fixture *f)
+{
+        dm_mcp_session_free(f->s);
+        dm_mcp_server_free(f->srv);
+        dm_registry_free(f->reg);
+        for (int i = 0; i < f->p.n; i++)
+                free(f->p.msgs[i]);
+}
+
 #define INIT_ELICIT                                                                                               \
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"," \
         "\"capabilities\":{\"elicitation\":{}},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}"
@@ -142,21 +172,18 @@ static void legacy_round(struct dm_mcp_session *s, struct peer *p, int *from, in
 
 static void legacy(void)
 {
-        struct dm_registry *reg = dm_registry_new();
-        struct dm_mcp_server *srv;
+        struct fixture f;
         struct dm_mcp_session *s;
-        struct peer p = { .lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER };
-        int from = 0;
+        struct peer *p = &f.p;
+        int *from = &f.from;
         const char *q;
         int64_t t0;
 
-        dm_registry_add(reg, tools, 1);
-        srv = dm_mcp_server_new(NULL, reg, "/nonexistent");
-        dm_mcp_server_set_ask_timeout(srv, 300);
-        s = dm_mcp_session_new(srv, on_send, &p);
+        fixture_init(&f, 300, NULL);
+        s = f.s;
         say(s, INIT_ELICIT);
         dm_mcp_session_handle(s, CALL(2), strlen(CALL(2)));
-        q = wait_for(&p, &from, "\"method\":\"elicitation/create\"");
+        q = wait_for(p, from, "\"method\":\"elicitation/create\"");
         ok(q && strstr(q, "\"id\":\"demesne-ask-1 for 2\"") && strstr(q, "\"message\":\"open it?\"") &&
                    strstr(q, "\"enum\":[\"allow\",\"refuse\"]"),
            "2025-11-25: the question goes out with an id of its own naming the call, the message and the enum: %s",
@@ -168,54 +195,41 @@ static void legacy(void)
             "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"action\":\"accept\",\"content\":{\"decision\":\"allow\"}}}");
         say(s, "{\"jsonrpc\":\"2.0\",\"id\":77,\"error\":{\"code\":-1,\"message\":\"x\"}}");
         say(s, "{\"jsonrpc\":\"2.0\",\"id\":\"demesne-ask-1 for 2\",\"result\":{\"action\":\"decline\"}}");
-        q = wait_for(&p, &from, "\"id\":2,\"result\"");
+        q = wait_for(p, from, "\"id\":2,\"result\"");
         ok(q && strstr(q, "heard: refuse"), "strays are ignored; the answer to the question counts (decline): %s",
            q ? q : "(none)");
 
-        legacy_round(s, &p, &from, 3, "{\"action\":\"accept\",\"content\":{\"decision\":\"allow\"}}", "heard: allow",
+        legacy_round(s, p, from, 3, "{\"action\":\"accept\",\"content\":{\"decision\":\"allow\"}}", "heard: allow",
                      "accept + allow");
-        legacy_round(s, &p, &from, 4, "{\"action\":\"accept\",\"content\":{\"decision\":\"refuse\"}}", "heard: refuse",
+        legacy_round(s, p, from, 4, "{\"action\":\"accept\",\"content\":{\"decision\":\"refuse\"}}", "heard: refuse",
                      "accept + refuse");
-        legacy_round(s, &p, &from, 5, "{\"action\":\"cancel\"}", "heard: cancel", "cancel");
-        legacy_round(s, &p, &from, 6, "{\"action\":\"accept\",\"content\":{\"decision\":true}}", "heard: no answer",
+        legacy_round(s, p, from, 5, "{\"action\":\"cancel\"}", "heard: cancel", "cancel");
+        legacy_round(s, p, from, 6, "{\"action\":\"accept\",\"content\":{\"decision\":true}}", "heard: no answer",
                      "a malformed answer is no answer");
-        legacy_round(s, &p, &from, 7, "[1,2]", "heard: no answer", "an answer that is not an object is no answer");
+        legacy_round(s, p, from, 7, "[1,2]", "heard: no answer", "an answer that is not an object is no answer");
         t0 = dm_now_ms();
-        legacy_round(s, &p, &from, 8, NULL, "heard: no answer", "no answer within the timeout");
+        legacy_round(s, p, from, 8, NULL, "heard: no answer", "no answer within the timeout");
         ok(dm_now_ms() - t0 >= 300, "... not before the timeout");
 
-        dm_mcp_session_free(s);
-        dm_mcp_server_free(srv);
-        dm_registry_free(reg);
-        for (int i = 0; i < p.n; i++)
-                free(p.msgs[i]);
+        fixture_release(&f);
 }
 
 /* The call's answer when the session is never asked. */
 static void never_asked(const char *init, const char *principal, int timeout_ms, const char *what)
 {
-        struct dm_registry *reg = dm_registry_new();
-        struct dm_mcp_server *srv;
+        struct fixture f;
         struct dm_mcp_session *s;
-        struct peer p = { .lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER };
-        int from = 0;
+        struct peer *p = &f.p;
+        int *from = &f.from;
         const char *q;
 
-        dm_registry_add(reg, tools, 1);
-        srv = dm_mcp_server_new(NULL, reg, "/nonexistent");
-        dm_mcp_server_set_ask_timeout(srv, timeout_ms);
-        s = dm_mcp_session_new(srv, on_send, &p);
-        if (principal)
-                dm_mcp_session_set_principal(s, principal);
+        fixture_init(&f, timeout_ms, principal);
+        s = f.s;
         say(s, "%s", init);
         dm_mcp_session_handle(s, CALL(2), strlen(CALL(2)));
-        q = wait_for(&p, &from, "\"id\":2,\"result\"");
-        ok(q && strstr(q, "heard: no answer") && !seen(&p, "elicitation/create"), "%s: never asked, no answer", what);
-        dm_mcp_session_free(s);
-        dm_mcp_server_free(srv);
-        dm_registry_free(reg);
-        for (int i = 0; i < p.n; i++)
-                free(p.msgs[i]);
+        q = wait_for(p, from, "\"id\":2,\"result\"");
+        ok(q && strstr(q, "heard: no answer") && !seen(p, "elicitation/create"), "%s: never asked, no answer", what);
+        fixture_release(&f);
 }
 
 #define MODERN_META                                                                       \
@@ -237,21 +251,18 @@ static void state_of(const char *msg, char *out, size_t size)
 static void modern(void)
 {
         static const char accept[] = "{\"egress\":{\"action\":\"accept\",\"content\":{\"decision\":\"allow\"}}}";
-        struct dm_registry *reg = dm_registry_new();
-        struct dm_mcp_server *srv;
+        struct fixture f;
         struct dm_mcp_session *s;
-        struct peer p = { .lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER };
+        struct peer *p = &f.p;
+        int *from = &f.from;
         char state[64];
-        int from = 0;
         const char *q;
 
-        dm_registry_add(reg, tools, 1);
-        srv = dm_mcp_server_new(NULL, reg, "/nonexistent");
-        dm_mcp_server_set_ask_timeout(srv, 60000);
-        s = dm_mcp_session_new(srv, on_send, &p);
+        fixture_init(&f, 60000, NULL);
+        s = f.s;
         say(s, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/call\",\"params\":{" MODERN_META
                ",\"name\":\"t_ask\",\"arguments\":{\"a\":1}}}");
-        q = wait_for(&p, &from, "\"id\":10,");
+        q = wait_for(p, from, "\"id\":10,");
         ok(q && strstr(q, "\"resultType\":\"input_required\"") &&
                    strstr(q, "\"inputRequests\":{\"egress\":{\"method\":\"elicitation/create\"") &&
                    strstr(q, "\"requestState\":\"") && !strstr(q, "heard"),
@@ -262,11 +273,11 @@ static void modern(void)
             "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":{" MODERN_META
             ",\"name\":\"t_ask\",\"arguments\":{\"a\":2},\"inputResponses\":%s,\"requestState\":\"%s\"}}",
             accept, state);
-        q = wait_for(&p, &from, "\"id\":11,");
+        q = wait_for(p, from, "\"id\":11,");
         ok(q && strstr(q, "input_required"), "a requestState carried to other arguments is asked again");
         say(s, "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{" MODERN_META
                ",\"name\":\"t_ask\",\"arguments\":{\"a\":1}}}");
-        q = wait_for(&p, &from, "\"id\":12,");
+        q = wait_for(p, from, "\"id\":12,");
         state_of(q ? q : "{}", state, sizeof(state));
         for (int i = 13; i <= 14; i++) {
                 say(s,
@@ -275,18 +286,14 @@ static void modern(void)
                     i, accept, state);
                 char id[32];
                 snprintf(id, sizeof(id), "\"id\":%d,", i);
-                q = wait_for(&p, &from, id);
+                q = wait_for(p, from, id);
                 if (i == 13)
                         ok(q && strstr(q, "heard: allow") && strstr(q, "\"resultType\":\"complete\""),
                            "the retry with its state and the answer: allow");
                 else
                         ok(q && strstr(q, "input_required"), "the same state again is asked again");
         }
-        dm_mcp_session_free(s);
-        dm_mcp_server_free(srv);
-        dm_registry_free(reg);
-        for (int i = 0; i < p.n; i++)
-                free(p.msgs[i]);
+        fixture_release(&f);
 }
 
 int main(void)
