@@ -209,7 +209,7 @@ bool dm_mcphttp_msg_route(json_object *msg, char **ret_id, char **ret_token, int
         } else if (json_object_object_get_ex(msg, "id", &v) && json_object_is_type(v, json_type_string) &&
                    strncmp(json_object_get_string(v), DM_MCP_ASK_ID_PREFIX, strlen(DM_MCP_ASK_ID_PREFIX)) == 0 &&
                    strstr(json_object_get_string(v), DM_MCP_ASK_FOR)) {
-                /* A question of a call (src/mcp/ask.c) goes out on that
+                /* A question of a call (src/mcp/server-ask.c) goes out on that
                  * call's stream: its id ends with the call's id. */
                 *ret_id = strdup(strstr(json_object_get_string(v), DM_MCP_ASK_FOR) + strlen(DM_MCP_ASK_FOR));
         } else if (json_object_object_get_ex(msg, "method", &v) &&

@@ -71,7 +71,7 @@ struct dm_mcp_session {
         char principal[DM_MCP_PRINCIPAL_MAX]; /* set before the first message; then read-only */
         int refs;                             /* senders outside the lock (dm_mcp_server_notify) */
         bool can_elicit;                      /* initialize declared capabilities.elicitation (form) */
-        struct dm_ask *asks;                  /* questions waiting for an answer (ask.c) */
+        struct dm_ask *asks;                  /* questions waiting for an answer (server-ask.c) */
 };
 
 struct dm_call {
@@ -86,7 +86,7 @@ struct dm_call {
         double last_progress;
         double progress_base; /* added to dm_call_progress values (after notes) */
         int64_t last_note_ms;
-        json_object *input_required; /* 2026-07-28: the questions its result becomes (ask.c), owned */
+        json_object *input_required; /* 2026-07-28: the questions its result becomes (server-ask.c), owned */
         char request_state[DM_MCP_ASK_TOKEN_MAX];
         struct dm_call *next;
 };
@@ -108,7 +108,7 @@ json_object *dm_mcp_get_meta(json_object *params);
 bool dm_mcp_request_declares_tasks(struct dm_mcp_session *s, json_object *params, bool modern);
 void dm_mcp_handle_tasks(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern);
 
-/* ask.c: the server's part of asking (init and release with the server);
+/* server-ask.c: the server's part of asking (init and release with the server);
  * whether client capabilities declare form elicitation; a response from
  * the client (to a question, or to nothing: logged and ignored); a call's
  * result as the input_required result when the call asked on 2026-07-28

@@ -763,7 +763,7 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
         switch (m.kind) {
         case DM_RPC_INVALID: dm_mcp_reply_error(s, m.id, m.error_code, m.error_message, NULL); goto out;
         case DM_RPC_RESPONSE:
-                /* An answer to a question (ask.c), or a stray: logged. */
+                /* An answer to a question (server-ask.c), or a stray: logged. */
                 dm_mcp_ask_answer(s, &m);
                 goto out;
         default: break;

@@ -119,7 +119,7 @@ const struct dm_tool *dm_call_tool(struct dm_call *call);
 /* The principal of the call's session (never NULL). */
 const char *dm_call_principal(struct dm_call *call);
 /* Asking the person at the client before a call gets more than the
- * operator allows (MCP elicitation, src/mcp/ask.c). message says what is
+ * operator allows (MCP elicitation, src/mcp/server-ask.c). message says what is
  * asked (the facts); key names the question (letters, under 64 bytes). The
  * client is asked to allow once or refuse:
  *   2025-11-25  an elicitation/create request on the call's stream, when the

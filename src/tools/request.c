@@ -62,7 +62,7 @@ int dm_tools_call_policy(struct dm_call *call, json_object *args, const char *mo
                 return dm_error_set(err, -ENOMEM, "out of memory");
         r = dm_policy_parse(mode, allow, flags, ret_policy, err);
         /* Refused only for want of the operator's permission: the person at
-         * the client may give it for this call (ask.c). Any other fault, or
+         * the client may give it for this call (server-ask.c). Any other fault, or
          * no answer, is the refusal word for word. */
         if (r != -EPERM || (flags & DM_POLICY_CALLER_ALLOWED) ||
             dm_policy_parse(mode, allow, DM_POLICY_CALLER_ALLOWED, ret_policy, &wide) < 0)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Asking the client (src/mcp/ask.c) at the MCP layer, with a tool that asks
+/* Asking the client (src/mcp/server-ask.c) at the MCP layer, with a tool that asks
  * and answers with what it heard: the 2025-11-25 elicitation/create and its
  * answers by id (strays, a malformed answer, a timeout, a cancel), who is
  * never asked (no capability, a nested caller, asking off), and the
