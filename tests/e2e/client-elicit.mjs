@@ -37,7 +37,11 @@ async function loadSdk() {
 const MODERN = '2026-07-28';
 const LEGACY = '2025-11-25';
 const CALL_MS = 180_000; /* one sandbox run on a loaded machine; a safety net */
-const ASK_MS = '3000'; /* the server's wait for an answer (DEMESNE_ELICIT_TIMEOUT_MS) */
+/* The server's wait for an answer (DEMESNE_ELICIT_TIMEOUT_MS): what the
+ * no-answer checks wait out, and what an immediate answer must beat on a
+ * loaded machine, so it grows with DEMESNE_TEST_TIME_SCALE as tests/tap.h's
+ * slack_ms does. */
+const ASK_MS = String(3000 * Math.max(1, Number(process.env.DEMESNE_TEST_TIME_SCALE) || 1));
 const OPEN_REFUSAL = "egress 'open' is refused: this server does not let callers open the network (its operator can " +
   'permit it with DEMESNE_ALLOW_CALLER_EGRESS=1; sandbox_research always has open egress)';
 const ALLOW_REFUSAL = "'allow' entries are refused: this server does not accept caller-supplied egress entries " +
