@@ -168,9 +168,11 @@ void dm_mcp_ask_answer(struct dm_mcp_session *s, struct dm_rpc_msg *m)
                             id);
 }
 
-static enum dm_ask_answer ask_legacy(struct dm_call *c, const char *message)
+/* Asks session s, which holds a reference the caller took: the call's own
+ * session (the question then goes on the call's stream), or the host's
+ * session of a nested caller's tree (on the session's own stream). */
+static enum dm_ask_answer ask_legacy(struct dm_call *c, struct dm_mcp_session *s, const char *message)
 {
-        struct dm_mcp_session *s = c->session;
         struct dm_mcp_server *srv = s->srv;
         _cleanup_free_ char *related = NULL;
         struct dm_ask q = { .answer = DM_ASK_NO_ANSWER };
@@ -188,7 +190,11 @@ static enum dm_ask_answer ask_legacy(struct dm_call *c, const char *message)
         /* Its own id space: a string prefix no client id needs, and the
          * call's id after it, which the HTTP transport routes on (the
          * question goes out on the call's stream). */
-        snprintf(q.id, sizeof(q.id), DM_MCP_ASK_ID_PREFIX "%" PRIu64 DM_MCP_ASK_FOR "%.200s", ++srv->next_ask, related);
+        if (s == c->session)
+                snprintf(q.id, sizeof(q.id), DM_MCP_ASK_ID_PREFIX "%" PRIu64 DM_MCP_ASK_FOR "%.200s", ++srv->next_ask,
+                         related);
+        else
+                snprintf(q.id, sizeof(q.id), DM_MCP_ASK_ID_PREFIX "%" PRIu64, ++srv->next_ask);
         q.next = s->asks;
         s->asks = &q;
         pthread_mutex_unlock(&srv->lock);
@@ -209,7 +215,7 @@ static enum dm_ask_answer ask_legacy(struct dm_call *c, const char *message)
                 deadline.tv_nsec -= 1000000000L;
         }
         pthread_mutex_lock(&srv->lock);
-        while (!q.done && !s->closing && !dm_cancel_fired(&c->cancel))
+        while (!q.done && !s->closing && !c->session->closing && !dm_cancel_fired(&c->cancel))
                 if (pthread_cond_timedwait(&srv->asked, &srv->lock, &deadline) == ETIMEDOUT)
                         break;
         for (struct dm_ask **pp = &s->asks; *pp; pp = &(*pp)->next)
@@ -345,8 +351,36 @@ enum dm_ask_answer dm_call_ask(struct dm_call *call, const char *key, const char
         /* A nested caller is a sandbox: it never answers for the person. */
         if (!s->srv->ask_timeout_ms || dm_principal_depth(s->principal) > 0 || strlen(key) >= DM_MCP_ASK_KEY_MAX)
                 return DM_ASK_NO_ANSWER;
-        a = call->modern ? ask_modern(call, key, message) : ask_legacy(call, message);
+        a = call->modern ? ask_modern(call, key, message) : ask_legacy(call, s, message);
         log_info("asked the client (%s): %s: %s", key, message, dm_ask_answer_name(a));
+        return a;
+}
+
+enum dm_ask_answer dm_call_ask_host(struct dm_call *call, uint64_t session_id, const char *key, const char *message)
+{
+        struct dm_mcp_server *srv = call->session->srv;
+        struct dm_mcp_session *host = NULL;
+        enum dm_ask_answer a = DM_ASK_NO_ANSWER;
+
+        if (!srv->ask_timeout_ms || !session_id)
+                return DM_ASK_NO_ANSWER;
+        pthread_mutex_lock(&srv->lock);
+        for (struct dm_mcp_session *s = srv->sessions; s && !host; s = s->next)
+                /* Only a host caller's: never a sandbox's, whatever id. */
+                if (s->id == session_id && !s->closing && !dm_principal_depth(s->principal)) {
+                        host = s;
+                        s->refs++;
+                }
+        pthread_mutex_unlock(&srv->lock);
+        if (host) {
+                a = ask_legacy(call, host, message);
+                pthread_mutex_lock(&srv->lock);
+                host->refs--;
+                pthread_cond_broadcast(&srv->idle);
+                pthread_mutex_unlock(&srv->lock);
+        }
+        log_info("asked the host's client for '%s' (%s): %s: %s", call->session->principal, key, message,
+                 dm_ask_answer_name(a));
         return a;
 }
 

@@ -145,6 +145,11 @@ enum dm_ask_answer {
 #define DM_MCP_ASK_ID_PREFIX "demesne-ask-"
 #define DM_MCP_ASK_FOR " for "
 enum dm_ask_answer dm_call_ask(struct dm_call *call, const char *key, const char *message);
+/* For a nested caller's call (a sandbox's, never asked itself): asks the
+ * host's session session_id instead, with a 2025-11-25 elicitation/create
+ * on that session's own stream, waiting as dm_call_ask does; a session
+ * that is gone, of a nested caller, or without elicitation is no answer. */
+enum dm_ask_answer dm_call_ask_host(struct dm_call *call, uint64_t session_id, const char *key, const char *message);
 const char *dm_ask_answer_name(enum dm_ask_answer a);
 /* How long a 2025-11-25 question waits for its answer, and a 2026-07-28
  * requestState stays good; 0 (the default): never ask. Call before the

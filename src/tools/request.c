@@ -13,6 +13,7 @@
 #include "src/tools/tools.h"
 #include "src/basic/buf.h"
 #include "src/basic/cleanup.h"
+#include "src/basic/principal.h"
 
 const char *dm_tools_call_egress(struct dm_call *call, const struct dm_args_table *t, json_object *args)
 {
@@ -28,9 +29,14 @@ static char *egress_question(struct dm_call *call, const char *mode, const char 
         const struct dm_tool *tool = dm_call_tool(call);
         bool open = mode && strcmp(mode, "open") == 0;
         size_t n = 0;
+        char root[DM_PRINCIPAL_MAX];
 
         dm_buf_init(&b, 8192);
-        dm_buf_printf(&b, "A call of '%s' (caller '%s') asks for ", tool ? tool->name : "?", dm_call_principal(call));
+        dm_principal_root(dm_call_principal(call), root, sizeof(root));
+        dm_buf_printf(&b, "A call of '%s' (caller '%s'", tool ? tool->name : "?", dm_call_principal(call));
+        if (dm_principal_depth(dm_call_principal(call)))
+                dm_buf_printf(&b, ", inside the nested sandbox tree '%s'", root);
+        dm_buf_printf(&b, ") asks for ");
         if (open)
                 dm_buf_printf(&b, "open internet (egress 'open')");
         if (allow[0]) {
@@ -68,7 +74,11 @@ int dm_tools_call_policy(struct dm_call *call, json_object *args, const char *mo
             dm_policy_parse(mode, allow, DM_POLICY_CALLER_ALLOWED, ret_policy, &wide) < 0)
                 return r;
         question = egress_question(call, mode, allow);
-        if (question && dm_call_ask(call, "egress", question) == DM_ASK_ALLOW)
+        /* A sandbox never answers for the person: a nested caller's
+         * question goes to the host's client that made its tree. */
+        if (question && (dm_principal_depth(dm_call_principal(call))
+                                 ? dm_call_ask_host(call, dm_tools_nested_host_session(call), "egress", question)
+                                 : dm_call_ask(call, "egress", question)) == DM_ASK_ALLOW)
                 return 0;
         dm_policy_free(*ret_policy);
         *ret_policy = NULL;

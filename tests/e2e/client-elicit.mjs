@@ -48,7 +48,7 @@ const ALLOW_REFUSAL = "'allow' entries are refused: this server does not accept 
   '(its operator can permit them with DEMESNE_ALLOW_CALLER_EGRESS=1)';
 const OPEN_CALL = { name: 'sandbox_script', arguments: { command: 'ls /sys/class/net', egress: 'open' } };
 
-h.plan(29);
+h.plan(31);
 
 /** What the person answers: the ElicitResult, or a promise that never settles. */
 function answerOf(kind) {
@@ -120,6 +120,48 @@ async function eraChecks(era, http) {
         `${label}: no answer within DEMESNE_ELICIT_TIMEOUT_MS: the flat refusal`, show(r));
     }
   } finally {
+    await c.close();
+  }
+}
+
+/* ---------- a nested caller: the host's client is asked, never the sandbox ---------- */
+
+/* Inside the sandbox: a 2025-11-25 session on its endpoint that declares
+ * elicitation itself (it must never be asked), then one tools/call read
+ * from stdin; prints the JSON-RPC answer (the SSE stream's last data line). */
+const NESTED_CALL = `set -e
+u=$DEMESNE_MCP_URL
+h() { curl -sS -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" -H "Authorization: Bearer $DEMESNE_MCP_TOKEN" "$@"; }
+h -D /tmp/hd -o /dev/null "$u" -d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"nested","version":"1"}}}'
+sid=$(grep -i '^mcp-session-id:' /tmp/hd | tr -d '\r' | cut -d' ' -f2)
+h -o /dev/null -H "Mcp-Session-Id: $sid" "$u" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+h -H "Mcp-Session-Id: $sid" "$u" -d @- | sed -n 's/^data: //p' | tail -n 1`;
+
+async function nestedChecks() {
+  const c = await sdkClient({ era: 'legacy', http: false, answers: ['accept', 'accept', 'decline'] });
+  let box;
+  try {
+    let r = await c.call({ name: 'sandbox_create', arguments: { image: 'base', egress: 'open', nested: true, ttl_seconds: 900 } });
+    box = r?.structuredContent?.sandbox_id;
+    const inside = async () => {
+      const call = { jsonrpc: '2.0', id: 1, method: 'tools/call',
+        params: { name: 'sandbox_script', arguments: { command: 'ls /sys/class/net', egress: 'open' } } };
+      const out = await c.call({ name: 'sandbox_exec',
+        arguments: { sandbox_id: box, command: NESTED_CALL, stdin: JSON.stringify(call) } });
+      try { return JSON.parse(out?.structuredContent?.stdout ?? '')?.result; } catch { return { raw: out }; }
+    };
+    r = await inside();
+    const q = c.asked[1]?.message ?? '';
+    h.ok(typeof box === 'string' && c.asked.length === 2 && q.includes(`inside the nested sandbox tree 'local/${box}'`) &&
+        r?.isError !== true && /\beth0\b/.test(r?.structuredContent?.stdout ?? ''),
+      "nested: a sandbox's call for egress 'open' is asked of the host's client, naming the tree; allowed, the child runs with it",
+      `box ${box}\nasked ${JSON.stringify(c.asked)}\nresult ${JSON.stringify(r)?.slice(0, 800)}`);
+    r = await inside();
+    h.ok(c.asked.length === 3 && r?.isError === true && r.content?.[0]?.text === OPEN_REFUSAL,
+      'nested: declined by the host\'s client, the sandbox gets the flat refusal (it is never asked itself)',
+      `asked ${c.asked.length}\nresult ${JSON.stringify(r)?.slice(0, 800)}`);
+  } finally {
+    if (box) await c.call({ name: 'sandbox_destroy', arguments: { sandbox_id: box } }).catch(() => {});
     await c.close();
   }
 }
@@ -276,6 +318,7 @@ await h.run(async () => {
         `asked ${c.asked.length}\n${show(r)}`);
     } finally { await c.close(); }
   }
+  await nestedChecks();
   await rawModernChecks();
   await hostileChecks();
   /* a bad DEMESNE_ELICIT stops the server with its name */
