@@ -100,8 +100,22 @@ static json_object *asker(struct dm_call *call, json_object *args)
         return dm_tool_result_error("heard: %s", dm_ask_answer_name(dm_call_ask(call, "egress", "open it?")));
 }
 
+/* The session a nested caller's question goes to (dm_call_ask_host). */
+static uint64_t host_session;
+
+static json_object *host_asker(struct dm_call *call, json_object *args)
+{
+        (void)args;
+        return dm_tool_result_error(
+                "heard: %s", dm_ask_answer_name(dm_call_ask_host(call, host_session, "egress", "open it, tree?")));
+}
+
 static const struct dm_tool tools[] = {
         { .name = "t_ask", .description = "asks", .input_schema = "{\"type\":\"object\"}", .handler = asker },
+        { .name = "t_ask_host",
+          .description = "asks the host",
+          .input_schema = "{\"type\":\"object\"}",
+          .handler = host_asker },
 };
 
 /* A server with the asking tool, one session, and what it sent. */
@@ -117,7 +131,7 @@ static void fixture_init(struct fixture *f, int timeout_ms, const char *principa
 {
         *f = (struct fixture){ .p = { .lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER } };
         f->reg = dm_registry_new();
-        dm_registry_add(f->reg, tools, 1);
+        dm_registry_add(f->reg, tools, 2);
         f->srv = dm_mcp_server_new(NULL, f->reg, "/nonexistent");
         dm_mcp_server_set_ask_timeout(f->srv, timeout_ms);
         f->s = dm_mcp_session_new(f->srv, on_send, &f->p);
@@ -296,6 +310,47 @@ static void modern(void)
         fixture_release(&f);
 }
 
+/* A nested caller's question goes to the host's session, never its own. */
+static void nested(void)
+{
+        struct fixture f;
+        struct peer np = { .lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER };
+        struct dm_mcp_session *n;
+        char id[512];
+        const char *q;
+        int nfrom = 0;
+
+        fixture_init(&f, 5000, NULL);
+        host_session = 1; /* session ids count from 1 in each server */
+        say(f.s, INIT_ELICIT);
+        n = dm_mcp_session_new(f.srv, on_send, &np);
+        dm_mcp_session_set_principal(n, "local/sbx-0123456789ab");
+        say(n, INIT_ELICIT);
+        say(n, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"t_ask_host\"}}");
+        q = wait_for(&f.p, &f.from, "\"method\":\"elicitation/create\"");
+        ok(q && strstr(q, "open it, tree?") && !strstr(q, " for "),
+           "a nested caller's question goes to the host's session, on its own stream: %s", q ? q : "(none)");
+        question_id(q ? q : "{}", id, sizeof(id));
+        /* The sandbox answering the host's question: not its question. */
+        say(n,
+            "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"action\":\"accept\",\"content\":{\"decision\":"
+            "\"allow\"}}}",
+            id);
+        say(f.s, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"action\":\"decline\"}}", id);
+        q = wait_for(&np, &nfrom, "\"id\":5,\"result\"");
+        ok(q && strstr(q, "heard: refuse") && !seen(&np, "elicitation/create"),
+           "the sandbox's own session is never asked, and its answer to the host's question does not count");
+        host_session = 2; /* the nested session itself */
+        say(n, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":\"t_ask_host\"}}");
+        q = wait_for(&np, &nfrom, "\"id\":6,\"result\"");
+        ok(q && strstr(q, "heard: no answer") && !seen(&np, "elicitation/create"),
+           "a nested session named as the host is never asked either");
+        dm_mcp_session_free(n);
+        fixture_release(&f);
+        for (int i = 0; i < np.n; i++)
+                free(np.msgs[i]);
+}
+
 int main(void)
 {
         legacy();
@@ -309,5 +364,6 @@ int main(void)
         never_asked(INIT_ELICIT, "local/sbx-0123456789ab", 5000, "a nested caller");
         never_asked(INIT_ELICIT, NULL, 0, "asking off (DEMESNE_ELICIT=off)");
         modern();
+        nested();
         return done_testing();
 }
