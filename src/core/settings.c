@@ -283,6 +283,10 @@ static int host_flags(struct dm_config *cfg, struct dm_error *err)
                                     "namespace) or 0 (a veth pair when root)",
                                     v);
         cfg->egress_in_netns = v && strcmp(v, "1") == 0;
+        v = getenv("DEMESNE_ELICIT");
+        if (v && *v && strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+                return dm_error_set(err, -EINVAL, "DEMESNE_ELICIT='%s' must be on (ask the client) or off", v);
+        cfg->elicit_off = v && strcmp(v, "off") == 0;
         return 0;
 }
 
@@ -375,6 +379,7 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
             (r = env_size("DEMESNE_TRANSFER_MAX", 1LL << 30, 1, INT64_MAX / 2, &cfg->transfer_max, err)) < 0 ||
             (r = env_size("DEMESNE_SANDBOX_SWEEP_SECONDS", 60, 1, 86400, &cfg->sweep_s, err)) < 0 ||
             (r = env_size("DEMESNE_TASK_AFTER_MS", 1000, 0, 3600000, &cfg->task_after_ms, err)) < 0 ||
+            (r = env_size("DEMESNE_ELICIT_TIMEOUT_MS", 120000, 100, 3600000, &cfg->elicit_timeout_ms, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_DEPTH", 3, 1, 8, &cfg->max_depth, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_CHILDREN", 8, 1, 256, &cfg->max_children, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_TREE", 32, 1, 1024, &cfg->max_tree, err)) < 0 ||

@@ -53,6 +53,8 @@ struct dm_config {
         int64_t sweep_s;              /* DEMESNE_SANDBOX_SWEEP_SECONDS, the expired-sandbox sweep, default 60 */
         int64_t task_after_ms;        /* DEMESNE_TASK_AFTER_MS: a task-supporting call still running after
                                          this long answers as a task (SEP-2663), default 1000; 0 = always */
+        bool elicit_off;              /* DEMESNE_ELICIT=off: refusals are never asked of the client */
+        int64_t elicit_timeout_ms;    /* DEMESNE_ELICIT_TIMEOUT_MS: how long a question waits, default 120000 */
         int64_t snapshot_ttl_s;       /* DEMESNE_SNAPSHOT_TTL, seconds a snapshot is kept, default 7 days */
         int64_t snapshot_max;         /* DEMESNE_SNAPSHOT_MAX, snapshots one principal may hold, default 16 */
         int64_t activity_days;        /* DEMESNE_ACTIVITY_DAYS: a run journal not written for this long is

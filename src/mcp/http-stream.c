@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "src/mcp/http-internal.h"
+#include "src/mcp/server.h"
 #include "src/mcp/jsonrpc.h"
 #include "src/basic/timeutil.h"
 
@@ -205,6 +206,12 @@ bool dm_mcphttp_msg_route(json_object *msg, char **ret_id, char **ret_token, int
         if (response) {
                 json_object_object_get_ex(msg, "id", &v);
                 *ret_id = text_of(v);
+        } else if (json_object_object_get_ex(msg, "id", &v) && json_object_is_type(v, json_type_string) &&
+                   strncmp(json_object_get_string(v), DM_MCP_ASK_ID_PREFIX, strlen(DM_MCP_ASK_ID_PREFIX)) == 0 &&
+                   strstr(json_object_get_string(v), DM_MCP_ASK_FOR)) {
+                /* A question of a call (src/mcp/server-ask.c) goes out on that
+                 * call's stream: its id ends with the call's id. */
+                *ret_id = strdup(strstr(json_object_get_string(v), DM_MCP_ASK_FOR) + strlen(DM_MCP_ASK_FOR));
         } else if (json_object_object_get_ex(msg, "method", &v) &&
                    strcmp(json_object_get_string(v), "notifications/progress") == 0 &&
                    json_object_object_get_ex(msg, "params", &params) &&

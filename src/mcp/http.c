@@ -245,8 +245,9 @@ static enum MHD_Result dispatch(struct dm_mcphttp *h, struct MHD_Connection *c, 
         if (m->kind != DM_RPC_REQUEST) {
                 /* Notifications and responses need no answer. A 2026-07-28
                  * notification has no session to act on: cancelling there
-                 * is closing the request's stream. */
-                if (s && m->kind == DM_RPC_NOTIFICATION)
+                 * is closing the request's stream. A response answers a
+                 * question of the session's (src/mcp/server-ask.c). */
+                if (s)
                         dm_mcp_session_handle(s->mcp, rq->body.data, rq->body.len);
                 return respond(c, MHD_HTTP_ACCEPTED, NULL, "", 0, NULL);
         }

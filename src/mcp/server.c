@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "src/mcp/jsonrpc.h"
+#include "src/mcp/server-internal.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/skills.h"
 #include "src/basic/cancel.h"
@@ -17,69 +18,13 @@
 #include "src/basic/timeutil.h"
 
 #define TOOLS_PAGE_SIZE 20
-#define META_VERSION "io.modelcontextprotocol/protocolVersion"
-#define META_CAPS "io.modelcontextprotocol/clientCapabilities"
-#define META_INFO "io.modelcontextprotocol/clientInfo"
 
 static const char *const legacy_versions[] = { "2025-11-25", "2025-06-18", NULL };
 
-struct dm_mcp_server {
-        void *app;                                 /* the tools' (borrowed) */
-        struct dm_registry *registry;              /* the tools it serves (borrowed) */
-        int log_handle;                            /* its log sink's, > 0; 0: none */
-        const struct dm_mcp_resource_ops *res_ops; /* NULL: the skills only */
-        void *res_data;
-        uint64_t next_session_id;
-        /* Guards sessions and their call lists. Never log while holding it:
-         * the log hook takes it to find the sessions that want records. */
-        pthread_mutex_t lock;
-        pthread_cond_t idle;
-        struct dm_mcp_session *sessions;
-        bool private_logs;                      /* no log records to sessions: several principals */
-        struct dm_skills *skills;               /* served with the skills extension; read-only once made */
-        const struct dm_mcp_task_ops *task_ops; /* NULL: no tasks extension */
-        void *task_data;
-};
-
-struct dm_mcp_session {
-        struct dm_mcp_server *srv;
-        dm_mcp_send_fn send;
-        void *transport;
-        struct dm_mcp_session *next;
-
-        /* Guarded by srv->lock. */
-        char version[16]; /* negotiated legacy version, "" before initialize */
-        bool initialized;
-        bool log_enabled;
-        enum dm_log_level log_level;
-        struct dm_call *calls; /* in flight */
-        int n_calls;
-        bool closing;
-        uint64_t id;                          /* names the session to jobs that outlive their call */
-        char principal[DM_MCP_PRINCIPAL_MAX]; /* set before the first message; then read-only */
-        int refs;                             /* senders outside the lock (dm_mcp_server_notify) */
-};
-
-struct dm_call {
-        struct dm_mcp_session *session;
-        json_object *id;             /* owned reference */
-        json_object *progress_token; /* owned reference, may be NULL */
-        json_object *params;         /* owned reference */
-        const struct dm_tool *tool;
-        bool modern;
-        bool task; /* the request declared tasks and the tool supports them: task_ops->call runs it */
-        struct dm_cancel cancel;
-        double last_progress;
-        double progress_base; /* added to dm_call_progress values (after notes) */
-        int64_t last_note_ms;
-        struct dm_call *next;
-};
-
 /* ---- sending ------------------------------------------------------------ */
 
-static void send_msg(struct dm_mcp_session *s, json_object *msg)
+void dm_mcp_send_msg(struct dm_mcp_session *s, json_object *msg)
 {
-        /* A failed send means the client is gone; the reader sees EOF next. */
         s->send(s->transport, msg);
         json_object_put(msg);
 }
@@ -92,20 +37,20 @@ static void add_result_type(json_object *result, bool modern)
                 json_object_object_add(result, "resultType", json_object_new_string("complete"));
 }
 
-static void reply(struct dm_mcp_session *s, json_object *id, json_object *result, bool modern)
+void dm_mcp_reply(struct dm_mcp_session *s, json_object *id, json_object *result, bool modern)
 {
         add_result_type(result, modern);
-        send_msg(s, dm_rpc_result(id, result));
+        dm_mcp_send_msg(s, dm_rpc_result(id, result));
 }
 
-static void reply_error(struct dm_mcp_session *s, json_object *id, int code, const char *message, json_object *data)
+void dm_mcp_reply_error(struct dm_mcp_session *s, json_object *id, int code, const char *message, json_object *data)
 {
-        send_msg(s, dm_rpc_error(id, code, message, data));
+        dm_mcp_send_msg(s, dm_rpc_error(id, code, message, data));
 }
 
 void dm_mcp_session_send_error(struct dm_mcp_session *s, int code, const char *message)
 {
-        reply_error(s, NULL, code, message, NULL);
+        dm_mcp_reply_error(s, NULL, code, message, NULL);
 }
 
 /* Forwards server log records to sessions that asked for them (logging/setLevel). */
@@ -131,7 +76,7 @@ static void log_hook(enum dm_log_level level, const char *line, void *userdata)
                 json_object_object_add(p, "level", json_object_new_string(dm_log_level_name(level)));
                 json_object_object_add(p, "logger", json_object_new_string("demesne"));
                 json_object_object_add(p, "data", json_object_new_string(line));
-                send_msg(targets[i], dm_rpc_notification("notifications/message", p));
+                dm_mcp_send_msg(targets[i], dm_rpc_notification("notifications/message", p));
         }
         if (n) {
                 pthread_mutex_lock(&srv->lock);
@@ -166,6 +111,7 @@ struct dm_mcp_server *dm_mcp_server_new(void *app, struct dm_registry *registry,
         }
         pthread_mutex_init(&srv->lock, NULL);
         pthread_cond_init(&srv->idle, NULL);
+        dm_mcp_ask_init(srv);
         /* Each server its own sink: two servers in one process each get
          * the records. Without one (all slots taken) the server still
          * serves; its clients get no notifications/message. */
@@ -223,6 +169,8 @@ static void cancel_calls_locked(struct dm_mcp_session *s)
 {
         for (struct dm_call *c = s->calls; c; c = c->next)
                 dm_cancel_fire(&c->cancel);
+        /* A call waiting for an answer stops waiting. */
+        pthread_cond_broadcast(&s->srv->asked);
 }
 
 void dm_mcp_session_free(struct dm_mcp_session *s)
@@ -275,6 +223,7 @@ void dm_mcp_server_free(struct dm_mcp_server *srv)
                 dm_mcp_session_free(srv->sessions);
         pthread_mutex_destroy(&srv->lock);
         pthread_cond_destroy(&srv->idle);
+        dm_mcp_ask_release(srv);
         dm_skills_free(srv->skills);
         free(srv);
 }
@@ -305,7 +254,7 @@ void dm_call_progress(struct dm_call *call, double progress, double total, const
                 json_object_object_add(p, "total", json_object_new_double(total));
         if (message)
                 json_object_object_add(p, "message", json_object_new_string(message));
-        send_msg(call->session, dm_rpc_notification("notifications/progress", p));
+        dm_mcp_send_msg(call->session, dm_rpc_notification("notifications/progress", p));
 }
 
 void dm_call_note(struct dm_call *call, const char *message)
@@ -321,7 +270,7 @@ void dm_call_note(struct dm_call *call, const char *message)
 
 /* ---- era handling --------------------------------------------------------- */
 
-static json_object *get_meta(json_object *params)
+json_object *dm_mcp_get_meta(json_object *params)
 {
         json_object *meta;
 
@@ -340,40 +289,18 @@ static json_object *supported_versions(void)
         return a;
 }
 
-/* Whether caps (client capabilities) has extensions[tasks] as an object. */
-static bool caps_have_tasks(json_object *caps)
-{
-        json_object *ext, *t;
-
-        return caps && json_object_object_get_ex(caps, "extensions", &ext) &&
-               json_object_object_get_ex(ext, DM_MCP_TASKS_EXTENSION, &t) && json_object_is_type(t, json_type_object);
-}
-
-/* Whether this request may get a CreateTaskResult and use tasks/ methods:
- * a 2026-07-28 request whose own _meta declares the extension (SEP-2663:
- * "regardless of prior declarations"). Never on the legacy eras: their
- * results have no resultType to tell a task from a CallToolResult, and
- * clients that declare the extension at initialize (the Inspector 2.12)
- * read a CreateTaskResult there as a CallToolResult without content. */
-static bool request_declares_tasks(struct dm_mcp_session *s, json_object *params, bool modern)
-{
-        json_object *meta = get_meta(params), *caps = NULL;
-
-        return s->srv->task_ops && modern && meta && json_object_object_get_ex(meta, META_CAPS, &caps) &&
-               caps_have_tasks(caps);
-}
-
 /* 1 = a modern request (checked), 0 = legacy, -1 = answered with an error. */
 static int classify_era(struct dm_mcp_session *s, struct dm_rpc_msg *m)
 {
-        json_object *meta = get_meta(m->params), *v, *caps;
+        json_object *meta = dm_mcp_get_meta(m->params), *v, *caps;
         const char *version;
 
         if (!meta || !json_object_object_get_ex(meta, META_VERSION, &v))
                 return 0;
         if (!json_object_is_type(v, json_type_string)) {
                 if (m->kind == DM_RPC_REQUEST)
-                        reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "_meta." META_VERSION " must be a string", NULL);
+                        dm_mcp_reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "_meta." META_VERSION " must be a string",
+                                           NULL);
                 return -1;
         }
         version = json_object_get_string(v);
@@ -382,15 +309,15 @@ static int classify_era(struct dm_mcp_session *s, struct dm_rpc_msg *m)
                         json_object *data = json_object_new_object();
                         json_object_object_add(data, "supported", supported_versions());
                         json_object_object_add(data, "requested", json_object_new_string(version));
-                        reply_error(s, m->id, DM_RPC_UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
-                                    data);
+                        dm_mcp_reply_error(s, m->id, DM_RPC_UNSUPPORTED_PROTOCOL_VERSION,
+                                           "Unsupported protocol version", data);
                 }
                 return -1;
         }
         if (m->kind == DM_RPC_REQUEST &&
             (!json_object_object_get_ex(meta, META_CAPS, &caps) || !json_object_is_type(caps, json_type_object))) {
-                reply_error(s, m->id, DM_RPC_INVALID_PARAMS,
-                            "a 2026-07-28 request must carry _meta." META_CAPS " (an object)", NULL);
+                dm_mcp_reply_error(s, m->id, DM_RPC_INVALID_PARAMS,
+                                   "a 2026-07-28 request must carry _meta." META_CAPS " (an object)", NULL);
                 return -1;
         }
         return 1;
@@ -409,7 +336,7 @@ static json_object *server_info(void)
 }
 
 /* modern: the tasks extension is served on 2026-07-28 only (see
- * request_declares_tasks). */
+ * dm_mcp_request_declares_tasks). */
 static json_object *server_capabilities(const struct dm_mcp_server *srv, bool modern)
 {
         json_object *caps = json_object_new_object(), *tools = json_object_new_object();
@@ -435,24 +362,28 @@ static json_object *server_capabilities(const struct dm_mcp_server *srv, bool mo
 
 static void handle_initialize(struct dm_mcp_session *s, struct dm_rpc_msg *m)
 {
-        json_object *v, *result;
+        json_object *v, *result, *caps;
         const char *want = NULL, *chosen = DM_MCP_LATEST_LEGACY_VERSION;
 
         if (m->params && json_object_object_get_ex(m->params, "protocolVersion", &v) &&
             json_object_is_type(v, json_type_string))
                 want = json_object_get_string(v);
         if (!want) {
-                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "initialize needs params.protocolVersion (a string)",
-                            NULL);
+                dm_mcp_reply_error(s, m->id, DM_RPC_INVALID_PARAMS,
+                                   "initialize needs params.protocolVersion (a string)", NULL);
                 return;
         }
         for (int i = 0; legacy_versions[i]; i++)
                 if (strcmp(want, legacy_versions[i]) == 0)
                         chosen = legacy_versions[i];
 
+        caps = NULL;
+        if (json_object_object_get_ex(m->params, "capabilities", &caps) && !json_object_is_type(caps, json_type_object))
+                caps = NULL;
         pthread_mutex_lock(&s->srv->lock);
         snprintf(s->version, sizeof(s->version), "%s", chosen);
         s->initialized = true;
+        s->can_elicit = dm_mcp_caps_elicit_form(caps);
         pthread_mutex_unlock(&s->srv->lock);
 
         result = json_object_new_object();
@@ -460,7 +391,7 @@ static void handle_initialize(struct dm_mcp_session *s, struct dm_rpc_msg *m)
         json_object_object_add(result, "capabilities", server_capabilities(s->srv, false));
         json_object_object_add(result, "serverInfo", server_info());
         json_object_object_add(result, "instructions", dm_registry_instructions(s->srv->registry));
-        reply(s, m->id, result, false);
+        dm_mcp_reply(s, m->id, result, false);
 }
 
 /* The tool list is fixed for the life of a server process but depends on
@@ -493,7 +424,7 @@ static void handle_discover(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool
         json_object_object_add(result, "instructions", dm_registry_instructions(s->srv->registry));
         add_cache_hints(result);
         json_object_object_add(result, "_meta", meta);
-        reply(s, m->id, result, true);
+        dm_mcp_reply(s, m->id, result, true);
         (void)modern;
 }
 
@@ -508,8 +439,8 @@ static void handle_tools_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
                 unsigned long off = cur && strncmp(cur, "t:", 2) == 0 ? strtoul(cur + 2, &end, 10) : 0;
 
                 if (!cur || !end || *end || end == cur + 2 || off > n) {
-                        reply_error(s, m->id, DM_RPC_INVALID_PARAMS,
-                                    "invalid cursor: pass the nextCursor of a previous tools/list", NULL);
+                        dm_mcp_reply_error(s, m->id, DM_RPC_INVALID_PARAMS,
+                                           "invalid cursor: pass the nextCursor of a previous tools/list", NULL);
                         return;
                 }
                 start = off;
@@ -536,7 +467,7 @@ static void handle_tools_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
         }
         if (modern)
                 add_cache_hints(result);
-        reply(s, m->id, result, modern);
+        dm_mcp_reply(s, m->id, result, modern);
 }
 
 static void handle_set_level(struct dm_mcp_session *s, struct dm_rpc_msg *m)
@@ -546,17 +477,18 @@ static void handle_set_level(struct dm_mcp_session *s, struct dm_rpc_msg *m)
 
         if (!m->params || !json_object_object_get_ex(m->params, "level", &v) ||
             !json_object_is_type(v, json_type_string) || dm_log_level_parse(json_object_get_string(v), &level) < 0) {
-                reply_error(s, m->id, DM_RPC_INVALID_PARAMS,
-                            "logging/setLevel needs params.level: debug, info, notice, warning, error, critical, "
-                            "alert or emergency",
-                            NULL);
+                dm_mcp_reply_error(
+                        s, m->id, DM_RPC_INVALID_PARAMS,
+                        "logging/setLevel needs params.level: debug, info, notice, warning, error, critical, "
+                        "alert or emergency",
+                        NULL);
                 return;
         }
         pthread_mutex_lock(&s->srv->lock);
         s->log_enabled = true;
         s->log_level = level;
         pthread_mutex_unlock(&s->srv->lock);
-        reply(s, m->id, json_object_new_object(), false);
+        dm_mcp_reply(s, m->id, json_object_new_object(), false);
 }
 
 /* ---- resources: run outputs (src/core/resources.h) -------------------------------- */
@@ -578,7 +510,7 @@ static void handle_resources_list(struct dm_mcp_session *s, struct dm_rpc_msg *m
         /* Every run adds files: stale at once. */
         if (modern)
                 add_cache_hints_ttl(result, 0);
-        reply(s, m->id, result, modern);
+        dm_mcp_reply(s, m->id, result, modern);
 }
 
 static void handle_resource_templates(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
@@ -590,7 +522,7 @@ static void handle_resource_templates(struct dm_mcp_session *s, struct dm_rpc_ms
                                                : json_object_new_array());
         if (modern)
                 add_cache_hints(result);
-        reply(s, m->id, result, modern);
+        dm_mcp_reply(s, m->id, result, modern);
 }
 
 static void handle_resources_read(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
@@ -601,7 +533,7 @@ static void handle_resources_read(struct dm_mcp_session *s, struct dm_rpc_msg *m
 
         if (!m->params || !json_object_object_get_ex(m->params, "uri", &v) ||
             !json_object_is_type(v, json_type_string)) {
-                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "resources/read needs params.uri (a string)", NULL);
+                dm_mcp_reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "resources/read needs params.uri (a string)", NULL);
                 return;
         }
         contents = dm_skills_read(s->srv->skills, json_object_get_string(v));
@@ -610,7 +542,7 @@ static void handle_resources_read(struct dm_mcp_session *s, struct dm_rpc_msg *m
                 json_object_object_add(result, "contents", contents);
                 if (modern)
                         add_cache_hints(result); /* read once at start: fixed for the server's life */
-                reply(s, m->id, result, modern);
+                dm_mcp_reply(s, m->id, result, modern);
                 return;
         }
         if (s->srv->res_ops)
@@ -622,11 +554,11 @@ static void handle_resources_read(struct dm_mcp_session *s, struct dm_rpc_msg *m
                 json_object_object_add(data, "uri", json_object_new_string(json_object_get_string(v)));
                 /* Not found: -32002 on the legacy eras; 2026-07-28 took
                  * -32602 (Invalid Params, SEP-2164). */
-                reply_error(s, m->id,
-                            r == -ENOENT && !modern ? DM_RPC_RESOURCE_NOT_FOUND
-                            : r == -ENOMEM          ? DM_RPC_INTERNAL_ERROR
-                                                    : DM_RPC_INVALID_PARAMS,
-                            err.msg, data);
+                dm_mcp_reply_error(s, m->id,
+                                   r == -ENOENT && !modern ? DM_RPC_RESOURCE_NOT_FOUND
+                                   : r == -ENOMEM          ? DM_RPC_INTERNAL_ERROR
+                                                           : DM_RPC_INVALID_PARAMS,
+                                   err.msg, data);
                 return;
         }
         result = json_object_new_object();
@@ -634,7 +566,7 @@ static void handle_resources_read(struct dm_mcp_session *s, struct dm_rpc_msg *m
         /* A running sandbox may still be writing the file. */
         if (modern)
                 add_cache_hints_ttl(result, 0);
-        reply(s, m->id, result, modern);
+        dm_mcp_reply(s, m->id, result, modern);
 }
 
 /* ---- skills (SEP-2640, src/mcp/skills.h) ------------------------------------------ */
@@ -647,7 +579,7 @@ static void handle_skills_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, b
         json_object_object_add(result, "skills", dm_skills_list(s->srv->skills));
         if (modern)
                 add_cache_hints(result);
-        reply(s, m->id, result, modern);
+        dm_mcp_reply(s, m->id, result, modern);
 }
 
 static void handle_skills_get(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
@@ -657,7 +589,7 @@ static void handle_skills_get(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
 
         if (!m->params || !json_object_object_get_ex(m->params, "uri", &v) ||
             !json_object_is_type(v, json_type_string)) {
-                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "skills/get needs params.uri (a string)", NULL);
+                dm_mcp_reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "skills/get needs params.uri (a string)", NULL);
                 return;
         }
         entry = dm_skills_get(s->srv->skills, json_object_get_string(v));
@@ -665,14 +597,14 @@ static void handle_skills_get(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
                 snprintf(msg, sizeof(msg), "no skill at '%.200s': skills/list names them", json_object_get_string(v));
                 data = json_object_new_object();
                 json_object_object_add(data, "uri", json_object_new_string(json_object_get_string(v)));
-                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, msg, data);
+                dm_mcp_reply_error(s, m->id, DM_RPC_INVALID_PARAMS, msg, data);
                 return;
         }
         result = json_object_new_object();
         json_object_object_add(result, "skill", entry);
         if (modern)
                 add_cache_hints(result);
-        reply(s, m->id, result, modern);
+        dm_mcp_reply(s, m->id, result, modern);
 }
 
 static void *call_main(void *arg)
@@ -684,9 +616,10 @@ static void *call_main(void *arg)
 
         json_object_object_get_ex(c->params, "arguments", &args);
         result = c->task ? srv->task_ops->call(srv->task_data, c, args) : c->tool->handler(c, args);
+        result = dm_mcp_ask_result(c, result);
         /* A cancelled request gets no response (notifications/cancelled). */
         if (result && !dm_cancel_fired(&c->cancel))
-                reply(s, c->id, result, c->modern);
+                dm_mcp_reply(s, c->id, result, c->modern);
         else
                 json_object_put(result);
 
@@ -704,6 +637,7 @@ static void *call_main(void *arg)
         json_object_put(c->id);
         json_object_put(c->progress_token);
         json_object_put(c->params);
+        json_object_put(c->input_required);
         free(c);
         return NULL;
 }
@@ -719,7 +653,7 @@ static void handle_tools_call(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
 
         if (!m->params || !json_object_object_get_ex(m->params, "name", &v) ||
             !json_object_is_type(v, json_type_string)) {
-                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "tools/call needs params.name (a string)", NULL);
+                dm_mcp_reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "tools/call needs params.name (a string)", NULL);
                 return;
         }
         tool = dm_registry_find(s->srv->registry, json_object_get_string(v));
@@ -727,31 +661,32 @@ static void handle_tools_call(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
                 char msg[300];
                 snprintf(msg, sizeof(msg), "unknown tool '%.200s': tools/list names the tools",
                          json_object_get_string(v));
-                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, msg, NULL);
+                dm_mcp_reply_error(s, m->id, DM_RPC_INVALID_PARAMS, msg, NULL);
                 return;
         }
         if (json_object_object_get_ex(m->params, "arguments", &args) && args &&
             !json_object_is_type(args, json_type_object)) {
-                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "params.arguments must be an object", NULL);
+                dm_mcp_reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "params.arguments must be an object", NULL);
                 return;
         }
 
         c = calloc(1, sizeof(*c));
         if (!c || dm_cancel_init(&c->cancel) < 0) {
                 free(c);
-                reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "out of resources", NULL);
+                dm_mcp_reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "out of resources", NULL);
                 return;
         }
         c->session = s;
         c->tool = tool;
         c->modern = modern;
-        c->task = request_declares_tasks(s, m->params, modern) && s->srv->task_ops->supports(s->srv->task_data, tool);
+        c->task = dm_mcp_request_declares_tasks(s, m->params, modern) &&
+                  s->srv->task_ops->supports(s->srv->task_data, tool);
         /* The call's thread gets copies, never references into the message:
          * json-c's reference counts are not atomic, and this thread frees
          * the message as soon as it returns (ThreadSanitizer saw it). */
         json_object_deep_copy(m->id, &c->id, NULL);
         json_object_deep_copy(m->params, &c->params, NULL);
-        meta = get_meta(m->params);
+        meta = dm_mcp_get_meta(m->params);
         if (meta && json_object_object_get_ex(meta, "progressToken", &v) &&
             (json_object_is_type(v, json_type_string) || json_object_is_type(v, json_type_int)))
                 json_object_deep_copy(v, &c->progress_token, NULL);
@@ -761,14 +696,14 @@ static void handle_tools_call(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
                 json_object_put(c->params);
                 json_object_put(c->progress_token);
                 free(c);
-                reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "out of memory", NULL);
+                dm_mcp_reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "out of memory", NULL);
                 return;
         }
 
         pthread_mutex_lock(&s->srv->lock);
         if (s->closing) {
                 pthread_mutex_unlock(&s->srv->lock);
-                reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "the server is shutting down", NULL);
+                dm_mcp_reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "the server is shutting down", NULL);
                 goto fail;
         }
         c->next = s->calls;
@@ -788,62 +723,13 @@ static void handle_tools_call(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
         s->n_calls--;
         pthread_cond_broadcast(&s->srv->idle);
         pthread_mutex_unlock(&s->srv->lock);
-        reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "cannot start a thread for the call", NULL);
+        dm_mcp_reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "cannot start a thread for the call", NULL);
 fail:
         dm_cancel_release(&c->cancel);
         json_object_put(c->id);
         json_object_put(c->progress_token);
         json_object_put(c->params);
         free(c);
-}
-
-/* tasks/get, tasks/update, tasks/cancel (SEP-2663). */
-static void handle_tasks(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
-{
-        const struct dm_mcp_task_ops *ops = s->srv->task_ops;
-        struct dm_error err = { 0 };
-        json_object *v, *result = NULL, *data;
-        const char *id;
-        int r;
-
-        if (!request_declares_tasks(s, m->params, modern)) {
-                data = json_object_new_object();
-                json_object *req = json_object_new_object(), *ext = json_object_new_object();
-                json_object_object_add(ext, DM_MCP_TASKS_EXTENSION, json_object_new_object());
-                json_object_object_add(req, "extensions", ext);
-                json_object_object_add(data, "requiredCapabilities", req);
-                reply_error(s, m->id, DM_RPC_MISSING_CLIENT_CAPABILITY,
-                            "Missing required client capability: declare the extension " DM_MCP_TASKS_EXTENSION
-                            " in _meta." META_CAPS ".extensions to use tasks",
-                            data);
-                return;
-        }
-        if (!m->params || !json_object_object_get_ex(m->params, "taskId", &v) ||
-            !json_object_is_type(v, json_type_string)) {
-                reply_error(s, m->id, DM_RPC_INVALID_PARAMS, "tasks/ methods need params.taskId (a string)", NULL);
-                return;
-        }
-        id = json_object_get_string(v);
-        if (strcmp(m->method, "tasks/get") == 0)
-                r = ops->get(s->srv->task_data, s->principal, id, &result, &err);
-        else if (strcmp(m->method, "tasks/cancel") == 0)
-                r = ops->cancel(s->srv->task_data, s->principal, id, &err);
-        else
-                /* tasks/update: no demesne task ever waits for input (yet);
-                 * responses to keys never issued are ignored, as the
-                 * extension says: the ack, once the task is known. */
-                r = ops->get(s->srv->task_data, s->principal, id, &result, &err);
-        if (r < 0) {
-                reply_error(s, m->id, r == -ENOENT ? DM_RPC_INVALID_PARAMS : DM_RPC_INTERNAL_ERROR, err.msg, NULL);
-                return;
-        }
-        if (strcmp(m->method, "tasks/get") != 0) {
-                json_object_put(result);
-                result = json_object_new_object();
-        }
-        /* Every answer here is the method's standard result shape. */
-        json_object_object_add(result, "resultType", json_object_new_string("complete"));
-        reply(s, m->id, result, modern);
 }
 
 static void handle_cancelled(struct dm_mcp_session *s, struct dm_rpc_msg *m)
@@ -860,6 +746,7 @@ static void handle_cancelled(struct dm_mcp_session *s, struct dm_rpc_msg *m)
                         dm_cancel_fire(&c->cancel);
                         found = true;
                 }
+        pthread_cond_broadcast(&s->srv->asked);
         pthread_mutex_unlock(&s->srv->lock);
         /* Logged outside the lock: the log hook takes it to find sessions. */
         if (found)
@@ -874,9 +761,10 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
 
         dm_rpc_parse(data, len, &m);
         switch (m.kind) {
-        case DM_RPC_INVALID: reply_error(s, m.id, m.error_code, m.error_message, NULL); goto out;
+        case DM_RPC_INVALID: dm_mcp_reply_error(s, m.id, m.error_code, m.error_message, NULL); goto out;
         case DM_RPC_RESPONSE:
-                /* We send no requests yet; a stray response is ignored. */
+                /* An answer to a question (server-ask.c), or a stray: logged. */
+                dm_mcp_ask_answer(s, &m);
                 goto out;
         default: break;
         }
@@ -908,7 +796,7 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
         else if (s->srv->task_ops && modern &&
                  (strcmp(m.method, "tasks/get") == 0 || strcmp(m.method, "tasks/update") == 0 ||
                   strcmp(m.method, "tasks/cancel") == 0))
-                handle_tasks(s, &m, modern);
+                dm_mcp_handle_tasks(s, &m, modern);
         else if (strcmp(m.method, "skills/list") == 0 && dm_skills_count(s->srv->skills))
                 handle_skills_list(s, &m, modern);
         else if (strcmp(m.method, "skills/get") == 0 && dm_skills_count(s->srv->skills))
@@ -916,7 +804,7 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
         else if (!modern && strcmp(m.method, "initialize") == 0)
                 handle_initialize(s, &m);
         else if (!modern && strcmp(m.method, "ping") == 0)
-                reply(s, m.id, json_object_new_object(), false);
+                dm_mcp_reply(s, m.id, json_object_new_object(), false);
         else if (!modern && strcmp(m.method, "logging/setLevel") == 0)
                 handle_set_level(s, &m);
         else {
@@ -925,7 +813,7 @@ void dm_mcp_session_handle(struct dm_mcp_session *s, const char *data, size_t le
                          modern && (strcmp(m.method, "ping") == 0 || strcmp(m.method, "initialize") == 0)
                                  ? " (not part of protocol " DM_MCP_MODERN_VERSION ")"
                                  : "");
-                reply_error(s, m.id, DM_RPC_METHOD_NOT_FOUND, msg, NULL);
+                dm_mcp_reply_error(s, m.id, DM_RPC_METHOD_NOT_FOUND, msg, NULL);
         }
 out:
         dm_rpc_msg_release(&m);
@@ -971,7 +859,7 @@ int dm_mcp_server_notify(struct dm_mcp_server *srv, uint64_t session_id, enum dm
                 json_object_put(params);
                 return -ENOENT;
         }
-        send_msg(target, dm_rpc_notification(method, params));
+        dm_mcp_send_msg(target, dm_rpc_notification(method, params));
         pthread_mutex_lock(&srv->lock);
         target->refs--;
         pthread_cond_broadcast(&srv->idle);

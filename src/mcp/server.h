@@ -118,6 +118,43 @@ struct dm_tool;
 const struct dm_tool *dm_call_tool(struct dm_call *call);
 /* The principal of the call's session (never NULL). */
 const char *dm_call_principal(struct dm_call *call);
+/* Asking the person at the client before a call gets more than the
+ * operator allows (MCP elicitation, src/mcp/server-ask.c). message says what is
+ * asked (the facts); key names the question (letters, under 64 bytes). The
+ * client is asked to allow once or refuse:
+ *   2025-11-25  an elicitation/create request on the call's stream, when the
+ *               session's initialize declared capabilities.elicitation;
+ *               the call's thread waits for the answer, at most the
+ *               server's ask timeout, or until the call is cancelled;
+ *   2026-07-28  when the request's _meta declares elicitation: the answer
+ *               the retry carries (inputResponses[key] with a requestState
+ *               this server issued for this call), else DM_ASK_PENDING: the
+ *               tool answers as if refused and the server sends the
+ *               input_required result instead.
+ * A session of a nested caller (a sandbox) is never asked. Never fails:
+ * anything that is not an answer is DM_ASK_NO_ANSWER. */
+enum dm_ask_answer {
+        DM_ASK_NO_ANSWER = 0, /* off, no capability, timed out, malformed, a nested caller */
+        DM_ASK_ALLOW,         /* accepted, "allow": this call alone proceeds */
+        DM_ASK_REFUSE,        /* declined, or accepted with "refuse" */
+        DM_ASK_CANCEL,        /* the person dismissed the question */
+        DM_ASK_PENDING,       /* 2026-07-28: the result becomes input_required */
+};
+/* A question's request id: the prefix, a number, DM_MCP_ASK_FOR and the
+ * JSON text of the asking call's id (the HTTP transport routes on it). */
+#define DM_MCP_ASK_ID_PREFIX "demesne-ask-"
+#define DM_MCP_ASK_FOR " for "
+enum dm_ask_answer dm_call_ask(struct dm_call *call, const char *key, const char *message);
+/* For a nested caller's call (a sandbox's, never asked itself): asks the
+ * host's session session_id instead, with a 2025-11-25 elicitation/create
+ * on that session's own stream, waiting as dm_call_ask does; a session
+ * that is gone, of a nested caller, or without elicitation is no answer. */
+enum dm_ask_answer dm_call_ask_host(struct dm_call *call, uint64_t session_id, const char *key, const char *message);
+const char *dm_ask_answer_name(enum dm_ask_answer a);
+/* How long a 2025-11-25 question waits for its answer, and a 2026-07-28
+ * requestState stays good; 0 (the default): never ask. Call before the
+ * first session. */
+void dm_mcp_server_set_ask_timeout(struct dm_mcp_server *srv, int timeout_ms);
 int dm_mcp_server_notify(struct dm_mcp_server *srv, uint64_t session_id, enum dm_log_level level, const char *method,
                          json_object *params);
 

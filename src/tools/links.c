@@ -46,6 +46,7 @@ struct dm_mcp_server *dm_tools_mcp_new(struct dm_context *ctx, struct dm_registr
         if (srv && ctx) {
                 dm_mcp_server_set_resources(srv, &outputs_ops, ctx);
                 dm_mcp_server_set_tasks(srv, &dm_tools_task_ops, ctx);
+                dm_mcp_server_set_ask_timeout(srv, ctx->cfg.elicit_off ? 0 : (int)ctx->cfg.elicit_timeout_ms);
         }
         return srv;
 }

@@ -50,6 +50,7 @@ struct endpoint {
          * the one the container was made with. */
         bool reopened;
         char token[65];
+        uint64_t host_session; /* the host's MCP session that made it (asked for the tree); 0: none */
         struct dm_mcphttp *http;
         struct endpoint *next;
 };
@@ -84,21 +85,34 @@ static struct endpoint *find_locked(struct dm_nested *n, const char *principal, 
         return NULL;
 }
 
-/* The egress of the nested sandbox (or run) principal calls from: none
- * when its endpoint is gone. */
-static enum dm_egress own_egress(struct dm_context *ctx, const char *principal)
+/* The egress and the host session of the endpoint whose calls act for
+ * principal: none and 0 when it is gone. */
+static void endpoint_facts(struct dm_context *ctx, const char *principal, enum dm_egress *ret_egress,
+                           uint64_t *ret_session)
 {
-        enum dm_egress mine = DM_EGRESS_NONE;
         struct dm_nested *n = nested_of(ctx);
         struct endpoint *e;
 
+        *ret_egress = DM_EGRESS_NONE;
+        *ret_session = 0;
         if (!n)
-                return mine;
+                return;
         pthread_mutex_lock(&n->lock);
         e = find_locked(n, principal, NULL, false);
-        if (e)
-                mine = e->egress;
+        if (e) {
+                *ret_egress = e->egress;
+                *ret_session = e->host_session;
+        }
         pthread_mutex_unlock(&n->lock);
+}
+
+/* The egress of the nested sandbox (or run) principal calls from. */
+static enum dm_egress own_egress(struct dm_context *ctx, const char *principal)
+{
+        enum dm_egress mine;
+        uint64_t session;
+
+        endpoint_facts(ctx, principal, &mine, &session);
         return mine;
 }
 
@@ -144,6 +158,20 @@ int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask
         /* The caps are the core's claim's (src/core/claim.h): counted and
          * reserved in one step where the container is claimed. */
         return 0;
+}
+
+uint64_t dm_tools_nested_host_session(struct dm_call *call)
+{
+        char root[DM_PRINCIPAL_MAX];
+        enum dm_egress egress;
+        uint64_t session;
+
+        if (!dm_principal_depth(dm_call_principal(call)))
+                return 0;
+        /* The tree's top was made by a host caller: its session. */
+        dm_principal_root(dm_call_principal(call), root, sizeof(root));
+        endpoint_facts(dm_call_context(call), root, &egress, &session);
+        return session;
 }
 
 const char *dm_tools_nested_egress_default(struct dm_call *call)
@@ -198,7 +226,7 @@ int dm_tools_nested_env(char token[65], char ***env)
 /* Serves the endpoint of sandbox or run id, whose PID 1 is pid, behind
  * token, for "<maker>/<id>". */
 static int open_endpoint(struct dm_context *ctx, const char *maker, const char *id, int pid, const char *token,
-                         enum dm_egress egress, bool reopened, struct dm_error *err)
+                         enum dm_egress egress, bool reopened, uint64_t host_session, struct dm_error *err)
 {
         struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons(NESTED_PORT) };
         struct dm_mcphttp_options o;
@@ -215,6 +243,7 @@ static int open_endpoint(struct dm_context *ctx, const char *maker, const char *
         e->egress = egress;
         e->pid = pid;
         e->reopened = reopened;
+        e->host_session = host_session;
         if (reopened)
                 snprintf(e->token, sizeof(e->token), "%s", token);
         if ((size_t)snprintf(e->principal, sizeof(e->principal), "%s%c%s", maker && maker[0] ? maker : "local",
@@ -260,7 +289,8 @@ int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, cons
 
         if (r < 0)
                 return dm_error_wrap(err, "make the MCP endpoint in sandbox '%s'", sb->id);
-        return open_endpoint(ctx, dm_call_principal(call), sb->id, pid, token, egress, false, err);
+        return open_endpoint(ctx, dm_call_principal(call), sb->id, pid, token, egress, false, dm_call_session_id(call),
+                             err);
 }
 
 int dm_tools_nested_run_started(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err)
@@ -273,7 +303,7 @@ int dm_tools_nested_run_started(void *userdata, const char *run_id, int pid, cha
         if (dm_tools_nested_env(n->token, ret_env) < 0)
                 r = dm_error_set(err, -ENOMEM, "out of memory");
         else
-                r = open_endpoint(n->ctx, n->maker, run_id, pid, n->token, n->egress, false, err);
+                r = open_endpoint(n->ctx, n->maker, run_id, pid, n->token, n->egress, false, n->session, err);
         if (r < 0) {
                 for (size_t i = 0; *ret_env && (*ret_env)[i]; i++)
                         free((*ret_env)[i]);
@@ -371,7 +401,7 @@ static void before_exec(struct dm_context *ctx, const struct dm_sandbox *sb, int
                 enum dm_egress egress = dm_sandbox_egress(ctx, sb);
 
                 if (dm_mcphttp_token_generate(token) < 0 ||
-                    open_endpoint(ctx, sb->principal, sb->id, pid, token, egress, true, &err) < 0) {
+                    open_endpoint(ctx, sb->principal, sb->id, pid, token, egress, true, 0, &err) < 0) {
                         log_warning("sandbox %s: its MCP endpoint could not be made again: %s", sb->id,
                                     err.msg[0] ? err.msg : "no randomness for a token");
                         token[0] = '\0';

@@ -185,7 +185,10 @@ static json_object *run_script(struct dm_context *ctx, const struct dm_args_tabl
                 .principal = sink->call ? dm_call_principal(sink->call) : dm_job_owner(sink->job),
                 .job_id = sink->job ? dm_job_id(sink->job) : NULL,
         };
-        struct dm_tools_nested_run nested = { .ctx = ctx, .maker = req.principal, .egress = policy->mode };
+        struct dm_tools_nested_run nested = { .ctx = ctx,
+                                              .maker = req.principal,
+                                              .egress = policy->mode,
+                                              .session = sink->call ? dm_call_session_id(sink->call) : 0 };
 
         if (dm_args_bool(t->specs, t->n, args, "nested")) {
                 req.on_started = dm_tools_nested_run_started;

@@ -207,6 +207,11 @@ struct dm_tools_nested_ask {
  * egress wider than its own, allow entries, host paths. (The caps on live
  * children and trees are the core's claim's: src/core/claim.h.) */
 int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask *ask, struct dm_error *err);
+/* The host's MCP session that made the top of a nested caller's tree (the
+ * one to ask on its behalf, src/tools/request.c); 0 for a host caller, a
+ * tree made by a background job or an agent, or one reopened after a
+ * restart. */
+uint64_t dm_tools_nested_host_session(struct dm_call *call);
 /* The egress a call gets when it names none: dm_egress_default, or less
  * from inside a nested sandbox whose own is less. */
 const char *dm_tools_nested_egress_default(struct dm_call *call);
@@ -228,6 +233,7 @@ struct dm_tools_nested_run {
         struct dm_context *ctx;
         const char *maker;     /* the calling principal */
         enum dm_egress egress; /* the run's own */
+        uint64_t session;      /* the calling MCP session, 0: none (a background job) */
         char token[65];
         char run_id[64]; /* set by the hook: what to end after the run */
 };

@@ -1,0 +1,335 @@
+#!/usr/bin/env node
+// Elicitation (docs/reference/elicitation.md): a call asking for more than
+// the operator allows (egress 'open', 'allow' entries without
+// DEMESNE_ALLOW_CALLER_EGRESS) is asked of the person at the client.
+//   - the npm SDK client (@modelcontextprotocol/client) as the real client,
+//     answering accept, decline, cancel and nothing, on 2025-11-25
+//     (elicitation/create) over stdio and HTTP, and on 2026-07-28 (its
+//     input_required driver, SEP-2322) over stdio and HTTP;
+//   - a client without the capability, and DEMESNE_ELICIT=off: the flat refusal;
+//   - a raw 2026-07-28 client written from the spec: the input_required shape,
+//     a requestState that is wrong, used twice, or carried to other arguments;
+//   - a hostile 2025-11-25 client: a response with the wrong id, one to a
+//     request never made, a huge one, a malformed answer.
+//
+//   DEMESNE=/abs/path/to/demesne node tests/e2e/client-elicit.mjs
+//
+// Prints TAP; exits 0 only if every test passed, 77 when node_modules is missing.
+
+import path from 'node:path';
+import readline from 'node:readline';
+import * as h from './lib/harness.mjs';
+
+h.requireNodeModules();
+const DEMESNE = h.demesneBinary();
+h.trackSpawnsOf(DEMESNE);
+process.env.E2E_TIMEOUT_SECONDS ??= '900';
+const { Client, StdioClientTransport, StreamableHTTPClientTransport } = await loadSdk();
+const { startHttpServer } = await import('./lib/http-server.mjs');
+
+async function loadSdk() {
+  const main = await import('@modelcontextprotocol/client');
+  const stdio = await import('@modelcontextprotocol/client/stdio');
+  return { Client: main.Client, StreamableHTTPClientTransport: main.StreamableHTTPClientTransport,
+    StdioClientTransport: stdio.StdioClientTransport };
+}
+
+const MODERN = '2026-07-28';
+const LEGACY = '2025-11-25';
+const CALL_MS = 180_000; /* one sandbox run on a loaded machine; a safety net */
+/* The server's wait for an answer (DEMESNE_ELICIT_TIMEOUT_MS): what the
+ * no-answer checks wait out, and what an immediate answer must beat on a
+ * loaded machine, so it grows with DEMESNE_TEST_TIME_SCALE as tests/tap.h's
+ * slack_ms does. */
+const ASK_MS = String(3000 * Math.max(1, Number(process.env.DEMESNE_TEST_TIME_SCALE) || 1));
+const OPEN_REFUSAL = "egress 'open' is refused: this server does not let callers open the network (its operator can " +
+  'permit it with DEMESNE_ALLOW_CALLER_EGRESS=1; sandbox_research always has open egress)';
+const ALLOW_REFUSAL = "'allow' entries are refused: this server does not accept caller-supplied egress entries " +
+  '(its operator can permit them with DEMESNE_ALLOW_CALLER_EGRESS=1)';
+const OPEN_CALL = { name: 'sandbox_script', arguments: { command: 'ls /sys/class/net', egress: 'open' } };
+
+h.plan(31);
+
+/** What the person answers: the ElicitResult, or a promise that never settles. */
+function answerOf(kind) {
+  if (kind === 'accept') return { action: 'accept', content: { decision: 'allow' } };
+  if (kind === 'refuse') return { action: 'accept', content: { decision: 'refuse' } };
+  if (kind === 'none') return new Promise(() => {});
+  return { action: kind };
+}
+
+/** An SDK client; answers is the list of what it answers, in turn (the last repeats). */
+async function sdkClient({ era, http, env = {}, caps = true, answers = ['accept'] }) {
+  const outputRoot = h.makeOutputRoot(`elicit-${era}-${http ? 'http' : 'stdio'}`);
+  const serverEnv = h.serverEnv(outputRoot, { DEMESNE_ELICIT_TIMEOUT_MS: ASK_MS, ...env });
+  delete serverEnv.DEMESNE_ALLOW_CALLER_EGRESS;
+  const options = { capabilities: caps ? { elicitation: { form: {} } } : {} };
+  if (era === 'modern') options.versionNegotiation = { mode: { pin: MODERN }, probe: { timeoutMs: 30_000 } };
+  const client = new Client({ name: 'demesne-e2e-elicit', version: '0.0.0' }, options);
+  const asked = [];
+  client.onerror = (err) => h.diag(`client onerror: ${err?.message ?? err}`);
+  if (caps) {
+    client.setRequestHandler('elicitation/create', async (req) => {
+      asked.push(req.params);
+      return answerOf(answers[Math.min(asked.length, answers.length) - 1]);
+    });
+  }
+  let transport, server;
+  if (http) {
+    server = await startHttpServer(DEMESNE, { env: serverEnv, logFile: path.join(outputRoot, 'server.log') });
+    transport = new StreamableHTTPClientTransport(new URL(server.url), { requestInit: { headers: server.headers } });
+  } else {
+    transport = new StdioClientTransport({ command: DEMESNE, args: ['serve'], env: serverEnv, stderr: 'ignore' });
+  }
+  await h.within(60_000, 'connect', client.connect(transport, { timeout: 30_000 }));
+  return {
+    client,
+    asked,
+    call: (params) => h.within(CALL_MS, `${params.name}`, client.callTool(params, { timeout: CALL_MS })),
+    close: async () => { await client.close().catch(() => {}); if (server) await server.stop(); },
+  };
+}
+
+const ranOpen = (r) => r?.isError !== true && /\beth0\b/.test(r?.structuredContent?.stdout ?? h.firstText(r));
+const refused = (r, text) => r?.isError === true && h.firstText(r) === text;
+const show = (r) => JSON.stringify(r)?.slice(0, 600);
+
+/** One era and transport: accept runs with open egress once, then asked again;
+ * decline, cancel and nothing are the refusal word for word. */
+async function eraChecks(era, http) {
+  const label = `${era} over ${http ? 'HTTP' : 'stdio'}`;
+  const c = await sdkClient({ era, http, answers: ['accept', 'decline', 'cancel', 'refuse', 'none'] });
+  try {
+    let r = await c.call(OPEN_CALL);
+    const q = c.asked[0];
+    h.ok(ranOpen(r) && c.asked.length === 1 && /sandbox_script/.test(q?.message) && /open internet/.test(q?.message) &&
+        q?.requestedSchema?.properties?.decision?.enum?.join() === 'allow,refuse',
+      `${label}: accept+allow: the question names the tool and open internet, and the call runs with open egress`,
+      `asked ${JSON.stringify(c.asked)}\nresult ${show(r)}`);
+    r = await c.call(OPEN_CALL);
+    h.ok(c.asked.length === 2 && refused(r, OPEN_REFUSAL),
+      `${label}: the next identical call is asked again; declined, it gets the flat refusal`,
+      `asked ${c.asked.length}\nresult ${show(r)}`);
+    r = await c.call(OPEN_CALL);
+    const r2 = await c.call(OPEN_CALL);
+    h.ok(c.asked.length === 4 && refused(r, OPEN_REFUSAL) && refused(r2, OPEN_REFUSAL),
+      `${label}: cancel, and accept with 'refuse': the flat refusal`, `asked ${c.asked.length}\n${show(r)}\n${show(r2)}`);
+    if (era === 'legacy') {
+      r = await c.call(OPEN_CALL);
+      h.ok(c.asked.length === 5 && refused(r, OPEN_REFUSAL),
+        `${label}: no answer within DEMESNE_ELICIT_TIMEOUT_MS: the flat refusal`, show(r));
+    }
+  } finally {
+    await c.close();
+  }
+}
+
+/* ---------- a nested caller: the host's client is asked, never the sandbox ---------- */
+
+/* Inside the sandbox: a 2025-11-25 session on its endpoint that declares
+ * elicitation itself (it must never be asked), then one tools/call read
+ * from stdin; prints the JSON-RPC answer (the SSE stream's last data line). */
+const NESTED_CALL = `set -e
+u=$DEMESNE_MCP_URL
+h() { curl -sS -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" -H "Authorization: Bearer $DEMESNE_MCP_TOKEN" "$@"; }
+h -D /tmp/hd -o /dev/null "$u" -d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"nested","version":"1"}}}'
+sid=$(grep -i '^mcp-session-id:' /tmp/hd | tr -d '\r' | cut -d' ' -f2)
+h -o /dev/null -H "Mcp-Session-Id: $sid" "$u" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+h -H "Mcp-Session-Id: $sid" "$u" -d @- | sed -n 's/^data: //p' | tail -n 1`;
+
+async function nestedChecks() {
+  const c = await sdkClient({ era: 'legacy', http: false, answers: ['accept', 'accept', 'decline'] });
+  let box;
+  try {
+    let r = await c.call({ name: 'sandbox_create', arguments: { image: 'base', egress: 'open', nested: true, ttl_seconds: 900 } });
+    box = r?.structuredContent?.sandbox_id;
+    const inside = async () => {
+      const call = { jsonrpc: '2.0', id: 1, method: 'tools/call',
+        params: { name: 'sandbox_script', arguments: { command: 'ls /sys/class/net', egress: 'open' } } };
+      const out = await c.call({ name: 'sandbox_exec',
+        arguments: { sandbox_id: box, command: NESTED_CALL, stdin: JSON.stringify(call) } });
+      try { return JSON.parse(out?.structuredContent?.stdout ?? '')?.result; } catch { return { raw: out }; }
+    };
+    r = await inside();
+    const q = c.asked[1]?.message ?? '';
+    h.ok(typeof box === 'string' && c.asked.length === 2 && q.includes(`inside the nested sandbox tree 'local/${box}'`) &&
+        r?.isError !== true && /\beth0\b/.test(r?.structuredContent?.stdout ?? ''),
+      "nested: a sandbox's call for egress 'open' is asked of the host's client, naming the tree; allowed, the child runs with it",
+      `box ${box}\nasked ${JSON.stringify(c.asked)}\nresult ${JSON.stringify(r)?.slice(0, 800)}`);
+    r = await inside();
+    h.ok(c.asked.length === 3 && r?.isError === true && r.content?.[0]?.text === OPEN_REFUSAL,
+      'nested: declined by the host\'s client, the sandbox gets the flat refusal (it is never asked itself)',
+      `asked ${c.asked.length}\nresult ${JSON.stringify(r)?.slice(0, 800)}`);
+  } finally {
+    if (box) await c.call({ name: 'sandbox_destroy', arguments: { sandbox_id: box } }).catch(() => {});
+    await c.close();
+  }
+}
+
+/* ---------- a raw 2026-07-28 client, from the spec ---------- */
+
+class RawStdio {
+  constructor(env) {
+    this.child = h.spawnGroup(DEMESNE, ['serve'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    this.stderr = '';
+    this.child.stderr.setEncoding('utf8');
+    this.child.stderr.on('data', (d) => { this.stderr += d; });
+    this.next = 1;
+    this.pending = new Map();
+    this.onRequest = () => {};
+    readline.createInterface({ input: this.child.stdout }).on('line', (line) => {
+      const msg = JSON.parse(line);
+      if (msg.method && msg.id !== undefined) this.onRequest(msg);
+      else if (msg.id !== undefined && this.pending.has(msg.id)) {
+        this.pending.get(msg.id)(msg);
+        this.pending.delete(msg.id);
+      }
+    });
+  }
+
+  write(msg) { this.child.stdin.write(`${JSON.stringify(msg)}\n`); }
+
+  send(method, params) {
+    const id = this.next++;
+    const done = new Promise((resolve) => this.pending.set(id, resolve));
+    this.write({ jsonrpc: '2.0', id, method, params });
+    return h.within(CALL_MS, method, done);
+  }
+
+  close() {
+    this.child.stdin.end();
+    return new Promise((resolve) => {
+      if (this.child.exitCode !== null) resolve();
+      else this.child.once('exit', () => resolve());
+    });
+  }
+}
+
+const modernMeta = (caps) => ({ 'io.modelcontextprotocol/protocolVersion': MODERN,
+  'io.modelcontextprotocol/clientCapabilities': caps, 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' } });
+
+async function rawModernChecks() {
+  const outputRoot = h.makeOutputRoot('elicit-raw-modern');
+  const env = h.serverEnv(outputRoot, { DEMESNE_ELICIT_TIMEOUT_MS: '60000' });
+  delete env.DEMESNE_ALLOW_CALLER_EGRESS;
+  const c = new RawStdio(env);
+  const meta = modernMeta({ elicitation: { form: {} } });
+  const call = (args, extra = {}) => c.send('tools/call', { _meta: meta, name: 'sandbox_script', arguments: args, ...extra });
+  const args = { command: 'ls /sys/class/net', egress: 'open' };
+  const accept = { egress: { action: 'accept', content: { decision: 'allow' } } };
+  try {
+    const first = (await call(args)).result;
+    const q = first?.inputRequests?.egress;
+    const props = q?.params?.requestedSchema?.properties ?? {};
+    h.ok(first?.resultType === 'input_required' && typeof first.requestState === 'string' &&
+        q?.method === 'elicitation/create' && q.params?.mode === 'form' && /open internet/.test(q.params?.message) &&
+        Object.values(props).every((p) => ['string', 'boolean', 'number', 'integer'].includes(p.type)),
+      'raw 2026-07-28: the call answers input_required with an elicitation/create form (flat primitive schema) and a requestState',
+      JSON.stringify(first));
+    const forged = (await call(args, { inputResponses: accept, requestState: 'f'.repeat(32) })).result;
+    h.ok(forged?.resultType === 'input_required' && forged.requestState !== first.requestState,
+      'raw 2026-07-28: an answer with a requestState the server never issued is asked again', JSON.stringify(forged));
+    const other = (await call({ ...args, command: 'true' }, { inputResponses: accept, requestState: forged.requestState })).result;
+    h.ok(other?.resultType === 'input_required',
+      'raw 2026-07-28: a requestState carried to other arguments is asked again', JSON.stringify(other));
+    const fresh = (await call(args)).result;
+    const good = (await call(args, { inputResponses: accept, requestState: fresh?.requestState })).result;
+    h.ok(good?.resultType === 'complete' && good.isError !== true && /\beth0\b/.test(good.structuredContent?.stdout ?? ''),
+      'raw 2026-07-28: the retry with the answer and its requestState runs with open egress', JSON.stringify(good)?.slice(0, 600));
+    const again = (await call(args, { inputResponses: accept, requestState: fresh?.requestState })).result;
+    h.ok(again?.resultType === 'input_required',
+      'raw 2026-07-28: a requestState used once is asked again', JSON.stringify(again));
+    const declined = (await call(args, { inputResponses: { egress: { action: 'decline' } }, requestState: again.requestState })).result;
+    h.ok(declined?.resultType === 'complete' && declined.isError === true && declined.content?.[0]?.text === OPEN_REFUSAL,
+      'raw 2026-07-28: declined: the flat refusal', JSON.stringify(declined));
+    const nocap = (await c.send('tools/call', { _meta: modernMeta({}), name: 'sandbox_script', arguments: args })).result;
+    h.ok(nocap?.resultType === 'complete' && nocap.isError === true && nocap.content?.[0]?.text === OPEN_REFUSAL,
+      'raw 2026-07-28: a request that does not declare elicitation gets the flat refusal', JSON.stringify(nocap));
+  } finally {
+    await c.close();
+  }
+}
+
+/* ---------- a hostile 2025-11-25 client ---------- */
+
+async function hostileChecks() {
+  const outputRoot = h.makeOutputRoot('elicit-hostile');
+  const env = h.serverEnv(outputRoot, { DEMESNE_ELICIT_TIMEOUT_MS: '60000' });
+  delete env.DEMESNE_ALLOW_CALLER_EGRESS;
+  const c = new RawStdio(env);
+  const allowed = { action: 'accept', content: { decision: 'allow' } };
+  let asked = 0;
+  c.onRequest = (req) => {
+    if (req.method !== 'elicitation/create') return;
+    asked += 1;
+    /* Lies first, then a malformed answer to the real question. */
+    c.write({ jsonrpc: '2.0', id: 'not-a-question', result: allowed });
+    c.write({ jsonrpc: '2.0', id: 424242, result: allowed });
+    c.write({ jsonrpc: '2.0', id: `${req.id}x`, result: { ...allowed, pad: 'x'.repeat(1 << 20) } });
+    c.write({ jsonrpc: '2.0', id: req.id, result: { action: 'accept', content: { decision: 'yes' } } });
+  };
+  try {
+    await c.send('initialize', { protocolVersion: LEGACY, capabilities: { elicitation: {} }, clientInfo: { name: 'hostile', version: '0' } });
+    c.write({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    const r = (await c.send('tools/call', OPEN_CALL)).result;
+    h.ok(asked === 1 && r?.isError === true && r.content?.[0]?.text === OPEN_REFUSAL,
+      'hostile 2025-11-25: answers to no question and a malformed answer: nothing widens, the flat refusal',
+      `asked ${asked}: ${JSON.stringify(r)}`);
+    const ping = await c.send('ping', {});
+    h.ok(ping?.result && c.child.exitCode === null, 'hostile 2025-11-25: the server still answers (no crash)', JSON.stringify(ping));
+    /* Before the reply, the server logged each stray it ignored. */
+    const strays = (c.stderr.match(/ignored a response to no question of ours/g) ?? []).length;
+    h.ok(strays === 3 && /not an ElicitResult/.test(c.stderr),
+      'hostile 2025-11-25: each stray response and the malformed answer are logged', `strays ${strays}\n${c.stderr.slice(-2000)}`);
+  } finally {
+    await c.close();
+  }
+}
+
+await h.run(async () => {
+  await eraChecks('legacy', false);
+  await eraChecks('legacy', true);
+  await eraChecks('modern', false);
+  await eraChecks('modern', true);
+
+  /* allow entries: asked naming them */
+  {
+    const c = await sdkClient({ era: 'legacy', http: false, answers: ['decline'] });
+    try {
+      const r = await c.call({ name: 'sandbox_script', arguments: { command: 'true', allow: ['example.com', '93.184.215.14:443'] } });
+      h.ok(c.asked.length === 1 && /'example\.com' '93\.184\.215\.14:443'/.test(c.asked[0]?.message) && refused(r, ALLOW_REFUSAL),
+        "legacy: 'allow' entries are asked naming each; declined, the flat refusal", `${JSON.stringify(c.asked)}\n${show(r)}`);
+    } finally { await c.close(); }
+  }
+  /* a client without the capability */
+  {
+    const c = await sdkClient({ era: 'legacy', http: false, caps: false });
+    try {
+      const r = await c.call(OPEN_CALL);
+      h.ok(refused(r, OPEN_REFUSAL), 'legacy: a client that did not declare elicitation gets the flat refusal', show(r));
+    } finally { await c.close(); }
+  }
+  /* DEMESNE_ELICIT=off */
+  for (const era of ['legacy', 'modern']) {
+    const c = await sdkClient({ era, http: false, env: { DEMESNE_ELICIT: 'off' } });
+    try {
+      const r = await c.call(OPEN_CALL);
+      h.ok(c.asked.length === 0 && refused(r, OPEN_REFUSAL), `${era}: DEMESNE_ELICIT=off: never asked, the flat refusal`,
+        `asked ${c.asked.length}\n${show(r)}`);
+    } finally { await c.close(); }
+  }
+  await nestedChecks();
+  await rawModernChecks();
+  await hostileChecks();
+  /* a bad DEMESNE_ELICIT stops the server with its name */
+  {
+    const outputRoot = h.makeOutputRoot('elicit-bad');
+    const child = h.spawnGroup(DEMESNE, ['serve'], { env: h.serverEnv(outputRoot, { DEMESNE_ELICIT: 'maybe' }), stdio: ['pipe', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (d) => { err += d; });
+    const code = await h.within(30_000, 'a bad DEMESNE_ELICIT', new Promise((resolve) => child.once('exit', resolve)));
+    h.ok(code !== 0 && /DEMESNE_ELICIT='maybe'/.test(err), 'a DEMESNE_ELICIT other than on or off stops the server naming it',
+      `exit ${code}: ${err}`);
+  }
+});
