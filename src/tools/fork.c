@@ -57,7 +57,7 @@ struct fork_one {
         const struct dm_args_table *create;
         const char *snapshot_id;
         int64_t ttl_s;
-        struct dm_slot *slot; /* its reservation: the sandbox takes it when it is made */
+        struct dm_slot *slot; /* its reservation: NULL once the sandbox took it */
         pthread_t thread;
         bool threaded;
         int r;
@@ -80,7 +80,7 @@ static void *fork_main(void *arg)
         /* Egress, allow and image are the snapshot's: the source's. */
         json_object_object_add(args, "snapshot_id", json_object_new_string(f->snapshot_id));
         json_object_object_add(args, "ttl_seconds", json_object_new_int64(f->ttl_s));
-        f->r = dm_tools_sandbox_make(f->call, f->create, args, f->slot, true, &f->sb, &f->what, &f->err);
+        f->r = dm_tools_sandbox_make(f->call, f->create, args, &f->slot, true, &f->sb, &f->what, &f->err);
         json_object_put(args);
         return NULL;
 }
@@ -115,11 +115,9 @@ static void forks_undo(struct dm_call *call, struct fork_one *f, size_t n, const
         struct dm_error e2 = { 0 };
 
         for (size_t i = 0; i < n; i++) {
-                if (f[i].r < 0) {
-                        dm_claim_release(f[i].slot);
-                        continue;
-                }
-                if (dm_sandbox_destroy(ctx, f[i].sb.id, &e2) < 0)
+                /* NULL when its sandbox took it (and gives it back). */
+                dm_claim_release(f[i].slot);
+                if (f[i].r >= 0 && dm_sandbox_destroy(ctx, f[i].sb.id, &e2) < 0)
                         log_warning("fork %s: %s", f[i].sb.id, e2.msg);
         }
         if (dm_snapshot_delete(ctx, dm_call_principal(call), snapshot_id, &e2) < 0)

@@ -206,7 +206,7 @@ static void create_message(void *userdata, const char *message)
 }
 
 int dm_tools_sandbox_make(struct dm_call *call, const struct dm_args_table *t, json_object *args,
-                          struct dm_slot *reserved, bool quiet, struct dm_sandbox *ret, const char **ret_what,
+                          struct dm_slot **reserved, bool quiet, struct dm_sandbox *ret, const char **ret_what,
                           struct dm_error *err)
 {
         struct dm_policy *policy = NULL;
@@ -264,7 +264,7 @@ int dm_tools_sandbox_make(struct dm_call *call, const struct dm_args_table *t, j
                 .env = (const char *const *)env,
                 .ttl_s = dm_args_int(t->specs, t->n, args, "ttl_seconds"),
                 .principal = dm_call_principal(call),
-                .reserved = reserved,
+                .reserved = reserved ? *reserved : NULL,
                 .nested = nested,
                 .image_ref = from_snap ? snap.image_ref : NULL,
                 .on_message = quiet ? NULL : create_message,
@@ -280,6 +280,9 @@ int dm_tools_sandbox_make(struct dm_call *call, const struct dm_args_table *t, j
                 *ret_what = dm_claim_refused(r) ? NULL : "sandbox_create";
                 return r;
         }
+        /* The sandbox took it: its destroy gives it back, whatever follows. */
+        if (reserved)
+                *reserved = NULL;
         *ret_what = "sandbox_create";
         if (from_snap && (r = dm_tools_snapshot_seed(call, &snap, ret, err)) < 0)
                 return r;
