@@ -78,7 +78,7 @@ tap $([ -z "$left" ] && [ "$(snapshots)" = 0 ] && [ "$(ls "$DEMESNE_OUTPUT_ROOT"
 destroy "$a"
 mcp_stop
 
-# 4-7: four forks of 3 at once under caps of 8.
+# 4-8: four forks of 3 at once under caps of 8.
 export DEMESNE_MAX_CHILDREN=8 DEMESNE_MAX_TREE=8
 mcp_start
 box_with_source
@@ -115,7 +115,16 @@ tap $([ "$made" = 2 ]; echo $?) "four forks of 3 at once beside one sandbox unde
 tap $([ "$refused" = 2 ] && [ -z "$other" ]; echo $?) "the other two got the cap's refusal ($refused; ${other:-no other answer})"
 tap $([ "$max" -ge 1 ] && [ "$max" -le 8 ]; echo $?) "never more than 8 of the tree's sandboxes ran at once (at most $max seen)"
 tap $([ "$(snapshots)" = 2 ]; echo $?) "only the two made forks' snapshots exist ($(snapshots))"
+# A snapshot outlives the tree that took it: once the tree is gone (the
+# forks with it), the host's caller, above it, deletes them, images and all.
+snaps=$(cat "$DEMESNE_OUTPUT_ROOT/$a/forks/"*.json | jq -r '.result.structuredContent.snapshot_id // empty' 2>/dev/null)
 destroy "$a"
+for snap in $snaps; do mcp_call sandbox_destroy "$(jq -cn --arg s "$snap" '{snapshot_id: $s}')" >/dev/null; done
+imgs=$(for snap in $snaps; do
+	curl -sf --unix-socket "$sock" "http://d/v1.41/images/localhost/demesne-snapshot:$snap/json" >/dev/null && echo "$snap"
+done)
+tap $([ "$(snapshots)" = 0 ] && [ -z "$imgs" ] && [ -n "$snaps" ]; echo $?) \
+	"sandbox_destroy {snapshot_id} deletes them: no directory ($(snapshots)), no image${imgs:+ ($imgs)}"
 mcp_stop
 
 . "$top/tests/e2e/lib/left.sh"
