@@ -205,11 +205,10 @@ static void create_message(void *userdata, const char *message)
         dm_call_note(userdata, message);
 }
 
-static json_object *create_call(struct dm_call *call, json_object *args)
+int dm_tools_sandbox_make(struct dm_call *call, const struct dm_args_table *t, json_object *args,
+                          struct dm_slot **reserved, bool quiet, struct dm_sandbox *ret, const char **ret_what,
+                          struct dm_error *err)
 {
-        const struct dm_args_table *t = dm_call_tool(call)->data;
-        struct dm_error err = { 0 };
-        struct dm_sandbox sb;
         struct dm_policy *policy = NULL;
         const char *egress;
         _cleanup_free_ const char **allow = NULL, **files = NULL, **dirs = NULL;
@@ -219,18 +218,22 @@ static json_object *create_call(struct dm_call *call, json_object *args)
         bool nested;
         int r, from_snap;
 
-        if (dm_args_check(t->specs, t->n, args, &err) < 0)
-                return dm_tools_error(DM_TOOLS_ARGS, &err);
+        *ret_what = DM_TOOLS_ARGS;
+        if ((r = dm_args_check(t->specs, t->n, args, err)) < 0)
+                return r;
         /* Before the egress is read: a snapshot's is the default. */
-        from_snap = dm_tools_snapshot_resolve(call, args, &snap, &err);
-        if (from_snap < 0)
-                return dm_tools_error(from_snap == -EINVAL ? DM_TOOLS_ARGS : NULL, &err);
+        from_snap = dm_tools_snapshot_resolve(call, args, &snap, err);
+        if (from_snap < 0) {
+                *ret_what = from_snap == -EINVAL ? DM_TOOLS_ARGS : NULL;
+                return from_snap;
+        }
+        *ret_what = NULL;
         allow = dm_args_strv(args, "allow");
         egress = dm_tools_call_egress(call, t, args);
         /* Parsed once: the nested rules, the container and its record (which
          * keeps a copy for every later exec) use this one. */
-        if (dm_tools_call_policy(call, args, egress, false, &policy, &err) < 0)
-                return dm_tools_error(NULL, &err);
+        if ((r = dm_tools_call_policy(call, args, egress, false, &policy, err)) < 0)
+                return r;
 
         files = dm_args_strv(args, "files");
         dirs = dm_args_strv(args, "directories");
@@ -241,16 +244,15 @@ static json_object *create_call(struct dm_call *call, json_object *args)
                 .has_allow = allow && allow[0],
                 .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
         };
-        if (dm_tools_nested_check(call, &ask, &err) < 0) {
+        if ((r = dm_tools_nested_check(call, &ask, err)) < 0) {
                 dm_policy_free(policy);
-                return dm_tools_error(NULL, &err);
+                return r;
         }
         env = dm_args_env(args, "env");
         if (nested && env && dm_tools_nested_env(token, &env) < 0) {
                 dm_args_strv_free(env);
                 dm_policy_free(policy);
-                dm_error_set(&err, -ENOMEM, "out of memory");
-                return dm_tools_error(NULL, &err);
+                return dm_error_set(err, -ENOMEM, "out of memory");
         }
         struct dm_sandbox_create req = {
                 .image = dm_args_str(t->specs, t->n, args, "image"),
@@ -262,31 +264,49 @@ static json_object *create_call(struct dm_call *call, json_object *args)
                 .env = (const char *const *)env,
                 .ttl_s = dm_args_int(t->specs, t->n, args, "ttl_seconds"),
                 .principal = dm_call_principal(call),
+                .reserved = reserved ? *reserved : NULL,
                 .nested = nested,
                 .image_ref = from_snap ? snap.image_ref : NULL,
-                .on_message = create_message,
+                .on_message = quiet ? NULL : create_message,
                 .userdata = call,
                 .cancel = dm_call_cancel(call),
         };
         /* Its claim takes the admission slot (src/core/claim.h). */
-        r = dm_sandbox_create(dm_call_context(call), &req, &sb, &err);
+        r = dm_sandbox_create(dm_call_context(call), &req, ret, err);
         dm_args_strv_free(env);
         mode = policy->mode;
         dm_policy_free(policy);
-        if (r < 0)
-                return dm_tools_error(dm_claim_refused(r) ? NULL : "sandbox_create", &err);
-        if (from_snap && dm_tools_snapshot_seed(call, &snap, &sb, &err) < 0)
-                return dm_tools_error("sandbox_create", &err);
-        if (nested && dm_tools_nested_open(call, &sb, token, mode, &err) < 0) {
+        if (r < 0) {
+                *ret_what = dm_claim_refused(r) ? NULL : "sandbox_create";
+                return r;
+        }
+        /* The sandbox took it: its destroy gives it back, whatever follows. */
+        if (reserved)
+                *reserved = NULL;
+        *ret_what = "sandbox_create";
+        if (from_snap && (r = dm_tools_snapshot_seed(call, &snap, ret, err)) < 0)
+                return r;
+        if (nested && (r = dm_tools_nested_open(call, ret, token, mode, err)) < 0) {
                 struct dm_error e2 = { 0 };
 
                 explicit_bzero(token, sizeof(token));
-                if (dm_sandbox_destroy(dm_call_context(call), sb.id, &e2) < 0)
-                        log_warning("sandbox %s: %s", sb.id, e2.msg);
-                return dm_tools_error("sandbox_create", &err);
+                if (dm_sandbox_destroy(dm_call_context(call), ret->id, &e2) < 0)
+                        log_warning("sandbox %s: %s", ret->id, e2.msg);
+                return r;
         }
         explicit_bzero(token, sizeof(token));
-        dm_resources_claim(dm_call_context(call)->resources, sb.id, dm_call_principal(call));
+        dm_resources_claim(dm_call_context(call)->resources, ret->id, dm_call_principal(call));
+        return 0;
+}
+
+static json_object *create_call(struct dm_call *call, json_object *args)
+{
+        struct dm_error err = { 0 };
+        struct dm_sandbox sb;
+        const char *what;
+
+        if (dm_tools_sandbox_make(call, dm_call_tool(call)->data, args, NULL, false, &sb, &what, &err) < 0)
+                return dm_tools_error(what, &err);
         return dm_tool_result_ok(dm_sandbox_describe(&sb));
 }
 
@@ -637,4 +657,5 @@ void dm_tools_sandbox_register(struct dm_registry *reg, const struct dm_args_fac
         t[4].input_schema = dm_registry_own(reg, dm_args_schema(destroy_args, N(destroy_args)));
         t[5].input_schema = dm_registry_own(reg, dm_args_schema(list_args, 0));
         dm_registry_add(reg, t, N(t));
+        dm_tools_fork_register(reg, create);
 }

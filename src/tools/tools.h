@@ -96,6 +96,24 @@ void dm_tools_agent_register(struct dm_registry *reg, const struct dm_args_facts
 void dm_tools_report_register(struct dm_registry *reg);
 void dm_tools_snapshot_register(struct dm_registry *reg);
 
+/* src/tools/sandbox.c: sandbox_create's work on args (checked here
+ * against t, create's table), for sandbox_create and for each fork of
+ * sandbox_fork: 0 with the new sandbox in *ret (and its output claimed
+ * for the caller), or an error with nothing of it left and *ret_what the
+ * dm_tools_error attribution. reserved (may be NULL): a reservation of
+ * the caller's made ahead (dm_sandbox_create.reserved); once a sandbox is
+ * made it takes it and *reserved becomes NULL (a step after the create
+ * that fails destroys the sandbox, which gives it back): the caller gives
+ * back only what is still there. quiet: no news of an image build to the
+ * call (a fork's threads share it). */
+struct dm_slot;
+int dm_tools_sandbox_make(struct dm_call *call, const struct dm_args_table *t, json_object *args,
+                          struct dm_slot **reserved, bool quiet, struct dm_sandbox *ret, const char **ret_what,
+                          struct dm_error *err);
+/* src/tools/fork.c: sandbox_fork, which makes its forks through create's
+ * table (create). */
+void dm_tools_fork_register(struct dm_registry *reg, const struct dm_args_table *create);
+
 /* src/tools/snapshot.c, for sandbox_create {snapshot_id}: resolves the
  * call's snapshot_id (the caller's own: another's is unknown) into *ret and
  * sets the call's image and, when it names none, its egress and allow to

@@ -4,8 +4,10 @@
 // (alice, bob). Alice prepares a sandbox, snapshots it and starts another
 // from the snapshot; bob cannot see her snapshot in sandbox_list, nor start
 // a sandbox from it, nor delete it, nor snapshot or pause her sandbox: each
-// refusal is word for word an unknown id's. The schemas the client lists
-// carry the new tools and fields.
+// refusal is word for word an unknown id's. Alice forks her sandbox into
+// two (sandbox_fork): both see its files, each writes only its own; bob's
+// fork of her sandbox is an unknown id's answer, and a count out of range
+// is refused. The schemas the client lists carry the new tools and fields.
 //
 //   DEMESNE=/abs/path/to/demesne node tests/e2e/client-snapshot.mjs
 //
@@ -23,7 +25,7 @@ const { Client, StreamableHTTPClientTransport } = await import('@modelcontextpro
 const { CALL_TIMEOUT_MS } = await import('./lib/checks.mjs');
 const { startHttpServer } = await import('./lib/http-server.mjs');
 
-h.plan(9);
+h.plan(12);
 
 const call = (client, name, args) => client.callTool({ name, arguments: args }, { timeout: CALL_TIMEOUT_MS });
 
@@ -56,8 +58,10 @@ await h.run(async () => {
     byName.sandbox_pause?.inputSchema?.required?.includes('sandbox_id') && byName.sandbox_resume &&
     byName.sandbox_create?.inputSchema?.properties?.snapshot_id &&
     byName.sandbox_destroy?.inputSchema?.properties?.snapshot_id &&
-    byName.sandbox_list?.outputSchema?.properties?.snapshots,
-  'tools/list: sandbox_snapshot, sandbox_pause, sandbox_resume, snapshot_id on create and destroy, snapshots[] on list');
+    byName.sandbox_list?.outputSchema?.properties?.snapshots &&
+    byName.sandbox_fork?.inputSchema?.properties?.count?.maximum === 8 &&
+    byName.sandbox_fork?.outputSchema?.required?.includes('sandbox_ids'),
+  'tools/list: sandbox_snapshot, sandbox_pause, sandbox_resume, sandbox_fork (count up to 8), snapshot_id on create and destroy, snapshots[] on list');
 
   const made = await call(alice, 'sandbox_create', { image: 'base', egress: 'none' });
   const box = made.structuredContent?.sandbox_id;
@@ -94,6 +98,30 @@ await h.run(async () => {
     shape(h.firstText(bobSnap), box) === shape(h.firstText(bobSnapUnknown), unknownBox),
   'bob can neither snapshot nor pause alice\'s sandbox: the same answer as an unknown sandbox',
   `${h.firstText(bobSnap)} | ${h.firstText(bobPause)}`);
+
+  const forked = await call(alice, 'sandbox_fork', { sandbox_id: box, count: 2 });
+  const forks = forked.structuredContent?.sandbox_ids ?? [];
+  const forkSnap = forked.structuredContent?.snapshot_id;
+  const reads = [];
+  for (const [i, f] of forks.entries()) {
+    await call(alice, 'sandbox_exec', { sandbox_id: f, command: `echo ${i} > /workspace/mine` });
+  }
+  for (const f of forks) {
+    reads.push((await call(alice, 'sandbox_exec', { sandbox_id: f, command: 'cat /workspace/p /opt/r /workspace/mine' }))
+      .structuredContent?.stdout);
+  }
+  h.ok(!forked.isError && forks.length === 2 && /^snap-/.test(forkSnap ?? '') &&
+    reads[0] === 'prepared\nroot\n0\n' && reads[1] === 'prepared\nroot\n1\n',
+  'alice forks her sandbox into two: both see its files, each keeps its own', JSON.stringify({ forked, reads }));
+  const bobFork = await call(bob, 'sandbox_fork', { sandbox_id: box, count: 1 });
+  const bobForkUnknown = await call(bob, 'sandbox_fork', { sandbox_id: unknownBox, count: 1 });
+  h.ok(bobFork.isError && shape(h.firstText(bobFork), box) === shape(h.firstText(bobForkUnknown), unknownBox),
+    'bob cannot fork alice\'s sandbox: the same answer as an unknown sandbox', h.firstText(bobFork));
+  const nine = await call(alice, 'sandbox_fork', { sandbox_id: box, count: 9 });
+  h.ok(nine.isError && /'count' must be between 1 and 8/.test(h.firstText(nine)),
+    'a fork of 9 is refused, naming the range', h.firstText(nine));
+  for (const f of forks) await call(alice, 'sandbox_destroy', { sandbox_id: f });
+  if (forkSnap) await call(alice, 'sandbox_destroy', { snapshot_id: forkSnap });
 
   const still = await call(alice, 'sandbox_list', {});
   h.ok(still.structuredContent?.snapshots?.some((s) => s.snapshot_id === id), 'alice\'s snapshot is still there');

@@ -46,6 +46,7 @@ example() {
 tag='' example hello-script
 tag='' example persistent-session
 tag='' example background-jobs
+tag='' example fork-workers
 
 akey=sk-ant-api03-demesne-examples-$RANDOM$RANDOM okey=sk-proj-demesne-examples-$RANDOM$RANDOM
 port_of_anthropic='' port_of_openai=''

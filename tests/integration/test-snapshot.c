@@ -17,6 +17,7 @@
 
 #include "src/core/snapshot.h"
 #include "tests/integration/engine-env.h"
+#include "tests/integration/snapshot-probes.h"
 #include "tests/integration/stdio-client.h"
 
 #define CAP 3
@@ -56,38 +57,14 @@ static const char *make(const char *tool, const char *args, const char *field, c
         return buf;
 }
 
-/* How many snapshot directories the output root holds. */
 static int snapshot_dirs(void)
 {
-        char p[PATH_MAX];
-        DIR *d;
-        struct dirent *e;
-        int n = 0;
-
-        snprintf(p, sizeof(p), "%s/.snapshots", getenv("DEMESNE_OUTPUT_ROOT"));
-        if (!(d = opendir(p)))
-                return 0;
-        while ((e = readdir(d)))
-                n += e->d_name[0] != '.';
-        closedir(d);
-        return n;
+        return output_entries(".snapshots");
 }
 
-/* How many snapshot images of this output root the engine holds. */
 static long snapshot_images(void)
 {
-        struct dm_image_entry *v = NULL;
-        struct dm_error err = { 0 };
-        size_t n = 0;
-        long count = 0;
-
-        if (!root_label[0] || b->ops->image_list(b, root_label, &v, &n, &err) < 0)
-                return -1;
-        for (size_t i = 0; i < n; i++)
-                for (char **l = v[i].labels; l && *l; l++)
-                        count += strncmp(*l, "demesne.snapshot=", 17) == 0;
-        dm_image_entries_free(v, n);
-        return count;
+        return snapshot_images_of(b, root_label);
 }
 
 static bool has_label(const struct dm_image_entry *e, const char *kv)

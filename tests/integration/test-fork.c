@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: MIT */
+/* sandbox_fork through `demesne serve` against the real engine: the forks
+ * see the source's root file system and /workspace (not its /out), then
+ * the forks and the source diverge; each fork has its own /out; bad input
+ * (count 0, 9, "4", missing; an unknown sandbox) gets a clear error and
+ * leaves nothing; a fork refused midway (the snapshot cap, after the
+ * slots were reserved) leaves no sandbox, image or directory. (The tree
+ * caps, which only a nested caller has: tests/e2e/test-fork-admission.sh;
+ * through the npm client: tests/e2e/client-snapshot.mjs.) */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "src/core/snapshot.h"
+#include "tests/integration/engine-env.h"
+#include "tests/integration/snapshot-probes.h"
+#include "tests/integration/stdio-client.h"
+
+static struct child *c;
+static int next_id = 1;
+static struct dm_backend *b;
+static char root_label[128];
+
+static json_object *call(const char *tool, const char *args)
+{
+        int id = next_id++;
+
+        send_call(c, id, tool, args);
+        return recv_response(c, id, 300000, NULL);
+}
+
+static char *exec_out(const char *sb, const char *cmd)
+{
+        return sandbox_exec_stdout(call, sb, cmd);
+}
+
+static long snapshot_images(void)
+{
+        return snapshot_images_of(b, root_label);
+}
+
+/* Live sandboxes sandbox_list shows. */
+static int sandboxes(void)
+{
+        json_object *m = call("sandbox_list", "{}"), *a = path(structured(m), "sandboxes", NULL, NULL);
+        int n = a ? (int)json_object_array_length(a) : -1;
+
+        json_object_put(m);
+        return n;
+}
+
+struct state {
+        int sandboxes, outdirs, snapdirs;
+        long images;
+};
+
+static struct state now(void)
+{
+        return (struct state){ sandboxes(), output_entries(NULL), output_entries(".snapshots"), snapshot_images() };
+}
+
+static bool same(struct state a, struct state b2)
+{
+        return a.sandboxes == b2.sandboxes && a.outdirs == b2.outdirs && a.snapdirs == b2.snapdirs &&
+               a.images == b2.images;
+}
+
+static void destroy(const char *key, const char *id)
+{
+        char args[256];
+
+        snprintf(args, sizeof(args), "{\"%s\":\"%s\"}", key, id);
+        json_object_put(call("sandbox_destroy", args));
+}
+
+/* Forks src count times: the result, with the ids in ids[] ("" past them). */
+static json_object *fork_of(const char *src, int count, char ids[][64], char *snap)
+{
+        char args[256];
+        json_object *m, *a;
+
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"count\":%d}", src, count);
+        m = call("sandbox_fork", args);
+        a = path(structured(m), "sandbox_ids", NULL, NULL);
+        for (int i = 0; i < count; i++)
+                snprintf(ids[i], 64, "%s",
+                         a && (size_t)i < json_object_array_length(a)
+                                 ? json_object_get_string(json_object_array_get_idx(a, i))
+                                 : "");
+        snprintf(snap, 64, "%s", result_is_error(m) ? "" : str_at(structured(m), "snapshot_id"));
+        if (result_is_error(m))
+                diag("sandbox_fork %s: %s", args, json_object_to_json_string(m));
+        return m;
+}
+
+/* Three forks see the source's files, then each goes its own way. */
+static void fork_and_diverge(const char *src)
+{
+        char ids[3][64], snap[64], *s;
+        struct dm_error err = { 0 };
+        json_object *m;
+        bool all_see = true, own = true, apart = true;
+
+        s = exec_out(src, "echo one > /etc/forked-root; echo one > /workspace/ws; echo out > /out/o; echo ok");
+        is_str(s, "ok\n", "the source writes its root, /workspace and /out");
+        free(s);
+        m = fork_of(src, 3, ids, snap);
+        ok(!result_is_error(m) && strncmp(snap, "snap-", 5) == 0 && ids[2][0] &&
+                   json_object_array_length(path(structured(m), "sandboxes", NULL, NULL)) == 3,
+           "sandbox_fork count 3: a snapshot_id and three sandbox_ids (%s %s %s)", ids[0], ids[1], ids[2]);
+        {
+                struct dm_image_entry img = { 0 };
+                char ref[160];
+
+                snprintf(ref, sizeof(ref), "%s:%s", DM_SNAPSHOT_REPO, snap);
+                if (b->ops->image_inspect(b, ref, &img, &err) == 0)
+                        for (char **l = img.labels; l && *l; l++)
+                                if (strncmp(*l, "demesne.root=", 13) == 0)
+                                        snprintf(root_label, sizeof(root_label), "%s", *l);
+                dm_image_entry_release(&img);
+                ok(root_label[0] != '\0', "the engine holds the fork's snapshot image, of this output root (%s)",
+                   root_label);
+        }
+        for (int i = 0; i < 3; i++) {
+                const char *out = str_at(json_object_array_get_idx(path(structured(m), "sandboxes", NULL, NULL), i),
+                                         "output_dir");
+                char want[PATH_MAX];
+
+                snprintf(want, sizeof(want), "%s/%s", getenv("DEMESNE_OUTPUT_ROOT"), ids[i]);
+                own = own && strcmp(out, want) == 0 && strcmp(ids[i], src) != 0;
+                s = exec_out(ids[i], "cat /etc/forked-root /workspace/ws; ls /out | wc -l");
+                all_see = all_see && s && strcmp(s, "one\none\n0\n") == 0;
+                if (!s || strcmp(s, "one\none\n0\n") != 0)
+                        diag("fork %s: %s", ids[i], s ? s : "(no answer)");
+                free(s);
+        }
+        json_object_put(m);
+        ok(all_see, "each fork sees the source's root file system and /workspace, and an empty /out of its own");
+        ok(own, "each fork's output_dir is its own, under the output root");
+        ok(strcmp(ids[0], ids[1]) != 0 && strcmp(ids[1], ids[2]) != 0 && strcmp(ids[0], ids[2]) != 0,
+           "three different sandboxes");
+
+        /* Each writes its own name where the others read. */
+        for (int i = 0; i < 3; i++) {
+                char cmd[1024];
+
+                /* A file of its own in the root file system, in a folder
+                 * the source left alone (what the source made or changed
+                 * there, /etc's folder included, is read-only in a fork on
+                 * rootful Podman: docs/reference/snapshots.md). */
+                snprintf(cmd, sizeof(cmd), "echo %s > /opt/fork-mine; echo %s > /workspace/ws; echo %s > /out/mine",
+                         ids[i], ids[i], ids[i]);
+                free(exec_out(ids[i], cmd));
+        }
+        free(exec_out(src, "echo source > /etc/forked-root; echo source > /workspace/ws"));
+        s = exec_out(src, "ls /opt/fork-mine 2>&1 >/dev/null | grep -c 'No such file'");
+        is_str(s, "1\n", "the source does not see a file its forks made");
+        free(s);
+        for (int i = 0; i < 3; i++) {
+                char want[512], host[PATH_MAX];
+                FILE *f;
+
+                snprintf(want, sizeof(want), "%s\n%s\n", ids[i], ids[i]);
+                s = exec_out(ids[i], "cat /opt/fork-mine /workspace/ws");
+                apart = apart && s && strcmp(s, want) == 0;
+                if (!s || strcmp(s, want) != 0)
+                        diag("fork %s reads: %s", ids[i], s ? s : "(no answer)");
+                free(s);
+                snprintf(host, sizeof(host), "%s/%s/mine", getenv("DEMESNE_OUTPUT_ROOT"), ids[i]);
+                if ((f = fopen(host, "r"))) {
+                        char line[128] = "";
+
+                        apart = apart && fgets(line, sizeof(line), f) && strncmp(line, ids[i], strlen(ids[i])) == 0;
+                        fclose(f);
+                } else
+                        apart = false;
+        }
+        s = exec_out(src, "cat /etc/forked-root /workspace/ws /out/o");
+        is_str(s, "source\nsource\nout\n", "the source keeps its own root, /workspace and /out");
+        free(s);
+        ok(apart, "the forks diverge: each reads its own writes, and its /out on the host holds its own file");
+        for (int i = 0; i < 3; i++)
+                destroy("sandbox_id", ids[i]);
+        destroy("snapshot_id", snap);
+}
+
+/* Bad input: each a clear error, nothing made. */
+static void bad_input(const char *src)
+{
+        static const char *const cases[][2] = {
+                { "{\"sandbox_id\":\"SRC\",\"count\":0}", "'count' must be between 1 and 8, not 0" },
+                { "{\"sandbox_id\":\"SRC\",\"count\":9}", "'count' must be between 1 and 8, not 9" },
+                { "{\"sandbox_id\":\"SRC\",\"count\":\"4\"}", "'count' must be an integer" },
+                { "{\"sandbox_id\":\"SRC\",\"count\":2.5}", "'count'" },
+                { "{\"sandbox_id\":\"SRC\"}", "count" },
+                { "{\"count\":2}", "sandbox_id" },
+                { "{\"sandbox_id\":\"sbx-000000000000\",\"count\":2}", "unknown sandbox 'sbx-000000000000'" },
+                { "{\"sandbox_id\":\"../../.snapshots\",\"count\":1}", "unknown sandbox" },
+                { "{\"sandbox_id\":\"SRC\",\"count\":2,\"egress\":\"open\"}", "invalid arguments" },
+        };
+        struct state before = now();
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char args[512];
+                const char *p = strstr(cases[i][0], "SRC");
+                json_object *m;
+
+                if (p)
+                        snprintf(args, sizeof(args), "%.*s%s%s", (int)(p - cases[i][0]), cases[i][0], src, p + 3);
+                else
+                        snprintf(args, sizeof(args), "%s", cases[i][0]);
+                m = call("sandbox_fork", args);
+                ok(result_error_says(m, cases[i][1]), "sandbox_fork %s: '%s'", cases[i][0], cases[i][1]);
+                if (!result_error_says(m, cases[i][1]))
+                        diag("%s", json_object_to_json_string(m));
+                json_object_put(m);
+        }
+        ok(same(before, now()), "and no sandbox, output directory, snapshot directory or image was made");
+}
+
+/* The snapshot cap (DEMESNE_SNAPSHOT_MAX=2) refuses a fork after its
+ * slots were reserved: they go back, nothing is left. */
+static void refused_midway(const char *src)
+{
+        char ids[3][64], snap1[64], snap2[64], snap3[64];
+        struct state before;
+        json_object *m;
+
+        json_object_put(fork_of(src, 1, ids, snap1));
+        destroy("sandbox_id", ids[0]);
+        json_object_put(fork_of(src, 1, ids, snap2));
+        destroy("sandbox_id", ids[0]);
+        ok(snap1[0] && snap2[0], "two forks hold two snapshots (%s, %s)", snap1, snap2);
+        before = now();
+        m = fork_of(src, 3, ids, snap3);
+        ok(result_error_says(m, "DEMESNE_SNAPSHOT_MAX") && !ids[0][0],
+           "a third fork is refused by the snapshot cap, naming it");
+        json_object_put(m);
+        ok(same(before, now()), "and leaves no sandbox, output directory, snapshot directory or image");
+        destroy("snapshot_id", snap1);
+        destroy("snapshot_id", snap2);
+}
+
+int main(void)
+{
+        struct dm_engine_config ec = { .env = test_engine_env(), .may_start_podman = false, .response_max = 16 << 20 };
+        struct dm_error err = { 0 };
+        const char *env[] = { "DEMESNE_SNAPSHOT_MAX=2", "DEMESNE_POOL=0", NULL };
+        char src[64] = "";
+        struct state start;
+        json_object *m;
+
+        test_env_setup("fork");
+        c = calloc(1, sizeof(*c));
+        if (dm_backend_open(&ec, &b, &err) < 0 || spawn(c, env) < 0) {
+                printf("Bail out! %s\n", err.msg[0] ? err.msg : "cannot start $DEMESNE serve");
+                return 1;
+        }
+        start = now();
+        m = call("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\"}");
+        snprintf(src, sizeof(src), "%s", str_at(structured(m), "sandbox_id"));
+        ok(!result_is_error(m) && src[0], "a sandbox to fork (%s)", src);
+        json_object_put(m);
+
+        fork_and_diverge(src);
+        bad_input(src);
+        refused_midway(src);
+
+        destroy("sandbox_id", src);
+        {
+                int64_t t0 = dm_now_ms();
+
+                while (snapshot_images() != 0 && dm_now_ms() - t0 < slack_ms(60000))
+                        usleep(200 * 1000);
+        }
+        ok(snapshot_images() == 0 && output_entries(".snapshots") == 0 && sandboxes() == 0,
+           "at the end no sandbox, snapshot image or snapshot directory is left (started with %d sandboxes)",
+           start.sandboxes);
+        is_int(finish(c, 20000), 0, "the server exits");
+        dm_backend_free(b);
+        return done_testing();
+}
