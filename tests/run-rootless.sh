@@ -15,7 +15,8 @@
 #                     build-rootless-tsan/) and every test of the suite,
 #                     the unit tests too; the tests that skipped themselves
 #                     for needing root are listed in needs-root.txt there,
-#                     for `tests/run.sh --tsan --build-dir` as root (CI)
+#                     for `DEMESNE_TEST_ROOT_ONLY=1 tests/run.sh --tsan
+#                     --build-dir` as root (CI: only the cases that skipped)
 # Steps: the user and its /etc/subuid and /etc/subgid ranges; its
 # XDG_RUNTIME_DIR (/run/user/UID, 0700); its rootless Podman configuration
 # (the files setup.sh writes for a normal user: overlay storage, runc,
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
 	--build-dir) build=${2:?--build-dir wants a directory}; shift ;;
 	--tests) only=${2:?--tests wants test paths}; shift ;;
 	--tsan) tsan=1 ;;
-	-h | --help) sed -n '3,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '3,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "tests/run-rootless.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift

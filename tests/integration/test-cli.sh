@@ -15,6 +15,67 @@ img=${DEMESNE_TEST_IMAGE:-python}
 image=()
 [ -z "${DEMESNE_TEST_IMAGE:-}" ] || image=(--image "$DEMESNE_TEST_IMAGE")
 
+# The cases that need root, each a function: a normal user's run skips
+# them ("needs root"), and DEMESNE_TEST_ROOT_ONLY=1 runs only them (.ci/run
+# runs them so as root under ThreadSanitizer after the rootless run, whose
+# other cases need nothing root has).
+# A normal user's doctor, run as nobody by root.
+root_case_doctor_nobody() {
+	if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+		# A normal user: the account line says so; egress does not depend on
+		# root any more (listeners in each sandbox's namespace), so with no
+		# engine the reason given is the engine, never the account.
+		mkdir -m 0777 "$tmp/nobody" && chmod 0755 "$tmp"
+		runuser -u nobody -- env HOME="$tmp/nobody" DEMESNE_OUTPUT_ROOT="$tmp/nobody/out" DEMESNE_STATE_DIR="$tmp/nobody/state" \
+			DEMESNE_START_PODMAN=0 DEMESNE_ENGINE_HOST=unix:///nonexistent/engine.sock "$bin" doctor >"$tmp/doctor-nobody" 2>/dev/null
+		[ "$(sed -n 1p "$tmp/doctor-nobody")" = "account: nobody (uid $(id -u nobody), not root)" ] &&
+			grep -q '^unavail egress modes: none; default egress is none; only these: no engine' "$tmp/doctor-nobody" &&
+			grep -q '^unavail agent tools (sandbox_agent, sandbox_research): unavailable, the vendor proxy needs egress: no engine' "$tmp/doctor-nobody" &&
+			! grep -qi 'needs root\|does not run as root' "$tmp/doctor-nobody"
+		ok $? "doctor as a normal user names it, and blames the missing engine (not the account) for egress and the agent tools"
+		chmod 0700 "$tmp"
+	else
+		echo "ok $((n += 1)) # SKIP a normal user's doctor needs root to switch to nobody"
+	fi
+}
+# build.sh drives the engine demesne talks to. The podman CLI uses this
+# user's own store, which is the engine's only when its socket is ours: on
+# another user's socket, build.sh gets CONTAINER_HOST (podman --remote). A
+# Podman service of our own, on a socket handed to another owner; a stand-in
+# build.sh prints what it was given.
+root_case_socket_owner() {
+	if [ "$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1 && [ "${DEMESNE_ENGINE:-podman}" = podman ]; then
+		mkdir -p "$tmp/standin"
+		printf '#!/bin/bash\necho "engine=${DEMESNE_ENGINE-unset} host=${CONTAINER_HOST-unset} docker=${DOCKER_HOST-unset}" >&2\n' >"$tmp/standin/build.sh"
+		podman system service --time=0 "unix://$tmp/podman.sock" >/dev/null 2>&1 &
+		ppid_=$!
+		for _ in $(seq 100); do curl -sf --unix-socket "$tmp/podman.sock" http://d/_ping >/dev/null 2>&1 && break; sleep 0.1; done
+		DEMESNE_ENGINE_HOST=unix://$tmp/podman.sock DEMESNE_START_PODMAN=0 DEMESNE_IMAGES_DIR=$tmp/standin \
+			"$bin" images build base >/dev/null 2>"$tmp/own"
+		chown 65534:65534 "$tmp/podman.sock"
+		DEMESNE_ENGINE_HOST=unix://$tmp/podman.sock DEMESNE_START_PODMAN=0 DEMESNE_IMAGES_DIR=$tmp/standin \
+			"$bin" images build base >/dev/null 2>"$tmp/other"
+		kill "$ppid_"
+		wait "$ppid_" 2>/dev/null
+		grep -q '^engine=podman host=unset' "$tmp/own"
+		ok $? "on a Podman socket of its own user, build.sh uses the podman CLI's own store ($(tr '\n' ' ' <"$tmp/own"))"
+		grep -q "^engine=podman host=unix://$tmp/podman.sock docker=" "$tmp/other"
+		ok $? "on another user's Podman socket, build.sh gets it as CONTAINER_HOST ($(tr '\n' ' ' <"$tmp/other"))"
+	else
+		echo "ok $((n += 1)) # SKIP needs root and podman, to hand a Podman socket to another owner"
+		echo "ok $((n += 1)) # SKIP needs root and podman, to hand a Podman socket to another owner"
+	fi
+}
+if [ "${DEMESNE_TEST_ROOT_ONLY:-0}" = 1 ]; then
+	[ "$(id -u)" = 0 ] || { echo "Bail out! DEMESNE_TEST_ROOT_ONLY=1 runs the cases that need root: run it as root"; exit 99; }
+	root_case_doctor_nobody
+	root_case_socket_owner
+	echo "1..$n"
+	echo "cli: $((n - failed)) passed, $failed failed (DEMESNE_TEST_ROOT_ONLY: the cases that need root)"
+	[ $failed = 0 ]
+	exit
+fi
+
 "$bin" --help | grep -q '^Usage: demesne COMMAND'; ok $? "--help prints usage on stdout"
 "$bin" --version | grep -q '^demesne [0-9]'; ok $? "--version"
 "$bin" bogus >/dev/null 2>&1; [ $? = 2 ]; ok $? "unknown command exits 2"
@@ -61,7 +122,52 @@ ok $rc "--egress package-managers gives the command the egress proxy ($out; $(ta
 dir=$(sed -n 's/^demesne: output in //p' "$tmp/err")
 [ -n "$dir" ] && [ "$(cat "$dir/result.txt")" = kept ]; ok $? "files written to /out stay in the output directory"
 
-"$bin" doctor >"$tmp/doctor" 2>&1; rc=$?
+# The doctors the cases below read, all at once: each asks the engine for
+# real (a probe container paused, resumed and committed: seconds each), and
+# one after another they were most of this test's time. Each runs in its own
+# process with its own probe (labelled with its own pid), and writes its
+# output to $tmp/NAME and its exit status to $tmp/NAME.rc.
+# doctor_bg NAME STDERR [VAR=VALUE | -u VAR]...: STDERR is a file, or
+# "out" for stderr into NAME too.
+doctor_pids=()
+doctor_bg() {
+	local name=$1 err=$2
+	shift 2
+	if [ "$err" = out ]; then
+		{ env "$@" "$bin" doctor >"$tmp/$name" 2>&1; echo $? >"$tmp/$name.rc"; } &
+	else
+		{ env "$@" "$bin" doctor >"$tmp/$name" 2>"$err"; echo $? >"$tmp/$name.rc"; } &
+	fi
+	doctor_pids+=($!)
+}
+wait_doctors() { wait "${doctor_pids[@]}"; doctor_pids=(); }
+odd="$tmp/out \"q\" \\ '$(printf 'x\ty')"
+# A built image tagged into another repository, without today's inputs tag:
+# stale. Tagged through the engine's own API (the store doctor reads:
+# Podman's or dockerd's), not a CLI that may look at another store; removed
+# when the doctors have ended.
+engine_sock=${DOCKER_HOST:-unix:///run/podman/podman.sock}
+engine_sock=${engine_sock#unix://}
+stale=0
+[ -z "${DEMESNE_TEST_IMAGE:-}" ] && [ -S "$engine_sock" ] &&
+	curl -sf --unix-socket "$engine_sock" -X POST \
+		"http://d/images/localhost/demesne/$img:latest/tag?repo=localhost/demesne-doctor-stale/base&tag=latest" >/dev/null &&
+	stale=1
+doctor_bg doctor out
+doctor_bg doctor-cfg /dev/null DEMESNE_ALLOWED_PATHS="$tmp/in dir:/srv"
+doctor_bg doctor-odd /dev/null DEMESNE_OUTPUT_ROOT="$odd"
+mkdir -p "$tmp/home"
+doctor_bg doctor-nokey /dev/null -u ANTHROPIC_API_KEY -u CLAUDE_CODE_OAUTH_TOKEN -u OPENAI_API_KEY -u DEMESNE_CLAUDE_CREDENTIALS \
+	-u DEMESNE_CODEX_AUTH HOME="$tmp/home"
+doctor_bg doctor-key /dev/null -u OPENAI_API_KEY -u DEMESNE_CODEX_AUTH HOME="$tmp/home" ANTHROPIC_API_KEY=sk-test-only
+doctor_bg doctor-shimoff /dev/null DEMESNE_SHIM=off ANTHROPIC_API_KEY=sk-test-only
+doctor_bg doctor-repo /dev/null DEMESNE_IMAGE_REPO=localhost/demesne-doctor-test
+doctor_bg doctor-nobuild /dev/null DEMESNE_IMAGE_REPO=localhost/demesne-doctor-test DEMESNE_IMAGES_DIR="$tmp/no-images"
+[ "$stale" = 0 ] || doctor_bg doctor-stale /dev/null DEMESNE_IMAGE_REPO=localhost/demesne-doctor-stale
+doctor_bg doctor-subnet out DEMESNE_SANDBOX_SUBNET=bogus
+wait_doctors
+[ "$stale" = 0 ] || curl -sf --unix-socket "$engine_sock" -X DELETE "http://d/images/localhost/demesne-doctor-stale/base:latest" >/dev/null
+rc=$(cat "$tmp/doctor.rc")
 if [ -z "${DEMESNE_TEST_IMAGE:-}" ]; then
 	# "all checks passed" only when every advertised feature works; without a
 	# vendor credential the agent tools are an 'unavail' line, not a problem.
@@ -80,7 +186,6 @@ grep -q "^ok      egress package-managers hosts (with each image's label demesne
 ok $? "doctor lists the hosts egress package-managers reaches"
 # The configuration to paste: this binary, absolute, and the variables set.
 self=$(readlink -f "$bin")
-DEMESNE_ALLOWED_PATHS="$tmp/in dir:/srv" "$bin" doctor >"$tmp/doctor-cfg" 2>/dev/null
 # Who runs it and in which engine mode, in the first lines.
 me=$(id -un) uid=$(id -u)
 [ "$uid" = 0 ] && role=root || role="not root"
@@ -104,8 +209,6 @@ ok $? "doctor prints a claude mcp add line that a shell splits into the right wo
 grep -A3 -x '\[mcp_servers.demesne\]' "$tmp/doctor-cfg" | grep -qx "command = \"$self\""
 ok $? "doctor prints Codex's [mcp_servers.demesne] table"
 
-odd="$tmp/out \"q\" \\ '$(printf 'x\ty')"
-DEMESNE_OUTPUT_ROOT=$odd "$bin" doctor >"$tmp/doctor-odd" 2>/dev/null
 [ "$(grep '^{"mcpServers"' "$tmp/doctor-odd" | jq -r .mcpServers.demesne.env.DEMESNE_OUTPUT_ROOT)" = "$odd" ]
 ok $? "doctor's JSON keeps quotes, backslashes and control characters of a path"
 claude_line=$(grep '^claude mcp add demesne ' "$tmp/doctor-odd")
@@ -121,13 +224,10 @@ else
 fi
 
 # Features: the agent tools depend on a vendor credential, as the server decides.
-mkdir -p "$tmp/home"
-env -u ANTHROPIC_API_KEY -u CLAUDE_CODE_OAUTH_TOKEN -u OPENAI_API_KEY -u DEMESNE_CLAUDE_CREDENTIALS -u DEMESNE_CODEX_AUTH \
-	HOME="$tmp/home" "$bin" doctor >"$tmp/doctor-nokey" 2>/dev/null; rc=$?
+rc=$(cat "$tmp/doctor-nokey.rc")
 grep -q '^unavail agent tools (sandbox_agent, sandbox_research): unavailable, no vendor credential: Claude Code: no ANTHROPIC_API_KEY' "$tmp/doctor-nokey" &&
 	! grep -q 'all checks passed' "$tmp/doctor-nokey"
 ok $? "doctor without a vendor credential says the agent tools cannot work, and not 'all checks passed' (rc $rc)"
-env -u OPENAI_API_KEY -u DEMESNE_CODEX_AUTH HOME="$tmp/home" ANTHROPIC_API_KEY=sk-test-only "$bin" doctor >"$tmp/doctor-key" 2>/dev/null
 grep -q '^feature agent tools (sandbox_agent, sandbox_research): available with Claude Code (Anthropic)$' "$tmp/doctor-key"
 ok $? "doctor with ANTHROPIC_API_KEY names the provider the agent tools use"
 grep -Eq '^(feature|unavail) egress modes: none' "$tmp/doctor" &&
@@ -140,47 +240,23 @@ grep -Eq '^(feature|unavail) pause \(sandbox_pause, sandbox_resume\): ' "$tmp/do
 ok $? "doctor says whether pause and snapshots work on this engine, and what CRIU says"
 
 # The agent tools need what egress needs (a veth for the vendor proxy), as the server decides.
-DEMESNE_SHIM=off ANTHROPIC_API_KEY=sk-test-only "$bin" doctor >"$tmp/doctor-shimoff" 2>/dev/null
 grep -q '^unavail egress modes: none; default egress is none; only these: demesne-shim is off' "$tmp/doctor-shimoff" &&
 	grep -q '^unavail agent tools (sandbox_agent, sandbox_research): unavailable, the vendor proxy needs egress: demesne-shim is off (DEMESNE_SHIM=off) (credential found: Claude Code (Anthropic))$' "$tmp/doctor-shimoff" &&
 	! grep -q 'all checks passed' "$tmp/doctor-shimoff"
 ok $? "doctor with the shim off: egress and agent tools unavailable, with the reason and the credential found"
-if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
-	# A normal user: the account line says so; egress does not depend on
-	# root any more (listeners in each sandbox's namespace), so with no
-	# engine the reason given is the engine, never the account.
-	mkdir -m 0777 "$tmp/nobody" && chmod 0755 "$tmp"
-	runuser -u nobody -- env HOME="$tmp/nobody" DEMESNE_OUTPUT_ROOT="$tmp/nobody/out" DEMESNE_STATE_DIR="$tmp/nobody/state" \
-		DEMESNE_START_PODMAN=0 DEMESNE_ENGINE_HOST=unix:///nonexistent/engine.sock "$bin" doctor >"$tmp/doctor-nobody" 2>/dev/null
-	[ "$(sed -n 1p "$tmp/doctor-nobody")" = "account: nobody (uid $(id -u nobody), not root)" ] &&
-		grep -q '^unavail egress modes: none; default egress is none; only these: no engine' "$tmp/doctor-nobody" &&
-		grep -q '^unavail agent tools (sandbox_agent, sandbox_research): unavailable, the vendor proxy needs egress: no engine' "$tmp/doctor-nobody" &&
-		! grep -qi 'needs root\|does not run as root' "$tmp/doctor-nobody"
-	ok $? "doctor as a normal user names it, and blames the missing engine (not the account) for egress and the agent tools"
-	chmod 0700 "$tmp"
-else
-	echo "ok $((n += 1)) # SKIP a normal user's doctor needs root to switch to nobody"
-fi
+root_case_doctor_nobody
 
 # Images: not in this store but buildable is a note; not buildable a problem.
-DEMESNE_IMAGE_REPO=localhost/demesne-doctor-test "$bin" doctor >"$tmp/doctor-repo" 2>/dev/null
 grep -q '^note    image python: missing in this user.s engine store, buildable here' "$tmp/doctor-repo" &&
 	! grep -q '^PROBLEM image' "$tmp/doctor-repo"
 ok $? "doctor notes an image that is not built but can be"
-DEMESNE_IMAGE_REPO=localhost/demesne-doctor-test DEMESNE_IMAGES_DIR=$tmp/no-images "$bin" doctor >"$tmp/doctor-nobuild" 2>/dev/null; rc=$?
+rc=$(cat "$tmp/doctor-nobuild.rc")
 [ "$rc" = 1 ] && grep -q "^PROBLEM image python: missing in this user's engine store, and it cannot be built here: the build script '$tmp/no-images/build.sh' is missing" "$tmp/doctor-nobuild" &&
 	! grep -q 'all checks passed' "$tmp/doctor-nobuild" && grep -qx 'some checks failed' "$tmp/doctor-nobuild"
 ok $? "doctor reports an image it can neither find nor build, and does not end 'all checks passed' (rc $rc)"
-# Built but not from today's inputs: build.sh --list's inputs-hash tags say stale.
-# Tagged through the engine's own API (the store doctor reads: Podman's or
-# dockerd's), not a CLI that may look at another store.
-engine_sock=${DOCKER_HOST:-unix:///run/podman/podman.sock}
-engine_sock=${engine_sock#unix://}
-if [ -z "${DEMESNE_TEST_IMAGE:-}" ] && [ -S "$engine_sock" ] &&
-	curl -sf --unix-socket "$engine_sock" -X POST \
-		"http://d/images/localhost/demesne/$img:latest/tag?repo=localhost/demesne-doctor-stale/base&tag=latest" >/dev/null; then
-	DEMESNE_IMAGE_REPO=localhost/demesne-doctor-stale "$bin" doctor >"$tmp/doctor-stale" 2>/dev/null
-	curl -sf --unix-socket "$engine_sock" -X DELETE "http://d/images/localhost/demesne-doctor-stale/base:latest" >/dev/null
+# Built but not from today's inputs: build.sh --list's inputs-hash tags say
+# stale (the doctor started above, with the tag made before it).
+if [ "$stale" = 1 ]; then
 	grep -q '^note    image base: built but stale: ' "$tmp/doctor-stale" &&
 		grep -q '^note    image python: missing in this user.s engine store, buildable here' "$tmp/doctor-stale"
 	ok $? "doctor tells a stale image (inputs tag differs) from a current or missing one"
@@ -224,7 +300,6 @@ for bad in DEMESNE_TRANSFER_MAX=lots DEMESNE_SANDBOX_SWEEP_SECONDS=0; do
 	env "$bad" "$bin" run -- true >/dev/null 2>"$tmp/err"; rc=$?
 	[ "$rc" != 0 ] && grep -q "${bad%%=*}" "$tmp/err"; ok $? "$bad: refused at start, naming the variable (rc $rc)"
 done
-DEMESNE_SANDBOX_SUBNET=bogus "$bin" doctor >"$tmp/doctor-subnet" 2>&1
 grep -q '^PROBLEM sandbox subnet (DEMESNE_SANDBOX_SUBNET)' "$tmp/doctor-subnet"; ok $? "doctor reports a bad DEMESNE_SANDBOX_SUBNET"
 DEMESNE_ENGINE_HOST=unix:///nonexistent/engine.sock DEMESNE_START_PODMAN=0 "$bin" doctor >"$tmp/doctor" 2>&1; rc=$?
 [ "$rc" = 1 ] && grep -q '^PROBLEM container engine' "$tmp/doctor" && grep -q 'fix:' "$tmp/doctor"
@@ -243,32 +318,7 @@ ok $? "images list names all ten images"
 "$bin" images build >/dev/null 2>"$tmp/err"; rc=$?
 [ "$rc" = 2 ] && grep -q "name images or give --all" "$tmp/err"; ok $? "images build with no name says what to give (rc $rc)"
 
-# build.sh drives the engine demesne talks to. The podman CLI uses this
-# user's own store, which is the engine's only when its socket is ours: on
-# another user's socket, build.sh gets CONTAINER_HOST (podman --remote). A
-# Podman service of our own, on a socket handed to another owner; a stand-in
-# build.sh prints what it was given.
-if [ "$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1 && [ "${DEMESNE_ENGINE:-podman}" = podman ]; then
-	mkdir -p "$tmp/standin"
-	printf '#!/bin/bash\necho "engine=${DEMESNE_ENGINE-unset} host=${CONTAINER_HOST-unset} docker=${DOCKER_HOST-unset}" >&2\n' >"$tmp/standin/build.sh"
-	podman system service --time=0 "unix://$tmp/podman.sock" >/dev/null 2>&1 &
-	ppid_=$!
-	for _ in $(seq 100); do curl -sf --unix-socket "$tmp/podman.sock" http://d/_ping >/dev/null 2>&1 && break; sleep 0.1; done
-	DEMESNE_ENGINE_HOST=unix://$tmp/podman.sock DEMESNE_START_PODMAN=0 DEMESNE_IMAGES_DIR=$tmp/standin \
-		"$bin" images build base >/dev/null 2>"$tmp/own"
-	chown 65534:65534 "$tmp/podman.sock"
-	DEMESNE_ENGINE_HOST=unix://$tmp/podman.sock DEMESNE_START_PODMAN=0 DEMESNE_IMAGES_DIR=$tmp/standin \
-		"$bin" images build base >/dev/null 2>"$tmp/other"
-	kill "$ppid_"
-	wait "$ppid_" 2>/dev/null
-	grep -q '^engine=podman host=unset' "$tmp/own"
-	ok $? "on a Podman socket of its own user, build.sh uses the podman CLI's own store ($(tr '\n' ' ' <"$tmp/own"))"
-	grep -q "^engine=podman host=unix://$tmp/podman.sock docker=" "$tmp/other"
-	ok $? "on another user's Podman socket, build.sh gets it as CONTAINER_HOST ($(tr '\n' ' ' <"$tmp/other"))"
-else
-	echo "ok $((n += 1)) # SKIP needs root and podman, to hand a Podman socket to another owner"
-	echo "ok $((n += 1)) # SKIP needs root and podman, to hand a Podman socket to another owner"
-fi
+root_case_socket_owner
 
 echo "1..$n"
 echo "cli: $((n - failed)) passed, $failed failed"
