@@ -126,6 +126,16 @@ async function shutdown(code) {
     } catch { /* the server's TTL reaper gets it */ }
     sandboxId = undefined;
   }
+  // demesne's orderly stop removes its warm pool; the SDK's close would
+  // SIGKILL it after 4 s, which on a loaded machine leaves containers behind
+  // (another output root's runs are no other server's to sweep).
+  if (serverPid) {
+    try { process.kill(serverPid, 'SIGTERM'); } catch { /* gone */ }
+    for (let i = 0; i < 1200; i++) {
+      try { process.kill(serverPid, 0); } catch { break; }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
   try { await client.close(); } catch { /* ignore */ }
   if (serverPid) { try { process.kill(serverPid, 'SIGKILL'); } catch { /* gone */ } }
   if (ownOutputRoot) fs.rmSync(ownOutputRoot, { recursive: true, force: true });

@@ -86,7 +86,7 @@ async function sdkClient({ era, http, env = {}, caps = true, answers = ['accept'
     client,
     asked,
     call: (params) => h.within(CALL_MS, `${params.name}`, client.callTool(params, { timeout: CALL_MS })),
-    close: async () => { await client.close().catch(() => {}); if (server) await server.stop(); },
+    close: async () => { await h.closeStdio(client, server ? null : transport); if (server) await server.stop(); },
   };
 }
 

@@ -98,8 +98,8 @@ await h.run(async () => {
 
   // A run over MCP: markup on stdout, an HTML file and a planted link in /out.
   const client = new Client({ name: 'demesne-e2e-ui', version: '0.0.0' });
-  await h.within(60_000, 'connect', client.connect(
-    new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' }), { timeout: 30_000 }));
+  const transport = new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' });
+  await h.within(60_000, 'connect', client.connect(transport, { timeout: 30_000 }));
   const res = await client.callTool({
     name: 'sandbox_script',
     arguments: {
@@ -223,7 +223,7 @@ await h.run(async () => {
     JSON.stringify(seen.j1));
 
   events.abort();
-  await client.close();
+  await h.closeStdio(client, transport);
 
   // The view stops on SIGTERM, an event stream still open, and removes its token file.
   const held = await fetch(`${api}/events`, { headers: { authorization: `Bearer ${token}` } });

@@ -150,6 +150,24 @@ export function trackSpawnsOf(bin) {
   };
 }
 
+/**
+ * Close an SDK client whose StdioClientTransport runs `demesne serve`, giving
+ * the server time to remove its containers. The SDK's own close ends stdin,
+ * then sends SIGTERM after 2 s and SIGKILL after 4 s: on a loaded machine a
+ * server still removing its warm pool is killed and leaves containers behind.
+ * Here: SIGTERM (demesne's orderly stop), up to `graceMs` for it to exit, then
+ * the SDK's close.
+ */
+export async function closeStdio(client, transport, graceMs = 60_000) {
+  const pid = transport?.pid;
+  if (pid) {
+    try { process.kill(pid, 'SIGTERM'); } catch { /* gone */ }
+    const deadline = Date.now() + graceMs;
+    while (Date.now() < deadline && alive(pid)) await new Promise((r) => setTimeout(r, 50));
+  }
+  await client.close().catch(() => {});
+}
+
 /** Spawn a helper (e.g. the inspector) in its own process group so that the group can be killed. */
 export function spawnGroup(command, args, options = {}) {
   const child = cp.spawn(command, args, { ...options, detached: true });
