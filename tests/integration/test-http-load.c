@@ -495,8 +495,10 @@ static void http_load(struct dm_backend *b)
         sc = tool_result(&w, "sandbox_cancel", cancel_args);
         ok(strcmp(jstr(sc, "status", NULL, NULL), "cancelled") == 0, "the long job is cancelled");
         json_object_put(sc);
+        ms = dm_now_ms();
         is_int(wait_containers(b, s.pid, 0, slack_ms(180000)), 0,
                "no container of the server is left (dropped calls removed theirs)");
+        diag("the server's containers gone %lld ms after the last call", (long long)(dm_now_ms() - ms));
         settle(s.pid);
         rss_after = rss_kb(s.pid);
         diag("server RSS: %ld KiB after warm-up, %ld KiB after the load (%+ld KiB), %ld KiB after %d more (%+ld KiB)",
