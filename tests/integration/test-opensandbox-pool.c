@@ -5,10 +5,12 @@
  * sandboxes are made ahead; a sandbox_script with the default egress takes
  * one (the fixture records no create for its call) and gives the result a
  * cold run gives; the pool refills behind it; a run that does not fit
- * (another egress, host inputs) makes its own; a server whose creates for
- * the pool are refused says why once and still runs scripts cold; nothing
- * is left at exit, and a killed server's entries go with the next
- * server's sweep. */
+ * (another egress, host inputs) makes its own; several at once past the
+ * pool's size all run; entries the server removed while they waited are
+ * found at the claim and the run makes its own; doctor says what the pool
+ * keeps; a server whose creates for the pool are refused says why once and
+ * still runs scripts cold; nothing is left at exit, and a killed server's
+ * entries go with the next server's sweep. */
 #include "config.h"
 
 #include <fcntl.h>
@@ -294,6 +296,45 @@ static void warm_and_cold(struct child *c)
                 ok(warm >= 1 && warm <= 2, "at most the pool's two were warm (%d)", warm);
         }
         is_int(await_ready(c, 2), 2, "and the pool refilled after them");
+
+        /* The server removed the idle entries (their TTL, an operator):
+         * the claim finds out, and the run makes its own. */
+        n = pool_runs(c->pid, runs);
+        ok(fixture_post("/fixture/expire?metadata=demesne.pool%3Dpython") == 0,
+           "the fixture expired the idle sandboxes");
+        created = stat_of("created");
+        m = call(c, "sandbox_script", "{\"command\":\"" SCRIPT "\"}");
+        ok(m && !result_is_error(m), "sandbox_script after the server removed the pool's sandboxes");
+        ok(!among(run_of(m), runs, n), "not in a removed one");
+        {
+                int pool, all = creates_since((size_t)created, &pool, run_of(m), &for_run);
+
+                ok(for_run, "it made its own sandbox (%d creates, %d the pool's)", all, pool);
+        }
+        same_result(m, "after the expiry");
+        json_object_put(m);
+        is_int(await_ready(c, 2), 2, "the pool made two new ones");
+}
+
+/* doctor's line for the pool on this backend. */
+static void doctor_says(void)
+{
+        char cmd[PATH_MAX + 512], out[16384] = "";
+        size_t len = 0;
+        FILE *f;
+
+        snprintf(cmd, sizeof(cmd),
+                 "DEMESNE_BACKEND=opensandbox DEMESNE_SHIM=off OPEN_SANDBOX_DOMAIN=%s OPEN_SANDBOX_API_KEY=%s "
+                 "DEMESNE_POOL=3 '%s' doctor 2>&1",
+                 fx.domain, key, getenv("DEMESNE"));
+        f = popen(cmd, "r");
+        while (f && len < sizeof(out) - 1 && fgets(out + len, (int)(sizeof(out) - len), f))
+                len = strlen(out);
+        if (f)
+                pclose(f);
+        if (!ok(strstr(out, "3 idle python sandbox(es) on the server") && strstr(out, "default egress (none)"),
+                "doctor: the pool keeps idle sandboxes on the server, with the default egress"))
+                diag("%s", out);
 }
 
 int main(void)
@@ -329,6 +370,7 @@ int main(void)
                 return 1;
         }
         warm_and_cold(c);
+        doctor_says();
 
         /* Server stop: the idle entries are deleted on the server. */
         is_int(finish(c, 60000), 0, "the server exits cleanly");
