@@ -82,6 +82,7 @@ static void remote_expiry(struct dm_backend *b, struct dm_pool_entry *e)
         int64_t now = dm_wall_ms() / 1000;
 
         e->expires_unix = now + POOL_IDLE_TTL_S;
+        e->granted_s = POOL_IDLE_TTL_S;
         if (b->ops->inspect(b, e->container, &info, &err) < 0) {
                 log_debug("pool: %s: %s", e->run_id, err.msg);
                 return;
@@ -89,7 +90,8 @@ static void remote_expiry(struct dm_backend *b, struct dm_pool_entry *e)
         if (info.expires_unix > now)
                 e->expires_unix = info.expires_unix;
         dm_container_info_release(&info);
-        e->granted_s = e->expires_unix - now;
+        /* OpenSandbox's minimum is 60 s. */
+        e->granted_s = e->expires_unix - now < 60 ? 60 : e->expires_unix - now;
 }
 
 /* Pushes a remote entry's expiry to until (or leaves a later one): 0 when
@@ -376,8 +378,9 @@ static void *fill_main(void *arg)
                         entry_remove(p->ctx, e);
                         pthread_mutex_lock(&p->lock);
                 } else if (r == -ENOTSUP) {
-                        /* Not for this server at all (no shim, a remote
-                         * backend): said once, and the pool stays empty. */
+                        /* Not for this server at all (no shim on a local
+                         * engine; a remote backend that cannot hold the
+                         * default egress): said once, the pool stays empty. */
                         log_info("pool: off: %s", err.msg);
                         snprintf(p->last_error, sizeof(p->last_error), "%s", err.msg);
                         p->size = 0;
@@ -465,7 +468,7 @@ struct dm_pool_entry *dm_pool_claim(struct dm_pool *p, const char *image, const 
         if (!p || strcmp(image, p->image) != 0)
                 return NULL;
         pthread_mutex_lock(&p->lock);
-        while (!p->stop && p->n_ready > 0 && !e) {
+        while (!p->stop && p->n_ready > 0 && !e && n_dead < POOL_MAX) {
                 struct dm_pool_entry *x = p->ready[0];
 
                 if (x->remote && !remote_fits(x, policy))
@@ -493,7 +496,8 @@ struct dm_pool_entry *dm_pool_claim(struct dm_pool *p, const char *image, const 
         pthread_cond_broadcast(&p->changed);
         pthread_mutex_unlock(&p->lock);
         for (int i = 0; i < n_dead; i++) {
-                log_info("pool: %s's container is gone (an engine restart?): not used", dead[i]->run_id);
+                log_info("pool: %s's container is gone (%s): not used", dead[i]->run_id,
+                         dead[i]->remote ? "removed by the server" : "an engine restart?");
                 entry_remove(p->ctx, dead[i]);
         }
         if (e)

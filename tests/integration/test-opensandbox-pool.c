@@ -403,6 +403,35 @@ int main(void)
                 free(c);
         }
 
+        /* A sidecar in mode "dns" cannot hold the default egress (none):
+         * the pool is off, saying why, and runs that can be held go cold. */
+        setenv("DEMESNE_OPENSANDBOX_EGRESS", "dns", 1);
+        setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1); /* egress open for the script below */
+        c = serve("2", NULL);
+        unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
+        {
+                int64_t t0 = dm_now_ms();
+                int n = 0;
+
+                why[0] = '\0';
+                while (c && !why[0] && dm_now_ms() - t0 < slack_ms(60000)) {
+                        n = pool_ready(c, why, sizeof(why));
+                        usleep(100 * 1000);
+                }
+                ok(n == 0 && strstr(why, "dns+nft"), "egress dns: the pool is off and says why: %s", why);
+        }
+        m = c ? call(c, "sandbox_script", "{\"command\":\"" SCRIPT "\",\"egress\":\"open\"}") : NULL;
+        if (!ok(m && !result_is_error(m), "egress open (the server's network) runs cold meanwhile"))
+                diag("%s", m ? json_object_to_json_string(m) : "no answer");
+        else
+                same_result(m, "cold, pool off");
+        json_object_put(m);
+        if (c) {
+                is_int(finish(c, 60000), 0, "that server exits cleanly");
+                free(c);
+        }
+        setenv("DEMESNE_OPENSANDBOX_EGRESS", "dns+nft", 1);
+
         /* The server refuses the pool's creates: said once, scripts run
          * cold all the same. */
         ok(fixture_post("/fixture/refuse-creates?metadata=demesne.pool%3Dpython") == 0,
