@@ -464,6 +464,37 @@ int main(void)
         is_int(count_label(engine, fx.label), 0, "nothing left in the fixture");
 
         os_fixture_stop(&fx);
+
+        /* A server whose maximum TTL is its minimum (60 s): an idle entry
+         * is renewed while it waits (at half of what was granted), and
+         * still serves a run after. */
+        snprintf(state_file, sizeof(state_file), "%s/fixture-state-ttl.json", test_root);
+        if (os_fixture_start_with(&fx, key, state_file, true, 60) < 0) {
+                printf("Bail out! the OpenSandbox fixture did not start again\n");
+                return 1;
+        }
+        c = serve("1", NULL);
+        is_int(c ? await_ready(c, 1) : -1, 1, "max TTL 60 s: one idle sandbox");
+        {
+                int64_t t0 = dm_now_ms();
+                int n = pool_runs(c ? c->pid : 0, runs);
+
+                /* Due 30 s after its create: a liveness bound well past it. */
+                while (stat_of("renewed") < 1 && dm_now_ms() - t0 < slack_ms(120000))
+                        usleep(200 * 1000);
+                ok(stat_of("renewed") >= 1, "the idle sandbox's TTL was renewed while it waited");
+                m = c ? call(c, "sandbox_script", "{\"command\":\"" SCRIPT "\"}") : NULL;
+                ok(m && n == 1 && among(run_of(m), runs, n), "and a run took it after (%s)", run_of(m));
+                if (m)
+                        same_result(m, "warm after a renewal");
+                json_object_put(m);
+        }
+        if (c) {
+                is_int(finish(c, 60000), 0, "that server exits cleanly");
+                free(c);
+        }
+        is_int(count_label(engine, fx.label), 0, "nothing left in that fixture");
+        os_fixture_stop(&fx);
         dm_backend_free(engine);
         return done_testing();
 }
