@@ -188,6 +188,15 @@ static int fixture_post(const char *path)
         return system(cmd);
 }
 
+/* Ends a server (NULL: none was started) and checks it exited cleanly. */
+static void stop(struct child *c)
+{
+        if (c) {
+                is_int(finish(c, 60000), 0, "that server exits cleanly");
+                free(c);
+        }
+}
+
 #define SCRIPT "echo warm-or-cold; echo err >&2; echo made > /out/f.txt; exit 3"
 
 /* The same command's result, warm or cold. */
@@ -398,10 +407,7 @@ int main(void)
                         usleep(100 * 1000);
                 is_int(pool_runs(killed, runs), 0, "the next server's sweep removed them");
         }
-        if (c) {
-                is_int(finish(c, 60000), 0, "that server exits cleanly");
-                free(c);
-        }
+        stop(c);
 
         /* A sidecar in mode "dns" cannot hold the default egress (none):
          * the pool is off, saying why, and runs that can be held go cold. */
@@ -426,10 +432,7 @@ int main(void)
         else
                 same_result(m, "cold, pool off");
         json_object_put(m);
-        if (c) {
-                is_int(finish(c, 60000), 0, "that server exits cleanly");
-                free(c);
-        }
+        stop(c);
         setenv("DEMESNE_OPENSANDBOX_EGRESS", "dns+nft", 1);
 
         /* The server refuses the pool's creates: said once, scripts run
@@ -456,10 +459,7 @@ int main(void)
         if (m)
                 same_result(m, "cold, pool refused");
         json_object_put(m);
-        if (c) {
-                is_int(finish(c, 60000), 0, "that server exits cleanly");
-                free(c);
-        }
+        stop(c);
         is_int(lines_with(log, "pool: no warm python container"), 1, "the log says why once, not per retry");
         is_int(count_label(engine, fx.label), 0, "nothing left in the fixture");
 
@@ -489,10 +489,7 @@ int main(void)
                         same_result(m, "warm after a renewal");
                 json_object_put(m);
         }
-        if (c) {
-                is_int(finish(c, 60000), 0, "that server exits cleanly");
-                free(c);
-        }
+        stop(c);
         is_int(count_label(engine, fx.label), 0, "nothing left in that fixture");
         os_fixture_stop(&fx);
         dm_backend_free(engine);
