@@ -364,15 +364,27 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
                 feature(t, dm_launch_use_shim(ctx, b), "seccomp filter (demesne-shim)",
                         dm_launch_use_shim(ctx, b) ? "on" : "off: the engine's default seccomp profile only");
         if (b) {
-                bool can = dm_launch_use_shim(ctx, b) && dm_backend_can(b, DM_CAP_ATTACH);
-                char pool[256];
+                struct dm_error perr = { 0 };
+                bool attach = dm_backend_can(b, DM_CAP_ATTACH), shim = dm_launch_use_shim(ctx, b);
+                /* Without attach (OpenSandbox): sandboxes made ahead there,
+                 * as its cold runs are, without the shim. */
+                bool remote = !attach && dm_backend_can(b, DM_CAP_TTL) && dm_launch_shim_mode(ctx, b, &perr) == 0;
+                bool can = (shim && attach) || remote;
+                char pool[320];
 
                 if (!ctx->cfg.pool_size)
                         snprintf(pool, sizeof(pool),
                                  "off (DEMESNE_POOL=0): every sandbox_script makes its "
                                  "container");
                 else if (!can)
-                        snprintf(pool, sizeof(pool), "unavailable: it needs demesne-shim and a local engine");
+                        snprintf(pool, sizeof(pool),
+                                 "unavailable: it needs demesne-shim on a local engine, or OpenSandbox with "
+                                 "DEMESNE_SHIM=off");
+                else if (remote)
+                        snprintf(pool, sizeof(pool),
+                                 "demesne serve keeps %lld idle python sandbox(es) on the server for sandbox_script "
+                                 "runs without host inputs and with the default egress (%s)",
+                                 (long long)ctx->cfg.pool_size, dm_egress_default(ctx));
                 else
                         snprintf(pool, sizeof(pool),
                                  "demesne serve keeps %lld started python container(s) for sandbox_script runs "

@@ -212,18 +212,21 @@ void dm_claim_adopt_outdir(struct dm_claimed *c, const char *outdir, const char 
                 log_warning("run %s: out of memory to bind its spend", id);
 }
 
-struct dm_pool_entry *dm_claim_warm(struct dm_claimed *c, bool fits)
+struct dm_pool_entry *dm_claim_warm(struct dm_claimed *c, bool fits, const struct dm_policy *policy, int64_t ttl_s)
 {
         struct dm_context *ctx = c->ctx;
         struct dm_pool_entry *e;
+        /* What a cold run would make: with the shim on a local engine, or
+         * without it on a backend that cannot attach (OpenSandbox). */
+        bool attach = dm_backend_can(c->b, DM_CAP_ATTACH);
 
-        if (!ctx->pool || c->shim_mode != 1 || !dm_backend_can(c->b, DM_CAP_ATTACH) || !fits)
+        if (!ctx->pool || (c->shim_mode == 1) != attach || !fits || c->image_ref)
                 return NULL;
         if (c->n_in) {
                 log_info("run without a warm container: host inputs are mounted at create");
                 return NULL;
         }
-        e = dm_pool_claim(ctx->pool, c->img->name);
+        e = dm_pool_claim(ctx->pool, c->img->name, policy, ttl_s);
         if (e)
                 dm_claim_adopt_outdir(c, e->outdir, e->run_id);
         return e;

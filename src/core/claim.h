@@ -37,6 +37,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "src/core/context.h"
 #include "src/core/inputs.h"
@@ -162,10 +163,13 @@ void dm_claim_adopt_outdir(struct dm_claimed *c, const char *outdir, const char 
 /* The container, first choice: a never-used warm container of the pool
  * (src/core/pool.h) when the claim fits one (fits: the caller's kind and
  * mounts allow it; no host inputs, which are mounted at create; the
- * pool's image; the shim; an engine with attach). Its output directory
- * becomes the claim's; the caller owns the entry (dm_pool_entry_free after
- * its container went to the reaper). NULL: none, launch one. */
-struct dm_pool_entry *dm_claim_warm(struct dm_claimed *c, bool fits);
+ * pool's image; the shim and an engine with attach, or neither on a
+ * remote backend, where the run's policy must be the entries' egress and
+ * ttl_s is the expiry the run needs). Its output directory becomes the
+ * claim's; the caller owns the entry (dm_pool_entry_free after its
+ * container went to the reaper). NULL: none, launch one. */
+struct dm_policy;
+struct dm_pool_entry *dm_claim_warm(struct dm_claimed *c, bool fits, const struct dm_policy *policy, int64_t ttl_s);
 
 /* The container, otherwise: through the one launch sequence
  * (src/core/launch.h). spec is the caller's (dm_launch_harden, then its

@@ -32,6 +32,10 @@
 #include "src/basic/log.h"
 #include "src/basic/timeutil.h"
 
+/* A sandbox the backend expires itself lives the command's limit plus
+ * this, to be made and removed. */
+#define EXEC_ONLY_TTL_SLACK_S 600
+
 void dm_run_result_release(struct dm_run_result *res)
 {
         free(res->run_id);
@@ -256,7 +260,7 @@ static int run_launch(struct run *x, struct dm_error *err)
                 spec.env = NULL; /* the exec's */
                 /* The backend's own expiry as a backstop: the command's
                  * limit plus time to make and remove the sandbox. */
-                spec.ttl_s = req->timeout_s + 600;
+                spec.ttl_s = req->timeout_s + EXEC_ONLY_TTL_SLACK_S;
         }
         r = confine(c->b, req, c->shim_mode == 1, &spec, err);
         if (r >= 0 && !(x->cold = malloc(sizeof(*x->cold))))
@@ -293,8 +297,9 @@ static int run_outdir(struct run *x, struct dm_error *err)
         const struct dm_run_request *req = x->req;
         int r;
 
-        x->warm = dm_claim_warm(&x->c, (!req->kind || strcmp(req->kind, "script") == 0) && !req->n_mounts &&
-                                               !req->vendor_port);
+        x->warm = dm_claim_warm(&x->c,
+                                (!req->kind || strcmp(req->kind, "script") == 0) && !req->n_mounts && !req->vendor_port,
+                                req->policy, req->timeout_s + EXEC_ONLY_TTL_SLACK_S);
         if (x->warm) {
                 snprintf(x->run_id, sizeof(x->run_id), "%s", x->warm->run_id);
                 return 0;
@@ -352,7 +357,9 @@ static int run_claim(struct run *x, struct dm_run_result *res, struct dm_error *
         x->scratch_made = true;
         x->container = TAKE_PTR(x->warm->container);
         x->host = TAKE_PTR(x->warm->host);
-        x->launched = &x->warm->launched;
+        /* A remote one idles without a shim: its command is an exec. */
+        x->exec_only = x->warm->remote;
+        x->launched = x->host ? &x->warm->launched : NULL;
         x->t0 = dm_now_ms();
         log_debug("run %s: a warm container", x->run_id);
         return 0;

@@ -138,6 +138,32 @@ static inline bool owned_by(const struct dm_container_info *info, pid_t pid, con
         return mine;
 }
 
+/* The run ids (at most max) of server pid's warm pool entries of the
+ * python image, from their labels; -1 when the engine cannot list. */
+static inline int pool_runs_of(struct dm_backend *b, pid_t pid, char (*runs)[64], int max)
+{
+        struct dm_error err = { 0 };
+        char **ids = NULL;
+        size_t n = 0;
+        int found = 0;
+
+        if (b->ops->list(b, "demesne.pool=python", &ids, &n, &err) < 0)
+                return -1;
+        for (size_t i = 0; i < n; i++) {
+                struct dm_container_info info = { 0 };
+                const char *run;
+
+                if (b->ops->inspect(b, ids[i], &info, &err) == 0) {
+                        if (owned_by(&info, pid, &run) && run && found < max)
+                                snprintf(runs[found++], 64, "%s", run);
+                        dm_container_info_release(&info);
+                }
+                free(ids[i]);
+        }
+        free(ids);
+        return found;
+}
+
 /* Containers whose owner label names a server's pid. */
 static inline long containers_of(struct dm_backend *b, pid_t pid)
 {

@@ -33,26 +33,7 @@ static json_object *call(const char *tool, const char *args)
 /* The run ids of the warm containers of server pid, from their labels. */
 static int pool_runs(pid_t pid, char runs[MAX_RUNS][64])
 {
-        struct dm_error err = { 0 };
-        char **ids = NULL;
-        size_t n = 0;
-        int found = 0;
-
-        if (b->ops->list(b, "demesne.pool=python", &ids, &n, &err) < 0)
-                return -1;
-        for (size_t i = 0; i < n; i++) {
-                struct dm_container_info info = { 0 };
-                const char *run;
-
-                if (b->ops->inspect(b, ids[i], &info, &err) == 0) {
-                        if (owned_by(&info, pid, &run) && run && found < MAX_RUNS)
-                                snprintf(runs[found++], 64, "%s", run);
-                        dm_container_info_release(&info);
-                }
-                free(ids[i]);
-        }
-        free(ids);
-        return found;
+        return pool_runs_of(b, pid, runs, MAX_RUNS);
 }
 
 /* Waits up to 90 s (a first start of the image on a busy machine) for the
