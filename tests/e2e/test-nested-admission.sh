@@ -58,7 +58,15 @@ EOF
 # still in flight; a run holding a slot does not show in sandbox_list).
 cat >"$tmp/go.sh" <<'EOF'
 echo '{"image":"base","egress":"none","ttl_seconds":900}' | sh /workspace/flood.sh sandbox_create 12 /out/x &
-sleep 0.5
+# The scripts once a create has made its sandbox (at most 120 s): on a
+# loaded machine they could otherwise take every slot first, and d's tree
+# would hold runs only, which sandbox_list does not show (README as a normal
+# user beside other work: "poll 240 of 240").
+i=0
+while [ "$i" -lt 600 ] && ! grep -qs 'sbx-[0-9a-f]\{12\}' /out/x/*.json; do
+	i=$((i + 1))
+	sleep 0.2
+done
 echo '{"image":"base","egress":"none","command":"sleep 60"}' | CALL_BASE=100 sh /workspace/flood.sh sandbox_script 12 /out/y &
 wait
 EOF
