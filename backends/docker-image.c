@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/docker-commit-ids.h"
 #include "backends/docker-internal.h"
 #include "backends/json.h"
 #include "src/basic/buf.h"
@@ -164,21 +165,17 @@ static bool cannot_pause(const struct dm_error *err)
         return strstr(err->msg, "pause") && (strstr(err->msg, "cgroup") || strstr(err->msg, "rootless"));
 }
 
-int dm_docker_commit(struct dm_backend *b, const char *id, const struct dm_commit_spec *spec, char **ret_image_id,
-                     struct dm_error *err)
+static int commit_once(struct dm_backend *b, const char *id, const struct dm_commit_spec *spec, bool may_pause,
+                       char **ret_image_id, struct dm_error *err)
 {
         _cleanup_json_ struct json_object *o = NULL;
         const char *image_id;
-        int r = dm_docker_check_ref("container id", id, err);
+        int r = 0;
 
-        if (r >= 0)
-                r = dm_docker_check_ref("image tag", spec->tag, err);
-        if (r >= 0)
-                r = check_image_ref(spec->repo, err);
         /* Paused for the copy where the engine can (a consistent file
          * system), else taken as it runs. Podman wants a body (its decoder
          * fails on none); {} is an empty container config for both. */
-        for (int pause = 1; r >= 0; pause = 0) {
+        for (int pause = may_pause; r >= 0; pause = 0) {
                 _cleanup_free_ char *path = NULL;
 
                 r = commit_query(id, spec, pause, &path, err);
@@ -198,6 +195,54 @@ int dm_docker_commit(struct dm_backend *b, const char *id, const struct dm_commi
                 return dm_error_set(err, -EPROTO, "commit container '%s': the engine named no image", id);
         *ret_image_id = strdup(image_id);
         return *ret_image_id ? 0 : dm_error_set(err, -ENOMEM, "out of memory");
+}
+
+/* Rootful Podman with a range per sandbox: a commit keeps the source's
+ * host ids (backends/docker-commit-ids.c), so the changes are shifted back
+ * into a helper container, whose commit is the image. The source stays
+ * paused while they are read, where it can be. */
+static int commit_shifted(struct dm_backend *b, const char *id, const struct dm_commit_spec *spec, char **ret_image_id,
+                          struct dm_error *err)
+{
+        _cleanup_free_ char *helper = NULL;
+        struct dm_error perr = { 0 };
+        unsigned uid, gid;
+        bool paused;
+        int r;
+
+        r = dm_docker_container_root(b, id, &uid, &gid, err);
+        if (r < 0)
+                return dm_error_wrap(err, "commit container '%s'", id);
+        paused = dm_docker_pause(b, id, &perr) >= 0;
+        if (!paused)
+                log_info("commit container '%.12s': cannot pause it (%s); reading it running", id, perr.msg);
+        r = dm_docker_commit_shift(b, id, uid, gid, &helper, err);
+        if (paused && dm_docker_unpause(b, id, &perr) < 0)
+                log_warning("commit container '%.12s': cannot unpause it: %s", id, perr.msg);
+        if (r < 0)
+                return dm_error_wrap(err, "commit container '%s'", id);
+        r = commit_once(b, helper, spec, false, ret_image_id, err);
+        dm_docker_commit_helper_remove(b, helper);
+        return r;
+}
+
+int dm_docker_commit(struct dm_backend *b, const char *id, const struct dm_commit_spec *spec, char **ret_image_id,
+                     struct dm_error *err)
+{
+        struct dm_userns u;
+        int r = dm_docker_check_ref("container id", id, err);
+
+        if (r >= 0)
+                r = dm_docker_check_ref("image tag", spec->tag, err);
+        if (r >= 0)
+                r = check_image_ref(spec->repo, err);
+        if (r >= 0)
+                r = dm_docker_userns(b, &u, err);
+        if (r < 0)
+                return r;
+        if (u.kind == DM_USERNS_PER_CONTAINER)
+                return commit_shifted(b, id, spec, ret_image_id, err);
+        return commit_once(b, id, spec, true, ret_image_id, err);
 }
 
 void dm_image_entry_release(struct dm_image_entry *e)

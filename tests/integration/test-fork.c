@@ -102,10 +102,11 @@ static void fork_and_diverge(const char *src)
         char ids[3][64], snap[64], *s;
         struct dm_error err = { 0 };
         json_object *m;
-        bool all_see = true, own = true, apart = true;
+        bool all_see = true, own = true, apart = true, mine = true;
 
-        s = exec_out(src, "echo one > /etc/forked-root; echo one > /workspace/ws; echo out > /out/o; echo ok");
-        is_str(s, "ok\n", "the source writes its root, /workspace and /out");
+        s = exec_out(src, "echo one > /etc/forked-root; mkdir -p $HOME/made; echo one > $HOME/made/f; "
+                          "echo one > /workspace/ws; echo out > /out/o; rm /etc/motd && echo ok");
+        is_str(s, "ok\n", "the source writes its root (/etc, $HOME), /workspace and /out, and removes /etc/motd");
         free(s);
         m = fork_of(src, 3, ids, snap);
         ok(!result_is_error(m) && strncmp(snap, "snap-", 5) == 0 && ids[2][0] &&
@@ -148,13 +149,26 @@ static void fork_and_diverge(const char *src)
                 char cmd[1024];
 
                 /* A file of its own in the root file system, in a folder
-                 * the source left alone (what the source made or changed
-                 * there, /etc's folder included, is read-only in a fork on
-                 * rootful Podman: docs/reference/snapshots.md). */
+                 * the source left alone. */
                 snprintf(cmd, sizeof(cmd), "echo %s > /opt/fork-mine; echo %s > /workspace/ws; echo %s > /out/mine",
                          ids[i], ids[i], ids[i]);
                 free(exec_out(ids[i], cmd));
         }
+        /* What the source made or changed in its root file system, and
+         * the folders it is in, are the fork's own (issue 32: on rootful
+         * Podman they were nobody's, "Permission denied"). */
+        for (int i = 0; i < 3; i++) {
+                s = exec_out(ids[i], "exec 2>&1; test ! -e /etc/motd && echo two >> /etc/forked-root && touch "
+                                     "/etc/fork-new && rm /etc/fork-new && "
+                                     "echo two >> $HOME/made/f && rm -r $HOME/made && "
+                                     "stat -c %u:%g /etc /etc/forked-root && rm /etc/forked-root && echo written");
+                mine = mine && s && strcmp(s, "0:0\n0:0\nwritten\n") == 0;
+                if (!s || strcmp(s, "0:0\n0:0\nwritten\n") != 0)
+                        diag("fork %s writing where the source wrote: %s", ids[i], s ? s : "(no answer)");
+                free(s);
+        }
+        ok(mine, "each fork writes and removes the files the source made under /etc and $HOME, owned by its root, "
+                 "and lacks the file the source removed");
         free(exec_out(src, "echo source > /etc/forked-root; echo source > /workspace/ws"));
         s = exec_out(src, "ls /opt/fork-mine 2>&1 >/dev/null | grep -c 'No such file'");
         is_str(s, "1\n", "the source does not see a file its forks made");

@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: MIT */
+/* A commit whose files keep the ids the sandbox saw, on rootful Podman's
+ * per-container user namespaces (issue 32).
+ *
+ * There the overlay driver shifts the image's layers with idmapped mounts
+ * and records the container's own layer with no id mapping
+ * (containers/storage: HostUIDMapping when the driver "supports
+ * shifting"), so what the container wrote in its root file system is
+ * stored, and committed, owned by its host ids. A sandbox made from the
+ * commit has another range and sees those files, and the folders they are
+ * in, as nobody. The engine's archive of a path (GET .../archive) gives
+ * the same host ids, measured: all in [root, root + 65536).
+ *
+ * A commit on top of the source's commit cannot fix it: a 0700 folder
+ * (/root) owned by unmapped ids in a lower layer blocks lookups in it even
+ * under a corrected copy (measured). So the snapshot is made beside the
+ * source: its changed paths (GET .../changes, mounts left out) are read out
+ * of it, each id shifted back by the source's root (anything outside its
+ * range becomes nobody, never a host id), deletions written as whiteouts
+ * (".wh.<name>", which the commit keeps as such, measured), and put into a
+ * container of the source's image with no user namespace, never started,
+ * whose commit is the snapshot. */
+#include "config.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backends/docker-commit-ids.h"
+#include "backends/docker-internal.h"
+#include "src/basic/cleanup.h"
+#include "src/basic/log.h"
+
+#define CALL_TIMEOUT_MS 120000L
+#define RANGE 65536u
+#define NOBODY 65534u
+#define OK(...) ((const long[]){ __VA_ARGS__, 0 })
+
+struct change {
+        const char *path;
+        int kind; /* 0 changed, 1 added, 2 deleted */
+};
+
+struct shift {
+        unsigned uid, gid;
+        struct archive *out;
+};
+
+static void json_putp(struct json_object **o)
+{
+        json_object_put(*o);
+}
+
+/* '/' sorts before every other byte: a folder's entries follow it. */
+static int path_cmp(const void *a, const void *b)
+{
+        const unsigned char *x = (const unsigned char *)((const struct change *)a)->path,
+                            *y = (const unsigned char *)((const struct change *)b)->path;
+
+        for (; *x && *x == *y; x++, y++)
+                ;
+        return (*x == '/' ? 1 : *x) - (*y == '/' ? 1 : *y);
+}
+
+static bool below(const char *path, const char *top)
+{
+        size_t n = top ? strlen(top) : 0;
+
+        return top && strncmp(path, top, n) == 0 && path[n] == '/';
+}
+
+static unsigned shifted(int64_t id, unsigned root)
+{
+        return id >= root && id < (int64_t)root + RANGE ? (unsigned)(id - root) : NOBODY;
+}
+
+/* "etc" for "/etc/x", "" for "/x". */
+static int dir_prefix(const char *path, const char *name, char **ret)
+{
+        const char *slash = strrchr(path, '/');
+        int n = (int)(slash - path) - 1;
+
+        if (n <= 0)
+                return (*ret = strdup(name)) ? 0 : -ENOMEM;
+        return asprintf(ret, "%.*s/%s", n, path + 1, name) < 0 ? -ENOMEM : 0;
+}
+
+static int copy_data(struct archive *in, struct archive *out, struct dm_error *err)
+{
+        char buf[65536];
+
+        for (;;) {
+                la_ssize_t n = archive_read_data(in, buf, sizeof(buf));
+
+                if (n < 0)
+                        return dm_error_set(err, -EIO, "cannot read the engine's archive: %s",
+                                            archive_error_string(in));
+                if (n == 0)
+                        return 0;
+                if (archive_write_data(out, buf, (size_t)n) != n)
+                        return dm_error_set(err, -EIO, "cannot write the changes archive: %s",
+                                            archive_error_string(out));
+        }
+}
+
+static int copy_entry(const struct shift *s, const char *path, struct archive *in, struct archive_entry *e,
+                      struct dm_error *err)
+{
+        _cleanup_free_ char *name = NULL, *link = NULL;
+        const char *hl = archive_entry_hardlink(e);
+
+        if (dir_prefix(path, archive_entry_pathname(e), &name) < 0 || (hl && dir_prefix(path, hl, &link) < 0))
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        archive_entry_set_pathname(e, name);
+        if (link)
+                archive_entry_set_hardlink(e, link);
+        archive_entry_set_uid(e, shifted(archive_entry_uid(e), s->uid));
+        archive_entry_set_gid(e, shifted(archive_entry_gid(e), s->gid));
+        archive_entry_set_uname(e, NULL);
+        archive_entry_set_gname(e, NULL);
+        if (archive_write_header(s->out, e) != ARCHIVE_OK)
+                return dm_error_set(err, -EIO, "cannot write the changes archive: %s", archive_error_string(s->out));
+        return copy_data(in, s->out, err);
+}
+
+/* One changed path out of the source, shifted into s->out. A changed
+ * folder brings its own entry alone: its changed entries are listed too. */
+static int add_path(struct dm_backend *b, const char *id, const struct change *c, const struct shift *s,
+                    struct dm_error *err)
+{
+        _cleanup_close_ int fd = memfd_create("demesne-commit-path", MFD_CLOEXEC);
+        struct archive *in = NULL;
+        struct archive_entry *e;
+        int r, ar = ARCHIVE_OK;
+
+        if (fd < 0)
+                return dm_error_set(err, -errno, "cannot make a memfd: %s", strerror(errno));
+        r = dm_docker_get_archive(b, id, c->path, fd, 0, err);
+        if (r < 0)
+                return r;
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return dm_error_set(err, -errno, "cannot rewind the engine's archive: %s", strerror(errno));
+        in = archive_read_new();
+        if (!in || archive_read_support_format_tar(in) != ARCHIVE_OK ||
+            archive_read_open_fd(in, fd, 65536) != ARCHIVE_OK)
+                r = dm_error_set(err, -EIO, "cannot read the engine's archive of '%s'", c->path);
+        for (bool first = true; r >= 0 && (ar = archive_read_next_header(in, &e)) == ARCHIVE_OK; first = false) {
+                if (!first && c->kind == 0)
+                        break;
+                r = copy_entry(s, c->path, in, e, err);
+        }
+        if (r >= 0 && ar != ARCHIVE_OK && ar != ARCHIVE_EOF)
+                r = dm_error_set(err, -EIO, "cannot read the engine's archive of '%s': %s", c->path,
+                                 archive_error_string(in));
+        archive_read_free(in);
+        return r;
+}
+
+/* A deletion: the whiteout ".wh.<name>" beside it, which the engine's
+ * commit of the helper keeps as one (measured, Podman 4.3.1 overlay). */
+static int add_whiteout(const struct change *c, const struct shift *s, struct dm_error *err)
+{
+        _cleanup_free_ char *wh = NULL, *name = NULL;
+        struct archive_entry *e;
+        int r = 0;
+
+        if (asprintf(&wh, ".wh.%s", strrchr(c->path, '/') + 1) < 0 || dir_prefix(c->path, wh, &name) < 0 ||
+            !(e = archive_entry_new()))
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        archive_entry_set_pathname(e, name);
+        archive_entry_set_filetype(e, AE_IFREG);
+        archive_entry_set_perm(e, 0600);
+        archive_entry_set_size(e, 0);
+        if (archive_write_header(s->out, e) != ARCHIVE_OK)
+                r = dm_error_set(err, -EIO, "cannot write the changes archive: %s", archive_error_string(s->out));
+        archive_entry_free(e);
+        return r;
+}
+
+static int list_changes(struct json_object *arr, struct change **ret, size_t *ret_n, struct dm_error *err)
+{
+        size_t n = json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0, k = 0;
+        struct change *c = calloc(n ? n : 1, sizeof(*c));
+
+        if (!c)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+                struct json_object *o = json_object_array_get_idx(arr, i), *p, *kind;
+
+                if (!json_object_object_get_ex(o, "Path", &p) || !json_object_object_get_ex(o, "Kind", &kind) ||
+                    !json_object_get_string(p) || json_object_get_string(p)[0] != '/') {
+                        free(c);
+                        return dm_error_set(err, -EPROTO, "the engine's list of changes is malformed");
+                }
+                c[k++] = (struct change){ json_object_get_string(p), json_object_get_int(kind) };
+        }
+        qsort(c, k, sizeof(*c), path_cmp);
+        *ret = c;
+        *ret_n = k;
+        return 0;
+}
+
+/* Whether path is a mount of the container's (a bind, a volume, a
+ * tmpfs) or below one: the engine lists their mount points as changes, and
+ * its archive of them is the mount's, not the root file system's. */
+static bool mounted(struct json_object *info, const char *path)
+{
+        struct json_object *mounts = json_object_object_get(info, "Mounts"), *hc, *tmpfs;
+
+        for (size_t i = 0; json_object_is_type(mounts, json_type_array) && i < json_object_array_length(mounts); i++) {
+                const char *d = json_object_get_string(
+                        json_object_object_get(json_object_array_get_idx(mounts, i), "Destination"));
+
+                if (d && (strcmp(path, d) == 0 || below(path, d)))
+                        return true;
+        }
+        if (!json_object_object_get_ex(info, "HostConfig", &hc) || !json_object_object_get_ex(hc, "Tmpfs", &tmpfs) ||
+            !json_object_is_type(tmpfs, json_type_object))
+                return false;
+        json_object_object_foreach(tmpfs, d, v)
+        {
+                (void)v;
+                if (strcmp(path, d) == 0 || below(path, d))
+                        return true;
+        }
+        return false;
+}
+
+/* The source's changed paths, shifted back, as one tar in a memfd. */
+static int changes_tar(struct dm_backend *b, const char *id, struct json_object *info, unsigned uid, unsigned gid,
+                       int *ret_fd, int64_t *ret_len, struct dm_error *err)
+{
+        _cleanup_(json_putp) struct json_object *arr = NULL;
+        _cleanup_free_ struct change *c = NULL;
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -1;
+        struct shift s = { uid, gid, NULL };
+        const char *added = NULL, *deleted = NULL;
+        size_t n = 0;
+        int r;
+
+        if (asprintf(&path, "/containers/%s/changes", id) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = dm_docker_call(b, "GET", NULL, CALL_TIMEOUT_MS, OK(200), NULL, &arr, err, path);
+        if (r >= 0)
+                r = list_changes(arr, &c, &n, err);
+        if (r < 0)
+                return r;
+        fd = memfd_create("demesne-commit-changes", MFD_CLOEXEC);
+        s.out = archive_write_new();
+        if (fd < 0 || !s.out || archive_write_set_format_pax_restricted(s.out) != ARCHIVE_OK ||
+            archive_write_open_fd(s.out, fd) != ARCHIVE_OK)
+                r = dm_error_set(err, -EIO, "cannot make the changes archive");
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                if (below(c[i].path, added) || below(c[i].path, deleted) || mounted(info, c[i].path))
+                        continue; /* inside an added or deleted folder, or not the root's */
+                if (c[i].kind == 2) {
+                        deleted = c[i].path;
+                        r = add_whiteout(&c[i], &s, err);
+                        continue;
+                }
+                if (c[i].kind == 1)
+                        added = c[i].path;
+                r = add_path(b, id, &c[i], &s, err);
+        }
+        if (r >= 0 && archive_write_close(s.out) != ARCHIVE_OK)
+                r = dm_error_set(err, -EIO, "cannot write the changes archive: %s", archive_error_string(s.out));
+        archive_write_free(s.out);
+        if (r < 0)
+                return r;
+        *ret_len = lseek(fd, 0, SEEK_CUR);
+        if (*ret_len < 0 || lseek(fd, 0, SEEK_SET) < 0)
+                return dm_error_set(err, -errno, "cannot rewind the changes archive: %s", strerror(errno));
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* A container of the source's image with the source's command,
+ * environment, working directory and user (what its commit would keep),
+ * no user namespace, never started. */
+static int helper_create(struct dm_backend *b, struct json_object *info, char **ret_id, struct dm_error *err)
+{
+        static const char *const keep[] = { "Env", "Cmd", "Entrypoint", "WorkingDir", "User", NULL };
+        _cleanup_(json_putp) struct json_object *body = json_object_new_object(), *hc = json_object_new_object(),
+                                                *o = NULL;
+        struct json_object *config = json_object_object_get(info, "Config"), *v;
+        const char *image = json_object_get_string(json_object_object_get(info, "Image")), *id;
+        int r;
+
+        if (!body || !hc)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        if (image && strncmp(image, "sha256:", 7) == 0)
+                image += 7;
+        if (!image || dm_docker_check_ref("image id", image, NULL) < 0)
+                return dm_error_set(err, -EPROTO, "the engine named no image for the container");
+        json_object_object_add(hc, "NetworkMode", json_object_new_string("none"));
+        json_object_object_add(hc, "UsernsMode", json_object_new_string("host"));
+        json_object_object_add(body, "Image", json_object_new_string(image));
+        for (size_t i = 0; keep[i]; i++)
+                if (json_object_object_get_ex(config, keep[i], &v) && v)
+                        json_object_object_add(body, keep[i], json_object_get(v));
+        json_object_object_add(body, "HostConfig", json_object_get(hc));
+        r = dm_docker_call(b, "POST", json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN), CALL_TIMEOUT_MS,
+                           OK(201, 200), NULL, &o, err, "/containers/create");
+        if (r < 0)
+                return r;
+        id = json_object_get_string(json_object_object_get(o, "Id"));
+        if (!id || dm_docker_check_ref("container id", id, NULL) < 0)
+                return dm_error_set(err, -EPROTO, "the engine named no container");
+        *ret_id = strdup(id);
+        return *ret_id ? 0 : dm_error_set(err, -ENOMEM, "out of memory");
+}
+
+static void helper_remove(struct dm_backend *b, const char *id)
+{
+        _cleanup_free_ char *path = NULL;
+        struct dm_error e = { 0 };
+
+        if (asprintf(&path, "/containers/%s?force=1", id) < 0 ||
+            dm_docker_call(b, "DELETE", NULL, CALL_TIMEOUT_MS, OK(200, 204, 404), NULL, NULL, &e, path) < 0)
+                log_warning("cannot remove the commit's helper container '%.12s': %s", id, e.msg);
+}
+
+int dm_docker_commit_shift(struct dm_backend *b, const char *id, unsigned uid, unsigned gid, char **ret_helper,
+                           struct dm_error *err)
+{
+        _cleanup_(json_putp) struct json_object *info = NULL;
+        _cleanup_free_ char *helper = NULL, *path = NULL;
+        _cleanup_close_ int fd = -1;
+        int64_t len = 0;
+        int r;
+
+        if (asprintf(&path, "/containers/%s/json", id) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = dm_docker_call(b, "GET", NULL, CALL_TIMEOUT_MS, OK(200), NULL, &info, err, path);
+        if (r >= 0)
+                r = changes_tar(b, id, info, uid, gid, &fd, &len, err);
+        if (r >= 0)
+                r = helper_create(b, info, &helper, err);
+        if (r >= 0)
+                r = dm_docker_put_archive(b, helper, "/", fd, len, err);
+        if (r < 0) {
+                if (helper)
+                        helper_remove(b, helper);
+                return dm_error_wrap(err, "give back the ids of container '%.12s'", id);
+        }
+        *ret_helper = TAKE_PTR(helper);
+        return 0;
+}
+
+void dm_docker_commit_helper_remove(struct dm_backend *b, const char *helper)
+{
+        helper_remove(b, helper);
+}
