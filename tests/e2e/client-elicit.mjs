@@ -16,6 +16,7 @@
 //
 // Prints TAP; exits 0 only if every test passed, 77 when node_modules is missing.
 
+import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import * as h from './lib/harness.mjs';
@@ -61,7 +62,8 @@ function answerOf(kind) {
 /** An SDK client; answers is the list of what it answers, in turn (the last repeats). */
 async function sdkClient({ era, http, env = {}, caps = true, answers = ['accept'] }) {
   const outputRoot = h.makeOutputRoot(`elicit-${era}-${http ? 'http' : 'stdio'}`);
-  const serverEnv = h.serverEnv(outputRoot, { DEMESNE_ELICIT_TIMEOUT_MS: ASK_MS, ...env });
+  const stateDir = h.makeOutputRoot(`elicit-state-${era}`);
+  const serverEnv = h.serverEnv(outputRoot, { DEMESNE_ELICIT_TIMEOUT_MS: ASK_MS, DEMESNE_STATE_DIR: stateDir, ...env });
   delete serverEnv.DEMESNE_ALLOW_CALLER_EGRESS;
   const options = { capabilities: caps ? { elicitation: { form: {} } } : {} };
   if (era === 'modern') options.versionNegotiation = { mode: { pin: MODERN }, probe: { timeoutMs: 30_000 } };
@@ -85,12 +87,37 @@ async function sdkClient({ era, http, env = {}, caps = true, answers = ['accept'
   return {
     client,
     asked,
+    stateDir,
     call: (params) => h.within(CALL_MS, `${params.name}`, client.callTool(params, { timeout: CALL_MS })),
     close: async () => { await h.closeStdio(client, server ? null : transport); if (server) await server.stop(); },
   };
 }
 
-const ranOpen = (r) => r?.isError !== true && /\beth0\b/.test(r?.structuredContent?.stdout ?? h.firstText(r));
+/* The egress a run got, from the server's run journal (<state dir>/activity:
+ * written by the server, where no sandbox writes). */
+function journalEgress(stateDir, runId) {
+  const dir = path.join(stateDir, 'activity');
+  let egress;
+  for (const f of fs.existsSync(dir) ? fs.readdirSync(dir) : []) {
+    for (const line of fs.readFileSync(path.join(dir, f), 'utf8').split('\n')) {
+      try {
+        const e = JSON.parse(line);
+        if (e.id === runId && e.egress) egress = e.egress;
+      } catch { /* a line being written */ }
+    }
+  }
+  return egress;
+}
+/* Ran with open egress: the journal says so, and as root the sandbox has its
+ * veth (eth0). Rootless sandboxes have no veth at any egress (open goes
+ * through the proxy on their own loopback), so there the journal alone. */
+const ROOT = process.getuid() === 0;
+const runIdOf = (r) => {
+  if (r?.structuredContent?.run_id) return r.structuredContent.run_id;
+  try { return JSON.parse(h.firstText(r)).run_id; } catch { return undefined; }
+};
+const ranOpen = (r, stateDir) => r?.isError !== true && journalEgress(stateDir, runIdOf(r)) === 'open' &&
+  (!ROOT || /\beth0\b/.test(r?.structuredContent?.stdout ?? h.firstText(r)));
 const refused = (r, text) => r?.isError === true && h.firstText(r) === text;
 const show = (r) => JSON.stringify(r)?.slice(0, 600);
 
@@ -102,7 +129,7 @@ async function eraChecks(era, http) {
   try {
     let r = await c.call(OPEN_CALL);
     const q = c.asked[0];
-    h.ok(ranOpen(r) && c.asked.length === 1 && /sandbox_script/.test(q?.message) && /open internet/.test(q?.message) &&
+    h.ok(ranOpen(r, c.stateDir) && c.asked.length === 1 && /sandbox_script/.test(q?.message) && /open internet/.test(q?.message) &&
         q?.requestedSchema?.properties?.decision?.enum?.join() === 'allow,refuse',
       `${label}: accept+allow: the question names the tool and open internet, and the call runs with open egress`,
       `asked ${JSON.stringify(c.asked)}\nresult ${show(r)}`);
@@ -153,7 +180,7 @@ async function nestedChecks() {
     r = await inside();
     const q = c.asked[1]?.message ?? '';
     h.ok(typeof box === 'string' && c.asked.length === 2 && q.includes(`inside the nested sandbox tree 'local/${box}'`) &&
-        r?.isError !== true && /\beth0\b/.test(r?.structuredContent?.stdout ?? ''),
+        ranOpen(r, c.stateDir),
       "nested: a sandbox's call for egress 'open' is asked of the host's client, naming the tree; allowed, the child runs with it",
       `box ${box}\nasked ${JSON.stringify(c.asked)}\nresult ${JSON.stringify(r)?.slice(0, 800)}`);
     r = await inside();
@@ -210,7 +237,8 @@ const modernMeta = (caps) => ({ 'io.modelcontextprotocol/protocolVersion': MODER
 
 async function rawModernChecks() {
   const outputRoot = h.makeOutputRoot('elicit-raw-modern');
-  const env = h.serverEnv(outputRoot, { DEMESNE_ELICIT_TIMEOUT_MS: '60000' });
+  const stateDir = h.makeOutputRoot('elicit-state-raw');
+  const env = h.serverEnv(outputRoot, { DEMESNE_ELICIT_TIMEOUT_MS: '60000', DEMESNE_STATE_DIR: stateDir });
   delete env.DEMESNE_ALLOW_CALLER_EGRESS;
   const c = new RawStdio(env);
   const meta = modernMeta({ elicitation: { form: {} } });
@@ -234,7 +262,7 @@ async function rawModernChecks() {
       'raw 2026-07-28: a requestState carried to other arguments is asked again', JSON.stringify(other));
     const fresh = (await call(args)).result;
     const good = (await call(args, { inputResponses: accept, requestState: fresh?.requestState })).result;
-    h.ok(good?.resultType === 'complete' && good.isError !== true && /\beth0\b/.test(good.structuredContent?.stdout ?? ''),
+    h.ok(good?.resultType === 'complete' && ranOpen(good, stateDir),
       'raw 2026-07-28: the retry with the answer and its requestState runs with open egress', JSON.stringify(good)?.slice(0, 600));
     const again = (await call(args, { inputResponses: accept, requestState: fresh?.requestState })).result;
     h.ok(again?.resultType === 'input_required',
