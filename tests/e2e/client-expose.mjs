@@ -7,15 +7,17 @@
 // The code URL signs a browser in once (303, an HttpOnly SameSite=Strict
 // cookie), a second use is 401; with the cookie a file comes back, without
 // it 401; the upgrade passes and bytes come back unchanged; a head past the
-// cap is 431. Ten exposes at once against a cap of 8 open previews: exactly
+// cap is 431. Fourteen exposes at once against a cap of 8 open previews: exactly
 // the cap opens. Bob cannot expose her sandbox (an unknown id's answer) nor
 // see her previews; a bad port is refused clearly and opens nothing. After
-// sandbox_destroy every preview port refuses connections.
+// sandbox_destroy every preview port refuses connections, and so does a
+// preview of a sandbox that outlives the server (persistent) once the server exits.
 //
 //   DEMESNE=/abs/path/to/demesne node tests/e2e/client-expose.mjs
 //
 // Prints TAP; exits 0 only if every test passed, 77 when node_modules is missing.
 
+import http from 'node:http';
 import net from 'node:net';
 import * as h from './lib/harness.mjs';
 
@@ -23,8 +25,9 @@ h.requireNodeModules();
 process.env.E2E_TIMEOUT_SECONDS ??= '300';
 const { CALL_TIMEOUT_MS } = await import('./lib/checks.mjs');
 const { serveTwoPrincipals } = await import('./lib/two-principals.mjs');
+const { engineSocket } = await import('./lib/http-server.mjs');
 
-h.plan(14);
+h.plan(15);
 
 const call = (client, name, args) => client.callTool({ name, arguments: args }, { timeout: CALL_TIMEOUT_MS });
 /** A refusal's text with the id in it replaced, to compare two answers. */
@@ -157,13 +160,13 @@ await h.run(async () => {
     'an Upgrade: websocket request passes: 101, then 256 bytes (every value) echoed unchanged',
     `${up.text.split('\r\n')[0]} ${body.length} bytes ${up.err ?? ''}`);
 
-  // The cap: 10 exposes at once of new ports, with 2 open: 6 open, 4 refused.
-  const burst = await Promise.all([...Array(10).keys()].map((i) =>
+  // The cap: 14 exposes at once of new ports (a session has 16 calls in flight at most), with 2 open: 6 open, 8 refused.
+  const burst = await Promise.all([...Array(14).keys()].map((i) =>
     call(alice, 'sandbox_expose', { sandbox_id: box, port: 9000 + i })));
   const opened = burst.filter((r) => !r.isError);
   const refused = burst.filter((r) => r.isError && /has 8 open previews/.test(h.firstText(r)));
-  h.ok(opened.length === 6 && refused.length === 4,
-    'ten exposes at once against the cap of 8 per sandbox: exactly 6 more open, 4 refused naming the cap',
+  h.ok(opened.length === 6 && refused.length === 8,
+    "fourteen exposes at once (nearly a session's most) against the cap of 8 per sandbox: exactly 6 more open, 8 refused naming the cap",
     burst.map((r) => h.firstText(r)).join(' | '));
   const closedPort = Number(new URL(opened[0]?.structuredContent?.url ?? 'http://x:1/').port);
   const nobody = await signIn(opened[0]?.structuredContent?.url ?? 'http://127.0.0.1:1/');
@@ -191,20 +194,41 @@ await h.run(async () => {
     'ports 0, 70000, "8000" and -1 are refused naming port, and open nothing',
     bad.map((r) => h.firstText(r)).join(' | '));
 
-  const renewed = await call(alice, 'sandbox_expose', { sandbox_id: box, port: 8000 });
-  const renewedIn = await signIn(renewed.structuredContent?.url ?? '');
-  h.ok(Number(new URL(renewed.structuredContent?.url ?? 'http://x:1/').port) === webPort &&
-    statusOf(renewedIn.r) === 303,
-  'exposing an open port again gives a new code for the same preview', h.firstText(renewed));
+  // A new code for the same preview each time; the redirect keeps the path and other parameters,
+  // and never leaves for another host ("//host" is a scheme-relative URL).
+  const codeOf = async () => new URL((await call(alice, 'sandbox_expose', { sandbox_id: box, port: 8000 }))
+    .structuredContent?.url ?? 'http://x:1/');
+  const renewed = await codeOf();
+  const withParams = await signIn(`http://127.0.0.1:${webPort}/a/b?x=1&demesne_code=${renewed.searchParams.get('demesne_code')}&y=2`);
+  const offsite = await signIn(`http://127.0.0.1:${webPort}//evil.example/?demesne_code=${(await codeOf()).searchParams.get('demesne_code')}`);
+  h.ok(Number(renewed.port) === webPort && statusOf(withParams.r) === 303 && withParams.location === '/a/b?x=1&y=2' &&
+    statusOf(offsite.r) === 303 && offsite.location === '/',
+  'exposing an open port again gives a new code for the same preview; its redirect keeps path and parameters, never another host',
+  `${withParams.location} | ${offsite.location}`);
 
+  const kept = await call(alice, 'sandbox_create', { image: 'python', egress: 'none' });
+  const keptBox = kept.structuredContent?.sandbox_id;
+  const keptUrl = (await call(alice, 'sandbox_expose', { sandbox_id: keptBox, port: 8000 })).structuredContent?.url;
   const ports = aliceList?.previews?.map((p) => Number(new URL(p.url).port)) ?? [];
   await call(alice, 'sandbox_destroy', { sandbox_id: box });
   const refusedAfter = await Promise.all(ports.map((p) => get(p, '/', first.cookie)));
   const afterList = (await call(alice, 'sandbox_list', {})).structuredContent;
   h.ok(ports.length === 8 && refusedAfter.every((r) => r.err?.code === 'ECONNREFUSED') &&
-    afterList?.previews?.length === 0,
-  'after sandbox_destroy every preview port refuses connections and sandbox_list shows none',
+    afterList?.previews?.length === 1 && afterList.previews[0].sandbox_id === keptBox,
+  'after sandbox_destroy every preview port refuses connections and sandbox_list shows none of them',
   refusedAfter.map((r) => r.err?.code ?? statusOf(r)).join(','));
 
   await stop();
+  // The persistent sandbox outlived its server; its preview did not.
+  const keptPort = Number(new URL(keptUrl ?? 'http://x:1/').port);
+  const afterExit = await get(keptPort, '/');
+  const removed = await new Promise((resolve) => {
+    const req = http.request({ socketPath: engineSocket(), method: 'DELETE', path: `/containers/${keptBox}?force=1` },
+      (res) => { res.resume(); resolve(res.statusCode); });
+    req.on('error', () => resolve(0));
+    req.end();
+  });
+  h.ok(keptBox && afterExit.err?.code === 'ECONNREFUSED' && removed === 204,
+    'when the server exits, the preview of a sandbox that outlives it closes too',
+    `${afterExit.err?.code ?? statusOf(afterExit)}, engine DELETE ${removed}`);
 });
