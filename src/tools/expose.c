@@ -65,18 +65,37 @@ static const char expose_schema[] =
         "\"string\"},\"expires_with_sandbox\":{\"type\":\"boolean\"}},\"required\":[\"url\",\"port\","
         "\"expires_with_sandbox\"]}";
 
-/* The open preview of (id, port), under lock. */
-static struct entry *find_locked(struct dm_previews *v, const char *id, uint16_t port, size_t *ret_count)
+/* Under lock: the open preview of (id, port), with a new code in url, or
+ * none; how many id has (one whose sandbox process ended, after an engine
+ * restart, say, is unlinked into *ret_stale and not counted). */
+static struct entry *renew_locked(struct dm_previews *v, const char *id, uint16_t port, char *url, size_t size,
+                                  size_t *ret_count, struct entry **ret_stale)
 {
+        char code[DM_PREVIEW_CODE_LEN + 1];
         struct entry *hit = NULL;
 
         *ret_count = 0;
-        for (struct entry *e = v->head; e; e = e->next)
-                if (strcmp(e->id, id) == 0) {
-                        (*ret_count)++;
-                        if (e->port == port)
-                                hit = e;
+        *ret_stale = NULL;
+        for (struct entry **p = &v->head; *p;) {
+                struct entry *e = *p;
+
+                if (strcmp(e->id, id) != 0) {
+                        p = &e->next;
+                        continue;
                 }
+                if (e->port == port && !dm_preview_alive(e->p)) {
+                        *p = e->next;
+                        *ret_stale = e;
+                        continue;
+                }
+                (*ret_count)++;
+                if (e->port == port && dm_preview_new_code(e->p, code) == 0) {
+                        hit = e;
+                        snprintf(url, size, "%s?demesne_code=%s", e->url, code);
+                        explicit_bzero(code, sizeof(code));
+                }
+                p = &e->next;
+        }
         return hit;
 }
 
@@ -87,19 +106,19 @@ static int expose(struct dm_context *ctx, struct dm_previews *v, const struct dm
 {
         struct sockaddr_in bind = { .sin_family = AF_INET, .sin_addr.s_addr = ctx->cfg.expose_addr }, a;
         char code[DM_PREVIEW_CODE_LEN + 1], what[64], host[INET_ADDRSTRLEN];
-        struct entry *e;
+        struct entry *e, *stale;
         size_t count;
         int r;
 
         pthread_mutex_lock(&v->lock);
-        e = find_locked(v, sb->id, port, &count);
+        e = renew_locked(v, sb->id, port, url, size, &count, &stale);
         pthread_mutex_unlock(&v->lock);
-        if (e && dm_preview_alive(e->p)) {
-                if ((r = dm_preview_new_code(e->p, code)) < 0)
-                        return dm_error_set(err, r, "no randomness for a code: %s", strerror(-r));
-                snprintf(url, size, "%s?demesne_code=%s", e->url, code);
-                return 0;
+        if (stale) {
+                dm_preview_close(stale->p);
+                free(stale);
         }
+        if (e)
+                return 0;
         if (count >= DM_PREVIEWS_PER_SANDBOX)
                 return dm_error_set(err, -EMFILE,
                                     "sandbox '%s' has %d open previews, the most it may have: expose a port already "
