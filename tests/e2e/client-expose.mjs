@@ -151,13 +151,15 @@ await h.run(async () => {
   const wsPort = Number(new URL(wsUrl || 'http://x:1/').port);
   const wsIn = await signIn(wsUrl);
   const payload = Buffer.from([...Array(256).keys()]);
-  const up = await exchange(wsPort,
-    `GET /hmr HTTP/1.1\r\nHost: 127.0.0.1:${wsPort}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-    `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nCookie: ${wsIn.cookie}\r\n\r\n`,
-  { write: payload, until: (all) => all.length >= all.indexOf('\r\n\r\n') + 4 + 256 && all.includes('\r\n\r\n') });
+  const upgrade = `GET /hmr HTTP/1.1\r\nHost: 127.0.0.1:${wsPort}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+    `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nCookie: ${wsIn.cookie}\r\n\r\n`;
+  const complete = (n) => (all) => all.includes('\r\n\r\n') && all.length >= all.indexOf('\r\n\r\n') + 4 + n;
+  // Bytes after the upgrade's head: in the same write as the head (NUL included), then after the 101.
+  const up = await exchange(wsPort, Buffer.concat([Buffer.from(upgrade), payload]),
+    { write: payload, until: complete(512) });
   const body = up.bytes.subarray(up.bytes.indexOf('\r\n\r\n') + 4);
-  h.ok(!ws.isError && wsPort !== webPort && statusOf(up) === 101 && body.equals(payload),
-    'an Upgrade: websocket request passes: 101, then 256 bytes (every value) echoed unchanged',
+  h.ok(!ws.isError && wsPort !== webPort && statusOf(up) === 101 && body.equals(Buffer.concat([payload, payload])),
+    'an Upgrade: websocket request passes: 101, then 256 bytes (every value) sent with the head and 256 after it, echoed unchanged',
     `${up.text.split('\r\n')[0]} ${body.length} bytes ${up.err ?? ''}`);
 
   // The cap: 14 exposes at once of new ports (a session has 16 calls in flight at most), with 2 open: 6 open, 8 refused.
