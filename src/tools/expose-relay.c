@@ -190,7 +190,7 @@ enum verdict { V_RELAY, V_ANSWERED };
 static enum verdict check_head(struct dm_preview *p, int fd, char *head)
 {
         char *s = head, *line, *method, *target, *version, code[DM_PREVIEW_CODE_LEN + 1];
-        char location[2048], extra[2304];
+        char location[520], extra[800];
         char given[DM_PREVIEW_CODE_LEN + 1];
         const char *name, *value;
         bool cookie = false, hit = false;
@@ -219,8 +219,11 @@ static enum verdict check_head(struct dm_preview *p, int fd, char *head)
                                "for a new one\n");
                         return V_ANSWERED;
                 }
-                /* "//host" would leave for another site. */
-                snprintf(location, sizeof(location), "%s", target[1] == '/' ? "/" : target);
+                /* "//host" (and "/\\host", which browsers read the same) would
+                 * leave for another site; a target too long for the answer
+                 * would burn the code with no cookie. */
+                snprintf(location, sizeof(location), "%s",
+                         target[1] == '/' || target[1] == '\\' || strlen(target) > 512 ? "/" : target);
                 snprintf(extra, sizeof(extra),
                          "Location: %s\r\nSet-Cookie: %s=%s; HttpOnly; SameSite=Strict; Path=/\r\n", location,
                          p->cookie_name, p->secret);

@@ -203,10 +203,12 @@ await h.run(async () => {
   const renewed = await codeOf();
   const withParams = await signIn(`http://127.0.0.1:${webPort}/a/b?x=1&demesne_code=${renewed.searchParams.get('demesne_code')}&y=2`);
   const offsite = await signIn(`http://127.0.0.1:${webPort}//evil.example/?demesne_code=${(await codeOf()).searchParams.get('demesne_code')}`);
+  const slash = await get(webPort, `/\\evil.example/?demesne_code=${(await codeOf()).searchParams.get('demesne_code')}`);
   h.ok(Number(renewed.port) === webPort && statusOf(withParams.r) === 303 && withParams.location === '/a/b?x=1&y=2' &&
-    statusOf(offsite.r) === 303 && offsite.location === '/',
+    statusOf(offsite.r) === 303 && offsite.location === '/' &&
+    statusOf(slash) === 303 && /\r\nLocation: \/\r\n/.test(slash.text),
   'exposing an open port again gives a new code for the same preview; its redirect keeps path and parameters, never another host',
-  `${withParams.location} | ${offsite.location}`);
+  `${withParams.location} | ${offsite.location} | ${slash.text.split('\r\n\r\n')[0]}`);
 
   const kept = await call(alice, 'sandbox_create', { image: 'python', egress: 'none' });
   const keptBox = kept.structuredContent?.sandbox_id;
