@@ -96,12 +96,13 @@ static int local_route(int nl, const struct dm_cidr *c)
         return nl_talk(nl, &m.h);
 }
 
+/* addrs NULL: an unconnected socket, for a connect made later. */
 static int child_listen(const struct sockaddr_in *a)
 {
         int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 
-        if (fd < 0)
-                return -errno;
+        if (fd < 0 || !a)
+                return fd < 0 ? -errno : fd;
         if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
             bind(fd, (const struct sockaddr *)a, sizeof(*a)) < 0 || listen(fd, 128) < 0) {
                 int e = -errno;
@@ -129,6 +130,8 @@ _Noreturn static void child_main(int sock, int userfd, int netfd, const struct s
                 status = STEP_USERNS << 16 | (uint32_t)errno;
         else if (setns(netfd, CLONE_NEWNET) < 0)
                 status = STEP_NETNS << 16 | (uint32_t)errno;
+        else if (!addrs)
+                ; /* plain sockets: lo is the engine's */
         else if ((nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE)) < 0)
                 status = STEP_NETLINK << 16 | (uint32_t)errno;
         else if ((r = lo_up(nl)) < 0)
@@ -137,7 +140,7 @@ _Noreturn static void child_main(int sock, int userfd, int netfd, const struct s
                 if ((r = local_route(nl, &routes[i])) < 0)
                         status = STEP_ROUTE << 16 | (uint32_t)-r;
         for (; !status && made < n; made++)
-                if ((fds[made] = child_listen(&addrs[made])) < 0)
+                if ((fds[made] = child_listen(addrs ? &addrs[made] : NULL)) < 0)
                         status = STEP_LISTEN << 16 | (uint32_t)-fds[made];
         struct iovec iov = { .iov_base = &status, .iov_len = sizeof(status) };
         struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };

@@ -29,5 +29,9 @@
  * kills it). On error nothing is left open. */
 int dm_netns_listen(int pid, const struct sockaddr_in *addrs, size_t n, const struct dm_cidr *routes, size_t n_routes,
                     int *ret_fds, struct dm_error *err);
+/* The same with addrs NULL and no routes: n unconnected TCP sockets of that
+ * namespace (a connect on one reaches the sandbox's own loopback; lo is left
+ * as the engine set it up). */
+#define dm_netns_sockets(pid, n, ret_fds, err) dm_netns_listen((pid), NULL, (n), NULL, 0, (ret_fds), (err))
 
 #endif

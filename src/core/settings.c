@@ -2,6 +2,7 @@
 #include "config.h"
 #include "src/core/settings.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stddef.h>
 #include <pthread.h>
@@ -157,6 +158,18 @@ static int load_limits(struct dm_config *cfg, struct dm_error *err)
         if (r < 0)
                 return r;
         return env_decimal("DEMESNE_TREE_MAX_USD", 50.0, 0.0, 1e6, "20; 0 = no cap", &cfg->tree_max_usd, err);
+}
+
+/* An IPv4 address (network order) from name, or fallback when unset. */
+static int env_ipv4(const char *name, const char *fallback, uint32_t *ret, struct dm_error *err)
+{
+        const char *v = getenv(name) && *getenv(name) ? getenv(name) : fallback;
+        struct in_addr a;
+
+        if (inet_pton(AF_INET, v, &a) != 1)
+                return dm_error_set(err, -EINVAL, "%s: '%s' is not an IPv4 address (e.g. 127.0.0.1)", name, v);
+        *ret = a.s_addr;
+        return 0;
 }
 
 static char *dup_env_or(const char *name, const char *fallback)
@@ -383,6 +396,7 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
             (r = env_size("DEMESNE_MAX_DEPTH", 3, 1, 8, &cfg->max_depth, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_CHILDREN", 8, 1, 256, &cfg->max_children, err)) < 0 ||
             (r = env_size("DEMESNE_MAX_TREE", 32, 1, 1024, &cfg->max_tree, err)) < 0 ||
+            (r = env_ipv4("DEMESNE_EXPOSE_ADDR", "127.0.0.1", &cfg->expose_addr, err)) < 0 ||
             (r = dm_blocked_settings_parse(cfg->sandbox_subnet, getenv("DEMESNE_EGRESS_ALLOW_PRIVATE"), &cfg->blocked,
                                            err)) < 0 ||
             (r = load_limits(cfg, err)) < 0) {

@@ -46,6 +46,8 @@ struct dm_config {
         char *shim_path;              /* DEMESNE_SHIM_PATH (or an absolute DEMESNE_SHIM); NULL = search */
         char *http_token;             /* DEMESNE_HTTP_TOKEN: serve --http's bearer token, NULL = none given */
         char *http_token_file;        /* DEMESNE_HTTP_TOKEN_FILE: ... read from this file (like --token-file) */
+        uint32_t expose_addr;         /* DEMESNE_EXPOSE_ADDR, the IPv4 address sandbox_expose's previews listen on
+                                         (network order), default 127.0.0.1 */
         char *sandbox_subnet;         /* DEMESNE_SANDBOX_SUBNET as given (checked where egress is set up,
                                          and by doctor); NULL = the default pool */
         bool images_autobuild;        /* DEMESNE_IMAGES_AUTOBUILD=0 turns off building a missing image */

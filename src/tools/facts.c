@@ -33,6 +33,8 @@ static void write_instructions(const struct dm_context *ctx, const struct dm_arg
                       "sandbox_create {snapshot_id} starts new sandboxes from them; sandbox_fork {sandbox_id, count} "
                       "snapshots a prepared sandbox once and starts count (up to 8) workers from it; sandbox_pause and "
                       "sandbox_resume freeze and thaw a sandbox's processes.\n"
+                      "- Previews: sandbox_expose {sandbox_id, port} serves a port of a sandbox (a web app, a dev "
+                      "server) at a host loopback URL for the person to open; it closes with the sandbox.\n"
                       "- Background jobs: pass background: true to sandbox_script, sandbox_exec, sandbox_agent or "
                       "sandbox_research for anything that may take more than a minute or two; the call answers "
                       "{job_id} at once; follow it with sandbox_status, sandbox_wait and sandbox_cancel.\n"

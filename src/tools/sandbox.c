@@ -197,6 +197,8 @@ static const char list_schema[] =
         "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
         "\"jobs\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
         "\"snapshots\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
+        "\"previews\":{\"type\":\"array\",\"items\":{\"type\":\"object\"},\"description\":\"open "
+        "sandbox_expose previews: sandbox_id, port, url (without its code)\"},"
         "\"pool\":{\"type\":\"object\",\"description\":\"warm containers kept for sandbox_script: image, size, "
         "ready\"}},\"required\":[\"sandboxes\",\"jobs\"]}";
 
@@ -587,6 +589,7 @@ static json_object *list_call(struct dm_call *call, json_object *args)
         json_object_object_add(out, "sandboxes", dm_sandbox_list(ctx, dm_call_principal(call)));
         json_object_object_add(out, "jobs", dm_jobs_list(ctx->jobs, dm_call_principal(call)));
         json_object_object_add(out, "snapshots", dm_snapshot_list(ctx, dm_call_principal(call)));
+        json_object_object_add(out, "previews", dm_tools_previews_list(ctx, dm_call_principal(call)));
         if (ctx->pool)
                 json_object_object_add(out, "pool", dm_pool_describe(ctx->pool));
         return dm_tool_result_ok(out);

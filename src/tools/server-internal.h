@@ -14,6 +14,7 @@ struct dm_tools_server {
         struct dm_mcp_server *mcp;    /* serves registry; borrows it */
         struct dm_nested *nested;     /* nested sandboxes' endpoints (nested.c) */
         struct dm_hostmcp *hostmcp;   /* the host tool proxy (hostmcp.c), NULL = none */
+        struct dm_previews *previews; /* sandbox_expose's open previews (expose.c) */
 };
 
 #endif

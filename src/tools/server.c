@@ -11,6 +11,13 @@
 #include "src/tools/server-internal.h"
 #include "src/tools/tools.h"
 
+/* ctx->after_sandbox_destroy: its nested endpoint and its previews end. */
+static void after_sandbox_destroy(struct dm_context *ctx, const char *id)
+{
+        dm_tools_nested_end(ctx, id);
+        dm_tools_previews_end(ctx, id);
+}
+
 int dm_tools_server_open(struct dm_context *ctx, struct dm_tools_server **ret, struct dm_error *err)
 {
         struct dm_tools_server *t = calloc(1, sizeof(*t));
@@ -36,13 +43,17 @@ int dm_tools_server_open(struct dm_context *ctx, struct dm_tools_server **ret, s
         }
         t->mcp = dm_tools_mcp_new(ctx, t->registry);
         t->nested = t->mcp ? dm_tools_nested_new(ctx, t->mcp) : NULL;
-        if (!t->nested) {
+        t->previews = dm_tools_previews_new();
+        if (!t->nested || !t->previews) {
+                dm_tools_previews_free(t->previews);
+                dm_tools_nested_free(ctx, t->nested);
                 dm_mcp_server_free(t->mcp);
                 dm_tools_hostmcp_close(t->hostmcp);
                 dm_registry_free(t->registry);
                 free(t);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
+        ctx->after_sandbox_destroy = after_sandbox_destroy;
         ctx->tools = t;
         *ret = t;
         return 0;
@@ -65,6 +76,10 @@ void dm_tools_server_close(struct dm_tools_server *t)
         n = t->nested;
         dm_tools_nested_free(t->ctx, n);
         t->nested = NULL;
+        /* After the reaper stopped (nested_free) and the transport ended:
+         * nothing destroys a sandbox any more. */
+        dm_tools_previews_free(t->previews);
+        t->previews = NULL;
         dm_jobs_shutdown(t->ctx->jobs);
         dm_mcp_server_free(t->mcp);
         /* The registry's copies of the host tools point into the proxy:

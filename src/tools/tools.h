@@ -95,6 +95,8 @@ void dm_tools_sandbox_register(struct dm_registry *reg, const struct dm_args_fac
 void dm_tools_agent_register(struct dm_registry *reg, const struct dm_args_facts *f);
 void dm_tools_report_register(struct dm_registry *reg);
 void dm_tools_snapshot_register(struct dm_registry *reg);
+/* sandbox_expose (expose.c). */
+void dm_tools_expose_register(struct dm_registry *reg);
 
 /* src/tools/sandbox.c: sandbox_create's work on args (checked here
  * against t, create's table), for sandbox_create and for each fork of
@@ -267,6 +269,19 @@ bool dm_tools_nested_possible(struct dm_call *call);
  * waited for, and its sandboxes are destroyed. Nothing for an id without an
  * endpoint. */
 void dm_tools_nested_end(struct dm_context *ctx, const char *id);
+
+/* ---- open previews (expose.c) ---- */
+
+struct dm_previews;
+/* The table of this server's previews, made and freed by the tools server
+ * (freeing closes every preview: no listener, thread or fd is left). */
+struct dm_previews *dm_tools_previews_new(void);
+void dm_tools_previews_free(struct dm_previews *v);
+/* Sandbox id has ended: its previews close (ctx->after_sandbox_destroy). */
+void dm_tools_previews_end(struct dm_context *ctx, const char *id);
+/* The open previews of the sandboxes principal covers, as sandbox_list
+ * shows them: [{sandbox_id, port, url}], the URL without a code. */
+json_object *dm_tools_previews_list(struct dm_context *ctx, const char *principal);
 /* The endpoints' table, serving srv, with ctx's hooks set up
  * (dm_tools_server_open); NULL when out of memory. _free stops every
  * endpoint and unsets the hooks (before the MCP server is freed). */
@@ -298,6 +313,7 @@ static inline void dm_tools_register_all(struct dm_registry *reg, const struct d
         dm_tools_script_register(reg, f);
         dm_tools_sandbox_register(reg, f);
         dm_tools_snapshot_register(reg);
+        dm_tools_expose_register(reg);
         dm_tools_agent_register(reg, f);
         dm_tools_jobs_register(reg);
         dm_tools_report_register(reg);

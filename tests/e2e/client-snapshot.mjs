@@ -21,9 +21,8 @@ h.requireNodeModules();
 const DEMESNE = h.demesneBinary();
 process.env.E2E_TIMEOUT_SECONDS ??= '400';
 
-const { Client, StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
 const { CALL_TIMEOUT_MS } = await import('./lib/checks.mjs');
-const { startHttpServer } = await import('./lib/http-server.mjs');
+const { serveTwoPrincipals } = await import('./lib/two-principals.mjs');
 
 h.plan(12);
 
@@ -33,24 +32,7 @@ const call = (client, name, args) => client.callTool({ name, arguments: args }, 
 const shape = (text, id) => text.split(id).join('<id>');
 
 await h.run(async () => {
-  const outputRoot = h.makeOutputRoot('snapshot');
-  const tokenFile = path.join(outputRoot, 'tokens');
-  const tokens = { alice: 'e2e-alice-0123456789abcdef', bob: 'e2e-bob-0123456789abcdef' };
-  fs.writeFileSync(tokenFile, `alice ${tokens.alice}\nbob ${tokens.bob}\n`, { mode: 0o600 });
-  const server = await startHttpServer(DEMESNE, {
-    args: ['--token-file', tokenFile], env: h.serverEnv(outputRoot, { DEMESNE_POOL: '0' }),
-    logFile: path.join(outputRoot, 'server.log'),
-  });
-  const url = new URL(server.url);
-  const connect = async (who) => {
-    const c = new Client({ name: who, version: '0.0.0' });
-    await h.within(30_000, `connect as ${who}`, c.connect(
-      new StreamableHTTPClientTransport(url, { requestInit: { headers: { Authorization: `Bearer ${tokens[who]}` } } }),
-      { timeout: 20_000 }));
-    return c;
-  };
-  const alice = await connect('alice');
-  const bob = await connect('bob');
+  const { outputRoot, alice, bob, stop } = await serveTwoPrincipals(DEMESNE, 'snapshot');
 
   const tools = (await alice.listTools(undefined, { timeout: CALL_TIMEOUT_MS })).tools;
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
@@ -131,7 +113,5 @@ await h.run(async () => {
   h.ok(!gone.isError && !fs.existsSync(path.join(outputRoot, '.snapshots', id)),
     'alice deletes it: its directory is gone', h.firstText(gone));
 
-  await alice.close().catch(() => {});
-  await bob.close().catch(() => {});
-  await server.stop();
+  await stop();
 });

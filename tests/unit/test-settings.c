@@ -120,6 +120,29 @@ static void test_blocked(void)
         unsetenv("DEMESNE_EGRESS_ALLOW_PRIVATE");
 }
 
+/* DEMESNE_EXPOSE_ADDR: where sandbox_expose's previews listen. */
+static void test_expose_addr(void)
+{
+        struct dm_config cfg;
+        struct dm_error err = { 0 };
+
+        unsetenv("DEMESNE_EXPOSE_ADDR");
+        if (load(&cfg)) {
+                ok(cfg.expose_addr == htonl(INADDR_LOOPBACK), "DEMESNE_EXPOSE_ADDR unset: 127.0.0.1");
+                dm_config_release(&cfg);
+        }
+        setenv("DEMESNE_EXPOSE_ADDR", "127.0.0.2", 1);
+        if (load(&cfg)) {
+                ok(cfg.expose_addr == inet_addr("127.0.0.2"), "DEMESNE_EXPOSE_ADDR=127.0.0.2: as given");
+                dm_config_release(&cfg);
+        }
+        setenv("DEMESNE_EXPOSE_ADDR", "localhost", 1);
+        is_int(dm_config_load(&cfg, &err), -EINVAL, "DEMESNE_EXPOSE_ADDR=localhost: the load fails");
+        ok(strstr(err.msg, "DEMESNE_EXPOSE_ADDR") && strstr(err.msg, "'localhost'"),
+           "naming the variable and value: %s", err.msg);
+        unsetenv("DEMESNE_EXPOSE_ADDR");
+}
+
 /* DEMESNE_SHIM_WARM: the operator's switch for every sandbox's warm shell. */
 static void test_shim_warm(void)
 {
@@ -205,6 +228,7 @@ int main(void)
 
         test_vendor_env();
         test_blocked();
+        test_expose_addr();
 
         /* Process-wide settings: read once, on first use. */
         setenv("DEMESNE_IMAGE_REPO", "", 1);

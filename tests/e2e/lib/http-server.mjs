@@ -72,7 +72,7 @@ export function stopServer(child, graceMs = 15_000) {
 }
 
 /** The engine socket the server uses (DOCKER_HOST=unix://... or Podman's). */
-function engineSocket() {
+export function engineSocket() {
   const h = process.env.DEMESNE_ENGINE_HOST ?? process.env.DOCKER_HOST ?? process.env.CONTAINER_HOST;
   if (h?.startsWith('unix://')) return h.slice('unix://'.length);
   return '/run/podman/podman.sock';
