@@ -16,6 +16,7 @@
 #include "src/basic/io.h"
 #include "src/basic/log.h"
 #include "src/basic/paths.h"
+#include "src/basic/principal.h"
 #include "src/basic/timeutil.h"
 #include "src/basic/utf8.h"
 
@@ -77,8 +78,10 @@ int dm_activity_format(const struct dm_activity_event *ev, char **ret, size_t *r
         add_str(o, "event", ev->event);
         add_str(o, "id", ev->id);
         add_str(o, "kind", ev->kind);
-        if (dm_activity_id_valid(ev->parent_id))
-                add_str(o, "parent_id", ev->parent_id);
+        /* A nested caller's run is its principal's leaf, as the ledger has it. */
+        const char *parent = ev->parent_id ? ev->parent_id : dm_principal_leaf(ev->principal);
+        if (dm_activity_id_valid(parent))
+                add_str(o, "parent_id", parent);
         if (dm_activity_id_valid(ev->job_id))
                 add_str(o, "job_id", ev->job_id);
         add_str(o, "principal", ev->principal ? ev->principal : (strcmp(ev->event, "start") == 0 ? "local" : NULL));

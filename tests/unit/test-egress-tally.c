@@ -193,6 +193,17 @@ static void test_reader(void)
         json_object_put(runs);
 }
 
+/* A nested caller's run names its parent by its principal, as the ledger does. */
+static void test_parent_of_nested(void)
+{
+        _cleanup_free_ char *line = NULL;
+        size_t len = 0;
+
+        dm_activity_format(&(struct dm_activity_event){ .event = "start", .id = "sbx-1", .principal = "local/run-p" },
+                           &line, &len);
+        ok(line && strstr(line, "\"parent_id\":\"run-p\""), "a nested principal's leaf is the parent");
+}
+
 static void test_reader_bounded(void)
 {
         struct dm_activity_stats st = { 0 };
@@ -254,5 +265,6 @@ int main(void)
         test_threads_and_flush();
         test_reader();
         test_reader_bounded();
+        test_parent_of_nested();
         return done_testing();
 }
