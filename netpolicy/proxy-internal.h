@@ -33,6 +33,9 @@ enum dm_proxy_code {
 struct dm_proxy_verdict {
         enum dm_proxy_code code;
         char reason[256]; /* one line, printable ASCII */
+        /* The rule that allowed it (dm_proxy_check_target): "allow:<entry>",
+         * "package:<host>" or "mode:open"; empty otherwise. */
+        char rule[128];
 };
 
 int dm_proxy_code_status(enum dm_proxy_code code);
@@ -56,6 +59,14 @@ int dm_proxy_normalize_name(const char *in, char *out, size_t outlen);
  * name. */
 int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uint16_t port, bool is_connect,
                           char *ret_name, struct in_addr *ret_literal, struct dm_proxy_verdict *v);
+
+/* The rule a journal names for a verdict (src/core/activity.h): v->rule
+ * when the policy allowed it, else the refusal's class:
+ * "refused:not-allowed", "refused:port-not-allowed", "refused:ip-literal",
+ * "refused:bad-request", "refused:too-many-connections",
+ * "blocked:<range>" (loopback, link-local, private-range, sandbox-pool,
+ * metadata, host-address...), "blocked:ipv6", "blocked:unknown-source". */
+const char *dm_proxy_verdict_rule(const struct dm_proxy_verdict *v, bool allowed);
 
 /* Whether a CIDR rule covers addr and port. */
 bool dm_proxy_cidr_allows(const struct dm_proxy_policy *p, struct in_addr addr, uint16_t port);

@@ -298,6 +298,72 @@ static bool rule_port_ok(const struct dm_proxy_host_rule *h, uint16_t port, bool
         return h->port == 0 || h->port == port;
 }
 
+/* The allow rule's own words, as the caller wrote it (or the package host). */
+static void host_rule(const struct dm_proxy_host_rule *h, struct dm_proxy_verdict *v)
+{
+        if (h->web)
+                snprintf(v->rule, sizeof(v->rule), "package:%.100s", h->pattern);
+        else if (h->port)
+                snprintf(v->rule, sizeof(v->rule), "allow:%.100s:%u", h->pattern, h->port);
+        else
+                snprintf(v->rule, sizeof(v->rule), "allow:%.100s", h->pattern);
+}
+
+static void cidr_rule(const struct dm_proxy_policy *p, struct in_addr a, uint16_t port, struct dm_proxy_verdict *v)
+{
+        char net[INET_ADDRSTRLEN];
+
+        for (size_t i = 0; i < p->n_cidrs; i++) {
+                const struct dm_proxy_cidr_rule *c = &p->cidrs[i];
+                if (!cidr_covers(c, a) || (c->port != 0 && c->port != port))
+                        continue;
+                inet_ntop(AF_INET, &c->net, net, sizeof(net));
+                if (c->port)
+                        snprintf(v->rule, sizeof(v->rule), "allow:%s/%u:%u", net, c->prefix, c->port);
+                else
+                        snprintf(v->rule, sizeof(v->rule), "allow:%s/%u", net, c->prefix);
+                return;
+        }
+}
+
+/* The blocked range's class, from the sentence netpolicy/blocked.c gives. */
+static const char *blocked_class(const char *reason)
+{
+        static const struct {
+                const char *phrase, *rule;
+        } classes[] = {
+                { "loopback", "blocked:loopback" },           { "link-local", "blocked:link-local" },
+                { "metadata", "blocked:metadata" },           { "Azure host", "blocked:metadata" },
+                { "private range", "blocked:private-range" }, { "shared address space", "blocked:private-range" },
+                { "sandbox pool", "blocked:sandbox-pool" },   { "address of this host", "blocked:host-address" },
+                { "multicast", "blocked:multicast" },         { "reserved or broadcast", "blocked:reserved" },
+                { "'this network'", "blocked:reserved" },
+        };
+
+        for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++)
+                if (strstr(reason, classes[i].phrase))
+                        return classes[i].rule;
+        return "blocked:address";
+}
+
+const char *dm_proxy_verdict_rule(const struct dm_proxy_verdict *v, bool allowed)
+{
+        if (allowed)
+                return v->rule[0] ? v->rule : "allow";
+        switch (v->code) {
+        case DM_PROXY_UNKNOWN_SOURCE: return "blocked:unknown-source";
+        case DM_PROXY_HOST_NOT_ALLOWED: return "refused:not-allowed";
+        case DM_PROXY_PORT_NOT_ALLOWED: return "refused:port-not-allowed";
+        case DM_PROXY_IP_LITERAL: return "refused:ip-literal";
+        case DM_PROXY_IPV6: return "blocked:ipv6";
+        case DM_PROXY_FORBIDDEN_ADDRESS: return blocked_class(v->reason);
+        case DM_PROXY_TOO_MANY: return "refused:too-many-connections";
+        case DM_PROXY_BAD_REQUEST:
+        case DM_PROXY_HEADER_TOO_LARGE: return "refused:bad-request";
+        default: return "refused:error";
+        }
+}
+
 int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uint16_t port, bool is_connect,
                           char *ret_name, struct in_addr *ret_literal, struct dm_proxy_verdict *v)
 {
@@ -318,6 +384,7 @@ int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uin
                                                     host, why);
                 if (dm_proxy_cidr_allows(p, a, port)) {
                         *ret_literal = a;
+                        cidr_rule(p, a, port, v);
                         return dm_proxy_verdict_set(v, DM_PROXY_OK, "address %s:%u is covered by an allowed CIDR", host,
                                                     port) +
                                1;
@@ -333,13 +400,17 @@ int dm_proxy_check_target(const struct dm_proxy_policy *p, const char *host, uin
         }
         if (dm_proxy_normalize_name(host, ret_name, 256) < 0)
                 return dm_proxy_verdict_set(v, DM_PROXY_HOST_NOT_ALLOWED, "'%.80s' is not a valid host name", host);
-        if (p->any_name)
+        if (p->any_name) {
+                snprintf(v->rule, sizeof(v->rule), "mode:open");
                 return dm_proxy_verdict_set(v, DM_PROXY_OK, "'%s': this sandbox's egress is open", ret_name);
+        }
         for (size_t i = 0; i < p->n_hosts; i++) {
                 if (!pattern_matches(p->hosts[i].pattern, ret_name))
                         continue;
-                if (rule_port_ok(&p->hosts[i], port, is_connect))
+                if (rule_port_ok(&p->hosts[i], port, is_connect)) {
+                        host_rule(&p->hosts[i], v);
                         return dm_proxy_verdict_set(v, DM_PROXY_OK, "'%s' matches '%s'", ret_name, p->hosts[i].pattern);
+                }
                 name_matched = true;
                 web_only = web_only && p->hosts[i].web;
         }

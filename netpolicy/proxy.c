@@ -51,6 +51,7 @@ struct dm_proxy_sandbox {
         struct dm_proxy_policy policy;
         int log_fd;
         bool transparent;
+        struct dm_egress_tally *tally;
         struct dm_listener *listener;
         pthread_mutex_t lock; /* log writes */
         struct dm_proxy_sandbox *next;
@@ -81,6 +82,19 @@ struct session {
         int64_t start_ms;
 };
 
+/* The decision counted for the run's journal: host and port from the
+ * target ("host:port", or "-" before a request was read). */
+static void tally(struct dm_proxy_sandbox *sb, const struct session *s)
+{
+        char host[sizeof(s->target)];
+        const char *colon = strrchr(s->target, ':');
+        unsigned long port = colon ? strtoul(colon + 1, NULL, 10) : 0;
+
+        snprintf(host, sizeof(host), "%.*s", colon ? (int)(colon - s->target) : (int)strlen(s->target), s->target);
+        dm_egress_tally_add(sb->tally, host, port <= 65535 ? (uint16_t)port : 0, s->allowed,
+                            dm_proxy_verdict_rule(&s->v, s->allowed), s->up, s->down);
+}
+
 static void egress_log(struct dm_proxy_sandbox *sb, const struct session *s)
 {
         char line[1024], ts[32];
@@ -88,6 +102,7 @@ static void egress_log(struct dm_proxy_sandbox *sb, const struct session *s)
         struct tm tm;
         int n;
 
+        tally(sb, s);
         if (sb->log_fd < 0)
                 return;
         clock_gettime(CLOCK_REALTIME, &now);
@@ -714,6 +729,7 @@ int dm_proxy_add(struct dm_proxy *p, const struct dm_proxy_sandbox_conf *conf, s
         sb->proxy = p;
         sb->source = conf->source;
         sb->transparent = conf->transparent;
+        sb->tally = conf->tally;
         inet_ntop(AF_INET, &conf->listen.sin_addr, a, sizeof(a));
         if (!(sb->id = strdup(conf->id ? conf->id : "-")) || dm_proxy_policy_copy(&sb->policy, conf->policy) < 0) {
                 sandbox_free(sb);

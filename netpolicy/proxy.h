@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "netpolicy/egress-tally.h"
 #include "src/basic/error.h"
 
 /* --- the allowlist --------------------------------------------------------- */
@@ -111,6 +112,10 @@ struct dm_proxy_sandbox_conf {
          * port pass the CIDR rules and the blocked ranges; else it is reset
          * at once, nothing sent. Logged as method TCP. */
         bool transparent;
+        /* Where each connection's decision is counted for the run's journal
+         * (netpolicy/egress-tally.h), or NULL; borrowed: it must outlive
+         * dm_proxy_remove of this sandbox. */
+        struct dm_egress_tally *tally;
 };
 
 /* Binds the listener and starts its accept thread. The sandbox belongs to p;

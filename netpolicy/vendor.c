@@ -67,6 +67,7 @@ struct dm_vendor_proxy {
         bool vendor_network;        /* egress open: no request filter */
         void (*on_cap)(void *userdata);
         void *cap_userdata;
+        struct dm_egress_tally *tally; /* borrowed, or NULL */
 };
 
 /* One request and its answer. */
@@ -83,11 +84,32 @@ struct exchange {
         int up_status;
         struct dm_vendor_meter meter;
         bool metering;
-        unsigned long long down;
+        unsigned long long up, down; /* up: the request body sent upstream */
         int64_t start_ms;
 };
 
 /* --- the decision log ------------------------------------------------------ */
+
+/* The request counted for the run's journal: the upstream's host and port
+ * (what the host reached on the agent's behalf), "vendor:<provider>". */
+static void tally(struct exchange *x)
+{
+        struct dm_vendor_proxy *p = x->c->p;
+        const char *h = strstr(p->upstream, "://");
+        bool tls = strncmp(p->upstream, "https:", 6) == 0;
+        char host[256], rule[64];
+        size_t n;
+        unsigned long port;
+
+        if (!p->tally)
+                return;
+        h = h ? h + 3 : p->upstream;
+        n = strcspn(h, ":/");
+        port = h[n] == ':' ? strtoul(h + n + 1, NULL, 10) : (tls ? 443 : 80);
+        snprintf(host, sizeof(host), "%.*s", (int)(n < sizeof(host) ? n : sizeof(host) - 1), h);
+        snprintf(rule, sizeof(rule), "%s:%s", x->forwarded ? "vendor" : "refused:vendor", dm_vendor_name(p->provider));
+        dm_egress_tally_add(p->tally, host, port <= 65535 ? (uint16_t)port : 0, x->forwarded, rule, x->up, x->down);
+}
 
 static void decision_log(struct exchange *x, const struct dm_vendor_sample *s)
 {
@@ -97,6 +119,7 @@ static void decision_log(struct exchange *x, const struct dm_vendor_sample *s)
         struct tm tm;
         int n;
 
+        tally(x);
         if (p->log_fd < 0)
                 return;
         clock_gettime(CLOCK_REALTIME, &now);
@@ -628,6 +651,7 @@ static void forward(struct exchange *x, const char *path, struct dm_buf *body)
                 curl_easy_setopt(x->curl, CURLOPT_POST, 1L);
                 curl_easy_setopt(x->curl, CURLOPT_POSTFIELDS, body->data ? body->data : "");
                 curl_easy_setopt(x->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
+                x->up = body->len;
         } else {
                 curl_easy_setopt(x->curl, CURLOPT_HTTPGET, 1L);
         }
@@ -853,6 +877,7 @@ int dm_vendor_start(const struct dm_vendor_conf *conf, struct dm_vendor_proxy **
         p->on_cap = conf->on_cap;
         p->cap_userdata = conf->cap_userdata;
         p->vendor_network = conf->vendor_network;
+        p->tally = conf->tally;
         if (!conf->token || strlen(conf->token) < 16)
                 r = dm_error_set(err, -EINVAL, "vendor proxy needs a token of at least 16 characters");
         else if (dm_curl_api_ready(err) < 0) /* it reaches the vendor through libcurl */

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "netpolicy/egress-tally.h"
 #include "src/basic/error.h"
 
 enum dm_vendor {
@@ -127,6 +128,10 @@ struct dm_vendor_conf {
          * model request is read and such members are refused or stripped
          * (netpolicy/vendor-filter.c, docs/explanation/egress.md). */
         bool vendor_network;
+        /* Where each request's decision is counted for the run's journal
+         * (netpolicy/egress-tally.h), or NULL; borrowed: it must outlive
+         * the proxy's free. */
+        struct dm_egress_tally *tally;
 };
 
 struct dm_vendor_proxy;

@@ -62,6 +62,22 @@ async function show(id) {
   document.getElementById('detail-cost').textContent = rep
     ? `cost $${rep.cost_usd} for ${rep.sandbox_count} run(s) in its tree; ${rep.usage.input_tokens} tokens in, ${rep.usage.output_tokens} out`
     : '';
+  // Recorded by the server (its proxies, the vendor proxy's counts), never
+  // read from the run's files.
+  const u = run.usage || {};
+  const figures = (x) => `${x.input_tokens} tokens in, ${x.output_tokens} out, $${x.cost_usd}`;
+  document.getElementById('detail-usage').textContent = u.own
+    ? `this run: ${figures(u.own)}; with the runs below it: ${figures(u.tree)}`
+    : '';
+  const egress = document.getElementById('detail-egress');
+  const rows = egress.querySelector('tbody');
+  rows.replaceChildren();
+  for (const d of run.egress_decisions || []) {
+    const tr = el('tr', undefined, d.decision === 'refused' ? 'refused' : undefined);
+    for (const v of [d.host, d.port, d.decision, d.rule, d.count, d.bytes_up, d.bytes_down]) tr.append(el('td', v));
+    rows.append(tr);
+  }
+  egress.hidden = rows.children.length === 0;
   const ul = document.getElementById('detail-files');
   ul.replaceChildren();
   for (const f of run.files || []) {

@@ -75,6 +75,7 @@ static enum MHD_Result runs(const struct ui_paths *p, struct MHD_Connection *c)
         out = json_object_new_array();
         for (size_t i = 0; i < json_object_array_length(all); i++) {
                 json_object *run = json_object_array_get_idx(all, i);
+                json_object_object_del(run, "egress_decisions"); /* the run's own page has them */
                 if (field_is(run, "status", status) && field_is(run, "kind", kind))
                         json_object_array_add(out, json_object_get(run));
         }
@@ -124,6 +125,67 @@ static void add_usage(const struct ui_paths *p, json_object *run, const char *id
                 json_object_object_add(run, "usage_report", report);
 }
 
+static void usage_add(json_object *sum, json_object *run)
+{
+        static const char *const keys[] = { "input_tokens", "output_tokens" };
+        json_object *u, *v;
+
+        if (!json_object_object_get_ex(run, "usage", &u) || !json_object_object_get_ex(u, "own", &u))
+                return;
+        for (size_t i = 0; i < DM_ARRAY_SIZE(keys); i++)
+                json_object_object_add(
+                        sum, keys[i],
+                        json_object_new_int64(
+                                json_object_get_int64(json_object_object_get(sum, keys[i])) +
+                                (json_object_object_get_ex(u, keys[i], &v) ? json_object_get_int64(v) : 0)));
+        json_object_object_add(sum, "cost_usd",
+                               json_object_new_double(json_object_get_double(json_object_object_get(sum, "cost_usd")) +
+                                                      json_object_get_double(json_object_object_get(u, "cost_usd"))));
+}
+
+static json_object *usage_zero(void)
+{
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "input_tokens", json_object_new_int64(0));
+        json_object_object_add(o, "output_tokens", json_object_new_int64(0));
+        json_object_object_add(o, "cost_usd", json_object_new_double(0));
+        return o;
+}
+
+/* usage {own, tree}: the journal's "usage" figures of the run (zeros when
+ * it used no model), and summed over it and every run below it
+ * (parent_id), each run once. */
+static void add_tree_usage(json_object *all, json_object *run, const char *id)
+{
+        json_object *own = usage_zero(), *tree = usage_zero(), *in = json_object_new_object(), *u;
+        size_t n = json_object_array_length(all), added = 1;
+
+        usage_add(own, run);
+        json_object_object_add(in, id, NULL);
+        /* Passes until no run joins: a tree is a few levels deep. */
+        while (added) {
+                added = 0;
+                for (size_t i = 0; i < n; i++) {
+                        json_object *r = json_object_array_get_idx(all, i), *v;
+                        const char *rid = json_object_get_string(json_object_object_get(r, "id"));
+                        if (json_object_object_get_ex(in, rid, NULL) ||
+                            !json_object_object_get_ex(r, "parent_id", &v) ||
+                            !json_object_object_get_ex(in, json_object_get_string(v), NULL))
+                                continue;
+                        json_object_object_add(in, rid, NULL);
+                        usage_add(tree, r);
+                        added++;
+                }
+        }
+        json_object_put(in);
+        usage_add(tree, run);
+        u = json_object_new_object();
+        json_object_object_add(u, "own", own);
+        json_object_object_add(u, "tree", tree);
+        json_object_object_add(run, "usage", u);
+}
+
 static enum MHD_Result one_run(const struct ui_paths *p, struct MHD_Connection *c, const char *id)
 {
         struct dm_error err = { 0 };
@@ -136,6 +198,11 @@ static enum MHD_Result one_run(const struct ui_paths *p, struct MHD_Connection *
         for (size_t i = 0; i < json_object_array_length(all) && !run; i++)
                 if (field_is(json_object_array_get_idx(all, i), "id", id))
                         run = json_object_get(json_object_array_get_idx(all, i));
+        if (run) {
+                if (!json_object_object_get_ex(run, "egress_decisions", NULL))
+                        json_object_object_add(run, "egress_decisions", json_object_new_array());
+                add_tree_usage(all, run, id);
+        }
         json_object_put(all);
         if (!run)
                 return dm_ui_error(c, MHD_HTTP_NOT_FOUND, "no such run");

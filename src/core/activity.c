@@ -16,6 +16,7 @@
 #include "src/basic/io.h"
 #include "src/basic/log.h"
 #include "src/basic/paths.h"
+#include "src/basic/principal.h"
 #include "src/basic/timeutil.h"
 #include "src/basic/utf8.h"
 
@@ -69,8 +70,7 @@ int dm_activity_format(const struct dm_activity_event *ev, char **ret, size_t *r
         size_t len;
         char *line;
 
-        if (!ev->event || (strcmp(ev->event, "start") != 0 && strcmp(ev->event, "end") != 0) ||
-            !dm_activity_id_valid(ev->id))
+        if (!ev->event || !dm_activity_event_known(ev->event) || !dm_activity_id_valid(ev->id))
                 return -EINVAL;
         o = json_object_new_object();
         if (!o)
@@ -78,8 +78,10 @@ int dm_activity_format(const struct dm_activity_event *ev, char **ret, size_t *r
         add_str(o, "event", ev->event);
         add_str(o, "id", ev->id);
         add_str(o, "kind", ev->kind);
-        if (dm_activity_id_valid(ev->parent_id))
-                add_str(o, "parent_id", ev->parent_id);
+        /* A nested caller's run is its principal's leaf, as the ledger has it. */
+        const char *parent = ev->parent_id ? ev->parent_id : dm_principal_leaf(ev->principal);
+        if (dm_activity_id_valid(parent))
+                add_str(o, "parent_id", parent);
         if (dm_activity_id_valid(ev->job_id))
                 add_str(o, "job_id", ev->job_id);
         add_str(o, "principal", ev->principal ? ev->principal : (strcmp(ev->event, "start") == 0 ? "local" : NULL));
@@ -99,6 +101,7 @@ int dm_activity_format(const struct dm_activity_event *ev, char **ret, size_t *r
         json_object_object_add(o, "time_ms", json_object_new_int64(ev->time_ms ? ev->time_ms : dm_wall_ms()));
         if (ev->has_exit)
                 json_object_object_add(o, "exit_code", json_object_new_int(ev->exit_code));
+        dm_activity_format_extra(ev, o);
         text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
         len = strlen(text);
         if (len + 1 > DM_ACTIVITY_LINE_MAX)
@@ -237,7 +240,7 @@ static bool take_line(const char *line, size_t len, const char *journal, json_ob
                 return false;
         ev = json_object_get_string(v);
         start = strcmp(ev, "start") == 0;
-        if (!start && strcmp(ev, "end") != 0)
+        if (!dm_activity_event_known(ev))
                 return false;
         if (!json_object_object_get_ex(o, "id", &v) || !json_object_is_type(v, json_type_string) ||
             !dm_activity_id_valid(id = json_object_get_string(v)))
@@ -253,6 +256,8 @@ static bool take_line(const char *line, size_t len, const char *journal, json_ob
                 json_object_object_add(run, "journal", json_object_new_string(journal));
                 json_object_object_add(runs, id, run);
         }
+        if (!start && strcmp(ev, "end") != 0)
+                return dm_activity_take_extra(ev, o, run);
         for (size_t i = 0; i < DM_ARRAY_SIZE(str_fields); i++)
                 if (json_object_object_get_ex(o, str_fields[i], &v) && json_object_is_type(v, json_type_string) &&
                     (strcmp(str_fields[i], "parent_id") != 0 || dm_activity_id_valid(json_object_get_string(v))))

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "netpolicy/egress-tally.h"
 #include "src/basic/error.h"
 
 #define DM_ACTIVITY_DIR "activity"
@@ -31,10 +32,15 @@
 #define DM_ACTIVITY_READ_RUNS 100000      /* runs a reader keeps */
 #define DM_ACTIVITY_ID_MAX 128            /* an id: [A-Za-z0-9._-], 1..128 */
 
+#define DM_ACTIVITY_EGRESS_MAX 256 /* egress entries a reader keeps per run (then one "*" per decision) */
+
 /* One event of a run, sandbox, job or agent run. Strings are borrowed; NULL
  * leaves the field out. */
 struct dm_activity_event {
-        const char *event;     /* "start" or "end" (required) */
+        /* required: "start", "end", "egress" (entries: what the host's
+         * proxies decided for the run since its last egress line) or
+         * "usage" (the run's tokens and cost, from the ledger's figures) */
+        const char *event;
         const char *id;        /* required: the run's or sandbox's id */
         const char *kind;      /* "run", "sandbox", "job", "agent" */
         const char *parent_id; /* the run whose sandbox asked for it (the nested tree) */
@@ -48,6 +54,10 @@ struct dm_activity_event {
         int64_t time_ms; /* wall clock (ms since the epoch); 0: now */
         bool has_exit;
         int exit_code;
+        json_object *entries; /* "egress": netpolicy/egress-tally.h's array (borrowed) */
+        /* "usage": the vendor proxy's counts (never a file a sandbox wrote) */
+        int64_t input_tokens, output_tokens;
+        double cost_usd;
 };
 
 /* Whether id may name a run in the journal and the API: [A-Za-z0-9._-],
@@ -72,6 +82,25 @@ void dm_activity_record(const char *state_dir, int64_t keep_days, const struct d
  * went. */
 size_t dm_activity_prune(int dirfd, int64_t keep_days, const char *skip);
 
+/* The egress record of one run (id) for this process's journal: the
+ * tally the run's proxies count into, whose flushes (every
+ * DM_EGRESS_TALLY_INTERVAL_MS while decisions come, and at free) are
+ * "egress" lines. NULL on ENOMEM or a bad id (nothing is recorded). */
+struct dm_activity_egress;
+struct dm_activity_egress *dm_activity_egress_new(const char *state_dir, int64_t keep_days, const char *id);
+/* Its tally, for netpolicy's proxies' confs; NULL for a NULL a. */
+struct dm_egress_tally *dm_activity_egress_tally(struct dm_activity_egress *a);
+/* The last flush, then frees; call once no proxy counts into it. NULL is
+ * fine. */
+void dm_activity_egress_free(struct dm_activity_egress *a);
+
+/* activity-egress.c's part of the journal's lines: whether event is one
+ * of the four; the "egress" and "usage" fields of ev into o; an "egress"
+ * or "usage" line o (checked, false: skipped) merged into run. */
+bool dm_activity_event_known(const char *event);
+void dm_activity_format_extra(const struct dm_activity_event *ev, json_object *o);
+bool dm_activity_take_extra(const char *event, json_object *o, json_object *run);
+
 /* What a reader skipped. */
 struct dm_activity_stats {
         size_t files;     /* journals read */
@@ -84,7 +113,9 @@ struct dm_activity_stats {
  * "end" line completes its "start"), as a JSON array, newest start first:
  * {id, kind, parent_id, job_id, principal, image, egress, command,
  * command_truncated, status, start_ms, end_ms, exit_code, output_dir,
- * journal}. An empty array when there is no journal yet. NULL and err
+ * journal, egress_decisions (the "egress" lines' entries summed per host,
+ * port, decision and rule; at most DM_ACTIVITY_EGRESS_MAX), usage
+ * {own {input_tokens, output_tokens, cost_usd}} (the last "usage" line)}. An empty array when there is no journal yet. NULL and err
  * filled on a read error of the directory itself. */
 json_object *dm_activity_read(const char *state_dir, struct dm_activity_stats *ret_stats, struct dm_error *err);
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 #include "src/core/agent.h"
+#include "src/core/activity.h"
 #include "src/core/budget.h"
 #include "src/core/ownership.h"
 
@@ -276,9 +277,10 @@ static void note_request_cost(struct dm_budget_hold *h, const struct dm_vendor_u
 /* The proxy's final counts into the run's ledger entry (the run is the
  * output directory that holds usage_path), and what a request cost into
  * the tree's budget (h; may be NULL). */
-static void ledger_usage(const char *output_root, const char *usage_path, const struct dm_vendor_usage *usage,
+static void ledger_usage(const struct dm_config *cfg, const char *usage_path, const struct dm_vendor_usage *usage,
                          struct dm_budget_hold *h)
 {
+        const char *output_root = cfg->output_root;
         char dir[PATH_MAX];
         char *slash;
         const char *run_id;
@@ -295,6 +297,13 @@ static void ledger_usage(const char *output_root, const char *usage_path, const 
         if (dm_ledger_set_usage(output_root, run_id, o, &err) < 0)
                 log_warning("run %s: %s", run_id, err.msg);
         json_object_put(o);
+        /* The same figures into the run journal, for `demesne ui`. */
+        dm_activity_record(cfg->state_dir, cfg->activity_days,
+                           &(struct dm_activity_event){ .event = "usage",
+                                                        .id = run_id,
+                                                        .input_tokens = (int64_t)usage->total.input,
+                                                        .output_tokens = (int64_t)usage->total.output,
+                                                        .cost_usd = usage->total.cost_usd });
 }
 
 struct run_state {
@@ -314,6 +323,7 @@ struct run_state {
         struct dm_budget_hold *spend;
         struct dm_vendor_usage usage; /* the proxy's last figures, taken before the spend goes back */
         bool usage_taken;
+        struct dm_activity_egress *journal; /* the vendor proxy's decisions, for the run journal */
 };
 
 static void on_cap(void *userdata)
@@ -364,6 +374,9 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 st->max_usd = dm_budget_hold_amount(st->spend);
                 st->cap_name = "DEMESNE_TREE_MAX_USD, what was left of this tree's";
         }
+        if (!st->journal)
+                st->journal = dm_activity_egress_new(st->cfg->state_dir, st->cfg->activity_days,
+                                                     dm_path_basename(output_dir));
         struct dm_vendor_conf conf = {
                 .provider = st->provider,
                 .bind = { .sin_family = AF_INET,
@@ -387,6 +400,7 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 /* Below open, no server-side tool, MCP connector or URL
                  * fetch through the model API either. */
                 .vendor_network = st->req->policy && st->req->policy->mode == DM_EGRESS_OPEN,
+                .tally = dm_activity_egress_tally(st->journal),
         };
         r = dm_vendor_start(&conf, &st->proxy, err);
         if (r < 0)
@@ -426,7 +440,7 @@ static void take_usage(void *userdata)
         if (!st->proxy || st->usage_taken)
                 return;
         dm_vendor_usage(st->proxy, &st->usage);
-        ledger_usage(st->cfg->output_root, st->usage_path, &st->usage, st->spend);
+        ledger_usage(st->cfg, st->usage_path, &st->usage, st->spend);
         st->usage_taken = true;
 }
 
@@ -750,6 +764,7 @@ out:
         if (res->run_id || run.run_id)
                 dm_children_collect(ctx, res->run_id ? res->run_id : run.run_id);
         dm_vendor_usage_release(&st.usage);
+        dm_activity_egress_free(st.journal); /* the proxy has stopped (agent_spent) */
         dm_run_result_release(&run);
         dm_vendor_cred_release(&st.cred);
         dm_cancel_release(&st.limit);

@@ -19,10 +19,12 @@
 #include "netpolicy/netns.h"
 #include "netpolicy/proxy.h"
 #include "netpolicy/tc.h"
+#include "src/core/activity.h"
 #include "src/core/launch.h"
 #include "src/core/settings.h"
 #include "src/basic/io.h"
 #include "src/basic/log.h"
+#include "src/basic/paths.h"
 #include "src/basic/timeutil.h"
 
 struct dm_egress_run {
@@ -32,6 +34,7 @@ struct dm_egress_run {
         struct dm_proxy_sandbox *relay[DM_NETNS_MAX_LISTEN]; /* CIDR:port listeners in the sandbox's namespace */
         size_t n_relay;
         char **env;
+        struct dm_activity_egress *journal; /* the proxies' decisions, for the run journal */
 };
 
 /* The public PyPI, conda and Go module proxy hosts: package-managers gets
@@ -257,6 +260,17 @@ static int proxy_policy(const struct dm_policy *policy, const char *image_hosts,
         return r;
 }
 
+/* Where the sandbox's proxies count their decisions: the run journal under
+ * the state directory (the run's id is its output directory's name), which
+ * no sandbox writes, unlike egress.log in its /out. */
+static struct dm_egress_tally *journal_of(struct dm_context *ctx, struct dm_egress_run *e, const char *outdir)
+{
+        if (!e->journal)
+                e->journal =
+                        dm_activity_egress_new(ctx->cfg.state_dir, ctx->cfg.activity_days, dm_path_basename(outdir));
+        return dm_activity_egress_tally(e->journal);
+}
+
 /* The listener on the host side of the pair, and the sandbox's environment. */
 static int start_proxy(struct dm_context *ctx, const struct dm_policy *policy, const char *image_hosts,
                        struct dm_egress_run *e, const char *outdir, int listen_fd, struct dm_error *err)
@@ -295,6 +309,7 @@ static int start_proxy(struct dm_context *ctx, const struct dm_policy *policy, c
                 .source = { .s_addr = listen_fd > 0 ? htonl(INADDR_ANY) : e->net.peer_addr },
                 .policy = &pp,
                 .log_fd = logfd,
+                .tally = journal_of(ctx, e, outdir),
         };
         r = dm_proxy_add(proxy, &conf, &e->proxy, err);
         if (logfd >= 0)
@@ -340,6 +355,7 @@ static void egress_free(struct dm_egress_run *e)
                 if (e->net.vendor_fd > 0)
                         close(e->net.vendor_fd);
                 dm_proxy_env_free(e->env);
+                dm_activity_egress_free(e->journal); /* its proxies are gone: the last flush */
                 free(e);
         }
 }
@@ -432,6 +448,7 @@ static int start_relays(struct dm_context *ctx, const struct dm_policy *policy, 
                         .policy = &pp,
                         .log_fd = logfd,
                         .transparent = true,
+                        .tally = journal_of(ctx, e, outdir),
                 };
                 if (r >= 0 && (r = dm_proxy_add(proxy, &conf, &e->relay[e->n_relay], err)) >= 0)
                         e->n_relay++;

@@ -11,6 +11,7 @@
 import cp from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import readline from 'node:readline';
 
 import * as h from './lib/harness.mjs';
 
@@ -18,8 +19,8 @@ h.requireNodeModules();
 const DEMESNE = h.demesneBinary();
 h.trackSpawnsOf(DEMESNE);
 
-const PLAN = 29;
-const PLAN_ROOTLESS = 23;
+const PLAN = 32;
+const PLAN_ROOTLESS = 26;
 // As a normal user (rootless Podman) the sandbox has no veth: the server makes its listeners
 // inside the sandbox's own namespace. A normal user cannot make the test host: root makes it
 // beforehand with tests/e2e/lib/testhost.sh, which names it in DEMESNE_TEST_HOST.
@@ -117,6 +118,64 @@ function containersOf(pid) {
     ['inspect', '--format', '{{index .Config.Labels "demesne.owner"}}', id], { encoding: 'utf8' }).stdout));
 }
 
+// Lines a sandbox writes where it can, shaped like the run journal's, naming a host it never
+// reached and a cost it never had: none of it may reach the record `demesne ui` reads.
+const FORGE = [
+  `for f in /out/egress.log /out/usage.json /out/activity.jsonl; do echo '{"event":"egress","id":"run-forged","time_ms":1,`
+    + `"entries":[{"host":"forged.test","port":1,"decision":"allowed","rule":"allow:forged.test","count":9,"bytes_up":9,"bytes_down":9}]}' >> $f; done`,
+  `echo '{"total":{"input_tokens":999999,"cost_usd":999}}' > /out/usage.json`,
+].join('; ');
+
+// The run's record as `demesne ui` serves it (GET /ui/api/v1/runs/{id}), once ready(run) holds
+// (the proxies' tally is flushed when the run's sandbox is released, after the answer), or as it
+// is after 30 s.
+async function journalOf(env, runId, ready) {
+  const uiDir = path.join(process.env.top_srcdir ?? path.resolve(h.E2E_DIR, '../..'), 'data/ui');
+  const ui = h.spawnGroup(DEMESNE, ['ui', '--listen', '127.0.0.1:0', '--ui-dir', uiDir],
+    { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const lines = readline.createInterface({ input: ui.stdout });
+    const url = await h.within(30_000, 'the ui login URL', new Promise((resolve) => {
+      lines.on('line', (l) => { const m = /(http:\/\/\S+)/.exec(l); if (m) resolve(m[1]); });
+    }));
+    const cookie = ((await fetch(url, { redirect: 'manual' })).headers.get('set-cookie') ?? '').split(';')[0];
+    const api = `${new URL(url).origin}/ui/api/v1/runs/${encodeURIComponent(runId)}`;
+    let run = null;
+    for (let i = 0; i < 300; i += 1) {
+      const r = await fetch(api, { headers: { cookie } });
+      run = r.ok ? await r.json() : null;
+      if (run && ready(run)) break;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    return run;
+  } finally {
+    ui.kill('SIGTERM');
+  }
+}
+
+// The decisions the journal holds for the allowlist run: both names through the proxy with their
+// rules, the relayed CIDR:port, bytes for what was allowed, and nothing the sandbox forged.
+async function checkJournal(env, runId) {
+  const find = (d, host, port, decision) => (d ?? []).find((x) => x.host === host && x.port === port
+    && x.decision === decision);
+  // Rootful, an allowed CIDR:port is reached through the kernel's filter and NAT, not a proxy:
+  // not seen per connection. Rootless, a listener in the sandbox's namespace relays it: seen.
+  const complete = (d) => find(d, 'allowed.test', 8080, 'allowed') && find(d, 'other.test', 8080, 'refused')
+    && (!ROOTLESS || find(d, TEST_IP, 8080, 'allowed'));
+  const run = await journalOf(env, runId, (r) => r.status !== 'running' && complete(r.egress_decisions));
+  const d = run?.egress_decisions ?? [];
+  const named = find(d, 'allowed.test', 8080, 'allowed');
+  const relayed = find(d, TEST_IP, 8080, 'allowed');
+  h.ok(named?.rule === 'allow:allowed.test:8080' && named.bytes_up > 0 && named.bytes_down > 0
+    && (!ROOTLESS || (relayed?.rule === `allow:${TEST_IP}/32:8080` && relayed.bytes_down > 0)),
+  'the run journal has the allowed connections with their rules and bytes', JSON.stringify(d));
+  h.ok(find(d, 'other.test', 8080, 'refused')?.rule === 'refused:not-allowed',
+    'and the refused name with its rule', JSON.stringify(d));
+  h.ok(run && !JSON.stringify(d).includes('forged.test') && run.usage?.own?.cost_usd === 0
+    && run.usage?.tree?.input_tokens === 0,
+  'lines the sandbox wrote into /out change nothing in it (no forged host, no forged cost)', JSON.stringify(run));
+}
+
 // Rootless: what is true there. No veth: raw TCP reaches allowed CIDR:port entries only (a
 // listener in the sandbox's namespace relays them); everything else goes through the proxy on
 // the sandbox's own 127.0.0.1:3128, as rootful.
@@ -128,6 +187,7 @@ async function rootless() {
   fs.writeFileSync(hostsFile, `${TEST_IP} allowed.test other.test deb.debian.org\n`);
   const env = h.serverEnv(root, {
     DEMESNE_ALLOW_CALLER_EGRESS: '1', DEMESNE_PROXY_HOSTS: hostsFile, DEMESNE_EGRESS_PACKAGE_HOSTS: 'allowed.test:8080',
+    DEMESNE_STATE_DIR: path.join(root, 'state'),
   });
   const links0 = ifnames().length;
   const s1 = await connectServer('demesne-e2e-egress-rootless', env);
@@ -146,7 +206,9 @@ async function rootless() {
     `python3 -c "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'q', ('${TEST_IP}', 53))"; echo udp=$?`,
     'grep CapEff /proc/self/status',
     'cat /out/egress.log',
+    FORGE,
   ].join('; '), allow);
+  await checkJournal(env, t.r.structuredContent?.run_id);
   h.ok(/^1\n/.test(t.out), 'the sandbox has lo only (no veth)', t.out);
   h.ok(/hello from 8080\ndirect=0/.test(t.out), 'an allowed CIDR:port is reached directly (relayed from its namespace)', t.out);
   // curl's 7 is a refusal or no route; a dropped packet would be its -m timeout, 28. The
@@ -249,6 +311,7 @@ await h.run(ROOTLESS ? rootless : async () => {
 
     const env = h.serverEnv(root, {
       DEMESNE_ALLOW_CALLER_EGRESS: '1', DEMESNE_PROXY_HOSTS: hostsFile, DEMESNE_EGRESS_PACKAGE_HOSTS: 'allowed.test:8080',
+      DEMESNE_STATE_DIR: path.join(root, 'state'),
     });
     const client = new Client({ name: 'demesne-e2e-egress', version: '0.0.0' },
       { versionNegotiation: { mode: { pin: '2026-07-28' }, probe: { timeoutMs: 30_000 } } });
@@ -272,8 +335,10 @@ await h.run(ROOTLESS ? rootless : async () => {
       `python3 -c "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'q', ('${TEST_IP}', 53))"; echo udp=$?`,
       `grep CapEff /proc/self/status`,
       `cat /out/egress.log`,
+      FORGE,
     ].join('; '), allow);
     const runId = t.r.structuredContent?.run_id;
+    await checkJournal(env, runId);
     h.ok(/hello from 8080\ndirect=0/.test(t.out), 'an allowed CIDR:port is reached directly', t.out);
     // As above: exit codes, not times (curl's own -m 1 ends a dropped connect).
     const op = /other-port=(\d+) (\d+)/.exec(t.out);

@@ -20,6 +20,7 @@ tmp=$(mktemp -d /tmp/dm-nested-agents-XXXXXX)
 cleanup() {
 	local p
 	for p in "${fixtures[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+	if [ -n "${ui_pid:-}" ]; then kill "$ui_pid" 2>/dev/null && wait "$ui_pid" 2>/dev/null; fi
 	# Kept for a look when something failed.
 	if [ "$failed" = 0 ]; then rm -rf "$tmp"; else echo "# logs kept in $tmp" >&3; fi
 }
@@ -73,6 +74,18 @@ tap $([ -n "$port_of_anthropic" ] && [ -n "$port_of_openai" ]; echo $?) \
 	"the vendor fixtures listen (${port_of_anthropic:-none}, ${port_of_openai:-none})"
 mcp_start
 
+# demesne ui on the same state directory: a run's record as the page reads it
+# (GET /ui/api/v1/runs/{id}: its run journal, which only the server writes).
+"$DEMESNE" ui --listen 127.0.0.1:0 --ui-dir "$top/data/ui" >"$tmp/ui.out" 2>"$tmp/ui.log" &
+ui_pid=$!
+for _ in $(seq 300); do
+	ui_url=$(grep -o 'http://[^ ]*' "$tmp/ui.out" | head -1)
+	[ -n "$ui_url" ] && break
+	sleep 0.1
+done
+curl -s -o /dev/null -c "$tmp/ui.cookies" "$ui_url"
+ui_run() { curl -s -b "$tmp/ui.cookies" "${ui_url%%/ui/*}/ui/api/v1/runs/$1"; }
+
 # The fixture's log lines of one play, in order: step, tool, and whether
 # the result it got back was an error.
 steps_seen() { # $1: vendor
@@ -108,6 +121,19 @@ for provider in ${NESTED_AGENTS_ONLY:-anthropic openai}; do
 	tap $([ "$(jq -r '.structuredContent.runs | map(select(.depth > 0)) | length' <<<"$MCP_RESULT")" -ge 3 ] &&
 		[ "$(jq -r '.agent' <<<"$kinds")" = 2 ] && [ "$(jq -r '.sandbox' <<<"$kinds")" = 1 ]; echo $?) \
 		"$cli: the usage report on the orchestrator's run rolls its children up ($kinds)"
+	# The journal's figures: the orchestrator's own tokens and cost, its tree's the same as the
+	# ledger's report (which includes the child agent's), and the vendor proxy's requests.
+	ui_run "$run" >"$tmp/ui-run.json"
+	report_in=$(jq -r '.structuredContent.usage.input_tokens' <<<"$MCP_RESULT")
+	usage=$(jq -c '.usage' "$tmp/ui-run.json")
+	tap $(jq -e --argjson r "$report_in" '.usage.own.input_tokens > 0 and .usage.own.output_tokens > 0
+		and .usage.tree.input_tokens > .usage.own.input_tokens and .usage.tree.input_tokens == $r
+		and .usage.tree.cost_usd >= .usage.own.cost_usd' "$tmp/ui-run.json" >/dev/null; echo $?) \
+		"$cli: the run's page has its own tokens and its tree's, the child agent's included ($usage, report $report_in)"
+	vendor=$(jq -c --arg p "$provider" '[.egress_decisions[] | select(.rule == "vendor:" + $p)]' "$tmp/ui-run.json")
+	tap $(jq -e 'length == 1 and .[0].decision == "allowed" and .[0].count > 0 and .[0].bytes_up > 0
+		and .[0].bytes_down > 0' <<<"$vendor" >/dev/null; echo $?) \
+		"$cli: and the vendor proxy's requests as egress decisions ($vendor)"
 	: >"$tmp/fixture-$provider.log"
 done
 
