@@ -51,17 +51,18 @@ static json_object *find_run(const struct ui_paths *p, const char *id, struct dm
 }
 
 /* What op acts on in the run's server: its job, or the sandbox itself;
- * NULL and *why when the run is not such a thing. */
+ * NULL and *why when the run is not such a thing. Whether it still runs is
+ * the server's to say, not the journal's: a cancel of a job that ended
+ * answers its final status (as sandbox_cancel), a destroyed sandbox is
+ * unknown (404), as sandbox_destroy says. */
 static const char *target_of(json_object *run, const char *op, const char **why)
 {
-        const char *kind = str_of(run, "kind"), *status = str_of(run, "status");
+        const char *kind = str_of(run, "kind");
 
         if (strcmp(op, "cancel") == 0 && !str_of(run, "job_id"))
                 return *why = "only a background job can be cancelled: this run is not one", NULL;
         if (strcmp(op, "destroy") == 0 && (!kind || strcmp(kind, "sandbox") != 0))
                 return *why = "only a persistent sandbox can be destroyed: this run is not one", NULL;
-        if (!status || strcmp(status, "running") != 0)
-                return *why = "it has ended already", NULL;
         return strcmp(op, "cancel") == 0 ? str_of(run, "job_id") : str_of(run, "id");
 }
 

@@ -307,7 +307,9 @@ int dm_control_request(const char *state_dir, pid_t pid, const char *op, const c
                 return dm_error_set(err, -errno, "socket: %s", strerror(errno));
         if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
                 return dm_error_set(err, errno == ECONNREFUSED ? -ECONNREFUSED : -ENOENT,
-                                    "the server (pid %d) that owns it is not running", (int)pid);
+                                    "the server that made it (pid %d) is not running, or has no control socket "
+                                    "(demesne run has none)",
+                                    (int)pid);
         /* The action itself may wait for a job's end (sandbox_cancel's wait). */
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ .tv_sec = CANCEL_WAIT_MS / 1000 + 20 },
                    sizeof(struct timeval));

@@ -41,7 +41,7 @@ const { stopServer } = await import('./lib/http-server.mjs');
 const MAX_STREAMS = 16; // DM_UI_MAX_STREAMS (src/cli/ui.h)
 const MARKUP = '<img src=x onerror=alert(1)>';
 
-h.plan(46);
+h.plan(48);
 
 // How many containers carry the label key=id (-1: the engine did not answer):
 // demesne.run for a run's, demesne.sandbox for a persistent sandbox's.
@@ -67,7 +67,9 @@ import ctypes, os, socket, sys
 libc = ctypes.CDLL(None, use_errno=True)
 os.setgroups([]); os.setresgid(65534, 65534, 0); os.setresuid(0, 65534, 0)
 libc.setfsuid(0)
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.argv[2].encode() + b'\\n')
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+try: s.sendall(sys.argv[2].encode() + b'\\n')
+except BrokenPipeError: pass  # refused before it read: the answer is there still
 sys.stdout.write(s.makefile().readline())
 `;
   const r = spawnSync('python3', ['-c', py, sock, request], { encoding: 'utf8', timeout: 20_000 });
@@ -244,14 +246,26 @@ await h.run(async () => {
   const after = await get('runs');
   h.ok(bye.status === 204 && after.status === 401, 'logout (own Origin) ends the session', `${bye.status} ${after.status}`);
 
-  // 25-26: a persistent sandbox and a background job, through the same journal.
+  // 24-28: a persistent sandbox and a background job, through the same journal.
   const sb = await client.callTool({ name: 'sandbox_create', arguments: {} }, { timeout: CALL_TIMEOUT_MS });
   const sbId = sb?.structuredContent?.sandbox_id;
-  await client.callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: sbId } }, { timeout: CALL_TIMEOUT_MS });
+  // Destroyed through the view (below the job's start): the serve that made it does it.
+  const auth = { authorization: `Bearer ${token}` };
+  const post = (p, headers) => fetch(`${api}/${p}`, { method: 'POST', headers });
+  const byToken2 = (p) => fetch(`${api}/${p}`, { headers: { authorization: `Bearer ${token}` } });
+  await until(30_000, 'the sandbox in GET runs', async () =>
+    (await (await byToken2(`runs/${sbId}`)).json()).status === 'running');
+  const held2 = await containersOfRun(sbId, 'demesne.sandbox');
+  const destroyed = await post(`runs/${sbId}/destroy`, { ...auth, origin });
+  const dBody = await destroyed.json();
+  const listAfter = await client.callTool({ name: 'sandbox_list', arguments: {} }, { timeout: CALL_TIMEOUT_MS });
+  h.ok(destroyed.status === 200 && dBody.status === 'destroyed'
+    && !listAfter.structuredContent.sandboxes.some((x) => x.sandbox_id === sbId),
+  'POST runs/{id}/destroy destroys a persistent sandbox: sandbox_list has it no more', `${destroyed.status} ${JSON.stringify(dBody)}`);
+  h.ok(held2 === 1 && (await containersOfRun(sbId, 'demesne.sandbox')) === 0, 'the sandbox\'s container was there and is gone', `${held2}`);
   const job = await client.callTool({ name: 'sandbox_script', arguments: { command: 'exit 4', background: true } },
     { timeout: CALL_TIMEOUT_MS });
   const jobId = job?.structuredContent?.job_id;
-  const byToken2 = (p) => fetch(`${api}/${p}`, { headers: { authorization: `Bearer ${token}` } });
   const seen = await until(60_000, 'the sandbox and the job in GET runs', async () => {
     const r = (await (await byToken2('runs')).json()).runs;
     const s1 = r.find((x) => x.id === sbId);
@@ -265,8 +279,6 @@ await h.run(async () => {
     JSON.stringify(seen.j1));
 
   // 27-35: the actions, asked of the view and done by the serve that owns the job or sandbox.
-  const auth = { authorization: `Bearer ${token}` };
-  const post = (p, headers) => fetch(`${api}/${p}`, { method: 'POST', headers });
   const long = await client.callTool({ name: 'sandbox_script', arguments: { command: 'sleep 300', background: true } },
     { timeout: CALL_TIMEOUT_MS });
   const longJob = long?.structuredContent?.job_id;
@@ -295,8 +307,13 @@ await h.run(async () => {
     h.skip(1, 'a peer of another uid that can reach a 0700 directory needs root to make');
   }
 
-  const cancelled = await post(`runs/${longRun.id}/cancel`, { ...auth, origin });
-  const cBody = await cancelled.json();
+  // Six at once: the server acts once, each answer says where the job stands.
+  const burst = await Promise.all(Array.from({ length: 6 }, () => post(`runs/${longRun.id}/cancel`, { ...auth, origin })));
+  const bodies = await Promise.all(burst.map((r) => r.json()));
+  const cancelled = burst[0];
+  const cBody = bodies[0];
+  h.ok(burst.every((r) => r.status === 200) && bodies.every((b) => b.status === 'cancelled'),
+    'six cancels of one job at once: each is 200, cancelled', bodies.map((b) => b.status ?? b.error).join());
   const jobNow = await client.callTool({ name: 'sandbox_status', arguments: { job_id: longJob } }, { timeout: CALL_TIMEOUT_MS });
   h.ok(cancelled.status === 200 && cBody.status === 'cancelled' && cBody.job_id === longJob
     && jobNow?.structuredContent?.status === 'cancelled', 'POST runs/{id}/cancel ends the job: cancelled, sandbox_status agrees',
@@ -307,24 +324,12 @@ await h.run(async () => {
     (await (await byToken2(`runs/${longRun.id}`)).json()).status === 'cancelled');
   h.pass('the journal says the job\'s run was cancelled');
 
-  const sb2 = await client.callTool({ name: 'sandbox_create', arguments: {} }, { timeout: CALL_TIMEOUT_MS });
-  const sb2Id = sb2?.structuredContent?.sandbox_id;
-  await until(30_000, 'the sandbox in GET runs', async () =>
-    (await (await byToken2(`runs/${sb2Id}`)).json()).status === 'running');
-  const held2 = await containersOfRun(sb2Id, 'demesne.sandbox');
-  const destroyed = await post(`runs/${sb2Id}/destroy`, { ...auth, origin });
-  const dBody = await destroyed.json();
-  const listAfter = await client.callTool({ name: 'sandbox_list', arguments: {} }, { timeout: CALL_TIMEOUT_MS });
-  h.ok(destroyed.status === 200 && dBody.status === 'destroyed'
-    && !listAfter.structuredContent.sandboxes.some((x) => x.sandbox_id === sb2Id),
-  'POST runs/{id}/destroy destroys a persistent sandbox: sandbox_list has it no more', `${destroyed.status} ${JSON.stringify(dBody)}`);
-  h.ok(held2 === 1 && (await containersOfRun(sb2Id, 'demesne.sandbox')) === 0, 'the sandbox\'s container was there and is gone', `${held2}`);
 
   const noRun = await post('runs/run-000000000000/cancel', { ...auth, origin });
   const notSandbox = await post(`runs/${runId}/destroy`, { ...auth, origin });
-  const twice = await post(`runs/${sb2Id}/destroy`, { ...auth, origin });
-  h.ok(noRun.status === 404 && notSandbox.status === 409 && twice.status === 409,
-    'an id of no run is 404; destroying a run that is no sandbox, or a sandbox destroyed already, 409',
+  const twice = await post(`runs/${sbId}/destroy`, { ...auth, origin });
+  h.ok(noRun.status === 404 && notSandbox.status === 409 && twice.status === 404,
+    'an id of no run is 404, a sandbox destroyed already 404 (its server knows it no more); a run that is no sandbox 409',
     `${noRun.status} ${notSandbox.status} ${twice.status}`);
 
   events.abort();
@@ -332,6 +337,9 @@ await h.run(async () => {
   h.ok(fs.readdirSync(sockDir).length === 0, 'serve removed its control socket at exit', String(fs.readdirSync(sockDir)));
 
   // 37-41: /ui/ inside serve --http: its own login, the runs, a destroy in-process.
+  // A socket a killed server left (its pid gone): the next server removes it.
+  const dead = spawnSync('true');
+  fs.writeFileSync(path.join(sockDir, `${dead.pid}.sock`), '');
   const httpToken = 'e2e-ui-http-0123456789abcdef';
   const srv = h.spawnGroup(DEMESNE, ['serve', '--http', '127.0.0.1:0'],
     { env: { ...env, DEMESNE_HTTP_TOKEN: httpToken, DEMESNE_UI_DIR: UI_DIR }, stdio: ['ignore', 'pipe', 'inherit'] });
@@ -340,6 +348,9 @@ await h.run(async () => {
     srvLines.on('line', (l) => { const m = /(http:\/\/\S+\/ui\/login\S+)/.exec(l); if (m) resolve(m[1]); });
   }));
   const sOrigin = new URL(srvLogin).origin;
+  const sSocks = fs.readdirSync(sockDir);
+  h.ok(sSocks.length === 1 && sSocks[0] === `${srv.pid}.sock`, 'a starting server removes a dead server\'s socket',
+    sSocks.join());
   const sApi = `${sOrigin}/ui/api/v1`;
   const sAnon = await fetch(`${sApi}/runs`);
   const sIn = await fetch(srvLogin, { redirect: 'manual' });
