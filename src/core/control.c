@@ -26,7 +26,6 @@
 #include "src/basic/cleanup.h"
 #include "src/basic/io.h"
 #include "src/basic/log.h"
-#include "src/basic/paths.h"
 
 #define CANCEL_WAIT_MS 10000 /* as sandbox_cancel waits */
 #define PEER_TIMEOUT_S 5     /* a peer must send its line within this */
@@ -199,21 +198,30 @@ static void sock_addr(int dir_fd, const char *name, struct sockaddr_un *sa)
         snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/%s", dir_fd, name);
 }
 
+/* <state dir>/control, made (make) if missing: the state directory must be
+ * this user's and not writable by others (else another user could swap the
+ * socket under the view), the control directory this user's, mode 0700. */
 static int open_dir(const char *state_dir, bool make, struct dm_error *err)
 {
-        char path[4200];
+        _cleanup_close_ int state = dm_io_open_dir(state_dir);
         struct stat st;
         int fd;
 
-        snprintf(path, sizeof(path), "%s/" DM_CONTROL_DIR, state_dir);
-        if (make && (fd = dm_mkdir_p(path, 0700, err)) < 0)
-                return fd;
-        fd = dm_io_open_dir(path);
+        if (state < 0)
+                return dm_error_set(err, state, "open '%s': %s", state_dir, strerror(-state));
+        if (make && (fstat(state, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 022)))
+                return dm_error_set(err, -EPERM,
+                                    "the state directory '%s' must be this user's and not be writable by others",
+                                    state_dir);
+        if (make && mkdirat(state, DM_CONTROL_DIR, 0700) < 0 && errno != EEXIST)
+                return dm_error_set(err, -errno, "mkdir '%s/" DM_CONTROL_DIR "': %s", state_dir, strerror(errno));
+        fd = openat(state, DM_CONTROL_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
-                return dm_error_set(err, fd, "open '%s': %s", path, strerror(-fd));
+                return dm_error_set(err, -errno, "open '%s/" DM_CONTROL_DIR "': %s", state_dir, strerror(errno));
         if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
                 close(fd);
-                return dm_error_set(err, -EPERM, "'%s' must be this user's own, mode 0700", path);
+                return dm_error_set(err, -EPERM, "'%s/" DM_CONTROL_DIR "' must be this user's own, mode 0700",
+                                    state_dir);
         }
         return fd;
 }
