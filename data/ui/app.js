@@ -30,6 +30,29 @@ function duration(run) {
   return ((end - run.start_ms) / 1000).toFixed(1) + ' s';
 }
 
+// Cancel a running job, destroy a live persistent sandbox: the server that
+// owns it does it (docs/reference/activity-api.md); asked once more first.
+function action(r) {
+  const op = r.status !== 'running' ? null : r.job_id ? 'cancel' : r.kind === 'sandbox' ? 'destroy' : null;
+  const td = el('td');
+  if (!op) return td;
+  const b = el('button', op);
+  b.type = 'button';
+  b.addEventListener('click', async (e) => {
+    e.stopPropagation();
+    const what = op === 'cancel' ? `Cancel job ${r.job_id} and everything it started?` : `Destroy sandbox ${r.id}?`;
+    if (!window.confirm(what)) return;
+    b.disabled = true;
+    const res = await fetch(`${api}/runs/${encodeURIComponent(r.id)}/${op}`, { method: 'POST' });
+    const body = await res.json().catch(() => ({}));
+    document.getElementById('notice').textContent = res.ok
+      ? `${r.id}: ${body.status}` : `${r.id}: ${op} refused (${res.status}): ${body.error || ''}`;
+    b.disabled = false;
+  });
+  td.append(b);
+  return td;
+}
+
 function render() {
   const status = document.getElementById('status').value;
   const kind = document.getElementById('kind').value;
@@ -45,7 +68,7 @@ function render() {
     id.textContent = r.id;
     tr.append(id, el('td', r.kind), el('td', r.status, 'status'), el('td', r.image), el('td', r.egress),
       el('td', r.principal), el('td', r.start_ms ? new Date(r.start_ms).toLocaleTimeString() : ''),
-      el('td', duration(r)), el('td', r.exit_code), el('td', r.command, 'command'));
+      el('td', duration(r)), el('td', r.exit_code), el('td', r.command, 'command'), action(r));
     tr.addEventListener('click', () => show(r.id));
     body.append(tr);
   }

@@ -17,6 +17,8 @@
 #include "src/core/context.h"
 #include "src/core/server.h"
 #include "src/cli/doctor.h"
+#include "src/cli/ui.h"
+#include "src/core/control.h"
 #include "src/core/egress.h"
 #include "src/core/images.h"
 #include "src/core/launch.h"
@@ -76,7 +78,8 @@ static const char serve_usage[] =
         "\n"
         "Speaks MCP (JSON-RPC 2.0) in both protocol eras: 2025-06-18/2025-11-25\n"
         "(initialize) and 2026-07-28 (per-request _meta). Without --http, on stdin/stdout,\n"
-        "one message per line; with --http, as Streamable HTTP at http://ADDR:PORT/mcp.\n"
+        "one message per line; with --http, as Streamable HTTP at http://ADDR:PORT/mcp,\n"
+        "and the activity view at /ui/ (its one-time login URL printed on stdout).\n"
         "Logs go to stderr, or with --log-file to that file (MCP clients often hide a\n"
         "server's stderr); stdout carries JSON-RPC only. Ends on stdin EOF (stdio), SIGTERM or SIGINT after "
         "cancelling\n"
@@ -227,6 +230,46 @@ static int serve_options(int argc, char **argv, struct dm_mcphttp_options *ret_h
         return r;
 }
 
+/* The activity view at /ui/ beside /mcp (src/cli/ui.h). */
+static int ui_call(void *data, struct MHD_Connection *c, const char *url, const char *method, size_t *upload_size,
+                   void **con_cls, bool bearer_ok)
+{
+        return dm_ui_handle(data, c, url, method, upload_size, con_cls, bearer_ok);
+}
+
+static void ui_ready(void *data, const char *host, unsigned port)
+{
+        if (host)
+                dm_ui_embed_print(data, host, port);
+        else
+                dm_ui_api_stop();
+}
+
+static int serve_http(struct dm_context *ctx, struct dm_mcp_server *srv, struct dm_mcphttp_options *http,
+                      struct dm_error *err)
+{
+        struct ui_paths paths = { .state_dir = ctx->cfg.state_dir, .output_root = ctx->cfg.output_root, .ctx = ctx };
+        struct ui *ui = NULL;
+        int r;
+
+        http->max_message = (size_t)ctx->cfg.max_message;
+        http->state_dir = ctx->cfg.state_dir;
+        if (!http->token_file)
+                http->token_file = ctx->cfg.http_token_file;
+        if (!http->token_file)
+                http->token = ctx->cfg.http_token;
+        r = dm_ui_embed_new(&paths, ctx->cfg.ui_dir, &ui, err);
+        if (r < 0)
+                return r;
+        http->ui = ui_call;
+        http->ui_ready = ui_ready;
+        http->ui_data = ui;
+        log_info("output root '%s'", ctx->cfg.output_root);
+        r = dm_mcp_http_serve(srv, http, err);
+        dm_ui_free(ui);
+        return r;
+}
+
 int dm_cli_serve(int argc, char **argv)
 {
         struct dm_mcphttp_options http;
@@ -234,6 +277,7 @@ int dm_cli_serve(int argc, char **argv)
         struct dm_context ctx;
         struct dm_tools_server *tools;
         struct dm_mcp_server *srv;
+        struct dm_control *control = NULL;
         struct dm_error err = { 0 };
         sigset_t mask;
         bool served = false;
@@ -257,15 +301,12 @@ int dm_cli_serve(int argc, char **argv)
         }
         srv = dm_tools_server_mcp(tools);
         dm_server_start(&ctx, true, true);
+        /* The activity view's cancel and destroy (src/core/control.h): a
+         * server without it still serves, the view says it cannot act. */
+        if (dm_control_start(&ctx, ctx.cfg.state_dir, &control, &err) < 0)
+                log_warning("no control socket: %s", err.msg);
         if (http.listen) {
-                http.max_message = (size_t)ctx.cfg.max_message;
-                http.state_dir = ctx.cfg.state_dir;
-                if (!http.token_file)
-                        http.token_file = ctx.cfg.http_token_file;
-                if (!http.token_file)
-                        http.token = ctx.cfg.http_token;
-                log_info("output root '%s'", ctx.cfg.output_root);
-                r = dm_mcp_http_serve(srv, &http, &err);
+                r = serve_http(&ctx, srv, &http, &err);
                 if (r < 0)
                         log_error("%s", err.msg);
         } else {
@@ -274,6 +315,7 @@ int dm_cli_serve(int argc, char **argv)
         }
         rc = r < 0 ? 1 : 0;
         served = true;
+        dm_control_stop(control);
         dm_tools_server_close(tools);
 out_server:
         dm_server_release(&ctx);

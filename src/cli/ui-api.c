@@ -457,9 +457,12 @@ bool dm_ui_api(const struct ui_paths *p, struct MHD_Connection *c, const char *m
 {
         char id[DM_ACTIVITY_ID_MAX + 1];
         const char *rest;
+        bool post = strcmp(method, "POST") == 0;
         size_t n;
 
-        if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 && !post)
+                return false;
+        if (post && strncmp(path, "runs/", 5) != 0)
                 return false;
         if (strcmp(path, "runs") == 0)
                 return *ret = runs(p, c), true;
@@ -480,7 +483,11 @@ bool dm_ui_api(const struct ui_paths *p, struct MHD_Connection *c, const char *m
                 *ret = dm_ui_error(c, MHD_HTTP_BAD_REQUEST, "a run id is made of A-Z a-z 0-9 . _ -");
                 return true;
         }
-        if (!rest)
+        if (post && rest && (strcmp(rest, "/cancel") == 0 || strcmp(rest, "/destroy") == 0))
+                *ret = dm_ui_act(p, c, id, rest + 1);
+        else if (post)
+                *ret = dm_ui_error(c, MHD_HTTP_NOT_FOUND, "nothing to change here");
+        else if (!rest)
                 *ret = one_run(p, c, id);
         else if (strncmp(rest, "/files/", 7) == 0)
                 *ret = one_file(p, c, id, rest + 7);

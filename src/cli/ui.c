@@ -43,6 +43,7 @@ struct ui {
         char code[33]; /* the one-time login code; "" once used */
         char sessions[MAX_SESSIONS][65];
         size_t next_session;
+        bool embedded; /* in serve --http: Host checked there, Origin is http://<Host> */
 };
 
 enum MHD_Result dm_ui_queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r)
@@ -166,10 +167,12 @@ static const char *refused(struct ui *u, struct MHD_Connection *c, bool changes)
         const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
         bool own = false;
 
-        if (!host || !dm_mcphttp_host_allowed(host, u->hosts))
+        if (!host || (!u->embedded && !dm_mcphttp_host_allowed(host, u->hosts)))
                 return "the Host header does not name this server";
         for (size_t i = 0; origin && i < DM_ARRAY_SIZE(u->origins); i++)
                 own |= u->origins[i][0] && strcmp(origin, u->origins[i]) == 0;
+        if (u->embedded && origin)
+                own = strncmp(origin, "http://", 7) == 0 && strcmp(origin + 7, host) == 0;
         if (origin && !own)
                 return "a request from another origin is refused";
         if (changes && !origin)
@@ -203,18 +206,15 @@ static enum MHD_Result page_file(struct ui *u, struct MHD_Connection *c, const c
         return dm_ui_error(c, MHD_HTTP_NOT_FOUND, "no such page");
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload_data, size_t *upload_size, void **con_cls)
+enum MHD_Result dm_ui_handle(struct ui *u, struct MHD_Connection *c, const char *url, const char *method,
+                             size_t *upload_size, void **con_cls, bool bearer_ok)
 {
         static int started;
-        struct ui *u = cls;
         bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
         bool changes = strcmp(method, "POST") == 0 || strcmp(method, "DELETE") == 0;
         const char *why;
         enum MHD_Result ret;
 
-        (void)version;
-        (void)upload_data;
         if (!*con_cls) {
                 *con_cls = &started;
                 return MHD_YES;
@@ -229,7 +229,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 return dm_ui_error(c, MHD_HTTP_FORBIDDEN, why);
         if (get && strcmp(url, "/ui/login") == 0)
                 return login(u, c);
-        if (!authorised(u, c))
+        if (!bearer_ok && !authorised(u, c))
                 return dm_ui_error(c, MHD_HTTP_UNAUTHORIZED,
                                    "log in with the URL `demesne ui` printed, or send 'Authorization: Bearer TOKEN'");
         if (changes && strcmp(method, "POST") == 0 && strcmp(url, "/ui/api/v1/logout") == 0)
@@ -243,6 +243,49 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (strncmp(url, "/ui/", 4) == 0 && !strchr(url + 4, '/'))
                 return page_file(u, c, url + 4);
         return dm_ui_error(c, MHD_HTTP_NOT_FOUND, "no such page");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_size, void **con_cls)
+{
+        (void)version;
+        (void)upload_data;
+        return dm_ui_handle(cls, c, url, method, upload_size, con_cls, false);
+}
+
+/* ---- inside serve --http ---------------------------------------------------------------- */
+
+int dm_ui_embed_new(const struct ui_paths *p, const char *ui_dir, struct ui **ret, struct dm_error *err)
+{
+        struct ui *u = calloc(1, sizeof(*u));
+        int r;
+
+        if (!u)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        u->paths = *p;
+        u->ui_dir = ui_dir ? ui_dir : DM_PKGDATADIR "/ui";
+        u->embedded = true;
+        pthread_mutex_init(&u->lock, NULL);
+        if ((r = dm_mcphttp_random_id(u->code)) < 0) {
+                free(u);
+                return dm_error_set(err, r, "cannot make a login code: %s", strerror(-r));
+        }
+        *ret = u;
+        return 0;
+}
+
+void dm_ui_embed_print(struct ui *u, const char *host, unsigned port)
+{
+        printf("demesne serve: the activity view: open http://%s:%u/ui/login?code=%s\n", host, port, u->code);
+        fflush(stdout);
+}
+
+void dm_ui_free(struct ui *u)
+{
+        if (!u)
+                return;
+        explicit_bzero(u, sizeof(*u));
+        free(u);
 }
 
 /* Paths are matched as sent: an id is plain [A-Za-z0-9._-], and a file
@@ -269,7 +312,7 @@ static const char ui_usage[] =
         "  --allow-remote        listen on an address that is not loopback: the page shows every\n"
         "                        command and output, and plain HTTP carries the cookie and token\n"
         "                        in clear; put TLS in front of it\n"
-        "  --ui-dir DIR          the page's files (default: the installed ones)\n"
+        "  --ui-dir DIR          the page's files (default: DEMESNE_UI_DIR, else the installed ones)\n"
         "  -h, --help            this text\n"
         "\n"
         "See docs/reference/ui.md and docs/reference/activity-api.md.\n";
@@ -364,8 +407,9 @@ int dm_cli_ui(int argc, char **argv)
                                               { "ui-dir", required_argument, NULL, 'u' },
                                               { "help", no_argument, NULL, 'h' },
                                               { 0 } };
+        static const char default_dir[] = DM_PKGDATADIR "/ui";
         const char *listen = "127.0.0.1:8765";
-        struct ui u = { .ui_dir = DM_PKGDATADIR "/ui", .lock = PTHREAD_MUTEX_INITIALIZER };
+        struct ui u = { .ui_dir = default_dir, .lock = PTHREAD_MUTEX_INITIALIZER };
         struct dm_config cfg = { 0 };
         struct dm_error err = { 0 };
         bool remote = false;
@@ -392,6 +436,8 @@ int dm_cli_ui(int argc, char **argv)
         sigaddset(&mask, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         r = dm_config_load(&cfg, &err);
+        if (r >= 0 && cfg.ui_dir && u.ui_dir == default_dir)
+                u.ui_dir = cfg.ui_dir;
         if (r >= 0)
                 r = dm_mkdir_p(cfg.state_dir, 0700, &err);
         if (r >= 0)

@@ -20,12 +20,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct ui;
+#include "src/basic/error.h"
 
-/* What the API reads: the state directory (journals) and output root. */
+struct ui;
+struct dm_context;
+
+/* What the API reads: the state directory (journals) and output root; ctx
+ * is the server it runs in (`serve --http`), whose own jobs and sandboxes
+ * it acts on in-process; NULL in `demesne ui`, which asks each one's
+ * server through its control socket (src/core/control.h). */
 struct ui_paths {
         const char *state_dir;
         const char *output_root;
+        struct dm_context *ctx;
 };
 
 /* The JSON API under /ui/api/v1/ (src/cli/ui-api.c): path is what follows
@@ -33,6 +40,12 @@ struct ui_paths {
  * names nothing (the caller answers 404). */
 bool dm_ui_api(const struct ui_paths *p, struct MHD_Connection *c, const char *method, const char *path,
                enum MHD_Result *ret);
+
+/* POST runs/{id}/cancel and runs/{id}/destroy (src/cli/ui-act.c): the
+ * run's server (its journal's pid) ends the job or the sandbox, in-process
+ * when that is p->ctx's, else through its control socket. op is "cancel"
+ * or "destroy"; id is valid (dm_activity_id_valid). */
+enum MHD_Result dm_ui_act(const struct ui_paths *p, struct MHD_Connection *c, const char *id, const char *op);
 
 /* Adds the headers every answer has (CSP, nosniff, no referrer, no
  * framing, no caching) and queues r with status; r is destroyed. */
@@ -48,6 +61,19 @@ enum MHD_Result dm_ui_error(struct MHD_Connection *c, unsigned status, const cha
 
 /* Ends every event stream at its next look (the server is stopping). */
 void dm_ui_api_stop(void);
+
+/* The page and API inside `serve --http` (src/mcp/http.c calls
+ * dm_ui_handle for every request under /ui/): the HTTP server has checked
+ * Host already, the Origin must be http://<Host>, and bearer_ok says
+ * whether the request's Authorization carried one of serve's tokens; the
+ * login code's sessions are the view's own. Made with a fresh login code,
+ * whose URL dm_ui_embed_print writes to stdout once the port is known. */
+int dm_ui_embed_new(const struct ui_paths *p, const char *ui_dir, struct ui **ret, struct dm_error *err);
+void dm_ui_embed_print(struct ui *u, const char *host, unsigned port);
+void dm_ui_free(struct ui *u);
+/* One call of MHD's access handler for u; con_cls is the request's own. */
+enum MHD_Result dm_ui_handle(struct ui *u, struct MHD_Connection *c, const char *url, const char *method,
+                             size_t *upload_size, void **con_cls, bool bearer_ok);
 
 int dm_cli_ui(int argc, char **argv);
 

@@ -337,6 +337,7 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
         cfg->skills_dir = getenv("DEMESNE_SKILLS_DIR") && *getenv("DEMESNE_SKILLS_DIR")
                                   ? strdup(getenv("DEMESNE_SKILLS_DIR"))
                                   : NULL;
+        cfg->ui_dir = getenv("DEMESNE_UI_DIR") && *getenv("DEMESNE_UI_DIR") ? strdup(getenv("DEMESNE_UI_DIR")) : NULL;
         start = getenv("DEMESNE_IMAGES_AUTOBUILD");
         cfg->images_autobuild = !(start && strcmp(start, "0") == 0);
         start = getenv("DEMESNE_ALLOW_CALLER_EGRESS");
@@ -426,6 +427,7 @@ void dm_config_release(struct dm_config *cfg)
         free(cfg->shim_path);
         free(cfg->sandbox_subnet);
         free(cfg->skills_dir);
+        free(cfg->ui_dir);
         if (cfg->http_token)
                 explicit_bzero(cfg->http_token, strlen(cfg->http_token));
         free(cfg->http_token);

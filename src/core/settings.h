@@ -62,6 +62,7 @@ struct dm_config {
         int64_t activity_days;        /* DEMESNE_ACTIVITY_DAYS: a run journal not written for this long is
                                          removed (src/core/activity.h), default 14; 0 = kept */
         char *skills_dir;             /* DEMESNE_SKILLS_DIR: the skills served over MCP; NULL = installed ones */
+        char *ui_dir;                 /* DEMESNE_UI_DIR: the activity view's page files; NULL = installed ones */
         /* Nested sandboxes (src/tools/nested.c): */
         int64_t max_depth;    /* DEMESNE_MAX_DEPTH, levels of nested sandboxes, default 3 */
         int64_t max_children; /* DEMESNE_MAX_CHILDREN, live sandboxes and jobs a nested one may have, default 8 */

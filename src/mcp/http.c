@@ -47,6 +47,8 @@ struct http_request {
         bool post;
         struct http_exchange *ex;
         const struct dm_mcphttp_token *token; /* the one its Authorization carries, in h->tokens */
+        bool ui;                              /* under /ui/: the activity view answers */
+        void *ui_cls;                         /* ... and keeps its own per-request state here */
 };
 
 void dm_mcphttp_options_init(struct dm_mcphttp_options *o)
@@ -617,6 +619,22 @@ static enum MHD_Result begin_request(struct dm_mcphttp *h, struct MHD_Connection
         }
 }
 
+/* The activity view (opt.ui) beside /mcp: Host as for /mcp; the rest
+ * (its login, Origin, cookie or this endpoint's bearer token) is its own. */
+static enum MHD_Result ui_request(struct dm_mcphttp *h, struct MHD_Connection *c, struct http_request *rq,
+                                  const char *url, const char *method, size_t *upload_data_size)
+{
+        const char *host = header(c, "Host");
+
+        if (!dm_mcphttp_host_allowed(host, h->hosts)) {
+                dm_mcphttp_refused(h, "Host '%.100s' is not allowed", host ? host : "(none)");
+                return respond_error(c, MHD_HTTP_FORBIDDEN, NULL, DM_RPC_INVALID_REQUEST, NULL,
+                                     "Host '%.100s' is not allowed (DNS-rebinding protection)", host ? host : "(none)");
+        }
+        return (enum MHD_Result)h->opt.ui(h->opt.ui_data, c, url, method, upload_data_size, &rq->ui_cls,
+                                          dm_mcphttp_bearer_match(header(c, "Authorization"), &h->tokens) != NULL);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
@@ -632,8 +650,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                         return MHD_NO;
                 rq->conn = info ? info->socket_context : NULL;
                 *con_cls = rq;
-                return begin_request(h, c, rq, url, method);
+                rq->ui = h->opt.ui && strncmp(url, "/ui/", 4) == 0;
+                if (!rq->ui)
+                        return begin_request(h, c, rq, url, method);
         }
+        if (rq->ui)
+                return ui_request(h, c, rq, url, method, upload_data_size);
         if (*upload_data_size) {
                 if (dm_buf_append(&rq->body, upload_data, *upload_data_size) < 0) {
                         /* Only a body without Content-Length gets here (a
@@ -926,7 +948,11 @@ int dm_mcp_http_serve(struct dm_mcp_server *srv, const struct dm_mcphttp_options
         dm_mcphttp_tokens_log(&h->tokens);
         log_info("serving MCP on http://%s:%u" ENDPOINT " with a bearer token (connections from %s)", h->bind_host,
                  port, h->loopback ? "this machine only" : "the network");
+        if (o->ui_ready)
+                o->ui_ready(o->ui_data, h->bind_host, port);
         wait_for_signal();
+        if (o->ui_ready)
+                o->ui_ready(o->ui_data, NULL, 0);
         stop(h, true);
         dm_mcphttp_janitor_stop(h, h->janitor);
         release(h);

@@ -24,6 +24,7 @@
 #include "src/basic/error.h"
 
 struct dm_mcp_server;
+struct MHD_Connection;
 
 struct dm_mcphttp_options {
         const char *listen;                 /* "[ADDR:]PORT", ADDR default 127.0.0.1 */
@@ -52,6 +53,17 @@ struct dm_mcphttp_options {
         /* Every request acts for this principal, whatever its token's
          * name (a nested sandbox's endpoint); NULL: the token's name. */
         const char *principal;
+
+        /* Requests under /ui/ go to ui (the activity view, src/cli/ui.h)
+         * once Host is checked; bearer_ok: their Authorization carries one of
+         * this endpoint's tokens. It answers on c (an enum MHD_Result);
+         * con_cls is the request's own. ui_ready is told where the server
+         * listens, and with host NULL when it
+         * stops (before it waits for open requests). NULL: no /ui/. */
+        int (*ui)(void *data, struct MHD_Connection *c, const char *url, const char *method, size_t *upload_size,
+                  void **con_cls, bool bearer_ok);
+        void (*ui_ready)(void *data, const char *host, unsigned port);
+        void *ui_data;
 };
 
 /* The defaults; listen and max_message still have to be set. */
