@@ -52,7 +52,7 @@ const ALLOW_REFUSAL = "'allow' entries are refused: this server does not accept 
   '(its operator can permit them with DEMESNE_ALLOW_CALLER_EGRESS=1)';
 const OPEN_CALL = { name: 'sandbox_script', arguments: { command: 'ls /sys/class/net', egress: 'open' } };
 
-h.plan(37);
+h.plan(38);
 
 /** What the person answers: the ElicitResult, or a promise that never settles. */
 function answerOf(kind) {
@@ -234,6 +234,18 @@ async function pathChecks(era) {
     h.ok(c.asked.length === 2 && r?.isError === true && /outside DEMESNE_ALLOWED_PATHS|DEMESNE_STATE_DIR/.test(h.firstText(r)),
       `${era}: a file in the server's state directory is never asked, only refused`,
       `asked ${c.asked.length}\nresult ${show(r)}`);
+    if (era === 'legacy') {
+      /* sandbox_create: a directory outside, allowed, is the sandbox's /in for its life. */
+      r = await c.call({ name: 'sandbox_create', arguments: { image: 'base', directories: [f.outside], ttl_seconds: 300 } });
+      const box = r?.structuredContent?.sandbox_id;
+      const seen = box && await c.call({ name: 'sandbox_exec',
+        arguments: { sandbox_id: box, command: `cat /in/${path.basename(f.outside)}/secret.txt` } });
+      if (box) await c.call({ name: 'sandbox_destroy', arguments: { sandbox_id: box } });
+      h.ok(c.asked.length === 3 && c.asked[2]?.message?.includes(`'${f.outside}'`) &&
+          /sandbox_create/.test(c.asked[2]?.message) && seen?.structuredContent?.stdout === `outside ${era}\n`,
+        `${era}: sandbox_create asks for a directory outside; allowed, its exec reads it at /in`,
+        `asked ${JSON.stringify(c.asked.slice(2))}\ncreate ${show(r)}\nexec ${show(seen)}`);
+    }
   } finally {
     await c.close();
   }
