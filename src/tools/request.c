@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "netpolicy/policy.h"
 #include "src/tools/args.h"
@@ -115,6 +116,7 @@ static char *paths_question(struct dm_call *call, const char *const *given, char
 {
         struct dm_buf b;
         const struct dm_tool *tool = dm_call_tool(call);
+        struct stat st;
         size_t n = 0;
 
         dm_buf_init(&b, 16384);
@@ -125,7 +127,8 @@ static char *paths_question(struct dm_call *call, const char *const *given, char
         for (; resolved[n] && n < 20; n++) {
                 dm_buf_printf(&b, " '%.300s'", resolved[n]);
                 if (strcmp(given[n], resolved[n]) != 0)
-                        dm_buf_printf(&b, " (given as '%.300s', a symbolic link)", given[n]);
+                        dm_buf_printf(&b, " (given as '%.300s'%s)", given[n],
+                                      lstat(given[n], &st) == 0 && S_ISLNK(st.st_mode) ? ", a symbolic link" : "");
         }
         if (resolved[n])
                 dm_buf_printf(&b, " and more");
