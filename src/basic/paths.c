@@ -343,6 +343,51 @@ int dm_path_open(const struct dm_allowed_roots *roots, const char *path, enum dm
         return 0;
 }
 
+int dm_allowed_roots_widen(const struct dm_allowed_roots *r, const char *const *extra, struct dm_allowed_roots *ret)
+{
+        size_t n = 0;
+
+        while (extra && extra[n])
+                n++;
+        *ret = *r;
+        ret->roots = calloc(r->n + n + 1, sizeof(*ret->roots));
+        if (!ret->roots)
+                return -ENOMEM;
+        for (size_t i = 0; i < r->n; i++)
+                ret->roots[i] = r->roots[i];
+        for (size_t i = 0; i < n; i++)
+                ret->roots[r->n + i] = (char *)extra[i];
+        ret->n = r->n + n;
+        return 0;
+}
+
+int dm_path_outside_only(const struct dm_allowed_roots *roots, const char *path, enum dm_path_kind kind,
+                         char **ret_resolved)
+{
+        char resolved[PATH_MAX];
+        _cleanup_free_ char *checked = NULL;
+        struct dm_allowed_roots widened;
+        struct dm_error e = { 0 };
+        int fd, r;
+
+        if (dm_path_check(roots, path, kind, &checked, &e) == 0 || e.code != -EACCES || !realpath(path, resolved))
+                return 0;
+        for (size_t i = 0; i < roots->n; i++)
+                if (dm_path_is_under(resolved, roots->roots[i]))
+                        return 0;
+        if (dm_allowed_roots_widen(roots, (const char *const[]){ resolved, NULL }, &widened) < 0)
+                return 0;
+        r = dm_path_open(&widened, path, kind, &checked, &fd, &e);
+        free(widened.roots);
+        if (r < 0)
+                return 0;
+        close(fd);
+        /* The path as it resolved when it was opened: what a question names
+         * is what the claim will find (or it refuses). */
+        *ret_resolved = TAKE_PTR(checked);
+        return 1;
+}
+
 int dm_mkdir_p(const char *path, unsigned mode, struct dm_error *err)
 {
         char buf[PATH_MAX];

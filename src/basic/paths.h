@@ -61,6 +61,19 @@ int dm_path_check(const struct dm_allowed_roots *roots, const char *path, enum d
 int dm_path_open(const struct dm_allowed_roots *roots, const char *path, enum dm_path_kind kind, char **ret_resolved,
                  int *ret_fd, struct dm_error *err);
 
+/* Whether path is refused for one reason alone: it resolves outside the
+ * allowed roots, and opening it as dm_path_open does with that resolved
+ * path as a root would pass every other check (the forbidden trees, the
+ * credential folders, its kind). 1 with *ret_resolved (malloc'd, what the
+ * path resolves to now: the file a symlink names, never the link), or 0
+ * (inside a root, or refused for something else: nothing to ask). */
+int dm_path_outside_only(const struct dm_allowed_roots *roots, const char *path, enum dm_path_kind kind,
+                         char **ret_resolved);
+
+/* A shallow copy of r whose roots are r's and then extra's (NULL-terminated;
+ * borrowed, as r's are): free ret->roots alone, never release ret. */
+int dm_allowed_roots_widen(const struct dm_allowed_roots *r, const char *const *extra, struct dm_allowed_roots *ret);
+
 /* True when path equals root or lies below it (both resolved, absolute). */
 bool dm_path_is_under(const char *path, const char *root);
 

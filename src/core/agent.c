@@ -625,6 +625,7 @@ static int agent_launch(struct dm_context *ctx, struct run_state *st, const char
                 .argv = argv,
                 .files = req->files,
                 .dirs = req->dirs,
+                .granted = req->granted,
                 .timeout_s = req->timeout_s,
                 .policy = req->policy,
                 .cancel = req->cancel,

@@ -47,6 +47,7 @@ struct dm_agent_request {
         const char *output_format;           /* e.g. "markdown", "json"; or NULL */
         const char *const *files;            /* host inputs -> /in */
         const char *const *dirs;
+        const char *const *granted;     /* as dm_run_request's */
         const struct dm_policy *policy; /* egress of the sandbox; the vendor proxy is always reachable */
         bool research;                  /* sandbox_research: says so in the instructions */
         int64_t timeout_s;

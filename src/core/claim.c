@@ -120,11 +120,11 @@ static int claim_prepare(struct dm_claimed *c, const struct dm_claim_request *re
         c->owned = calloc(3 * c->n_in + 1, sizeof(*c->owned));
         if (!c->mounts || !c->owned)
                 return dm_error_set(err, -ENOMEM, "out of memory");
-        r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, c->mounts, &c->n_mounts, c->owned, &c->n_owned, &c->stage,
-                          err);
+        r = dm_inputs_add(ctx, req->files, DM_PATH_FILE, req->granted, c->mounts, &c->n_mounts, c->owned, &c->n_owned,
+                          &c->stage, err);
         if (r >= 0)
-                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, c->mounts, &c->n_mounts, c->owned, &c->n_owned,
-                                  &c->stage, err);
+                r = dm_inputs_add(ctx, req->dirs, DM_PATH_DIR, req->granted, c->mounts, &c->n_mounts, c->owned,
+                                  &c->n_owned, &c->stage, err);
         if (r >= 0)
                 r = dm_context_backend(ctx, &c->b, err);
         if (r >= 0 && (c->shim_mode = dm_launch_shim_mode(ctx, c->b, err)) < 0)

@@ -105,7 +105,8 @@ struct dm_claim_request {
         const char *image_ref;
         const char *const *files; /* host inputs, checked and staged -> /in/<basename> */
         const char *const *dirs;
-        size_t n_extra; /* room in mounts for the caller's own (/out, /workspace, extra mounts) */
+        const char *const *granted; /* paths the person allowed outside the roots (dm_inputs_add) */
+        size_t n_extra;             /* room in mounts for the caller's own (/out, /workspace, extra mounts) */
         /* Where a build of an image the engine lacks reports (and what
          * cancels it); NULL: never built here. */
         const struct dm_image_build_watch *watch;

@@ -83,9 +83,9 @@ static int stage_one(const struct dm_context *ctx, struct dm_inputs_stage *stage
         return *ret_path ? 0 : dm_error_set(err, -ENOMEM, "out of memory");
 }
 
-int dm_inputs_add(const struct dm_context *ctx, const char *const *paths, enum dm_path_kind kind,
-                  struct dm_mount *mounts, size_t *n, char **owned, size_t *n_owned, struct dm_inputs_stage *stage,
-                  struct dm_error *err)
+static int add_checked(const struct dm_context *ctx, const struct dm_allowed_roots *roots, const char *const *paths,
+                       enum dm_path_kind kind, struct dm_mount *mounts, size_t *n, char **owned, size_t *n_owned,
+                       struct dm_inputs_stage *stage, struct dm_error *err)
 {
         for (size_t i = 0; paths && paths[i]; i++) {
                 char *resolved = NULL, *target, *staged = NULL;
@@ -95,7 +95,7 @@ int dm_inputs_add(const struct dm_context *ctx, const char *const *paths, enum d
 
                 if (stage->n >= DM_INPUTS_MAX)
                         return dm_error_set(err, -E2BIG, "more than %d inputs", DM_INPUTS_MAX);
-                r = dm_path_open(&ctx->roots, paths[i], kind, &resolved, &fd, err);
+                r = dm_path_open(roots, paths[i], kind, &resolved, &fd, err);
                 if (r < 0)
                         return r;
                 owned[(*n_owned)++] = resolved;
@@ -124,6 +124,21 @@ int dm_inputs_add(const struct dm_context *ctx, const char *const *paths, enum d
                 (*n)++;
         }
         return 0;
+}
+
+int dm_inputs_add(const struct dm_context *ctx, const char *const *paths, enum dm_path_kind kind,
+                  const char *const *granted, struct dm_mount *mounts, size_t *n, char **owned, size_t *n_owned,
+                  struct dm_inputs_stage *stage, struct dm_error *err)
+{
+        struct dm_allowed_roots widened = ctx->roots;
+        int r = 0;
+
+        if (granted && granted[0] && dm_allowed_roots_widen(&ctx->roots, granted, &widened) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = add_checked(ctx, &widened, paths, kind, mounts, n, owned, n_owned, stage, err);
+        if (widened.roots != ctx->roots.roots)
+                free(widened.roots);
+        return r;
 }
 
 static void unstage_dir(const char *dir)

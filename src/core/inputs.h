@@ -34,10 +34,14 @@ struct dm_inputs_stage {
  * basenames must not collide with mounts already there. The strings it
  * allocates go to owned[*n_owned] (room for three per input), for the caller
  * to free; the fds and staged mounts go to stage (zeroed by the caller), for
- * dm_inputs_unstage once the container has started (or failed to). */
+ * dm_inputs_unstage once the container has started (or failed to).
+ * granted (NULL-terminated, may be NULL): resolved paths outside
+ * DEMESNE_ALLOWED_PATHS that the person at the client allowed for this
+ * call alone (src/tools/request.c), accepted as roots of their own; every
+ * other check (forbidden trees, credential folders) still holds. */
 int dm_inputs_add(const struct dm_context *ctx, const char *const *paths, enum dm_path_kind kind,
-                  struct dm_mount *mounts, size_t *n, char **owned, size_t *n_owned, struct dm_inputs_stage *stage,
-                  struct dm_error *err);
+                  const char *const *granted, struct dm_mount *mounts, size_t *n, char **owned, size_t *n_owned,
+                  struct dm_inputs_stage *stage, struct dm_error *err);
 
 /* Unmounts and removes the staged mounts and closes the fds. Idempotent. */
 void dm_inputs_unstage(struct dm_inputs_stage *stage);

@@ -520,6 +520,7 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
                                                  .image = req->image,
                                                  .files = req->files,
                                                  .dirs = req->dirs,
+                                                 .granted = req->granted,
                                                  .n_extra = 2 + req->n_mounts,
                                                  .watch = &x.watch,
                                                  .activity = &x.activity.ev },

@@ -26,7 +26,10 @@ struct dm_run_request {
         const char *const *argv;  /* run as is when command is NULL */
         const char *const *files; /* resolved host files -> /in/<basename> */
         const char *const *dirs;  /* resolved host directories -> /in/<basename> */
-        const char *const *env;   /* "K=V" */
+        /* Resolved paths outside DEMESNE_ALLOWED_PATHS the person allowed
+         * for this call alone (dm_inputs_add); NULL: none. */
+        const char *const *granted;
+        const char *const *env; /* "K=V" */
         int64_t timeout_s;
         const struct dm_policy *policy; /* egress; NULL = none */
         struct dm_cancel *cancel;       /* may be NULL */

@@ -213,6 +213,7 @@ int dm_sandbox_create(struct dm_context *ctx, const struct dm_sandbox_create *re
                                                  .image_ref = req->image_ref,
                                                  .files = req->files,
                                                  .dirs = req->dirs,
+                                                 .granted = req->granted,
                                                  .n_extra = 2,
                                                  .watch = &watch,
                                                  .activity = &activity },

@@ -52,6 +52,7 @@ struct dm_sandbox_create {
         const struct dm_policy *policy; /* parsed from egress and allow (required): the server keeps a copy */
         const char *const *files;
         const char *const *dirs;
+        const char *const *granted; /* as dm_run_request's */
         const char *const *env;
         int64_t ttl_s;
         const char *principal; /* the sandbox's owner; NULL = "local" */

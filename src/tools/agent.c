@@ -144,6 +144,7 @@ struct agent_call {
         struct dm_tools_sink sink;      /* the foreground call or the background job */
         const struct dm_policy *policy; /* the call's, parsed once (call_common) */
         struct dm_slot *reserved;       /* a job's admission reservation (src/core/claim.h); NULL: the run's claim */
+        char **granted;                 /* host paths the person allowed (dm_tools_call_paths); borrowed in a job */
 };
 
 static json_object *result_json(const struct dm_agent_result *res)
@@ -194,6 +195,7 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 .output_format = dm_args_str(specs, n, a->args, "output_format"),
                 .files = files,
                 .dirs = dirs,
+                .granted = (const char *const *)a->granted,
                 .policy = a->policy,
                 .research = a->research,
                 .timeout_s = dm_args_int(specs, n, a->args, "timeout_seconds"),
@@ -235,7 +237,12 @@ static json_object *agent_work(struct dm_context *ctx, json_object *args, void *
 {
         const struct dm_tools_run_arg *ra = arg;
         struct agent_call a = {
-                .t = ra->t, .args = args, .sink = AGENT_SINK(NULL, job), .policy = ra->policy, .reserved = reserved
+                .t = ra->t,
+                .args = args,
+                .sink = AGENT_SINK(NULL, job),
+                .policy = ra->policy,
+                .reserved = reserved,
+                .granted = ra->granted,
         };
 
         return run_agent(ctx, &a, cancel, ret_r, err);
@@ -300,7 +307,8 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                         .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
                 };
 
-                if (dm_tools_nested_check(call, &ask, &err) < 0) {
+                if (dm_tools_nested_check(call, &ask, &err) < 0 ||
+                    (!research && dm_tools_call_paths(call, args, &a.granted, &err) < 0)) {
                         dm_policy_free(policy);
                         return dm_tools_error(NULL, &err);
                 }
@@ -313,19 +321,23 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                 struct dm_tools_run_arg *job_arg;
 
                 if (dm_claim_spend_left(dm_call_context(call), dm_call_principal(call), &err) < 0) {
+                        dm_args_strv_free(a.granted);
                         dm_policy_free(policy);
                         return dm_tools_error(NULL, &err);
                 }
                 job_arg = dm_tools_run_arg_new(t, policy); /* the policy goes with it */
                 if (!job_arg) {
+                        dm_args_strv_free(a.granted);
                         dm_error_set(&err, -ENOMEM, "out of memory");
                         return dm_tools_error(NULL, &err);
                 }
+                job_arg->granted = a.granted;
                 return dm_tools_start_background(call, tool, args, research ? research_work : agent_work, job_arg,
                                                  dm_tools_run_arg_free);
         }
         out = run_agent(dm_call_context(call), &a, dm_call_cancel(call), &r, &err);
         dm_policy_free(policy);
+        dm_args_strv_free(a.granted);
         if (r == -ECANCELED)
                 return NULL;
         if (!out)

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "netpolicy/policy.h"
 #include "src/tools/args.h"
@@ -14,6 +15,7 @@
 #include "src/basic/buf.h"
 #include "src/basic/cleanup.h"
 #include "src/basic/principal.h"
+#include "src/core/inputs.h"
 
 const char *dm_tools_call_egress(struct dm_call *call, const struct dm_args_table *t, json_object *args)
 {
@@ -105,5 +107,78 @@ void dm_tools_run_arg_free(void *arg)
         if (!a)
                 return;
         dm_policy_free(a->policy);
+        dm_args_strv_free(a->granted);
         free(a);
+}
+
+/* The question for host paths outside the operator's roots. */
+static char *paths_question(struct dm_call *call, const char *const *given, char *const *resolved)
+{
+        struct dm_buf b;
+        const struct dm_tool *tool = dm_call_tool(call);
+        struct stat st;
+        size_t n = 0;
+
+        dm_buf_init(&b, 16384);
+        dm_buf_printf(&b,
+                      "A call of '%s' (caller '%s') asks to mount these host paths read-only at /in/<name>, "
+                      "outside the folders this server's operator allows (DEMESNE_ALLOWED_PATHS):",
+                      tool ? tool->name : "?", dm_call_principal(call));
+        for (; resolved[n] && n < 20; n++) {
+                dm_buf_printf(&b, " '%.300s'", resolved[n]);
+                if (strcmp(given[n], resolved[n]) != 0)
+                        dm_buf_printf(&b, " (given as '%.300s'%s)", given[n],
+                                      lstat(given[n], &st) == 0 && S_ISLNK(st.st_mode) ? ", a symbolic link" : "");
+        }
+        if (resolved[n])
+                dm_buf_printf(&b, " and more");
+        dm_buf_printf(&b, ". Allow them for this one call?");
+        if (!b.data) {
+                dm_buf_release(&b);
+                return NULL;
+        }
+        return dm_buf_steal(&b);
+}
+
+/* Appends to given/resolved the paths of one argument that only the roots
+ * refuse; given are borrowed from args. */
+static void collect_outside(struct dm_call *call, json_object *args, const char *name, enum dm_path_kind kind,
+                            const char **given, char **resolved, size_t *n)
+{
+        _cleanup_free_ const char **paths = dm_args_strv(args, name);
+
+        for (size_t i = 0; paths && paths[i] && *n < DM_INPUTS_MAX; i++)
+                if (dm_path_outside_only(&dm_call_context(call)->roots, paths[i], kind, &resolved[*n]) == 1)
+                        given[(*n)++] = paths[i];
+}
+
+int dm_tools_call_paths(struct dm_call *call, json_object *args, char ***ret_granted, struct dm_error *err)
+{
+        const char *given[DM_INPUTS_MAX + 1] = { 0 };
+        char **resolved = calloc(DM_INPUTS_MAX + 1, sizeof(*resolved)), *check = NULL;
+        _cleanup_free_ char *question = NULL;
+        size_t n = 0;
+        int r;
+
+        *ret_granted = NULL;
+        if (!resolved)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        if (!dm_principal_depth(dm_call_principal(call))) {
+                collect_outside(call, args, "files", DM_PATH_FILE, given, resolved, &n);
+                collect_outside(call, args, "directories", DM_PATH_DIR, given, resolved, &n);
+        }
+        if (n == 0) {
+                free(resolved);
+                return 0;
+        }
+        question = paths_question(call, given, resolved);
+        if (question && dm_call_ask(call, "paths", question) == DM_ASK_ALLOW) {
+                *ret_granted = resolved;
+                return 0;
+        }
+        /* The refusal the claim would give, now. */
+        dm_args_strv_free(resolved);
+        r = dm_path_check(&dm_call_context(call)->roots, given[0], DM_PATH_FILE, &check, err);
+        free(check);
+        return r < 0 ? r : dm_error_set(err, -EACCES, "path '%s' is outside DEMESNE_ALLOWED_PATHS", given[0]);
 }

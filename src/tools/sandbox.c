@@ -214,7 +214,7 @@ int dm_tools_sandbox_make(struct dm_call *call, const struct dm_args_table *t, j
         struct dm_policy *policy = NULL;
         const char *egress;
         _cleanup_free_ const char **allow = NULL, **files = NULL, **dirs = NULL;
-        char **env = NULL, token[65] = "";
+        char **env = NULL, **granted = NULL, token[65] = "";
         enum dm_egress mode;
         struct dm_snapshot snap;
         bool nested;
@@ -246,13 +246,15 @@ int dm_tools_sandbox_make(struct dm_call *call, const struct dm_args_table *t, j
                 .has_allow = allow && allow[0],
                 .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
         };
-        if ((r = dm_tools_nested_check(call, &ask, err)) < 0) {
+        if ((r = dm_tools_nested_check(call, &ask, err)) < 0 ||
+            (r = dm_tools_call_paths(call, args, &granted, err)) < 0) {
                 dm_policy_free(policy);
                 return r;
         }
         env = dm_args_env(args, "env");
         if (nested && env && dm_tools_nested_env(token, &env) < 0) {
                 dm_args_strv_free(env);
+                dm_args_strv_free(granted);
                 dm_policy_free(policy);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
@@ -263,6 +265,7 @@ int dm_tools_sandbox_make(struct dm_call *call, const struct dm_args_table *t, j
                 .policy = policy,
                 .files = files,
                 .dirs = dirs,
+                .granted = (const char *const *)granted,
                 .env = (const char *const *)env,
                 .ttl_s = dm_args_int(t->specs, t->n, args, "ttl_seconds"),
                 .principal = dm_call_principal(call),
@@ -276,6 +279,7 @@ int dm_tools_sandbox_make(struct dm_call *call, const struct dm_args_table *t, j
         /* Its claim takes the admission slot (src/core/claim.h). */
         r = dm_sandbox_create(dm_call_context(call), &req, ret, err);
         dm_args_strv_free(env);
+        dm_args_strv_free(granted);
         mode = policy->mode;
         dm_policy_free(policy);
         if (r < 0) {

@@ -154,8 +154,8 @@ json_object *dm_tools_exec_result(int exit_code, const char *out, size_t out_len
 /* Runs the (already checked) arguments; returns the structured result, or
  * NULL with *ret_r set (-ECANCELED for a cancel) and err filled. */
 static json_object *run_script(struct dm_context *ctx, const struct dm_args_table *t, json_object *args,
-                               const struct dm_policy *policy, struct dm_slot *reserved, struct dm_cancel *cancel,
-                               struct dm_tools_sink *sink, int *ret_r, struct dm_error *err)
+                               const struct dm_policy *policy, char *const *granted, struct dm_slot *reserved,
+                               struct dm_cancel *cancel, struct dm_tools_sink *sink, int *ret_r, struct dm_error *err)
 {
         struct dm_run_result res;
         _cleanup_free_ const char **files = dm_args_strv(args, "files"), **dirs = dm_args_strv(args, "directories");
@@ -173,6 +173,7 @@ static json_object *run_script(struct dm_context *ctx, const struct dm_args_tabl
                 .command = dm_args_str(t->specs, t->n, args, "command"),
                 .files = files,
                 .dirs = dirs,
+                .granted = (const char *const *)granted,
                 .env = (const char *const *)env,
                 .timeout_s = dm_args_int(t->specs, t->n, args, "timeout_seconds"),
                 .policy = policy,
@@ -223,7 +224,7 @@ static json_object *script_work(struct dm_context *ctx, json_object *args, void 
         struct dm_tools_sink sink = { .job = job };
         const struct dm_tools_run_arg *a = arg; /* the call's: its table and its parsed policy */
 
-        return run_script(ctx, a->t, args, a->policy, reserved, cancel, &sink, ret_r, err);
+        return run_script(ctx, a->t, args, a->policy, a->granted, reserved, cancel, &sink, ret_r, err);
 }
 
 /* ---- the tool -------------------------------------------------------------------- */
@@ -235,6 +236,7 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         struct dm_tools_sink sink = { .call = call };
         struct dm_policy *policy = NULL;
         struct dm_tools_run_arg *job_arg;
+        char **granted = NULL;
         json_object *out;
         int r;
 
@@ -257,7 +259,8 @@ static json_object *script_call(struct dm_call *call, json_object *args)
                         .has_host_paths = (files && files[0]) || (dirs && dirs[0]),
                 };
 
-                if (dm_tools_nested_check(call, &ask, &err) < 0) {
+                if (dm_tools_nested_check(call, &ask, &err) < 0 ||
+                    dm_tools_call_paths(call, args, &granted, &err) < 0) {
                         dm_policy_free(policy);
                         return dm_tools_error(NULL, &err);
                 }
@@ -268,15 +271,18 @@ static json_object *script_call(struct dm_call *call, json_object *args)
         if (dm_args_bool(t->specs, t->n, args, "background")) {
                 job_arg = dm_tools_run_arg_new(t, policy);
                 if (!job_arg) { /* it freed the policy */
+                        dm_args_strv_free(granted);
                         dm_error_set(&err, -ENOMEM, "out of memory");
                         return dm_tools_error(NULL, &err);
                 }
+                job_arg->granted = granted;
                 return dm_tools_start_background(call, "sandbox_script", args, script_work, job_arg,
                                                  dm_tools_run_arg_free);
         }
 
-        out = run_script(dm_call_context(call), t, args, policy, NULL, dm_call_cancel(call), &sink, &r, &err);
+        out = run_script(dm_call_context(call), t, args, policy, granted, NULL, dm_call_cancel(call), &sink, &r, &err);
         dm_policy_free(policy);
+        dm_args_strv_free(granted);
         if (r == -ECANCELED)
                 return NULL;
         if (!out)

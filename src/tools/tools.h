@@ -50,7 +50,21 @@ int dm_tools_call_policy(struct dm_call *call, json_object *args, const char *mo
 struct dm_tools_run_arg {
         const struct dm_args_table *t;
         struct dm_policy *policy;
+        char **granted; /* dm_tools_call_paths's, owned (freed with the arg) */
 };
+/* The call's host paths (its files and directories arguments) that lie
+ * outside DEMESNE_ALLOWED_PATHS and are refused for that alone
+ * (dm_path_outside_only: never one in the state directory, the output
+ * root or a credential folder), asked of the person at the client in one
+ * question naming the tool, the caller, each path as it resolves now
+ * (the target a symlink names) and that it is mounted read-only. 0 with
+ * *ret_granted NULL when there is nothing to ask, or with the resolved
+ * paths allowed for this call (free with dm_args_strv_free) for the claim
+ * (dm_run_request.granted); any other answer is the refusal word for word
+ * (-EACCES, as the claim would give it), now rather than in a job. A
+ * nested caller's paths are never asked (they are refused by the nested
+ * rules before this). */
+int dm_tools_call_paths(struct dm_call *call, json_object *args, char ***ret_granted, struct dm_error *err);
 /* Takes policy (freed when out of memory: NULL then). */
 struct dm_tools_run_arg *dm_tools_run_arg_new(const struct dm_args_table *t, struct dm_policy *policy);
 /* Frees the arg and its policy; accepts NULL (a dm_tools_start_background

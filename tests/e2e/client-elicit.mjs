@@ -10,7 +10,10 @@
 //   - a raw 2026-07-28 client written from the spec: the input_required shape,
 //     a requestState that is wrong, used twice, or carried to other arguments;
 //   - a hostile 2025-11-25 client: a response with the wrong id, one to a
-//     request never made, a huge one, a malformed answer.
+//     request never made, a huge one, a malformed answer;
+//   - a host path outside DEMESNE_ALLOWED_PATHS, on both eras: asked naming
+//     what a symlink resolves to, mounted once when allowed, asked again the
+//     next call; one in the state directory is never asked.
 //
 //   DEMESNE=/abs/path/to/demesne node tests/e2e/client-elicit.mjs
 //
@@ -49,7 +52,7 @@ const ALLOW_REFUSAL = "'allow' entries are refused: this server does not accept 
   '(its operator can permit them with DEMESNE_ALLOW_CALLER_EGRESS=1)';
 const OPEN_CALL = { name: 'sandbox_script', arguments: { command: 'ls /sys/class/net', egress: 'open' } };
 
-h.plan(31);
+h.plan(38);
 
 /** What the person answers: the ElicitResult, or a promise that never settles. */
 function answerOf(kind) {
@@ -189,6 +192,61 @@ async function nestedChecks() {
       `asked ${c.asked.length}\nresult ${JSON.stringify(r)?.slice(0, 800)}`);
   } finally {
     if (box) await c.call({ name: 'sandbox_destroy', arguments: { sandbox_id: box } }).catch(() => {});
+    await c.close();
+  }
+}
+
+/* ---------- host paths outside DEMESNE_ALLOWED_PATHS ---------- */
+
+/* A folder the operator allows, a file outside it reached through a symlink
+ * inside it, and a file in the server's state directory (never asked). */
+function pathFixture(tag) {
+  const allowed = h.makeOutputRoot(`elicit-allowed-${tag}`);
+  const outside = h.makeOutputRoot(`elicit-outside-${tag}`);
+  const secret = path.join(outside, 'secret.txt');
+  fs.writeFileSync(secret, `outside ${tag}\n`);
+  fs.symlinkSync(secret, path.join(allowed, 'link.txt'));
+  return { allowed, outside, secret, link: path.join(allowed, 'link.txt') };
+}
+const OUTSIDE_REFUSAL = (given, resolved) =>
+  `path '${given}' resolves to '${resolved}', which is outside DEMESNE_ALLOWED_PATHS`;
+
+async function pathChecks(era) {
+  const f = pathFixture(era);
+  const c = await sdkClient({ era, http: false, env: { DEMESNE_ALLOWED_PATHS: f.allowed },
+    answers: ['accept', 'decline', 'accept', 'decline'] });
+  const byLink = { name: 'sandbox_script', arguments: { command: 'cat /in/secret.txt', files: [f.link] } };
+  try {
+    let r = await c.call(byLink);
+    const q = c.asked[0]?.message ?? '';
+    h.ok(c.asked.length === 1 && q.includes(`'${f.secret}' (given as '${f.link}', a symbolic link)`) &&
+        /sandbox_script/.test(q) && /read-only/.test(q) && r?.isError !== true &&
+        (r?.structuredContent?.stdout ?? '') === `outside ${era}\n`,
+      `${era}: a symlink to a file outside DEMESNE_ALLOWED_PATHS is asked naming its target; allowed, the run reads it`,
+      `asked ${JSON.stringify(c.asked)}\nresult ${show(r)}`);
+    r = await c.call(byLink);
+    h.ok(c.asked.length === 2 && refused(r, OUTSIDE_REFUSAL(f.link, f.secret)),
+      `${era}: the same call again is asked again (nothing remembered); declined, the flat refusal`,
+      `asked ${c.asked.length}\nresult ${show(r)}`);
+    const stateFile = path.join(c.stateDir, 'planted.txt');
+    fs.writeFileSync(stateFile, 'x');
+    r = await c.call({ name: 'sandbox_script', arguments: { command: 'true', files: [stateFile] } });
+    h.ok(c.asked.length === 2 && r?.isError === true && /outside DEMESNE_ALLOWED_PATHS|DEMESNE_STATE_DIR/.test(h.firstText(r)),
+      `${era}: a file in the server's state directory is never asked, only refused`,
+      `asked ${c.asked.length}\nresult ${show(r)}`);
+    if (era === 'legacy') {
+      /* sandbox_create: a directory outside, allowed, is the sandbox's /in for its life. */
+      r = await c.call({ name: 'sandbox_create', arguments: { image: 'base', directories: [f.outside], ttl_seconds: 300 } });
+      const box = r?.structuredContent?.sandbox_id;
+      const seen = box && await c.call({ name: 'sandbox_exec',
+        arguments: { sandbox_id: box, command: `cat /in/${path.basename(f.outside)}/secret.txt` } });
+      if (box) await c.call({ name: 'sandbox_destroy', arguments: { sandbox_id: box } });
+      h.ok(c.asked.length === 3 && c.asked[2]?.message?.includes(`'${f.outside}'`) &&
+          /sandbox_create/.test(c.asked[2]?.message) && seen?.structuredContent?.stdout === `outside ${era}\n`,
+        `${era}: sandbox_create asks for a directory outside; allowed, its exec reads it at /in`,
+        `asked ${JSON.stringify(c.asked.slice(2))}\ncreate ${show(r)}\nexec ${show(seen)}`);
+    }
+  } finally {
     await c.close();
   }
 }
@@ -346,6 +404,8 @@ await h.run(async () => {
         `asked ${c.asked.length}\n${show(r)}`);
     } finally { await c.close(); }
   }
+  await pathChecks('legacy');
+  await pathChecks('modern');
   await nestedChecks();
   await rawModernChecks();
   await hostileChecks();

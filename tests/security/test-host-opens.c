@@ -261,7 +261,7 @@ static void test_staged_mount(void)
         ctx.cfg.state_dir = state;
         snprintf(ctx.owner, sizeof(ctx.owner), "test-%d-1", (int)getpid());
         dm_allowed_roots_parse(root, &ctx.roots, &err);
-        is_int(dm_inputs_add(&ctx, dirs, DM_PATH_DIR, mounts, &n, owned, &n_owned, &stage, &err), 0,
+        is_int(dm_inputs_add(&ctx, dirs, DM_PATH_DIR, NULL, mounts, &n, owned, &n_owned, &stage, &err), 0,
                "the input is checked and staged");
         ok(n == 1 && strncmp(mounts[0].host, state, strlen(state)) == 0, "the engine gets the staged path (%s)",
            n ? mounts[0].host : "");

@@ -82,6 +82,20 @@ int main(void)
         snprintf(p, sizeof(p), "%s/inner-link", root);
         is_int(check(&roots, p, DM_PATH_FILE, &err), 0, "symlink inside the root accepted");
 
+        /* What a person may be asked about (src/tools/request.c). */
+        snprintf(p, sizeof(p), "%s/escape", root);
+        snprintf(spec, sizeof(spec), "%s/secret", outside);
+        is_int(dm_path_outside_only(&roots, p, DM_PATH_FILE, &resolved), 1, "outside only: a link to a file outside");
+        ok(resolved && strcmp(resolved, spec) == 0, "outside only: named by its target: %s", resolved ? resolved : "");
+        free(resolved);
+        resolved = NULL;
+        is_int(dm_path_outside_only(&roots, p, DM_PATH_DIR, &resolved), 0,
+               "outside only: not when it is also the wrong kind");
+        snprintf(p, sizeof(p), "%s/inner-link", root);
+        is_int(dm_path_outside_only(&roots, p, DM_PATH_FILE, &resolved), 0, "outside only: not for a path inside");
+        snprintf(p, sizeof(p), "%s/missing", outside);
+        is_int(dm_path_outside_only(&roots, p, DM_PATH_FILE, &resolved), 0, "outside only: not for a missing path");
+
         snprintf(p, sizeof(p), "%s/secret", outside);
         is_int(check(&roots, p, DM_PATH_FILE, &err), -EACCES, "path outside every root");
 
@@ -122,6 +136,14 @@ int main(void)
         ok(access(p, F_OK) != 0, "tree gone");
         snprintf(spec, sizeof(spec), "%s/secret", outside);
         ok(access(spec, F_OK) == 0, "target of a symlink inside the tree untouched");
+
+        /* A forbidden tree (the state directory) is never asked about. */
+        is_int(dm_allowed_roots_protect(&roots, (const char *const[]){ outside, "DEMESNE_STATE_DIR", NULL }, NULL, NULL,
+                                        &err),
+               0, "protect the outside folder");
+        snprintf(p, sizeof(p), "%s/escape", root);
+        is_int(dm_path_outside_only(&roots, p, DM_PATH_FILE, &resolved), 0,
+               "outside only: not for a path in a forbidden tree");
 
         dm_allowed_roots_release(&roots);
         dm_remove_tree(base);
