@@ -305,8 +305,9 @@ static bool run_op(struct worker *w, enum op op, int i)
         case OP_SCRIPT_DROP:
                 /* Long enough to be running when the client hangs up (300 ms
                  * on), short enough that the end's wait for the server's
-                 * containers is not mostly this sleep: a hang-up does not
-                 * cancel (the MCP transports say so), the run ends itself. */
+                 * containers is not mostly this sleep: the server sees a
+                 * hang-up when it next writes to the stream (a keepalive every
+                 * 15 s) and cancels then, so until then the run goes on. */
                 return do_drop(w, "sandbox_script",
                                "{\"command\":\"sleep 8\",\"image\":\"base\",\"egress\":\"none\"}");
         default: return false;
