@@ -152,7 +152,7 @@ else
 	ping_ok || die "$user's podman service did not start: $(tail -3 "$runtime/podman-service.log" | tr '\n' ' ')"
 	say "$user's Podman API service at $sock (pid $service_pid)"
 fi
-# The servers the egress tests reach (198.18.213.2 in the netns dm-testhost);
+# The servers the egress tests reach (in a netns dm-testhostN of their own);
 # its env file names them for the tests.
 testhost=$(mktemp -d /tmp/demesne-testhost-XXXXXX)
 chmod 0755 "$testhost"
@@ -163,7 +163,7 @@ user_env=(DOCKER_HOST="unix://$sock")
 # The test programs take tests/run.sh's suppressions through the
 # environment (the server has them compiled in).
 [ $tsan = 0 ] || user_env+=(TSAN_OPTIONS="suppressions=$here/tests/tsan.supp")
-for var in DEMESNE_TEST_HOST DEMESNE_TEST_HOST_UDP_LOG; do
+for var in DEMESNE_TEST_HOST DEMESNE_TEST_HOST_GATEWAY DEMESNE_TEST_HOST_UDP_LOG; do
 	[ -z "${!var:-}" ] || user_env+=("$var=${!var}")
 done
 

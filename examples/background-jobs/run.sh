@@ -12,7 +12,7 @@ mcp_start
 
 say "1. two jobs in the background"
 mcp_call sandbox_script '{"image":"base","egress":"none","background":true,
-	"command":"for i in 1 2 3 4; do echo step $i; sleep 1; done; echo finished > /out/result.txt"}'
+	"command":"for i in 1 2 3 4; do echo step $i; sleep 3; done; echo finished > /out/result.txt"}'
 check $? "the first job started"
 slow=$(field job_id)
 [ "$(field status)" = running ]; check $? "it answered at once: $slow is running"
@@ -21,8 +21,13 @@ doomed=$(field job_id)
 [ -n "$doomed" ] && [ "$doomed" != null ]; check $? "the second job started: $doomed"
 
 say "2. watch the first one"
-sleep 1
-mcp_call sandbox_status "$(jq -cn --arg j "$slow" '{job_id: $j, include_stdout_tail: true}')"
+# Polled until its first line shows (the container may take a while to
+# start on a busy machine); it then has 9 s of steps left to be seen running.
+for _ in $(seq 240); do
+	mcp_call sandbox_status "$(jq -cn --arg j "$slow" '{job_id: $j, include_stdout_tail: true}')"
+	[ "$(field status)" = running ] && ! grep -q '^step 1' <<<"$(field stdout_tail)" || break
+	sleep 0.5
+done
 [ "$(field status)" = running ] && grep -q '^step 1' <<<"$(field stdout_tail)"
 check $? "sandbox_status: running, and its output so far"
 mcp_call sandbox_list '{}'

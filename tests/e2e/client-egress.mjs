@@ -43,7 +43,8 @@ const PEER = `dmt${process.pid % 100000}b`;
 // and make -j may run it beside this script (two host routes to one /30 would take each other's
 // traffic). As a normal user the test host is testhost.sh's, made by root beforehand.
 const NET = ROOTLESS ? '198.18.213' : '198.18.214';
-const HOST_IP = `${NET}.1`;
+// As a normal user: testhost.sh's slot (its env names both ends of its /30).
+const HOST_IP = ROOTLESS ? process.env.DEMESNE_TEST_HOST_GATEWAY : `${NET}.1`;
 const TEST_IP = ROOTLESS ? process.env.DEMESNE_TEST_HOST : `${NET}.2`;
 const sh = (cmd) => cp.execFileSync('sh', ['-c', cmd], { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
 

@@ -25,8 +25,34 @@
 #include "tests/tap.h"
 
 static struct dm_context ctx;
-static const char *test_host;
-static char hostdir[PATH_MAX];
+static const char *test_host, *test_gateway;
+static char hostdir[PATH_MAX], host_env[2][256];
+
+/* testhost.sh's DIR/env: the test host's address and the host side's
+ * (its slot's /30: another run may hold another slot beside this one). */
+static int read_host_env(void)
+{
+        char path[PATH_MAX + 8], line[256];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/env", hostdir);
+        f = fopen(path, "re");
+        if (!f)
+                return -1;
+        while (fgets(line, sizeof(line), f)) {
+                line[strcspn(line, "\n")] = 0;
+                if (!strncmp(line, "DEMESNE_TEST_HOST=", 18))
+                        snprintf(host_env[0], sizeof(host_env[0]), "%s", line + 18);
+                else if (!strncmp(line, "DEMESNE_TEST_HOST_GATEWAY=", 26))
+                        snprintf(host_env[1], sizeof(host_env[1]), "%s", line + 26);
+        }
+        fclose(f);
+        if (!host_env[0][0] || !host_env[1][0])
+                return -1;
+        test_host = host_env[0];
+        test_gateway = host_env[1];
+        return 0;
+}
 static struct dm_vendor_proxy *vendor;
 static char vendor_upstream[64];
 
@@ -147,11 +173,17 @@ int main(void)
                 const char *srcdir = getenv("srcdir");
                 snprintf(hostdir, sizeof(hostdir), "%s/testhost", test_root);
                 snprintf(v, sizeof(v), "%s/tests/e2e/lib/testhost.sh start %s", srcdir ? srcdir : ".", hostdir);
-                if (system(v) != 0) {
-                        printf("Bail out! %s failed\n", v);
+                if (system(v) != 0 || read_host_env() < 0) {
+                        printf("Bail out! %s failed, or wrote no DIR/env\n", v);
+                        stop_host();
                         return 1;
                 }
-                test_host = "198.18.213.2";
+        }
+        if (!test_gateway)
+                test_gateway = getenv("DEMESNE_TEST_HOST_GATEWAY");
+        if (!test_gateway || !*test_gateway) {
+                printf("Bail out! DEMESNE_TEST_HOST without DEMESNE_TEST_HOST_GATEWAY (tests/e2e/lib/testhost.sh's env)\n");
+                return 1;
         }
         if (root)
                 setenv("DEMESNE_EGRESS_NETNS", "1", 1); /* the same code a normal user gets */
@@ -208,12 +240,12 @@ int main(void)
                          "curl -s -m 5 --noproxy '*' http://%1$s:8080/; echo direct=$?; "
                          "s=$(date +%%s%%N); curl -s -m 3 --noproxy '*' http://%1$s:8081/; "
                          "echo other-port=$? $((($(date +%%s%%N)-s)/1000000)); "
-                         "curl -s -m 3 --noproxy '*' http://198.18.213.1:8080/; echo other-addr=$?; "
+                         "curl -s -m 3 --noproxy '*' http://%2$s:8080/; echo other-addr=$?; "
                          "curl -s -m 5 http://allowed.test:8080/; curl -s -m 5 http://other.test:8080/; echo; "
                          "curl -s -m 5 -x \"$HTTP_PROXY\" --noproxy '' http://169.254.169.254/; echo; "
                          "curl -s -m 5 -x \"$HTTP_PROXY\" --noproxy '' http://127.0.0.1:22/; echo; "
                          "curl -s -m 5 -x \"$HTTP_PROXY\" --noproxy '' http://10.1.2.3/; echo",
-                         test_host);
+                         test_host, test_gateway);
                 r = run_policy("none", allow, cmd, &res);
                 is_int(r, 0, "an allowlist runs");
                 ok(out_has(&res, "hello from 8080\ndirect=0"), "raw TCP to an allowed CIDR:port is relayed");

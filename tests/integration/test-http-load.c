@@ -73,7 +73,7 @@ enum op {
         OP_WAIT_DROP,   /* sandbox_wait on the long job; hang up mid-stream */
         OP_SCRIPT,      /* sandbox_script 'echo N' */
         OP_JOB,         /* background sandbox_script, sandbox_status, sandbox_cancel */
-        OP_SCRIPT_DROP, /* sandbox_script 'sleep 30'; hang up while it runs */
+        OP_SCRIPT_DROP, /* sandbox_script 'sleep 8'; hang up while it runs */
         OP_N
 };
 static const char *const op_name[OP_N] = {
@@ -303,8 +303,13 @@ static bool run_op(struct worker *w, enum op op, int i)
         case OP_SCRIPT: return do_script(w, i);
         case OP_JOB: return do_job(w);
         case OP_SCRIPT_DROP:
+                /* Long enough to be running when the client hangs up (300 ms
+                 * on), short enough that the end's wait for the server's
+                 * containers is not mostly this sleep: the server sees a
+                 * hang-up when it next writes to the stream (a keepalive every
+                 * 15 s) and cancels then, so until then the run goes on. */
                 return do_drop(w, "sandbox_script",
-                               "{\"command\":\"sleep 30\",\"image\":\"base\",\"egress\":\"none\"}");
+                               "{\"command\":\"sleep 8\",\"image\":\"base\",\"egress\":\"none\"}");
         default: return false;
         }
 }

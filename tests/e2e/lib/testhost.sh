@@ -3,32 +3,43 @@
 # A test host for the suites that run as a normal user (who cannot make a
 # network namespace): run as root before them, and after them.
 #
-#   testhost.sh start DIR   netns dm-testhost, veth dmth0 (198.18.213.1/30 on
-#                           the host) to 198.18.213.2/30 inside, and there the
-#                           servers tests/e2e/client-egress.mjs makes for
-#                           itself: HTTP on 80, 8080, 8081 ("hello from PORT")
-#                           and 8082 ("you are ADDR"), UDP 53 counting what it
-#                           gets into DIR/udp-count (world-readable; absent
-#                           until a datagram arrives). Writes DIR/env:
-#                             DEMESNE_TEST_HOST=198.18.213.2
+#   testhost.sh start DIR   netns dm-testhostN, veth dmthNh (198.18.213.4N+1/30
+#                           on the host) to 198.18.213.4N+2/30 inside, and
+#                           there the servers tests/e2e/client-egress.mjs makes
+#                           for itself: HTTP on 80, 8080, 8081 ("hello from
+#                           PORT") and 8082 ("you are ADDR"), UDP 53 counting
+#                           what it gets into DIR/udp-count (world-readable;
+#                           absent until a datagram arrives). Writes DIR/env:
+#                             DEMESNE_TEST_HOST=198.18.213.4N+2
+#                             DEMESNE_TEST_HOST_GATEWAY=198.18.213.4N+1
 #                             DEMESNE_TEST_HOST_UDP_LOG=DIR/udp-count
 #   testhost.sh stop DIR    kills the servers (by the PID in DIR/pid) and
 #                           removes the namespace and the veth.
 #
+# N is the first free slot (0 to 15): two runs side by side (the rootless
+# suite's test host, and test-egress-rootless as root in the dockerd run)
+# each get their own namespace, veth and /30. A slot is taken by making its
+# namespace (ip netns add fails if it exists: no two runs take one), and
+# kept in DIR/slot for stop.
+#
 # Needs ip(8) and node (NODE, else node on PATH).
 set -eu
-
-NS=dm-testhost
-HOSTSIDE=dmth0
-PEER=dmth1
-HOST_IP=198.18.213.1
-TEST_IP=198.18.213.2
 
 usage() { echo "usage: $0 start|stop DIR" >&2; exit 2; }
 [ $# -eq 2 ] || usage
 dir=$2
 
+names() { # slot: the namespace, veth ends and addresses of that slot
+	NS=dm-testhost$1
+	HOSTSIDE=dmth$1h
+	PEER=dmth$1p
+	HOST_IP=198.18.213.$(($1 * 4 + 1))
+	TEST_IP=198.18.213.$(($1 * 4 + 2))
+}
+
 stop() {
+        [ -f "$dir/slot" ] || return 0
+        names "$(cat "$dir/slot")"
         if [ -f "$dir/pid" ]; then
                 pid=$(cat "$dir/pid")
                 # The servers' process group (setsid below); only ours.
@@ -37,7 +48,7 @@ stop() {
         fi
         ip link del "$HOSTSIDE" 2>/dev/null || true
         ip netns del "$NS" 2>/dev/null || true
-        rm -f "$dir/env" "$dir/udp-count" "$dir/servers.log"
+        rm -f "$dir/env" "$dir/udp-count" "$dir/servers.log" "$dir/slot"
 }
 
 case $1 in
@@ -47,12 +58,16 @@ start)
         mkdir -p "$dir"
         chmod 755 "$dir"
         dir=$(cd "$dir" && pwd)
-        if ip netns list | grep -qw "$NS"; then
-                echo "$0: namespace $NS exists: run '$0 stop DIR' first" >&2
-                exit 1
-        fi
+        [ ! -f "$dir/slot" ] || { echo "$0: $dir holds a test host: run '$0 stop $dir' first" >&2; exit 1; }
+        slot=0
+        while :; do
+                names $slot
+                ip netns add "$NS" 2>/dev/null && break
+                slot=$((slot + 1))
+                [ $slot -lt 16 ] || { echo "$0: no free slot: namespaces dm-testhost0 to 15 exist" >&2; exit 1; }
+        done
+        echo $slot >"$dir/slot"
         trap 'stop' EXIT
-        ip netns add "$NS"
         ip link add "$HOSTSIDE" type veth peer name "$PEER" netns "$NS"
         ip addr add "$HOST_IP/30" dev "$HOSTSIDE"
         ip link set "$HOSTSIDE" up
@@ -84,7 +99,8 @@ start)
                 sleep 0.1
         done
         rm -f "$dir/ready"
-        printf 'DEMESNE_TEST_HOST=%s\nDEMESNE_TEST_HOST_UDP_LOG=%s\n' "$TEST_IP" "$dir/udp-count" >"$dir/env"
+        printf 'DEMESNE_TEST_HOST=%s\nDEMESNE_TEST_HOST_GATEWAY=%s\nDEMESNE_TEST_HOST_UDP_LOG=%s\n' \
+                "$TEST_IP" "$HOST_IP" "$dir/udp-count" >"$dir/env"
         chmod 644 "$dir/env"
         trap - EXIT
         ;;
