@@ -598,6 +598,24 @@ static void remove_forks(struct dm_context *ctx, const struct dm_snapshot *s)
         free(ids);
 }
 
+/* The container a shifted commit (rootful Podman) was making the image
+ * in, when its server died during it: found by its name. */
+static void remove_helper(struct dm_context *ctx, const char *id)
+{
+        char name[64];
+        struct dm_backend *b;
+        struct dm_error e = { 0 };
+
+        struct dm_container_info info = { 0 };
+
+        snprintf(name, sizeof(name), DM_COMMIT_HELPER_PREFIX "%s", id);
+        if (dm_context_backend(ctx, &b, &e) < 0 || b->ops->inspect(b, name, &info, &e) < 0)
+                return;
+        dm_container_info_release(&info);
+        if (b->ops->destroy(b, name, &e) == 0)
+                log_info("snapshot %s: its commit's helper container, left by a server that is gone, removed", id);
+}
+
 /* An orphaned snapshot: its record names a server (one that is taking it,
  * or whose sandbox_fork is still making sandboxes from it) that is gone;
  * or a directory without a record (a server killed between its mkdir and
@@ -622,6 +640,7 @@ static void sweep_one(struct dm_context *ctx, const char *id, void *ud)
         }
         if (r == 0 && s.ready)
                 remove_forks(ctx, &s);
+        remove_helper(ctx, id);
         remove_all(ctx, id, r == 0 ? s.image_ref : NULL);
         log_info("snapshot %s: left %s by a server that is gone; removed", id,
                  r == 0 && s.ready ? "mid-fork" : "unfinished");
