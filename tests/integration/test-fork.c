@@ -305,6 +305,7 @@ static int forks_of(const char *snap)
  * image and directory; the source stays. */
 static void killed_midway(const char *src, const char *const *env)
 {
+        int64_t started = dm_now_ms();
         char before[4096], after[4096], snap[64] = "", args[128], *p, rec[PATH_MAX];
         int64_t t0 = dm_now_ms();
         int status, forks_then, forks_now = -1, id = next_id++;
@@ -356,6 +357,7 @@ static void killed_midway(const char *src, const char *const *env)
            "the next server's sweep removed the orphaned snapshot: no image, no directory");
         ok(forks_now == 0 && sandboxes() == 1, "and the half-made forks' containers (%d left), the source alone listed",
            forks_now);
+        diag("%s took %lld ms", __func__, (long long)(dm_now_ms() - started));
 }
 
 int main(void)
