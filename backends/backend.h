@@ -95,7 +95,11 @@ struct dm_container_info {
 void dm_container_info_release(struct dm_container_info *info);
 
 /* A container's root file system kept as an image (commit): repo:tag names
- * it, labels ("key=value", NULL-terminated) go on it. */
+ * it, labels ("key=value", NULL-terminated) go on it. A commit that needs
+ * a helper container (rootful Podman's shifted ids) names it
+ * DM_COMMIT_HELPER_PREFIX tag, so that what a killed server left is found
+ * by name (a label would pass into the image). */
+#define DM_COMMIT_HELPER_PREFIX "demesne-commit-"
 struct dm_commit_spec {
         const char *repo; /* "localhost/demesne-snapshot" */
         const char *tag;

@@ -284,8 +284,10 @@ static int changes_tar(struct dm_backend *b, const char *id, struct json_object 
 /* A container of the source's image with the source's command,
  * environment, working directory and user (what its commit would keep),
  * no user namespace, never started. */
-static int helper_create(struct dm_backend *b, struct json_object *info, char **ret_id, struct dm_error *err)
+static int helper_create(struct dm_backend *b, struct json_object *info, const char *name, char **ret_id,
+                         struct dm_error *err)
 {
+        _cleanup_free_ char *path = NULL;
         static const char *const keep[] = { "Env", "Cmd", "Entrypoint", "WorkingDir", "User", NULL };
         _cleanup_(json_putp) struct json_object *body = json_object_new_object(), *hc = json_object_new_object(),
                                                 *o = NULL;
@@ -306,8 +308,12 @@ static int helper_create(struct dm_backend *b, struct json_object *info, char **
                 if (json_object_object_get_ex(config, keep[i], &v) && v)
                         json_object_object_add(body, keep[i], json_object_get(v));
         json_object_object_add(body, "HostConfig", json_object_get(hc));
+        if (name && dm_docker_check_ref("container name", name, err) < 0)
+                return -EINVAL;
+        if (asprintf(&path, "/containers/create%s%s", name ? "?name=" : "", name ? name : "") < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
         r = dm_docker_call(b, "POST", json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN), CALL_TIMEOUT_MS,
-                           OK(201, 200), NULL, &o, err, "/containers/create");
+                           OK(201, 200), NULL, &o, err, path);
         if (r < 0)
                 return r;
         id = json_object_get_string(json_object_object_get(o, "Id"));
@@ -327,8 +333,8 @@ static void helper_remove(struct dm_backend *b, const char *id)
                 log_warning("cannot remove the commit's helper container '%.12s': %s", id, e.msg);
 }
 
-int dm_docker_commit_shift(struct dm_backend *b, const char *id, unsigned uid, unsigned gid, char **ret_helper,
-                           struct dm_error *err)
+int dm_docker_commit_shift(struct dm_backend *b, const char *id, unsigned uid, unsigned gid, const char *name,
+                           char **ret_helper, struct dm_error *err)
 {
         _cleanup_(json_putp) struct json_object *info = NULL;
         _cleanup_free_ char *helper = NULL, *path = NULL;
@@ -342,7 +348,7 @@ int dm_docker_commit_shift(struct dm_backend *b, const char *id, unsigned uid, u
         if (r >= 0)
                 r = changes_tar(b, id, info, uid, gid, &fd, &len, err);
         if (r >= 0)
-                r = helper_create(b, info, &helper, err);
+                r = helper_create(b, info, name, &helper, err);
         if (r >= 0)
                 r = dm_docker_put_archive(b, helper, "/", fd, len, err);
         if (r < 0) {

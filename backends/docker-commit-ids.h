@@ -13,9 +13,10 @@
  * nobody), and puts it, deletions as whiteouts, into a new container of the
  * container's image with no user namespace, never started: its id in
  * *ret_helper, to commit and then remove with
- * dm_docker_commit_helper_remove. On failure nothing is left. */
-int dm_docker_commit_shift(struct dm_backend *b, const char *id, unsigned uid, unsigned gid, char **ret_helper,
-                           struct dm_error *err);
+ * dm_docker_commit_helper_remove; named name when given (NULL: the
+ * engine's). On failure nothing is left. */
+int dm_docker_commit_shift(struct dm_backend *b, const char *id, unsigned uid, unsigned gid, const char *name,
+                           char **ret_helper, struct dm_error *err);
 void dm_docker_commit_helper_remove(struct dm_backend *b, const char *helper);
 
 #endif

@@ -204,7 +204,7 @@ static int commit_once(struct dm_backend *b, const char *id, const struct dm_com
 static int commit_shifted(struct dm_backend *b, const char *id, const struct dm_commit_spec *spec, char **ret_image_id,
                           struct dm_error *err)
 {
-        _cleanup_free_ char *helper = NULL;
+        _cleanup_free_ char *helper = NULL, *name = NULL;
         struct dm_error perr = { 0 };
         unsigned uid, gid;
         bool paused;
@@ -216,7 +216,9 @@ static int commit_shifted(struct dm_backend *b, const char *id, const struct dm_
         paused = dm_docker_pause(b, id, &perr) >= 0;
         if (!paused)
                 log_info("commit container '%.12s': cannot pause it (%s); reading it running", id, perr.msg);
-        r = dm_docker_commit_shift(b, id, uid, gid, &helper, err);
+        if (spec->tag && asprintf(&name, DM_COMMIT_HELPER_PREFIX "%s", spec->tag) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = dm_docker_commit_shift(b, id, uid, gid, name, &helper, err);
         if (paused && dm_docker_unpause(b, id, &perr) < 0)
                 log_warning("commit container '%.12s': cannot unpause it: %s", id, perr.msg);
         if (r < 0)

@@ -10,6 +10,7 @@
 #include "src/core/admission.h"
 #include "src/core/jobs.h"
 #include "src/core/sandbox.h"
+#include "src/core/snapshot.h"
 #include "src/basic/log.h"
 
 #define JOBS_MAX 64    /* jobs cancelled at once; those after wait for their slot's cancel */
@@ -48,6 +49,8 @@ size_t dm_cascade_end(struct dm_context *ctx, const char *principal, const char 
                 dm_error_clear(&err);
         }
         free(ids);
+        /* Its snapshots too: what it kept for itself (src/core/snapshot.h). */
+        dm_snapshot_delete_tree(ctx, principal);
         dm_admission_reopen(ctx->admission, principal);
         return n;
 }

@@ -152,6 +152,7 @@ static int load_limits(struct dm_config *cfg, struct dm_error *err)
                                     getenv("DEMESNE_DISK_MAX"));
         if ((r = env_size("DEMESNE_SNAPSHOT_TTL", 7 * 86400, 1, 365 * 86400, &cfg->snapshot_ttl_s, err)) < 0 ||
             (r = env_size("DEMESNE_SNAPSHOT_MAX", 16, 1, 4096, &cfg->snapshot_max, err)) < 0 ||
+            (r = env_size("DEMESNE_SNAPSHOT_DISK_MAX", 10LL << 30, 0, 1LL << 50, &cfg->snapshot_disk_max, err)) < 0 ||
             (r = env_size("DEMESNE_ACTIVITY_DAYS", 14, 0, 36500, &cfg->activity_days, err)) < 0)
                 return r;
         r = env_decimal("DEMESNE_AGENT_MAX_USD", 10.0, 0.0, 1e6, "2.50; 0 = no cap", &cfg->agent_max_usd, err);

@@ -59,6 +59,8 @@ struct dm_config {
         int64_t elicit_timeout_ms;    /* DEMESNE_ELICIT_TIMEOUT_MS: how long a question waits, default 120000 */
         int64_t snapshot_ttl_s;       /* DEMESNE_SNAPSHOT_TTL, seconds a snapshot is kept, default 7 days */
         int64_t snapshot_max;         /* DEMESNE_SNAPSHOT_MAX, snapshots one principal may hold, default 16 */
+        int64_t snapshot_disk_max;    /* DEMESNE_SNAPSHOT_DISK_MAX, bytes their sizes may sum to per principal,
+                                         default 10 GiB, 0 = no cap */
         int64_t activity_days;        /* DEMESNE_ACTIVITY_DAYS: a run journal not written for this long is
                                          removed (src/core/activity.h), default 14; 0 = kept */
         char *skills_dir;             /* DEMESNE_SKILLS_DIR: the skills served over MCP; NULL = installed ones */

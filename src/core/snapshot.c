@@ -179,7 +179,10 @@ static int check_name(const char *name, struct dm_error *err)
 
 struct count_walk {
         const char *principal;
+        const char *skip; /* the snapshot being taken: not counted */
+        bool below;       /* principal's and those below it (the report), or its own (the caps) */
         size_t n;
+        int64_t bytes;
 };
 
 static void count_one(struct dm_context *ctx, const char *id, void *ud)
@@ -187,12 +190,30 @@ static void count_one(struct dm_context *ctx, const char *id, void *ud)
         struct count_walk *w = ud;
         struct dm_snapshot s;
 
-        if (record_read(ctx, id, &s, NULL) == 0 && strcmp(s.principal, w->principal) == 0)
-                w->n++;
+        if ((w->skip && strcmp(id, w->skip) == 0) || record_read(ctx, id, &s, NULL) < 0)
+                return;
+        if (w->below ? !dm_principal_covers(w->principal, s.principal) : strcmp(s.principal, w->principal) != 0)
+                return;
+        w->n++;
+        w->bytes += s.size_bytes > 0 ? s.size_bytes : 0;
 }
 
-/* Counts principal's snapshots and, under the cap, makes s's directory and
- * its first record (not ready) in the same step. */
+/* held: what principal's other snapshots hold; s->size_bytes, what this
+ * one would add (0 before its commit). */
+static int disk_refusal(struct dm_context *ctx, const struct dm_snapshot *s, int64_t held, struct dm_error *err)
+{
+        char adds[96] = "";
+
+        if (s->size_bytes > 0)
+                snprintf(adds, sizeof(adds), " and this one would add %lld (it was removed)", (long long)s->size_bytes);
+        return dm_error_set(err, -EDQUOT,
+                            "snapshot disk cap reached: '%s' holds %lld bytes of snapshots%s, "
+                            "DEMESNE_SNAPSHOT_DISK_MAX is %lld; delete one with sandbox_destroy {snapshot_id}",
+                            s->principal, (long long)held, adds, (long long)ctx->cfg.snapshot_disk_max);
+}
+
+/* Counts principal's snapshots and, under the caps, makes s's directory
+ * and its first record (not ready) in the same step. */
 static int reserve(struct dm_context *ctx, struct dm_snapshot *s, struct dm_error *err)
 {
         struct count_walk w = { .principal = s->principal };
@@ -209,6 +230,10 @@ static int reserve(struct dm_context *ctx, struct dm_snapshot *s, struct dm_erro
                                     "snapshot cap reached: '%s' holds %zu snapshots, DEMESNE_SNAPSHOT_MAX is %lld; "
                                     "delete one with sandbox_destroy {snapshot_id}",
                                     s->principal, w.n, (long long)ctx->cfg.snapshot_max);
+        }
+        if (ctx->cfg.snapshot_disk_max > 0 && w.bytes >= ctx->cfg.snapshot_disk_max) {
+                pthread_mutex_unlock(&cap_lock);
+                return disk_refusal(ctx, s, w.bytes, err);
         }
         snap_dir(ctx, s->id, dir, sizeof(dir));
         r = mkdir(dir, 0700) < 0 ? dm_error_set(err, -errno, "cannot create '%s': %s", dir, strerror(errno))
@@ -297,9 +322,14 @@ static int take_root(struct dm_context *ctx, struct dm_backend *b, const struct 
         return 0;
 }
 
+/* Taken whole: its size, against the disk cap with what else principal
+ * holds, and the record made ready in one step under the cap's lock (two
+ * takes finishing together cannot both pass it). held: the server's name
+ * stays in the record (a fork still making its sandboxes from it). */
 static int take(struct dm_context *ctx, struct dm_backend *b, const struct dm_sandbox *sb, struct dm_snapshot *s,
-                struct dm_error *err)
+                bool held, struct dm_error *err)
 {
+        struct count_walk w = { .principal = s->principal, .skip = s->id };
         int64_t ws = 0, root = 0;
         int r;
 
@@ -310,8 +340,16 @@ static int take(struct dm_context *ctx, struct dm_backend *b, const struct dm_sa
                 return r;
         s->size_bytes = ws + root;
         s->ready = true;
-        s->server[0] = '\0';
-        return record_write(ctx, s, err);
+        if (!held)
+                s->server[0] = '\0';
+        pthread_mutex_lock(&cap_lock);
+        each(ctx, count_one, &w);
+        if (ctx->cfg.snapshot_disk_max > 0 && w.bytes + s->size_bytes > ctx->cfg.snapshot_disk_max)
+                r = disk_refusal(ctx, s, w.bytes, err);
+        else
+                r = record_write(ctx, s, err);
+        pthread_mutex_unlock(&cap_lock);
+        return r;
 }
 
 static int identity(struct dm_context *ctx, const char *principal, const struct dm_sandbox *sb, const char *name,
@@ -336,8 +374,8 @@ static int identity(struct dm_context *ctx, const char *principal, const struct 
         return 0;
 }
 
-int dm_snapshot_take(struct dm_context *ctx, const char *principal, const char *sandbox_id, const char *name,
-                     struct dm_snapshot *ret, struct dm_error *err)
+static int take_as(struct dm_context *ctx, const char *principal, const char *sandbox_id, const char *name, bool held,
+                   struct dm_snapshot *ret, struct dm_error *err)
 {
         struct dm_sandbox sb;
         struct dm_snapshot s;
@@ -361,7 +399,7 @@ int dm_snapshot_take(struct dm_context *ctx, const char *principal, const char *
                 r = reserve(ctx, &s, err);
         if (r < 0)
                 return r;
-        r = take(ctx, b, &sb, &s, err);
+        r = take(ctx, b, &sb, &s, held, err);
         if (r < 0) {
                 remove_all(ctx, s.id, s.image_ref);
                 return dm_error_wrap(err, "snapshot sandbox '%s'", sandbox_id);
@@ -369,6 +407,29 @@ int dm_snapshot_take(struct dm_context *ctx, const char *principal, const char *
         log_info("snapshot %s of sandbox %s taken (%lld bytes)", s.id, sb.id, (long long)s.size_bytes);
         *ret = s;
         return 0;
+}
+
+int dm_snapshot_take(struct dm_context *ctx, const char *principal, const char *sandbox_id, const char *name,
+                     struct dm_snapshot *ret, struct dm_error *err)
+{
+        return take_as(ctx, principal, sandbox_id, name, false, ret, err);
+}
+
+int dm_snapshot_take_held(struct dm_context *ctx, const char *principal, const char *sandbox_id, const char *name,
+                          struct dm_snapshot *ret, struct dm_error *err)
+{
+        return take_as(ctx, principal, sandbox_id, name, true, ret, err);
+}
+
+int dm_snapshot_unhold(struct dm_context *ctx, struct dm_snapshot *s, struct dm_error *err)
+{
+        int r;
+
+        s->server[0] = '\0';
+        pthread_mutex_lock(&cap_lock);
+        r = record_write(ctx, s, err);
+        pthread_mutex_unlock(&cap_lock);
+        return r;
 }
 
 /* ---- using one --------------------------------------------------------------------- */
@@ -496,14 +557,77 @@ int dm_snapshot_reap_expired(struct dm_context *ctx)
         return n;
 }
 
-/* A snapshot a dead server was taking (or a directory without a record:
- * a server killed between its mkdir and its first write). */
+/* The sandboxes a fork was making from snapshot s when its server died:
+ * every sandbox container started from s's image (its caller never
+ * learnt their ids). Their records go with them; a container whose record
+ * was not yet written goes alone. */
+static void remove_forks(struct dm_context *ctx, const struct dm_snapshot *s)
+{
+        struct dm_backend *b;
+        struct dm_error e = { 0 };
+        char **ids = NULL;
+        size_t n = 0, len = strlen(s->id);
+
+        if (dm_context_backend(ctx, &b, &e) < 0 || b->ops->list(b, DM_LABEL_KIND "=sandbox", &ids, &n, &e) < 0) {
+                log_warning("snapshot %s: cannot list the sandboxes made from it: %s", s->id, e.msg);
+                return;
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct dm_container_info info = { 0 };
+                const char *sb = NULL;
+                size_t il;
+
+                if (b->ops->inspect(b, ids[i], &info, &e) == 0 && (il = strlen(info.image)) > len &&
+                    strcmp(info.image + il - len, s->id) == 0 && info.image[il - len - 1] == ':' &&
+                    strstr(info.image, "demesne-snapshot")) {
+                        for (char **l = info.labels; l && *l; l++)
+                                if (strncmp(*l, "demesne.sandbox=", 16) == 0)
+                                        sb = *l + 16;
+                        if (!sb || dm_sandbox_destroy(ctx, sb, &e) < 0) {
+                                dm_error_clear(&e);
+                                if (b->ops->destroy(b, ids[i], &e) < 0)
+                                        log_warning("snapshot %s: its fork '%.12s' stays: %s", s->id, ids[i], e.msg);
+                        }
+                        log_info("snapshot %s: fork %s, made by a server that died mid-fork, removed", s->id,
+                                 sb ? sb : ids[i]);
+                }
+                dm_container_info_release(&info);
+                dm_error_clear(&e);
+                free(ids[i]);
+        }
+        free(ids);
+}
+
+/* The container a shifted commit (rootful Podman) was making the image
+ * in, when its server died during it: found by its name. */
+static void remove_helper(struct dm_context *ctx, const char *id)
+{
+        char name[64];
+        struct dm_backend *b;
+        struct dm_error e = { 0 };
+
+        struct dm_container_info info = { 0 };
+
+        snprintf(name, sizeof(name), DM_COMMIT_HELPER_PREFIX "%s", id);
+        if (dm_context_backend(ctx, &b, &e) < 0 || b->ops->inspect(b, name, &info, &e) < 0)
+                return;
+        dm_container_info_release(&info);
+        if (b->ops->destroy(b, name, &e) == 0)
+                log_info("snapshot %s: its commit's helper container, left by a server that is gone, removed", id);
+}
+
+/* An orphaned snapshot: its record names a server (one that is taking it,
+ * or whose sandbox_fork is still making sandboxes from it) that is gone;
+ * or a directory without a record (a server killed between its mkdir and
+ * its first write). It goes, and so do the forks made from it. A snapshot
+ * whose record names no server was handed to its caller: kept until its
+ * TTL or a sandbox_destroy. */
 static void sweep_one(struct dm_context *ctx, const char *id, void *ud)
 {
         struct dm_snapshot s;
         int r = record_read(ctx, id, &s, NULL);
 
-        if (r == 0 && (s.ready || strcmp(s.server, ctx->owner) == 0 || dm_owner_alive(s.server, ctx->owner)))
+        if (r == 0 && (!s.server[0] || strcmp(s.server, ctx->owner) == 0 || dm_owner_alive(s.server, ctx->owner)))
                 return;
         if (r < 0) {
                 char dir[PATH_MAX];
@@ -514,8 +638,12 @@ static void sweep_one(struct dm_context *ctx, const char *id, void *ud)
                     st.st_mtime > dm_wall_ms() / 1000 - 60)
                         return;
         }
+        if (r == 0 && s.ready)
+                remove_forks(ctx, &s);
+        remove_helper(ctx, id);
         remove_all(ctx, id, r == 0 ? s.image_ref : NULL);
-        log_info("snapshot %s: left unfinished by a server that is gone; removed", id);
+        log_info("snapshot %s: left %s by a server that is gone; removed", id,
+                 r == 0 && s.ready ? "mid-fork" : "unfinished");
         (*(int *)ud)++;
 }
 
@@ -554,4 +682,41 @@ int dm_snapshot_sweep(struct dm_context *ctx)
 
         each(ctx, sweep_one, &n);
         return n + sweep_images(ctx);
+}
+
+/* ---- a tree's end, and what snapshots hold ------------------------------------ */
+
+struct tree_walk {
+        const char *principal;
+        size_t n;
+};
+
+static void tree_one(struct dm_context *ctx, const char *id, void *ud)
+{
+        struct tree_walk *w = ud;
+        struct dm_snapshot s;
+
+        if (record_read(ctx, id, &s, NULL) < 0 || !dm_principal_covers(w->principal, s.principal))
+                return;
+        remove_all(ctx, s.id, s.image_ref);
+        log_info("snapshot %s of '%s' deleted with its tree", s.id, s.principal);
+        w->n++;
+}
+
+size_t dm_snapshot_delete_tree(struct dm_context *ctx, const char *principal)
+{
+        struct tree_walk w = { .principal = principal };
+
+        if (principal && dm_principal_depth(principal) > 0)
+                each(ctx, tree_one, &w);
+        return w.n;
+}
+
+void dm_snapshot_usage(struct dm_context *ctx, const char *principal, size_t *ret_count, int64_t *ret_bytes)
+{
+        struct count_walk w = { .principal = principal ? principal : "local", .below = true };
+
+        each(ctx, count_one, &w);
+        *ret_count = w.n;
+        *ret_bytes = w.bytes;
 }

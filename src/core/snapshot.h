@@ -58,11 +58,23 @@ struct dm_snapshot {
  * is unknown) named name (NULL or "": none; at most 64 of [A-Za-z0-9 ._-],
  * else -EINVAL). Refused with -EDQUOT naming DEMESNE_SNAPSHOT_MAX when
  * principal holds that many already (counted and reserved under one lock:
- * concurrent takes cannot pass it together), -EOPNOTSUPP on a backend
+ * concurrent takes cannot pass it together), or naming
+ * DEMESNE_SNAPSHOT_DISK_MAX when principal's snapshots' sizes reach it
+ * (before the commit) or this one's would pass it (after: it is removed,
+ * not kept), -EOPNOTSUPP on a backend
  * without commit. The sandbox keeps running; the engine pauses it for the
  * commit alone. On failure nothing is left: no image, no directory. */
 int dm_snapshot_take(struct dm_context *ctx, const char *principal, const char *sandbox_id, const char *name,
                      struct dm_snapshot *ret, struct dm_error *err);
+
+/* As dm_snapshot_take, for sandbox_fork: the record keeps this server's
+ * name (ctx->owner) until dm_snapshot_unhold, so that a server killed
+ * while its forks are being made leaves an orphan the next server's sweep
+ * removes, forks and all (dm_snapshot_sweep). */
+int dm_snapshot_take_held(struct dm_context *ctx, const char *principal, const char *sandbox_id, const char *name,
+                          struct dm_snapshot *ret, struct dm_error *err);
+/* The fork answered: s is its caller's, kept like any other. */
+int dm_snapshot_unhold(struct dm_context *ctx, struct dm_snapshot *s, struct dm_error *err);
 
 /* The snapshot id, when principal may use it (ready, not expired):
  * -ENOENT with an unknown id's message otherwise. */
@@ -88,8 +100,20 @@ json_object *dm_snapshot_describe(const struct dm_snapshot *s);
  * snapshots went. */
 int dm_snapshot_reap_expired(struct dm_context *ctx);
 
-/* What a dead server left: snapshots it was taking, and images of this
- * output root whose record is gone. Returns how many went. */
+/* What a dead server left: orphaned snapshots (the record names a server,
+ * one taking it or forking from it, that is gone), with the sandboxes a
+ * fork made from them, and images of this output root whose record is
+ * gone. Returns how many went. */
 int dm_snapshot_sweep(struct dm_context *ctx);
+
+/* A nested subtree ended (src/core/cascade.h): the snapshots principal
+ * and those below it took go with it, images and all (a sandbox the host
+ * still runs from one keeps its image until the sweep finds it unused).
+ * Nothing for a host caller's principal. Returns how many. */
+size_t dm_snapshot_delete_tree(struct dm_context *ctx, const char *principal);
+
+/* How many snapshots principal and those below it hold, and their sizes
+ * summed (the usage report). */
+void dm_snapshot_usage(struct dm_context *ctx, const char *principal, size_t *ret_count, int64_t *ret_bytes);
 
 #endif

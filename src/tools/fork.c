@@ -7,7 +7,10 @@
  * cap is refused before anything is made; then the snapshot; then each
  * fork is sandbox_create {snapshot_id} with its reservation, on a thread
  * of its own. When one fails, the ones made are destroyed, the unused
- * reservations given back and the snapshot deleted (no fork was kept). */
+ * reservations given back and the snapshot deleted (no fork was kept).
+ * Until the answer, the snapshot's record names this server (held): a
+ * server killed midway leaves an orphan, and the next server's sweep
+ * removes it and every sandbox made from it (src/core/snapshot.h). */
 #include "config.h"
 
 #include <errno.h>
@@ -167,7 +170,7 @@ static json_object *fork_call(struct dm_call *call, json_object *args)
         f = calloc(n, sizeof(*f));
         if (!f)
                 dm_error_set(&err, -ENOMEM, "out of memory");
-        if (!f || dm_snapshot_take(ctx, principal, src.id, name, &snap, &err) < 0) {
+        if (!f || dm_snapshot_take_held(ctx, principal, src.id, name, &snap, &err) < 0) {
                 for (size_t i = 0; i < n; i++)
                         dm_claim_release(slots[i]);
                 return dm_tools_error(err.code == -EINVAL ? DM_TOOLS_ARGS : NULL, &err);
@@ -185,6 +188,12 @@ static json_object *fork_call(struct dm_call *call, json_object *args)
                 forks_undo(call, f, n, snap.id);
                 dm_error_wrap(&err, "fork %zu of %zu", failed + 1, n);
                 return dm_tools_error(f[failed].what ? "sandbox_fork" : NULL, &err);
+        }
+        /* Answered from here on: the snapshot is the caller's. Until now a
+         * server killed midway left an orphan the next one sweeps. */
+        if (dm_snapshot_unhold(ctx, &snap, &err) < 0) {
+                forks_undo(call, f, n, snap.id);
+                return dm_tools_error(NULL, &err);
         }
         out = forks_result(&snap, f, n);
         return out ? dm_tool_result_ok(out) : NULL;

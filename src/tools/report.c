@@ -11,6 +11,7 @@
 #include "src/basic/cleanup.h"
 #include "src/basic/timeutil.h"
 #include "src/core/ledger.h"
+#include "src/core/snapshot.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
 #include "src/tools/args.h"
@@ -63,6 +64,10 @@ static char *output_schema(void)
                      "summed\"},"
                      "\"sandbox_count\":{\"type\":\"integer\"},"
                      "\"by_kind\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}},"
+                     "\"snapshots\":{\"type\":\"object\",\"description\":\"the storage your snapshots (and "
+                     "those below you) hold now, whatever the scope\",\"properties\":{\"count\":{\"type\":"
+                     "\"integer\"},\"size_bytes\":{\"type\":\"integer\"},\"disk_max\":{\"type\":\"integer\","
+                     "\"description\":\"DEMESNE_SNAPSHOT_DISK_MAX, per principal; 0: no cap\"}}},"
                      "\"runs\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
                      "\"run_id\":{\"type\":\"string\"},\"parent_run_id\":{\"type\":\"string\"},"
                      "\"depth\":{\"type\":\"integer\"},"
@@ -77,6 +82,25 @@ static char *output_schema(void)
                      tokens_props, tokens_props, tokens_props) < 0)
                 return NULL;
         return s;
+}
+
+/* Snapshot storage is not a run's: it is the caller's now, beside any
+ * scope, in the JSON and as the table's last line. */
+static void add_snapshots(struct dm_context *ctx, const char *principal, json_object *report, char **ret_table)
+{
+        json_object *o = json_object_new_object();
+        _cleanup_free_ char *table = dm_ledger_table(report);
+        size_t n;
+        int64_t bytes;
+
+        dm_snapshot_usage(ctx, principal, &n, &bytes);
+        json_object_object_add(o, "count", json_object_new_int64((int64_t)n));
+        json_object_object_add(o, "size_bytes", json_object_new_int64(bytes));
+        json_object_object_add(o, "disk_max", json_object_new_int64(ctx->cfg.snapshot_disk_max));
+        json_object_object_add(report, "snapshots", o);
+        if (table && asprintf(ret_table, "%ssnapshots: %zu, %lld bytes (DEMESNE_SNAPSHOT_DISK_MAX %lld)\n", table, n,
+                              (long long)bytes, (long long)ctx->cfg.snapshot_disk_max) < 0)
+                *ret_table = NULL;
 }
 
 static json_object *report_call(struct dm_call *call, json_object *args)
@@ -117,7 +141,7 @@ static json_object *report_call(struct dm_call *call, json_object *args)
         report = dm_ledger_report(ctx->cfg.output_root, ctx->owner, dm_call_principal(call), &scope, &err);
         if (!report)
                 return dm_tools_error(NULL, &err);
-        table = dm_ledger_table(report);
+        add_snapshots(ctx, dm_call_principal(call), report, &table);
         result = dm_tool_result_ok(report);
         /* The table first, for a reader; the JSON after it, for a parser. */
         if (table && json_object_object_get_ex(result, "content", &content)) {
@@ -140,7 +164,9 @@ static const struct dm_tool report_tools[] = {
                 .description = "What runs cost and how long they took: model cost, tokens by type and by model, "
                                "wall time and sandbox count for one job, one run or output directory (with every "
                                "run below it), or every run of yours since a time; one row per run, and a table "
-                               "in the text. Give exactly one of job_id, run_id, output_dir or since.",
+                               "in the text; and the storage your snapshots hold now (count, bytes, the disk cap). "
+                               "Give exactly "
+                               "one of job_id, run_id, output_dir or since.",
                 .read_only = true,
                 .idempotent = true,
                 .handler = report_call,

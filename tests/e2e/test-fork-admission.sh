@@ -7,7 +7,8 @@
 # under caps of 8, four forks of 3 fired at once from one session: the
 # engine's running sandboxes of the tree, sampled while they run, never
 # exceed 8, two forks are made whole and the other two get the cap's
-# refusal, and only the made ones' snapshots exist. Against the real
+# refusal, and only the made ones' snapshots exist; destroying the nested
+# sandbox deletes them (a tree's snapshots end with it). Against the real
 # engine, over stdio with examples/lib/mcp.sh.
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib/tap.sh"
 needs jq "needs jq"
@@ -115,16 +116,18 @@ tap $([ "$made" = 2 ]; echo $?) "four forks of 3 at once beside one sandbox unde
 tap $([ "$refused" = 2 ] && [ -z "$other" ]; echo $?) "the other two got the cap's refusal ($refused; ${other:-no other answer})"
 tap $([ "$max" -ge 1 ] && [ "$max" -le 8 ]; echo $?) "never more than 8 of the tree's sandboxes ran at once (at most $max seen)"
 tap $([ "$(snapshots)" = 2 ]; echo $?) "only the two made forks' snapshots exist ($(snapshots))"
-# A snapshot outlives the tree that took it: once the tree is gone (the
-# forks with it), the host's caller, above it, deletes them, images and all.
+# A tree's snapshots end with it: destroying the nested sandbox (the
+# tree's root) deletes the snapshots its calls took, images and all, with
+# no sandbox_destroy {snapshot_id}.
 snaps=$(cat "$DEMESNE_OUTPUT_ROOT/$a/forks/"*.json | jq -r '.result.structuredContent.snapshot_id // empty' 2>/dev/null)
 destroy "$a"
-for snap in $snaps; do mcp_call sandbox_destroy "$(jq -cn --arg s "$snap" '{snapshot_id: $s}')" >/dev/null; done
 imgs=$(for snap in $snaps; do
 	curl -sf --unix-socket "$sock" "http://d/v1.41/images/localhost/demesne-snapshot:$snap/json" >/dev/null && echo "$snap"
 done)
-tap $([ "$(snapshots)" = 0 ] && [ -z "$imgs" ] && [ -n "$snaps" ]; echo $?) \
-	"sandbox_destroy {snapshot_id} deletes them: no directory ($(snapshots)), no image${imgs:+ ($imgs)}"
+mcp_call sandbox_list '{}' >/dev/null
+listed=$(jq -r '.structuredContent.snapshots[]?.snapshot_id' <<<"$MCP_RESULT" 2>/dev/null)
+tap $([ "$(snapshots)" = 0 ] && [ -z "$imgs" ] && [ -z "$listed" ] && [ -n "$snaps" ]; echo $?) \
+	"destroying the tree's root deletes its snapshots: no directory ($(snapshots)), no image${imgs:+ ($imgs)}, none listed${listed:+ ($listed)}"
 mcp_stop
 
 . "$top/tests/e2e/lib/left.sh"

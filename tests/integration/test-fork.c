@@ -4,7 +4,8 @@
  * the forks and the source diverge; each fork has its own /out; bad input
  * (count 0, 9, "4", missing; an unknown sandbox) gets a clear error and
  * leaves nothing; a fork refused midway (the snapshot cap, after the
- * slots were reserved) leaves no sandbox, image or directory. (The tree
+ * slots were reserved) leaves no sandbox, image or directory; a server
+ * killed mid-fork leaves nothing once the next one has swept. (The tree
  * caps, which only a nested caller has: tests/e2e/test-fork-admission.sh;
  * through the npm client: tests/e2e/client-snapshot.mjs.) */
 #include "config.h"
@@ -12,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "src/core/snapshot.h"
 #include "tests/integration/engine-env.h"
@@ -258,6 +261,105 @@ static void refused_midway(const char *src)
         destroy("snapshot_id", snap2);
 }
 
+/* The ids of the engine's snapshot images of this output root, each
+ * followed by a space, in buf. */
+static void snapshot_ids(char *buf, size_t len)
+{
+        struct dm_image_entry *v = NULL;
+        struct dm_error err = { 0 };
+        size_t n = 0, at = 0;
+
+        buf[0] = '\0';
+        if (b->ops->image_list(b, root_label, &v, &n, &err) < 0)
+                return;
+        for (size_t i = 0; i < n; i++)
+                for (char **l = v[i].labels; l && *l; l++)
+                        if (strncmp(*l, "demesne.snapshot=", 17) == 0 && at + strlen(*l) < len)
+                                at += (size_t)snprintf(buf + at, len - at, "%s ", *l + 17);
+        dm_image_entries_free(v, n);
+}
+
+/* Containers of any state started from snapshot snap's image: they
+ * carry its labels (the engine copies an image's labels to its
+ * containers), one filtered list. */
+static int forks_of(const char *snap)
+{
+        struct dm_error err = { 0 };
+        char **ids = NULL, label[64];
+        size_t n = 0;
+
+        snprintf(label, sizeof(label), "demesne.snapshot=%s", snap);
+        if (b->ops->list(b, label, &ids, &n, &err) < 0)
+                return -1;
+        for (size_t i = 0; i < n; i++)
+                free(ids[i]);
+        free(ids);
+        return (int)n;
+}
+
+/* The server is killed (SIGKILL) while a fork of 4 is making its
+ * sandboxes: polled for, its snapshot's image in the engine and a fork's
+ * container made, before the fork's answer (the record names the server
+ * until then). The next
+ * server's sweep removes the forks' containers and the orphaned snapshot,
+ * image and directory; the source stays. */
+static void killed_midway(const char *src, const char *const *env)
+{
+        int64_t started = dm_now_ms();
+        char before[4096], after[4096], snap[64] = "", args[128], *p, rec[PATH_MAX];
+        int64_t t0 = dm_now_ms();
+        int status, forks_then, forks_now = -1, id = next_id++;
+        struct stat st;
+        json_object *record;
+
+        snapshot_ids(before, sizeof(before));
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"count\":4}", src);
+        send_call(c, id, "sandbox_fork", args);
+        while (!snap[0] && dm_now_ms() - t0 < slack_ms(120000)) {
+                snapshot_ids(after, sizeof(after));
+                for (p = strtok(after, " "); p && !snap[0]; p = strtok(NULL, " "))
+                        if (!strstr(before, p))
+                                snprintf(snap, sizeof(snap), "%s", p);
+                if (!snap[0])
+                        usleep(10 * 1000);
+        }
+        /* Then a fork's container: inside the window, with something of
+         * the fork's own to sweep. */
+        while (snap[0] && forks_of(snap) < 1 && dm_now_ms() - t0 < slack_ms(120000))
+                usleep(10 * 1000);
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, &status, 0);
+        close(c->in);
+        close(c->out);
+        forks_then = snap[0] ? forks_of(snap) : -1;
+        snprintf(rec, sizeof(rec), "%s/.snapshots/%s/record.json", getenv("DEMESNE_OUTPUT_ROOT"), snap);
+        record = json_object_from_file(rec);
+        ok(snap[0] && record && str_at(record, "server")[0] && forks_then >= 1,
+           "the server is killed mid-fork: its snapshot %s is in the engine, its record still names the server, "
+           "%d of the 4 forks' containers made",
+           snap, forks_then);
+        json_object_put(record);
+        memset(c, 0, sizeof(*c));
+        if (spawn(c, env) < 0) {
+                ok(0, "a new server starts");
+                return;
+        }
+        json_object_put(call("sandbox_list", "{}")); /* it has opened the engine and swept */
+        t0 = dm_now_ms();
+        while (dm_now_ms() - t0 < slack_ms(60000)) {
+                snapshot_ids(after, sizeof(after));
+                forks_now = forks_of(snap);
+                if (!strstr(after, snap) && forks_now == 0 && stat(rec, &st) < 0)
+                        break;
+                usleep(200 * 1000);
+        }
+        ok(!strstr(after, snap) && stat(rec, &st) < 0,
+           "the next server's sweep removed the orphaned snapshot: no image, no directory");
+        ok(forks_now == 0 && sandboxes() == 1, "and the half-made forks' containers (%d left), the source alone listed",
+           forks_now);
+        diag("%s took %lld ms", __func__, (long long)(dm_now_ms() - started));
+}
+
 int main(void)
 {
         struct dm_engine_config ec = { .env = test_engine_env(), .may_start_podman = false, .response_max = 16 << 20 };
@@ -282,6 +384,7 @@ int main(void)
         fork_and_diverge(src);
         bad_input(src);
         refused_midway(src);
+        killed_midway(src, env);
 
         destroy("sandbox_id", src);
         {

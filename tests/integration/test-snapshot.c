@@ -5,7 +5,9 @@
  * source; egress no wider than the snapshot's; the per-principal cap with
  * twice the cap fired at once; bad and hostile input leaves no image and
  * no directory; pause with a process that counts, exec into the paused
- * sandbox, resume; the TTL; an image a dead server left is swept. (Another
+ * sandbox, resume; the TTL; the usage report's snapshot storage and the
+ * disk cap, before and after a commit; an image a dead server left is
+ * swept. (Another
  * principal's view: tests/e2e/client-snapshot.mjs, over HTTP tokens.) */
 #include "config.h"
 
@@ -446,6 +448,72 @@ static void ttl(const char *src)
         free(c2);
 }
 
+/* A server with DEMESNE_SNAPSHOT_DISK_MAX=cap (bytes), or NULL. */
+static struct child *capped_server(int64_t cap)
+{
+        char var[64];
+        const char *env[] = { var, NULL };
+        struct child *c2 = calloc(1, sizeof(*c2));
+
+        snprintf(var, sizeof(var), "DEMESNE_SNAPSHOT_DISK_MAX=%lld", (long long)cap);
+        if (c2 && spawn(c2, env) == 0)
+                return c2;
+        free(c2);
+        ok(0, "a server with %s starts", var);
+        return NULL;
+}
+
+/* The usage report counts the caller's snapshots' storage; the disk cap
+ * refuses a snapshot when what the caller holds reaches it, and removes
+ * one whose commit passes it (a sandbox that wrote 20 MB, a cap 8 MB above
+ * what is held). */
+static void disk_cap(const char *src)
+{
+        int64_t started = dm_now_ms();
+        json_object *m = call("sandbox_usage_report", "{\"since\":\"2000-01-01\"}"), *l, *a;
+        int64_t count = int_at(path(structured(m), "snapshots", NULL, NULL), "count"),
+                bytes = int_at(path(structured(m), "snapshots", NULL, NULL), "size_bytes"), listed = 0;
+        char args[256], *out;
+        int images = (int)snapshot_images(), dirs = snapshot_dirs();
+        struct child *c2;
+
+        l = call("sandbox_list", "{}");
+        a = path(structured(l), "snapshots", NULL, NULL);
+        for (size_t i = 0; a && i < json_object_array_length(a); i++)
+                listed += int_at(json_object_array_get_idx(a, i), "size_bytes");
+        ok(!result_is_error(m) && count == (int64_t)json_object_array_length(a) && count >= 1 && bytes == listed &&
+                   bytes > 0 && strstr(json_object_to_json_string(m), "snapshots: "),
+           "sandbox_usage_report counts the snapshots' storage: %lld, %lld bytes (sandbox_list: %lld bytes)",
+           (long long)count, (long long)bytes, (long long)listed);
+        json_object_put(m);
+        json_object_put(l);
+        args_of(args, sizeof(args), "sandbox_id", src);
+        if (!(c2 = capped_server(bytes)))
+                return;
+        m = call_on(c2, "sandbox_snapshot", args);
+        ok(result_error_says(m, "DEMESNE_SNAPSHOT_DISK_MAX") && result_error_says(m, "holds"),
+           "at the disk cap a snapshot is refused, naming DEMESNE_SNAPSHOT_DISK_MAX");
+        json_object_put(m);
+        is_int(finish(c2, 20000), 0, "that server exits");
+        free(c2);
+
+        out = exec_out(src, "head -c 20000000 /dev/urandom > /var/tmp/big && echo ok");
+        is_str(out, "ok\n", "the sandbox writes 20 MB to its root file system");
+        free(out);
+        if (!(c2 = capped_server(bytes + (8 << 20))))
+                return;
+        m = call_on(c2, "sandbox_snapshot", args);
+        ok(result_error_says(m, "DEMESNE_SNAPSHOT_DISK_MAX") && result_error_says(m, "was removed"),
+           "a snapshot whose commit passes the cap is refused, naming it");
+        json_object_put(m);
+        ok(snapshot_images() == images && snapshot_dirs() == dirs,
+           "and removed: no image, no directory kept (%ld images, %d directories)", snapshot_images(), snapshot_dirs());
+        is_int(finish(c2, 20000), 0, "that server exits");
+        free(c2);
+        free(exec_out(src, "rm -f /var/tmp/big"));
+        diag("%s took %lld ms", __func__, (long long)(dm_now_ms() - started));
+}
+
 /* An image labelled as a snapshot of this output root whose record is
  * gone (its server was killed between the commit and the record): the
  * next server's sweep removes it. */
@@ -525,6 +593,7 @@ int main(void)
         pausing(src);
         nested_source();
         ttl(src);
+        disk_cap(src);
         orphan_image(src);
 
         /* Deleted while a sandbox runs from it: gone at once for callers;
