@@ -182,7 +182,8 @@ int main(void)
         if (!test_gateway)
                 test_gateway = getenv("DEMESNE_TEST_HOST_GATEWAY");
         if (!test_gateway || !*test_gateway) {
-                printf("Bail out! DEMESNE_TEST_HOST without DEMESNE_TEST_HOST_GATEWAY (tests/e2e/lib/testhost.sh's env)\n");
+                printf("Bail out! DEMESNE_TEST_HOST without DEMESNE_TEST_HOST_GATEWAY (tests/e2e/lib/testhost.sh's "
+                       "env)\n");
                 return 1;
         }
         if (root)
