@@ -308,8 +308,7 @@ static bool run_op(struct worker *w, enum op op, int i)
                  * containers is not mostly this sleep: the server sees a
                  * hang-up when it next writes to the stream (a keepalive every
                  * 15 s) and cancels then, so until then the run goes on. */
-                return do_drop(w, "sandbox_script",
-                               "{\"command\":\"sleep 8\",\"image\":\"base\",\"egress\":\"none\"}");
+                return do_drop(w, "sandbox_script", "{\"command\":\"sleep 8\",\"image\":\"base\",\"egress\":\"none\"}");
         default: return false;
         }
 }
