@@ -16,7 +16,10 @@ needs curl "needs curl"
 
 tmp=$(mktemp -d /tmp/dm-fork-admission-XXXXXX)
 sampler=
-trap '[ -n "$sampler" ] && touch "$tmp/stop" && wait "$sampler"' EXIT
+# At exit: the sampler stopped; $tmp removed when every check passed, kept
+# (and named) when one failed.
+trap '[ -z "$sampler" ] || { touch "$tmp/stop"; wait "$sampler"; }
+	if [ "$failed" = 0 ]; then rm -rf "$tmp"; else echo "# logs kept in $tmp" >&3; fi' EXIT
 export DEMESNE_OUTPUT_ROOT=$tmp/out DEMESNE_STATE_DIR=$tmp/state MCP_QUIET=1 MCP_TIMEOUT=600 DEMESNE_POOL=0
 unset DEMESNE_ALLOWED_PATHS DEMESNE_TREE_MAX_USD
 . "$top/examples/lib/mcp.sh" >/dev/null

@@ -20,6 +20,9 @@
 #include "tests/tap.h"
 
 static char test_root[256];
+/* The roots of earlier test_env_setup calls in this program (a test that
+ * starts a second server after the first stopped): removed at exit too. */
+static char test_roots_before[4][256];
 
 static int test_root_remove_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 {
@@ -38,13 +41,16 @@ static int test_root_remove_one(const char *p, const struct stat *st, int flag, 
  * its root for a look, and says where. */
 static void test_root_cleanup(void)
 {
-        if (!test_root[0])
-                return;
-        if (tap_failed) {
-                printf("# kept %s (a test failed)\n", test_root);
-                return;
+        for (int i = -1; i < 4; i++) {
+                const char *root = i < 0 ? test_root : test_roots_before[i];
+
+                if (!root[0])
+                        continue;
+                if (tap_failed)
+                        printf("# kept %s (a test failed)\n", root);
+                else
+                        (void)nftw(root, test_root_remove_one, 16, FTW_DEPTH | FTW_PHYS);
         }
-        (void)nftw(test_root, test_root_remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* Points DEMESNE_OUTPUT_ROOT and DEMESNE_STATE_DIR at a fresh temp dir,
@@ -58,8 +64,16 @@ static inline void test_env_setup(const char *name)
                 perror("mkdtemp");
                 exit(1);
         }
+        if (test_root[0]) { /* a second call: the first root is removed at exit too */
+                for (int i = 0; i < 4; i++)
+                        if (!test_roots_before[i][0]) {
+                                memcpy(test_roots_before[i], test_root, sizeof(test_root));
+                                break;
+                        }
+        } else {
+                atexit(test_root_cleanup);
+        }
         snprintf(test_root, sizeof(test_root), "%s", tmpl);
-        atexit(test_root_cleanup);
         snprintf(v, sizeof(v), "%s/out", test_root);
         setenv("DEMESNE_OUTPUT_ROOT", v, 1);
         snprintf(v, sizeof(v), "%s/state", test_root);
