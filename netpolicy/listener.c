@@ -68,6 +68,27 @@ bool dm_listener_stopping(const struct dm_listener *l)
         return atomic_load(&l->stopping);
 }
 
+int dm_listener_send_all(const struct dm_listener *l, int fd, const void *data, size_t n, int timeout_ms)
+{
+        const char *b = data;
+
+        while (n > 0) {
+                ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+
+                if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+                        int r = dm_listener_wait(l, fd, POLLOUT, timeout_ms);
+                        if (r <= 0)
+                                return r < 0 ? r : -ETIMEDOUT;
+                        continue;
+                }
+                if (w < 0)
+                        return -errno;
+                b += w;
+                n -= (size_t)w;
+        }
+        return 0;
+}
+
 void dm_listener_address(const struct dm_listener *l, struct sockaddr_in *ret)
 {
         *ret = l->addr;

@@ -72,6 +72,10 @@ bool dm_listener_stopping(const struct dm_listener *l);
  * negative one counts as 0). 1 when ready, 0 on timeout, -ECANCELED when the
  * listener is stopping, other -errno. */
 int dm_listener_wait(const struct dm_listener *l, int fd, short events, int timeout_ms);
+/* Sends all n bytes of data on a nonblocking fd, waiting with
+ * dm_listener_wait at most timeout_ms for each stall. 0, -ETIMEDOUT,
+ * -ECANCELED when the listener is stopping, other -errno. */
+int dm_listener_send_all(const struct dm_listener *l, int fd, const void *data, size_t n, int timeout_ms);
 /* An fd that becomes readable, and stays so, when the listener stops. */
 int dm_listener_stop_fd(const struct dm_listener *l);
 

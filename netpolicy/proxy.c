@@ -128,20 +128,7 @@ static void egress_log(struct dm_proxy_sandbox *sb, const struct session *s)
 
 static int send_all(struct dm_proxy_sandbox *sb, int fd, const char *data, size_t n, int timeout_ms)
 {
-        while (n > 0) {
-                ssize_t w = send(fd, data, n, MSG_NOSIGNAL);
-                if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-                        int r = dm_listener_wait(sb->listener, fd, POLLOUT, timeout_ms);
-                        if (r <= 0)
-                                return r < 0 ? r : -ETIMEDOUT;
-                        continue;
-                }
-                if (w < 0)
-                        return -errno;
-                data += w;
-                n -= (size_t)w;
-        }
-        return 0;
+        return dm_listener_send_all(sb->listener, fd, data, n, timeout_ms);
 }
 
 /* Answers the client with the verdict's status and reason, logs, and lets

@@ -64,21 +64,7 @@ bool dm_preview_alive(const struct dm_preview *p)
 
 static int send_all(const struct dm_listener *l, int fd, const char *b, size_t n)
 {
-        while (n > 0) {
-                ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-
-                if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-                        int r = dm_listener_wait(l, fd, POLLOUT, CONNECT_WAIT_MS);
-                        if (r <= 0)
-                                return r < 0 ? r : -ETIMEDOUT;
-                        continue;
-                }
-                if (w < 0)
-                        return -errno;
-                b += w;
-                n -= (size_t)w;
-        }
-        return 0;
+        return dm_listener_send_all(l, fd, b, n, CONNECT_WAIT_MS);
 }
 
 /* A short answer that ends the connection. extra: header lines, each
