@@ -18,8 +18,8 @@
 #                      (--only test-docker-tls: the engine over tcp:// with
 #                      TLS alone, tests/integration/test-docker-tls.sh)
 # Needs root and what `./setup.sh --test-deps` installs (docker.io). The
-# programs run as many at once as there are cores, as `make check` runs
-# them on Podman. Output is TAP, one line per test program, in the order
+# programs run twice as many at once as there are cores (DEMESNE_TEST_JOBS
+# sets another number), as tests/run.sh runs them on Podman. Output is TAP, one line per test program, in the order
 # they were started; each program's log, dockerd's and containerd's logs
 # go to BUILD/dockerd-tests/.
 #
@@ -283,8 +283,11 @@ alive() {
 count() { grep -c "^:test-result: $1" "$logs/$2.trs" 2>/dev/null || true; }
 
 # One program through automake's own TAP driver, judged as `make check` does:
-# started now, as many at once as there are cores (as `make check` runs
-# them on Podman), and reported in order by report_tests.
+# started now, twice as many at once as there are cores (as tests/run.sh
+# runs them on Podman; DEMESNE_TEST_JOBS sets another number), and reported
+# in order by report_tests.
+jobs=${DEMESNE_TEST_JOBS:-$((2 * $(nproc)))}
+case $jobs in '' | *[!0-9]* | 0) die "DEMESNE_TEST_JOBS must be a positive number, not '$jobs'" ;; esac
 running_tests() {
 	local n=0 p
 	for p in "${test_pids[@]}"; do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done
@@ -294,7 +297,7 @@ run_test() {
 	local name=$1
 	shift
 	alive
-	while [ "$(running_tests)" -ge "$(nproc)" ]; do sleep 0.2; done
+	while [ "$(running_tests)" -ge "$jobs" ]; do sleep 0.2; done
 	(
 		t0=$(date +%s)
 		# A hung test must not hold CI: each program gets 15 minutes (all

@@ -28,7 +28,8 @@
 # and `make check` with the integration, security and end-to-end tests,
 # DOCKER_HOST at the user's socket. Output is TAP, one line per test; each
 # test's log is in the build directory. Tests that need root skip themselves
-# ("needs root").
+# ("needs root"). DEMESNE_TEST_JOBS: how many tests at once (default: twice
+# the cores, as tests/run.sh).
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -40,7 +41,7 @@ while [ $# -gt 0 ]; do
 	--build-dir) build=${2:?--build-dir wants a directory}; shift ;;
 	--tests) only=${2:?--tests wants test paths}; shift ;;
 	--tsan) tsan=1 ;;
-	-h | --help) sed -n '3,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '3,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "tests/run-rootless.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -190,10 +191,17 @@ if [ -n "$only" ]; then
 		case " $tests " in *" $t "*) ;; *) die "--tests: $t is not one of the tests this run picks from $build/Makefile ($pick)" ;; esac
 	done
 	tests=$only
+else
+	# shellcheck disable=SC2086 # one word per test
+	tests=$("$here/tests/slow-first.sh" $tests)
 fi
 t_tests=$(date +%s)
 # A hung test must not hold CI.
-as_user timeout -k 10 1800 make -C "$build" -k -j"$(nproc)" check TESTS="$tests" >"$build/rootless-check.log" 2>&1 || true
+# Twice as many tests at once as there are cores, as tests/run.sh runs them
+# (DEMESNE_TEST_JOBS sets another number).
+jobs=${DEMESNE_TEST_JOBS:-$((2 * $(nproc)))}
+case $jobs in '' | *[!0-9]* | 0) die "DEMESNE_TEST_JOBS must be a positive number, not '$jobs'" ;; esac
+as_user timeout -k 10 1800 make -C "$build" -k -j"$jobs" check TESTS="$tests" >"$build/rootless-check.log" 2>&1 || true
 
 n=0 failed=0
 for t in $tests; do
