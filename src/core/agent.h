@@ -93,7 +93,7 @@ struct dm_agent_result {
         const char *provider; /* "anthropic" / "openai" */
         const char *model;    /* as asked, or the provider's default */
         double cost_usd;
-        double max_usd; /* the run's cap on model spend (0: none) */
+        double max_usd;     /* the run's cap on model spend (0: none) */
         json_object *usage; /* owned: {input_tokens, output_tokens, cache_read_tokens,
                                                  * cache_write_tokens, per_model{}} */
         bool output_exists; /* output_path was given and the file is there */

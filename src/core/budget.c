@@ -147,7 +147,10 @@ int dm_budget_reserve(struct dm_budget *b, const struct dm_budget_ask *ask, stru
                                  "than the run's max_usd of $%g",
                                  left, ask->tree_cap, spent, reserved, ask->want);
         if (r >= 0) {
-                amount = ask->want > 0 ? ask->want : ask->agent_cap > 0 && ask->agent_cap < left ? ask->agent_cap : left;
+                if (ask->want > 0)
+                        amount = ask->want;
+                else
+                        amount = ask->agent_cap > 0 && ask->agent_cap < left ? ask->agent_cap : left;
 
                 h->b = b;
                 h->amount = amount;

@@ -168,9 +168,8 @@ static int check_upload_dst(const char *dst, struct dm_error *err)
         return 0;
 }
 
-int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src,
-                       const char *const *granted, const char *dst, int64_t max_bytes, int64_t *ret_bytes,
-                       struct dm_error *err)
+int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, const char *const *granted,
+                       const char *dst, int64_t max_bytes, int64_t *ret_bytes, struct dm_error *err)
 {
         _cleanup_free_ char *resolved = NULL, *what = NULL;
         _cleanup_close_ int in = -1, checked = -1;

@@ -337,8 +337,8 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
         if (dm_args_bool(specs, n, args, "background")) {
                 struct dm_tools_run_arg *job_arg;
 
-                if (dm_claim_spend_left(dm_call_context(call), dm_call_principal(call),
-                                        dm_args_number(args, "max_usd"), &err) < 0) {
+                if (dm_claim_spend_left(dm_call_context(call), dm_call_principal(call), dm_args_number(args, "max_usd"),
+                                        &err) < 0) {
                         dm_args_strv_free(a.granted);
                         dm_policy_free(policy);
                         return dm_tools_error(NULL, &err);

@@ -40,7 +40,7 @@ struct dm_arg_spec {
         const char *description;
         const char *const *enum_values;  /* strings: allowed values, NULL-terminated */
         const char *const *enum_aliases; /* accepted too, not listed in the schema */
-        int64_t min, max;                /* ints: range; numbers: (min, max]; strings: max bytes; arrays/maps: max items */
+        int64_t min, max; /* ints: range; numbers: (min, max]; strings: max bytes; arrays/maps: max items */
         int64_t def_int;
         const char *def_str;
         bool def_bool;

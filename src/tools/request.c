@@ -115,8 +115,7 @@ void dm_tools_run_arg_free(void *arg)
 }
 
 /* The question for host paths outside the operator's roots. */
-static char *paths_question(struct dm_call *call, const char *what, const char *const *given,
-                            char *const *resolved)
+static char *paths_question(struct dm_call *call, const char *what, const char *const *given, char *const *resolved)
 {
         struct dm_buf b;
         const struct dm_tool *tool = dm_call_tool(call);
@@ -268,9 +267,8 @@ int dm_tools_call_spend(struct dm_call *call, double max_usd, bool *ret_allowed,
         question = spend_question(call, max_usd);
         /* A sandbox never answers for the person: a nested caller's
          * question goes to the host's client that made its tree. */
-        if (question &&
-            (nested ? dm_call_ask_host(call, dm_tools_nested_host_session(call), "spend", question)
-                    : dm_call_ask(call, "spend", question)) == DM_ASK_ALLOW) {
+        if (question && (nested ? dm_call_ask_host(call, dm_tools_nested_host_session(call), "spend", question)
+                                : dm_call_ask(call, "spend", question)) == DM_ASK_ALLOW) {
                 *ret_allowed = true;
                 *err = (struct dm_error){ 0 };
                 return 0;

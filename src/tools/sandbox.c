@@ -487,8 +487,8 @@ static json_object *upload_call(struct dm_call *call, json_object *args)
         if (src && dm_tools_call_upload_src(call, src, dst, &granted, &err) < 0)
                 return dm_tools_error(NULL, &err);
         r = data ? dm_transfer_upload_bytes(ctx, &sb, data, len, dst, ctx->cfg.transfer_max, &bytes, &err)
-                 : dm_transfer_upload(ctx, &sb, src, (const char *const *)granted, dst, ctx->cfg.transfer_max,
-                                      &bytes, &err);
+                 : dm_transfer_upload(ctx, &sb, src, (const char *const *)granted, dst, ctx->cfg.transfer_max, &bytes,
+                                      &err);
         dm_args_strv_free(granted);
         if (r < 0)
                 return dm_tools_error("sandbox_upload", &err);

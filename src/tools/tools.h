@@ -50,7 +50,7 @@ int dm_tools_call_policy(struct dm_call *call, json_object *args, const char *mo
 struct dm_tools_run_arg {
         const struct dm_args_table *t;
         struct dm_policy *policy;
-        char **granted; /* dm_tools_call_paths's, owned (freed with the arg) */
+        char **granted;   /* dm_tools_call_paths's, owned (freed with the arg) */
         bool usd_allowed; /* dm_tools_call_spend's answer */
 };
 /* The call's host paths (its files and directories arguments) that lie

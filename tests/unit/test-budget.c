@@ -304,8 +304,8 @@ static void test_want(void)
         ok(dm_budget_reserve(b, &a, &h1, &err) == 0 && fabs(dm_budget_hold_amount(h1) - 0.7) < 1e-9,
            "a run's max_usd is reserved whole, above the agent cap");
         a.want = 0.5;
-        ok(dm_budget_reserve(b, &a, &h2, &err) == -EDQUOT && h2 == NULL &&
-                   strstr(err.msg, "DEMESNE_TREE_MAX_USD=1") && strstr(err.msg, "max_usd of $0.5"),
+        ok(dm_budget_reserve(b, &a, &h2, &err) == -EDQUOT && h2 == NULL && strstr(err.msg, "DEMESNE_TREE_MAX_USD=1") &&
+                   strstr(err.msg, "max_usd of $0.5"),
            "more than the tree has left is refused, never cut to fit: %s", err.msg);
         a.want = 0.3;
         ok(dm_budget_reserve(b, &a, &h3, &err) == 0 && fabs(dm_budget_hold_amount(h3) - 0.3) < 1e-9,
