@@ -15,7 +15,8 @@
 //     what a symlink resolves to, mounted once when allowed, asked again the
 //     next call; one in the state directory is never asked; sandbox_upload's
 //     src the same way;
-//   - an agent run's max_usd above DEMESNE_AGENT_MAX_USD (2025-11-25): asked;
+//   - an agent run's max_usd above DEMESNE_AGENT_MAX_USD (2025-11-25, and
+//     2026-07-28 in the background): asked;
 //     allowed, the run (Claude Code against the vendor API fixture,
 //     tests/fixtures/vendor/server.mjs) runs under that cap; declined or a
 //     client without elicitation, the flat refusal; a nested caller's asked
@@ -60,7 +61,7 @@ const ALLOW_REFUSAL = "'allow' entries are refused: this server does not accept 
   '(its operator can permit them with DEMESNE_ALLOW_CALLER_EGRESS=1)';
 const OPEN_CALL = { name: 'sandbox_script', arguments: { command: 'ls /sys/class/net', egress: 'open' } };
 
-h.plan(45);
+h.plan(46);
 
 /** What the person answers: the ElicitResult, or a promise that never settles. */
 function answerOf(kind) {
@@ -346,6 +347,23 @@ async function spendChecks() {
     h.ok(refused(r, SPEND_REFUSAL(2, 0.5)), 'spend: a client without elicitation gets the flat refusal', show(r));
   } finally {
     await n.close();
+  }
+  /* 2026-07-28 (input_required, the SDK's retry) and a background call:
+   * asked before the job starts, whose run has the allowed cap. */
+  const m = await sdkClient({ era: 'modern', http: false, env, unset, answers: ['accept'] });
+  try {
+    const bg = await m.call({ name: 'sandbox_agent', arguments: { ...agent(2).arguments, background: true } });
+    const id = bg?.structuredContent?.job_id;
+    let fin = {};
+    for (let i = 0; id && i < 8 && (fin.status ?? 'running') === 'running'; i++) {
+      fin = (await m.call({ name: 'sandbox_wait', arguments: { job_id: id, timeout_seconds: 30 } })).structuredContent ?? {};
+    }
+    h.ok(m.asked.length === 1 && m.asked[0]?.message?.includes('up to $2') && fin.status === 'succeeded' &&
+        fin.max_usd === 2 && fin.exit_code === 0,
+      'spend on 2026-07-28, in the background: asked before the job; allowed, its run has that cap',
+      `asked ${JSON.stringify(m.asked)}\nstart ${show(bg)}\nend ${JSON.stringify(fin).slice(0, 600)}`);
+  } finally {
+    await m.close();
     fx.child.kill();
   }
 }
