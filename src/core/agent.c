@@ -649,6 +649,7 @@ static int agent_launch(struct dm_context *ctx, struct run_state *st, const char
                 .started_userdata = req->started_userdata,
                 .collect_later = true,
                 .spend = &st->spend,
+                .spend_usd = st->req->max_usd,
                 .before_release = take_usage,
                 .release_userdata = st,
         };
@@ -707,6 +708,7 @@ static int agent_result(struct dm_context *ctx, const struct run_state *st, stru
         }
         res->usage = usage_json(usage);
         res->cost_usd = usage->total.cost_usd;
+        res->max_usd = st->max_usd;
         /* What the server wrote after the run (transcript.jsonl, usage.json,
          * vendor.log) goes to the owner too. */
         dm_owner_return(ctx->cfg.output_root, res->output_dir);
@@ -719,6 +721,16 @@ static int agent_result(struct dm_context *ctx, const struct run_state *st, stru
                         close(fd);
         }
         return !res->result || !res->usage ? dm_error_set(err, -ENOMEM, "out of memory") : 0;
+}
+
+int dm_agent_cap_check(const struct dm_config *cfg, double max_usd, struct dm_error *err)
+{
+        if (max_usd <= 0 || cfg->agent_max_usd <= 0 || max_usd <= cfg->agent_max_usd)
+                return 0;
+        return dm_error_set(err, -EPERM,
+                            "max_usd $%g is above this server's cap on one agent run's model spend "
+                            "(DEMESNE_AGENT_MAX_USD=%g): ask for at most that, or its operator can raise it",
+                            max_usd, cfg->agent_max_usd);
 }
 
 int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, struct dm_agent_result *res,
@@ -738,6 +750,13 @@ int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, str
         memset(res, 0, sizeof(*res));
         if (req->output_path && check_output_path(req->output_path, &out_rel, err) < 0)
                 return -EINVAL;
+        if (!req->max_usd_allowed && (r = dm_agent_cap_check(&ctx->cfg, req->max_usd, err)) < 0)
+                return r;
+        if (req->max_usd > 0) {
+                st.max_usd = req->max_usd;
+                st.cap_name = req->max_usd_allowed ? "the run's max_usd, allowed by the client's person"
+                                                   : "the run's max_usd";
+        }
         r = dm_agent_pick_provider(&ctx->cfg, req->model, &st.provider, err);
         if (r < 0)
                 return r;

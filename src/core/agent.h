@@ -59,6 +59,14 @@ struct dm_agent_request {
          * than DEMESNE_AGENT_MAX_USD), given back once its usage is in the
          * ledger. */
         struct dm_slot *reserved;
+        /* The call's max_usd: > 0, the run's cap on model spend instead of
+         * DEMESNE_AGENT_MAX_USD (from inside a tree, reserved whole of the
+         * tree's, never more than it has left). Above DEMESNE_AGENT_MAX_USD
+         * only when max_usd_allowed (the person at the host's client said
+         * so for this call: src/tools/request.c); otherwise refused as
+         * dm_agent_cap_check says. */
+        double max_usd;
+        bool max_usd_allowed;
         int (*on_output)(void *userdata, int stream, const char *data, size_t len);
         void (*on_progress)(void *userdata, int64_t elapsed_ms, uint64_t output_bytes);
         void (*on_message)(void *userdata, const char *message);
@@ -85,10 +93,16 @@ struct dm_agent_result {
         const char *provider; /* "anthropic" / "openai" */
         const char *model;    /* as asked, or the provider's default */
         double cost_usd;
+        double max_usd;     /* the run's cap on model spend (0: none) */
         json_object *usage; /* owned: {input_tokens, output_tokens, cache_read_tokens,
                                                  * cache_write_tokens, per_model{}} */
         bool output_exists; /* output_path was given and the file is there */
 };
+
+/* Whether a call's max_usd (0: none given) is within this server's cap
+ * on one run (DEMESNE_AGENT_MAX_USD; 0 there: no cap): 0, or -EPERM with
+ * the refusal, which names the variable. */
+int dm_agent_cap_check(const struct dm_config *cfg, double max_usd, struct dm_error *err);
 
 int dm_agent_run(struct dm_context *ctx, const struct dm_agent_request *req, struct dm_agent_result *res,
                  struct dm_error *err);

@@ -115,7 +115,8 @@ int dm_budget_reserve(struct dm_budget *b, const struct dm_budget_ask *ask, stru
         int r;
 
         if (!b || !ask || !ask->tree || !ask->tree[0] || !ask->spent || !isfinite(ask->tree_cap) ||
-            ask->tree_cap <= 0 || !isfinite(ask->agent_cap) || ask->agent_cap < 0)
+            ask->tree_cap <= 0 || !isfinite(ask->agent_cap) || ask->agent_cap < 0 || !isfinite(ask->want) ||
+            ask->want < 0)
                 return dm_error_set(err, -EINVAL, "a budget reservation needs a tree, a tree cap and its spend");
         h = calloc(1, sizeof(*h));
         if (!h || !(h->tree = strdup(ask->tree))) {
@@ -139,8 +140,17 @@ int dm_budget_reserve(struct dm_budget *b, const struct dm_budget_ask *ask, stru
                                  "$%.4f more, its limit (DEMESNE_TREE_MAX_USD=%g): no more agent runs in it%s",
                                  spent, reserved, ask->tree_cap,
                                  left > 0 ? " (what is left is less than one model request has cost in it)" : "");
+        if (r >= 0 && ask->want > left)
+                r = dm_error_set(err, -EDQUOT,
+                                 "this tree of sandboxes has $%.4f left of its limit on model use "
+                                 "(DEMESNE_TREE_MAX_USD=%g: $%.4f spent, $%.4f held by its live agent runs), less "
+                                 "than the run's max_usd of $%g",
+                                 left, ask->tree_cap, spent, reserved, ask->want);
         if (r >= 0) {
-                amount = ask->agent_cap > 0 && ask->agent_cap < left ? ask->agent_cap : left;
+                if (ask->want > 0)
+                        amount = ask->want;
+                else
+                        amount = ask->agent_cap > 0 && ask->agent_cap < left ? ask->agent_cap : left;
 
                 h->b = b;
                 h->amount = amount;

@@ -46,6 +46,11 @@ struct dm_budget_ask {
         const char *tree; /* the tree's key: its top principal ("local/sbx-..."); required */
         double tree_cap;  /* DEMESNE_TREE_MAX_USD: > 0 */
         double agent_cap; /* DEMESNE_AGENT_MAX_USD; 0: none */
+        /* The run's own cap (a call's max_usd), > 0: exactly this much is
+         * reserved, and less left refuses the start (-EDQUOT) rather than
+         * giving it less than it asked; 0: min(agent_cap, left). Never more
+         * than the tree has left: the tree cap is the ceiling. */
+        double want;
         /* The tree's spend by runs that hold no reservation, as the ledger
          * says (run ids for which dm_budget_is_held is true are left out):
          * called under the budget's lock, so no start or release of this

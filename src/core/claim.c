@@ -76,20 +76,20 @@ void dm_claim_release(struct dm_slot *s)
 
 /* The tree's spend, refused as the cap it is (-EUSERS, dm_claim_refused):
  * the sentence names DEMESNE_TREE_MAX_USD. */
-static int spend_reserve(struct dm_context *ctx, const char *principal, struct dm_budget_hold **ret,
+static int spend_reserve(struct dm_context *ctx, const char *principal, double want_usd, struct dm_budget_hold **ret,
                          struct dm_error *err)
 {
-        int r = dm_spend_reserve(ctx, principal, ret, err);
+        int r = dm_spend_reserve(ctx, principal, want_usd, ret, err);
 
         if (r == -EDQUOT)
                 r = err->code = -EUSERS;
         return r;
 }
 
-int dm_claim_spend_left(struct dm_context *ctx, const char *principal, struct dm_error *err)
+int dm_claim_spend_left(struct dm_context *ctx, const char *principal, double want_usd, struct dm_error *err)
 {
         struct dm_budget_hold *h = NULL;
-        int r = spend_reserve(ctx, principal, &h, err);
+        int r = spend_reserve(ctx, principal, want_usd, &h, err);
 
         dm_budget_release(h);
         return r;
@@ -149,7 +149,7 @@ int dm_claim(struct dm_context *ctx, const struct dm_claim_request *req, struct 
         r = dm_claim_admit(ctx, req->principal, req->reserved, req->cancel, &c->slot, err);
         /* The spend after the slot: a call the cap refuses holds none. */
         if (r >= 0 && req->spend)
-                r = spend_reserve(ctx, req->principal, &c->spend, err);
+                r = spend_reserve(ctx, req->principal, req->spend_usd, &c->spend, err);
         if (r >= 0)
                 r = claim_prepare(c, req, err);
         if (r < 0)

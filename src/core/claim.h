@@ -87,10 +87,12 @@ int dm_claim_admit(struct dm_context *ctx, const char *principal, struct dm_slot
  * forgotten; it no longer counts once no container holds it either. */
 void dm_claim_release(struct dm_slot *s);
 
-/* Whether principal's tree has any spend left (DEMESNE_TREE_MAX_USD): 0,
- * or -EUSERS naming the variable; holds nothing (a background agent call,
- * refused now rather than as a job that fails). */
-int dm_claim_spend_left(struct dm_context *ctx, const char *principal, struct dm_error *err);
+/* Whether principal's tree has any spend left (DEMESNE_TREE_MAX_USD), or,
+ * want_usd > 0 (a call's max_usd), that much: 0, or -EUSERS naming the
+ * variable; holds nothing (a background agent call, refused now rather
+ * than as a job that fails; a nested caller's max_usd, refused before its
+ * host's client could be asked to raise a run cap the tree cannot pay). */
+int dm_claim_spend_left(struct dm_context *ctx, const char *principal, double want_usd, struct dm_error *err);
 
 /* What a claim is asked for. */
 struct dm_claim_request {
@@ -98,6 +100,7 @@ struct dm_claim_request {
         struct dm_slot *reserved; /* borrowed: a reservation made ahead; NULL: a slot now */
         struct dm_cancel *cancel; /* fired by a cascade over principal's tree; may be NULL */
         bool spend;               /* reserve the tree's spend after the slot (an agent run) */
+        double spend_usd;         /* > 0: exactly this much of it (the run's max_usd; dm_spend_reserve) */
         const char *image;        /* NULL: DM_IMAGE_DEFAULT */
         /* An engine image to start from instead of image's (a snapshot's,
          * src/core/snapshot.h), never built here; image still names the

@@ -517,6 +517,7 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
                                                  .reserved = req->reserved,
                                                  .cancel = req->cancel,
                                                  .spend = req->spend != NULL,
+                                                 .spend_usd = req->spend_usd,
                                                  .image = req->image,
                                                  .files = req->files,
                                                  .dirs = req->dirs,

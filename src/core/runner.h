@@ -89,6 +89,7 @@ struct dm_run_request {
          * from the claim until the release, which gives it back after
          * before_release and sets *spend to NULL again. */
         struct dm_budget_hold **spend;
+        double spend_usd; /* > 0: the run's own cap, reserved whole (dm_claim_request's) */
         /* Optional: called once the command has ended and the ledger has
          * the run's end, before the spend goes back: the caller's last
          * figures (an agent's usage) go to the ledger here. */

@@ -51,7 +51,8 @@ static int tree_spent(void *userdata, const struct dm_budget_held *held, double 
         return 0;
 }
 
-int dm_spend_reserve(struct dm_context *ctx, const char *principal, struct dm_budget_hold **ret, struct dm_error *err)
+int dm_spend_reserve(struct dm_context *ctx, const char *principal, double want_usd, struct dm_budget_hold **ret,
+                     struct dm_error *err)
 {
         char root[DM_PRINCIPAL_MAX];
         struct tree_spend t = { .ctx = ctx, .root = root };
@@ -59,6 +60,7 @@ int dm_spend_reserve(struct dm_context *ctx, const char *principal, struct dm_bu
                 .tree = root,
                 .tree_cap = ctx->cfg.tree_max_usd,
                 .agent_cap = ctx->cfg.agent_max_usd,
+                .want = want_usd,
                 .spent = tree_spent,
                 .userdata = &t,
         };

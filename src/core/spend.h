@@ -18,7 +18,9 @@ struct dm_budget_hold;
  * neither the tree's spend in the ledger nor its live runs' reservations
  * take), for the caller to give back (dm_budget_release) once the run's
  * last figures are in the ledger. *ret is NULL at the top level or with
- * no cap. -EDQUOT naming the variable when nothing is left. */
-int dm_spend_reserve(struct dm_context *ctx, const char *principal, struct dm_budget_hold **ret, struct dm_error *err);
+ * no cap. -EDQUOT naming the variable when nothing is left. want_usd > 0
+ * (a call's max_usd): exactly that much, -EDQUOT when less is left. */
+int dm_spend_reserve(struct dm_context *ctx, const char *principal, double want_usd, struct dm_budget_hold **ret,
+                     struct dm_error *err);
 
 #endif

@@ -168,11 +168,12 @@ static int check_upload_dst(const char *dst, struct dm_error *err)
         return 0;
 }
 
-int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, const char *dst,
-                       int64_t max_bytes, int64_t *ret_bytes, struct dm_error *err)
+int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, const char *const *granted,
+                       const char *dst, int64_t max_bytes, int64_t *ret_bytes, struct dm_error *err)
 {
         _cleanup_free_ char *resolved = NULL, *what = NULL;
         _cleanup_close_ int in = -1, checked = -1;
+        struct dm_allowed_roots roots = ctx->roots;
         char proc[64];
         struct stat st;
         int r;
@@ -180,7 +181,11 @@ int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, cons
         r = check_upload_dst(dst, err);
         if (r < 0)
                 return r;
-        r = dm_path_open(&ctx->roots, src, DM_PATH_FILE, &resolved, &checked, err);
+        if (granted && granted[0] && dm_allowed_roots_widen(&ctx->roots, granted, &roots) < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        r = dm_path_open(&roots, src, DM_PATH_FILE, &resolved, &checked, err);
+        if (roots.roots != ctx->roots.roots)
+                free(roots.roots);
         if (r < 0)
                 return r;
         /* Reopened through the checked fd: the file that was checked, not

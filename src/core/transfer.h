@@ -15,9 +15,12 @@
 #define DM_TRANSFER_MAX_DEFAULT (1LL << 30)
 
 /* Copies host file src to absolute path dst inside the sandbox (its folder
- * is made when missing). *ret_bytes gets the file's size. */
-int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, const char *dst,
-                       int64_t max_bytes, int64_t *ret_bytes, struct dm_error *err);
+ * is made when missing). *ret_bytes gets the file's size. granted
+ * (NULL-terminated, may be NULL): resolved paths outside the allowed roots
+ * that the person at the client allowed for this call (dm_inputs_add's),
+ * src still opened one component at a time against them. */
+int dm_transfer_upload(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, const char *const *granted,
+                       const char *dst, int64_t max_bytes, int64_t *ret_bytes, struct dm_error *err);
 
 /* The same with the file's bytes given (a client with no disk in common
  * with the server): the file is made 0644. */

@@ -61,6 +61,14 @@ static const char *const openai_models[] = { "gpt-5.5", "gpt-5", "gpt-5-codex", 
                   .has_default = true,                                                                              \
                   .description = "What must hold when the agent is done; written into its instructions as the "     \
                                  "definition of done." },                                                           \
+                { .name = "max_usd",                                                                                \
+                  .type = DM_ARG_NUMBER,                                                                            \
+                  .min = 0,                                                                                         \
+                  .max = 1000000,                                                                                   \
+                  .description = "The run's cap on model spend in USD (default: the server's, "                     \
+                                 "DEMESNE_AGENT_MAX_USD). Above the server's, the person at the client is asked "   \
+                                 "first (elicitation) and without a yes the call is refused; from inside a nested " \
+                                 "sandbox, never more than its tree has left." },                                   \
                 { .name = "timeout_seconds",                                                                        \
                   .type = DM_ARG_INT,                                                                               \
                   .min = 1,                                                                                         \
@@ -117,6 +125,7 @@ static const char output_schema[] =
         "usage.json\"},"
         "\"run_id\":{\"type\":\"string\"},"
         "\"cost_usd\":{\"type\":\"number\",\"description\":\"indicative, from demesne's price table\"},"
+        "\"max_usd\":{\"type\":\"number\",\"description\":\"the run's cap on model spend, 0: none\"},"
         "\"usage\":{\"type\":\"object\",\"properties\":{\"input_tokens\":{\"type\":\"integer\"},"
         "\"output_tokens\":{\"type\":\"integer\"},\"cache_read_tokens\":{\"type\":\"integer\"},"
         "\"cache_write_tokens\":{\"type\":\"integer\"},\"per_model\":{\"type\":\"object\"}}},"
@@ -145,6 +154,7 @@ struct agent_call {
         const struct dm_policy *policy; /* the call's, parsed once (call_common) */
         struct dm_slot *reserved;       /* a job's admission reservation (src/core/claim.h); NULL: the run's claim */
         char **granted;                 /* host paths the person allowed (dm_tools_call_paths); borrowed in a job */
+        bool usd_allowed;               /* max_usd above the server's cap, allowed (dm_tools_call_spend) */
 };
 
 static json_object *result_json(const struct dm_agent_result *res)
@@ -156,6 +166,7 @@ static json_object *result_json(const struct dm_agent_result *res)
         json_object_object_add(o, "output_dir", json_object_new_string(res->output_dir));
         json_object_object_add(o, "run_id", json_object_new_string(res->run_id));
         json_object_object_add(o, "cost_usd", json_object_new_double(res->cost_usd));
+        json_object_object_add(o, "max_usd", json_object_new_double(res->max_usd));
         json_object_object_add(o, "usage", json_object_get(res->usage));
         json_object_object_add(o, "stderr", dm_tools_text_field(res->stderr_text, res->stderr_len));
         json_object_object_add(o, "output_exists", json_object_new_boolean(res->output_exists));
@@ -201,6 +212,8 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 .timeout_s = dm_args_int(specs, n, a->args, "timeout_seconds"),
                 .cancel = cancel,
                 .reserved = a->reserved,
+                .max_usd = dm_args_number(a->args, "max_usd"),
+                .max_usd_allowed = a->usd_allowed,
                 .on_output = dm_tools_sink_output,
                 .on_progress = dm_tools_sink_progress,
                 .on_message = dm_tools_sink_message,
@@ -243,6 +256,7 @@ static json_object *agent_work(struct dm_context *ctx, json_object *args, void *
                 .policy = ra->policy,
                 .reserved = reserved,
                 .granted = ra->granted,
+                .usd_allowed = ra->usd_allowed,
         };
 
         return run_agent(ctx, &a, cancel, ret_r, err);
@@ -257,7 +271,8 @@ static json_object *research_work(struct dm_context *ctx, json_object *args, voi
                                 .args = args,
                                 .sink = AGENT_SINK(NULL, job),
                                 .policy = ra->policy,
-                                .reserved = reserved };
+                                .reserved = reserved,
+                                .usd_allowed = ra->usd_allowed };
 
         return run_agent(ctx, &a, cancel, ret_r, err);
 }
@@ -308,7 +323,9 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                 };
 
                 if (dm_tools_nested_check(call, &ask, &err) < 0 ||
-                    (!research && dm_tools_call_paths(call, args, &a.granted, &err) < 0)) {
+                    (!research && dm_tools_call_paths(call, args, &a.granted, &err) < 0) ||
+                    dm_tools_call_spend(call, dm_args_number(args, "max_usd"), &a.usd_allowed, &err) < 0) {
+                        dm_args_strv_free(a.granted);
                         dm_policy_free(policy);
                         return dm_tools_error(NULL, &err);
                 }
@@ -320,7 +337,8 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
         if (dm_args_bool(specs, n, args, "background")) {
                 struct dm_tools_run_arg *job_arg;
 
-                if (dm_claim_spend_left(dm_call_context(call), dm_call_principal(call), &err) < 0) {
+                if (dm_claim_spend_left(dm_call_context(call), dm_call_principal(call), dm_args_number(args, "max_usd"),
+                                        &err) < 0) {
                         dm_args_strv_free(a.granted);
                         dm_policy_free(policy);
                         return dm_tools_error(NULL, &err);
@@ -332,6 +350,7 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
                         return dm_tools_error(NULL, &err);
                 }
                 job_arg->granted = a.granted;
+                job_arg->usd_allowed = a.usd_allowed;
                 return dm_tools_start_background(call, tool, args, research ? research_work : agent_work, job_arg,
                                                  dm_tools_run_arg_free);
         }

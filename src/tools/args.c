@@ -14,6 +14,7 @@ static const char *type_name(enum dm_arg_type t)
         switch (t) {
         case DM_ARG_STRING: return "a string";
         case DM_ARG_INT: return "an integer";
+        case DM_ARG_NUMBER: return "a number";
         case DM_ARG_BOOL: return "a boolean";
         case DM_ARG_STRING_ARRAY: return "an array of strings";
         default: return "an object of strings";
@@ -57,6 +58,11 @@ char *dm_args_schema(const struct dm_arg_spec *specs, size_t n)
                         json_object_object_add(p, "maximum", json_object_new_int64(s->max));
                         if (s->has_default)
                                 json_object_object_add(p, "default", json_object_new_int64(s->def_int));
+                        break;
+                case DM_ARG_NUMBER:
+                        json_object_object_add(p, "type", json_object_new_string("number"));
+                        json_object_object_add(p, "exclusiveMinimum", json_object_new_int64(s->min));
+                        json_object_object_add(p, "maximum", json_object_new_int64(s->max));
                         break;
                 case DM_ARG_BOOL:
                         json_object_object_add(p, "type", json_object_new_string("boolean"));
@@ -187,6 +193,16 @@ static int check_one(const struct dm_arg_spec *s, json_object *v, struct dm_erro
                                             (long long)s->min, (long long)s->max, (long long)x);
                 return 0;
         }
+        case DM_ARG_NUMBER: {
+                double d;
+                if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
+                        break;
+                d = json_object_get_double(v);
+                if (!(d > (double)s->min && d <= (double)s->max))
+                        return dm_error_set(err, -ERANGE, "'%s' must be more than %lld and at most %lld, not %g",
+                                            s->name, (long long)s->min, (long long)s->max, d);
+                return 0;
+        }
         case DM_ARG_BOOL:
                 if (!json_object_is_type(v, json_type_boolean))
                         break;
@@ -295,6 +311,16 @@ int64_t dm_args_int(const struct dm_arg_spec *specs, size_t n, json_object *args
                 return json_object_is_type(v, json_type_int) ? json_object_get_int64(v)
                                                              : (int64_t)json_object_get_double(v);
         return s ? s->def_int : 0;
+}
+
+double dm_args_number(json_object *args, const char *name)
+{
+        json_object *v;
+
+        if (args && json_object_object_get_ex(args, name, &v) &&
+            (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
+                return json_object_get_double(v);
+        return 0;
 }
 
 bool dm_args_bool(const struct dm_arg_spec *specs, size_t n, json_object *args, const char *name)

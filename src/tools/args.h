@@ -27,6 +27,7 @@ enum dm_arg_role {
 enum dm_arg_type {
         DM_ARG_STRING,
         DM_ARG_INT,
+        DM_ARG_NUMBER, /* a finite JSON number with min < x <= max (min exclusive) */
         DM_ARG_BOOL,
         DM_ARG_STRING_ARRAY,
         DM_ARG_STRING_MAP, /* object whose values are strings; keys are env names */
@@ -39,7 +40,7 @@ struct dm_arg_spec {
         const char *description;
         const char *const *enum_values;  /* strings: allowed values, NULL-terminated */
         const char *const *enum_aliases; /* accepted too, not listed in the schema */
-        int64_t min, max;                /* ints: range; strings: max bytes; arrays/maps: max items */
+        int64_t min, max; /* ints: range; numbers: (min, max]; strings: max bytes; arrays/maps: max items */
         int64_t def_int;
         const char *def_str;
         bool def_bool;
@@ -100,6 +101,8 @@ int dm_args_check(const struct dm_arg_spec *specs, size_t n, json_object *args, 
 const char *dm_args_str(const struct dm_arg_spec *specs, size_t n, json_object *args, const char *name);
 int64_t dm_args_int(const struct dm_arg_spec *specs, size_t n, json_object *args, const char *name);
 bool dm_args_bool(const struct dm_arg_spec *specs, size_t n, json_object *args, const char *name);
+/* A number argument (DM_ARG_NUMBER, checked); 0 when not given. */
+double dm_args_number(json_object *args, const char *name);
 /* A NULL-terminated array of borrowed strings (the array itself malloc'd);
  * for maps, "KEY=VALUE" strings that are malloc'd too (free with dm_args_strv_free). */
 const char **dm_args_strv(json_object *args, const char *name);

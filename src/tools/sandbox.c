@@ -448,6 +448,7 @@ static json_object *upload_call(struct dm_call *call, json_object *args)
         json_object *out, *v;
         const char *src, *content, *dst;
         _cleanup_free_ char *data = NULL;
+        char **granted = NULL;
         size_t len = 0;
         int r;
 
@@ -481,8 +482,14 @@ static json_object *upload_call(struct dm_call *call, json_object *args)
         if (get_own(call, dm_args_str(t->specs, t->n, args, "sandbox_id"), &sb, &err) < 0)
                 return dm_tools_error(NULL, &err);
         dst = dm_args_str(t->specs, t->n, args, "dst");
+        /* A src outside DEMESNE_ALLOWED_PATHS: asked of the person, once
+         * the sandbox is known to be the caller's. */
+        if (src && dm_tools_call_upload_src(call, src, dst, &granted, &err) < 0)
+                return dm_tools_error(NULL, &err);
         r = data ? dm_transfer_upload_bytes(ctx, &sb, data, len, dst, ctx->cfg.transfer_max, &bytes, &err)
-                 : dm_transfer_upload(ctx, &sb, src, dst, ctx->cfg.transfer_max, &bytes, &err);
+                 : dm_transfer_upload(ctx, &sb, src, (const char *const *)granted, dst, ctx->cfg.transfer_max, &bytes,
+                                      &err);
+        dm_args_strv_free(granted);
         if (r < 0)
                 return dm_tools_error("sandbox_upload", &err);
         out = json_object_new_object();

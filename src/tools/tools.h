@@ -50,7 +50,8 @@ int dm_tools_call_policy(struct dm_call *call, json_object *args, const char *mo
 struct dm_tools_run_arg {
         const struct dm_args_table *t;
         struct dm_policy *policy;
-        char **granted; /* dm_tools_call_paths's, owned (freed with the arg) */
+        char **granted;   /* dm_tools_call_paths's, owned (freed with the arg) */
+        bool usd_allowed; /* dm_tools_call_spend's answer */
 };
 /* The call's host paths (its files and directories arguments) that lie
  * outside DEMESNE_ALLOWED_PATHS and are refused for that alone
@@ -65,6 +66,21 @@ struct dm_tools_run_arg {
  * nested caller's paths are never asked (they are refused by the nested
  * rules before this). */
 int dm_tools_call_paths(struct dm_call *call, json_object *args, char ***ret_granted, struct dm_error *err);
+/* The same for sandbox_upload's src, a host file copied to dst in the
+ * sandbox: asked as the call's one path, *ret_granted for
+ * dm_transfer_upload. */
+int dm_tools_call_upload_src(struct dm_call *call, const char *src, const char *dst, char ***ret_granted,
+                             struct dm_error *err);
+/* An agent call's max_usd (0: not given): within DEMESNE_AGENT_MAX_USD,
+ * 0; above it, asked of the person at the host's client (a nested
+ * caller's question goes to the client that made its tree, naming it),
+ * naming the tool, the caller and both figures: allowed, 0 with
+ * *ret_allowed true (for this call's run alone: dm_agent_request's
+ * max_usd_allowed); any other answer the refusal word for word
+ * (dm_agent_cap_check's). From inside a tree a max_usd past what the tree
+ * has left (DEMESNE_TREE_MAX_USD) is refused first, never asked: the
+ * person can raise a run's cap, never the tree's. */
+int dm_tools_call_spend(struct dm_call *call, double max_usd, bool *ret_allowed, struct dm_error *err);
 /* Takes policy (freed when out of memory: NULL then). */
 struct dm_tools_run_arg *dm_tools_run_arg_new(const struct dm_args_table *t, struct dm_policy *policy);
 /* Frees the arg and its policy; accepts NULL (a dm_tools_start_background

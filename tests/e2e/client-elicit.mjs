@@ -13,12 +13,21 @@
 //     request never made, a huge one, a malformed answer;
 //   - a host path outside DEMESNE_ALLOWED_PATHS, on both eras: asked naming
 //     what a symlink resolves to, mounted once when allowed, asked again the
-//     next call; one in the state directory is never asked.
+//     next call; one in the state directory is never asked; sandbox_upload's
+//     src the same way;
+//   - an agent run's max_usd above DEMESNE_AGENT_MAX_USD (2025-11-25, and
+//     2026-07-28 in the background): asked;
+//     allowed, the run (Claude Code against the vendor API fixture,
+//     tests/fixtures/vendor/server.mjs) runs under that cap; declined or a
+//     client without elicitation, the flat refusal; a nested caller's asked
+//     of the host's client, and one past its tree's DEMESNE_TREE_MAX_USD is
+//     refused without anyone asked.
 //
 //   DEMESNE=/abs/path/to/demesne node tests/e2e/client-elicit.mjs
 //
 // Prints TAP; exits 0 only if every test passed, 77 when node_modules is missing.
 
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -52,7 +61,7 @@ const ALLOW_REFUSAL = "'allow' entries are refused: this server does not accept 
   '(its operator can permit them with DEMESNE_ALLOW_CALLER_EGRESS=1)';
 const OPEN_CALL = { name: 'sandbox_script', arguments: { command: 'ls /sys/class/net', egress: 'open' } };
 
-h.plan(38);
+h.plan(46);
 
 /** What the person answers: the ElicitResult, or a promise that never settles. */
 function answerOf(kind) {
@@ -63,11 +72,12 @@ function answerOf(kind) {
 }
 
 /** An SDK client; answers is the list of what it answers, in turn (the last repeats). */
-async function sdkClient({ era, http, env = {}, caps = true, answers = ['accept'] }) {
+async function sdkClient({ era, http, env = {}, unset = [], caps = true, answers = ['accept'] }) {
   const outputRoot = h.makeOutputRoot(`elicit-${era}-${http ? 'http' : 'stdio'}`);
   const stateDir = h.makeOutputRoot(`elicit-state-${era}`);
   const serverEnv = h.serverEnv(outputRoot, { DEMESNE_ELICIT_TIMEOUT_MS: ASK_MS, DEMESNE_STATE_DIR: stateDir, ...env });
   delete serverEnv.DEMESNE_ALLOW_CALLER_EGRESS;
+  for (const name of unset) delete serverEnv[name];
   const options = { capabilities: caps ? { elicitation: { form: {} } } : {} };
   if (era === 'modern') options.versionNegotiation = { mode: { pin: MODERN }, probe: { timeoutMs: 30_000 } };
   const client = new Client({ name: 'demesne-e2e-elicit', version: '0.0.0' }, options);
@@ -214,7 +224,7 @@ const OUTSIDE_REFUSAL = (given, resolved) =>
 async function pathChecks(era) {
   const f = pathFixture(era);
   const c = await sdkClient({ era, http: false, env: { DEMESNE_ALLOWED_PATHS: f.allowed },
-    answers: ['accept', 'decline', 'accept', 'decline'] });
+    answers: ['accept', 'decline', 'accept', 'accept', 'decline'] });
   const byLink = { name: 'sandbox_script', arguments: { command: 'cat /in/secret.txt', files: [f.link] } };
   try {
     let r = await c.call(byLink);
@@ -240,14 +250,121 @@ async function pathChecks(era) {
       const box = r?.structuredContent?.sandbox_id;
       const seen = box && await c.call({ name: 'sandbox_exec',
         arguments: { sandbox_id: box, command: `cat /in/${path.basename(f.outside)}/secret.txt` } });
-      if (box) await c.call({ name: 'sandbox_destroy', arguments: { sandbox_id: box } });
       h.ok(c.asked.length === 3 && c.asked[2]?.message?.includes(`'${f.outside}'`) &&
           /sandbox_create/.test(c.asked[2]?.message) && seen?.structuredContent?.stdout === `outside ${era}\n`,
         `${era}: sandbox_create asks for a directory outside; allowed, its exec reads it at /in`,
         `asked ${JSON.stringify(c.asked.slice(2))}\ncreate ${show(r)}\nexec ${show(seen)}`);
+      /* sandbox_upload's src: the same question, for the one file it copies. */
+      const upload = { name: 'sandbox_upload', arguments: { sandbox_id: box, src: f.link, dst: '/workspace/up.txt' } };
+      r = box && await c.call(upload);
+      const up = box && await c.call({ name: 'sandbox_exec', arguments: { sandbox_id: box, command: 'cat /workspace/up.txt' } });
+      const uq = c.asked[3]?.message ?? '';
+      h.ok(c.asked.length === 4 && /sandbox_upload/.test(uq) && uq.includes("'/workspace/up.txt'") &&
+          uq.includes(`'${f.secret}' (given as '${f.link}', a symbolic link)`) && r?.isError !== true &&
+          up?.structuredContent?.stdout === `outside ${era}\n`,
+        `${era}: sandbox_upload's src outside is asked naming its target and dst; allowed, the file is copied in`,
+        `asked ${JSON.stringify(c.asked.slice(3))}\nupload ${show(r)}\nexec ${show(up)}`);
+      r = box && await c.call(upload);
+      h.ok(c.asked.length === 5 && refused(r, OUTSIDE_REFUSAL(f.link, f.secret)),
+        `${era}: sandbox_upload asked again the next call; declined, the flat refusal`, `asked ${c.asked.length}\n${show(r)}`);
+      if (box) await c.call({ name: 'sandbox_destroy', arguments: { sandbox_id: box } });
     }
   } finally {
     await c.close();
+  }
+}
+
+/* ---------- an agent run's spend past DEMESNE_AGENT_MAX_USD ---------- */
+
+const FIXTURE = path.join(h.E2E_DIR, '..', 'fixtures', 'vendor', 'server.mjs');
+const SPEND_REFUSAL = (usd, cap) => `max_usd $${usd} is above this server's cap on one agent run's model spend ` +
+  `(DEMESNE_AGENT_MAX_USD=${cap}): ask for at most that, or its operator can raise it`;
+
+/** The vendor API fixture on loopback (the one thing not real: the vendor's internet API). */
+async function startFixture(root, key) {
+  const log = path.join(root, 'anthropic.log');
+  const child = h.spawnGroup(process.execPath, [FIXTURE, '--port', '0', '--host', '127.0.0.1', '--expect-key', key,
+    '--log', log], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const rl = readline.createInterface({ input: child.stdout });
+  const port = await h.within(15_000, 'the vendor fixture listening', new Promise((resolve, reject) => {
+    rl.on('line', (l) => { const m = /^listening (\d+)/.exec(l); if (m) resolve(Number(m[1])); });
+    child.once('exit', (code) => reject(new Error(`the vendor fixture exited ${code}`)));
+  }));
+  return { port, child };
+}
+
+async function spendChecks() {
+  const root = h.makeOutputRoot('elicit-spend');
+  const home = path.join(root, 'home');
+  fs.mkdirSync(home);
+  const key = `sk-ant-api03-demesne-e2e-${crypto.randomBytes(12).toString('hex')}`;
+  const fx = await startFixture(root, key);
+  const env = { HOME: home, ANTHROPIC_API_KEY: key, DEMESNE_VENDOR_UPSTREAM_ANTHROPIC: `http://127.0.0.1:${fx.port}`,
+    DEMESNE_AGENT_MAX_USD: '0.5', DEMESNE_TREE_MAX_USD: '1' };
+  const unset = ['CLAUDE_CODE_OAUTH_TOKEN', 'OPENAI_API_KEY'];
+  const agent = (max_usd) => ({ name: 'sandbox_agent', arguments: { prompt: 'Write the answer to /out/answer.txt, ' +
+    'then tell me the answer.', model: 'sonnet', nested: false, max_usd } });
+  const c = await sdkClient({ era: 'legacy', http: false, env, unset, answers: ['accept', 'decline'] });
+  let box;
+  try {
+    let r = await c.call(agent(2));
+    const q = c.asked[0]?.message ?? '';
+    h.ok(c.asked.length === 1 && /sandbox_agent/.test(q) && q.includes('up to $2 on model use') &&
+        q.includes('DEMESNE_AGENT_MAX_USD=0.5') && r?.isError !== true && r?.structuredContent?.exit_code === 0 &&
+        r.structuredContent.max_usd === 2,
+      'spend: max_usd above DEMESNE_AGENT_MAX_USD is asked naming both; allowed, the run runs under that cap',
+      `asked ${JSON.stringify(c.asked)}\nresult ${show(r)}`);
+    r = await c.call(agent(2));
+    h.ok(c.asked.length === 2 && refused(r, SPEND_REFUSAL(2, 0.5)),
+      'spend: the same call again is asked again (that run alone); declined, the flat refusal', `asked ${c.asked.length}\n${show(r)}`);
+    /* A nested caller: the tree's cap is never asked about; the run's is, of the host's client. */
+    r = await c.call({ name: 'sandbox_create', arguments: { image: 'base', nested: true, ttl_seconds: 900 } });
+    box = r?.structuredContent?.sandbox_id;
+    const inside = async (max_usd) => {
+      const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: agent(max_usd) };
+      const out = await c.call({ name: 'sandbox_exec',
+        arguments: { sandbox_id: box, command: NESTED_CALL, stdin: JSON.stringify(call) } });
+      try { return JSON.parse(out?.structuredContent?.stdout ?? '')?.result; } catch { return { raw: out }; }
+    };
+    r = await inside(5);
+    h.ok(typeof box === 'string' && c.asked.length === 2 && r?.isError === true &&
+        /DEMESNE_TREE_MAX_USD=1/.test(r.content?.[0]?.text) && /max_usd of \$5\b/.test(r.content?.[0]?.text),
+      "spend: a nested caller's max_usd past its tree's DEMESNE_TREE_MAX_USD is refused, nobody asked",
+      `box ${box}\nasked ${c.asked.length}\nresult ${JSON.stringify(r)?.slice(0, 800)}`);
+    r = await inside(0.8);
+    const nq = c.asked[2]?.message ?? '';
+    h.ok(c.asked.length === 3 && nq.includes(`inside the nested sandbox tree 'local/${box}'`) && nq.includes('$0.8') &&
+        nq.includes('DEMESNE_TREE_MAX_USD=1') && r?.isError === true && r.content?.[0]?.text === SPEND_REFUSAL(0.8, 0.5),
+      "spend: a nested caller's max_usd within its tree is asked of the host's client, naming the tree; declined, the flat refusal",
+      `asked ${JSON.stringify(c.asked.slice(2))}\nresult ${JSON.stringify(r)?.slice(0, 800)}`);
+  } finally {
+    if (box) await c.call({ name: 'sandbox_destroy', arguments: { sandbox_id: box } }).catch(() => {});
+    await c.close();
+  }
+  const n = await sdkClient({ era: 'legacy', http: false, env, unset, caps: false });
+  try {
+    const r = await n.call(agent(2));
+    h.ok(refused(r, SPEND_REFUSAL(2, 0.5)), 'spend: a client without elicitation gets the flat refusal', show(r));
+  } finally {
+    await n.close();
+  }
+  /* 2026-07-28 (input_required, the SDK's retry) and a background call:
+   * asked before the job starts, whose run has the allowed cap. */
+  const m = await sdkClient({ era: 'modern', http: false, env, unset, answers: ['accept'] });
+  try {
+    const bg = await m.call({ name: 'sandbox_agent', arguments: { ...agent(2).arguments, background: true } });
+    const id = bg?.structuredContent?.job_id;
+    let fin = {};
+    for (let i = 0; id && i < 8 && (fin.status ?? 'running') === 'running'; i++) {
+      fin = (await m.call({ name: 'sandbox_wait', arguments: { job_id: id, timeout_seconds: 30 } })).structuredContent ?? {};
+    }
+    h.ok(m.asked.length === 1 && m.asked[0]?.message?.includes('up to $2') && fin.status === 'succeeded' &&
+        fin.max_usd === 2 && fin.exit_code === 0,
+      'spend on 2026-07-28, in the background: asked before the job; allowed, its run has that cap',
+      `asked ${JSON.stringify(m.asked)}\nstart ${show(bg)}\nend ${JSON.stringify(fin).slice(0, 600)}`);
+  } finally {
+    await m.close();
+    fx.child.kill();
   }
 }
 
@@ -407,6 +524,7 @@ await h.run(async () => {
   await pathChecks('legacy');
   await pathChecks('modern');
   await nestedChecks();
+  await spendChecks();
   await rawModernChecks();
   await hostileChecks();
   /* a bad DEMESNE_ELICIT stops the server with its name */

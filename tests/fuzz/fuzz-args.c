@@ -69,6 +69,10 @@ static void table_from_schema(struct table *t, const char *text)
                         s->type = DM_ARG_INT;
                         s->min = get_int(p, "minimum", INT64_MIN);
                         s->max = get_int(p, "maximum", INT64_MAX);
+                } else if (strcmp(ty, "number") == 0) {
+                        s->type = DM_ARG_NUMBER;
+                        s->min = get_int(p, "exclusiveMinimum", INT64_MIN);
+                        s->max = get_int(p, "maximum", INT64_MAX);
                 } else if (strcmp(ty, "boolean") == 0) {
                         s->type = DM_ARG_BOOL;
                 } else if (strcmp(ty, "array") == 0) {
@@ -132,6 +136,11 @@ static void accepted(const struct table *t, json_object *args)
                 case DM_ARG_INT: {
                         int64_t x = dm_args_int(t->specs, t->n, args, s->name);
                         FUZZ_CHECK(x >= s->min && x <= s->max);
+                        break;
+                }
+                case DM_ARG_NUMBER: {
+                        double x = dm_args_number(args, s->name);
+                        FUZZ_CHECK(x > (double)s->min && x <= (double)s->max);
                         break;
                 }
                 case DM_ARG_BOOL:

@@ -22,6 +22,7 @@ static const struct dm_arg_spec specs[] = {
         { .name = "flag", .type = DM_ARG_BOOL, .has_default = true, .description = "f" },
         { .name = "list", .type = DM_ARG_STRING_ARRAY, .max = 2, .has_default = true, .description = "l" },
         { .name = "env", .type = DM_ARG_STRING_MAP, .max = 2, .has_default = true, .description = "e" },
+        { .name = "usd", .type = DM_ARG_NUMBER, .min = 0, .max = 100, .description = "u" },
 };
 #define N (sizeof(specs) / sizeof(specs[0]))
 
@@ -49,6 +50,8 @@ int main(void)
         ok(strstr(schema, "\"enum\":[\"red\",\"green\"]") != NULL, "enum written out, aliases not listed");
         ok(strstr(schema, "\"default\":5") != NULL, "integer default written out");
         ok(strstr(schema, "\"minimum\":1") && strstr(schema, "\"maximum\":10"), "range written out");
+        ok(strstr(schema, "\"usd\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":100") != NULL,
+           "a number's range written out");
         json_object_put(s);
         free(schema);
 
@@ -107,6 +110,18 @@ int main(void)
         is_int(check("{\"command\":\"x\",\"env\":{\"A\":\"1\",\"B\":\"2\",\"C\":\"3\"}}", &err), -E2BIG,
                "env over max");
         is_int(check("[]", &err), -EINVAL, "arguments not an object");
+        is_int(check("{\"command\":\"x\",\"usd\":2.5}", &err), 0, "a number");
+        is_int(check("{\"command\":\"x\",\"usd\":100}", &err), 0, "an integer is a number, the maximum included");
+        is_int(check("{\"command\":\"x\",\"usd\":0}", &err), -ERANGE, "the minimum excluded");
+        ok(strstr(err.msg, "'usd' must be more than 0 and at most 100, not 0") != NULL, "message: %s", err.msg);
+        is_int(check("{\"command\":\"x\",\"usd\":100.01}", &err), -ERANGE, "above the maximum");
+        is_int(check("{\"command\":\"x\",\"usd\":\"2\"}", &err), -EINVAL, "a number as a string refused");
+        {
+                json_object *u = json_tokener_parse("{\"usd\":0.25}");
+
+                ok(dm_args_number(u, "usd") == 0.25 && dm_args_number(u, "none") == 0, "the number, 0 when not given");
+                json_object_put(u);
+        }
 
         json_object *o = json_tokener_parse("{\"command\":\"x\",\"env\":{\"A\":\"1\"},\"list\":[\"p\"]}");
         is_str(dm_args_str(specs, N, o, "colour"), "red", "string default");

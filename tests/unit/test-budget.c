@@ -290,9 +290,39 @@ static void test_race(void)
         free(l);
 }
 
+/* A run's own cap (a call's max_usd): reserved whole, above the agent cap
+ * too, but never past what the tree has left: less left refuses it. */
+static void test_want(void)
+{
+        struct fake_ledger l = { .lock = PTHREAD_MUTEX_INITIALIZER };
+        struct dm_budget *b = dm_budget_new();
+        struct dm_budget_hold *h1 = NULL, *h2 = NULL, *h3 = NULL;
+        struct dm_budget_ask a = ask_for("local/sbx-w", 1.0, 0.3, &l);
+        struct dm_error err = { 0 };
+
+        a.want = 0.7;
+        ok(dm_budget_reserve(b, &a, &h1, &err) == 0 && fabs(dm_budget_hold_amount(h1) - 0.7) < 1e-9,
+           "a run's max_usd is reserved whole, above the agent cap");
+        a.want = 0.5;
+        ok(dm_budget_reserve(b, &a, &h2, &err) == -EDQUOT && h2 == NULL && strstr(err.msg, "DEMESNE_TREE_MAX_USD=1") &&
+                   strstr(err.msg, "max_usd of $0.5"),
+           "more than the tree has left is refused, never cut to fit: %s", err.msg);
+        a.want = 0.3;
+        ok(dm_budget_reserve(b, &a, &h3, &err) == 0 && fabs(dm_budget_hold_amount(h3) - 0.3) < 1e-9,
+           "what is left, asked exactly, is reserved");
+        a.want = -1;
+        ok(dm_budget_reserve(b, &a, &h2, &err) == -EINVAL && h2 == NULL, "a negative max_usd is a bad ask");
+        dm_budget_release(h1);
+        dm_budget_release(h3);
+        ok(dm_budget_reserved(b, "local/sbx-w", NULL) == 0, "both given back");
+        dm_budget_free(b);
+        pthread_mutex_destroy(&l.lock);
+}
+
 int main(void)
 {
         test_shares();
+        test_want();
         test_race();
         return done_testing();
 }

@@ -316,9 +316,9 @@ static void spend(void)
         {
                 struct dm_budget_hold *rest[3] = { NULL };
 
-                ok(dm_spend_reserve(&ctx, P, &all, &err) == 0 && all, "a hold of the tree's spend");
+                ok(dm_spend_reserve(&ctx, P, 0, &all, &err) == 0 && all, "a hold of the tree's spend");
                 for (size_t i = 0; i < 3; i++)
-                        dm_spend_reserve(&ctx, P, &rest[i], &err);
+                        dm_spend_reserve(&ctx, P, 0, &rest[i], &err);
                 is_int((int)(dm_budget_reserved(ctx.budget, TREE, NULL) * 100), 100, "the tree's $1 all held");
                 r = spend_run(P, NONE, "base", &seen, &err);
                 ok(r == -EUSERS && strstr(err.msg, "DEMESNE_MAX_CHILDREN"),
@@ -332,13 +332,13 @@ static void spend(void)
                 ok(r == -EUSERS && dm_claim_refused(r) && strstr(err.msg, "DEMESNE_TREE_MAX_USD=1") && held(P) == 0 &&
                            !fk.calls[0] && outputs() == before,
                    "a tree with no spend left: refused before anything is made, the slot back (%s)", err.msg);
-                ok(dm_claim_spend_left(&ctx, Q, &err) == -EUSERS && strstr(err.msg, "DEMESNE_TREE_MAX_USD"),
+                ok(dm_claim_spend_left(&ctx, Q, 0, &err) == -EUSERS && strstr(err.msg, "DEMESNE_TREE_MAX_USD"),
                    "and a background call is told so now");
                 for (size_t i = 0; i < 3; i++)
                         dm_budget_release(rest[i]);
         }
         dm_budget_release(all);
-        ok(dm_claim_spend_left(&ctx, Q, &err) == 0 && dm_budget_reserved(ctx.budget, TREE, NULL) == 0,
+        ok(dm_claim_spend_left(&ctx, Q, 0, &err) == 0 && dm_budget_reserved(ctx.budget, TREE, NULL) == 0,
            "spend left again, nothing held by the check");
 }
 
