@@ -34,6 +34,7 @@
 
 #include "backends/docker-commit-ids.h"
 #include "backends/docker-internal.h"
+#include "src/basic/archive-copy.h"
 #include "src/basic/cleanup.h"
 #include "src/basic/log.h"
 
@@ -91,24 +92,6 @@ static int dir_prefix(const char *path, const char *name, char **ret)
         return asprintf(ret, "%.*s/%s", n, path + 1, name) < 0 ? -ENOMEM : 0;
 }
 
-static int copy_data(struct archive *in, struct archive *out, struct dm_error *err)
-{
-        char buf[65536];
-
-        for (;;) {
-                la_ssize_t n = archive_read_data(in, buf, sizeof(buf));
-
-                if (n < 0)
-                        return dm_error_set(err, -EIO, "cannot read the engine's archive: %s",
-                                            archive_error_string(in));
-                if (n == 0)
-                        return 0;
-                if (archive_write_data(out, buf, (size_t)n) != n)
-                        return dm_error_set(err, -EIO, "cannot write the changes archive: %s",
-                                            archive_error_string(out));
-        }
-}
-
 static int copy_entry(const struct shift *s, const char *path, struct archive *in, struct archive_entry *e,
                       struct dm_error *err)
 {
@@ -126,7 +109,7 @@ static int copy_entry(const struct shift *s, const char *path, struct archive *i
         archive_entry_set_gname(e, NULL);
         if (archive_write_header(s->out, e) != ARCHIVE_OK)
                 return dm_error_set(err, -EIO, "cannot write the changes archive: %s", archive_error_string(s->out));
-        return copy_data(in, s->out, err);
+        return dm_archive_copy_data(in, "the engine's archive", s->out, "the changes archive", err);
 }
 
 /* One changed path out of the source, shifted into s->out. A changed

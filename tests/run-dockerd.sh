@@ -15,6 +15,7 @@
 #   --keep             leave the daemon's directory behind, and say where
 #   --only PROG        run only this integration program (repeatable), e.g.
 #                      --only test-backend-conformance; no script or e2e test
+#                      but those named (--only test-fork-admission.sh)
 #                      (--only test-docker-tls: the engine over tcp:// with
 #                      TLS alone, tests/integration/test-docker-tls.sh)
 # Needs root and what `./setup.sh --test-deps` installs (docker.io). The
@@ -49,7 +50,7 @@ while [ $# -gt 0 ]; do
 	--storage-driver) storage=${2:?--storage-driver wants a name}; shift ;;
 	--keep) keep=1 ;;
 	--only) only+=("${2:?--only wants a program name, e.g. test-jobs}"); shift ;;
-	-h | --help) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "tests/run-dockerd.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -96,11 +97,19 @@ for src in "$here"/tests/integration/test-*.c; do
 	[ ${#only[@]} = 0 ] || [[ " ${only[*]} " == *" $prog "* ]] || continue
 	grep -Eq "tests/integration/$prog([[:space:]]|\$)" "$here/Makefile.am" && programs+=("integration/$prog")
 done
+# The end-to-end scripts that need dockerd too: sandbox_fork under a
+# nested caller's tree caps (the snapshot's commit, admission and the
+# tree's end on this engine; issue 32).
+scripts=()
+for prog in test-fork-admission.sh; do
+	[ ${#only[@]} = 0 ] || [[ " ${only[*]} " == *" $prog "* ]] && scripts+=("$prog")
+done
 # test-docker-tls (the engine over tcp:// with TLS) runs the conformance
 # program through TLS, so it is built even when not run on the socket.
 tls_tests=0
 [ ${#only[@]} = 0 ] || [[ " ${only[*]} " == *" test-docker-tls "* ]] && tls_tests=1
-[ ${#programs[@]} -gt 0 ] || [ $tls_tests = 1 ] || die "--only ${only[*]}: no such integration program in Makefile.am"
+[ ${#programs[@]} -gt 0 ] || [ ${#scripts[@]} -gt 0 ] || [ $tls_tests = 1 ] ||
+	die "--only ${only[*]}: no such integration program in Makefile.am"
 # The helpers the battery's scripts run (tests/security/seccomp-probe):
 # every check program under tests/security/ that is not a test of its own.
 helpers=$(make -s -C "$build" -f Makefile -f - print-helpers <<<'print-helpers: ; @echo $(check_PROGRAMS)' |
@@ -336,7 +345,7 @@ for path in "${programs[@]}"; do
 	# These ask for the base image (DEMESNE_TEST_IMAGE, or base always);
 	# the others use the server's default, python.
 	case $prog in
-	test-docker-backend | test-docker-image | test-snapshot | test-script | test-backend-conformance | test-ownership) ;;
+	test-docker-backend | test-docker-image | test-snapshot | test-fork | test-script | test-backend-conformance | test-ownership) ;;
 	*)
 		if [ "$images" = base ]; then
 			skip "$prog" "the server's default image is python (--images base)"
@@ -344,6 +353,9 @@ for path in "${programs[@]}"; do
 		fi ;;
 	esac
 	run_test "$prog" "$build/tests/$path"
+done
+for prog in ${scripts[@]+"${scripts[@]}"}; do
+	run_test "$prog" bash "$here/tests/e2e/$prog"
 done
 # The engine over tcp:// with TLS: the conformance suite through it, then
 # the script with a sandbox run and the refusals.

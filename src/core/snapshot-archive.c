@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "src/basic/archive-copy.h"
+
 #define TOP "workspace"
 
 /* "workspace/x" → "x"; the top entry itself and anything outside it → NULL. */
@@ -29,8 +31,6 @@ static const char *below_top(const char *path)
 static int copy_entry(struct archive *in, struct archive *out, struct archive_entry *e, struct dm_error *err)
 {
         const char *rel = below_top(archive_entry_pathname(e)), *link = archive_entry_hardlink(e);
-        char buf[65536];
-
         if (!rel)
                 return 0;
         archive_entry_set_pathname(e, rel);
@@ -48,18 +48,7 @@ static int copy_entry(struct archive *in, struct archive *out, struct archive_en
         archive_entry_set_perm(e, archive_entry_perm(e) & 0777);
         if (archive_write_header(out, e) != ARCHIVE_OK)
                 return dm_error_set(err, -EIO, "cannot write the workspace archive: %s", archive_error_string(out));
-        for (;;) {
-                la_ssize_t n = archive_read_data(in, buf, sizeof(buf));
-
-                if (n < 0)
-                        return dm_error_set(err, -EIO, "cannot read the workspace archive: %s",
-                                            archive_error_string(in));
-                if (n == 0)
-                        return 0;
-                if (archive_write_data(out, buf, (size_t)n) != n)
-                        return dm_error_set(err, -EIO, "cannot write the workspace archive: %s",
-                                            archive_error_string(out));
-        }
+        return dm_archive_copy_data(in, "the workspace archive", out, "the workspace archive", err);
 }
 
 int dm_snapshot_archive_normalize(int in_fd, int out_fd, struct dm_error *err)

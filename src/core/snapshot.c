@@ -616,6 +616,32 @@ static void remove_helper(struct dm_context *ctx, const char *id)
                 log_info("snapshot %s: its commit's helper container, left by a server that is gone, removed", id);
 }
 
+/* The source of a snapshot whose server died during its commit: the
+ * commit pauses it where the engine can (backends/docker-image.c) and
+ * the dead server never resumed it. Resumed unless its record says its
+ * caller paused it (sandbox_pause): then the commit could not pause it
+ * and it stays as its caller left it. */
+static void resume_source(struct dm_context *ctx, const struct dm_snapshot *s)
+{
+        struct dm_container_info info = { 0 };
+        struct dm_backend *b;
+        struct dm_sandbox sb;
+        struct dm_error e = { 0 };
+
+        if (!s->source[0] || dm_sandbox_record_read(ctx, s->source, &sb, NULL) < 0 || sb.paused ||
+            dm_context_backend(ctx, &b, &e) < 0 || !b->ops->unpause || b->ops->inspect(b, sb.container, &info, &e) < 0)
+                return;
+        if (info.status && strcmp(info.status, "paused") == 0) {
+                if (b->ops->unpause(b, sb.container, &e) == 0)
+                        log_info("snapshot %s: its source %s, paused by a server that died during the commit, "
+                                 "resumed",
+                                 s->id, sb.id);
+                else
+                        log_warning("snapshot %s: its source %s stays paused: %s", s->id, sb.id, e.msg);
+        }
+        dm_container_info_release(&info);
+}
+
 /* An orphaned snapshot: its record names a server (one that is taking it,
  * or whose sandbox_fork is still making sandboxes from it) that is gone;
  * or a directory without a record (a server killed between its mkdir and
@@ -641,6 +667,8 @@ static void sweep_one(struct dm_context *ctx, const char *id, void *ud)
         if (r == 0 && s.ready)
                 remove_forks(ctx, &s);
         remove_helper(ctx, id);
+        if (r == 0)
+                resume_source(ctx, &s);
         remove_all(ctx, id, r == 0 ? s.image_ref : NULL);
         log_info("snapshot %s: left %s by a server that is gone; removed", id,
                  r == 0 && s.ready ? "mid-fork" : "unfinished");

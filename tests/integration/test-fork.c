@@ -5,7 +5,9 @@
  * (count 0, 9, "4", missing; an unknown sandbox) gets a clear error and
  * leaves nothing; a fork refused midway (the snapshot cap, after the
  * slots were reserved) leaves no sandbox, image or directory; a server
- * killed mid-fork leaves nothing once the next one has swept. (The tree
+ * killed mid-fork leaves nothing once the next one has swept, and one
+ * killed while the commit holds the source paused leaves it running
+ * again (where the engine cannot pause: its clear error). (The tree
  * caps, which only a nested caller has: tests/e2e/test-fork-admission.sh;
  * through the npm client: tests/e2e/client-snapshot.mjs.) */
 #include "config.h"
@@ -297,6 +299,40 @@ static int forks_of(const char *snap)
         return (int)n;
 }
 
+/* The engine's state of sandbox sb's container ("running", "paused"),
+ * in buf; "" when the engine cannot say. */
+static const char *engine_status(const char *sb, char *buf, size_t len)
+{
+        struct dm_error err = { 0 };
+        struct dm_container_info info = { 0 };
+        char **ids = NULL, label[96];
+        size_t n = 0;
+
+        buf[0] = '\0';
+        snprintf(label, sizeof(label), "demesne.sandbox=%s", sb);
+        if (b->ops->list(b, label, &ids, &n, &err) == 0 && n == 1 && b->ops->inspect(b, ids[0], &info, &err) == 0)
+                snprintf(buf, len, "%s", info.status ? info.status : "");
+        dm_container_info_release(&info);
+        for (size_t i = 0; i < n; i++)
+                free(ids[i]);
+        free(ids);
+        return buf;
+}
+
+/* The source after a killed server and the next one's sweep: running,
+ * and a command in it answers. */
+static bool source_awake(const char *src)
+{
+        char st[32];
+        char *s = exec_out(src, "echo awake");
+        bool awake = s && strcmp(s, "awake\n") == 0 && strcmp(engine_status(src, st, sizeof(st)), "running") == 0;
+
+        if (!awake)
+                diag("source %s: engine says '%s', exec says %s", src, st, s ? s : "(no answer)");
+        free(s);
+        return awake;
+}
+
 /* The server is killed (SIGKILL) while a fork of 4 is making its
  * sandboxes: polled for, its snapshot's image in the engine and a fork's
  * container made, before the fork's answer (the record names the server
@@ -357,6 +393,71 @@ static void killed_midway(const char *src, const char *const *env)
            "the next server's sweep removed the orphaned snapshot: no image, no directory");
         ok(forks_now == 0 && sandboxes() == 1, "and the half-made forks' containers (%d left), the source alone listed",
            forks_now);
+        ok(source_awake(src), "the source runs and answers after the sweep");
+        diag("%s took %lld ms", __func__, (long long)(dm_now_ms() - started));
+}
+
+/* Restarts the server after a SIGKILL: the next one sweeps what the dead
+ * one left. */
+static bool respawn(const char *const *env)
+{
+        int status;
+
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, &status, 0);
+        close(c->in);
+        close(c->out);
+        memset(c, 0, sizeof(*c));
+        if (spawn(c, env) < 0)
+                return false;
+        json_object_put(call("sandbox_list", "{}")); /* it has opened the engine and swept */
+        return true;
+}
+
+/* The server is killed while the commit of a snapshot holds the source
+ * paused (rootful Podman pauses it while its changes are read, dockerd
+ * while it copies): the next server's sweep resumes it and removes the
+ * unfinished snapshot. Many changed files make the commit last. Where the
+ * engine cannot pause (rootless Podman on cgroup v1) there is no pause to
+ * be left: the clear error is asserted instead. */
+static void killed_mid_commit(const char *src, const char *const *env)
+{
+        char st[32] = "", before[4096], after[4096], args[128];
+        json_object *m;
+        int64_t t0, started = dm_now_ms();
+        bool seen = false;
+
+        m = call("sandbox_pause", (snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", src), args));
+        if (result_is_error(m)) {
+                ok(result_error_says(m, "this engine cannot pause containers"),
+                   "the engine cannot pause: sandbox_pause says why (%s)", json_object_to_json_string(m));
+                json_object_put(m);
+                return;
+        }
+        json_object_put(m);
+        json_object_put(call("sandbox_resume", args));
+        free(exec_out(src, "mkdir -p /opt/many && cd /opt/many && for i in $(seq 300); do echo $i > f$i; done"));
+        snapshot_ids(before, sizeof(before));
+        send_call(c, next_id++, "sandbox_snapshot", args);
+        t0 = dm_now_ms();
+        while (!seen && dm_now_ms() - t0 < slack_ms(60000)) {
+                seen = strcmp(engine_status(src, st, sizeof(st)), "paused") == 0;
+                snapshot_ids(after, sizeof(after));
+                if (strcmp(before, after) != 0)
+                        break; /* the commit is over */
+        }
+        ok(seen, "the server is killed while the commit holds the source paused");
+        if (!respawn(env)) {
+                ok(0, "a new server starts");
+                return;
+        }
+        t0 = dm_now_ms();
+        while (strcmp(engine_status(src, st, sizeof(st)), "running") != 0 && dm_now_ms() - t0 < slack_ms(30000))
+                usleep(100 * 1000);
+        ok(source_awake(src), "the next server's sweep resumed the source: it runs and answers");
+        snapshot_ids(after, sizeof(after));
+        ok(strcmp(before, after) == 0 && output_entries(".snapshots") == 0,
+           "and removed the unfinished snapshot: no image, no directory");
         diag("%s took %lld ms", __func__, (long long)(dm_now_ms() - started));
 }
 
@@ -385,6 +486,7 @@ int main(void)
         bad_input(src);
         refused_midway(src);
         killed_midway(src, env);
+        killed_mid_commit(src, env);
 
         destroy("sandbox_id", src);
         {
