@@ -53,6 +53,59 @@ function action(r) {
   return td;
 }
 
+// What went wrong, above the list: a failed load, a detail that did not open.
+function problem(msg) {
+  const p = document.getElementById('error');
+  p.textContent = msg || '';
+  p.hidden = !msg;
+}
+
+async function why(res) {
+  const body = await res.json().catch(() => ({}));
+  const hint = res.status === 401 ? ' (not signed in)' : '';
+  return `${res.status}${body.error ? ': ' + body.error : ''}${hint}`;
+}
+
+// stdout and stderr of the run shown, polled once a second while it runs
+// (GET runs/{id}/tail/{stream}?from=N, at most 64 KiB an answer); the page
+// keeps the last LOG_KEEP characters of each.
+const LOG_KEEP = 256 * 1024;
+let tailing = null; // { id, timer, next: { stdout, stderr }, dec }
+
+async function tailOnce(t) {
+  for (const s of ['stdout', 'stderr']) {
+    const from = t.next[s] === undefined ? '' : `?from=${t.next[s]}`;
+    const res = await fetch(`${api}/runs/${encodeURIComponent(t.id)}/tail/${s}${from}`);
+    if (tailing !== t) return;
+    if (!res.ok) continue;
+    const next = Number(res.headers.get('x-log-next'));
+    const text = t.dec[s].decode(new Uint8Array(await res.arrayBuffer()), { stream: true });
+    if (tailing !== t) return;
+    const pre = document.getElementById(`detail-${s}`);
+    const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    if (text) pre.textContent = (pre.textContent + text).slice(-LOG_KEEP);
+    if (atEnd) pre.scrollTop = pre.scrollHeight;
+    t.next[s] = next;
+  }
+}
+
+function tail(id) {
+  if (tailing) clearTimeout(tailing.timer);
+  const t = { id, next: {}, dec: { stdout: new TextDecoder(), stderr: new TextDecoder() } };
+  tailing = t;
+  for (const s of ['stdout', 'stderr']) {
+    document.getElementById(`detail-${s}`).textContent = '';
+    document.getElementById(`detail-${s}-all`).href = `${api}/runs/${encodeURIComponent(id)}/files/${s}.log`;
+  }
+  const step = async () => {
+    const running = runs.get(id)?.status === 'running';
+    await tailOnce(t).catch(() => {});
+    // One more look after the run ends, for what it printed last.
+    if (tailing === t && running) t.timer = setTimeout(step, 1000);
+  };
+  step();
+}
+
 function render() {
   const status = document.getElementById('status').value;
   const kind = document.getElementById('kind').value;
@@ -75,9 +128,14 @@ function render() {
 }
 
 async function show(id) {
-  const res = await fetch(`${api}/runs/${encodeURIComponent(id)}`);
-  if (!res.ok) return;
+  const res = await fetch(`${api}/runs/${encodeURIComponent(id)}`).catch(() => null);
+  if (!res || !res.ok) {
+    problem(`cannot open ${id}: ${res ? await why(res) : 'no answer from the server'}`);
+    return;
+  }
+  problem('');
   const run = await res.json();
+  tail(run.id);
   document.getElementById('detail').hidden = false;
   document.getElementById('detail-id').textContent = run.id;
   document.getElementById('detail-command').textContent = run.command || '';
@@ -129,8 +187,9 @@ async function start() {
     for (const v of values) select.append(el('option', v));
     select.addEventListener('change', render);
   }
-  const res = await fetch(`${api}/runs`);
-  if (res.ok) for (const r of (await res.json()).runs) merge(r);
+  const res = await fetch(`${api}/runs`).catch(() => null);
+  if (res && res.ok) for (const r of (await res.json()).runs) merge(r);
+  else problem(`cannot list the runs: ${res ? await why(res) : 'no answer from the server'}`);
   render();
   setInterval(render, 1000); // durations of running rows
 }
