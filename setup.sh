@@ -60,7 +60,9 @@ packages=(
 	podman runc catatonit uidmap mmdebstrap iproute2 ca-certificates curl jq
 )
 # valgrind for the unit tests; libclang-rt-dev for the libFuzzer target (tests/fuzz/run.sh).
-[ $test_deps = 1 ] && packages+=(valgrind libclang-rt-dev clang-format)
+# chromium for the activity view's browser test (tests/e2e/ui-browser.mjs, through
+# playwright-core from tests/e2e/package.json, which downloads no browser of its own).
+[ $test_deps = 1 ] && packages+=(valgrind libclang-rt-dev clang-format chromium)
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 # tests/run-dockerd.sh runs the integration tests against a private dockerd
 # 20.10 too; docker.io brings containerd and tini and shares runc with Podman.
