@@ -90,6 +90,7 @@ async function tailOnce(t) {
 }
 
 function tail(id) {
+  if (tailing && tailing.id === id) return; // already followed (a detail shown anew)
   if (tailing) clearTimeout(tailing.timer);
   const t = { id, next: {}, dec: { stdout: new TextDecoder(), stderr: new TextDecoder() } };
   tailing = t;
@@ -150,6 +151,19 @@ async function show(id) {
   document.getElementById('detail-usage').textContent = u.own
     ? `this run: ${figures(u.own)}; with the runs below it: ${figures(u.tree)}`
     : '';
+  // The sandbox's open previews (sandbox_expose), while it lives. The link
+  // has no code: a browser that opened the preview's URL once has its cookie.
+  const previews = document.getElementById('detail-previews');
+  previews.replaceChildren(el('span', 'previews: '));
+  for (const v of run.status === 'running' ? run.previews || [] : []) {
+    if (!/^http:\/\/[0-9.:]+\/$/.test(v.url)) continue;
+    const a = el('a', `port ${v.port}: ${v.url}`);
+    a.href = v.url;
+    a.target = '_blank';
+    a.rel = 'noopener noreferrer';
+    previews.append(a, el('span', ' '));
+  }
+  previews.hidden = previews.children.length === 1;
   const egress = document.getElementById('detail-egress');
   const rows = egress.querySelector('tbody');
   rows.replaceChildren();
@@ -170,7 +184,12 @@ async function show(id) {
   }
 }
 
-function merge(run) {
+function merge(run, event) {
+  // A "preview" event carries one change, not the list: the detail asks anew.
+  if (event && 'previews' in run) {
+    delete run.previews;
+    if (document.getElementById('detail-id').textContent === run.id) show(run.id);
+  }
   runs.set(run.id, Object.assign(runs.get(run.id) || {}, run));
 }
 
@@ -178,7 +197,7 @@ async function start() {
   const live = document.getElementById('live');
   const events = new EventSource(`${api}/events`);
   events.addEventListener('run', (e) => {
-    try { merge(JSON.parse(e.data)); render(); } catch (err) { /* a bad line is skipped */ }
+    try { merge(JSON.parse(e.data), true); render(); } catch (err) { /* a bad line is skipped */ }
   });
   events.onopen = () => { live.textContent = 'live'; live.className = ''; };
   events.onerror = () => { live.textContent = 'reconnecting…'; live.className = 'off'; };

@@ -6,7 +6,8 @@
 // finished run; its detail opens with its stdout, markup shown as text (no
 // dialog fires); a background job's stdout tail grows while it runs; its
 // cancel button (after the confirmation) ends it and the engine shows its
-// container gone; after the session ends, a refused request's error renders.
+// container gone; a sandbox's page links its preview (sandbox_expose), the
+// link opens what it serves, the destroy button closes it; after the session ends, a refused request's error renders.
 // With UI_SCREENSHOTS=DIR it leaves the page's screenshots there
 // (docs/images: `make ui-screenshots`).
 //
@@ -31,7 +32,7 @@ const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const SHOTS = process.env.UI_SCREENSHOTS;
 const MARKUP = '<img src=x onerror=alert(1)>';
 
-h.plan(9);
+h.plan(12);
 
 let playwright;
 try {
@@ -161,7 +162,46 @@ await h.run(async () => {
     // 8: no dialog but the confirmation fired (the markup ran nowhere).
     h.ok(dialogs.every((d) => d.startsWith('confirm:')), 'no alert fired from the run\'s output', dialogs.join(' | '));
 
-    // 9: the session ended (logged out), a click renders why nothing opens.
+    // 9-11: a sandbox's preview linked from its page; the link opens what it
+    // serves (this browser signed in to the preview with its code first);
+    // the destroy button closes it.
+    const made = await client.callTool({ name: 'sandbox_create', arguments: { image: 'python', egress: 'none' } },
+      { timeout: CALL_TIMEOUT_MS });
+    const sbId = made?.structuredContent?.sandbox_id;
+    await client.callTool({
+      name: 'sandbox_exec',
+      arguments: {
+        sandbox_id: sbId,
+        command: 'mkdir -p /workspace/site && echo "<h1 id=hello>served by the sandbox</h1>" >/workspace/site/index.html && ' +
+          '(setsid -f python3 -m http.server 8000 --bind 127.0.0.1 --directory /workspace/site >/dev/null 2>&1 </dev/null) && ' +
+          'for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done',
+      },
+    }, { timeout: CALL_TIMEOUT_MS });
+    const exposed = await client.callTool({ name: 'sandbox_expose', arguments: { sandbox_id: sbId, port: 8000 } },
+      { timeout: CALL_TIMEOUT_MS });
+    const codeUrl = exposed?.structuredContent?.url ?? '';
+    const bare = codeUrl.split('?')[0];
+    const sbRow = page.locator('#runs tbody tr', { hasText: sbId ?? 'no sandbox id' });
+    await sbRow.waitFor({ timeout: 20_000 });
+    await sbRow.click();
+    const link = page.locator('#detail-previews a');
+    await link.first().waitFor({ timeout: 10_000 });
+    h.ok((await link.count()) === 1 && (await link.getAttribute('href')) === bare && /^http:\/\/127\.0\.0\.1:\d+\/$/.test(bare),
+      'a sandbox\'s page links its open preview (the URL without its code)', `${await link.getAttribute('href')} ${bare}`);
+    const signIn = await context.newPage();
+    await signIn.goto(codeUrl);
+    await signIn.close();
+    const [preview] = await Promise.all([context.waitForEvent('page'), link.click()]);
+    await preview.locator('#hello').waitFor({ timeout: 10_000 });
+    h.equal(await preview.locator('#hello').textContent(), 'served by the sandbox', 'the link opens what the sandbox serves');
+    await preview.close();
+    await sbRow.locator('button', { hasText: 'destroy' }).click();
+    await until(30_000, 'the sandbox destroyed in the list', async () => (await sbRow.locator('td.status').textContent()) === 'destroyed');
+    const closed = await fetch(bare).then((r) => `answered ${r.status}`, () => 'refused');
+    h.ok(closed === 'refused' && await page.locator('#detail-previews').isHidden(),
+      'after the destroy button the preview is gone from the page and its port refuses', closed);
+
+    // 12: the session ended (logged out), a click renders why nothing opens.
     const bye = await page.evaluate(async () => (await fetch('/ui/api/v1/logout', { method: 'POST' })).status);
     await row.click();
     const error = page.locator('#error');
