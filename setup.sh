@@ -18,7 +18,8 @@
 #
 #   --no-install   build (in build/) but do not `make install`
 #   --no-run       stop before the first sandbox run
-#   --test-deps    also install what the test suite needs (npm clients; as
+#   --test-deps    also install what the test suite needs (npm clients and
+#                  playwright-core, chromium for the browser test; as
 #                  root docker.io and dockremap for tests/run-dockerd.sh)
 #   --no-build     only the packages (and with --test-deps the test clients);
 #                  tests/run.sh uses this when something it needs is missing
@@ -32,7 +33,7 @@ for arg in "$@"; do
 	--no-run) run=0 ;;
 	--test-deps) test_deps=1 ;;
 	--no-build) build=0 ;;
-	-h|--help) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
 	esac
 done
