@@ -34,15 +34,19 @@ const MARKUP = '<img src=x onerror=alert(1)>';
 
 h.plan(12);
 
+// A missing dependency fails every test, says which, and runs nothing.
+function missing(why) {
+  h.failRemaining(why);
+  process.stdout.write(`e2e: 0 passed, 12 failed\n`);
+  process.exit(1);
+}
 let playwright;
 try {
   playwright = await import('playwright-core');
 } catch (err) {
-  h.failRemaining(`playwright-core is not installed in tests/e2e/node_modules (run ./setup.sh --test-deps): ${err.message}`);
+  missing(`playwright-core is not installed in tests/e2e/node_modules (run ./setup.sh --test-deps): ${err.message}`);
 }
-if (!fs.existsSync(CHROMIUM)) {
-  h.failRemaining(`no chromium at ${CHROMIUM}: install Debian's chromium (./setup.sh --test-deps), or set CHROMIUM`);
-}
+if (!fs.existsSync(CHROMIUM)) missing(`no chromium at ${CHROMIUM}: install Debian's chromium (./setup.sh --test-deps), or set CHROMIUM`);
 
 const { Client } = await import('@modelcontextprotocol/client');
 const { StdioClientTransport } = await import('@modelcontextprotocol/client/stdio');
