@@ -18,7 +18,8 @@
 #
 #   --no-install   build (in build/) but do not `make install`
 #   --no-run       stop before the first sandbox run
-#   --test-deps    also install what the test suite needs (npm clients; as
+#   --test-deps    also install what the test suite needs (npm clients and
+#                  playwright-core, chromium for the browser test; as
 #                  root docker.io and dockremap for tests/run-dockerd.sh)
 #   --no-build     only the packages (and with --test-deps the test clients);
 #                  tests/run.sh uses this when something it needs is missing
@@ -32,7 +33,7 @@ for arg in "$@"; do
 	--no-run) run=0 ;;
 	--test-deps) test_deps=1 ;;
 	--no-build) build=0 ;;
-	-h|--help) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -60,7 +61,9 @@ packages=(
 	podman runc catatonit uidmap mmdebstrap iproute2 ca-certificates curl jq
 )
 # valgrind for the unit tests; libclang-rt-dev for the libFuzzer target (tests/fuzz/run.sh).
-[ $test_deps = 1 ] && packages+=(valgrind libclang-rt-dev clang-format)
+# chromium for the activity view's browser test (tests/e2e/ui-browser.mjs, through
+# playwright-core from tests/e2e/package.json, which downloads no browser of its own).
+[ $test_deps = 1 ] && packages+=(valgrind libclang-rt-dev clang-format chromium)
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 # tests/run-dockerd.sh runs the integration tests against a private dockerd
 # 20.10 too; docker.io brings containerd and tini and shares runc with Podman.

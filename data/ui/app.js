@@ -53,6 +53,66 @@ function action(r) {
   return td;
 }
 
+// What went wrong, above the list: a failed load, a detail that did not open.
+function problem(msg) {
+  const p = document.getElementById('error');
+  p.textContent = msg || '';
+  p.hidden = !msg;
+}
+
+async function why(res) {
+  const body = await res.json().catch(() => ({}));
+  const hint = res.status === 401 ? ' (not signed in)' : '';
+  return `${res.status}${body.error ? ': ' + body.error : ''}${hint}`;
+}
+
+// stdout and stderr of the run shown, polled once a second while it runs
+// (GET runs/{id}/tail/{stream}?from=N, at most 64 KiB an answer); the page
+// keeps the last LOG_KEEP characters of each.
+const LOG_KEEP = 256 * 1024;
+let tailing = null; // { id, timer, next: { stdout, stderr }, dec }
+
+async function tailOnce(t) {
+  for (const s of ['stdout', 'stderr']) {
+    const from = t.next[s] === undefined ? '' : `?from=${t.next[s]}`;
+    const res = await fetch(`${api}/runs/${encodeURIComponent(t.id)}/tail/${s}${from}`);
+    if (tailing !== t) return;
+    if (!res.ok) continue;
+    const next = Number(res.headers.get('x-log-next'));
+    const text = t.dec[s].decode(new Uint8Array(await res.arrayBuffer()), { stream: true });
+    if (tailing !== t) return;
+    const pre = document.getElementById(`detail-${s}`);
+    const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    if (text) pre.textContent = (pre.textContent + text).slice(-LOG_KEEP);
+    if (atEnd) pre.scrollTop = pre.scrollHeight;
+    t.next[s] = next;
+  }
+}
+
+function tail(id) {
+  if (tailing && tailing.id === id) return; // already followed (a detail shown anew)
+  if (tailing) clearTimeout(tailing.timer);
+  const t = { id, next: {}, dec: { stdout: new TextDecoder(), stderr: new TextDecoder() } };
+  tailing = t;
+  for (const s of ['stdout', 'stderr']) {
+    document.getElementById(`detail-${s}`).textContent = '';
+    document.getElementById(`detail-${s}-all`).href = `${api}/runs/${encodeURIComponent(id)}/files/${s}.log`;
+  }
+  const step = async () => {
+    const running = runs.get(id)?.status === 'running';
+    await tailOnce(t).catch(() => {});
+    // One more look after the run ends, for what it printed last.
+    if (tailing === t && running) t.timer = setTimeout(step, 1000);
+  };
+  step();
+}
+
+// One formatter for every row: toLocaleTimeString makes one per call, which
+// is most of a 1,000-row list's time.
+const clock = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-digit', second: '2-digit' });
+
+// The list drawn anew from runs (once a frame at most, however many events
+// come); rows are built off the document and inserted at once.
 function render() {
   const status = document.getElementById('status').value;
   const kind = document.getElementById('kind').value;
@@ -60,24 +120,46 @@ function render() {
   const rows = [...runs.values()]
     .filter((r) => (!status || r.status === status) && (!kind || r.kind === kind))
     .sort((a, b) => (b.start_ms || 0) - (a.start_ms || 0));
-  body.replaceChildren();
+  const frag = document.createDocumentFragment();
   for (const r of rows) {
     const tr = el('tr', null, r.status || '');
     const id = el('td');
     id.style.paddingLeft = (0.5 + depth(r) * 1.5) + 'em';
     id.textContent = r.id;
+    tr.dataset.id = r.id;
     tr.append(id, el('td', r.kind), el('td', r.status, 'status'), el('td', r.image), el('td', r.egress),
-      el('td', r.principal), el('td', r.start_ms ? new Date(r.start_ms).toLocaleTimeString() : ''),
-      el('td', duration(r)), el('td', r.exit_code), el('td', r.command, 'command'), action(r));
-    tr.addEventListener('click', () => show(r.id));
-    body.append(tr);
+      el('td', r.principal), el('td', r.start_ms ? clock.format(r.start_ms) : ''),
+      el('td', duration(r), 'duration'), el('td', r.exit_code), el('td', r.command, 'command'), action(r));
+    frag.append(tr);
+  }
+  body.replaceChildren(frag);
+}
+
+let pending = false;
+function renderSoon() {
+  if (pending) return;
+  pending = true;
+  requestAnimationFrame(() => { pending = false; render(); });
+}
+
+// Once a second: the running rows' durations, not the whole list.
+function tick() {
+  for (const tr of document.querySelectorAll('#runs tbody tr.running')) {
+    const r = runs.get(tr.dataset.id);
+    const td = r && tr.querySelector('td.duration');
+    if (td) td.textContent = duration(r);
   }
 }
 
 async function show(id) {
-  const res = await fetch(`${api}/runs/${encodeURIComponent(id)}`);
-  if (!res.ok) return;
+  const res = await fetch(`${api}/runs/${encodeURIComponent(id)}`).catch(() => null);
+  if (!res || !res.ok) {
+    problem(`cannot open ${id}: ${res ? await why(res) : 'no answer from the server'}`);
+    return;
+  }
+  problem('');
   const run = await res.json();
+  tail(run.id);
   document.getElementById('detail').hidden = false;
   document.getElementById('detail-id').textContent = run.id;
   document.getElementById('detail-command').textContent = run.command || '';
@@ -92,6 +174,19 @@ async function show(id) {
   document.getElementById('detail-usage').textContent = u.own
     ? `this run: ${figures(u.own)}; with the runs below it: ${figures(u.tree)}`
     : '';
+  // The sandbox's open previews (sandbox_expose), while it lives. The link
+  // has no code: a browser that opened the preview's URL once has its cookie.
+  const previews = document.getElementById('detail-previews');
+  previews.replaceChildren(el('span', 'previews: '));
+  for (const v of run.status === 'running' ? run.previews || [] : []) {
+    if (!/^http:\/\/[0-9.:]+\/$/.test(v.url)) continue;
+    const a = el('a', `port ${v.port}: ${v.url}`);
+    a.href = v.url;
+    a.target = '_blank';
+    a.rel = 'noopener noreferrer';
+    previews.append(a, el('span', ' '));
+  }
+  previews.hidden = previews.children.length === 1;
   const egress = document.getElementById('detail-egress');
   const rows = egress.querySelector('tbody');
   rows.replaceChildren();
@@ -112,7 +207,12 @@ async function show(id) {
   }
 }
 
-function merge(run) {
+function merge(run, event) {
+  // A "preview" event carries one change, not the list: the detail asks anew.
+  if (event && 'previews' in run) {
+    delete run.previews;
+    if (document.getElementById('detail-id').textContent === run.id) show(run.id);
+  }
   runs.set(run.id, Object.assign(runs.get(run.id) || {}, run));
 }
 
@@ -120,19 +220,24 @@ async function start() {
   const live = document.getElementById('live');
   const events = new EventSource(`${api}/events`);
   events.addEventListener('run', (e) => {
-    try { merge(JSON.parse(e.data)); render(); } catch (err) { /* a bad line is skipped */ }
+    try { merge(JSON.parse(e.data), true); renderSoon(); } catch (err) { /* a bad line is skipped */ }
   });
   events.onopen = () => { live.textContent = 'live'; live.className = ''; };
   events.onerror = () => { live.textContent = 'reconnecting…'; live.className = 'off'; };
+  document.querySelector('#runs tbody').addEventListener('click', (e) => {
+    const tr = e.target.closest('tr');
+    if (tr && tr.dataset.id) show(tr.dataset.id);
+  });
   for (const [id, values] of Object.entries(filters)) {
     const select = document.getElementById(id);
     for (const v of values) select.append(el('option', v));
     select.addEventListener('change', render);
   }
-  const res = await fetch(`${api}/runs`);
-  if (res.ok) for (const r of (await res.json()).runs) merge(r);
+  const res = await fetch(`${api}/runs`).catch(() => null);
+  if (res && res.ok) for (const r of (await res.json()).runs) merge(r);
+  else problem(`cannot list the runs: ${res ? await why(res) : 'no answer from the server'}`);
   render();
-  setInterval(render, 1000); // durations of running rows
+  setInterval(tick, 1000);
 }
 
 document.addEventListener('DOMContentLoaded', start);

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +27,11 @@
 #include "src/basic/uri.h"
 
 #define API_VERSION 1
-#define MAX_FILES 1000      /* output files listed for one run */
-#define FILE_DEPTH 8        /* directory levels listed */
-#define KEEPALIVE_MS 15000  /* a comment on a quiet stream */
-#define SCAN_MAX (1u << 20) /* bytes of one journal read per look */
+#define MAX_FILES 1000       /* output files listed for one run */
+#define FILE_DEPTH 8         /* directory levels listed */
+#define KEEPALIVE_MS 15000   /* a comment on a quiet stream */
+#define SCAN_MAX (1u << 20)  /* bytes of one journal read per look */
+#define TAIL_MAX (64u << 10) /* bytes of a log in one tail answer */
 
 static atomic_int streams;
 static atomic_bool stopping;
@@ -263,6 +265,55 @@ static enum MHD_Result one_file(const struct ui_paths *p, struct MHD_Connection 
         return dm_ui_queue(c, MHD_HTTP_OK, r);
 }
 
+/* A piece of the run's stdout.log or stderr.log as it grows: at most
+ * TAIL_MAX bytes from ?from=N (default: the last TAIL_MAX), with the offset
+ * to ask from next in X-Log-Next and the log's size in X-Log-Size. */
+static enum MHD_Result tail(const struct ui_paths *p, struct MHD_Connection *c, const char *id, const char *which)
+{
+        const char *q = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
+        _cleanup_close_ int dfd = -1;
+        struct MHD_Response *r;
+        uint64_t from, n;
+        char num[32], *end;
+        struct stat st;
+        int fd;
+
+        if (strcmp(which, "stdout") != 0 && strcmp(which, "stderr") != 0)
+                return dm_ui_error(c, MHD_HTTP_NOT_FOUND, "a tail is of stdout or stderr");
+        errno = 0;
+        from = q ? strtoull(q, &end, 10) : 0;
+        if (q && (!*q || *end || errno || *q == '-'))
+                return dm_ui_error(c, MHD_HTTP_BAD_REQUEST, "from is a byte offset");
+        dfd = run_dir(p, id);
+        if (dfd < 0)
+                return dm_ui_error(c, MHD_HTTP_NOT_FOUND, "no such run");
+        snprintf(num, sizeof(num), "%s.log", which);
+        fd = dm_io_open_beneath(dfd, num, O_RDONLY, 0);
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                if (fd >= 0)
+                        close(fd);
+                return dm_ui_error(c, MHD_HTTP_NOT_FOUND, "no such log");
+        }
+        if (!q)
+                from = (uint64_t)st.st_size > TAIL_MAX ? (uint64_t)st.st_size - TAIL_MAX : 0;
+        if (from > (uint64_t)st.st_size)
+                from = (uint64_t)st.st_size;
+        n = (uint64_t)st.st_size - from;
+        if (n > TAIL_MAX)
+                n = TAIL_MAX;
+        r = MHD_create_response_from_fd_at_offset64(n, fd, from);
+        if (!r) {
+                close(fd);
+                return MHD_NO;
+        }
+        MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+        snprintf(num, sizeof(num), "%" PRIu64, from + n);
+        MHD_add_response_header(r, "X-Log-Next", num);
+        snprintf(num, sizeof(num), "%" PRIu64, (uint64_t)st.st_size);
+        MHD_add_response_header(r, "X-Log-Size", num);
+        return dm_ui_queue(c, MHD_HTTP_OK, r);
+}
+
 /* ---- server-sent events ------------------------------------------------------------------ */
 
 /* A 250 ms look at the journals' sizes rather than inotify: journals come
@@ -491,6 +542,8 @@ bool dm_ui_api(const struct ui_paths *p, struct MHD_Connection *c, const char *m
                 *ret = one_run(p, c, id);
         else if (strncmp(rest, "/files/", 7) == 0)
                 *ret = one_file(p, c, id, rest + 7);
+        else if (strncmp(rest, "/tail/", 6) == 0)
+                *ret = tail(p, c, id, rest + 6);
         else
                 *ret = dm_ui_error(c, MHD_HTTP_NOT_FOUND, "no such page");
         return true;

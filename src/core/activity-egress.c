@@ -18,7 +18,7 @@
 bool dm_activity_event_known(const char *event)
 {
         return strcmp(event, "start") == 0 || strcmp(event, "end") == 0 || strcmp(event, "egress") == 0 ||
-               strcmp(event, "usage") == 0;
+               strcmp(event, "usage") == 0 || strcmp(event, "preview") == 0;
 }
 
 void dm_activity_format_extra(const struct dm_activity_event *ev, json_object *o)
@@ -29,6 +29,12 @@ void dm_activity_format_extra(const struct dm_activity_event *ev, json_object *o
                 json_object_object_add(o, "input_tokens", json_object_new_int64(ev->input_tokens));
                 json_object_object_add(o, "output_tokens", json_object_new_int64(ev->output_tokens));
                 json_object_object_add(o, "cost_usd", json_object_new_double(ev->cost_usd));
+        }
+        if (strcmp(ev->event, "preview") == 0) {
+                json_object_object_add(o, "port", json_object_new_int(ev->port));
+                json_object_object_add(o, "open", json_object_new_boolean(ev->url != NULL));
+                if (ev->url)
+                        json_object_object_add(o, "url", json_object_new_string(ev->url));
         }
 }
 
@@ -224,8 +230,56 @@ static bool take_usage(json_object *o, json_object *run)
         return true;
 }
 
+/* A preview's URL as expose.c makes it: http://<IPv4>:<port>/, no code. */
+static bool preview_url(const char *u)
+{
+        size_t n = strlen(u);
+
+        if (strncmp(u, "http://", 7) != 0 || n > 64 || u[n - 1] != '/')
+                return false;
+        for (size_t i = 7; i + 1 < n; i++)
+                if (!((u[i] >= '0' && u[i] <= '9') || u[i] == '.' || u[i] == ':'))
+                        return false;
+        return n > 9;
+}
+
+/* "preview": opened (port, url) or closed (port); run's previews[] kept. */
+static bool take_preview(json_object *o, json_object *run)
+{
+        json_object *v, *list, *keep;
+        const char *url = NULL;
+        int64_t port;
+        bool open;
+
+        if (!get_count(o, "port", 65535, &port) || port == 0 || !json_object_object_get_ex(o, "open", &v) ||
+            !json_object_is_type(v, json_type_boolean))
+                return false;
+        open = json_object_get_boolean(v);
+        if (open && !get_word(o, "url", 64, false, &url))
+                return false;
+        if (url && !preview_url(url))
+                return false;
+        keep = json_object_new_array();
+        if (json_object_object_get_ex(run, "previews", &list))
+                for (size_t i = 0; i < json_object_array_length(list); i++) {
+                        json_object *e = json_object_array_get_idx(list, i);
+                        if (json_object_get_int(json_object_object_get(e, "port")) != port)
+                                json_object_array_add(keep, json_object_get(e));
+                }
+        if (open && json_object_array_length(keep) < DM_ACTIVITY_PREVIEWS_MAX) {
+                json_object *e = json_object_new_object();
+                json_object_object_add(e, "port", json_object_new_int((int)port));
+                json_object_object_add(e, "url", json_object_new_string(url));
+                json_object_array_add(keep, e);
+        }
+        json_object_object_add(run, "previews", keep);
+        return true;
+}
+
 bool dm_activity_take_extra(const char *event, json_object *o, json_object *run)
 {
+        if (strcmp(event, "preview") == 0)
+                return take_preview(o, run);
         if (strcmp(event, "egress") == 0)
                 return take_egress(o, run);
         if (strcmp(event, "usage") == 0)

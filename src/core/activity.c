@@ -263,6 +263,8 @@ static bool take_line(const char *line, size_t len, const char *journal, json_ob
                     (strcmp(str_fields[i], "parent_id") != 0 || dm_activity_id_valid(json_object_get_string(v))))
                         json_object_object_add(run, str_fields[i], json_object_get(v));
         json_object_object_add(run, start ? "start_ms" : "end_ms", json_object_new_int64(t));
+        if (!start)
+                json_object_object_del(run, "previews"); /* they close with it */
         if (json_object_object_get_ex(o, "exit_code", &v) && json_object_is_type(v, json_type_int))
                 json_object_object_add(run, "exit_code", json_object_new_int(json_object_get_int(v)));
         if (json_object_object_get_ex(o, "command_truncated", &v) && json_object_get_boolean(v))

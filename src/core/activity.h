@@ -32,14 +32,16 @@
 #define DM_ACTIVITY_READ_RUNS 100000      /* runs a reader keeps */
 #define DM_ACTIVITY_ID_MAX 128            /* an id: [A-Za-z0-9._-], 1..128 */
 
-#define DM_ACTIVITY_EGRESS_MAX 256 /* egress entries a reader keeps per run (then one "*" per decision) */
+#define DM_ACTIVITY_EGRESS_MAX 256  /* egress entries a reader keeps per run (then one "*" per decision) */
+#define DM_ACTIVITY_PREVIEWS_MAX 16 /* open previews a reader keeps per sandbox */
 
 /* One event of a run, sandbox, job or agent run. Strings are borrowed; NULL
  * leaves the field out. */
 struct dm_activity_event {
         /* required: "start", "end", "egress" (entries: what the host's
-         * proxies decided for the run since its last egress line) or
-         * "usage" (the run's tokens and cost, from the ledger's figures) */
+         * proxies decided for the run since its last egress line), "usage"
+         * (the run's tokens and cost, from the ledger's figures) or
+         * "preview" (a sandbox's preview opened or closed) */
         const char *event;
         const char *id;        /* required: the run's or sandbox's id */
         const char *kind;      /* "run", "sandbox", "job", "agent" */
@@ -58,6 +60,10 @@ struct dm_activity_event {
         /* "usage": the vendor proxy's counts (never a file a sandbox wrote) */
         int64_t input_tokens, output_tokens;
         double cost_usd;
+        /* "preview": a sandbox_expose preview of port opened (url, without
+         * its code) or closed (url NULL) */
+        int port;
+        const char *url;
 };
 
 /* Whether id may name a run in the journal and the API: [A-Za-z0-9._-],
@@ -95,8 +101,8 @@ struct dm_egress_tally *dm_activity_egress_tally(struct dm_activity_egress *a);
 void dm_activity_egress_free(struct dm_activity_egress *a);
 
 /* activity-egress.c's part of the journal's lines: whether event is one
- * of the four; the "egress" and "usage" fields of ev into o; an "egress"
- * or "usage" line o (checked, false: skipped) merged into run. */
+ * of the five; the "egress", "usage" and "preview" fields of ev into o; such
+ * a line o (checked, false: skipped) merged into run. */
 bool dm_activity_event_known(const char *event);
 void dm_activity_format_extra(const struct dm_activity_event *ev, json_object *o);
 bool dm_activity_take_extra(const char *event, json_object *o, json_object *run);
@@ -115,7 +121,8 @@ struct dm_activity_stats {
  * command_truncated, status, start_ms, end_ms, exit_code, output_dir,
  * journal, egress_decisions (the "egress" lines' entries summed per host,
  * port, decision and rule; at most DM_ACTIVITY_EGRESS_MAX), usage
- * {own {input_tokens, output_tokens, cost_usd}} (the last "usage" line)}. An empty array when there is no journal yet. NULL and err
+ * {own {input_tokens, output_tokens, cost_usd}} (the last "usage" line),
+ * previews [{port, url}] (those opened and not closed; none after "end")}. An empty array when there is no journal yet. NULL and err
  * filled on a read error of the directory itself. */
 json_object *dm_activity_read(const char *state_dir, struct dm_activity_stats *ret_stats, struct dm_error *err);
 

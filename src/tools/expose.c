@@ -16,6 +16,7 @@
 
 #include "src/basic/log.h"
 #include "src/basic/principal.h"
+#include "src/core/activity.h"
 #include "src/core/sandbox.h"
 #include "src/tools/args.h"
 #include "src/tools/expose.h"
@@ -43,6 +44,14 @@ struct dm_previews {
 static struct dm_previews *previews_of(const struct dm_context *ctx)
 {
         return ctx->tools ? ctx->tools->previews : NULL;
+}
+
+/* The run journal's "preview" line (src/core/activity.h): the page links a
+ * sandbox to its open previews. url NULL: closed. */
+static void journal(const struct dm_context *ctx, const char *id, uint16_t port, const char *url)
+{
+        dm_activity_record(ctx->cfg.state_dir, ctx->cfg.activity_days,
+                           &(struct dm_activity_event){ .event = "preview", .id = id, .port = port, .url = url });
 }
 
 static const struct dm_arg_spec expose_args[] = {
@@ -115,6 +124,7 @@ static int expose(struct dm_context *ctx, struct dm_previews *v, const struct dm
         pthread_mutex_unlock(&v->lock);
         if (stale) {
                 dm_preview_close(stale->p);
+                journal(ctx, stale->id, stale->port, NULL);
                 free(stale);
         }
         if (e)
@@ -145,6 +155,7 @@ static int expose(struct dm_context *ctx, struct dm_previews *v, const struct dm
         v->head = e;
         pthread_mutex_unlock(&v->lock);
         log_info("%s: served at %s", what, e->url);
+        journal(ctx, sb->id, port, e->url);
         return 0;
 }
 
@@ -227,6 +238,7 @@ void dm_tools_previews_end(struct dm_context *ctx, const char *id)
 
                 gone = e->next;
                 dm_preview_close(e->p);
+                journal(ctx, e->id, e->port, NULL);
                 log_info("sandbox %s: preview of port %u closed", e->id, e->port);
                 free(e);
         }

@@ -10,7 +10,7 @@
 // its use of textContent only (a grep-level check). The actions: a
 // background job (`sleep 300`) cancelled and a persistent sandbox destroyed
 // through the view's API, by the serve process that owns them (its control
-// socket): each ends, its container gone; a cross-site, Origin-less or
+// socket): each ends, its container gone; a log's tail from an offset; a cross-site, Origin-less or
 // anonymous POST refused, an unknown id 404; the control socket refuses a
 // peer of another uid (as root: a child with euid 65534 that can still reach
 // the socket). And /ui/ inside `serve --http`: its own login, the runs
@@ -41,7 +41,7 @@ const { stopServer } = await import('./lib/http-server.mjs');
 const MAX_STREAMS = 16; // DM_UI_MAX_STREAMS (src/cli/ui.h)
 const MARKUP = '<img src=x onerror=alert(1)>';
 
-h.plan(48);
+h.plan(49);
 
 // How many containers carry the label key=id (-1: the engine did not answer):
 // demesne.run for a run's, demesne.sandbox for a persistent sandbox's.
@@ -190,6 +190,17 @@ await h.run(async () => {
   const logText = await log.text();
   h.ok(log.headers.get('content-type') === 'text/plain; charset=utf-8' && log.headers.get('x-content-type-options') === 'nosniff'
     && logText === `${MARKUP}\n`, 'stdout.log is text/plain with nosniff', `${log.headers.get('content-type')} ${JSON.stringify(logText)}`);
+  // The tail: all of a short log (no from), then from an offset; a bad offset 400, another name 404.
+  const whole = await get(`runs/${runId}/tail/stdout`);
+  const wholeText = await whole.text();
+  const part = await get(`runs/${runId}/tail/stdout?from=5`);
+  const partText = await part.text();
+  const badTail = [await get(`runs/${runId}/tail/stdout?from=-1`), await get(`runs/${runId}/tail/stdout?from=x`),
+    await get(`runs/${runId}/tail/passwd`)].map((r) => r.status).join();
+  const n = Buffer.byteLength(`${MARKUP}\n`);
+  h.ok(wholeText === `${MARKUP}\n` && whole.headers.get('x-log-next') === String(n) && whole.headers.get('x-log-size') === String(n)
+    && partText === `${MARKUP}\n`.slice(5) && part.headers.get('x-log-next') === String(n) && badTail === '400,400,404',
+  'GET runs/{id}/tail/stdout gives the log from an offset, with the next one', `${JSON.stringify(partText)} ${badTail}`);
   const page = await get(`runs/${runId}/files/page.html`);
   await page.arrayBuffer();
   h.ok(page.headers.get('content-disposition') === 'attachment' && page.headers.get('content-type') === 'application/octet-stream',

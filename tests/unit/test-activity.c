@@ -2,7 +2,8 @@
 /* The run journal (src/core/activity.h): lines as written, starts and ends
  * merged newest first, concurrent appends whole, and every hostile line a
  * reader may meet (not JSON, a bad id, a huge line, a cut last line, NUL
- * bytes, a link) skipped with a count, never a crash. */
+ * bytes, a link) skipped with a count, never a crash; previews opened and
+ * closed. */
 #include "config.h"
 
 #include <errno.h>
@@ -120,6 +121,46 @@ static void test_round_trip(void)
         ok(st.files == 1 && st.lines == 3 && st.skipped == 0 && st.truncated == 0, "nothing skipped (%zu %zu %zu %zu)",
            st.files, st.lines, st.skipped, st.truncated);
         json_object_put(arr);
+}
+
+/* "preview" lines: opened and closed per port, a hostile URL or port
+ * skipped, none left after the sandbox's end. */
+static void test_previews(void)
+{
+        static const char text[] =
+                "{\"event\":\"start\",\"id\":\"sbx-1\",\"kind\":\"sandbox\",\"time_ms\":1}\n"
+                "{\"event\":\"preview\",\"id\":\"sbx-1\",\"port\":8000,\"open\":true,"
+                "\"url\":\"http://127.0.0.1:4000/\",\"time_ms\":2}\n"
+                "{\"event\":\"preview\",\"id\":\"sbx-1\",\"port\":5173,\"open\":true,"
+                "\"url\":\"http://127.0.0.1:4001/\",\"time_ms\":3}\n"
+                "{\"event\":\"preview\",\"id\":\"sbx-1\",\"port\":8000,\"open\":false,\"time_ms\":4}\n"
+                "{\"event\":\"preview\",\"id\":\"sbx-1\",\"port\":9,\"open\":true,"
+                "\"url\":\"javascript:alert(1)//\",\"time_ms\":5}\n"
+                "{\"event\":\"preview\",\"id\":\"sbx-1\",\"port\":0,\"open\":true,"
+                "\"url\":\"http://127.0.0.1:4002/\",\"time_ms\":6}\n";
+        static const char end[] = "{\"event\":\"end\",\"id\":\"sbx-1\",\"status\":\"destroyed\",\"time_ms\":7}\n";
+        struct dm_activity_stats st = { 0 };
+        json_object *runs = json_object_new_object(), *list;
+        char *line = NULL;
+        size_t len = 0;
+
+        ok(dm_activity_format(
+                   &(struct dm_activity_event){
+                           .event = "preview", .id = "sbx-1", .port = 8000, .url = "http://127.0.0.1:4000/" },
+                   &line, &len) == 0 &&
+                   strstr(line, "\"port\":8000,\"open\":true,\"url\":\"http://127.0.0.1:4000/\""),
+           "a preview line has its port and URL");
+        free(line);
+        dm_activity_parse(text, sizeof(text) - 1, "1-1.jsonl", runs, &st);
+        list = json_object_object_get(json_object_object_get(runs, "sbx-1"), "previews");
+        ok(list && json_object_array_length(list) == 1 &&
+                   json_object_get_int(json_object_object_get(json_object_array_get_idx(list, 0), "port")) == 5173,
+           "the closed preview is gone, the open one kept");
+        ok(st.lines == 4 && st.skipped == 2, "a hostile URL and port 0 skipped (%zu %zu)", st.lines, st.skipped);
+        dm_activity_parse(end, sizeof(end) - 1, "1-1.jsonl", runs, &st);
+        ok(!json_object_object_get_ex(json_object_object_get(runs, "sbx-1"), "previews", NULL),
+           "none after the sandbox's end");
+        json_object_put(runs);
 }
 
 static void test_hostile(void)
@@ -242,6 +283,7 @@ int main(void)
         snprintf(dir, sizeof(dir), "%s/%s", state, DM_ACTIVITY_DIR);
         test_format();
         test_round_trip();
+        test_previews();
         test_hostile();
         test_concurrent();
         test_prune();

@@ -1,0 +1,221 @@
+#!/usr/bin/env node
+// The activity view in a real browser: Debian's chromium driven by
+// playwright-core (tests/e2e/package.json), the page served by a real
+// `demesne ui`, runs made over MCP by a real `demesne serve` against the
+// engine. The login URL signs the browser in; the run list renders a
+// finished run; its detail opens with its stdout, markup shown as text (no
+// dialog fires); a background job's stdout tail grows while it runs; its
+// cancel button (after the confirmation) ends it and the engine shows its
+// container gone; a sandbox's page links its preview (sandbox_expose), the
+// link opens what it serves, the destroy button closes it; after the session ends, a refused request's error renders.
+// With UI_SCREENSHOTS=DIR it leaves the page's screenshots there
+// (docs/images: `make ui-screenshots`).
+//
+// Chromium and playwright-core are test dependencies (setup.sh --test-deps):
+// without them this test fails, saying what to install, rather than skip.
+//
+//   DEMESNE=/abs/path/to/demesne top_srcdir=/abs/src node tests/e2e/ui-browser.mjs
+
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import readline from 'node:readline';
+
+import * as h from './lib/harness.mjs';
+
+h.requireNodeModules();
+const DEMESNE = h.demesneBinary();
+h.trackSpawnsOf(DEMESNE);
+const SRC = process.env.top_srcdir ?? path.resolve(h.E2E_DIR, '../..');
+const UI_DIR = path.join(SRC, 'data/ui');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const SHOTS = process.env.UI_SCREENSHOTS;
+const MARKUP = '<img src=x onerror=alert(1)>';
+
+h.plan(12);
+
+// A missing dependency fails every test, says which, and runs nothing.
+function missing(why) {
+  h.failRemaining(why);
+  process.stdout.write(`e2e: 0 passed, 12 failed\n`);
+  process.exit(1);
+}
+let playwright;
+try {
+  playwright = await import('playwright-core');
+} catch (err) {
+  missing(`playwright-core is not installed in tests/e2e/node_modules (run ./setup.sh --test-deps): ${err.message}`);
+}
+if (!fs.existsSync(CHROMIUM)) missing(`no chromium at ${CHROMIUM}: install Debian's chromium (./setup.sh --test-deps), or set CHROMIUM`);
+
+const { Client } = await import('@modelcontextprotocol/client');
+const { StdioClientTransport } = await import('@modelcontextprotocol/client/stdio');
+const { CALL_TIMEOUT_MS } = await import('./lib/checks.mjs');
+
+// How many containers the engine has for the run id (-1: no answer).
+function containersOfRun(id) {
+  const hostVar = process.env.DEMESNE_ENGINE_HOST ?? process.env.DOCKER_HOST ?? process.env.CONTAINER_HOST;
+  const socketPath = hostVar?.startsWith('unix://') ? hostVar.slice(7) : '/run/podman/podman.sock';
+  const filters = encodeURIComponent(JSON.stringify({ label: [`demesne.run=${id}`] }));
+  return new Promise((resolve) => {
+    http.get({ socketPath, path: `/containers/json?all=true&filters=${filters}` }, (res) => {
+      let body = '';
+      res.on('data', (c) => { body += c; });
+      res.on('end', () => { try { resolve(JSON.parse(body).length); } catch { resolve(-1); } });
+    }).on('error', () => resolve(-1));
+  });
+}
+
+async function until(ms, what, cond) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await cond();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+await h.run(async () => {
+  const base = h.makeOutputRoot('ui-browser');
+  const state = path.join(base, 'state');
+  const out = path.join(base, 'out');
+  fs.mkdirSync(state, { mode: 0o700 });
+  const env = h.serverEnv(out, { DEMESNE_STATE_DIR: state, DEMESNE_POOL: '0' });
+
+  const ui = h.spawnGroup(DEMESNE, ['ui', '--listen', '127.0.0.1:0', '--ui-dir', UI_DIR],
+    { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines = readline.createInterface({ input: ui.stdout });
+  const url = await h.within(30_000, 'the login URL', new Promise((resolve) => {
+    lines.on('line', (l) => { const m = /(http:\/\/\S+)/.exec(l); if (m) resolve(m[1]); });
+  }));
+  const origin = new URL(url).origin;
+
+  // Two runs over MCP: one that ends (markup on stdout), one background job
+  // that prints a line every 200 ms until it is cancelled.
+  const client = new Client({ name: 'demesne-e2e-ui-browser', version: '0.0.0' });
+  await h.within(60_000, 'connect', client.connect(
+    new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' }), { timeout: 30_000 }));
+  const done = await client.callTool({
+    name: 'sandbox_script',
+    arguments: { command: `echo 'hello from the sandbox'; echo '${MARKUP}'`, egress: 'none' },
+  }, { timeout: CALL_TIMEOUT_MS });
+  const runId = done?.structuredContent?.run_id;
+  const job = await client.callTool({
+    name: 'sandbox_script',
+    arguments: { command: 'for i in $(seq 1 1500); do echo "tick $i"; sleep 0.2; done', background: true, egress: 'none' },
+  }, { timeout: CALL_TIMEOUT_MS });
+  const jobId = job?.structuredContent?.job_id;
+
+  const browser = await playwright.chromium.launch({
+    executablePath: CHROMIUM,
+    // As root chromium's own sandbox cannot start; the page is ours.
+    args: process.getuid() === 0 ? ['--no-sandbox'] : [],
+  });
+  try {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 640 } });
+    const page = await context.newPage();
+    const dialogs = [];
+    page.on('dialog', (d) => { dialogs.push(`${d.type()}: ${d.message()}`); d.type() === 'confirm' ? d.accept() : d.dismiss(); });
+    const shot = async (name) => { if (SHOTS) await page.screenshot({ path: path.join(SHOTS, name) }); };
+
+    // 1: the login URL lands on the page, signed in.
+    await page.goto(url);
+    h.ok(new URL(page.url()).pathname === '/ui/', 'the login URL redirects the browser to /ui/', page.url());
+
+    // 2: the finished run is in the list, succeeded, its command as text.
+    const row = page.locator('#runs tbody tr', { hasText: runId ?? 'no run id' });
+    await row.waitFor({ timeout: 20_000 });
+    await until(20_000, 'the run succeeded in the list', async () => (await row.locator('td.status').textContent()) === 'succeeded');
+    h.ok((await row.locator('td.command').textContent()).includes(MARKUP), 'the run list renders the run, succeeded, its command as text');
+
+    // 3-4: its detail opens with its stdout, markup as text.
+    await row.click();
+    await page.locator('#detail-id', { hasText: runId }).waitFor({ timeout: 10_000 });
+    const stdout = page.locator('#detail-stdout');
+    await until(10_000, 'the stdout in the detail', async () => (await stdout.textContent()).includes('hello from the sandbox'));
+    h.ok((await stdout.textContent()).includes(MARKUP) && (await page.locator('#detail img').count()) === 0,
+      'the run\'s detail opens with its stdout, markup shown as text', await stdout.textContent());
+    h.equal((await page.locator('#detail-stdout-all').getAttribute('href')), `/ui/api/v1/runs/${runId}/files/stdout.log`,
+      'the detail links the whole stdout');
+    await shot('ui-detail.png');
+
+    // 5: the job's tail grows while it runs.
+    const jobRow = page.locator('#runs tbody tr.running', { hasText: 'tick' });
+    await jobRow.waitFor({ timeout: 30_000 });
+    const jobRunId = (await jobRow.locator('td').first().textContent()).trim();
+    await jobRow.click();
+    await page.locator('#detail-id', { hasText: jobRunId }).waitFor({ timeout: 10_000 });
+    const ticks = async () => Math.max(0, ...[...(await stdout.textContent()).matchAll(/tick (\d+)/g)].map((m) => Number(m[1])));
+    const first = await until(30_000, 'the job\'s first lines', async () => (await ticks()) || null);
+    const later = await until(30_000, 'the tail growing', async () => { const n = await ticks(); return n >= first + 3 ? n : null; });
+    h.ok(later > first, 'a running job\'s stdout tail grows in the page', `${first} -> ${later}`);
+    await shot('ui-list.png');
+
+    // 6-7: its cancel button ends it; the engine has no container left.
+    const held = await containersOfRun(jobRunId);
+    await jobRow.locator('button', { hasText: 'cancel' }).click();
+    const jobRowAny = page.locator('#runs tbody tr', { hasText: jobRunId });
+    await until(30_000, 'the job cancelled in the list', async () => (await jobRowAny.locator('td.status').textContent()) === 'cancelled');
+    h.ok(dialogs.some((d) => d.startsWith('confirm:') && d.includes(jobId)) &&
+      /cancel/.test(await page.locator('#notice').textContent()), 'the cancel button asks first, then the row shows cancelled',
+    `${dialogs} | ${await page.locator('#notice').textContent()}`);
+    const gone = await until(30_000, 'the job\'s container gone', async () => (await containersOfRun(jobRunId)) === 0);
+    h.ok(held === 1 && gone, 'the engine shows the job\'s container gone', `held ${held}`);
+
+    // 8: no dialog but the confirmation fired (the markup ran nowhere).
+    h.ok(dialogs.every((d) => d.startsWith('confirm:')), 'no alert fired from the run\'s output', dialogs.join(' | '));
+
+    // 9-11: a sandbox's preview linked from its page; the link opens what it
+    // serves (this browser signed in to the preview with its code first);
+    // the destroy button closes it.
+    const made = await client.callTool({ name: 'sandbox_create', arguments: { image: 'python', egress: 'none' } },
+      { timeout: CALL_TIMEOUT_MS });
+    const sbId = made?.structuredContent?.sandbox_id;
+    await client.callTool({
+      name: 'sandbox_exec',
+      arguments: {
+        sandbox_id: sbId,
+        command: 'mkdir -p /workspace/site && echo "<h1 id=hello>served by the sandbox</h1>" >/workspace/site/index.html && ' +
+          '(setsid -f python3 -m http.server 8000 --bind 127.0.0.1 --directory /workspace/site >/dev/null 2>&1 </dev/null) && ' +
+          'for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done',
+      },
+    }, { timeout: CALL_TIMEOUT_MS });
+    const exposed = await client.callTool({ name: 'sandbox_expose', arguments: { sandbox_id: sbId, port: 8000 } },
+      { timeout: CALL_TIMEOUT_MS });
+    const codeUrl = exposed?.structuredContent?.url ?? '';
+    const bare = codeUrl.split('?')[0];
+    const sbRow = page.locator('#runs tbody tr', { hasText: sbId ?? 'no sandbox id' });
+    await sbRow.waitFor({ timeout: 20_000 });
+    await sbRow.click();
+    const link = page.locator('#detail-previews a');
+    await link.first().waitFor({ timeout: 10_000 });
+    h.ok((await link.count()) === 1 && (await link.getAttribute('href')) === bare && /^http:\/\/127\.0\.0\.1:\d+\/$/.test(bare),
+      'a sandbox\'s page links its open preview (the URL without its code)', `${await link.getAttribute('href')} ${bare}`);
+    const signIn = await context.newPage();
+    await signIn.goto(codeUrl);
+    await signIn.close();
+    const [preview] = await Promise.all([context.waitForEvent('page'), link.click()]);
+    await preview.locator('#hello').waitFor({ timeout: 10_000 });
+    h.equal(await preview.locator('#hello').textContent(), 'served by the sandbox', 'the link opens what the sandbox serves');
+    await preview.close();
+    await sbRow.locator('button', { hasText: 'destroy' }).click();
+    await until(30_000, 'the sandbox destroyed in the list', async () => (await sbRow.locator('td.status').textContent()) === 'destroyed');
+    const closed = await fetch(bare).then((r) => `answered ${r.status}`, () => 'refused');
+    h.ok(closed === 'refused' && await page.locator('#detail-previews').isHidden(),
+      'after the destroy button the preview is gone from the page and its port refuses', closed);
+
+    // 12: the session ended (logged out), a click renders why nothing opens.
+    const bye = await page.evaluate(async () => (await fetch('/ui/api/v1/logout', { method: 'POST' })).status);
+    await row.click();
+    const error = page.locator('#error');
+    await error.waitFor({ state: 'visible', timeout: 10_000 });
+    const text = await error.textContent();
+    h.ok(bye === 204 && /401/.test(text) && /not signed in/.test(text), 'a refused request renders its error in the page',
+      `${bye} ${text}`);
+    await shot('ui-error.png');
+  } finally {
+    await browser.close();
+    await client.close();
+  }
+});
