@@ -16,6 +16,8 @@ struct entry {
         struct dm_tool tool; /* a copy of the table's entry, or of add_copy's tool */
         bool owned;          /* add_copy's: tool's strings are the registry's */
         json_object *described;
+        char *text; /* described's JSON text, printed once (describe_text) */
+        size_t text_len;
 };
 
 struct dm_registry {
@@ -53,6 +55,7 @@ void dm_registry_free(struct dm_registry *reg)
                 return;
         for (size_t i = 0; i < reg->n_entries; i++) {
                 json_object_put(reg->entries[i].described);
+                free(reg->entries[i].text);
                 if (reg->entries[i].owned)
                         owned_release(&reg->entries[i].tool);
         }
@@ -233,6 +236,36 @@ json_object *dm_registry_describe(struct dm_registry *reg, const struct dm_tool 
                 }
         pthread_mutex_unlock(&reg->lock);
         return d;
+}
+
+const char *dm_registry_describe_text(struct dm_registry *reg, const struct dm_tool *tool, size_t *ret_len)
+{
+        const char *text = NULL;
+
+        pthread_mutex_lock(&reg->lock);
+        for (size_t i = 0; i < reg->n_entries; i++) {
+                struct entry *e = &reg->entries[i];
+                const char *s;
+                size_t len;
+
+                if (&e->tool != tool)
+                        continue;
+                if (!e->described)
+                        e->described = build(tool);
+                /* Printed here, under the lock, and never again: the text
+                 * is immutable from now on and read without the lock. */
+                if (!e->text) {
+                        s = json_object_to_json_string_length(
+                                e->described, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+                        e->text = s ? strndup(s, len) : NULL;
+                        e->text_len = e->text ? len : 0;
+                }
+                text = e->text;
+                *ret_len = e->text_len;
+                break;
+        }
+        pthread_mutex_unlock(&reg->lock);
+        return text;
 }
 
 void dm_registry_set_instructions(struct dm_registry *reg, const char *text)

@@ -67,6 +67,11 @@ const struct dm_tool *dm_registry_at(struct dm_registry *reg, size_t i);
 /* The tool's tools/list entry, parsed once and cached. Returns a new
  * object, the caller's alone; NULL when tool is not reg's. */
 json_object *dm_registry_describe(struct dm_registry *reg, const struct dm_tool *tool);
+/* The same entry as JSON text (plain, slashes unescaped, as dm_rpc_serialize
+ * prints), printed once and kept for the registry's life: the caller may
+ * read it from any thread without a lock and must not free it. Its length
+ * in *ret_len. NULL when tool is not reg's or memory ran out. */
+const char *dm_registry_describe_text(struct dm_registry *reg, const struct dm_tool *tool, size_t *ret_len);
 /* The initialize result's instructions: set once at start (before serving),
  * a copy kept; NULL until then. */
 void dm_registry_set_instructions(struct dm_registry *reg, const char *text);

@@ -12,12 +12,15 @@
 #include "src/mcp/server-internal.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/skills.h"
+#include "src/basic/buf.h"
 #include "src/basic/cancel.h"
 #include "src/basic/log.h"
 #include "src/basic/principal.h"
 #include "src/basic/timeutil.h"
 
 #define TOOLS_PAGE_SIZE 20
+/* A page's JSON text at most: far above 20 tools' (34 KB in 2026-12). */
+#define TOOLS_PAGE_MAX (16u << 20)
 
 static const char *const legacy_versions[] = { "2025-11-25", "2025-06-18", NULL };
 
@@ -428,10 +431,54 @@ static void handle_discover(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool
         (void)modern;
 }
 
+/* A page of tools as a json array that prints as the registry's texts,
+ * joined: the descriptions are printed once for the server's life, not
+ * copied and printed again by every tools/list (issue 35: the deep copies,
+ * the printing and the frees were most of a call's CPU). The array has no
+ * elements of its own: it is only ever printed, by dm_rpc_serialize. NULL
+ * when memory ran out. *ret_next: the entry after the page. */
+static json_object *tools_page(struct dm_registry *reg, const char *principal, size_t start, size_t n, size_t *ret_next)
+{
+        struct dm_buf b;
+        json_object *tools;
+        size_t i = start, shown = 0, len;
+        const char *text;
+        int r;
+
+        dm_buf_init(&b, TOOLS_PAGE_MAX);
+        r = dm_buf_append(&b, "[", 1);
+        /* The cursor counts registry entries, seen or not: a page holds up
+         * to TOOLS_PAGE_SIZE of the tools this principal may see. */
+        for (; r == 0 && i < n && shown < TOOLS_PAGE_SIZE; i++) {
+                const struct dm_tool *t = dm_registry_at(reg, i);
+                if (!dm_registry_visible(t, principal))
+                        continue;
+                text = dm_registry_describe_text(reg, t, &len);
+                if (!text || (shown && dm_buf_append(&b, ",", 1) < 0))
+                        r = -ENOMEM;
+                else
+                        r = dm_buf_append(&b, text, len);
+                shown++;
+        }
+        while (i < n && !dm_registry_visible(dm_registry_at(reg, i), principal))
+                i++;
+        if (r == 0)
+                r = dm_buf_append(&b, "]", 1);
+        tools = r == 0 ? json_object_new_array() : NULL;
+        if (!tools) {
+                dm_buf_release(&b);
+                return NULL;
+        }
+        json_object_set_serializer(tools, json_object_userdata_to_json_string, dm_buf_steal(&b),
+                                   json_object_free_userdata);
+        *ret_next = i;
+        return tools;
+}
+
 static void handle_tools_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bool modern)
 {
         json_object *v, *result, *tools;
-        size_t start = 0, n = dm_registry_count(s->srv->registry);
+        size_t start = 0, next, n = dm_registry_count(s->srv->registry);
 
         if (m->params && json_object_object_get_ex(m->params, "cursor", &v) && v) {
                 const char *cur = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
@@ -445,24 +492,16 @@ static void handle_tools_list(struct dm_mcp_session *s, struct dm_rpc_msg *m, bo
                 }
                 start = off;
         }
-        result = json_object_new_object();
-        tools = json_object_new_array();
-        /* The cursor counts registry entries, seen or not: a page holds up
-         * to TOOLS_PAGE_SIZE of the tools this principal may see. */
-        size_t i = start, shown = 0;
-        for (; i < n && shown < TOOLS_PAGE_SIZE; i++) {
-                const struct dm_tool *t = dm_registry_at(s->srv->registry, i);
-                if (!dm_registry_visible(t, s->principal))
-                        continue;
-                json_object_array_add(tools, dm_registry_describe(s->srv->registry, t));
-                shown++;
+        tools = tools_page(s->srv->registry, s->principal, start, n, &next);
+        if (!tools) {
+                dm_mcp_reply_error(s, m->id, DM_RPC_INTERNAL_ERROR, "out of memory", NULL);
+                return;
         }
-        while (i < n && !dm_registry_visible(dm_registry_at(s->srv->registry, i), s->principal))
-                i++;
+        result = json_object_new_object();
         json_object_object_add(result, "tools", tools);
-        if (i < n) {
+        if (next < n) {
                 char cur[32];
-                snprintf(cur, sizeof(cur), "t:%zu", i);
+                snprintf(cur, sizeof(cur), "t:%zu", next);
                 json_object_object_add(result, "nextCursor", json_object_new_string(cur));
         }
         if (modern)

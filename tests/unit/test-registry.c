@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "src/mcp/jsonrpc.h"
 #include "src/mcp/registry.h"
 #include "src/mcp/server.h"
 #include "tests/tap.h"
@@ -39,7 +40,13 @@ static void *hammer(void *arg)
         for (int i = 0; i < ROUNDS; i++) {
                 json_object *d = dm_registry_describe(reg, dm_registry_at(reg, (size_t)i % 2));
                 const char *text = json_object_to_json_string_ext(d, JSON_C_TO_STRING_PLAIN);
-                *good += text && strstr(text, "\"inputSchema\":{\"type\":\"object\"") != NULL;
+                size_t len = 0;
+                const char *cached = dm_registry_describe_text(reg, dm_registry_at(reg, (size_t)i % 2), &len);
+
+                /* The printed text tools/list joins is the same entry, the
+                 * one text for every thread. */
+                *good += text && strstr(text, "\"inputSchema\":{\"type\":\"object\"") != NULL && cached &&
+                         len == strlen(text) && memcmp(cached, text, len) == 0;
                 json_object_put(d);
         }
         return NULL;
@@ -68,6 +75,90 @@ static json_object *echo(struct dm_call *call, json_object *args)
 {
         (void)args;
         return dm_tool_result_error("%s", dm_call_tool(call)->name);
+}
+
+/* ---- pages: tools/list prints the registry's cached texts ---- */
+
+static json_object *page(struct dm_mcp_session *s, char **last, const char *cursor)
+{
+        char line[256];
+        json_object *msg, *result = NULL;
+
+        snprintf(line, sizeof(line), "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\"%s%s%s}",
+                 cursor ? ",\"params\":{\"cursor\":\"" : "", cursor ? cursor : "", cursor ? "\"}" : "");
+        dm_mcp_session_handle(s, line, strlen(line));
+        msg = *last ? json_tokener_parse(*last) : NULL;
+        if (msg && json_object_object_get_ex(msg, "result", &result))
+                json_object_get(result);
+        json_object_put(msg);
+        return result;
+}
+
+static int on_send_big(void *transport, json_object *msg)
+{
+        char **last = transport;
+        size_t len;
+
+        free(*last);
+        *last = dm_rpc_serialize(msg, &len);
+        return 0;
+}
+
+/* 25 tools, the 3rd nested-only: a host caller's pages hold 20 and 4, each
+ * entry what describe gives, the cursor past the hidden one. */
+static void pages(void)
+{
+        static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+                                   "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+                                   "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}";
+        struct dm_registry *r = dm_registry_new();
+        struct dm_mcp_server *srv;
+        struct dm_mcp_session *s;
+        char *last = NULL;
+        json_object *first, *second, *v = NULL, *d, *list;
+        int same = 0, total = 0;
+
+        for (int i = 0; i < 25; i++) {
+                char name[16];
+                struct dm_tool t = { .name = name,
+                                     .description = "a tool with a \"quoted\" / slashed description",
+                                     .input_schema =
+                                             "{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\"}}}",
+                                     .output_schema = i % 2 ? "{\"type\":\"object\"}" : NULL,
+                                     .nested_only = i == 2 };
+                snprintf(name, sizeof(name), "t_%02d", i);
+                dm_registry_add_copy(r, &t);
+        }
+        srv = dm_mcp_server_new(NULL, r, "/nonexistent");
+        s = dm_mcp_session_new(srv, on_send_big, &last);
+        dm_mcp_session_handle(s, init, strlen(init));
+        first = page(s, &last, NULL);
+        second = json_object_object_get_ex(first, "nextCursor", &v) ? page(s, &last, json_object_get_string(v)) : NULL;
+        is_str(v ? json_object_get_string(v) : NULL, "t:21", "page 1 ends past 20 visible tools: nextCursor t:21");
+        ok(second && !json_object_object_get_ex(second, "nextCursor", NULL), "page 2 is the last");
+        for (json_object *pg = first; pg; pg = pg == first ? second : NULL)
+                if (json_object_object_get_ex(pg, "tools", &list))
+                        for (size_t i = 0; i < json_object_array_length(list); i++) {
+                                json_object *e = json_object_array_get_idx(list, i);
+                                d = dm_registry_describe(
+                                        r,
+                                        dm_registry_find(r, json_object_get_string(json_object_object_get(e, "name"))));
+                                same += json_object_equal(e, d);
+                                total++;
+                                json_object_put(d);
+                        }
+        is_int(total, 24, "the pages list the 24 tools a host caller sees");
+        is_int(same, 24, "... each entry what describe gives");
+        ok(json_object_object_get_ex(first, "tools", &list) &&
+                   strcmp(json_object_get_string(json_object_object_get(json_object_array_get_idx(list, 2), "name")),
+                          "t_03") == 0,
+           "the nested-only t_02 is left out: t_03 follows t_01");
+        json_object_put(first);
+        json_object_put(second);
+        free(last);
+        dm_mcp_session_free(s);
+        dm_mcp_server_free(srv);
+        dm_registry_free(r);
 }
 
 /* The names tools/list gives s, comma-separated, into out. */
@@ -216,5 +307,6 @@ int main(void)
         }
         dm_registry_free(reg);
         two_registries();
+        pages();
         return done_testing();
 }
