@@ -90,53 +90,57 @@ async function idle(port, n) {
   return socks;
 }
 
-const outputRoot = h.makeOutputRoot('http-load');
-let server;
-try {
-  server = await startHttpServer(DEMESNE, { env: h.serverEnv(outputRoot), logFile: path.join(outputRoot, 'server.log') });
-  const r = await burst(server, 'default');
-  h.ok(r.answered === IN_FLIGHT * ROUNDS, `default limits: ${IN_FLIGHT} tools/list in flight at once, ${ROUNDS} rounds: every answer came (${r.answered})`,
-    r.failures.join('; '));
-  h.ok(r.counts.size === 1 && [...r.counts][0] > 0, 'and every answer lists the same tools', JSON.stringify([...r.counts]));
-  h.equal(await server.stop(), 0, 'the server exits cleanly after the load');
-} catch (err) {
-  h.failRemaining(`default limits: ${err.stack ?? err}`);
-  server?.stop();
-}
-
-try {
-  server = await startHttpServer(DEMESNE, { args: ['--max-connections-per-ip', '4'], env: h.serverEnv(outputRoot),
-    logFile: path.join(outputRoot, 'server-4.log') });
-  const r = await burst(server, 'four');
-  h.ok(r.answered === IN_FLIGHT * ROUNDS, `4 calls at once per address: ${IN_FLIGHT} in flight wait their turn, every answer came (${r.answered})`,
-    r.failures.join('; '));
-  await server.stop();
-} catch (err) {
-  h.fail('4 calls at once per address', err);
-  server?.stop();
-}
-
-try {
-  server = await startHttpServer(DEMESNE, { args: ['--max-connections', '8'], env: h.serverEnv(outputRoot),
-    logFile: path.join(outputRoot, 'server-8.log') });
-  // 127.0.0.1 opens all 8, idle: it keeps its share (half), the rest are
-  // closed at accept, so the server still has room for others.
-  const held = await idle(server.port, 8);
-  const other = await rawPost(server.port, server.token, 'tools/list', '127.0.0.2');
-  h.ok(/^HTTP\/1\.1 200/.test(other), 'while one address holds its whole share of the connections, another is served',
-    other.slice(0, 300));
-  for (const s of held) s.destroy();
-  // The server counts a connection until it has seen it close.
-  let again = '';
-  for (let i = 0; i < 100 && !/^HTTP\/1\.1 200/.test(again); i += 1) {
-    again = await rawPost(server.port, server.token, 'tools/list', '127.0.0.1');
-    if (!/^HTTP\/1\.1 200/.test(again)) await new Promise((res) => setTimeout(res, 100));
+// Through h.run: its summary, and the output root removed when every test
+// passed (it was left in /tmp after every run).
+await h.run(async () => {
+  const outputRoot = h.makeOutputRoot('http-load');
+  let server;
+  try {
+    server = await startHttpServer(DEMESNE, { env: h.serverEnv(outputRoot), logFile: path.join(outputRoot, 'server.log') });
+    const r = await burst(server, 'default');
+    h.ok(r.answered === IN_FLIGHT * ROUNDS, `default limits: ${IN_FLIGHT} tools/list in flight at once, ${ROUNDS} rounds: every answer came (${r.answered})`,
+      r.failures.join('; '));
+    h.ok(r.counts.size === 1 && [...r.counts][0] > 0, 'and every answer lists the same tools', JSON.stringify([...r.counts]));
+    h.equal(await server.stop(), 0, 'the server exits cleanly after the load');
+  } catch (err) {
+    h.failRemaining(`default limits: ${err.stack ?? err}`);
+    server?.stop();
   }
-  h.ok(/^HTTP\/1\.1 200/.test(again), 'once its connections close, the first address is served again', again.slice(0, 300));
-  h.equal(await server.stop(), 0, 'that server exits cleanly');
-} catch (err) {
-  h.fail('another address is served', err);
-  h.fail('(served again)', err);
-  h.fail('(exits)', err);
-  server?.stop();
-}
+
+  try {
+    server = await startHttpServer(DEMESNE, { args: ['--max-connections-per-ip', '4'], env: h.serverEnv(outputRoot),
+      logFile: path.join(outputRoot, 'server-4.log') });
+    const r = await burst(server, 'four');
+    h.ok(r.answered === IN_FLIGHT * ROUNDS, `4 calls at once per address: ${IN_FLIGHT} in flight wait their turn, every answer came (${r.answered})`,
+      r.failures.join('; '));
+    await server.stop();
+  } catch (err) {
+    h.fail('4 calls at once per address', err);
+    server?.stop();
+  }
+
+  try {
+    server = await startHttpServer(DEMESNE, { args: ['--max-connections', '8'], env: h.serverEnv(outputRoot),
+      logFile: path.join(outputRoot, 'server-8.log') });
+    // 127.0.0.1 opens all 8, idle: it keeps its share (half), the rest are
+    // closed at accept, so the server still has room for others.
+    const held = await idle(server.port, 8);
+    const other = await rawPost(server.port, server.token, 'tools/list', '127.0.0.2');
+    h.ok(/^HTTP\/1\.1 200/.test(other), 'while one address holds its whole share of the connections, another is served',
+      other.slice(0, 300));
+    for (const s of held) s.destroy();
+    // The server counts a connection until it has seen it close.
+    let again = '';
+    for (let i = 0; i < 100 && !/^HTTP\/1\.1 200/.test(again); i += 1) {
+      again = await rawPost(server.port, server.token, 'tools/list', '127.0.0.1');
+      if (!/^HTTP\/1\.1 200/.test(again)) await new Promise((res) => setTimeout(res, 100));
+    }
+    h.ok(/^HTTP\/1\.1 200/.test(again), 'once its connections close, the first address is served again', again.slice(0, 300));
+    h.equal(await server.stop(), 0, 'that server exits cleanly');
+  } catch (err) {
+    h.fail('another address is served', err);
+    h.fail('(served again)', err);
+    h.fail('(exits)', err);
+    server?.stop();
+  }
+});
