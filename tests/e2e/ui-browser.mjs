@@ -202,8 +202,12 @@ await h.run(async () => {
     await sbRow.locator('button', { hasText: 'destroy' }).click();
     await until(30_000, 'the sandbox destroyed in the list', async () => (await sbRow.locator('td.status').textContent()) === 'destroyed');
     const closed = await fetch(bare).then((r) => `answered ${r.status}`, () => 'refused');
-    h.ok(closed === 'refused' && await page.locator('#detail-previews').isHidden(),
-      'after the destroy button the preview is gone from the page and its port refuses', closed);
+    // The list's row and the detail's previews are redrawn by separate
+    // refreshes: the previews may go a refresh after the row's status.
+    const hidden = await until(30_000, 'the preview gone from the page',
+      () => page.locator('#detail-previews').isHidden()).catch(() => false);
+    h.ok(closed === 'refused' && hidden,
+      'after the destroy button the preview is gone from the page and its port refuses', `${closed}, hidden ${hidden}`);
 
     // 12: the session ended (logged out), a click renders why nothing opens.
     const bye = await page.evaluate(async () => (await fetch('/ui/api/v1/logout', { method: 'POST' })).status);
