@@ -203,7 +203,32 @@ async function show(id) {
     const a = el('a', f.name);
     a.href = `${api}/runs/${encodeURIComponent(run.id)}/files/${f.name.split('/').map(encodeURIComponent).join('/')}`;
     li.append(a, el('span', ` ${f.size} bytes`));
+    preview(li, f, a.href);
     ul.append(li);
+  }
+}
+
+// Inline previews of what the server serves inline (ui-api.c, inline_type):
+// raster images as <img> (the page's CSP allows only its own origin), and
+// the start of a text file as text. The logs are the tails above; HTML, SVG
+// and everything else stay links, which download.
+const PREVIEW_TEXT_MAX = 4096;
+const PREVIEW_IMAGE_MAX = 8 << 20;
+function preview(li, f, href) {
+  if (/\.(png|jpe?g|gif|webp)$/i.test(f.name) && f.size <= PREVIEW_IMAGE_MAX) {
+    const img = el('img');
+    img.className = 'file-preview';
+    img.alt = f.name;
+    img.loading = 'lazy';
+    img.src = href;
+    li.append(el('br'), img);
+  } else if (/\.txt$/i.test(f.name) && !/^(stdout|stderr)\.log$/.test(f.name)) {
+    const pre = el('pre');
+    pre.className = 'file-preview';
+    li.append(pre);
+    fetch(href).then((res) => (res.ok ? res.text() : '')).then((text) => {
+      pre.textContent = text.length > PREVIEW_TEXT_MAX ? `${text.slice(0, PREVIEW_TEXT_MAX)}\n…` : text;
+    }).catch(() => {});
   }
 }
 

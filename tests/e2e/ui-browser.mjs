@@ -31,8 +31,12 @@ const UI_DIR = path.join(SRC, 'data/ui');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const SHOTS = process.env.UI_SCREENSHOTS;
 const MARKUP = '<img src=x onerror=alert(1)>';
+// A 1x1 PNG, and a file whose name and content are markup.
+const PNG_B64 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+const SCRIPT_NAME = '<script>.txt';
+const SCRIPT_TEXT = '<b>not bold</b>';
 
-h.plan(12);
+h.plan(16);
 
 // A missing dependency fails every test, says which, and runs nothing.
 function missing(why) {
@@ -98,7 +102,11 @@ await h.run(async () => {
     new StdioClientTransport({ command: DEMESNE, args: ['serve'], env, stderr: 'inherit' }), { timeout: 30_000 }));
   const done = await client.callTool({
     name: 'sandbox_script',
-    arguments: { command: `echo 'hello from the sandbox'; echo '${MARKUP}'`, egress: 'none' },
+    arguments: {
+      command: `echo 'hello from the sandbox'; echo '${MARKUP}'; echo ${PNG_B64} | base64 -d >/out/dot.png; ` +
+        `printf '%s' '${SCRIPT_TEXT}' >'/out/${SCRIPT_NAME}'`,
+      egress: 'none',
+    },
   }, { timeout: CALL_TIMEOUT_MS });
   const runId = done?.structuredContent?.run_id;
   const job = await client.callTool({
@@ -122,6 +130,15 @@ await h.run(async () => {
     // 1: the login URL lands on the page, signed in.
     await page.goto(url);
     h.ok(new URL(page.url()).pathname === '/ui/', 'the login URL redirects the browser to /ui/', page.url());
+    // The code works once: another browser with the same URL is refused.
+    const other = await browser.newContext();
+    const again = await other.request.get(url, { maxRedirects: 0 });
+    const otherPage = await other.newPage();
+    await otherPage.goto(origin + '/ui/');
+    h.ok(again.status() === 401 && (await otherPage.locator('body').textContent()).length > 0 &&
+      (await otherPage.locator('#runs tbody tr').count()) === 0,
+    'the login URL works once: used again it is refused (401) and that browser sees no run', `${again.status()}`);
+    await other.close();
 
     // 2: the finished run is in the list, succeeded, its command as text.
     const row = page.locator('#runs tbody tr', { hasText: runId ?? 'no run id' });
@@ -134,10 +151,24 @@ await h.run(async () => {
     await page.locator('#detail-id', { hasText: runId }).waitFor({ timeout: 10_000 });
     const stdout = page.locator('#detail-stdout');
     await until(10_000, 'the stdout in the detail', async () => (await stdout.textContent()).includes('hello from the sandbox'));
-    h.ok((await stdout.textContent()).includes(MARKUP) && (await page.locator('#detail img').count()) === 0,
+    h.ok((await stdout.textContent()).includes(MARKUP) && (await page.locator('#detail img:not(.file-preview)').count()) === 0,
       'the run\'s detail opens with its stdout, markup shown as text', await stdout.textContent());
     h.equal((await page.locator('#detail-stdout-all').getAttribute('href')), `/ui/api/v1/runs/${runId}/files/stdout.log`,
       'the detail links the whole stdout');
+    // An image the run wrote to /out renders; a file named as markup, with
+    // markup in it, is shown as text.
+    const img = page.locator('#detail-files img.file-preview');
+    await img.first().waitFor({ timeout: 10_000 }).catch(() => {});
+    const width = await until(10_000, 'the image loaded', async () =>
+      (await img.count()) === 1 && (await img.evaluate((e) => e.complete && e.naturalWidth)) || null).catch(() => 0);
+    h.ok(width === 1 && (await img.getAttribute('alt')) === 'dot.png', 'an image written to /out renders in the run\'s page',
+      `naturalWidth ${width}`);
+    const named = page.locator('#detail-files li', { hasText: SCRIPT_NAME });
+    const shown = await until(10_000, 'the text file\'s preview', async () =>
+      (await named.count()) === 1 && (await named.locator('pre.file-preview').textContent()) === SCRIPT_TEXT).catch(() => false);
+    h.ok(shown && (await named.locator('a').textContent()) === SCRIPT_NAME &&
+      (await page.locator('#detail-files b, #detail-files script').count()) === 0,
+    'a file named <script>.txt and its markup content are shown as text', await named.innerHTML().catch(() => ''));
     await shot('ui-detail.png');
 
     // 5: the job's tail grows while it runs.
@@ -151,6 +182,18 @@ await h.run(async () => {
     const later = await until(30_000, 'the tail growing', async () => { const n = await ticks(); return n >= first + 3 ? n : null; });
     h.ok(later > first, 'a running job\'s stdout tail grows in the page', `${first} -> ${later}`);
     await shot('ui-list.png');
+
+    // A cross-site form POST to cancel it (from a page of another origin:
+    // no cookie with SameSite=Strict, a foreign Origin) is refused, and the
+    // job runs on.
+    const foreign = await context.newPage();
+    await foreign.setContent(`<form method="post" action="${origin}/ui/api/v1/runs/${encodeURIComponent(jobRunId)}/cancel">` +
+      '<button id="go">go</button></form>');
+    const [answer] = await Promise.all([foreign.waitForNavigation().catch(() => null), foreign.click('#go')]);
+    const status = answer?.status() ?? 0;
+    await foreign.close();
+    h.ok(status >= 400 && (await page.locator('#runs tbody tr', { hasText: jobRunId }).locator('td.status').textContent()) === 'running' &&
+      (await containersOfRun(jobRunId)) === 1, 'a cross-site POST to cancel is refused and the job runs on', `status ${status}`);
 
     // 6-7: its cancel button ends it; the engine has no container left.
     const held = await containersOfRun(jobRunId);
