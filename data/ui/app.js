@@ -107,6 +107,33 @@ function tail(id) {
   step();
 }
 
+// The nested tree drawn as a tree: each run right below its parent (newest
+// first among siblings, as the roots are), its depth as the indent. A run
+// whose parent is not listed (filtered out, or not in the records) is a root.
+function treeOrder(sorted) {
+  const listed = new Set(sorted.map((r) => r.id));
+  const children = new Map();
+  const roots = [];
+  for (const r of sorted) {
+    if (r.parent_id && listed.has(r.parent_id) && r.parent_id !== r.id) {
+      if (!children.has(r.parent_id)) children.set(r.parent_id, []);
+      children.get(r.parent_id).push(r);
+    } else {
+      roots.push(r);
+    }
+  }
+  const out = [];
+  const seen = new Set();
+  const walk = (r, d) => {
+    if (seen.has(r.id) || d > 16) return;
+    seen.add(r.id);
+    out.push(r);
+    for (const c of children.get(r.id) || []) walk(c, d + 1);
+  };
+  for (const r of roots) walk(r, 0);
+  return out;
+}
+
 // One formatter for every row: toLocaleTimeString makes one per call, which
 // is most of a 1,000-row list's time.
 const clock = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-digit', second: '2-digit' });
@@ -117,16 +144,19 @@ function render() {
   const status = document.getElementById('status').value;
   const kind = document.getElementById('kind').value;
   const body = document.querySelector('#runs tbody');
-  const rows = [...runs.values()]
+  const rows = treeOrder([...runs.values()]
     .filter((r) => (!status || r.status === status) && (!kind || r.kind === kind))
-    .sort((a, b) => (b.start_ms || 0) - (a.start_ms || 0));
+    .sort((a, b) => (b.start_ms || 0) - (a.start_ms || 0)));
   const frag = document.createDocumentFragment();
   for (const r of rows) {
     const tr = el('tr', null, r.status || '');
     const id = el('td');
-    id.style.paddingLeft = (0.5 + depth(r) * 1.5) + 'em';
-    id.textContent = r.id;
+    const d = depth(r);
+    id.style.paddingLeft = (0.5 + d * 1.5) + 'em';
+    id.textContent = d ? `└ ${r.id}` : r.id;
     tr.dataset.id = r.id;
+    tr.dataset.depth = d;
+    if (r.parent_id) tr.dataset.parent = r.parent_id;
     tr.append(id, el('td', r.kind), el('td', r.status, 'status'), el('td', r.image), el('td', r.egress),
       el('td', r.principal), el('td', r.start_ms ? clock.format(r.start_ms) : ''),
       el('td', duration(r), 'duration'), el('td', r.exit_code), el('td', r.command, 'command'), action(r));

@@ -169,13 +169,7 @@ async function eraChecks(era, http) {
 /* Inside the sandbox: a 2025-11-25 session on its endpoint that declares
  * elicitation itself (it must never be asked), then one tools/call read
  * from stdin; prints the JSON-RPC answer (the SSE stream's last data line). */
-const NESTED_CALL = `set -e
-u=$DEMESNE_MCP_URL
-h() { curl -sS -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" -H "Authorization: Bearer $DEMESNE_MCP_TOKEN" "$@"; }
-h -D /tmp/hd -o /dev/null "$u" -d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"nested","version":"1"}}}'
-sid=$(grep -i '^mcp-session-id:' /tmp/hd | tr -d '\r' | cut -d' ' -f2)
-h -o /dev/null -H "Mcp-Session-Id: $sid" "$u" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
-h -H "Mcp-Session-Id: $sid" "$u" -d @- | sed -n 's/^data: //p' | tail -n 1`;
+const { NESTED_CALL } = await import('./lib/checks.mjs');
 
 async function nestedChecks() {
   const c = await sdkClient({ era: 'legacy', http: false, answers: ['accept', 'accept', 'decline'] });

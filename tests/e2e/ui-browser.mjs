@@ -35,8 +35,7 @@ const MARKUP = '<img src=x onerror=alert(1)>';
 const PNG_B64 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 const SCRIPT_NAME = '<script>.txt';
 const SCRIPT_TEXT = '<b>not bold</b>';
-
-h.plan(16);
+h.plan(17);
 
 // A missing dependency fails every test, says which, and runs nothing.
 function missing(why) {
@@ -54,7 +53,7 @@ if (!fs.existsSync(CHROMIUM)) missing(`no chromium at ${CHROMIUM}: install Debia
 
 const { Client } = await import('@modelcontextprotocol/client');
 const { StdioClientTransport } = await import('@modelcontextprotocol/client/stdio');
-const { CALL_TIMEOUT_MS } = await import('./lib/checks.mjs');
+const { CALL_TIMEOUT_MS, NESTED_CALL } = await import('./lib/checks.mjs');
 
 // How many containers the engine has for the run id (-1: no answer).
 function containersOfRun(id) {
@@ -174,7 +173,7 @@ await h.run(async () => {
     // 5: the job's tail grows while it runs.
     const jobRow = page.locator('#runs tbody tr.running', { hasText: 'tick' });
     await jobRow.waitFor({ timeout: 30_000 });
-    const jobRunId = (await jobRow.locator('td').first().textContent()).trim();
+    const jobRunId = await jobRow.getAttribute('data-id');
     await jobRow.click();
     await page.locator('#detail-id', { hasText: jobRunId }).waitFor({ timeout: 10_000 });
     const ticks = async () => Math.max(0, ...[...(await stdout.textContent()).matchAll(/tick (\d+)/g)].map((m) => Number(m[1])));
@@ -229,17 +228,17 @@ await h.run(async () => {
     const codeUrl = exposed?.structuredContent?.url ?? '';
     const bare = codeUrl.split('?')[0];
     const sbRow = page.locator('#runs tbody tr', { hasText: sbId ?? 'no sandbox id' });
-    await sbRow.waitFor({ timeout: 20_000 });
+    await sbRow.waitFor({ timeout: 60_000 });
     await sbRow.click();
     const link = page.locator('#detail-previews a');
-    await link.first().waitFor({ timeout: 10_000 });
+    await link.first().waitFor({ timeout: 30_000 });
     h.ok((await link.count()) === 1 && (await link.getAttribute('href')) === bare && /^http:\/\/127\.0\.0\.1:\d+\/$/.test(bare),
       'a sandbox\'s page links its open preview (the URL without its code)', `${await link.getAttribute('href')} ${bare}`);
     const signIn = await context.newPage();
     await signIn.goto(codeUrl);
     await signIn.close();
     const [preview] = await Promise.all([context.waitForEvent('page'), link.click()]);
-    await preview.locator('#hello').waitFor({ timeout: 10_000 });
+    await preview.locator('#hello').waitFor({ timeout: 30_000 });
     h.equal(await preview.locator('#hello').textContent(), 'served by the sandbox', 'the link opens what the sandbox serves');
     await preview.close();
     await sbRow.locator('button', { hasText: 'destroy' }).click();
@@ -251,6 +250,41 @@ await h.run(async () => {
       () => page.locator('#detail-previews').isHidden()).catch(() => false);
     h.ok(closed === 'refused' && hidden,
       'after the destroy button the preview is gone from the page and its port refuses', `${closed}, hidden ${hidden}`);
+
+    // An orchestration tree of three levels, made through the nested
+    // endpoints (a nested sandbox, a nested sandbox made inside it, a script
+    // run inside that), drawn as a tree: each row right below its parent,
+    // one step further in.
+    const nestedCall = (call) => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: call });
+    const top = await client.callTool({ name: 'sandbox_create', arguments: { image: 'base', nested: true, egress: 'none' } },
+      { timeout: CALL_TIMEOUT_MS });
+    const topId = top?.structuredContent?.sandbox_id;
+    const inside = async (box, call) => {
+      const r = await client.callTool({ name: 'sandbox_exec', arguments: { sandbox_id: box, command: NESTED_CALL, stdin: nestedCall(call) } },
+        { timeout: CALL_TIMEOUT_MS });
+      try { return JSON.parse(r?.structuredContent?.stdout ?? '')?.result; } catch { return { raw: r }; }
+    };
+    const mid = await inside(topId, { name: 'sandbox_create', arguments: { image: 'base', nested: true } });
+    const midId = mid?.structuredContent?.sandbox_id;
+    const leafOut = await inside(topId, { name: 'sandbox_exec', arguments: { sandbox_id: midId, command: NESTED_CALL,
+      stdin: nestedCall({ name: 'sandbox_script', arguments: { command: 'echo leaf' } }) } });
+    let leafId;
+    try { leafId = JSON.parse(leafOut?.structuredContent?.stdout ?? '')?.result?.structuredContent?.run_id; } catch { /* below */ }
+    const treeRows = async () => page.locator('#runs tbody tr').evaluateAll((trs) =>
+      trs.map((tr) => ({ id: tr.dataset.id, depth: Number(tr.dataset.depth), parent: tr.dataset.parent })));
+    const drawn = await until(30_000, 'the three levels in the list', async () => {
+      const all = await treeRows();
+      const at = [topId, midId, leafId].map((id) => all.findIndex((r) => r.id === id));
+      return at.every((i) => i >= 0) ? { all, at } : null;
+    }).catch(() => null);
+    const [ti, mi, li] = drawn?.at ?? [-1, -1, -1];
+    const rowsOf = drawn?.all ?? [];
+    h.ok(typeof leafId === 'string' && mi === ti + 1 && li === mi + 1 && rowsOf[ti].depth === 0 && rowsOf[mi].depth === 1 &&
+      rowsOf[li].depth === 2 && rowsOf[mi].parent === topId && rowsOf[li].parent === midId,
+    'a tree of three levels made through the nested endpoints is drawn as a tree',
+    `${topId} ${midId} ${leafId}: ${JSON.stringify(rowsOf.slice(Math.max(0, ti), ti + 3))} ${JSON.stringify(leafOut)?.slice(0, 400)}`);
+    await shot('ui-tree.png');
+    await client.callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: topId } }, { timeout: CALL_TIMEOUT_MS });
 
     // 12: the session ended (logged out), a click renders why nothing opens.
     const bye = await page.evaluate(async () => (await fetch('/ui/api/v1/logout', { method: 'POST' })).status);

@@ -80,3 +80,17 @@ export async function toolChecks(label, api) {
     equal(err?.code, -32602, `${label}: an unknown tool is a JSON-RPC error -32602`);
   }
 }
+
+/**
+ * A shell script for sandbox_exec inside a sandbox made with nested: true:
+ * it calls the nested endpoint ($DEMESNE_MCP_URL, $DEMESNE_MCP_TOKEN) with
+ * the JSON-RPC request on its stdin (initialize, initialized, the request)
+ * and prints the answer's JSON (the last SSE data line).
+ */
+export const NESTED_CALL = `set -e
+u=$DEMESNE_MCP_URL
+h() { curl -sS -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" -H "Authorization: Bearer $DEMESNE_MCP_TOKEN" "$@"; }
+h -D /tmp/hd -o /dev/null "$u" -d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"nested","version":"1"}}}'
+sid=$(grep -i '^mcp-session-id:' /tmp/hd | tr -d '\r' | cut -d' ' -f2)
+h -o /dev/null -H "Mcp-Session-Id: $sid" "$u" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+h -H "Mcp-Session-Id: $sid" "$u" -d @- | sed -n 's/^data: //p' | tail -n 1`;
