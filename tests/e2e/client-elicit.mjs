@@ -182,6 +182,7 @@ async function nestedChecks() {
         params: { name: 'sandbox_script', arguments: { command: 'ls /sys/class/net', egress: 'open' } } };
       const out = await c.call({ name: 'sandbox_exec',
         arguments: { sandbox_id: box, command: NESTED_CALL, stdin: JSON.stringify(call) } });
+      if (out?.structuredContent?.stderr) h.diag(`nested call: ${out.structuredContent.stderr}`);
       try { return JSON.parse(out?.structuredContent?.stdout ?? '')?.result; } catch { return { raw: out }; }
     };
     r = await inside();
@@ -318,6 +319,7 @@ async function spendChecks() {
       const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: agent(max_usd) };
       const out = await c.call({ name: 'sandbox_exec',
         arguments: { sandbox_id: box, command: NESTED_CALL, stdin: JSON.stringify(call) } });
+      if (out?.structuredContent?.stderr) h.diag(`nested call: ${out.structuredContent.stderr}`);
       try { return JSON.parse(out?.structuredContent?.stdout ?? '')?.result; } catch { return { raw: out }; }
     };
     r = await inside(5);

@@ -262,6 +262,7 @@ await h.run(async () => {
     const inside = async (box, call) => {
       const r = await client.callTool({ name: 'sandbox_exec', arguments: { sandbox_id: box, command: NESTED_CALL, stdin: nestedCall(call) } },
         { timeout: CALL_TIMEOUT_MS });
+      if (r?.structuredContent?.stderr) h.diag(`nested call: ${r.structuredContent.stderr}`);
       try { return JSON.parse(r?.structuredContent?.stdout ?? '')?.result; } catch { return { raw: r }; }
     };
     const mid = await inside(topId, { name: 'sandbox_create', arguments: { image: 'base', nested: true } });

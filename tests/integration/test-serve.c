@@ -169,7 +169,13 @@ int main(void)
         json_object_put(notes);
         json_object_put(m);
 
-        /* Cancel an in-flight call: no response, container gone. */
+        /* Cancel an in-flight call: no response, container gone. The
+         * previous call's container goes first (its removal can lag its
+         * answer on a loaded machine), so the one counted next is this
+         * call's. */
+        t0 = dm_now_ms();
+        while (containers_of(b, c->pid) > 0 && dm_now_ms() - t0 < slack_ms(30000))
+                usleep(100 * 1000);
         send_line(c, "{\"jsonrpc\":\"2.0\",\"id\":22,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\","
                      "\"arguments\":{\"command\":\"sleep 60\"}}}");
         /* Polled, not a fixed wait: a loaded machine makes the container late. */
