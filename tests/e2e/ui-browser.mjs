@@ -119,6 +119,9 @@ await h.run(async () => {
     // As root chromium's own sandbox cannot start; the page is ours.
     args: process.getuid() === 0 ? ['--no-sandbox'] : [],
   });
+  // The persistent sandboxes made here, destroyed at the end whatever
+  // happened (a check that throws must not leave them running).
+  const boxes = [];
   try {
     const context = await browser.newContext({ viewport: { width: 1280, height: 640 } });
     const page = await context.newPage();
@@ -214,6 +217,7 @@ await h.run(async () => {
     const made = await client.callTool({ name: 'sandbox_create', arguments: { image: 'python', egress: 'none' } },
       { timeout: CALL_TIMEOUT_MS });
     const sbId = made?.structuredContent?.sandbox_id;
+    if (sbId) boxes.push(sbId);
     await client.callTool({
       name: 'sandbox_exec',
       arguments: {
@@ -259,6 +263,7 @@ await h.run(async () => {
     const top = await client.callTool({ name: 'sandbox_create', arguments: { image: 'base', nested: true, egress: 'none' } },
       { timeout: CALL_TIMEOUT_MS });
     const topId = top?.structuredContent?.sandbox_id;
+    if (topId) boxes.push(topId);
     const inside = async (box, call) => {
       const r = await client.callTool({ name: 'sandbox_exec', arguments: { sandbox_id: box, command: NESTED_CALL, stdin: nestedCall(call) } },
         { timeout: CALL_TIMEOUT_MS });
@@ -298,6 +303,9 @@ await h.run(async () => {
     await shot('ui-error.png');
   } finally {
     await browser.close();
+    for (const id of boxes) {
+      await client.callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: id } }, { timeout: CALL_TIMEOUT_MS }).catch(() => {});
+    }
     await client.close();
   }
 });
