@@ -135,6 +135,7 @@ running() {
 # sample_stop; then the most seen at once is in max, and every id seen was
 # appended to $tmp/seen.
 sample_start() {
+	sample_args=("$@")
 	rm -f "$tmp/stop"
 	echo 0 >"$tmp/max"
 	(
@@ -149,11 +150,18 @@ sample_start() {
 	) &
 	sampler=$!
 }
+# One more look when it stops: a flood answered within one period (its
+# sandboxes made between two looks) was once stopped having seen none.
 sample_stop() {
+	local ids c
 	touch "$tmp/stop"
 	wait "$sampler"
 	sampler=
 	max=$(cat "$tmp/max")
+	ids=$(running ${sample_args[@]+"${sample_args[@]}"})
+	c=$(grep -c . <<<"$ids")
+	((c > max)) && max=$c
+	[ -z "$ids" ] || printf '%s\n' "$ids" >>"$tmp/seen"
 }
 # The answers in $1: how many ran (a sandbox, a job or an exit code), how
 # many got a refusal matching $2, and the others' texts. A refusal is the
@@ -212,7 +220,14 @@ c=$box
 sample_start "$c"
 exec_in "$c" "sh /workspace/flood.sh sandbox_script 12 /out/fc" \
 	'{"image":"base","egress":"none","command":"sleep 4","background":true}'
-for _ in $(seq 240); do # a guard, not a bound: jobs of 4 s
+# The answers come before the jobs' containers do: first until the sampler
+# has seen one, then until none is left (under load the first look found
+# none yet and the sampling stopped at 0). Guards, not bounds: jobs of 4 s.
+for _ in $(seq 240); do
+	[ "$(cat "$tmp/max")" -ge 1 ] 2>/dev/null && break
+	sleep 0.25
+done
+for _ in $(seq 240); do
 	[ -z "$(running "$c")" ] && break
 	sleep 0.5
 done
