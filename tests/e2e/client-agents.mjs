@@ -30,6 +30,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 
 import * as h from './lib/harness.mjs';
+import { until as untilEvery } from './lib/checks.mjs';
 
 h.requireNodeModules();
 const DEMESNE = h.demesneBinary();
@@ -85,15 +86,7 @@ const call = (client, name, args, timeout = 300_000) => client.callTool({ name, 
   { timeout });
 
 /** Waits until fn() is truthy (polling), or throws after ms. */
-async function until(ms, what, fn) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
+const until = (ms, what, fn) => untilEvery(ms, what, fn, 250);
 
 h.plan(45);
 

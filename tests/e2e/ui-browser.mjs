@@ -53,7 +53,7 @@ if (!fs.existsSync(CHROMIUM)) missing(`no chromium at ${CHROMIUM}: install Debia
 
 const { Client } = await import('@modelcontextprotocol/client');
 const { StdioClientTransport } = await import('@modelcontextprotocol/client/stdio');
-const { CALL_TIMEOUT_MS, NESTED_CALL } = await import('./lib/checks.mjs');
+const { CALL_TIMEOUT_MS, NESTED_CALL, until } = await import('./lib/checks.mjs');
 
 // How many containers the engine has for the run id (-1: no answer).
 function containersOfRun(id) {
@@ -69,15 +69,6 @@ function containersOfRun(id) {
   });
 }
 
-async function until(ms, what, cond) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 await h.run(async () => {
   const base = h.makeOutputRoot('ui-browser');

@@ -103,3 +103,14 @@ done
 h -o /dev/null -H "Mcp-Session-Id: $sid" "$u" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
 h -H "Mcp-Session-Id: $sid" "$u" -d @- >/tmp/answer
 if grep -q '^data: ' /tmp/answer; then sed -n 's/^data: //p' /tmp/answer | tail -n 1; else cat /tmp/answer; fi`;
+
+/** Polls cond every stepMs until it gives a truthy value (returned); past ms, throws "<what>: not within ms". */
+export async function until(ms, what, cond, stepMs = 100) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await cond();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+}
