@@ -112,6 +112,41 @@ static int copy_entry(const struct shift *s, const char *path, struct archive *i
         return dm_archive_copy_data(in, "the engine's archive", s->out, "the changes archive", err);
 }
 
+/* The engine's archive of path into fd. A changed path (kind 0) is read
+ * only as far as HEAD_MAX first: a changed folder's own entry comes first
+ * and is all that is taken of it (its changed entries are listed too), so
+ * the archive of a folder holding 200 MB is not read whole for one header.
+ * Anything else, or a first entry that is not a folder, is read whole. */
+#define HEAD_MAX (1L << 20)
+static int fetch_path(struct dm_backend *b, const char *id, const struct change *c, int fd, struct dm_error *err)
+{
+        struct dm_error head = { 0 };
+        struct archive *in;
+        struct archive_entry *e;
+        bool folder = false;
+        int r;
+
+        if (c->kind == 0) {
+                r = dm_docker_get_archive(b, id, c->path, fd, HEAD_MAX, &head);
+                if (r >= 0)
+                        return 0;
+                if (r != -EFBIG) {
+                        *err = head;
+                        return r;
+                }
+                in = archive_read_new();
+                if (in && lseek(fd, 0, SEEK_SET) == 0 && archive_read_support_format_tar(in) == ARCHIVE_OK &&
+                    archive_read_open_fd(in, fd, 65536) == ARCHIVE_OK && archive_read_next_header(in, &e) == ARCHIVE_OK)
+                        folder = archive_entry_filetype(e) == AE_IFDIR;
+                archive_read_free(in);
+                if (folder)
+                        return 0;
+                if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+                        return dm_error_set(err, -errno, "cannot reset the engine's archive: %s", strerror(errno));
+        }
+        return dm_docker_get_archive(b, id, c->path, fd, 0, err);
+}
+
 /* One changed path out of the source, shifted into s->out. A changed
  * folder brings its own entry alone: its changed entries are listed too. */
 static int add_path(struct dm_backend *b, const char *id, const struct change *c, const struct shift *s,
@@ -124,7 +159,7 @@ static int add_path(struct dm_backend *b, const char *id, const struct change *c
 
         if (fd < 0)
                 return dm_error_set(err, -errno, "cannot make a memfd: %s", strerror(errno));
-        r = dm_docker_get_archive(b, id, c->path, fd, 0, err);
+        r = fetch_path(b, id, c, fd, err);
         if (r < 0)
                 return r;
         if (lseek(fd, 0, SEEK_SET) < 0)
@@ -133,10 +168,13 @@ static int add_path(struct dm_backend *b, const char *id, const struct change *c
         if (!in || archive_read_support_format_tar(in) != ARCHIVE_OK ||
             archive_read_open_fd(in, fd, 65536) != ARCHIVE_OK)
                 r = dm_error_set(err, -EIO, "cannot read the engine's archive of '%s'", c->path);
-        for (bool first = true; r >= 0 && (ar = archive_read_next_header(in, &e)) == ARCHIVE_OK; first = false) {
-                if (!first && c->kind == 0)
-                        break;
+        /* A changed path's first entry alone (what follows may be cut off). */
+        while (r >= 0 && (ar = archive_read_next_header(in, &e)) == ARCHIVE_OK) {
                 r = copy_entry(s, c->path, in, e, err);
+                if (c->kind == 0) {
+                        ar = ARCHIVE_EOF;
+                        break;
+                }
         }
         if (r >= 0 && ar != ARCHIVE_OK && ar != ARCHIVE_EOF)
                 r = dm_error_set(err, -EIO, "cannot read the engine's archive of '%s': %s", c->path,

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "src/basic/cleanup.h"
 #include "src/core/snapshot.h"
 #include "tests/integration/engine-env.h"
 #include "tests/integration/snapshot-probes.h"
@@ -102,8 +103,10 @@ static json_object *fork_of(const char *src, int count, char ids[][64], char *sn
 }
 
 /* Three forks see the source's files, then each goes its own way. */
+#define BIG_FILE "/usr/share/perl/5.36.0/Unicode/Collate/allkeys.txt"
 static void fork_and_diverge(const char *src)
 {
+        _cleanup_free_ char *big_sum = NULL;
         char ids[3][64], snap[64], *s;
         struct dm_error err = { 0 };
         json_object *m;
@@ -113,6 +116,11 @@ static void fork_and_diverge(const char *src)
                           "echo one > /workspace/ws; echo out > /out/o; rm /etc/motd && echo ok");
         is_str(s, "ok\n", "the source writes its root (/etc, $HOME), /workspace and /out, and removes /etc/motd");
         free(s);
+        /* A changed file of the image past the 1 MiB the snapshot first
+         * reads of a changed path (it is then read whole). */
+        big_sum = exec_out(src, "echo forked-mark >> " BIG_FILE " && md5sum < " BIG_FILE);
+        ok(big_sum && strlen(big_sum) > 32, "the source appends to a file of its image larger than 1 MiB (%s)",
+           BIG_FILE);
         m = fork_of(src, 3, ids, snap);
         ok(!result_is_error(m) && strncmp(snap, "snap-", 5) == 0 && ids[2][0] &&
                    json_object_array_length(path(structured(m), "sandboxes", NULL, NULL)) == 3,
@@ -142,9 +150,16 @@ static void fork_and_diverge(const char *src)
                 if (!s || strcmp(s, "one\none\n0\n") != 0)
                         diag("fork %s: %s", ids[i], s ? s : "(no answer)");
                 free(s);
+                s = exec_out(ids[i], "md5sum < " BIG_FILE);
+                all_see = all_see && s && big_sum && strcmp(s, big_sum) == 0;
+                if (!s || !big_sum || strcmp(s, big_sum) != 0)
+                        diag("fork %s: %s is %s, the source's %s", ids[i], BIG_FILE, s ? s : "(no answer)",
+                             big_sum ? big_sum : "(none)");
+                free(s);
         }
         json_object_put(m);
-        ok(all_see, "each fork sees the source's root file system and /workspace, and an empty /out of its own");
+        ok(all_see, "each fork sees the source's root file system (the large file changed too) and /workspace, and an "
+                    "empty /out of its own");
         ok(own, "each fork's output_dir is its own, under the output root");
         ok(strcmp(ids[0], ids[1]) != 0 && strcmp(ids[1], ids[2]) != 0 && strcmp(ids[0], ids[2]) != 0,
            "three different sandboxes");
