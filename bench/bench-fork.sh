@@ -26,7 +26,9 @@ tmp=$(mktemp -d /tmp/bench-fork-XXXXXX)
 export DEMESNE_OUTPUT_ROOT=${DEMESNE_OUTPUT_ROOT:-$tmp/out} DEMESNE_POOL=0 MCP_QUIET=1 MCP_TIMEOUT=600
 base=bench-fork-$$
 cleanup() {
-  $PODMAN rm -f -t 0 "$base-src" $(seq -f "$base-w%g" 0 3) >/dev/null 2>&1 || true
+  # One name a call: Podman 4.3.1's `rm -f A B` with B unknown exits 0 and
+  # leaves A (measured).
+  for c in "$base-src" $(seq -f "$base-w%g" 0 3); do $PODMAN rm -f -t 0 "$c" >/dev/null 2>&1 || true; done
   $PODMAN rmi -f "localhost/$base:snap" >/dev/null 2>&1 || true
   rm -rf "$tmp"
 }

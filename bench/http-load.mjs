@@ -19,10 +19,15 @@
 // failure: exit 1). Beside each, the CPU time per call of the client
 // (process.cpuUsage) and of the server (utime + stime from /proc/PID/stat),
 // which a shared machine's load does not inflate as it does wall time.
+// --client wrk: Debian's wrk (a C client) instead, one at a time and then K
+// connections each with a call in flight, for --seconds (10) each: the
+// server's latency without a JavaScript client's own CPU in it.
 // Defaults: K 50, N 600, S 50, C both.
 
 import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
@@ -44,8 +49,9 @@ if (!process.env.DEMESNE) {
   console.error('DEMESNE must be the absolute path of the demesne binary');
   process.exit(2);
 }
-if (!['sdk', 'lean', 'both'].includes(which)) {
-  console.error(`--client is sdk, lean or both, not '${which}'`);
+const SECONDS = Number(arg('seconds', 10));
+if (!['sdk', 'lean', 'both', 'wrk'].includes(which)) {
+  console.error(`--client is sdk, lean, both or wrk, not '${which}'`);
   process.exit(2);
 }
 
@@ -113,6 +119,8 @@ async function leanClient(server) {
   if (!session) throw new Error('initialize answered without Mcp-Session-Id');
   await post({ jsonrpc: '2.0', method: 'notifications/initialized' });
   return {
+    session: () => session,
+    version,
     list: async () => {
       const r = await post({ jsonrpc: '2.0', id: next++, method: 'tools/list' });
       if (!Array.isArray(r?.tools) || r.tools.length === 0) throw new Error('tools/list answered without tools');
@@ -164,7 +172,59 @@ async function run(name, make) {
   return ok;
 }
 
+// wrk (Debian's package): a C client, one thread, `connections` keep-alive
+// connections each with one call in flight (a closed loop: K always in
+// flight, not rounds of K), every call a new JSON-RPC id on the lean
+// client's session; its Lua script checks each answer's status and that it
+// carries the tools, and prints the percentiles.
+function wrkPhase(server, session, version, connections, seconds) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-http-load-'));
+  const script = path.join(dir, 'list.lua');
+  const hdr = { ...server.headers, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'Mcp-Session-Id': session, 'MCP-Protocol-Version': version };
+  fs.writeFileSync(script, [
+    ...Object.entries(hdr).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`),
+    'wrk.method = "POST"',
+    'counter = 0',
+    'request = function() counter = counter + 1; return wrk.format(nil, nil, nil, \'{"jsonrpc":"2.0","id":\' .. counter .. \',"method":"tools/list"}\') end',
+    'response = function(status, headers, body) if (status ~= 200 or not body:find(\'"tools":[{\', 1, true)) and not bad then bad = true; io.write("BAD " .. status .. " " .. body:sub(1, 200) .. "\\n") end end',
+    'done = function(summary, latency, requests)',
+    '  io.write(string.format("WRK %d %d %d %.3f %.3f %.3f %.3f\\n", summary.requests, summary.errors.status, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout, latency:percentile(50) / 1000, latency:percentile(95) / 1000, latency:percentile(99) / 1000, latency.max / 1000))',
+    'end',
+  ].join('\n'));
+  const r = spawnSync('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '-s', script, server.url], { encoding: 'utf8' });
+  fs.rmSync(dir, { recursive: true, force: true });
+  if (r.error) throw new Error(`wrk: ${r.error.message} (apt-get install wrk)`);
+  const line = (r.stdout || '').split('\n').find((l) => l.startsWith('WRK '));
+  if (!line) throw new Error(`wrk printed no result: ${r.stdout}${r.stderr}`);
+  const [requests, status, errors, p50, p95, p99, max] = line.split(' ').slice(1).map(Number);
+  const bad = (r.stdout || '').split('\n').find((l) => l.startsWith('BAD '));
+  if (bad) console.log(`wrk: a wrong answer: ${bad}`);
+  return { requests, status: status + (bad ? 1 : 0), errors, p50, p95, p99, max };
+}
+
+async function runWrk() {
+  const server = await startHttpServer(process.env.DEMESNE, { args: process.env.SERVE_ARGS ? process.env.SERVE_ARGS.split(' ') : [] });
+  const pid = server.child.pid;
+  const lean = await leanClient(server);
+  let ok = true;
+  try {
+    await lean.list(); // the session works
+    for (const [name, c] of [['one at a time', 1], [`${K} in flight`, K]]) {
+      const s0 = serverCpuMs(pid);
+      const w = wrkPhase(server, lean.session(), lean.version, c, SECONDS);
+      const cpu = (serverCpuMs(pid) - s0) / Math.max(1, w.requests);
+      console.log(`wrk: ${name} (${SECONDS} s, ${w.requests} calls): p50 ${w.p50.toFixed(2)} ms, p95 ${w.p95.toFixed(2)} ms, p99 ${w.p99.toFixed(2)} ms, max ${w.max.toFixed(2)} ms; server CPU per call ${cpu.toFixed(3)} ms; not 200: ${w.status}, socket errors: ${w.errors}`);
+      ok = ok && w.requests > 0 && w.status === 0 && w.errors === 0;
+    }
+  } finally {
+    await lean.close();
+    await server.stop();
+  }
+  return ok;
+}
+
 let code = 0;
+if (which === 'wrk') process.exit((await runWrk()) ? 0 : 1);
 if (which !== 'lean' && !(await run('sdk', sdkClient))) code = 1;
 if (which !== 'sdk' && !(await run('lean', leanClient))) code = 1;
 process.exit(code);
