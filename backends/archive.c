@@ -29,10 +29,51 @@ static int check_id(const char *what, const char *id, struct dm_error *err)
         return 0;
 }
 
+/* Podman reads GET .../archive's path as a glob (buildah's copier):
+ * "/tmp/a?" sends /tmp/ab as well, "/usr/bin/[" is a 404 (measured, 4.3.1);
+ * its PUT takes the path as it is. dockerd takes both as they are. Asked
+ * once (_ping's Server header) and kept. */
+static bool engine_globs(struct dm_backend *b)
+{
+        int *cache = dm_docker_globs_cache(b), v = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+        struct dm_curl_header hdr = { .name = "Server" };
+        struct dm_buf out;
+        struct dm_error e = { 0 };
+        long status = 0;
+
+        if (v)
+                return v == 1;
+        dm_buf_init(&out, 4096);
+        if (dm_curl_request_headers(dm_docker_http(b), "GET", "/_ping", NULL, 10000, &status, &out, &hdr, 1, &e) < 0)
+                v = 0; /* asked again next time */
+        else
+                v = strncmp(hdr.value, "Libpod/", 7) == 0 ? 1 : 2;
+        dm_buf_release(&out);
+        if (v)
+                __atomic_store_n(cache, v, __ATOMIC_RELEASE);
+        return v != 2; /* unknown: escaped, which is right for the engine most likely here */
+}
+
+/* path with Podman's glob characters escaped ('\' before each of *?[]\). */
+static char *glob_escape(const char *path)
+{
+        char *out = malloc(strlen(path) * 2 + 1), *o = out;
+
+        if (!out)
+                return NULL;
+        for (const char *p = path; *p; p++) {
+                if (strchr("*?[]\\", *p))
+                        *o++ = '\\';
+                *o++ = *p;
+        }
+        *o = '\0';
+        return out;
+}
+
 static int archive_call(struct dm_backend *b, const char *method, const char *id, const char *path, int in_fd,
                         int64_t in_len, int out_fd, int64_t max, struct dm_error *err)
 {
-        _cleanup_free_ char *esc = NULL, *url = NULL;
+        _cleanup_free_ char *esc = NULL, *url = NULL, *literal = NULL;
         struct dm_buf errbody;
         long status = 0;
         int r;
@@ -42,6 +83,12 @@ static int archive_call(struct dm_backend *b, const char *method, const char *id
                 return r;
         if (!path || path[0] != '/')
                 return dm_error_set(err, -EINVAL, "path '%s' inside the sandbox must be absolute", path ? path : "");
+        if (strcmp(method, "GET") == 0 && strpbrk(path, "*?[]\\") && engine_globs(b)) {
+                literal = glob_escape(path);
+                if (!literal)
+                        return dm_error_set(err, -ENOMEM, "out of memory");
+                path = literal;
+        }
         esc = dm_uri_escape(path, "/:");
         if (!esc || asprintf(&url, "/containers/%s/archive?path=%s", id, esc) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");

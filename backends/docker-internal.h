@@ -49,6 +49,9 @@ struct dm_userns_cache {
         struct dm_userns value;
 };
 struct dm_userns_cache *dm_docker_userns_cache(struct dm_backend *b);
+/* archive.c's answer to whether the engine reads an archive's path as a
+ * glob (Podman), kept in the backend: 0 not asked yet, 1 yes, 2 no. */
+int *dm_docker_globs_cache(struct dm_backend *b);
 int dm_docker_userns(struct dm_backend *b, struct dm_userns *ret, struct dm_error *err);
 int dm_docker_container_root(struct dm_backend *b, const char *id, unsigned *ret_uid, unsigned *ret_gid,
                              struct dm_error *err);

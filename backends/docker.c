@@ -36,6 +36,7 @@ struct docker {
         void (*release)(void *);
         void *owned;
         struct dm_userns_cache userns; /* backends/userns.c */
+        int globs;                     /* archive.c: 0 not asked yet, 1 Podman (GET .../archive globs), 2 not */
         /* Images the engine said it has: a cold run asks once, not each time
          * (a round trip of 3-5 ms). A create that finds one gone forgets it. */
         pthread_mutex_t images_lock;
@@ -962,6 +963,11 @@ struct dm_curl *dm_docker_http(struct dm_backend *b)
 struct dm_userns_cache *dm_docker_userns_cache(struct dm_backend *b)
 {
         return &to_docker(b)->userns;
+}
+
+int *dm_docker_globs_cache(struct dm_backend *b)
+{
+        return &to_docker(b)->globs;
 }
 
 int dm_docker_backend_new_owning(const char *host, int64_t response_max, const struct dm_engine_env *env,
