@@ -53,6 +53,7 @@ static int copy_entry(struct archive *in, struct archive *out, struct archive_en
 
 int dm_snapshot_archive_normalize(int in_fd, int out_fd, struct dm_error *err)
 {
+        _cleanup_archive_locale_ locale_t utf8 = dm_archive_locale_begin();
         struct archive *in = archive_read_new(), *out = archive_write_new();
         struct archive_entry *e;
         int r = 0, ar;

@@ -18,6 +18,7 @@
 
 #include "src/core/ownership.h"
 #include "src/basic/cleanup.h"
+#include "src/basic/archive-copy.h"
 #include "src/basic/io.h"
 #include "src/basic/log.h"
 #include "src/basic/paths.h"
@@ -72,6 +73,7 @@ static int make_dir(struct dm_context *ctx, const struct dm_sandbox *sb, const c
 static int upload_fd(struct dm_context *ctx, const struct dm_sandbox *sb, int in, const struct stat *st,
                      const char *what, const char *dst, int64_t *ret_bytes, struct dm_error *err)
 {
+        _cleanup_archive_locale_ locale_t utf8 = dm_archive_locale_begin();
         _cleanup_free_ char *dir = NULL;
         _cleanup_close_ int tar = -1;
         const char *name = strrchr(dst, '/') + 1;
@@ -285,6 +287,7 @@ static int download_file(struct dm_backend *b, const struct dm_sandbox *sb, cons
 static int download(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, int64_t max_bytes,
                     char **ret_host_path, int64_t *ret_bytes, struct dm_error *err)
 {
+        _cleanup_archive_locale_ locale_t utf8 = dm_archive_locale_begin();
         _cleanup_close_ int tar = -1, dl = -1, out = -1;
         struct dm_sandbox_exec_result res = { 0 };
         struct archive *a = NULL;
