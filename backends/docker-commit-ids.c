@@ -253,17 +253,170 @@ static bool mounted(struct json_object *info, const char *path)
         return false;
 }
 
+/* A folder with this many changes (not deletions) right in it is read
+ * whole, once, and what changed is taken out of that one archive: Podman
+ * answers each GET .../archive through a chroot'd helper process of its
+ * own, about 0.25 s a call here (measured: 300 changed files in /usr/bin
+ * took 87 s a path at a time). The folder itself need not be listed:
+ * Podman 4.3.1 lists /usr/bin for 40 changed files in it, not for 300. */
+#define BATCH_MIN 16
+
+/* "/usr/bin" for "/usr/bin/x" (malloc'd), NULL for "/x". */
+static char *parent_of(const char *path)
+{
+        const char *slash = strrchr(path, '/');
+
+        return slash && slash > path ? strndup(path, slash - path) : NULL;
+}
+
+/* When c[i] is the first change below its folder seen so far (*seen
+ * names the last folder judged) and that folder has BATCH_MIN or more
+ * changes right in it, from i on: the end (exclusive) of the changes below
+ * it, and *ret_top the folder (malloc'd). Else i. */
+static size_t batch_end(const struct change *c, size_t n, size_t i, char **seen, char **ret_top)
+{
+        _cleanup_free_ char *top = parent_of(c[i].path);
+        size_t j, direct = 0, len;
+
+        if (!top || (*seen && strcmp(*seen, top) == 0))
+                return i;
+        free(*seen);
+        *seen = strdup(top);
+        len = strlen(top);
+        for (j = i; j < n && below(c[j].path, top); j++)
+                if (c[j].kind != 2 && !strchr(c[j].path + len + 1, '/'))
+                        direct++;
+        if (direct < BATCH_MIN)
+                return i;
+        *ret_top = TAKE_PTR(top);
+        return j;
+}
+
+struct batch {
+        const char *top; /* the folder read whole */
+        struct json_object *info;
+        const struct change **want; /* the changes below it to take, by strcmp */
+        size_t n_want;
+};
+
+static int want_cmp(const void *a, const void *b)
+{
+        return strcmp((*(const struct change *const *)a)->path, (*(const struct change *const *)b)->path);
+}
+
+static const struct change *want_find(const struct batch *bt, const char *path)
+{
+        const struct change key = { path, 0 }, *kp = &key, **hit;
+
+        hit = bsearch(&kp, bt->want, bt->n_want, sizeof(*bt->want), want_cmp);
+        return hit ? *hit : NULL;
+}
+
+/* Whether path, an entry of the folder's archive, is to be taken: the
+ * folder itself, a change listed, or inside a folder that was added (its
+ * entries are not listed). Inside a changed folder only what is listed. */
+static bool wanted(const struct batch *bt, const char *path)
+{
+        _cleanup_free_ char *p = NULL;
+        const struct change *w;
+        char *slash;
+
+        if (strcmp(path, bt->top) == 0)
+                return false; /* its own change, if listed, is taken by itself */
+        if (want_find(bt, path))
+                return !mounted(bt->info, path);
+        p = strdup(path);
+        while (p && (slash = strrchr(p, '/')) && slash > p && strlen(p) > strlen(bt->top)) {
+                *slash = '\0';
+                if ((w = want_find(bt, p)))
+                        return w->kind == 1 && !mounted(bt->info, path);
+        }
+        return false;
+}
+
+/* "/usr" + "bin/x" → "/usr/bin/x", without a trailing slash. */
+static char *entry_path(const char *top, const char *name)
+{
+        const char *slash = strrchr(top, '/');
+        char *p = NULL;
+        size_t len;
+
+        if (asprintf(&p, "%.*s/%s", (int)(slash - top), top, name) < 0)
+                return NULL;
+        len = strlen(p);
+        while (len > 1 && p[len - 1] == '/')
+                p[--len] = '\0';
+        return p;
+}
+
+/* The folder top read whole once, and of it what changed in c[i, end)
+ * (deletions are the caller's). A hard link whose target is not taken is
+ * read by itself afterwards (its data came with the target). */
+static int add_folder(struct dm_backend *b, const char *id, struct json_object *info, const char *top,
+                      const struct change *c, size_t i, size_t end, const struct shift *s, struct dm_error *err)
+{
+        _cleanup_free_ const struct change **want = calloc(end - i, sizeof(*want));
+        _cleanup_free_ char **alone = calloc(end - i + 1, sizeof(*alone));
+        _cleanup_close_ int fd = memfd_create("demesne-commit-folder", MFD_CLOEXEC);
+        struct batch bt = { .top = top, .info = info, .want = want };
+        struct archive *in = NULL;
+        struct archive_entry *e;
+        size_t n_alone = 0;
+        int r = 0, ar = ARCHIVE_OK;
+
+        if (!want || !alone || fd < 0)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        for (size_t j = i; j < end; j++)
+                if (c[j].kind != 2)
+                        want[bt.n_want++] = &c[j];
+        qsort(want, bt.n_want, sizeof(*want), want_cmp);
+        r = dm_docker_get_archive(b, id, bt.top, fd, 0, err);
+        if (r >= 0 && lseek(fd, 0, SEEK_SET) < 0)
+                r = dm_error_set(err, -errno, "cannot rewind the engine's archive: %s", strerror(errno));
+        if (r >= 0 && (!(in = archive_read_new()) || archive_read_support_format_tar(in) != ARCHIVE_OK ||
+                       archive_read_open_fd(in, fd, 65536) != ARCHIVE_OK))
+                r = dm_error_set(err, -EIO, "cannot read the engine's archive of '%s'", bt.top);
+        while (r >= 0 && (ar = archive_read_next_header(in, &e)) == ARCHIVE_OK) {
+                _cleanup_free_ char *path = entry_path(bt.top, archive_entry_pathname(e)), *link = NULL;
+                const char *hl = archive_entry_hardlink(e);
+
+                if (!path || (hl && !(link = entry_path(bt.top, hl)))) {
+                        r = dm_error_set(err, -ENOMEM, "out of memory");
+                        break;
+                }
+                if (!wanted(&bt, path))
+                        continue;
+                if (link && !wanted(&bt, link)) {
+                        alone[n_alone++] = TAKE_PTR(path);
+                        continue;
+                }
+                r = copy_entry(s, bt.top, in, e, err);
+        }
+        if (r >= 0 && ar != ARCHIVE_OK && ar != ARCHIVE_EOF)
+                r = dm_error_set(err, -EIO, "cannot read the engine's archive of '%s': %s", bt.top,
+                                 archive_error_string(in));
+        archive_read_free(in);
+        for (size_t k = 0; k < n_alone; k++) {
+                if (r >= 0)
+                        r = add_path(b, id, &(struct change){ alone[k], 1 }, s, err);
+                free(alone[k]);
+        }
+        return r;
+}
+
 /* The source's changed paths, shifted back, as one tar in a memfd. */
 static int changes_tar(struct dm_backend *b, const char *id, struct json_object *info, unsigned uid, unsigned gid,
                        int *ret_fd, int64_t *ret_len, struct dm_error *err)
 {
+        _cleanup_archive_locale_ locale_t utf8 = dm_archive_locale_begin();
         _cleanup_(json_putp) struct json_object *arr = NULL;
         _cleanup_free_ struct change *c = NULL;
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -1;
         struct shift s = { uid, gid, NULL };
+        _cleanup_free_ char *batched = NULL, *seen = NULL, *top = NULL;
         const char *added = NULL, *deleted = NULL;
-        size_t n = 0;
+        size_t n = 0, end;
         int r;
 
         if (asprintf(&path, "/containers/%s/changes", id) < 0)
@@ -288,6 +441,14 @@ static int changes_tar(struct dm_backend *b, const char *id, struct json_object 
                 }
                 if (c[i].kind == 1)
                         added = c[i].path;
+                if (below(c[i].path, batched))
+                        continue; /* taken with its folder */
+                if ((end = batch_end(c, n, i, &seen, &top)) > i) {
+                        free(batched);
+                        batched = TAKE_PTR(top);
+                        r = add_folder(b, id, info, batched, c, i, end, &s, err);
+                        continue;
+                }
                 r = add_path(b, id, &c[i], &s, err);
         }
         if (r >= 0 && archive_write_close(s.out) != ARCHIVE_OK)

@@ -279,6 +279,25 @@ static void file_cases(const char *sb)
         free(got);
         json_object_put(m);
 
+        /* A name that is not ASCII (libarchive in the C locale could not
+         * read it) and holds a glob to Podman's archive API ('[1]', '?'). */
+        snprintf(args, sizeof(args),
+                 "{\"sandbox_id\":\"%s\",\"content\":\"aGkK\",\"dst\":\"/workspace/\u00fc \u00e9[1]?.txt\"}", sb);
+        m = call("sandbox_upload", args);
+        check(!result_is_error(m) && int_at(structured(m), "bytes") == 3,
+              "upload: a file named 'ü é[1]?.txt' (not ASCII, a glob to Podman)");
+        json_object_put(m);
+        free(exec_out(sb, "echo other > '/workspace/\xc3\xbc \xc3\xa9"
+                          "1?.txt'"));
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/\u00fc \u00e9[1]?.txt\"}", sb);
+        m = call("sandbox_download", args);
+        s = result_is_error(m) ? NULL : read_text(str_at(structured(m), "host_path"), NULL);
+        if (!s)
+                diag("sandbox_download: %s", json_object_to_json_string(m));
+        check_str(s, "hi\n", "download: 'ü é[1]?.txt' by its own name, not a file its glob would match too");
+        free(s);
+        json_object_put(m);
+
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"/workspace/nope\"}", sb);
         m = call("sandbox_download", args);
         check(result_error_says(m, "does not exist"), "download: a missing file is a clear error");

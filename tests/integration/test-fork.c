@@ -112,13 +112,20 @@ static void fork_and_diverge(const char *src)
         json_object *m;
         bool all_see = true, own = true, apart = true, mine = true;
 
-        s = exec_out(src, "echo one > /etc/forked-root; mkdir -p $HOME/made; echo one > $HOME/made/f; "
-                          "echo one > /workspace/ws; echo out > /out/o; rm /etc/motd && echo ok");
+        s = exec_out(src,
+                     "echo one > /etc/forked-root; mkdir -p $HOME/made; echo one > $HOME/made/f; "
+                     "echo one > /workspace/ws; echo u > '/workspace/\xc3\xbc.txt'; echo out > /out/o; rm /etc/motd && "
+                     "echo ok");
         is_str(s, "ok\n", "the source writes its root (/etc, $HOME), /workspace and /out, and removes /etc/motd");
         free(s);
         /* A changed file of the image past the 1 MiB the snapshot first
          * reads of a changed path (it is then read whole). */
         big_sum = exec_out(src, "echo forked-mark >> " BIG_FILE " && md5sum < " BIG_FILE);
+        /* Enough changes in /etc for the snapshot to read the folder once
+         * (BATCH_MIN, backends/docker-commit-ids.c), among them a name that
+         * is a glob to Podman and a hard link. */
+        free(exec_out(src, "for i in $(seq 20); do echo $i > /etc/many$i; done; echo b > '/etc/[b'; "
+                           "ln /etc/many1 /etc/many-hl"));
         ok(big_sum && strlen(big_sum) > 32, "the source appends to a file of its image larger than 1 MiB (%s)",
            BIG_FILE);
         m = fork_of(src, 3, ids, snap);
@@ -150,6 +157,13 @@ static void fork_and_diverge(const char *src)
                 if (!s || strcmp(s, "one\none\n0\n") != 0)
                         diag("fork %s: %s", ids[i], s ? s : "(no answer)");
                 free(s);
+                s = exec_out(ids[i], "cat /etc/many20 '/etc/[b' /etc/many-hl '/workspace/\xc3\xbc.txt'; stat -c %h "
+                                     "/etc/many1");
+                all_see = all_see && s && strcmp(s, "20\nb\n1\nu\n2\n") == 0;
+                if (!s || strcmp(s, "20\nb\n1\nu\n2\n") != 0)
+                        diag("fork %s: /etc/many20, /etc/[b, /etc/many-hl and its links: %s", ids[i],
+                             s ? s : "(no answer)");
+                free(s);
                 s = exec_out(ids[i], "md5sum < " BIG_FILE);
                 all_see = all_see && s && big_sum && strcmp(s, big_sum) == 0;
                 if (!s || !big_sum || strcmp(s, big_sum) != 0)
@@ -158,8 +172,8 @@ static void fork_and_diverge(const char *src)
                 free(s);
         }
         json_object_put(m);
-        ok(all_see, "each fork sees the source's root file system (the large file changed too) and /workspace, and an "
-                    "empty /out of its own");
+        ok(all_see, "each fork sees the source's root file system (a large file changed, 20 new files in /etc, one "
+                    "named '[b', a hard link) and /workspace (a name not ASCII), and an empty /out of its own");
         ok(own, "each fork's output_dir is its own, under the output root");
         ok(strcmp(ids[0], ids[1]) != 0 && strcmp(ids[1], ids[2]) != 0 && strcmp(ids[0], ids[2]) != 0,
            "three different sandboxes");
@@ -363,6 +377,11 @@ static void killed_midway(const char *src, const char *const *env)
         struct stat st;
         json_object *record;
 
+        /* 48 MB in /workspace: each fork's seeding of it keeps the window
+         * between a fork's container and the answer open long enough to be
+         * seen on a quick machine (without it the answer sometimes came
+         * first, the snapshot's own read being quicker since 00e4b6f). */
+        free(exec_out(src, "head -c 48M /dev/urandom > /workspace/widen"));
         snapshot_ids(before, sizeof(before));
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"count\":4}", src);
         send_call(c, id, "sandbox_fork", args);
@@ -409,6 +428,7 @@ static void killed_midway(const char *src, const char *const *env)
         ok(forks_now == 0 && sandboxes() == 1, "and the half-made forks' containers (%d left), the source alone listed",
            forks_now);
         ok(source_awake(src), "the source runs and answers after the sweep");
+        free(exec_out(src, "rm -f /workspace/widen"));
         diag("%s took %lld ms", __func__, (long long)(dm_now_ms() - started));
 }
 
