@@ -380,7 +380,7 @@ static void killed_midway(const char *src, const char *const *env)
         /* 48 MB in /workspace: each fork's seeding of it keeps the window
          * between a fork's container and the answer open long enough to be
          * seen on a quick machine (without it the answer sometimes came
-         * first, the snapshot's own read being quicker since 00e4b6f). */
+         * first, once the snapshot read a changed folder's header only). */
         free(exec_out(src, "head -c 48M /dev/urandom > /workspace/widen"));
         snapshot_ids(before, sizeof(before));
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"count\":4}", src);
