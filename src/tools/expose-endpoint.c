@@ -136,7 +136,7 @@ static bool target_climbs(const char *target)
         for (size_t i = 0; i < pl; i++) {
                 if (target[i] == '\\')
                         return true;
-                if (target[i] == '%' && i + 2 < pl + 1 &&
+                if (target[i] == '%' && i + 3 <= pl &&
                     (strncasecmp(target + i, "%2e", 3) == 0 || strncasecmp(target + i, "%2f", 3) == 0 ||
                      strncasecmp(target + i, "%5c", 3) == 0))
                         return true;
