@@ -166,6 +166,14 @@ struct dm_userns {
         char detail[256];  /* one line for people: how the engine was judged */
 };
 
+/* An address where a server serves a port of a container to others. */
+struct dm_endpoint {
+        char *url;      /* "http(s)://host[:port][/path]", no trailing slash */
+        char **headers; /* "Name: value" lines every request to it must carry; NULL-terminated */
+};
+/* Frees what e holds (its header values wiped); e itself is the caller's. */
+void dm_endpoint_release(struct dm_endpoint *e);
+
 struct dm_backend_ops {
         const char *name; /* "docker" (also serves Podman), "opensandbox" */
         unsigned caps;    /* DM_CAP_* */
@@ -256,6 +264,12 @@ struct dm_backend_ops {
         /* The images carrying label "key" or "key=value". */
         int (*image_list)(struct dm_backend *b, const char *label, struct dm_image_entry **ret, size_t *ret_n,
                           struct dm_error *err);
+
+        /* Where the server serves port of container id to its clients
+         * (OpenSandbox's endpoint API), for a preview's relay to it
+         * (src/tools/expose-endpoint.c). NULL on a backend with
+         * DM_CAP_HOST_NETNS: its previews are made in the namespace. */
+        int (*endpoint)(struct dm_backend *b, const char *id, int port, struct dm_endpoint *ret, struct dm_error *err);
 
         void (*free)(struct dm_backend *b);
 };

@@ -144,6 +144,11 @@ int dm_osb_check_id(const char *id, struct dm_error *err);
  * waiting until the state is Paused or Running again. */
 int dm_osb_pause(struct dm_backend *b, const char *id, struct dm_error *err);
 int dm_osb_resume(struct dm_backend *b, const char *id, struct dm_error *err);
+/* backends/opensandbox-endpoint.c: the endpoint of port of sandbox id
+ * (through the server's proxy when server_proxy), and the endpoint op. */
+int dm_osb_endpoint_lookup(struct osb *o, const char *id, int port, bool server_proxy, struct dm_endpoint *ret,
+                           struct dm_error *err);
+int dm_osb_endpoint(struct dm_backend *b, const char *id, int port, struct dm_endpoint *ret, struct dm_error *err);
 /* The execd client of sandbox id (endpoint looked up once, then kept until
  * the sandbox is deleted or the backend freed). */
 int dm_osb_execd(struct osb *o, const char *id, struct dm_curl **ret, struct dm_error *err);

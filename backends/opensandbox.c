@@ -479,79 +479,26 @@ void dm_osb_execd_free(struct execd *e)
         free(e);
 }
 
-/* The endpoint of the sandbox's execd: "host:port/path", no scheme (the
- * protocol is ours), plus headers every request to it must carry. */
+/* The sandbox's execd: its endpoint, and a client that sends the headers
+ * the endpoint answer names with every request. */
 static int execd_lookup(struct osb *o, const char *id, struct execd **ret, struct dm_error *err)
 {
-        _cleanup_free_ char *path = NULL, *url = NULL;
-        _cleanup_json_ struct json_object *res = NULL;
-        struct json_object *hdrs;
-        const char **headers = NULL;
-        size_t n = 0;
+        struct dm_endpoint ep = { 0 };
         struct execd *e;
-        const char *ep;
         int r;
 
         /* Through the server's proxy when the sandboxes' own endpoints are
          * not reachable from here (a cluster network, say). */
-        if (asprintf(&path, "/sandboxes/%s/endpoints/%d%s", id, EXECD_PORT,
-                     o->server_proxy ? "?use_server_proxy=true" : "") < 0)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        r = dm_osb_api(o, "GET", path, NULL, 200, &res, err);
+        r = dm_osb_endpoint_lookup(o, id, EXECD_PORT, o->server_proxy, &ep, err);
         if (r < 0)
-                return dm_error_wrap(err, "look up the execd endpoint of sandbox '%s'", dm_osb_name(o, id));
-        ep = get_str(res, "endpoint");
-        if (!ep || !ep[0])
-                return dm_error_set(err, -EPROTO, "OpenSandbox answered the endpoint of '%s' without a URL",
-                                    dm_osb_name(o, id));
-        if (strstr(ep, "://")) {
-                if (strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0)
-                        return dm_error_set(err, -EPROTO, "execd endpoint '%.200s' is not http(s)", ep);
-                url = strdup(ep);
-        } else if (asprintf(&url, "%s://%s", o->protocol, ep) < 0) {
-                url = NULL;
-        }
-        if (!url)
-                return dm_error_set(err, -ENOMEM, "out of memory");
-        for (size_t l = strlen(url); l && url[l - 1] == '/'; l--)
-                url[l - 1] = '\0';
-        hdrs = get(res, "headers");
-        if (hdrs && json_object_is_type(hdrs, json_type_object))
-                n = (size_t)json_object_object_length(hdrs);
-        headers = calloc(n + 1, sizeof(*headers));
+                return r;
         e = calloc(1, sizeof(*e));
-        if (!headers || !e) {
-                free(headers);
-                free(e);
+        if (!e) {
+                dm_endpoint_release(&ep);
                 return dm_error_set(err, -ENOMEM, "out of memory");
         }
-        r = 0;
-        n = 0;
-        if (hdrs && json_object_is_type(hdrs, json_type_object)) {
-                json_object_object_foreach(hdrs, key, val)
-                {
-                        const char *v = json_object_get_string(val);
-                        char *line = NULL;
-
-                        /* Never let an answer smuggle a header line in, nor
-                         * make us send the API key to execd. */
-                        if (strpbrk(key, "\r\n:") || !v || strpbrk(v, "\r\n") ||
-                            strcasecmp(key, "OPEN-SANDBOX-API-KEY") == 0) {
-                                r = dm_error_set(err, -EPROTO, "execd endpoint header '%.64s' refused", key);
-                                break;
-                        }
-                        if (asprintf(&line, "%s: %s", key, v) < 0) {
-                                r = dm_error_set(err, -ENOMEM, "out of memory");
-                                break;
-                        }
-                        headers[n++] = line;
-                }
-        }
-        if (r >= 0)
-                r = dm_curl_new_url(url, o->response_max, "execd", headers, &e->http, err);
-        for (size_t i = 0; i < n; i++)
-                free((char *)headers[i]);
-        free(headers);
+        r = dm_curl_new_url(ep.url, o->response_max, "execd", (const char *const *)ep.headers, &e->http, err);
+        dm_endpoint_release(&ep);
         if (r >= 0 && !(e->sandbox = strdup(id)))
                 r = dm_error_set(err, -ENOMEM, "out of memory");
         if (r < 0) {
@@ -914,6 +861,7 @@ static const struct dm_backend_ops osb_ops = {
         .renew = osb_renew,
         .pause = dm_osb_pause,
         .unpause = dm_osb_resume,
+        .endpoint = dm_osb_endpoint,
         .free = osb_free,
 };
 

@@ -10,7 +10,7 @@
 // load and the medians.
 //
 //   DEMESNE=$PWD/build/src/demesne node bench/ui-first-paint.mjs
-//   (RUNS=1000 N=20 CHROMIUM=/usr/bin/chromium)
+//   (RUNS=1000 N=20 CHROMIUM=/usr/bin/chromium UI_DIR=/another/page's/data/ui)
 
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -25,6 +25,8 @@ const SRC = path.resolve(HERE, '..');
 const RUNS = Number(process.env.RUNS ?? 1000);
 const N = Number(process.env.N ?? 20);
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+// Another page's files (UI_DIR) to measure a baseline side by side.
+const UI_DIR = process.env.UI_DIR ?? path.join(SRC, 'data/ui');
 const DEMESNE = process.env.DEMESNE;
 if (!DEMESNE || !path.isAbsolute(DEMESNE)) {
   console.error('ui-first-paint: set DEMESNE to the absolute path of the demesne binary');
@@ -50,7 +52,7 @@ for (let i = 0; i < RUNS; i++) {
 fs.writeFileSync(path.join(state, 'activity', `${process.pid}-${t0}.jsonl`), `${lines.join('\n')}\n`, { mode: 0o600 });
 
 const env = { ...process.env, DEMESNE_STATE_DIR: state, DEMESNE_OUTPUT_ROOT: path.join(base, 'out') };
-const ui = spawn(DEMESNE, ['ui', '--listen', '127.0.0.1:0', '--ui-dir', path.join(SRC, 'data/ui')], { env, stdio: ['ignore', 'pipe', 'ignore'] });
+const ui = spawn(DEMESNE, ['ui', '--listen', '127.0.0.1:0', '--ui-dir', UI_DIR], { env, stdio: ['ignore', 'pipe', 'ignore'] });
 let browser;
 try {
   const url = await new Promise((resolve, reject) => {
@@ -60,9 +62,28 @@ try {
   browser = await chromium.launch({ executablePath: CHROMIUM, args: process.getuid() === 0 ? ['--no-sandbox'] : [] });
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   await context.addInitScript((want) => {
+    // The first rows: when the browser painted the first row's first cell
+    // (Element Timing, marked before its first paint), and whether the rows
+    // that came with it fill the window (looked at later: rows added below
+    // do not move them).
+    let firstRows = 0;
+    window.__screen = new Promise((resolve) => {
+      new PerformanceObserver((list) => {
+        for (const e of list.getEntries()) if (e.identifier === 'first-row') resolve(e.renderTime);
+      }).observe({ type: 'element', buffered: true });
+    });
+    window.__filled = () => {
+      const body = document.querySelector('#runs tbody');
+      return { rows: firstRows, filled: body.children[firstRows - 1].getBoundingClientRect().bottom >= window.innerHeight };
+    };
+    // The whole list: the frame painted after it has RUNS rows.
     window.__painted = new Promise((resolve) => {
       const check = () => {
         const body = document.querySelector('#runs tbody');
+        if (body && body.children.length > 0 && !firstRows) {
+          firstRows = body.children.length;
+          body.firstElementChild.firstElementChild.setAttribute('elementtiming', 'first-row');
+        }
         if (!body || body.children.length < want) return false;
         requestAnimationFrame(() => requestAnimationFrame(() => resolve(performance.now())));
         return true;
@@ -74,25 +95,33 @@ try {
   const page = await context.newPage();
   await page.goto(url);
   const times = [];
+  const screens = [];
   const apis = [];
+  let unfilled = 0;
   for (let i = 0; i <= N; i++) {
     if (i > 0) await page.reload();
-    const { ms, api } = await page.evaluate(async () => {
-      const painted = await window.__painted;
+    const { ms, screen, api } = await page.evaluate(async () => {
+      const ms = await window.__painted;
+      const screen = { at: await window.__screen, ...window.__filled() };
       const e = performance.getEntriesByType('resource').find((r) => r.name.endsWith('/ui/api/v1/runs'));
-      return { ms: painted, api: e ? e.responseEnd : NaN };
+      return { ms, screen, api: e ? e.responseEnd : NaN };
     });
-    if (i > 0) times.push(ms); // the first load (after the login redirect) is a warm-up
-    if (i > 0) apis.push(api);
-    if (i > 0) console.log(`load ${String(i).padStart(2)}  ${ms.toFixed(1)} ms  (GET runs answered at ${api.toFixed(1)} ms)`);
+    if (i === 0) continue; // the first load (after the login redirect) is a warm-up
+    times.push(ms);
+    screens.push(screen.at);
+    apis.push(api);
+    if (!screen.filled) unfilled++;
+    console.log(`load ${String(i).padStart(2)}  first screen ${screen.at.toFixed(1)} ms (${screen.rows} rows` +
+      `${screen.filled ? '' : ', NOT filling the window'}), whole list ${ms.toFixed(1)} ms  (GET runs answered at ${api.toFixed(1)} ms)`);
   }
   const rows = await page.locator('#runs tbody tr').count();
   if (rows !== RUNS) throw new Error(`the list has ${rows} rows, not ${RUNS}`);
-  times.sort((a, b) => a - b);
-  apis.sort((a, b) => a - b);
-  console.log(`first paint with ${RUNS} runs listed: median ${times[Math.floor(times.length / 2)].toFixed(1)} ms ` +
-    `(min ${times[0].toFixed(1)}, max ${times[times.length - 1].toFixed(1)}, N=${N}); ` +
-    `GET runs answered at ${apis[Math.floor(apis.length / 2)].toFixed(1)} ms (median)`);
+  const med = (a) => { a.sort((x, y) => x - y); return a[Math.floor(a.length / 2)]; };
+  const range = (a) => `min ${Math.min(...a).toFixed(1)}, max ${Math.max(...a).toFixed(1)}`;
+  console.log(`first screen painted with ${RUNS} runs: median ${med(screens).toFixed(1)} ms (${range(screens)}, N=${N})` +
+    `${unfilled ? `; ${unfilled} loads' first rows did not fill the window` : ''}`);
+  console.log(`whole list painted with ${RUNS} runs: median ${med(times).toFixed(1)} ms (${range(times)}, N=${N}); ` +
+    `GET runs answered at ${med(apis).toFixed(1)} ms (median)`);
 } finally {
   await browser?.close();
   ui.kill('SIGTERM');

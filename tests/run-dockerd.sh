@@ -17,7 +17,8 @@
 #                      --only test-backend-conformance; no script or e2e test
 #                      but those named (--only test-fork-admission.sh)
 #                      (--only test-docker-tls: the engine over tcp:// with
-#                      TLS alone, tests/integration/test-docker-tls.sh)
+#                      TLS alone, tests/integration/test-docker-tls.sh;
+#                      --only client-expose: sandbox_expose's previews)
 # Needs root and what `./setup.sh --test-deps` installs (docker.io). The
 # programs run twice as many at once as there are cores (DEMESNE_TEST_JOBS
 # sets another number), as tests/run.sh runs them on Podman. Output is TAP, one line per test program, in the order
@@ -50,7 +51,7 @@ while [ $# -gt 0 ]; do
 	--storage-driver) storage=${2:?--storage-driver wants a name}; shift ;;
 	--keep) keep=1 ;;
 	--only) only+=("${2:?--only wants a program name, e.g. test-jobs}"); shift ;;
-	-h | --help) sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "tests/run-dockerd.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -99,10 +100,14 @@ for src in "$here"/tests/integration/test-*.c; do
 done
 # The end-to-end scripts that need dockerd too: sandbox_fork under a
 # nested caller's tree caps (the snapshot's commit, admission and the
-# tree's end on this engine; issue 32).
+# tree's end on this engine; issue 32); sandbox_expose's previews (the
+# relay in the sandbox's network namespace, WebSocket, closing with the
+# sandbox and the server; issue 33). --only takes them with or without
+# their extension.
 scripts=()
-for prog in test-fork-admission.sh; do
-	[ ${#only[@]} = 0 ] || [[ " ${only[*]} " == *" $prog "* ]] && scripts+=("$prog")
+for prog in test-fork-admission.sh client-expose.mjs; do
+	[ ${#only[@]} = 0 ] || [[ " ${only[*]} " == *" $prog "* ]] || [[ " ${only[*]} " == *" ${prog%.*} "* ]] &&
+		scripts+=("$prog")
 done
 # test-docker-tls (the engine over tcp:// with TLS) runs the conformance
 # program through TLS, so it is built even when not run on the socket.
@@ -357,7 +362,16 @@ for path in "${programs[@]}"; do
 	run_test "$prog" "$build/tests/$path"
 done
 for prog in ${scripts[@]+"${scripts[@]}"}; do
-	run_test "$prog" bash "$here/tests/e2e/$prog"
+	case $prog in
+	*.mjs)
+		# The npm clients' scripts use python.
+		if [ "$images" = base ]; then
+			skip "$prog" "it needs the python image (--images base)"
+			continue
+		fi
+		run_test "$prog" node "$here/tests/e2e/$prog" ;;
+	*) run_test "$prog" bash "$here/tests/e2e/$prog" ;;
+	esac
 done
 # The engine over tcp:// with TLS: the conformance suite through it, then
 # the script with a sandbox run and the refusals.

@@ -138,8 +138,33 @@ function treeOrder(sorted) {
 // is most of a 1,000-row list's time.
 const clock = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-digit', second: '2-digit' });
 
+function row(r) {
+  const tr = el('tr', null, r.status || '');
+  const id = el('td');
+  const d = depth(r);
+  id.style.paddingLeft = (0.5 + d * 1.5) + 'em';
+  id.textContent = d ? `└ ${r.id}` : r.id;
+  tr.dataset.id = r.id;
+  tr.dataset.depth = d;
+  if (r.parent_id) tr.dataset.parent = r.parent_id;
+  tr.append(id, el('td', r.kind), el('td', r.status, 'status'), el('td', r.image), el('td', r.egress),
+    el('td', r.principal), el('td', r.start_ms ? clock.format(r.start_ms) : ''),
+    el('td', duration(r), 'duration'), el('td', r.exit_code), el('td', r.command, 'command'), action(r));
+  return tr;
+}
+
+function rowsOf(list) {
+  const frag = document.createDocumentFragment();
+  for (const r of list) frag.append(row(r));
+  return frag;
+}
+
 // The list drawn anew from runs (once a frame at most, however many events
-// come); rows are built off the document and inserted at once.
+// come); rows are built off the document and inserted at once. The first
+// draw of a long list puts in the rows that fill the window, lets that frame
+// paint, and adds the rest a frame later: 1,000 rows at once took most of the
+// first paint's time. Later draws are whole, so a scrolled list stays put.
+let drawn = 0; // render() calls; a later one drops an earlier one's rest
 function render() {
   const status = document.getElementById('status').value;
   const kind = document.getElementById('kind').value;
@@ -147,22 +172,15 @@ function render() {
   const rows = treeOrder([...runs.values()]
     .filter((r) => (!status || r.status === status) && (!kind || r.kind === kind))
     .sort((a, b) => (b.start_ms || 0) - (a.start_ms || 0)));
-  const frag = document.createDocumentFragment();
-  for (const r of rows) {
-    const tr = el('tr', null, r.status || '');
-    const id = el('td');
-    const d = depth(r);
-    id.style.paddingLeft = (0.5 + d * 1.5) + 'em';
-    id.textContent = d ? `└ ${r.id}` : r.id;
-    tr.dataset.id = r.id;
-    tr.dataset.depth = d;
-    if (r.parent_id) tr.dataset.parent = r.parent_id;
-    tr.append(id, el('td', r.kind), el('td', r.status, 'status'), el('td', r.image), el('td', r.egress),
-      el('td', r.principal), el('td', r.start_ms ? clock.format(r.start_ms) : ''),
-      el('td', duration(r), 'duration'), el('td', r.exit_code), el('td', r.command, 'command'), action(r));
-    frag.append(tr);
+  const draw = ++drawn;
+  // A row is about 26 px high: this many fill any window, with some to spare.
+  const first = Math.max(20, Math.ceil(window.innerHeight / 18));
+  if (body.children.length >= first || rows.length <= first) {
+    body.replaceChildren(rowsOf(rows));
+    return;
   }
-  body.replaceChildren(frag);
+  body.replaceChildren(rowsOf(rows.slice(0, first)));
+  requestAnimationFrame(() => setTimeout(() => { if (draw === drawn) body.append(rowsOf(rows.slice(first))); }, 0));
 }
 
 let pending = false;

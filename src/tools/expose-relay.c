@@ -14,7 +14,10 @@
  * short-lived child (netpolicy/netns.h), kept in a small stock, connected
  * to 127.0.0.1:port there. So the relay reaches an app bound to the
  * sandbox's loopback at every egress mode (none has no other device), on
- * rootless Podman too, and nothing of the host is reachable from it. */
+ * rootless Podman too, and nothing of the host is reachable from it.
+ * Where the namespace is not on this host (OpenSandbox), the server's
+ * endpoint of the port instead (expose-endpoint.c): a TCP connection to it
+ * per connection, the first request head rewritten for it. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -48,6 +51,7 @@ struct dm_preview {
         struct dm_listener *l;
         char what[64]; /* "sandbox sbx-…: port N", for logs */
         int pid, pidfd;
+        struct dm_preview_upstream *up; /* the server's endpoint; NULL: the sandbox's namespace */
         uint16_t port;
         char cookie_name[40]; /* demesne_preview_<host port>: cookies are per host, not per port */
         char secret[65];
@@ -59,7 +63,8 @@ struct dm_preview {
 
 bool dm_preview_alive(const struct dm_preview *p)
 {
-        return dm_pidfd_alive(p->pidfd) == 0;
+        /* An endpoint's preview lives until the sandbox's destroy closes it. */
+        return p->up || dm_pidfd_alive(p->pidfd) == 0;
 }
 
 static int send_all(const struct dm_listener *l, int fd, const char *b, size_t n)
@@ -226,15 +231,25 @@ static enum verdict check_head(struct dm_preview *p, int fd, char *head)
         return V_RELAY;
 }
 
-/* A socket in the sandbox's namespace, connected to its 127.0.0.1:port. */
+/* A socket in the sandbox's namespace, connected to its 127.0.0.1:port;
+ * or one connected to the server's endpoint. */
 static int connect_in(struct dm_preview *p, int *ret_fd)
 {
-        struct sockaddr_in a = { .sin_family = AF_INET,
-                                 .sin_port = htons(p->port),
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        struct sockaddr_in lo = { .sin_family = AF_INET,
+                                  .sin_port = htons(p->port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        const struct sockaddr *a = (const struct sockaddr *)&lo;
+        socklen_t al = sizeof(lo);
         int fd = -1, e = 0, r;
         socklen_t el = sizeof(e);
 
+        if (p->up) {
+                a = dm_preview_upstream_addr(p->up, &al);
+                fd = socket(a->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                if (fd < 0)
+                        return -errno;
+                goto dial;
+        }
         pthread_mutex_lock(&p->lock);
         if (p->n_stock == 0) {
                 struct dm_error err = { 0 };
@@ -255,7 +270,8 @@ static int connect_in(struct dm_preview *p, int *ret_fd)
         pthread_mutex_unlock(&p->lock);
         if (fd < 0)
                 return -ESRCH;
-        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 && errno != EINPROGRESS) {
+dial:
+        if (connect(fd, a, al) < 0 && errno != EINPROGRESS) {
                 r = -errno;
                 close(fd);
                 return r;
@@ -307,11 +323,24 @@ static void pump(const struct dm_preview *p, int a, int b)
         }
 }
 
+/* The first head rewritten for the server's endpoint (expose-endpoint.c);
+ * a target it refuses is answered 400 here. */
+static int upstream_head(struct dm_preview *p, int fd, const char *buf, size_t hl, char **ret, size_t *ret_len)
+{
+        _cleanup_free_ char *head = strndup(buf, hl);
+        int r = head ? dm_preview_upstream_head(p->up, p->cookie_name, head, ret, ret_len) : -ENOMEM;
+
+        if (r == -EINVAL)
+                answer(p, fd, "400 Bad Request", "",
+                       "demesne preview: a path with '.', '..' or an encoded '.', '/' or '\\' segment\n");
+        return r;
+}
+
 static void serve(void *owner, struct dm_listener_conn *c, int fd)
 {
         struct dm_preview *p = owner;
-        char buf[DM_PREVIEW_HEAD_MAX + 1], *head;
-        size_t len = 0;
+        char buf[DM_PREVIEW_HEAD_MAX + 1], *head, *first = NULL;
+        size_t len = 0, first_len = 0;
         ssize_t hl = read_head(p, fd, buf, DM_PREVIEW_HEAD_MAX, &len);
         int up = -1, r;
 
@@ -326,20 +355,28 @@ static void serve(void *owner, struct dm_listener_conn *c, int fd)
         free(head);
         if (r != V_RELAY)
                 return;
+        if (p->up && (r = upstream_head(p, fd, buf, (size_t)hl, &first, &first_len)) < 0)
+                return;
         if ((r = connect_in(p, &up)) < 0) {
                 char body[200];
 
-                snprintf(body, sizeof(body), "demesne preview: nothing answers on port %u in the sandbox (%s)\n",
-                         p->port, strerror(-r));
+                snprintf(body, sizeof(body), "demesne preview: nothing answers on port %u %s (%s)\n", p->port,
+                         p->up ? "at the server's endpoint" : "in the sandbox", strerror(-r));
                 answer(p, fd, "502 Bad Gateway", "", body);
+                free(first);
                 return;
         }
         if (dm_listener_track(c, up) == 0) {
-                if (send_all(p->l, up, buf, len) == 0)
+                /* The head as it came, or rewritten for the endpoint; then what followed it. */
+                if ((first ? send_all(p->l, up, first, first_len) : send_all(p->l, up, buf, (size_t)hl)) == 0 &&
+                    send_all(p->l, up, buf + hl, len - (size_t)hl) == 0)
                         pump(p, fd, up);
                 dm_listener_untrack(c, up);
         }
         close(up);
+        if (first)
+                explicit_bzero(first, first_len);
+        free(first);
         explicit_bzero(buf, sizeof(buf));
 }
 
@@ -372,8 +409,9 @@ void dm_preview_address(const struct dm_preview *p, struct sockaddr_in *ret)
         dm_listener_address(p->l, ret);
 }
 
-int dm_preview_open(const struct sockaddr_in *bind, int pid, uint16_t port, const char *what, struct dm_preview **ret,
-                    char ret_code[DM_PREVIEW_CODE_LEN + 1], struct dm_error *err)
+int dm_preview_open(const struct sockaddr_in *bind, int pid, const struct dm_endpoint *ep, uint16_t port,
+                    const char *what, struct dm_preview **ret, char ret_code[DM_PREVIEW_CODE_LEN + 1],
+                    struct dm_error *err)
 {
         struct dm_listener_conf conf = {
                 .max_conns = DM_PREVIEW_MAX_CONNS, .backlog = 64, .refuse = refuse, .serve = serve
@@ -391,11 +429,14 @@ int dm_preview_open(const struct sockaddr_in *bind, int pid, uint16_t port, cons
         snprintf(p->what, sizeof(p->what), "%s", what);
         conf.what = p->what;
         conf.owner = p;
-        if ((r = dm_pidfd_open(pid)) < 0) {
+        if (ep) {
+                if ((r = dm_preview_upstream_new(ep, &p->up, err)) < 0)
+                        goto fail;
+        } else if ((r = dm_pidfd_open(pid)) < 0) {
                 dm_error_set(err, r, "the sandbox's process %d: %s", pid, strerror(-r));
                 goto fail;
-        }
-        p->pidfd = r;
+        } else
+                p->pidfd = r;
         if ((r = dm_mcphttp_token_generate(p->secret)) < 0 || (r = dm_preview_new_code(p, ret_code)) < 0) {
                 dm_error_set(err, r, "no randomness for the preview's secrets: %s", strerror(-r));
                 goto fail;
@@ -429,6 +470,7 @@ void dm_preview_close(struct dm_preview *p)
                 close(p->stock[i]);
         if (p->pidfd >= 0)
                 close(p->pidfd);
+        dm_preview_upstream_free(p->up);
         explicit_bzero(p->secret, sizeof(p->secret));
         explicit_bzero(p->code, sizeof(p->code));
         pthread_mutex_destroy(&p->lock);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/backend.h"
 #include "src/basic/log.h"
 #include "src/basic/principal.h"
 #include "src/core/activity.h"
@@ -109,9 +110,10 @@ static struct entry *renew_locked(struct dm_previews *v, const char *id, uint16_
 }
 
 /* Opens (or, for a port already open, gives a new code for) sb's preview of
- * port: the URL with the code in url. */
-static int expose(struct dm_context *ctx, struct dm_previews *v, const struct dm_sandbox *sb, int pid, uint16_t port,
-                  char *url, size_t size, struct dm_error *err)
+ * port, in the namespace of pid or at the server's endpoint ep: the URL
+ * with the code in url. */
+static int expose(struct dm_context *ctx, struct dm_previews *v, const struct dm_sandbox *sb, int pid,
+                  const struct dm_endpoint *ep, uint16_t port, char *url, size_t size, struct dm_error *err)
 {
         struct sockaddr_in bind = { .sin_family = AF_INET, .sin_addr.s_addr = ctx->cfg.expose_addr }, a;
         char code[DM_PREVIEW_CODE_LEN + 1], what[64], host[INET_ADDRSTRLEN];
@@ -138,7 +140,7 @@ static int expose(struct dm_context *ctx, struct dm_previews *v, const struct dm
         if (!e)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         snprintf(what, sizeof(what), "sandbox %s: preview of port %u", sb->id, port);
-        r = dm_preview_open(&bind, pid, port, what, &e->p, code, err);
+        r = dm_preview_open(&bind, pid, ep, port, what, &e->p, code, err);
         if (r < 0) {
                 free(e);
                 return r;
@@ -166,6 +168,7 @@ static json_object *expose_call(struct dm_call *call, json_object *args)
         struct dm_error err = { 0 };
         struct dm_backend *b;
         struct dm_sandbox sb, again;
+        struct dm_endpoint ep = { 0 };
         char url[160];
         uint16_t port;
         int pid, r;
@@ -184,20 +187,26 @@ static json_object *expose_call(struct dm_call *call, json_object *args)
                 return dm_tools_error(NULL, &err);
         if (dm_context_backend(ctx, &b, &err) < 0)
                 return dm_tools_error("sandbox_expose", &err);
-        if (!dm_backend_can(b, DM_CAP_HOST_NETNS)) {
+        if (!dm_backend_can(b, DM_CAP_HOST_NETNS) && !b->ops->endpoint) {
                 dm_error_set(&err, -EOPNOTSUPP,
-                             "sandbox_expose needs the sandbox's network namespace on this host, which this engine "
-                             "does not give (OpenSandbox's sandboxes run elsewhere)");
+                             "sandbox_expose needs the sandbox's network namespace on this host or the server's "
+                             "endpoint of the port, and this engine gives neither");
                 return dm_tools_error(NULL, &err);
         }
-        if ((r = dm_sandbox_pid(ctx, &sb, &pid, &err)) < 0) {
+        /* OpenSandbox: the server's endpoint of the port (its endpoint API). */
+        if (!dm_backend_can(b, DM_CAP_HOST_NETNS)) {
+                pid = 0;
+                if ((r = b->ops->endpoint(b, sb.container, port, &ep, &err)) < 0)
+                        return dm_tools_error("sandbox_expose", &err);
+        } else if ((r = dm_sandbox_pid(ctx, &sb, &pid, &err)) < 0) {
                 if (r == -ESRCH)
                         dm_error_set(&err, r, "sandbox '%s' is not running, so nothing of it can be exposed", sb.id);
                 return dm_tools_error(r == -ESRCH ? NULL : "sandbox_expose", &err);
         }
         pthread_mutex_lock(&v->open_lock);
-        r = expose(ctx, v, &sb, pid, port, url, sizeof(url), &err);
+        r = expose(ctx, v, &sb, pid, ep.url ? &ep : NULL, port, url, sizeof(url), &err);
         pthread_mutex_unlock(&v->open_lock);
+        dm_endpoint_release(&ep);
         if (r < 0)
                 return dm_tools_error(r == -EMFILE ? NULL : "sandbox_expose", &err);
         /* Destroyed while it opened: the hook ran before the preview was in the table. */

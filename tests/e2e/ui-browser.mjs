@@ -8,6 +8,9 @@
 // cancel button (after the confirmation) ends it and the engine shows its
 // container gone; a sandbox's page links its preview (sandbox_expose), the
 // link opens what it serves, the destroy button closes it; after the session ends, a refused request's error renders.
+// Over a journal of 300 runs (written as a server writes it), the rows that
+// fill the window are drawn first and the rest after them, newest first, and
+// a run that starts while the list is scrolled down does not move it.
 // With UI_SCREENSHOTS=DIR it leaves the page's screenshots there
 // (docs/images: `make ui-screenshots`).
 //
@@ -35,7 +38,7 @@ const MARKUP = '<img src=x onerror=alert(1)>';
 const PNG_B64 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 const SCRIPT_NAME = '<script>.txt';
 const SCRIPT_TEXT = '<b>not bold</b>';
-h.plan(17);
+h.plan(19);
 
 // A missing dependency fails every test, says which, and runs nothing.
 function missing(why) {
@@ -70,6 +73,66 @@ function containersOfRun(id) {
 }
 
 
+/** The URL a `demesne ui` prints, started with env. */
+async function startUi(env) {
+  const ui = h.spawnGroup(DEMESNE, ['ui', '--listen', '127.0.0.1:0', '--ui-dir', UI_DIR],
+    { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines = readline.createInterface({ input: ui.stdout });
+  return h.within(30_000, 'the login URL', new Promise((resolve) => {
+    lines.on('line', (l) => { const m = /(http:\/\/\S+)/.exec(l); if (m) resolve(m[1]); });
+  }));
+}
+
+// 18-19: a long list, from a journal of LONG runs in the run journal's
+// format (docs/reference/activity-api.md#the-run-journal) under a state
+// directory of its own.
+const LONG = 300;
+async function longList(browser, base, env) {
+  const state = path.join(base, 'state-long');
+  fs.mkdirSync(path.join(state, 'activity'), { recursive: true, mode: 0o700 });
+  const t0 = Date.now() - LONG * 1000;
+  const id = (i) => `run-long-${String(i).padStart(4, '0')}`;
+  const start = (i) => JSON.stringify({ event: 'start', id: id(i), kind: 'run', principal: 'local', image: 'base', egress: 'none',
+    command: `echo ${i}`, status: 'running', output_dir: path.join(base, 'out', id(i)), time_ms: t0 + i * 1000 });
+  const end = (i) => JSON.stringify({ event: 'end', id: id(i), status: 'succeeded', exit_code: 0, time_ms: t0 + i * 1000 + 400 });
+  const journal = path.join(state, 'activity', `${process.pid}-${t0}.jsonl`);
+  fs.writeFileSync(journal, [...Array(LONG).keys()].map((i) => `${start(i)}\n${end(i)}\n`).join(''), { mode: 0o600 });
+  const url = await startUi({ ...env, DEMESNE_STATE_DIR: state });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 640 } });
+  // Each size the list had, as rows went in.
+  await context.addInitScript(() => {
+    window.demesneBatches = [];
+    new MutationObserver(() => {
+      const n = document.querySelector('#runs tbody')?.children.length ?? 0;
+      if (n && window.demesneBatches.at(-1) !== n) window.demesneBatches.push(n);
+    }).observe(document, { childList: true, subtree: true });
+  });
+  const page = await context.newPage();
+  await page.goto(url);
+  const rows = page.locator('#runs tbody tr');
+  await until(30_000, 'every row drawn', async () => (await rows.count()) === LONG).catch(() => {});
+  const seen = await page.evaluate(() => {
+    const trs = [...document.querySelectorAll('#runs tbody tr')];
+    const first = window.demesneBatches[0] ?? 0;
+    return { batches: window.demesneBatches, ids: [trs[0]?.dataset.id, trs.at(-1)?.dataset.id],
+      filled: first > 0 && trs[first - 1].getBoundingClientRect().bottom + window.scrollY >= window.innerHeight };
+  });
+  h.ok(seen.batches.length >= 2 && seen.batches[0] < LONG && seen.filled && seen.batches.at(-1) === LONG &&
+    seen.ids[0] === id(LONG - 1) && seen.ids[1] === id(0),
+  `${LONG} runs: the rows that fill the window are drawn first, then all of them, newest first`, JSON.stringify(seen));
+
+  // A run that starts while the list is scrolled down: redrawn whole, the
+  // scroll kept (a first-screenful draw would have cut the list short).
+  await page.evaluate(() => window.scrollTo(0, 4000));
+  const before = await page.evaluate(() => window.scrollY);
+  fs.appendFileSync(journal, `${start(LONG)}\n`);
+  const added = await until(30_000, 'the new run listed', async () => (await rows.count()) === LONG + 1).catch(() => false);
+  const after = await page.evaluate(() => window.scrollY);
+  h.ok(added && before > 2000 && after > before / 2 && (await rows.first().getAttribute('data-id')) === id(LONG),
+    'a run that starts while the list is scrolled down is added at the top, the scroll kept', `${added} ${before} -> ${after}`);
+  await context.close();
+}
+
 await h.run(async () => {
   const base = h.makeOutputRoot('ui-browser');
   const state = path.join(base, 'state');
@@ -77,12 +140,7 @@ await h.run(async () => {
   fs.mkdirSync(state, { mode: 0o700 });
   const env = h.serverEnv(out, { DEMESNE_STATE_DIR: state, DEMESNE_POOL: '0' });
 
-  const ui = h.spawnGroup(DEMESNE, ['ui', '--listen', '127.0.0.1:0', '--ui-dir', UI_DIR],
-    { env, stdio: ['ignore', 'pipe', 'inherit'] });
-  const lines = readline.createInterface({ input: ui.stdout });
-  const url = await h.within(30_000, 'the login URL', new Promise((resolve) => {
-    lines.on('line', (l) => { const m = /(http:\/\/\S+)/.exec(l); if (m) resolve(m[1]); });
-  }));
+  const url = await startUi(env);
   const origin = new URL(url).origin;
 
   // Two runs over MCP: one that ends (markup on stdout), one background job
@@ -292,6 +350,8 @@ await h.run(async () => {
     h.ok(bye === 204 && /401/.test(text) && /not signed in/.test(text), 'a refused request renders its error in the page',
       `${bye} ${text}`);
     await shot('ui-error.png');
+
+    await longList(browser, base, env);
   } finally {
     await browser.close();
     for (const id of boxes) {

@@ -2,7 +2,8 @@
 /* The OpenSandbox backend through `demesne serve`, against the protocol
  * fixture (tests/fixtures/opensandbox/server.mjs: a test double built from
  * OpenSandbox's published specs, whose sandboxes are real Podman
- * containers): sandbox_script, the persistent-sandbox tools, a timeout,
+ * containers): sandbox_script, the persistent-sandbox tools, previews
+ * (sandbox_expose through the server's endpoint of the port), a timeout,
  * clear errors for a wrong API key and a dead server, that the API key
  * never reached execd, and that nothing is left behind. The fixture is as
  * strict as the real server where demesne was caught out: signal deaths as
@@ -385,6 +386,167 @@ static void egress_modes(const char *key, const char *state_file)
         setenv("DEMESNE_OPENSANDBOX_EGRESS", "dns+nft", 1);
 }
 
+/* A shell command's first line of output in out ("" when none); its status. */
+static int first_line(const char *cmd, char *out, size_t size)
+{
+        FILE *f = popen(cmd, "r");
+
+        out[0] = '\0';
+        if (!f)
+                return -1;
+        if (!fgets(out, (int)size, f))
+                out[0] = '\0';
+        out[strcspn(out, "\n")] = '\0';
+        return pclose(f);
+}
+
+/* An app in the sandbox: python's file server of /workspace/site on
+ * 127.0.0.1:8000 that also answers /headers with the request's headers and
+ * an Upgrade with 101, then echoes what comes. */
+static const char servers_py[] =
+        "import http.server, functools\n"
+        "class H(http.server.SimpleHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        if self.headers.get('Upgrade'):\n"
+        "            self.wfile.write(b'HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\n"
+        "Connection: Upgrade\\r\\n\\r\\n')\n"
+        "            self.wfile.flush()\n"
+        "            while True:\n"
+        "                d = self.rfile.readline()\n"
+        "                if not d: break\n"
+        "                self.wfile.write(d); self.wfile.flush()\n"
+        "            self.close_connection = True\n"
+        "        elif self.path == '/headers':\n"
+        "            b = str(self.headers).encode()\n"
+        "            self.send_response(200); self.send_header('Content-Length', str(len(b))); self.end_headers()\n"
+        "            self.wfile.write(b)\n"
+        "        else:\n"
+        "            super().do_GET()\n"
+        "http.server.ThreadingHTTPServer(('127.0.0.1', 8000), functools.partial(H, directory='/workspace/site'))"
+        ".serve_forever()\n";
+
+/* sandbox_expose on OpenSandbox: the server's endpoint of the port (execd's
+ * proxy, as the Docker runtime answers in bridge mode), relayed on a host
+ * port behind the same one-time sign-in; the endpoint's access token added
+ * by the relay, the preview's cookie kept from the server; a path that
+ * could climb out of the endpoint's refused; an Upgrade passed; listed by
+ * sandbox_list; closed by sandbox_destroy. */
+static void previews(const char *allowed)
+{
+        char args[PATH_MAX + 256], sb[64], src[PATH_MAX + 16], jar[PATH_MAX + 32], cmd[PATH_MAX + 2048], out[4096];
+        char cookie[200] = "";
+        const char *url;
+        json_object *m, *st;
+        unsigned port = 0;
+        FILE *f;
+
+        snprintf(src, sizeof(src), "%s/servers.py", allowed);
+        f = fopen(src, "w");
+        if (f) {
+                fputs(servers_py, f);
+                fclose(f);
+        }
+        m = call("sandbox_create", "{\"image\":\"python\",\"egress\":\"none\"}");
+        snprintf(sb, sizeof(sb), "%s", str_at(structured(m), "sandbox_id") ?: "");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"src\":\"%s\",\"dst\":\"/workspace/servers.py\"}", sb,
+                 src);
+        json_object_put(call("sandbox_upload", args));
+        snprintf(args, sizeof(args),
+                 "{\"sandbox_id\":\"%s\",\"workdir\":\"/workspace\",\"command\":\"mkdir -p site && echo made in the "
+                 "sandbox >site/hello.txt && (setsid -f python3 servers.py >/dev/null 2>&1 </dev/null) && for i in "
+                 "$(seq 300); do (exec 3<>/dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done\"}",
+                 sb);
+        m = call("sandbox_exec", args);
+        is_int(int_at(structured(m), "exit_code"), 0, "previews: an app serves on the sandbox's 127.0.0.1:8000");
+        json_object_put(m);
+
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"port\":8000}", sb);
+        m = call("sandbox_expose", args);
+        url = str_at(structured(m), "url");
+        if (!ok(url && sscanf(url, "http://127.0.0.1:%u/?demesne_code=", &port) == 1 && port > 0 &&
+                        strlen(strstr(url, "=") + 1) == 32,
+                "sandbox_expose on OpenSandbox: a loopback URL with a one-time code"))
+                diag("got %s", json_object_to_json_string(m));
+        snprintf(jar, sizeof(jar), "%s/preview-cookies", test_root);
+        snprintf(cmd, sizeof(cmd), "curl -s -o /dev/null -c '%s' -w '%%{http_code}' '%s'", jar, url ? url : "");
+        first_line(cmd, out, sizeof(out));
+        is_str(out, "303", "the code URL signs in (303 and the preview's cookie)");
+        json_object_put(m);
+
+        snprintf(cmd, sizeof(cmd), "curl -s -b '%s' http://127.0.0.1:%u/hello.txt", jar, port);
+        first_line(cmd, out, sizeof(out));
+        is_str(out, "made in the sandbox", "with the cookie, the app's file comes back through the server's endpoint");
+        snprintf(cmd, sizeof(cmd), "curl -s -o /dev/null -w '%%{http_code}' http://127.0.0.1:%u/hello.txt", port);
+        first_line(cmd, out, sizeof(out));
+        is_str(out, "401", "without it, 401");
+        /* What the app was sent: not the preview's cookie, not execd's token
+         * (the relay adds it for execd, whose proxy keeps it). */
+        snprintf(cmd, sizeof(cmd), "curl -s -b '%s' -b 'other=kept' http://127.0.0.1:%u/headers | tr '\\n\\r' '  '",
+                 jar, port);
+        first_line(cmd, out, sizeof(out));
+        if (!ok(strstr(out, "other=kept") && !strstr(out, "demesne_preview") && !strcasestr(out, "execd-access"),
+                "the app gets the browser's other cookies, not the preview's cookie nor the access token"))
+                diag("headers: %s", out);
+        snprintf(cmd, sizeof(cmd),
+                 "for t in /../../ping /%%2e%%2e/ping '/a/..' '/a\\b'; do curl -s --path-as-is -o /dev/null -w "
+                 "'%%{http_code} ' -b '%s' \"http://127.0.0.1:%u$t\"; done",
+                 jar, port);
+        first_line(cmd, out, sizeof(out));
+        is_str(out, "400 400 400 400 ", "a path with '..', an encoded dot or a backslash is refused (400)");
+
+        /* An Upgrade: 101 through the endpoint, then bytes both ways. */
+        f = fopen(jar, "r");
+        while (f && fgets(out, sizeof(out), f)) {
+                char *name = strstr(out, "demesne_preview_");
+
+                if (name && !strchr(name, ' '))
+                        snprintf(cookie, sizeof(cookie), "%.*s", (int)strcspn(name, "\n"), name);
+        }
+        if (f)
+                fclose(f);
+        for (char *tab = strchr(cookie, '\t'); tab; tab = strchr(tab, '\t'))
+                *tab = '=';
+        snprintf(cmd, sizeof(cmd),
+                 "timeout 60 bash -c 'exec 3<>/dev/tcp/127.0.0.1/%u; printf \"GET /ws HTTP/1.1\\r\\nHost: x\\r\\n"
+                 "Upgrade: websocket\\r\\nConnection: Upgrade\\r\\nCookie: %s\\r\\n\\r\\n\" >&3; "
+                 "IFS= read -r s <&3; while IFS= read -r l <&3 && [ \"$l\" != $'\\''\\r'\\'' ]; do :; done; "
+                 "printf \"ping\\n\" >&3; IFS= read -r back <&3; echo \"${s%%$'\\''\\r'\\''}|$back\"'",
+                 port, cookie);
+        first_line(cmd, out, sizeof(out));
+        is_str(out, "HTTP/1.1 101 Switching Protocols|ping", "an Upgrade passes: 101, then bytes both ways");
+
+        m = call("sandbox_list", "{}");
+        {
+                json_object *v = NULL, *one;
+                char want[64];
+
+                snprintf(want, sizeof(want), "http://127.0.0.1:%u/", port);
+                json_object_object_get_ex(structured(m), "previews", &v);
+                one = v && json_object_array_length(v) == 1 ? json_object_array_get_idx(v, 0) : NULL;
+                if (!ok(one && strcmp(str_at(one, "sandbox_id") ?: "", sb) == 0 && int_at(one, "port") == 8000 &&
+                                strcmp(str_at(one, "url") ?: "", want) == 0,
+                        "sandbox_list shows the preview, its URL without the code"))
+                        diag("got %s", json_object_to_json_string(m));
+        }
+        json_object_put(m);
+        st = os_fixture_stats(&fx);
+        ok(int_at(st, "app_proxied") >= 3, "the signed-in requests went through the server's endpoint (%lld)",
+           (long long)int_at(st, "app_proxied"));
+        json_object_put(st);
+
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", sb);
+        json_object_put(call("sandbox_destroy", args));
+        snprintf(cmd, sizeof(cmd), "curl -s -o /dev/null http://127.0.0.1:%u/; echo $?", port);
+        first_line(cmd, out, sizeof(out));
+        m = call("sandbox_list", "{}");
+        if (!ok(strcmp(out, "7") == 0 && !strstr(json_object_to_json_string(m), sb),
+                "after sandbox_destroy its port refuses connections (curl 7) and sandbox_list has no preview"))
+                diag("curl %s; %s", out, json_object_to_json_string(m));
+        json_object_put(m);
+        unlink(jar);
+}
+
 int main(void)
 {
         struct dm_engine_config ec = { .env = test_engine_env(), .may_start_podman = false, .response_max = 16 << 20 };
@@ -705,6 +867,7 @@ int main(void)
         m = call("sandbox_list", "{}");
         ok(strstr(json_object_to_json_string(m), sb) != NULL, "sandbox_list shows it");
         json_object_put(m);
+        previews(allowed);
         /* The server's TTL removes it first: its DELETE then answers 500
          * SANDBOX_DELETE_FAILED (no container), and that means gone. */
         {
@@ -736,8 +899,8 @@ int main(void)
         is_int(int_at(st, "lifecycle_unauthorized"), 0, "every lifecycle call carried the key");
         ok(int_at(st, "interrupts") >= 1, "the timeout went through execd's interrupt");
         ok(int_at(st, "renewed") >= 1, "sandbox_exec renewed the expiration");
-        ok(int_at(st, "uploads") == 1 && int_at(st, "downloads") == 1,
-           "one multipart upload (metadata as a file part), one download");
+        ok(int_at(st, "uploads") == 2 && int_at(st, "downloads") == 1,
+           "two multipart uploads (metadata as a file part; the second the previews' app), one download");
         json_object_put(st);
 
         /* Bad configuration and a dead server: clear errors. */
