@@ -336,7 +336,7 @@ static void doctor_says(void)
 
         snprintf(cmd, sizeof(cmd),
                  "DEMESNE_BACKEND=opensandbox DEMESNE_SHIM=off OPEN_SANDBOX_DOMAIN=%s OPEN_SANDBOX_API_KEY=%s "
-                 "DEMESNE_POOL=3 '%s' doctor 2>&1",
+                 "DEMESNE_POOL=3 DEMESNE_OPENSANDBOX_POOL_REF=warm-python '%s' doctor 2>&1",
                  fx.domain, key, getenv("DEMESNE"));
         f = popen(cmd, "r");
         while (f && len < sizeof(out) - 1 && fgets(out + len, (int)(sizeof(out) - len), f))
@@ -346,6 +346,8 @@ static void doctor_says(void)
         if (!ok(strstr(out, "3 idle python sandbox(es) on the server") && strstr(out, "default egress (none)"),
                 "doctor: the pool keeps idle sandboxes on the server, with the default egress"))
                 diag("%s", out);
+        ok(strstr(out, "\"DEMESNE_OPENSANDBOX_POOL_REF\": \"warm-python\"") != NULL,
+           "doctor's client configuration carries DEMESNE_OPENSANDBOX_POOL_REF");
 }
 
 /* POST /v1/sandboxes with body straight to the fixture (no demesne): its
