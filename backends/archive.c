@@ -35,7 +35,7 @@ static int check_id(const char *what, const char *id, struct dm_error *err)
  * once (_ping's Server header) and kept. */
 static bool engine_globs(struct dm_backend *b)
 {
-        int *cache = dm_docker_globs_cache(b), v = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+        int *cache = &dm_docker_userns_cache(b)->globs, v = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
         struct dm_curl_header hdr = { .name = "Server" };
         struct dm_buf out;
         struct dm_error e = { 0 };

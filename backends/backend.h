@@ -316,7 +316,8 @@ int dm_demux_feed(struct dm_demux *d, const char *data, size_t len, const struct
 
 /* Engine discovery and the embedded default. */
 /* The environment the engine layer follows, as the docker CLI, Podman and
- * OpenSandbox name it. src/core/settings.c reads it once
+ * OpenSandbox name it (and the pool demesne's OpenSandbox creates name).
+ * src/core/settings.c reads it once
  * (dm_engine_env_read) and passes it down: nothing below src/core reads the
  * environment. NULL or "" is unset. */
 struct dm_engine_env {
@@ -332,6 +333,7 @@ struct dm_engine_env {
         char *osb_protocol;         /* OPEN_SANDBOX_PROTOCOL */
         char *osb_api_key;          /* OPEN_SANDBOX_API_KEY */
         char *osb_use_server_proxy; /* OPEN_SANDBOX_USE_SERVER_PROXY */
+        char *osb_pool_ref;         /* DEMESNE_OPENSANDBOX_POOL_REF: creates name this pool of the server's */
 };
 
 struct dm_engine_config {

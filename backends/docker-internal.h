@@ -47,11 +47,11 @@ struct dm_userns_cache {
         pthread_mutex_t lock;
         bool known;
         struct dm_userns value;
+        /* archive.c's, asked once too: whether the engine reads an
+         * archive's path as a glob (Podman). 0 not asked yet, 1 yes, 2 no. */
+        int globs;
 };
 struct dm_userns_cache *dm_docker_userns_cache(struct dm_backend *b);
-/* archive.c's answer to whether the engine reads an archive's path as a
- * glob (Podman), kept in the backend: 0 not asked yet, 1 yes, 2 no. */
-int *dm_docker_globs_cache(struct dm_backend *b);
 int dm_docker_userns(struct dm_backend *b, struct dm_userns *ret, struct dm_error *err);
 int dm_docker_container_root(struct dm_backend *b, const char *id, unsigned *ret_uid, unsigned *ret_gid,
                              struct dm_error *err);

@@ -965,11 +965,6 @@ struct dm_userns_cache *dm_docker_userns_cache(struct dm_backend *b)
         return &to_docker(b)->userns;
 }
 
-int *dm_docker_globs_cache(struct dm_backend *b)
-{
-        return &to_docker(b)->globs;
-}
-
 int dm_docker_backend_new_owning(const char *host, int64_t response_max, const struct dm_engine_env *env,
                                  void (*release)(void *), void *owned, struct dm_backend **ret, struct dm_error *err)
 {

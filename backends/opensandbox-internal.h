@@ -40,6 +40,7 @@ struct osb {
         bool server_proxy;   /* reach execd through the server (OPEN_SANDBOX_USE_SERVER_PROXY) */
         size_t response_max;
         enum osb_egress egress;
+        char *pool_ref; /* DEMESNE_OPENSANDBOX_POOL_REF: sent as extensions.poolRef (NULL: none) */
         /* The server's max_sandbox_timeout_seconds, once a create was
          * refused for asking more (0: not known yet): later creates ask for
          * it straight away. */
@@ -140,6 +141,11 @@ void dm_osb_name_learn(struct osb *o, const char *id, const char *name);
 const char *dm_osb_name(struct osb *o, const char *id);
 /* -EINVAL unless id is safe inside a URL path. */
 int dm_osb_check_id(const char *id, struct dm_error *err);
+
+/* POST /sandboxes' body for spec (opensandbox-create.c); pool_ref: a pool
+ * of the server's to create from (NULL: none). */
+int dm_osb_create_body(enum osb_egress egress, const char *pool_ref, const struct dm_container_spec *spec,
+                       struct json_object **ret, struct dm_error *err);
 /* backends/opensandbox-pause.c: the lifecycle API's pause and resume,
  * waiting until the state is Paused or Running again. */
 int dm_osb_pause(struct dm_backend *b, const char *id, struct dm_error *err);

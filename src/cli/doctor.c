@@ -420,7 +420,7 @@ static void sh_str(const char *s)
 
 /* The variables that are set, as JSON members or TOML inline-table entries
  * (json: quoted keys and ':'); false when none is set. */
-#define N_ENV 12
+#define N_ENV 13
 
 static bool print_env(const char *open, bool json, const char *const names[N_ENV], const char *const vals[N_ENV])
 {
@@ -444,9 +444,19 @@ void dm_doctor_client_config(const struct dm_context *ctx)
         /* What makes the client's server this one: the same engine (and so
          * this user's image store) and the same operator choices. */
         const char *names[N_ENV] = {
-                "DOCKER_HOST",         "DEMESNE_ALLOWED_PATHS", "DEMESNE_OUTPUT_ROOT",  "DEMESNE_ALLOW_CALLER_EGRESS",
-                "DEMESNE_HOST_MCP",    "DEMESNE_BACKEND",       "DEMESNE_SHIM",         "DEMESNE_OPENSANDBOX_EGRESS",
-                "OPEN_SANDBOX_DOMAIN", "OPEN_SANDBOX_PROTOCOL", "OPEN_SANDBOX_API_KEY", "OPEN_SANDBOX_USE_SERVER_PROXY"
+                "DOCKER_HOST",
+                "DEMESNE_ALLOWED_PATHS",
+                "DEMESNE_OUTPUT_ROOT",
+                "DEMESNE_ALLOW_CALLER_EGRESS",
+                "DEMESNE_HOST_MCP",
+                "DEMESNE_BACKEND",
+                "DEMESNE_SHIM",
+                "DEMESNE_OPENSANDBOX_EGRESS",
+                "OPEN_SANDBOX_DOMAIN",
+                "OPEN_SANDBOX_PROTOCOL",
+                "OPEN_SANDBOX_API_KEY",
+                "OPEN_SANDBOX_USE_SERVER_PROXY",
+                "DEMESNE_OPENSANDBOX_POOL_REF",
         };
         /* The engine as the environment names it (discovery may have found
          * it otherwise); the rest as the settings read them, when given.
@@ -468,6 +478,7 @@ void dm_doctor_client_config(const struct dm_context *ctx)
                 osb && e->osb_protocol && *e->osb_protocol ? e->osb_protocol : NULL,
                 osb && e->osb_api_key && *e->osb_api_key ? e->osb_api_key : NULL,
                 osb && e->osb_use_server_proxy && *e->osb_use_server_proxy ? e->osb_use_server_proxy : NULL,
+                osb && e->osb_pool_ref && *e->osb_pool_ref ? e->osb_pool_ref : NULL,
         };
 
         if (n <= 0)

@@ -248,6 +248,7 @@ static const struct {
         ENGINE_VAR("OPEN_SANDBOX_PROTOCOL", osb_protocol),
         ENGINE_VAR("OPEN_SANDBOX_API_KEY", osb_api_key),
         ENGINE_VAR("OPEN_SANDBOX_USE_SERVER_PROXY", osb_use_server_proxy),
+        ENGINE_VAR("DEMESNE_OPENSANDBOX_POOL_REF", osb_pool_ref),
 };
 
 int dm_engine_env_read(struct dm_engine_env *ret)

@@ -287,7 +287,6 @@ static int download_file(struct dm_backend *b, const struct dm_sandbox *sb, cons
 static int download(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, int64_t max_bytes,
                     char **ret_host_path, int64_t *ret_bytes, struct dm_error *err)
 {
-        _cleanup_archive_locale_ locale_t utf8 = dm_archive_locale_begin();
         _cleanup_close_ int tar = -1, dl = -1, out = -1;
         struct dm_sandbox_exec_result res = { 0 };
         struct archive *a = NULL;
@@ -435,6 +434,7 @@ static void give_download(struct dm_context *ctx, const char *output_dir, const 
 int dm_transfer_download(struct dm_context *ctx, const struct dm_sandbox *sb, const char *src, int64_t max_bytes,
                          char **ret_host_path, int64_t *ret_bytes, struct dm_error *err)
 {
+        _cleanup_archive_locale_ locale_t utf8 = dm_archive_locale_begin(); /* download()'s archive */
         int r = download(ctx, sb, src, max_bytes, ret_host_path, ret_bytes, err);
 
         if (r >= 0)

@@ -10,7 +10,9 @@
  * found at the claim and the run makes its own; doctor says what the pool
  * keeps; a server whose creates for the pool are refused says why once and
  * still runs scripts cold; nothing is left at exit, and a killed server's
- * entries go with the next server's sweep. */
+ * entries go with the next server's sweep. DEMESNE_OPENSANDBOX_POOL_REF
+ * (OpenSandbox's own pools, extensions.poolRef) is sent and its refusals
+ * are said. */
 #include "config.h"
 
 #include <fcntl.h>
@@ -334,7 +336,7 @@ static void doctor_says(void)
 
         snprintf(cmd, sizeof(cmd),
                  "DEMESNE_BACKEND=opensandbox DEMESNE_SHIM=off OPEN_SANDBOX_DOMAIN=%s OPEN_SANDBOX_API_KEY=%s "
-                 "DEMESNE_POOL=3 '%s' doctor 2>&1",
+                 "DEMESNE_POOL=3 DEMESNE_OPENSANDBOX_POOL_REF=warm-python '%s' doctor 2>&1",
                  fx.domain, key, getenv("DEMESNE"));
         f = popen(cmd, "r");
         while (f && len < sizeof(out) - 1 && fgets(out + len, (int)(sizeof(out) - len), f))
@@ -344,6 +346,113 @@ static void doctor_says(void)
         if (!ok(strstr(out, "3 idle python sandbox(es) on the server") && strstr(out, "default egress (none)"),
                 "doctor: the pool keeps idle sandboxes on the server, with the default egress"))
                 diag("%s", out);
+        ok(strstr(out, "\"DEMESNE_OPENSANDBOX_POOL_REF\": \"warm-python\"") != NULL,
+           "doctor's client configuration carries DEMESNE_OPENSANDBOX_POOL_REF");
+}
+
+/* POST /v1/sandboxes with body straight to the fixture (no demesne): its
+ * status, and the answer in out. */
+static int fixture_create(const char *body, char *out, size_t size)
+{
+        char cmd[1024];
+        size_t len = 0;
+        int status = 0;
+        FILE *f;
+
+        snprintf(cmd, sizeof(cmd),
+                 "curl -s -w '\\n%%{http_code}' -X POST -H 'OPEN-SANDBOX-API-KEY: %s' -H 'Content-Type: "
+                 "application/json' -d '%s' 'http://%s/v1/sandboxes'",
+                 key, body, fx.domain);
+        out[0] = '\0';
+        f = popen(cmd, "r");
+        if (!f)
+                return -1;
+        len = fread(out, 1, size - 1, f);
+        out[len] = '\0';
+        pclose(f);
+        if (strrchr(out, '\n'))
+                sscanf(strrchr(out, '\n') + 1, "%d", &status);
+        return status;
+}
+
+/* DEMESNE_OPENSANDBOX_POOL_REF: demesne's creates carry extensions.poolRef
+ * as sandbox-lifecycle.yml has it, and the server's refusals are said
+ * with the setting's name: the Docker runtime has no pools, and the
+ * BatchSandbox provider's pool mode takes no volumes (every sandbox of
+ * demesne's has /out and /workspace). The fixture follows the server:
+ * a create from a pool without volumes runs, snapshotId beside a poolRef
+ * is refused (422). A name that is no Kubernetes name is refused first. */
+static void pool_ref(void)
+{
+        char out[8192], body[512];
+        int64_t created = stat_of("created");
+        json_object *m, *st;
+        struct child *c;
+        int status;
+
+        setenv("DEMESNE_OPENSANDBOX_POOL_REF", "warm-python", 1);
+        c = serve("0", NULL);
+        m = c ? call(c, "sandbox_script", "{\"command\":\"true\"}") : NULL;
+        if (!ok(result_error_says(m, "SANDBOX::UNSUPPORTED_POOL_REF") &&
+                        result_error_says(m, "from pool 'warm-python' (DEMESNE_OPENSANDBOX_POOL_REF)"),
+                "poolRef on a Docker runtime: the server's refusal, naming the setting"))
+                diag("%s", m ? json_object_to_json_string(m) : "no answer");
+        json_object_put(m);
+        st = os_fixture_stats(&fx);
+        m = path(st, "pool_refs", NULL, NULL);
+        ok(m && json_object_array_length(m) >= 1 &&
+                   strcmp(json_object_get_string(json_object_array_get_idx(m, 0)), "warm-python") == 0,
+           "the create carried extensions.poolRef 'warm-python'");
+        json_object_put(st);
+
+        ok(fixture_post("/fixture/pools?pools=warm-python=localhost/demesne/python:latest") == 0,
+           "the fixture answers as the BatchSandbox provider with a pool 'warm-python'");
+        m = c ? call(c, "sandbox_script", "{\"command\":\"true\"}") : NULL;
+        if (!ok(result_error_says(m, "pool mode takes no volumes") &&
+                        result_error_says(m, "unset DEMESNE_OPENSANDBOX_POOL_REF") &&
+                        result_error_says(m, "Pool mode does not support volumes"),
+                "pool mode with /out and /workspace: refused, saying why and what to do"))
+                diag("%s", m ? json_object_to_json_string(m) : "no answer");
+        json_object_put(m);
+        is_int(stat_of("created"), created, "no sandbox was made for either");
+        stop(c);
+
+        /* The fixture as the spec has pool mode: no image, entrypoint or
+         * resourceLimits needed; snapshotId must not come with poolRef. */
+        status = fixture_create("{\"extensions\":{\"poolRef\":\"warm-python\"},\"snapshotId\":\"s1\"}", out,
+                                sizeof(out));
+        ok(status == 422 && strstr(out, "snapshotId cannot be used together with poolRef."),
+           "the fixture: snapshotId with poolRef is a 422 (%d %.200s)", status, out);
+        snprintf(body, sizeof(body), "{\"extensions\":{\"poolRef\":\"warm-python\"},\"metadata\":{\"t\":\"poolref\"}}");
+        status = fixture_create(body, out, sizeof(out));
+        ok(status == 202 && strstr(out, "\"Pending\""), "the fixture: a create from the pool alone is taken (%d)",
+           status);
+        {
+                int64_t t0 = dm_now_ms();
+                char cmd[512];
+                int running = 0;
+
+                /* Running once its container started: then it is ours to remove. */
+                snprintf(cmd, sizeof(cmd),
+                         "curl -s -H 'OPEN-SANDBOX-API-KEY: %s' 'http://%s/v1/sandboxes?metadata=t%%3Dpoolref&state="
+                         "Running' | grep -q '\"image\":{\"uri\":\"localhost/demesne/python:latest\"}'",
+                         key, fx.domain);
+                while (!(running = system(cmd) == 0) && dm_now_ms() - t0 < slack_ms(60000))
+                        usleep(100 * 1000);
+                ok(running && count_label(engine, "t=poolref") == 1, "and runs a container of the pool's image");
+        }
+        fixture_post("/fixture/expire?metadata=t%3Dpoolref");
+        fixture_post("/fixture/pools?pools=");
+        unsetenv("DEMESNE_OPENSANDBOX_POOL_REF");
+
+        setenv("DEMESNE_OPENSANDBOX_POOL_REF", "Warm_Python", 1);
+        c = serve("0", NULL);
+        m = c ? call(c, "sandbox_script", "{\"command\":\"true\"}") : NULL;
+        ok(result_error_says(m, "DEMESNE_OPENSANDBOX_POOL_REF 'Warm_Python'"),
+           "a pool name that is no Kubernetes name is refused, named");
+        json_object_put(m);
+        stop(c);
+        unsetenv("DEMESNE_OPENSANDBOX_POOL_REF");
 }
 
 int main(void)
@@ -380,6 +489,7 @@ int main(void)
         }
         warm_and_cold(c);
         doctor_says();
+        pool_ref();
 
         /* Server stop: the idle entries are deleted on the server. */
         is_int(finish(c, 60000), 0, "the server exits cleanly");
