@@ -10,8 +10,11 @@
 #   DEMESNE=/abs/path/to/demesne bench/bench-osb-pool.sh
 #
 # Environment: DEMESNE (required, absolute path), N (default 20), WARMUP
-# (default 1), POOL (the warm session's DEMESNE_POOL, default 2). The
-# command is bench-script.sh's (echo hi, egress none, image python).
+# (default 1), POOL (the warm session's DEMESNE_POOL, default 2), EXECD
+# (engine: the fixture runs each command through the engine's exec API, as
+# before; sandbox, the default and only as root: forked inside the sandbox,
+# as the real execd does: the fixture's --execd-in-sandbox). The command is
+# bench-script.sh's (echo hi, egress none, image python).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,6 +22,9 @@ die() { echo "bench-osb-pool: $*" >&2; exit 1; }
 [[ -n ${DEMESNE:-} && $DEMESNE == /* && -x $DEMESNE ]] || die "DEMESNE must be the absolute path of an executable demesne binary"
 command -v node >/dev/null || die "node not found"
 POOL=${POOL:-2}
+EXECD=${EXECD:-$( (($(id -u) == 0)) && echo sandbox || echo engine)}
+case $EXECD in sandbox) execd_args=(--execd-in-sandbox 1) ;; engine) execd_args=() ;; *) die "EXECD is sandbox or engine" ;; esac
+echo "fixture's execd: $EXECD"
 
 work=$(mktemp -d /tmp/demesne-bench-osb-XXXXXX)
 fixture_pid=
@@ -33,7 +39,7 @@ trap 'exit 1' INT TERM HUP
 key=bench-$RANDOM$RANDOM
 mkfifo "$work/ready"
 node "$here/../tests/fixtures/opensandbox/server.mjs" --api-key "$key" --state-file "$work/fixture.json" --egress 1 \
-  >"$work/ready" 2>"$work/fixture.log" &
+  ${execd_args[@]+"${execd_args[@]}"} >"$work/ready" 2>"$work/fixture.log" &
 fixture_pid=$!
 read -r word port _ _ <"$work/ready" || die "the fixture did not start (see $work/fixture.log)"
 [[ $word == ready ]] || die "the fixture said '$word'"
