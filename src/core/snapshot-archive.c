@@ -28,8 +28,11 @@ static const char *below_top(const char *path)
         return path + n + 1;
 }
 
+/* 1 written, 0 left out, or a negative errno. */
 static int copy_entry(struct archive *in, struct archive *out, struct archive_entry *e, struct dm_error *err)
 {
+        int r;
+
         const char *rel = below_top(archive_entry_pathname(e)), *link = archive_entry_hardlink(e);
         if (!rel)
                 return 0;
@@ -48,7 +51,8 @@ static int copy_entry(struct archive *in, struct archive *out, struct archive_en
         archive_entry_set_perm(e, archive_entry_perm(e) & 0777);
         if (archive_write_header(out, e) != ARCHIVE_OK)
                 return dm_error_set(err, -EIO, "cannot write the workspace archive: %s", archive_error_string(out));
-        return dm_archive_copy_data(in, "the workspace archive", out, "the workspace archive", err);
+        r = dm_archive_copy_data(in, "the workspace archive", out, "the workspace archive", err);
+        return r < 0 ? r : 1;
 }
 
 int dm_snapshot_archive_normalize(int in_fd, int out_fd, struct dm_error *err)
@@ -56,7 +60,7 @@ int dm_snapshot_archive_normalize(int in_fd, int out_fd, struct dm_error *err)
         _cleanup_archive_locale_ locale_t utf8 = dm_archive_locale_begin();
         struct archive *in = archive_read_new(), *out = archive_write_new();
         struct archive_entry *e;
-        int r = 0, ar;
+        int r = 0, ar, copied = 0;
 
         if (!in || !out || archive_read_support_format_tar(in) != ARCHIVE_OK ||
             archive_write_set_format_pax_restricted(out) != ARCHIVE_OK) {
@@ -68,8 +72,11 @@ int dm_snapshot_archive_normalize(int in_fd, int out_fd, struct dm_error *err)
                                  archive_error_string(in) ? archive_error_string(in) : archive_error_string(out));
                 goto out;
         }
-        while (r >= 0 && (ar = archive_read_next_header(in, &e)) == ARCHIVE_OK)
+        while (r >= 0 && (ar = archive_read_next_header(in, &e)) == ARCHIVE_OK) {
                 r = copy_entry(in, out, e, err);
+                if (r > 0)
+                        copied++;
+        }
         if (r >= 0 && ar != ARCHIVE_EOF)
                 r = dm_error_set(err, -EIO, "cannot read the workspace archive: %s", archive_error_string(in));
         if (r >= 0 && archive_write_close(out) != ARCHIVE_OK)
@@ -77,5 +84,5 @@ int dm_snapshot_archive_normalize(int in_fd, int out_fd, struct dm_error *err)
 out:
         archive_read_free(in);
         archive_write_free(out);
-        return r;
+        return r < 0 ? r : copied;
 }

@@ -8,8 +8,9 @@
 
 /* Reads the engine's tar of /workspace from in_fd and writes to out_fd the
  * same files relative to /workspace, each owned by 0:0 with the setuid,
- * setgid and sticky bits cleared; hard links out of it are left out. -EIO
- * with a sentence on a malformed archive or a failed write. */
+ * setgid and sticky bits cleared; hard links out of it are left out. The
+ * number of entries written (0: /workspace was empty), or -EIO with a
+ * sentence on a malformed archive or a failed write. */
 int dm_snapshot_archive_normalize(int in_fd, int out_fd, struct dm_error *err);
 
 #endif

@@ -408,6 +408,17 @@ static void nested_source(void)
         s = exec_out(from, "echo x${DEMESNE_MCP_TOKEN}${DEMESNE_MCP_URL}x");
         is_str(s, "xx\n", "a sandbox from its snapshot has neither the token nor the URL");
         free(s);
+        {
+                char tar[PATH_MAX];
+                struct stat st;
+
+                /* Its /workspace was empty: nothing kept, nothing put back. */
+                snprintf(tar, sizeof(tar), "%s/.snapshots/%s/workspace.tar", getenv("DEMESNE_OUTPUT_ROOT"), snap);
+                ok(stat(tar, &st) < 0 && errno == ENOENT, "an empty /workspace is not kept as an archive");
+                s = exec_out(from, "ls -A /workspace | wc -l; echo w > /workspace/w && cat /workspace/w");
+                is_str(s, "0\nw\n", "and the sandbox from it has an empty /workspace of its own, writable");
+                free(s);
+        }
         args_of(args, sizeof(args), "sandbox_id", from);
         json_object_put(call("sandbox_destroy", args));
         args_of(args, sizeof(args), "sandbox_id", nested);
