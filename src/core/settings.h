@@ -77,6 +77,13 @@ struct dm_config {
         char *vendor_upstream[2];        /* DEMESNE_VENDOR_UPSTREAM_ANTHROPIC, _OPENAI: NULL = the vendor's own */
         char *backend;                   /* DEMESNE_BACKEND: docker or opensandbox; NULL = by discovery */
         char *opensandbox_egress;        /* DEMESNE_OPENSANDBOX_EGRESS: how OpenSandbox enforces egress */
+        /* DEMESNE_REMOTE_LISTEN "ADDR:PORT": where remote sandboxes
+         * (OpenSandbox) reach their nested endpoint; NULL: nowhere. TLS with
+         * DEMESNE_REMOTE_TLS_CERT and _KEY (PEM files), required when ADDR
+         * is not loopback. */
+        char *remote_listen;
+        char *remote_tls_cert;
+        char *remote_tls_key;
         char *claude_credentials;        /* DEMESNE_CLAUDE_CREDENTIALS: NULL = ~/.claude/.credentials.json */
         char *codex_auth;                /* DEMESNE_CODEX_AUTH: NULL = ~/.codex/auth.json */
         char *prices;                    /* DEMESNE_PRICES: the price table; NULL = the installed one */
