@@ -356,6 +356,7 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
                 cfg->remote_listen = dup_env("DEMESNE_REMOTE_LISTEN", &oom);
                 cfg->remote_tls_cert = dup_env("DEMESNE_REMOTE_TLS_CERT", &oom);
                 cfg->remote_tls_key = dup_env("DEMESNE_REMOTE_TLS_KEY", &oom);
+                cfg->remote_tls_ca = dup_env("DEMESNE_REMOTE_TLS_CA", &oom);
                 cfg->claude_credentials = dup_env("DEMESNE_CLAUDE_CREDENTIALS", &oom);
                 cfg->codex_auth = dup_env("DEMESNE_CODEX_AUTH", &oom);
                 cfg->prices = dup_env("DEMESNE_PRICES", &oom);
@@ -444,6 +445,7 @@ void dm_config_release(struct dm_config *cfg)
         free(cfg->remote_listen);
         free(cfg->remote_tls_cert);
         free(cfg->remote_tls_key);
+        free(cfg->remote_tls_ca);
         free(cfg->claude_credentials);
         free(cfg->codex_auth);
         free(cfg->prices);

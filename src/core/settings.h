@@ -84,6 +84,7 @@ struct dm_config {
         char *remote_listen;
         char *remote_tls_cert;
         char *remote_tls_key;
+        char *remote_tls_ca; /* DEMESNE_REMOTE_TLS_CA: a PEM file the sandboxes get as DEMESNE_MCP_CA_CERT */
         char *claude_credentials;        /* DEMESNE_CLAUDE_CREDENTIALS: NULL = ~/.claude/.credentials.json */
         char *codex_auth;                /* DEMESNE_CODEX_AUTH: NULL = ~/.codex/auth.json */
         char *prices;                    /* DEMESNE_PRICES: the price table; NULL = the installed one */

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -51,6 +52,7 @@ struct dm_mcphttp_front {
         int listen_fd, stop_fd;
         pthread_t acceptor;
         char url[128], host[96], hostport[112];
+        char *ca; /* tls_ca's text */
         gnutls_certificate_credentials_t creds; /* NULL: plain */
         gnutls_priority_t prio;
 
@@ -402,6 +404,31 @@ static void *accept_thread(void *arg)
         return NULL;
 }
 
+/* A certificate file's text, at most 64 KiB. */
+static int read_pem(const char *path, char **ret)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        size_t n = 0, max = 64 << 10;
+        char *buf;
+        ssize_t r;
+
+        if (fd < 0)
+                return -errno;
+        buf = malloc(max + 1);
+        if (!buf)
+                return -ENOMEM;
+        while ((r = read(fd, buf + n, max + 1 - n)) > 0 && (n += (size_t)r) <= max)
+                ;
+        if (r < 0 || n > max) {
+                r = r < 0 ? -errno : -EFBIG;
+                free(buf);
+                return (int)r;
+        }
+        buf[n] = '\0';
+        *ret = buf;
+        return 0;
+}
+
 static int tls_setup(struct dm_mcphttp_front *f, struct dm_error *err)
 {
         int r;
@@ -420,6 +447,9 @@ static int tls_setup(struct dm_mcphttp_front *f, struct dm_error *err)
                                     f->o.tls_cert, f->o.tls_key, gnutls_strerror(r));
         if (gnutls_priority_init(&f->prio, NULL, NULL) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
+        if (f->o.tls_ca && (r = read_pem(f->o.tls_ca, &f->ca)) < 0)
+                return dm_error_set(err, r, "the remote listener's CA certificate '%s': %s", f->o.tls_ca,
+                                    r == -EFBIG ? "over 64 KiB" : strerror(-r));
         return 0;
 }
 
@@ -437,6 +467,7 @@ static void front_free(struct dm_mcphttp_front *f)
                 free(r->token);
                 free(r);
         }
+        free(f->ca);
         if (f->prio)
                 gnutls_priority_deinit(f->prio);
         if (f->creds)
@@ -485,7 +516,7 @@ int dm_mcphttp_front_start(const struct dm_mcphttp_front_options *o, struct dm_m
                 snprintf(f->hostport, sizeof(f->hostport), "%s:%u", f->host, port);
                 snprintf(f->url, sizeof(f->url), "%s://%s", f->creds ? "https" : "http", f->hostport);
                 f->o.listen = NULL;
-                f->o.tls_cert = f->o.tls_key = NULL;
+                f->o.tls_cert = f->o.tls_key = f->o.tls_ca = NULL;
                 r = -pthread_create(&f->acceptor, NULL, accept_thread, f);
                 if (r < 0)
                         dm_error_set(err, r, "cannot start a thread: %s", strerror(-r));
@@ -522,6 +553,11 @@ void dm_mcphttp_front_stop(struct dm_mcphttp_front *f)
 const char *dm_mcphttp_front_url(const struct dm_mcphttp_front *f)
 {
         return f->url;
+}
+
+const char *dm_mcphttp_front_ca(const struct dm_mcphttp_front *f)
+{
+        return f->ca;
 }
 
 const char *dm_mcphttp_front_host(const struct dm_mcphttp_front *f)

@@ -23,6 +23,7 @@ struct dm_mcphttp_front_options {
         const char *listen;   /* "ADDR:PORT" (PORT 0: any free one) */
         const char *tls_cert; /* PEM files; both or neither */
         const char *tls_key;
+        const char *tls_ca; /* PEM file handed to the sandboxes (dm_mcphttp_front_ca); NULL: none */
         unsigned max_connections; /* at once (0: 256); past them, closed at accept */
         unsigned head_timeout_s;  /* the TLS handshake and the first head must come within (0: 30) */
 };
@@ -37,6 +38,8 @@ void dm_mcphttp_front_stop(struct dm_mcphttp_front *f);
 
 /* "http://ADDR:PORT" or "https://ADDR:PORT", the port as bound. */
 const char *dm_mcphttp_front_url(const struct dm_mcphttp_front *f);
+/* tls_ca's text, NULL without it. */
+const char *dm_mcphttp_front_ca(const struct dm_mcphttp_front *f);
 /* "ADDR" and "ADDR:PORT": what an endpoint behind it must take as Host. */
 const char *dm_mcphttp_front_host(const struct dm_mcphttp_front *f);
 const char *dm_mcphttp_front_hostport(const struct dm_mcphttp_front *f);

@@ -207,28 +207,35 @@ const char *dm_tools_nested_egress_default(struct dm_call *call)
  * (token's) to the malloc'd env array. */
 static int env_append(const struct dm_context *ctx, bool remote, const char *token, char ***env)
 {
+        struct dm_mcphttp_front *f = remote ? remote_of(ctx) : NULL;
+        const char *ca = f ? dm_mcphttp_front_ca(f) : NULL;
         size_t n = 0;
         char **grown;
+        int r;
 
         while (*env && (*env)[n])
                 n++;
-        grown = realloc(*env, (n + 3) * sizeof(*grown));
+        grown = realloc(*env, (n + 4) * sizeof(*grown));
         if (!grown)
                 return -ENOMEM;
         *env = grown;
-        grown[n] = NULL;
-        if ((remote && remote_of(ctx) ? asprintf(&grown[n], "DEMESNE_MCP_URL=%s/mcp", dm_mcphttp_front_url(remote_of(ctx)))
-                                      : asprintf(&grown[n], "DEMESNE_MCP_URL=http://" NESTED_ADDR ":%d/mcp",
-                                                 NESTED_PORT)) < 0) {
+        memset(grown + n, 0, 4 * sizeof(*grown));
+        r = f ? asprintf(&grown[n], "DEMESNE_MCP_URL=%s/mcp", dm_mcphttp_front_url(f))
+              : asprintf(&grown[n], "DEMESNE_MCP_URL=http://" NESTED_ADDR ":%d/mcp", NESTED_PORT);
+        if (r < 0) {
                 grown[n] = NULL;
                 return -ENOMEM;
         }
-        grown[n + 1] = NULL;
         if (asprintf(&grown[n + 1], "DEMESNE_MCP_TOKEN=%s", token) < 0) {
                 grown[n + 1] = NULL;
                 return -ENOMEM;
         }
-        grown[n + 2] = NULL;
+        /* What verifies the listener's certificate, for the sandbox's
+         * clients (DEMESNE_REMOTE_TLS_CA). */
+        if (ca && asprintf(&grown[n + 2], "DEMESNE_MCP_CA_CERT=%s", ca) < 0) {
+                grown[n + 2] = NULL;
+                return -ENOMEM;
+        }
         return 0;
 }
 
@@ -480,6 +487,7 @@ int dm_tools_nested_new(struct dm_context *ctx, struct dm_mcp_server *srv, struc
                 .listen = ctx->cfg.remote_listen,
                 .tls_cert = ctx->cfg.remote_tls_cert,
                 .tls_key = ctx->cfg.remote_tls_key,
+                .tls_ca = ctx->cfg.remote_tls_ca,
         };
         int r;
 

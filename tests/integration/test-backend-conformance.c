@@ -591,10 +591,13 @@ static void cancel_cases(void)
 /* ---- nested sandboxes ------------------------------------------------------------- */
 
 /* The client inside a nested sandbox (curl, the 2026-07-28 wire: one POST
- * per call): `sh /workspace/c.sh TOOL ARGS` prints the tools/call answer,
+ * per call, the listener's CA from DEMESNE_MCP_CA_CERT when there is one):
+ * `sh /workspace/c.sh TOOL ARGS` prints the tools/call answer,
  * `sh /workspace/c.sh -raw [TOKEN]` the HTTP status of a tools/list. */
 static const char nested_client[] =
-        "h() { curl -sS -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' "
+        "ca=; if [ -n \"${DEMESNE_MCP_CA_CERT:-}\" ]; then printf '%s\\n' \"$DEMESNE_MCP_CA_CERT\" >/tmp/ca.pem; "
+        "ca='--cacert /tmp/ca.pem'; fi\n"
+        "h() { curl -sS $ca -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' "
         "-H 'MCP-Protocol-Version: 2026-07-28' \"$@\" \"$DEMESNE_MCP_URL\"; }\n"
         "meta='\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
         "\"io.modelcontextprotocol/clientCapabilities\":{}}'\n"
@@ -637,14 +640,38 @@ static json_object *inside(const char *sb, const char *tool, const char *args)
         return json_tokener_parse(out);
 }
 
+/* What curl on this host says of url with token (--cacert ca unless
+ * NULL): the HTTP status, "000" when no HTTP answer came. */
+static void curl_status(const char *url, const char *token, const char *ca, char *code, size_t size)
+{
+        char cmd[PATH_MAX + 1024];
+        FILE *f;
+
+        snprintf(cmd, sizeof(cmd),
+                 "curl -s -o /dev/null -w '%%{http_code}' %s%s -H 'Authorization: Bearer %s' -H "
+                 "'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -d '{}' '%s'",
+                 ca ? "--cacert " : "", ca ? ca : "", token, url);
+        code[0] = '\0';
+        f = popen(cmd, "r");
+        if (f) {
+                if (!fgets(code, (int)size, f))
+                        code[0] = '\0';
+                pclose(f);
+        }
+}
+
 /* A nested sandbox at egress, with the client, on a server of its own
  * (DEMESNE_MAX_CHILDREN=1): its endpoint answers its token only; a child
  * made through it is its, and a second is refused by the cap; a job it
  * starts is cancelled through it; destroying the child gives the slot back;
  * destroying it ends its subtree and its endpoint. remote: its endpoint is
- * the remote listener's (DEMESNE_REMOTE_LISTEN), reached from here after. */
+ * the remote listener's
+ * (DEMESNE_REMOTE_LISTEN, TLS with tests/make-test-certs.sh's
+ * certificates), reached from here too. */
 static void nested_cases(const char *egress, bool remote)
 {
+        char certs[PATH_MAX], ca[PATH_MAX + 32], v[2 * PATH_MAX + 64], code[16];
+        const char *src = getenv("top_srcdir");
         struct child *host = c, mine = { 0 };
         char args[512], parent[64] = "", child[64] = "", url[256] = "", token[96] = "", job[64] = "";
         _cleanup_free_ char *client = dm_base64_encode(nested_client, sizeof(nested_client) - 1);
@@ -653,13 +680,27 @@ static void nested_cases(const char *egress, bool remote)
 
         setenv("DEMESNE_MAX_CHILDREN", "1", 1);
         setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
-        if (remote)
+        if (remote) {
+                snprintf(certs, sizeof(certs), "%s/certs", test_root);
+                mkdir(certs, 0700);
+                snprintf(v, sizeof(v), "bash %s/tests/make-test-certs.sh %s", src ? src : DM_SRCDIR, certs);
+                check_int(system(v), 0, "nested: test certificates made");
+                snprintf(ca, sizeof(ca), "%s/server/ca.pem", certs);
                 setenv("DEMESNE_REMOTE_LISTEN", "127.0.0.1:0", 1);
+                setenv("DEMESNE_REMOTE_TLS_CA", ca, 1);
+                snprintf(v, sizeof(v), "%s/server/cert.pem", certs);
+                setenv("DEMESNE_REMOTE_TLS_CERT", v, 1);
+                snprintf(v, sizeof(v), "%s/server/key.pem", certs);
+                setenv("DEMESNE_REMOTE_TLS_KEY", v, 1);
+        }
         c = &mine;
         start_server();
         unsetenv("DEMESNE_MAX_CHILDREN");
         unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
         unsetenv("DEMESNE_REMOTE_LISTEN");
+        unsetenv("DEMESNE_REMOTE_TLS_CA");
+        unsetenv("DEMESNE_REMOTE_TLS_CERT");
+        unsetenv("DEMESNE_REMOTE_TLS_KEY");
 
         snprintf(args, sizeof(args), "{\"image\":\"base\",\"egress\":\"%s\",\"nested\":true}", egress);
         m = call("sandbox_create", args);
@@ -679,7 +720,7 @@ static void nested_cases(const char *egress, bool remote)
         s = exec_out(parent, "printf '%s %s' \\\"$DEMESNE_MCP_URL\\\" \\\"$DEMESNE_MCP_TOKEN\\\"");
         sscanf(s, "%255s %95s", url, token);
         free(s);
-        check(strncmp(url, remote ? "http://127.0.0.1:" : "http://127.0.0.1:3130/", remote ? 17 : 22) == 0 &&
+        check(strncmp(url, remote ? "https://127.0.0.1:" : "http://127.0.0.1:3130/", remote ? 18 : 22) == 0 &&
                       strlen(token) == 64,
               "nested: DEMESNE_MCP_URL %s and a 64-digit token", url);
         s = exec_out(parent, "sh /workspace/c.sh -raw; echo; sh /workspace/c.sh -raw 0123456789abcdef0123456789; "
@@ -708,6 +749,14 @@ static void nested_cases(const char *egress, bool remote)
         m = inside(parent, "sandbox_destroy", args);
         check(m && !result_is_error(m), "nested: the child destroyed through the endpoint");
         json_object_put(m);
+        if (remote) {
+                /* From this host: TLS only, and its token is the sandbox's. */
+                curl_status(url, token, ca, code, sizeof(code));
+                check_str(code, "400", "nested: the remote listener hands its token on over TLS from here too");
+                snprintf(v, sizeof(v), "http%s", url + 5);
+                curl_status(v, token, NULL, code, sizeof(code));
+                check_str(code, "000", "nested: and gives no HTTP answer in clear");
+        }
         snprintf(args, sizeof(args), "{\"image\":\"base\",\"egress\":\"%s\",\"background\":true,\"command\":\"%s\"}",
                  egress, "sleep 600");
         m = inside(parent, "sandbox_script", args);
@@ -728,21 +777,7 @@ static void nested_cases(const char *egress, bool remote)
         check(m && !result_is_error(m), "nested: the nested sandbox destroyed");
         json_object_put(m);
         if (remote) {
-                char cmd[1024];
-                FILE *f;
-                char code[16] = "";
-
-                snprintf(cmd, sizeof(cmd),
-                         "curl -s -o /dev/null -w '%%{http_code}' -H 'Authorization: Bearer %s' -H "
-                         "'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' "
-                         "-d '{}' '%s'",
-                         token, url);
-                f = popen(cmd, "r");
-                if (f) {
-                        if (!fgets(code, sizeof(code), f))
-                                code[0] = '\0';
-                        pclose(f);
-                }
+                curl_status(url, token, ca, code, sizeof(code));
                 check_str(code, "401", "nested: its token opens nothing on the remote listener after");
         }
         check_int(finish(c, 30000), 0, "nested: the server exits cleanly");
