@@ -52,7 +52,7 @@ struct dm_mcphttp_front {
         int listen_fd, stop_fd;
         pthread_t acceptor;
         char url[128], host[96], hostport[112];
-        char *ca; /* tls_ca's text */
+        char *ca;                               /* tls_ca's text */
         gnutls_certificate_credentials_t creds; /* NULL: plain */
         gnutls_priority_t prio;
 
@@ -386,7 +386,8 @@ static void *accept_thread(void *arg)
         struct dm_mcphttp_front *f = arg;
 
         for (;;) {
-                struct pollfd p[2] = { { .fd = f->listen_fd, .events = POLLIN }, { .fd = f->stop_fd, .events = POLLIN } };
+                struct pollfd p[2] = { { .fd = f->listen_fd, .events = POLLIN },
+                                       { .fd = f->stop_fd, .events = POLLIN } };
                 struct sockaddr_storage peer;
                 socklen_t len = sizeof(peer);
                 int fd;

@@ -23,7 +23,7 @@ struct dm_mcphttp_front_options {
         const char *listen;   /* "ADDR:PORT" (PORT 0: any free one) */
         const char *tls_cert; /* PEM files; both or neither */
         const char *tls_key;
-        const char *tls_ca; /* PEM file handed to the sandboxes (dm_mcphttp_front_ca); NULL: none */
+        const char *tls_ca;       /* PEM file handed to the sandboxes (dm_mcphttp_front_ca); NULL: none */
         unsigned max_connections; /* at once (0: 256); past them, closed at accept */
         unsigned head_timeout_s;  /* the TLS handshake and the first head must come within (0: 30) */
 };

@@ -927,13 +927,12 @@ static int start(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, 
                          * refuses the option then): the limit, given twice, instead. */
                         0, NULL, NULL, on_request, h,
                         o->adopt_only ? MHD_OPTION_CONNECTION_LIMIT : MHD_OPTION_LISTEN_SOCKET,
-                        o->adopt_only ? (int)o->max_connections : h->listen_fd,
-                        MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                        (o->max_connections + 1) / 2, MHD_OPTION_CONNECTION_TIMEOUT, o->request_timeout_s,
-                        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_THREAD_STACK_SIZE,
-                        (size_t)THREAD_STACK, MHD_OPTION_NOTIFY_COMPLETED, request_done, h,
-                        MHD_OPTION_NOTIFY_CONNECTION, dm_mcphttp_on_connection, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-                        h, MHD_OPTION_END);
+                        o->adopt_only ? (int)o->max_connections : h->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+                        o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (o->max_connections + 1) / 2,
+                        MHD_OPTION_CONNECTION_TIMEOUT, o->request_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                        (size_t)CONN_MEMORY, MHD_OPTION_THREAD_STACK_SIZE, (size_t)THREAD_STACK,
+                        MHD_OPTION_NOTIFY_COMPLETED, request_done, h, MHD_OPTION_NOTIFY_CONNECTION,
+                        dm_mcphttp_on_connection, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_END);
                 if (!h->daemon) {
                         r = dm_error_set(err, -EIO, "libmicrohttpd could not start on %s",
                                          o->use_listen_fd ? "a given socket" : o->listen);

@@ -479,8 +479,7 @@ static void before_exec(struct dm_context *ctx, const struct dm_sandbox *sb, int
         explicit_bzero(token, sizeof(token));
 }
 
-int dm_tools_nested_new(struct dm_context *ctx, struct dm_mcp_server *srv, struct dm_nested **ret,
-                        struct dm_error *err)
+int dm_tools_nested_new(struct dm_context *ctx, struct dm_mcp_server *srv, struct dm_nested **ret, struct dm_error *err)
 {
         struct dm_nested *n = calloc(1, sizeof(*n));
         struct dm_mcphttp_front_options fo = {
