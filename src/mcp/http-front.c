@@ -235,15 +235,19 @@ static int route_to(struct dm_mcphttp_front *f, struct conn *c, const char *toke
         return sp[1];
 }
 
-/* Bytes both ways until both sides are done or one fails. */
+/* Bytes both ways until the endpoint is done or a side fails. */
 static void relay(struct conn *c, int ep)
 {
         _cleanup_free_ char *buf = malloc(RELAY_BUF);
-        bool in_open = true, out_open = true;
+        bool in_open = true;
 
-        while (buf && (in_open || out_open)) {
-                struct pollfd p[2] = { { .fd = c->fd, .events = in_open ? POLLIN : 0 },
-                                       { .fd = ep, .events = out_open ? POLLIN : 0 } };
+        /* Until the endpoint closes: it answers what came before the
+         * client's end, then closes its side. */
+        while (buf) {
+                /* A side that is done is left out: its hang-up would wake
+                 * poll again and again. */
+                struct pollfd p[2] = { { .fd = in_open ? c->fd : -1, .events = POLLIN },
+                                       { .fd = ep, .events = POLLIN } };
                 ssize_t n;
 
                 if (!(in_open && c->tls && gnutls_record_check_pending(c->tls)) && poll(p, 2, -1) < 0) {
@@ -259,7 +263,7 @@ static void relay(struct conn *c, int ep)
                         } else if (write_all(ep, buf, (size_t)n) < 0)
                                 return;
                 }
-                if (out_open && p[1].revents) {
+                if (p[1].revents) {
                         do
                                 n = read(ep, buf, RELAY_BUF);
                         while (n < 0 && errno == EINTR);

@@ -191,6 +191,28 @@ static void nested_cases(const char *egress, bool remote)
                   "nested: the job cancelled through the endpoint");
         json_object_put(m);
 
+        /* A nested script's endpoint, there while its command runs. */
+        up = json_object_new_object();
+        json_object_object_add(up, "image", json_object_new_string("base"));
+        json_object_object_add(up, "egress", json_object_new_string(egress));
+        json_object_object_add(up, "nested", json_object_new_boolean(true));
+        json_object_object_add(
+                up, "command",
+                json_object_new_string(
+                        "printf '%s\n' \"${DEMESNE_MCP_CA_CERT:-}\" >/tmp/ca.pem; "
+                        "curl -sS ${DEMESNE_MCP_CA_CERT:+--cacert /tmp/ca.pem} -o /dev/null -w '%{http_code}' "
+                        "-H \"Authorization: Bearer $DEMESNE_MCP_TOKEN\" -H 'Content-Type: application/json' "
+                        "-H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' "
+                        "-H 'Mcp-Method: tools/list' -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\","
+                        "\"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+                        "\"io.modelcontextprotocol/clientCapabilities\":{}}}}' \"$DEMESNE_MCP_URL\""));
+        m = call("sandbox_script", json_object_to_json_string(up));
+        json_object_put(up);
+        if (!check(!result_is_error(m) && strcmp(str_at(structured(m), "stdout"), "200") == 0,
+                   "nested: a nested script reaches its own endpoint"))
+                diag("%s", m ? json_object_to_json_string(m) : "no response");
+        json_object_put(m);
+
         /* The top goes, and with it the endpoint: its token opens nothing. */
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", parent);
         m = call("sandbox_destroy", args);
@@ -277,6 +299,19 @@ static void remote_nested(void)
         json_object_put(st);
         json_object_put(m);
         json_object_put(call("sandbox_destroy", args));
+        /* A nested script's too (it takes no warm container, sent without it). */
+        m = call("sandbox_script", "{\"image\":\"base\",\"egress\":\"none\",\"nested\":true,\"command\":\"true\"}");
+        st = os_fixture_stats(fixture);
+        pol = json_object_array_get_idx(path(st, "policies", NULL, NULL),
+                                        json_object_array_length(path(st, "policies", NULL, NULL)) - 1);
+        if (!check(!result_is_error(m) && pol &&
+                           strstr(json_object_to_json_string_ext(pol, JSON_C_TO_STRING_PLAIN),
+                                  "\"egress\":[{\"action\":\"allow\",\"target\":\"127.0.0.1\"}]"),
+                   "nested: a nested script's policy allows it too"))
+                diag("%s; policy %s", m ? json_object_to_json_string(m) : "no response",
+                     pol ? json_object_to_json_string(pol) : "none");
+        json_object_put(st);
+        json_object_put(m);
         check_int(finish(c, 30000), 0, "nested: the server exits cleanly");
         c = host;
 
