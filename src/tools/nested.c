@@ -390,7 +390,7 @@ bool dm_tools_nested_possible(struct dm_call *call)
 
         return n && n->srv && (int64_t)dm_principal_depth(dm_call_principal(call)) + 1 <= ctx->cfg.max_depth &&
                dm_context_backend(ctx, &b, &err) == 0 &&
-               ((dm_backend_can(b, DM_CAP_HOST_NETNS) && dm_launch_use_shim(ctx, b)) || n->remote);
+               (dm_backend_can(b, DM_CAP_HOST_NETNS) ? dm_launch_use_shim(ctx, b) : n->remote != NULL);
 }
 
 /* Stops e's endpoint (its calls cancelled and waited for) and frees it. */
