@@ -200,22 +200,26 @@ static const char *bearer_of(const char *head, size_t head_len, size_t *ret_len)
         return NULL;
 }
 
-static void unauthorized(struct conn *c)
+/* 401 for no token or an unknown one; 503 when its endpoint could not
+ * take the connection (full, stopping). */
+static void refuse(struct conn *c, bool known)
 {
-        static const char body[] = "{\"error\":\"unauthorized: no valid bearer token\"}\n";
+        const char *body = known ? "{\"error\":\"the endpoint is busy: try again\"}\n"
+                                 : "{\"error\":\"unauthorized: no valid bearer token\"}\n";
         char head[256];
         int n = snprintf(head, sizeof(head),
-                         "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer\r\nContent-Type: application/json\r\n"
-                         "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                         sizeof(body) - 1);
+                         "HTTP/1.1 %s\r\n%sContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                         "Connection: close\r\n\r\n",
+                         known ? "503 Service Unavailable" : "401 Unauthorized",
+                         known ? "Retry-After: 1\r\n" : "WWW-Authenticate: Bearer\r\n", strlen(body));
 
         if (conn_write(c, head, (size_t)n) == 0)
-                conn_write(c, body, sizeof(body) - 1);
+                conn_write(c, body, strlen(body));
 }
 
 /* Hands one end of a socketpair to the endpoint token names (under the
- * lock, so that it is not removed meanwhile): the other end, or -1 when the
- * token is unknown or the endpoint refused. */
+ * lock, so that it is not removed meanwhile): the other end, -1 when the
+ * token is unknown, -2 when its endpoint refused. */
 static int route_to(struct dm_mcphttp_front *f, struct conn *c, const char *token, size_t len)
 {
         struct dm_mcphttp *to = NULL;
@@ -232,7 +236,7 @@ static int route_to(struct dm_mcphttp_front *f, struct conn *c, const char *toke
                 sp[1] = -1;
         }
         pthread_mutex_unlock(&f->lock);
-        return sp[1];
+        return to && sp[1] < 0 ? -2 : sp[1];
 }
 
 /* Bytes both ways until the endpoint is done or a side fails. */
@@ -320,7 +324,7 @@ static void *conn_thread(void *arg)
                 token = bearer_of(head, (size_t)head_len, &tlen);
                 ep = token ? route_to(f, c, token, tlen) : -1;
                 if (ep < 0)
-                        unauthorized(c);
+                        refuse(c, ep == -2);
         }
         if (ep >= 0 && write_all(ep, head, len) == 0)
                 relay(c, ep);
