@@ -60,24 +60,30 @@ static json_object *inside(const char *sb, const char *tool, const char *args)
         return json_tokener_parse(out);
 }
 
+/* The first line of what the shell command cmd prints, in out. */
+static void run_out(const char *cmd, char *out, size_t size)
+{
+        FILE *f = popen(cmd, "r");
+
+        out[0] = '\0';
+        if (f) {
+                if (!fgets(out, (int)size, f))
+                        out[0] = '\0';
+                pclose(f);
+        }
+}
+
 /* What curl on this host says of url with token (--cacert ca unless
  * NULL): the HTTP status, "000" when no HTTP answer came. */
 static void curl_status(const char *url, const char *token, const char *ca, char *code, size_t size)
 {
         char cmd[PATH_MAX + 1024];
-        FILE *f;
 
         snprintf(cmd, sizeof(cmd),
                  "curl -s -o /dev/null -w '%%{http_code}' %s%s -H 'Authorization: Bearer %s' -H "
                  "'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -d '{}' '%s'",
                  ca ? "--cacert " : "", ca ? ca : "", token, url);
-        code[0] = '\0';
-        f = popen(cmd, "r");
-        if (f) {
-                if (!fgets(code, (int)size, f))
-                        code[0] = '\0';
-                pclose(f);
-        }
+        run_out(cmd, code, size);
 }
 
 /* A nested sandbox at egress, with the client, on a server of its own
@@ -90,7 +96,7 @@ static void curl_status(const char *url, const char *token, const char *ca, char
  * certificates), reached from here too. */
 static void nested_cases(const char *egress, bool remote)
 {
-        char certs[PATH_MAX], ca[PATH_MAX + 32], v[2 * PATH_MAX + 64], code[16];
+        char certs[PATH_MAX], ca[PATH_MAX + 32], v[3 * PATH_MAX + 512], code[16], code_pair[32];
         const char *src = getenv("top_srcdir");
         struct child *host = c, mine = { 0 };
         char args[512], parent[64] = "", child[64] = "", url[256] = "", token[96] = "", job[64] = "";
@@ -176,6 +182,24 @@ static void nested_cases(const char *egress, bool remote)
                 snprintf(v, sizeof(v), "http%s", url + 5);
                 curl_status(v, token, NULL, code, sizeof(code));
                 check_str(code, "000", "nested: and gives no HTTP answer in clear");
+                /* The token decides the endpoint once per connection: a
+                 * later request on it with another token is refused by
+                 * that endpoint, as every request is checked there. */
+#define H2026                                                                                      \
+        "-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -H " \
+        "'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' -d "                       \
+        "'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{"         \
+        "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/"    \
+        "clientCapabilities\":{}}}}'"
+                snprintf(v, sizeof(v),
+                         "curl -s --cacert %s -o /dev/null -w '%%{http_code} %%{num_connects} ' -H 'Authorization: "
+                         "Bearer %s' " H2026 " '%s' --next --cacert %s -o /dev/null -w '%%{http_code} "
+                         "%%{num_connects}' -H 'Authorization: Bearer 0123456789abcdef0123456789' " H2026 " '%s'",
+                         ca, token, url, ca, url);
+#undef H2026
+                run_out(v, code_pair, sizeof(code_pair));
+                check_str(code_pair, "200 1 401 0",
+                          "nested: a second request on the same connection with another token gets 401");
         }
         snprintf(args, sizeof(args), "{\"image\":\"base\",\"egress\":\"%s\",\"background\":true,\"command\":\"%s\"}",
                  egress, "sleep 600");
