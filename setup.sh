@@ -56,7 +56,7 @@ as_root() {
 
 packages=(
 	build-essential autoconf automake libtool pkg-config clang
-	libcurl4-openssl-dev libjson-c-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libmicrohttpd-dev libarchive-dev nettle-dev
+	libcurl4-openssl-dev libjson-c-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libmicrohttpd-dev libarchive-dev nettle-dev libgnutls28-dev
 	libnftnl-dev libmnl-dev
 	podman runc catatonit uidmap mmdebstrap iproute2 ca-certificates curl jq
 )

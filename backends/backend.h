@@ -54,6 +54,9 @@ struct dm_container_spec {
          * or refuse; NULL = network_mode alone. Borrowed. */
         const struct dm_policy *egress;
         const char *const *egress_package_hosts; /* what package-managers allows there (NULL-terminated) */
+        /* ... and one address it must reach besides what egress allows
+         * (demesne's remote listener, for a nested sandbox); NULL: none. */
+        const char *egress_reach;
         bool readonly_rootfs;
         bool init;               /* engine's init as PID 1 (reaps zombies) */
         bool own_seccomp;        /* PID 1 is demesne-shim, which installs demesne's filter on

@@ -107,6 +107,14 @@ static int egress_policy(enum osb_egress egress, const struct dm_container_spec 
                 snprintf(target, sizeof(target), "%.*s", (int)strcspn(*h, ":"), *h);
                 r |= add_rule(rules, target);
         }
+        /* demesne's own listener (a nested sandbox's endpoint): the address
+         * alone, as a rule carries no port; an IPv6 one without brackets. */
+        if (spec->egress_reach) {
+                const char *a = spec->egress_reach + (spec->egress_reach[0] == '[');
+
+                snprintf(target, sizeof(target), "%.*s", (int)strcspn(a, "]"), a);
+                r |= add_rule(rules, target);
+        }
         if (r)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         *ret = TAKE_PTR(np);

@@ -271,6 +271,42 @@ static void doctor_limits(struct dm_context *ctx, struct dm_backend *b, struct d
         feature(t, cg, "CPU limit (DEMESNE_CPUS)", cg ? "applied per sandbox by the engine (CFS quota)" : detail);
 }
 
+/* nested: true on a backend whose sandboxes are elsewhere: through the
+ * remote listener (DEMESNE_REMOTE_LISTEN), which needs TLS off loopback. */
+static void doctor_remote(struct dm_context *ctx, struct dm_doctor_tally *t)
+{
+        const struct dm_config *cfg = &ctx->cfg;
+        bool tls = cfg->remote_tls_cert && cfg->remote_tls_key;
+        bool loopback = cfg->remote_listen && (strncmp(cfg->remote_listen, "127.", 4) == 0 ||
+                                               strncmp(cfg->remote_listen, "localhost:", 10) == 0 ||
+                                               strncmp(cfg->remote_listen, "[::1]:", 6) == 0);
+        char detail[1024];
+
+        if (!cfg->remote_listen) {
+                feature(t, false, "nested sandboxes (nested: true)",
+                        "refused: the sandboxes are not on this host, and no listener they reach is set "
+                        "(DEMESNE_REMOTE_LISTEN=ADDR:PORT, TLS with DEMESNE_REMOTE_TLS_CERT and _KEY)");
+                return;
+        }
+        if (!tls && !loopback) {
+                snprintf(detail, sizeof(detail),
+                         "DEMESNE_REMOTE_LISTEN=%.200s is not loopback and has no TLS: set DEMESNE_REMOTE_TLS_CERT "
+                         "and DEMESNE_REMOTE_TLS_KEY (the server does not start without them)",
+                         cfg->remote_listen);
+                feature(t, false, "nested sandboxes (nested: true)", detail);
+                t->problems++;
+                return;
+        }
+        snprintf(detail, sizeof(detail),
+                 "through the remote listener %s://%.200s/mcp (DEMESNE_REMOTE_LISTEN), each sandbox behind its own "
+                 "token%s; the cluster must route its sandboxes to that address, and their network policy allows it",
+                 tls ? "https" : "http", cfg->remote_listen,
+                 tls ? (cfg->remote_tls_ca ? ", its CA given to them as DEMESNE_MCP_CA_CERT"
+                                           : "; no DEMESNE_REMOTE_TLS_CA: their clients must trust the certificate")
+                     : "");
+        feature(t, true, "nested sandboxes (nested: true)", detail);
+}
+
 /* The egress modes the backend accepts with this configuration, as the
  * schemas list them (dm_egress_offer): a PROBLEM when it accepts none. */
 static void doctor_egress(struct dm_context *ctx, const char *def, struct dm_doctor_tally *t)
@@ -360,6 +396,8 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
         }
         if (b)
                 doctor_limits(ctx, b, t);
+        if (b && !dm_backend_can(b, DM_CAP_HOST_NETNS))
+                doctor_remote(ctx, t);
         if (b)
                 feature(t, dm_launch_use_shim(ctx, b), "seccomp filter (demesne-shim)",
                         dm_launch_use_shim(ctx, b) ? "on" : "off: the engine's default seccomp profile only");

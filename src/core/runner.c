@@ -171,6 +171,7 @@ static int confine(struct dm_backend *b, const struct dm_run_request *req, bool 
         } else if (!dm_backend_can(b, DM_CAP_HOST_NETNS) && !req->vendor_port) {
                 spec->egress = req->policy; /* the backend enforces it or refuses */
                 spec->egress_package_hosts = dm_egress_package_hosts();
+                spec->egress_reach = req->reach;
         } else if (dm_egress_needed(req->policy) || req->vendor_port) {
                 /* Without the shim a command could run before the network is
                  * in place: refuse rather than run it with less. */
@@ -298,7 +299,8 @@ static int run_outdir(struct run *x, struct dm_error *err)
         int r;
 
         x->warm = dm_claim_warm(&x->c,
-                                (!req->kind || strcmp(req->kind, "script") == 0) && !req->n_mounts && !req->vendor_port,
+                                (!req->kind || strcmp(req->kind, "script") == 0) && !req->n_mounts &&
+                                        !req->vendor_port && !req->reach,
                                 req->policy, req->timeout_s + EXEC_ONLY_TTL_SLACK_S);
         if (x->warm) {
                 snprintf(x->run_id, sizeof(x->run_id), "%s", x->warm->run_id);
@@ -365,6 +367,32 @@ static int run_claim(struct run *x, struct dm_run_result *res, struct dm_error *
         return 0;
 }
 
+/* The command of a run on a remote backend with an on_started hook (a
+ * nested script's endpoint, behind the remote listener): the hook with pid
+ * 0, its variables over the caller's, then the exec. */
+static int run_remote_hooked(struct run *x, struct dm_exec_target *t, struct dm_exec_request *xreq,
+                             struct dm_run_result *res, struct dm_exec_result *xres, struct dm_error *err)
+{
+        const struct dm_run_request *req = x->req;
+        _cleanup_free_ const char **env = NULL;
+        char **started = NULL;
+        int r;
+
+        r = req->on_started(req->started_userdata, res->run_id, 0, &started, err);
+        if (r < 0)
+                return r;
+        env = dm_exec_env((const char *const *const[]){ req->env, (const char *const *)started }, 2);
+        if (!env) {
+                strv_free(started);
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        }
+        xreq->env = env;
+        r = dm_exec(t, xreq, &x->sink, xres, err);
+        xreq->env = NULL;
+        strv_free(started);
+        return r < 0 ? dm_error_wrap(err, "run the command") : 0;
+}
+
 /* The command, from its start to its result, under the disk cap's watch. */
 static int run_exec(struct run *x, struct dm_run_result *res, struct dm_error *err)
 {
@@ -393,7 +421,9 @@ static int run_exec(struct run *x, struct dm_run_result *res, struct dm_error *e
                 .timeout_s = req->timeout_s,
                 .stop_fd = stop_fd,
         };
-        if (!x->host && req->on_started)
+        if (!x->host && req->on_started && x->exec_only && !dm_backend_can(x->c.b, DM_CAP_HOST_NETNS))
+                r = run_remote_hooked(x, &t, &xreq, res, &xres, err);
+        else if (!x->host && req->on_started)
                 r = dm_error_set(err, -ENOTSUP,
                                  "this run needs demesne-shim (its hook runs before the command), which is "
                                  "off (DEMESNE_SHIM=off) or which this backend cannot mount");

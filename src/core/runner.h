@@ -103,6 +103,12 @@ struct dm_run_request {
          * A failure ends the run with that error. */
         int (*on_started)(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err);
         void *started_userdata;
+        /* On a backend without a network namespace here (OpenSandbox),
+         * on_started is called with pid 0 before the command's exec, and
+         * the container's egress lets it reach this address besides (the
+         * remote listener, src/mcp/http-front.h); such a run takes no warm
+         * container (whose policy was sent without it). NULL: none. */
+        const char *reach;
 };
 
 struct dm_run_result {

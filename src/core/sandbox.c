@@ -147,6 +147,7 @@ static int sandbox_launch(struct dm_context *ctx, const struct dm_sandbox_create
         } else if (!dm_backend_can(c->b, DM_CAP_HOST_NETNS)) {
                 spec.egress = req->policy; /* the backend enforces it or refuses */
                 spec.egress_package_hosts = dm_egress_package_hosts();
+                spec.egress_reach = req->reach;
         }
         stage_dir(sb, idmap_stage, sizeof(idmap_stage));
         if (c->shim_mode == 1)

@@ -63,6 +63,9 @@ struct dm_sandbox_create {
          * when the create fails, it stays its owner's. */
         struct dm_slot *reserved;
         bool nested; /* recorded: the sandbox has an MCP endpoint (ctx->before_sandbox_exec) */
+        /* An address the sandbox must reach whatever its egress (a remote
+         * one's nested endpoint, DEMESNE_REMOTE_LISTEN's); NULL: none. */
+        const char *reach;
         /* Optional: an engine image to start from instead of image's (a
          * snapshot's, src/core/snapshot.h); image still names the demesne
          * image it was made from. Never built on first use. */

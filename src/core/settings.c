@@ -354,6 +354,10 @@ int dm_config_load(struct dm_config *cfg, struct dm_error *err)
                 cfg->vendor_upstream[1] = dup_env("DEMESNE_VENDOR_UPSTREAM_OPENAI", &oom);
                 cfg->backend = dup_env("DEMESNE_BACKEND", &oom);
                 cfg->opensandbox_egress = dup_env("DEMESNE_OPENSANDBOX_EGRESS", &oom);
+                cfg->remote_listen = dup_env("DEMESNE_REMOTE_LISTEN", &oom);
+                cfg->remote_tls_cert = dup_env("DEMESNE_REMOTE_TLS_CERT", &oom);
+                cfg->remote_tls_key = dup_env("DEMESNE_REMOTE_TLS_KEY", &oom);
+                cfg->remote_tls_ca = dup_env("DEMESNE_REMOTE_TLS_CA", &oom);
                 cfg->claude_credentials = dup_env("DEMESNE_CLAUDE_CREDENTIALS", &oom);
                 cfg->codex_auth = dup_env("DEMESNE_CODEX_AUTH", &oom);
                 cfg->prices = dup_env("DEMESNE_PRICES", &oom);
@@ -439,6 +443,10 @@ void dm_config_release(struct dm_config *cfg)
         free(cfg->vendor_upstream[1]);
         free(cfg->backend);
         free(cfg->opensandbox_egress);
+        free(cfg->remote_listen);
+        free(cfg->remote_tls_cert);
+        free(cfg->remote_tls_key);
+        free(cfg->remote_tls_ca);
         free(cfg->claude_credentials);
         free(cfg->codex_auth);
         free(cfg->prices);

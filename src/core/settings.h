@@ -70,17 +70,25 @@ struct dm_config {
         int64_t max_children; /* DEMESNE_MAX_CHILDREN, live sandboxes and jobs a nested one may have, default 8 */
         int64_t max_tree;     /* DEMESNE_MAX_TREE, live sandboxes and jobs below a top nested one, default 32 */
         /* Read here like the rest; the parts below core get them as arguments. */
-        bool allow_caller_egress;        /* DEMESNE_ALLOW_CALLER_EGRESS=1: callers' allow entries and egress open */
-        bool allowed_paths_given;        /* DEMESNE_ALLOWED_PATHS is set, even empty (`demesne run` keeps to it) */
-        bool output_root_given;          /* DEMESNE_OUTPUT_ROOT is set (not the default) */
-        char *proxy_hosts;               /* DEMESNE_PROXY_HOSTS: a hosts file the egress proxy resolves with first */
-        char *vendor_upstream[2];        /* DEMESNE_VENDOR_UPSTREAM_ANTHROPIC, _OPENAI: NULL = the vendor's own */
-        char *backend;                   /* DEMESNE_BACKEND: docker or opensandbox; NULL = by discovery */
-        char *opensandbox_egress;        /* DEMESNE_OPENSANDBOX_EGRESS: how OpenSandbox enforces egress */
-        char *claude_credentials;        /* DEMESNE_CLAUDE_CREDENTIALS: NULL = ~/.claude/.credentials.json */
-        char *codex_auth;                /* DEMESNE_CODEX_AUTH: NULL = ~/.codex/auth.json */
-        char *prices;                    /* DEMESNE_PRICES: the price table; NULL = the installed one */
-        char *host_mcp;                  /* DEMESNE_HOST_MCP: the host MCP servers whose read-only tools nested
+        bool allow_caller_egress; /* DEMESNE_ALLOW_CALLER_EGRESS=1: callers' allow entries and egress open */
+        bool allowed_paths_given; /* DEMESNE_ALLOWED_PATHS is set, even empty (`demesne run` keeps to it) */
+        bool output_root_given;   /* DEMESNE_OUTPUT_ROOT is set (not the default) */
+        char *proxy_hosts;        /* DEMESNE_PROXY_HOSTS: a hosts file the egress proxy resolves with first */
+        char *vendor_upstream[2]; /* DEMESNE_VENDOR_UPSTREAM_ANTHROPIC, _OPENAI: NULL = the vendor's own */
+        char *backend;            /* DEMESNE_BACKEND: docker or opensandbox; NULL = by discovery */
+        char *opensandbox_egress; /* DEMESNE_OPENSANDBOX_EGRESS: how OpenSandbox enforces egress */
+        /* DEMESNE_REMOTE_LISTEN "ADDR:PORT": where remote sandboxes
+         * (OpenSandbox) reach their nested endpoint; NULL: nowhere. TLS with
+         * DEMESNE_REMOTE_TLS_CERT and _KEY (PEM files), required when ADDR
+         * is not loopback. */
+        char *remote_listen;
+        char *remote_tls_cert;
+        char *remote_tls_key;
+        char *remote_tls_ca;      /* DEMESNE_REMOTE_TLS_CA: a PEM file the sandboxes get as DEMESNE_MCP_CA_CERT */
+        char *claude_credentials; /* DEMESNE_CLAUDE_CREDENTIALS: NULL = ~/.claude/.credentials.json */
+        char *codex_auth;         /* DEMESNE_CODEX_AUTH: NULL = ~/.codex/auth.json */
+        char *prices;             /* DEMESNE_PRICES: the price table; NULL = the installed one */
+        char *host_mcp;           /* DEMESNE_HOST_MCP: the host MCP servers whose read-only tools nested
                                      callers get (src/tools/hostmcp.c); NULL = none */
         struct dm_engine_env engine_env; /* DOCKER_HOST, OPEN_SANDBOX_* and the rest the engine layer follows */
         /* ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN, OPENAI_API_KEY, HOME: secrets, wiped on release,

@@ -694,7 +694,15 @@ static int setup(struct dm_mcphttp *h, const struct dm_mcphttp_options *o, struc
         size_t n = 0, extra = 0;
         int r;
 
-        if (o->use_listen_fd) {
+        if (o->adopt_only) {
+                /* No address of its own: Host is the caller's list alone. */
+                struct sockaddr_in *in = (struct sockaddr_in *)addr;
+
+                memset(addr, 0, sizeof(*addr));
+                in->sin_family = AF_INET;
+                in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                *addr_len = sizeof(*in);
+        } else if (o->use_listen_fd) {
                 *addr_len = sizeof(*addr);
                 if (getsockname(o->listen_fd, (struct sockaddr *)addr, addr_len) < 0)
                         return dm_error_set(err, -errno, "getsockname: %s", strerror(errno));
@@ -905,7 +913,7 @@ static int start(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, 
          * host's client may read of its own trees' work. */
         if (r >= 0 && h->tokens.n > 1)
                 dm_mcp_server_set_private_logs(srv);
-        if (r >= 0 && !o->use_listen_fd)
+        if (r >= 0 && !o->use_listen_fd && !o->adopt_only)
                 r = h->listen_fd = dm_mcphttp_open_listener(&addr, addr_len, o->listen, &port, err);
         if (r >= 0 && h->token_made)
                 r = write_token(h, o->state_dir, port, err);
@@ -914,14 +922,17 @@ static int start(struct dm_mcp_server *srv, const struct dm_mcphttp_options *o, 
         if (r >= 0) {
                 h->daemon = MHD_start_daemon(
                         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ITC |
-                                MHD_USE_ERROR_LOG,
-                        0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-                        MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                        (o->max_connections + 1) / 2, MHD_OPTION_CONNECTION_TIMEOUT, o->request_timeout_s,
-                        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_THREAD_STACK_SIZE,
-                        (size_t)THREAD_STACK, MHD_OPTION_NOTIFY_COMPLETED, request_done, h,
-                        MHD_OPTION_NOTIFY_CONNECTION, dm_mcphttp_on_connection, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-                        h, MHD_OPTION_END);
+                                MHD_USE_ERROR_LOG | (o->adopt_only ? MHD_USE_NO_LISTEN_SOCKET : 0),
+                        /* No listening socket at all for adopt_only (libmicrohttpd
+                         * refuses the option then): the limit, given twice, instead. */
+                        0, NULL, NULL, on_request, h,
+                        o->adopt_only ? MHD_OPTION_CONNECTION_LIMIT : MHD_OPTION_LISTEN_SOCKET,
+                        o->adopt_only ? (int)o->max_connections : h->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+                        o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (o->max_connections + 1) / 2,
+                        MHD_OPTION_CONNECTION_TIMEOUT, o->request_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                        (size_t)CONN_MEMORY, MHD_OPTION_THREAD_STACK_SIZE, (size_t)THREAD_STACK,
+                        MHD_OPTION_NOTIFY_COMPLETED, request_done, h, MHD_OPTION_NOTIFY_CONNECTION,
+                        dm_mcphttp_on_connection, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_END);
                 if (!h->daemon) {
                         r = dm_error_set(err, -EIO, "libmicrohttpd could not start on %s",
                                          o->use_listen_fd ? "a given socket" : o->listen);
@@ -970,6 +981,12 @@ int dm_mcphttp_start(struct dm_mcp_server *srv, const struct dm_mcphttp_options 
                 return dm_error_set(err, -EINVAL, "an HTTP endpoint started beside another transport needs a token");
         }
         return start(srv, o, ret, &port, err);
+}
+
+int dm_mcphttp_adopt(struct dm_mcphttp *h, int fd, const struct sockaddr *sa, socklen_t len)
+{
+        /* libmicrohttpd closes fd when it refuses it. */
+        return MHD_add_connection(h->daemon, fd, sa, len) == MHD_YES ? 0 : -EIO;
 }
 
 void dm_mcphttp_stop(struct dm_mcphttp *h)

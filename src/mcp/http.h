@@ -50,6 +50,9 @@ struct dm_mcphttp_options {
          * taken over, closed on error too. */
         bool use_listen_fd;
         int listen_fd;
+        /* Or no socket at all: the connections are handed to it by
+         * dm_mcphttp_adopt (the remote listener's, src/mcp/http-front.h). */
+        bool adopt_only;
         /* Every request acts for this principal, whatever its token's
          * name (a nested sandbox's endpoint); NULL: the token's name. */
         const char *principal;
@@ -87,6 +90,12 @@ int dm_mcphttp_start(struct dm_mcp_server *srv, const struct dm_mcphttp_options 
                      struct dm_error *err);
 /* NULL is fine. */
 void dm_mcphttp_stop(struct dm_mcphttp *h);
+
+/* An endpoint started with adopt_only serves fd (a connected stream
+ * socket, taken over: closed on error too) as if it had accepted it from
+ * the client at sa. 0, or -EIO when libmicrohttpd refused it (full,
+ * stopping). */
+int dm_mcphttp_adopt(struct dm_mcphttp *h, int fd, const struct sockaddr *sa, socklen_t len);
 
 /* A listening TCP socket (close-on-exec) at addr (dm_mcphttp_parse_listen's),
  * spec naming it in messages (a port a closed connection still holds in

@@ -33,6 +33,7 @@
 #include "src/core/egress.h"
 #include "src/core/launch.h"
 #include "src/core/sandbox.h"
+#include "src/mcp/http-front.h"
 #include "src/mcp/http-token.h"
 #include "src/mcp/http.h"
 #include "src/tools/server-internal.h"
@@ -45,7 +46,8 @@ struct endpoint {
         char id[DM_SANDBOX_ID_LEN];       /* the sandbox it serves */
         char principal[DM_PRINCIPAL_MAX]; /* what its calls act for: "<maker>/<id>" */
         enum dm_egress egress;            /* the sandbox's own: its children's is no wider */
-        int pid;                          /* the container's PID 1 whose network namespace it listens in */
+        int pid;                          /* the container's PID 1 whose network namespace it listens in; 0:
+                                             a remote sandbox's, behind the remote listener */
         /* Made again by this server (reopen): commands get this token, not
          * the one the container was made with. */
         bool reopened;
@@ -59,7 +61,8 @@ struct dm_nested {
         pthread_mutex_t lock;
         pthread_mutex_t reopen_lock; /* one reopen at a time: a second finds the first's */
         struct endpoint *head;
-        struct dm_mcp_server *srv; /* what the endpoints serve */
+        struct dm_mcp_server *srv;       /* what the endpoints serve */
+        struct dm_mcphttp_front *remote; /* DEMESNE_REMOTE_LISTEN's listener; NULL: none */
 };
 
 static const char *const egress_names[] = { "none", "package-managers", "open" };
@@ -69,6 +72,14 @@ static const char *const egress_names[] = { "none", "package-managers", "open" }
 static struct dm_nested *nested_of(const struct dm_context *ctx)
 {
         return ctx->tools ? ctx->tools->nested : NULL;
+}
+
+/* The remote listener, NULL without DEMESNE_REMOTE_LISTEN. */
+static struct dm_mcphttp_front *remote_of(const struct dm_context *ctx)
+{
+        struct dm_nested *n = nested_of(ctx);
+
+        return n ? n->remote : NULL;
 }
 
 static struct endpoint *find_locked(struct dm_nested *n, const char *principal, const char *id, bool take)
@@ -130,10 +141,12 @@ int dm_tools_nested_check(struct dm_call *call, const struct dm_tools_nested_ask
                                     depth + 1, (long long)ctx->cfg.max_depth);
         if (ask->nested && dm_context_backend(ctx, &b, err) < 0)
                 return err->code;
-        if (ask->nested && !dm_backend_can(b, DM_CAP_HOST_NETNS))
+        if (ask->nested && !dm_backend_can(b, DM_CAP_HOST_NETNS) && !remote_of(ctx))
                 return dm_error_set(err, -EOPNOTSUPP,
-                                    "nested: true needs the sandbox's network namespace on this host, which this "
-                                    "engine does not give (OpenSandbox): the endpoint could not be reached");
+                                    "nested: true on this engine (OpenSandbox, no network namespace on this host) "
+                                    "needs a listener its sandboxes reach: set DEMESNE_REMOTE_LISTEN=ADDR:PORT (an "
+                                    "address of this host the sandboxes route to; TLS with DEMESNE_REMOTE_TLS_CERT "
+                                    "and DEMESNE_REMOTE_TLS_KEY unless it is loopback)");
         if (depth == 0)
                 return 0;
 
@@ -189,38 +202,63 @@ const char *dm_tools_nested_egress_default(struct dm_call *call)
         return egress_names[cap];
 }
 
-/* Appends DEMESNE_MCP_URL and DEMESNE_MCP_TOKEN (token's) to the malloc'd
- * env array. */
-static int env_append(const char *token, char ***env)
+/* Appends DEMESNE_MCP_URL (the remote listener's for a remote sandbox,
+ * else the one in its own network namespace) and DEMESNE_MCP_TOKEN
+ * (token's) to the malloc'd env array. */
+static int env_append(const struct dm_context *ctx, bool remote, const char *token, char ***env)
 {
+        struct dm_mcphttp_front *f = remote ? remote_of(ctx) : NULL;
+        const char *ca = f ? dm_mcphttp_front_ca(f) : NULL;
         size_t n = 0;
         char **grown;
+        int r;
 
         while (*env && (*env)[n])
                 n++;
-        grown = realloc(*env, (n + 3) * sizeof(*grown));
+        grown = realloc(*env, (n + 4) * sizeof(*grown));
         if (!grown)
                 return -ENOMEM;
         *env = grown;
-        grown[n] = NULL;
-        if (asprintf(&grown[n], "DEMESNE_MCP_URL=http://" NESTED_ADDR ":%d/mcp", NESTED_PORT) < 0) {
+        memset(grown + n, 0, 4 * sizeof(*grown));
+        r = f ? asprintf(&grown[n], "DEMESNE_MCP_URL=%s/mcp", dm_mcphttp_front_url(f))
+              : asprintf(&grown[n], "DEMESNE_MCP_URL=http://" NESTED_ADDR ":%d/mcp", NESTED_PORT);
+        if (r < 0) {
                 grown[n] = NULL;
                 return -ENOMEM;
         }
-        grown[n + 1] = NULL;
         if (asprintf(&grown[n + 1], "DEMESNE_MCP_TOKEN=%s", token) < 0) {
                 grown[n + 1] = NULL;
                 return -ENOMEM;
         }
-        grown[n + 2] = NULL;
+        /* What verifies the listener's certificate, for the sandbox's
+         * clients (DEMESNE_REMOTE_TLS_CA). */
+        if (ca && asprintf(&grown[n + 2], "DEMESNE_MCP_CA_CERT=%s", ca) < 0) {
+                grown[n + 2] = NULL;
+                return -ENOMEM;
+        }
         return 0;
 }
 
-int dm_tools_nested_env(char token[65], char ***env)
+/* Whether the sandboxes of ctx's backend are remote (no network namespace
+ * on this host): their endpoint is behind the remote listener. */
+static bool is_remote(struct dm_context *ctx)
+{
+        struct dm_error err = { 0 };
+        struct dm_backend *b;
+
+        return dm_context_backend(ctx, &b, &err) == 0 && !dm_backend_can(b, DM_CAP_HOST_NETNS);
+}
+
+const char *dm_tools_nested_reach(struct dm_context *ctx)
+{
+        return remote_of(ctx) && is_remote(ctx) ? dm_mcphttp_front_host(remote_of(ctx)) : NULL;
+}
+
+int dm_tools_nested_env(struct dm_context *ctx, char token[65], char ***env)
 {
         if (dm_mcphttp_token_generate(token) < 0)
                 return -EIO;
-        return env_append(token, env);
+        return env_append(ctx, is_remote(ctx), token, env);
 }
 
 /* Serves the endpoint of sandbox or run id, whose PID 1 is pid, behind
@@ -229,6 +267,7 @@ static int open_endpoint(struct dm_context *ctx, const char *maker, const char *
                          enum dm_egress egress, bool reopened, uint64_t host_session, struct dm_error *err)
 {
         struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons(NESTED_PORT) };
+        const char *remote_hosts[2] = { NULL, NULL };
         struct dm_mcphttp_options o;
         struct dm_nested *n = nested_of(ctx);
         struct endpoint *e;
@@ -244,22 +283,34 @@ static int open_endpoint(struct dm_context *ctx, const char *maker, const char *
         e->pid = pid;
         e->reopened = reopened;
         e->host_session = host_session;
-        if (reopened)
+        if (reopened || pid == 0)
                 snprintf(e->token, sizeof(e->token), "%s", token);
         if ((size_t)snprintf(e->principal, sizeof(e->principal), "%s%c%s", maker && maker[0] ? maker : "local",
                              DM_PRINCIPAL_SEP, id) >= sizeof(e->principal)) {
                 free(e);
                 return dm_error_set(err, -ENAMETOOLONG, "the caller's principal is too long to nest under");
         }
-        inet_pton(AF_INET, NESTED_ADDR, &addr.sin_addr);
-        r = dm_netns_listen(pid, &addr, 1, NULL, 0, &fd, err);
-        if (r < 0) {
-                free(e);
-                return dm_error_wrap(err, "make the MCP endpoint in '%s'", id);
-        }
         dm_mcphttp_options_init(&o);
-        o.use_listen_fd = true;
-        o.listen_fd = fd;
+        if (pid == 0) {
+                /* A remote sandbox: behind the remote listener, which hands
+                 * it the connections that carry its token. */
+                if (!n->remote) {
+                        free(e);
+                        return dm_error_set(err, -EOPNOTSUPP, "no remote listener (DEMESNE_REMOTE_LISTEN)");
+                }
+                remote_hosts[0] = dm_mcphttp_front_host(n->remote);
+                o.adopt_only = true;
+                o.allowed_hosts = remote_hosts;
+        } else {
+                inet_pton(AF_INET, NESTED_ADDR, &addr.sin_addr);
+                r = dm_netns_listen(pid, &addr, 1, NULL, 0, &fd, err);
+                if (r < 0) {
+                        free(e);
+                        return dm_error_wrap(err, "make the MCP endpoint in '%s'", id);
+                }
+                o.use_listen_fd = true;
+                o.listen_fd = fd;
+        }
         o.token = token;
         o.principal = e->principal;
         o.max_message = (size_t)ctx->cfg.max_message;
@@ -268,7 +319,10 @@ static int open_endpoint(struct dm_context *ctx, const char *maker, const char *
         o.max_connections = 32;
         o.max_connections_per_ip = 32;
         r = dm_mcphttp_start(n->srv, &o, &e->http, err);
+        if (r >= 0 && pid == 0 && (r = dm_mcphttp_front_add(n->remote, token, e->http, err)) < 0)
+                dm_mcphttp_stop(e->http);
         if (r < 0) {
+                explicit_bzero(e->token, sizeof(e->token));
                 free(e);
                 return dm_error_wrap(err, "serve the MCP endpoint of '%s'", id);
         }
@@ -276,8 +330,12 @@ static int open_endpoint(struct dm_context *ctx, const char *maker, const char *
         e->next = n->head;
         n->head = e;
         pthread_mutex_unlock(&n->lock);
-        log_info("%s: its MCP endpoint is http://" NESTED_ADDR ":%d/mcp inside it, for principal '%s'", id, NESTED_PORT,
-                 e->principal);
+        if (pid == 0)
+                log_info("%s: its MCP endpoint is %s/mcp (the remote listener), for principal '%s'", id,
+                         dm_mcphttp_front_url(n->remote), e->principal);
+        else
+                log_info("%s: its MCP endpoint is http://" NESTED_ADDR ":%d/mcp inside it, for principal '%s'", id,
+                         NESTED_PORT, e->principal);
         return 0;
 }
 
@@ -285,7 +343,7 @@ int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, cons
                          struct dm_error *err)
 {
         struct dm_context *ctx = dm_call_context(call);
-        int pid, r = dm_sandbox_pid(ctx, sb, &pid, err);
+        int pid = 0, r = is_remote(ctx) ? 0 : dm_sandbox_pid(ctx, sb, &pid, err);
 
         if (r < 0)
                 return dm_error_wrap(err, "make the MCP endpoint in sandbox '%s'", sb->id);
@@ -300,7 +358,7 @@ int dm_tools_nested_run_started(void *userdata, const char *run_id, int pid, cha
 
         /* The token first: the endpoint is served behind it. */
         *ret_env = NULL;
-        if (dm_tools_nested_env(n->token, ret_env) < 0)
+        if (dm_mcphttp_token_generate(n->token) < 0 || env_append(n->ctx, pid == 0, n->token, ret_env) < 0)
                 r = dm_error_set(err, -ENOMEM, "out of memory");
         else
                 r = open_endpoint(n->ctx, n->maker, run_id, pid, n->token, n->egress, false, n->session, err);
@@ -331,8 +389,18 @@ bool dm_tools_nested_possible(struct dm_call *call)
         struct dm_backend *b;
 
         return n && n->srv && (int64_t)dm_principal_depth(dm_call_principal(call)) + 1 <= ctx->cfg.max_depth &&
-               dm_context_backend(ctx, &b, &err) == 0 && dm_backend_can(b, DM_CAP_HOST_NETNS) &&
-               dm_launch_use_shim(ctx, b);
+               dm_context_backend(ctx, &b, &err) == 0 &&
+               (dm_backend_can(b, DM_CAP_HOST_NETNS) ? dm_launch_use_shim(ctx, b) : n->remote != NULL);
+}
+
+/* Stops e's endpoint (its calls cancelled and waited for) and frees it. */
+static void stop_endpoint(struct dm_nested *n, struct endpoint *e)
+{
+        if (n->remote && e->pid == 0)
+                dm_mcphttp_front_remove(n->remote, e->http);
+        dm_mcphttp_stop(e->http);
+        explicit_bzero(e->token, sizeof(e->token));
+        free(e);
 }
 
 /* A sandbox was destroyed, or a run ended: its subtree is closed to new
@@ -358,8 +426,7 @@ void dm_tools_nested_end(struct dm_context *ctx, const char *id)
         /* Nothing new starts below it, and what is in flight is cancelled,
          * before its calls stop (src/core/cascade.h). */
         dm_cascade_close(ctx, principal);
-        dm_mcphttp_stop(e->http);
-        free(e);
+        stop_endpoint(nested, e);
         n = dm_cascade_end(ctx, principal, id);
         log_info("%s: its MCP endpoint stopped, %zu sandbox%s below it destroyed", id, n, n == 1 ? "" : "es");
 }
@@ -392,9 +459,7 @@ static void before_exec(struct dm_context *ctx, const struct dm_sandbox *sb, int
         if (stale) {
                 /* Its namespace is gone with the container it listened in;
                  * what its calls made is the same principal's, and stays. */
-                dm_mcphttp_stop(stale->http);
-                explicit_bzero(stale->token, sizeof(stale->token));
-                free(stale);
+                stop_endpoint(n, stale);
         }
         if (!serving) {
                 /* The policy the server keeps for it, not its record's text. */
@@ -409,23 +474,35 @@ static void before_exec(struct dm_context *ctx, const struct dm_sandbox *sb, int
                         log_info("sandbox %s: its MCP endpoint is served again, behind a new token", sb->id);
         }
         pthread_mutex_unlock(&n->reopen_lock);
-        if (token[0] && env_append(token, ret_env) < 0)
+        if (token[0] && env_append(ctx, pid == 0, token, ret_env) < 0)
                 log_warning("sandbox %s: out of memory for its endpoint's variables", sb->id);
         explicit_bzero(token, sizeof(token));
 }
 
-struct dm_nested *dm_tools_nested_new(struct dm_context *ctx, struct dm_mcp_server *srv)
+int dm_tools_nested_new(struct dm_context *ctx, struct dm_mcp_server *srv, struct dm_nested **ret, struct dm_error *err)
 {
         struct dm_nested *n = calloc(1, sizeof(*n));
+        struct dm_mcphttp_front_options fo = {
+                .listen = ctx->cfg.remote_listen,
+                .tls_cert = ctx->cfg.remote_tls_cert,
+                .tls_key = ctx->cfg.remote_tls_key,
+                .tls_ca = ctx->cfg.remote_tls_ca,
+        };
+        int r;
 
         if (!n)
-                return NULL;
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        if (ctx->cfg.remote_listen && (r = dm_mcphttp_front_start(&fo, &n->remote, err)) < 0) {
+                free(n);
+                return r;
+        }
         pthread_mutex_init(&n->lock, NULL);
         pthread_mutex_init(&n->reopen_lock, NULL);
         n->srv = srv;
         ctx->after_sandbox_destroy = dm_tools_nested_end;
         ctx->before_sandbox_exec = before_exec;
-        return n;
+        *ret = n;
+        return 0;
 }
 
 void dm_tools_nested_free(struct dm_context *ctx, struct dm_nested *n)
@@ -448,10 +525,9 @@ void dm_tools_nested_free(struct dm_context *ctx, struct dm_nested *n)
                 pthread_mutex_unlock(&n->lock);
                 if (!e)
                         break;
-                dm_mcphttp_stop(e->http);
-                explicit_bzero(e->token, sizeof(e->token));
-                free(e);
+                stop_endpoint(n, e);
         }
+        dm_mcphttp_front_stop(n->remote);
         pthread_mutex_destroy(&n->reopen_lock);
         pthread_mutex_destroy(&n->lock);
         free(n);

@@ -252,7 +252,7 @@ int dm_tools_sandbox_make(struct dm_call *call, const struct dm_args_table *t, j
                 return r;
         }
         env = dm_args_env(args, "env");
-        if (nested && env && dm_tools_nested_env(token, &env) < 0) {
+        if (nested && env && dm_tools_nested_env(dm_call_context(call), token, &env) < 0) {
                 dm_args_strv_free(env);
                 dm_args_strv_free(granted);
                 dm_policy_free(policy);
@@ -271,6 +271,7 @@ int dm_tools_sandbox_make(struct dm_call *call, const struct dm_args_table *t, j
                 .principal = dm_call_principal(call),
                 .reserved = reserved ? *reserved : NULL,
                 .nested = nested,
+                .reach = nested ? dm_tools_nested_reach(dm_call_context(call)) : NULL,
                 .image_ref = from_snap ? snap.image_ref : NULL,
                 .on_message = quiet ? NULL : create_message,
                 .userdata = call,

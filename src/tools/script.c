@@ -194,6 +194,7 @@ static json_object *run_script(struct dm_context *ctx, const struct dm_args_tabl
         if (dm_args_bool(t->specs, t->n, args, "nested")) {
                 req.on_started = dm_tools_nested_run_started;
                 req.started_userdata = &nested;
+                req.reach = dm_tools_nested_reach(ctx);
         }
         r = dm_run(ctx, &req, &res, err);
         dm_tools_nested_run_end(&nested);

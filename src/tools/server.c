@@ -42,16 +42,18 @@ int dm_tools_server_open(struct dm_context *ctx, struct dm_tools_server **ret, s
                 return r;
         }
         t->mcp = dm_tools_mcp_new(ctx, t->registry);
-        t->nested = t->mcp ? dm_tools_nested_new(ctx, t->mcp) : NULL;
+        r = t->mcp ? dm_tools_nested_new(ctx, t->mcp, &t->nested, err) : dm_error_set(err, -ENOMEM, "out of memory");
         t->previews = dm_tools_previews_new();
-        if (!t->nested || !t->previews) {
+        if (r >= 0 && !t->previews)
+                r = dm_error_set(err, -ENOMEM, "out of memory");
+        if (r < 0) {
                 dm_tools_previews_free(t->previews);
                 dm_tools_nested_free(ctx, t->nested);
                 dm_mcp_server_free(t->mcp);
                 dm_tools_hostmcp_close(t->hostmcp);
                 dm_registry_free(t->registry);
                 free(t);
-                return dm_error_set(err, -ENOMEM, "out of memory");
+                return r;
         }
         ctx->after_sandbox_destroy = after_sandbox_destroy;
         ctx->tools = t;

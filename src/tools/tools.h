@@ -266,8 +266,12 @@ uint64_t dm_tools_nested_host_session(struct dm_call *call);
  * from inside a nested sandbox whose own is less. */
 const char *dm_tools_nested_egress_default(struct dm_call *call);
 /* Makes a token (token: 64 hex digits and a NUL) and appends
- * DEMESNE_MCP_URL and DEMESNE_MCP_TOKEN to the malloc'd env array. */
-int dm_tools_nested_env(char token[65], char ***env);
+ * DEMESNE_MCP_URL (the remote listener's for a backend without a network
+ * namespace here) and DEMESNE_MCP_TOKEN to the malloc'd env array. */
+int dm_tools_nested_env(struct dm_context *ctx, char token[65], char ***env);
+/* The address a nested sandbox of ctx's backend must reach besides its
+ * egress: the remote listener's for a remote backend, else NULL. */
+const char *dm_tools_nested_reach(struct dm_context *ctx);
 /* Serves the endpoint of sandbox sb (running), behind token, for the
  * principal "<the call's principal>/<sb's id>"; egress is sb's own. */
 int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, const char *token, enum dm_egress egress,
@@ -313,9 +317,12 @@ void dm_tools_previews_end(struct dm_context *ctx, const char *id);
  * shows them: [{sandbox_id, port, url}], the URL without a code. */
 json_object *dm_tools_previews_list(struct dm_context *ctx, const char *principal);
 /* The endpoints' table, serving srv, with ctx's hooks set up
- * (dm_tools_server_open); NULL when out of memory. _free stops every
- * endpoint and unsets the hooks (before the MCP server is freed). */
-struct dm_nested *dm_tools_nested_new(struct dm_context *ctx, struct dm_mcp_server *srv);
+ * (dm_tools_server_open), and the remote listener when
+ * DEMESNE_REMOTE_LISTEN asks for one (a bad address, a missing
+ * certificate: the error). _free stops every endpoint and the listener and
+ * unsets the hooks (before the MCP server is freed). */
+int dm_tools_nested_new(struct dm_context *ctx, struct dm_mcp_server *srv, struct dm_nested **ret,
+                        struct dm_error *err);
 void dm_tools_nested_free(struct dm_context *ctx, struct dm_nested *n);
 
 /* ---- the host tool proxy (hostmcp.c) ---- */

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "src/basic/base64.h"
+#include "src/basic/cleanup.h"
 #include "tests/integration/opensandbox-fixture.h"
 #include "tests/integration/stdio-client.h"
 #include "tests/integration/engine-env.h"
@@ -606,6 +607,8 @@ static void cancel_cases(void)
         json_object_put(m);
 }
 
+#include "tests/integration/conformance-nested.h"
+
 /* ---- one pass per backend ---------------------------------------------------------- */
 
 /* Opens the backend `demesne serve` will open in this environment, for
@@ -669,7 +672,7 @@ static void write_inputs(void)
         free(big);
 }
 
-static void run_pass(const struct target *tg)
+static void run_pass(const struct target *tg, void (*nested)(void))
 {
         int64_t t0 = dm_now_ms();
 
@@ -683,6 +686,7 @@ static void run_pass(const struct target *tg)
         sandbox_cases();
         job_cases();
         cancel_cases();
+        nested();
         check_int(finish(c, 30000), 0, "the server exits cleanly");
         for (size_t i = 0; i < n_servers; i++)
                 check_int(containers_of(engine, servers[i]), 0, "no container of server %d is left", (int)servers[i]);
@@ -719,7 +723,7 @@ int main(void)
         if (wanted("engine")) {
                 if (declare(&tg, NULL) < 0)
                         return 1;
-                run_pass(&tg);
+                run_pass(&tg, engine_nested);
         }
 
         if (wanted("opensandbox")) {
@@ -739,7 +743,8 @@ int main(void)
                         os_fixture_stop(&fx);
                         return 1;
                 }
-                run_pass(&tg);
+                fixture = &fx;
+                run_pass(&tg, remote_nested);
                 check_int(count_label(engine, fx.label), 0, "no container of the fixture is left");
                 os_fixture_stop(&fx);
                 unlink(state_file);

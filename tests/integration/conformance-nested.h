@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DM_TESTS_INTEGRATION_CONFORMANCE_NESTED_H
+#define DM_TESTS_INTEGRATION_CONFORMANCE_NESTED_H
+
+/* The nested-sandbox cases of tests/integration/test-backend-conformance.c,
+ * which includes this after its helpers (call, check, exec_out, the
+ * current target and server): the same cases against the engine (the
+ * endpoint in the sandbox's own network namespace) and the OpenSandbox
+ * fixture (the endpoint behind DEMESNE_REMOTE_LISTEN). */
+
+/* ---- nested sandboxes ------------------------------------------------------------- */
+
+/* The client inside a nested sandbox (curl, the 2026-07-28 wire: one POST
+ * per call, the listener's CA from DEMESNE_MCP_CA_CERT when there is one):
+ * `sh /workspace/c.sh TOOL ARGS` prints the tools/call answer,
+ * `sh /workspace/c.sh -raw [TOKEN]` the HTTP status of a tools/list. */
+static const char nested_client[] =
+        "ca=; if [ -n \"${DEMESNE_MCP_CA_CERT:-}\" ]; then printf '%s\\n' \"$DEMESNE_MCP_CA_CERT\" >/tmp/ca.pem; "
+        "ca='--cacert /tmp/ca.pem'; fi\n"
+        "h() { curl -sS $ca -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' "
+        "-H 'MCP-Protocol-Version: 2026-07-28' \"$@\" \"$DEMESNE_MCP_URL\"; }\n"
+        "meta='\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{}}'\n"
+        "if [ \"$1\" = -raw ]; then\n"
+        "  h -o /dev/null -w '%{http_code}' ${2:+-H \"Authorization: Bearer $2\"} -H 'Mcp-Method: tools/list' "
+        "-d \"{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"id\\\":1,\\\"method\\\":\\\"tools/list\\\",\\\"params\\\":{$meta}}\"\n"
+        "  exit 0\n"
+        "fi\n"
+        "h -H \"Authorization: Bearer $DEMESNE_MCP_TOKEN\" -H 'Mcp-Method: tools/call' -H \"Mcp-Name: $1\" "
+        "-d \"{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"id\\\":1,\\\"method\\\":\\\"tools/call\\\",\\\"params\\\":"
+        "{\\\"name\\\":\\\"$1\\\",\\\"arguments\\\":$2,$meta}}\" | sed -n -e 's/^data: //p' -e '/^{/p' | tail -n 1\n";
+
+/* sandbox_exec of command in sb, the arguments made by json-c (the
+ * command quotes JSON); its stdout, "<error>" when the call failed. */
+static char *exec_json(const char *sb, const char *command)
+{
+        json_object *a = json_object_new_object(), *m;
+        char *out;
+
+        json_object_object_add(a, "sandbox_id", json_object_new_string(sb));
+        json_object_object_add(a, "command", json_object_new_string(command));
+        m = call("sandbox_exec", json_object_to_json_string(a));
+        json_object_put(a);
+        if (result_is_error(m))
+                diag("sandbox_exec '%s': %s", command, m ? json_object_to_json_string(m) : "no response");
+        out = strdup(result_is_error(m) ? "<error>" : str_at(structured(m), "stdout"));
+        json_object_put(m);
+        return out;
+}
+
+/* Tool with args (JSON) called from inside sb through its endpoint: the
+ * JSON-RPC answer, NULL when none came. */
+static json_object *inside(const char *sb, const char *tool, const char *args)
+{
+        char cmd[1024];
+        _cleanup_free_ char *out = NULL;
+
+        snprintf(cmd, sizeof(cmd), "sh /workspace/c.sh %s '%s'", tool, args);
+        out = exec_json(sb, cmd);
+        return json_tokener_parse(out);
+}
+
+/* The first line of what the shell command cmd prints, in out. */
+static void run_out(const char *cmd, char *out, size_t size)
+{
+        FILE *f = popen(cmd, "r");
+
+        out[0] = '\0';
+        if (f) {
+                if (!fgets(out, (int)size, f))
+                        out[0] = '\0';
+                pclose(f);
+        }
+}
+
+/* What curl on this host says of url with token (--cacert ca unless
+ * NULL): the HTTP status, "000" when no HTTP answer came. */
+static void curl_status(const char *url, const char *token, const char *ca, char *code, size_t size)
+{
+        char cmd[PATH_MAX + 1024];
+
+        snprintf(cmd, sizeof(cmd),
+                 "curl -s -o /dev/null -w '%%{http_code}' %s%s -H 'Authorization: Bearer %s' -H "
+                 "'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -d '{}' '%s'",
+                 ca ? "--cacert " : "", ca ? ca : "", token, url);
+        run_out(cmd, code, size);
+}
+
+/* A nested sandbox at egress, with the client, on a server of its own
+ * (DEMESNE_MAX_CHILDREN=1): its endpoint answers its token only; a child
+ * made through it is its, and a second is refused by the cap; a job it
+ * starts is cancelled through it; destroying the child gives the slot back;
+ * destroying it ends its subtree and its endpoint. remote: its endpoint is
+ * the remote listener's
+ * (DEMESNE_REMOTE_LISTEN, TLS with tests/make-test-certs.sh's
+ * certificates), reached from here too. */
+static void nested_cases(const char *egress, bool remote)
+{
+        char certs[PATH_MAX], ca[PATH_MAX + 32], v[3 * PATH_MAX + 512], code[16], code_pair[32];
+        const char *src = getenv("top_srcdir");
+        struct child *host = c, mine = { 0 };
+        char args[512], parent[64] = "", child[64] = "", url[256] = "", token[96] = "", job[64] = "";
+        _cleanup_free_ char *client = dm_base64_encode(nested_client, sizeof(nested_client) - 1);
+        json_object *m, *r, *up;
+        char *s;
+
+        setenv("DEMESNE_MAX_CHILDREN", "1", 1);
+        setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
+        if (remote) {
+                snprintf(certs, sizeof(certs), "%s/certs", test_root);
+                mkdir(certs, 0700);
+                snprintf(v, sizeof(v), "bash %s/tests/make-test-certs.sh %s", src ? src : DM_SRCDIR, certs);
+                check_int(system(v), 0, "nested: test certificates made");
+                snprintf(ca, sizeof(ca), "%s/server/ca.pem", certs);
+                setenv("DEMESNE_REMOTE_LISTEN", "127.0.0.1:0", 1);
+                setenv("DEMESNE_REMOTE_TLS_CA", ca, 1);
+                snprintf(v, sizeof(v), "%s/server/cert.pem", certs);
+                setenv("DEMESNE_REMOTE_TLS_CERT", v, 1);
+                snprintf(v, sizeof(v), "%s/server/key.pem", certs);
+                setenv("DEMESNE_REMOTE_TLS_KEY", v, 1);
+        }
+        c = &mine;
+        start_server();
+        unsetenv("DEMESNE_MAX_CHILDREN");
+        unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
+        unsetenv("DEMESNE_REMOTE_LISTEN");
+        unsetenv("DEMESNE_REMOTE_TLS_CA");
+        unsetenv("DEMESNE_REMOTE_TLS_CERT");
+        unsetenv("DEMESNE_REMOTE_TLS_KEY");
+
+        snprintf(args, sizeof(args), "{\"image\":\"base\",\"egress\":\"%s\",\"nested\":true}", egress);
+        m = call("sandbox_create", args);
+        snprintf(parent, sizeof(parent), "%s", str_at(structured(m), "sandbox_id"));
+        if (!check(parent[0], "nested: a nested sandbox at egress %s", egress))
+                diag("%s", m ? json_object_to_json_string(m) : "no response");
+        json_object_put(m);
+        up = json_object_new_object();
+        json_object_object_add(up, "sandbox_id", json_object_new_string(parent));
+        json_object_object_add(up, "dst", json_object_new_string("/workspace/c.sh"));
+        json_object_object_add(up, "content", json_object_new_string(client ? client : ""));
+        m = call("sandbox_upload", json_object_to_json_string(up));
+        check(m && !result_is_error(m), "nested: the client uploaded");
+        json_object_put(m);
+        json_object_put(up);
+
+        s = exec_out(parent, "printf '%s %s' \\\"$DEMESNE_MCP_URL\\\" \\\"$DEMESNE_MCP_TOKEN\\\"");
+        sscanf(s, "%255s %95s", url, token);
+        free(s);
+        check(strncmp(url, remote ? "https://127.0.0.1:" : "http://127.0.0.1:3130/", remote ? 18 : 22) == 0 &&
+                      strlen(token) == 64,
+              "nested: DEMESNE_MCP_URL %s and a 64-digit token", url);
+        s = exec_out(parent, "sh /workspace/c.sh -raw; echo; sh /workspace/c.sh -raw 0123456789abcdef0123456789; "
+                             "echo; sh /workspace/c.sh -raw $DEMESNE_MCP_TOKEN");
+        check_str(s, "401\n401\n200", "nested: the endpoint answers no token and a wrong one 401, its own 200");
+        free(s);
+
+        /* A child, counted by admission: a second is refused. */
+        snprintf(args, sizeof(args), "{\"image\":\"base\",\"egress\":\"%s\"}", egress);
+        m = inside(parent, "sandbox_create", args);
+        r = path(m, "result", NULL, NULL);
+        snprintf(child, sizeof(child), "%s", str_at(path(r, "structuredContent", NULL, NULL), "sandbox_id"));
+        if (!check(child[0] && !result_is_error(m), "nested: a child made through the endpoint"))
+                diag("%s", m ? json_object_to_json_string(m) : "no answer");
+        json_object_put(m);
+        m = inside(parent, "sandbox_create", args);
+        check(result_error_says(m, "DEMESNE_MAX_CHILDREN"), "nested: a second child is refused by the cap");
+        json_object_put(m);
+        m = inside(parent, "sandbox_list", "{}");
+        check(m && strstr(json_object_to_json_string(m), child) && !strstr(json_object_to_json_string(m), parent),
+              "nested: sandbox_list from inside sees its child, not itself");
+        json_object_put(m);
+
+        /* The child goes; its slot serves a job, which is cancelled. */
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", child);
+        m = inside(parent, "sandbox_destroy", args);
+        check(m && !result_is_error(m), "nested: the child destroyed through the endpoint");
+        json_object_put(m);
+        if (remote) {
+                /* From this host: TLS only, and its token is the sandbox's. */
+                curl_status(url, token, ca, code, sizeof(code));
+                check_str(code, "400", "nested: the remote listener hands its token on over TLS from here too");
+                snprintf(v, sizeof(v), "http%s", url + 5);
+                curl_status(v, token, NULL, code, sizeof(code));
+                check_str(code, "000", "nested: and gives no HTTP answer in clear");
+                /* The token decides the endpoint once per connection: a
+                 * later request on it with another token is refused by
+                 * that endpoint, as every request is checked there. */
+#define H2026                                                                                      \
+        "-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -H " \
+        "'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' -d "                       \
+        "'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{"         \
+        "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/"    \
+        "clientCapabilities\":{}}}}'"
+                snprintf(v, sizeof(v),
+                         "curl -s --cacert %s -o /dev/null -w '%%{http_code} %%{num_connects} ' -H 'Authorization: "
+                         "Bearer %s' " H2026 " '%s' --next --cacert %s -o /dev/null -w '%%{http_code} "
+                         "%%{num_connects}' -H 'Authorization: Bearer 0123456789abcdef0123456789' " H2026 " '%s'",
+                         ca, token, url, ca, url);
+#undef H2026
+                run_out(v, code_pair, sizeof(code_pair));
+                check_str(code_pair, "200 1 401 0",
+                          "nested: a second request on the same connection with another token gets 401");
+        }
+        snprintf(args, sizeof(args), "{\"image\":\"base\",\"egress\":\"%s\",\"background\":true,\"command\":\"%s\"}",
+                 egress, "sleep 600");
+        m = inside(parent, "sandbox_script", args);
+        snprintf(job, sizeof(job), "%s", str_at(path(m, "result", "structuredContent", NULL), "job_id"));
+        if (!check(strncmp(job, "job-", 4) == 0, "nested: a job started in the freed slot"))
+                diag("%s", m ? json_object_to_json_string(m) : "no answer");
+        json_object_put(m);
+        snprintf(args, sizeof(args), "{\"job_id\":\"%s\"}", job);
+        json_object_put(inside(parent, "sandbox_cancel", args));
+        m = inside(parent, "sandbox_wait", args);
+        check_str(str_at(path(m, "result", "structuredContent", NULL), "status"), "cancelled",
+                  "nested: the job cancelled through the endpoint");
+        json_object_put(m);
+
+        /* A nested script's endpoint, there while its command runs. */
+        up = json_object_new_object();
+        json_object_object_add(up, "image", json_object_new_string("base"));
+        json_object_object_add(up, "egress", json_object_new_string(egress));
+        json_object_object_add(up, "nested", json_object_new_boolean(true));
+        json_object_object_add(
+                up, "command",
+                json_object_new_string(
+                        "printf '%s\n' \"${DEMESNE_MCP_CA_CERT:-}\" >/tmp/ca.pem; "
+                        "curl -sS ${DEMESNE_MCP_CA_CERT:+--cacert /tmp/ca.pem} -o /dev/null -w '%{http_code}' "
+                        "-H \"Authorization: Bearer $DEMESNE_MCP_TOKEN\" -H 'Content-Type: application/json' "
+                        "-H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' "
+                        "-H 'Mcp-Method: tools/list' -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\","
+                        "\"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+                        "\"io.modelcontextprotocol/clientCapabilities\":{}}}}' \"$DEMESNE_MCP_URL\""));
+        m = call("sandbox_script", json_object_to_json_string(up));
+        json_object_put(up);
+        if (!check(!result_is_error(m) && strcmp(str_at(structured(m), "stdout"), "200") == 0,
+                   "nested: a nested script reaches its own endpoint"))
+                diag("%s", m ? json_object_to_json_string(m) : "no response");
+        json_object_put(m);
+
+        /* The top goes, and with it the endpoint: its token opens nothing. */
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", parent);
+        m = call("sandbox_destroy", args);
+        check(m && !result_is_error(m), "nested: the nested sandbox destroyed");
+        json_object_put(m);
+        if (remote) {
+                curl_status(url, token, ca, code, sizeof(code));
+                check_str(code, "401", "nested: its token opens nothing on the remote listener after");
+        }
+        check_int(finish(c, 30000), 0, "nested: the server exits cleanly");
+        c = host;
+}
+
+static struct os_fixture *fixture; /* the opensandbox pass's (network_mode bridge) */
+
+/* Runs the shell command cmd: its exit status when its output (both
+ * streams) says what, else -1000 (and what it said, as a diag). */
+static int run_says(const char *cmd, const char *what)
+{
+        char line[PATH_MAX + 256], out[8192] = "";
+        size_t n = 0;
+        FILE *f;
+        int status;
+
+        snprintf(line, sizeof(line), "%s 2>&1", cmd);
+        f = popen(line, "r");
+        if (!f)
+                return -1000;
+        n = fread(out, 1, sizeof(out) - 1, f);
+        out[n] = '\0';
+        status = pclose(f);
+        if (!strstr(out, what)) {
+                diag("'%s' did not say '%s': %s", cmd, what, out);
+                return -1000;
+        }
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The engine's nested sandboxes: their endpoint in their own network
+ * namespace, at egress none. */
+static void engine_nested(void)
+{
+        nested_cases("none", false);
+}
+
+/* OpenSandbox's: refused without DEMESNE_REMOTE_LISTEN, naming it; with it,
+ * the policy sent allows its address, and on a server whose sandboxes have
+ * the host's network (network_mode host, where no policy is sent: egress
+ * open) the endpoint is reached through the listener on 127.0.0.1. */
+static void remote_nested(void)
+{
+        struct child *host = c, mine = { 0 };
+        char state_file[PATH_MAX], args[128], domain[80];
+        struct os_fixture hostnet;
+        json_object *m, *st, *pol;
+
+        m = call("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\",\"nested\":true}");
+        check(result_error_says(m, "DEMESNE_REMOTE_LISTEN"), "nested: refused without a remote listener, naming it");
+        json_object_put(m);
+        /* Off loopback without TLS: the server does not start; doctor says why. */
+        check(run_says("DEMESNE_REMOTE_LISTEN=192.0.2.1:0 \"$DEMESNE\" serve </dev/null", "it needs TLS") != 0,
+              "nested: a remote listener off loopback without TLS stops the server, saying so");
+        check(run_says("DEMESNE_REMOTE_LISTEN=192.0.2.1:0 \"$DEMESNE\" doctor", "is not loopback and has no TLS") != 0,
+              "nested: doctor says so too, and fails");
+        check(run_says("DEMESNE_REMOTE_LISTEN=127.0.0.1:0 \"$DEMESNE\" doctor",
+                       "nested sandboxes (nested: true): through the remote listener http://127.0.0.1:0/mcp") >= 0,
+              "nested: doctor names the remote listener");
+
+        setenv("DEMESNE_REMOTE_LISTEN", "127.0.0.1:0", 1);
+        c = &mine;
+        start_server();
+        unsetenv("DEMESNE_REMOTE_LISTEN");
+        m = call("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\",\"nested\":true}");
+        st = os_fixture_stats(fixture);
+        pol = json_object_array_get_idx(path(st, "policies", NULL, NULL),
+                                        json_object_array_length(path(st, "policies", NULL, NULL)) - 1);
+        if (!check(!result_is_error(m) && pol &&
+                           strstr(json_object_to_json_string_ext(pol, JSON_C_TO_STRING_PLAIN),
+                                  "\"egress\":[{\"action\":\"allow\",\"target\":\"127.0.0.1\"}]"),
+                   "nested: egress none's policy allows the remote listener's address, and nothing else"))
+                diag("%s; policy %s", m ? json_object_to_json_string(m) : "no response",
+                     pol ? json_object_to_json_string(pol) : "none");
+        snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", str_at(structured(m), "sandbox_id"));
+        json_object_put(st);
+        json_object_put(m);
+        json_object_put(call("sandbox_destroy", args));
+        /* A nested script's too (it takes no warm container, sent without it). */
+        m = call("sandbox_script", "{\"image\":\"base\",\"egress\":\"none\",\"nested\":true,\"command\":\"true\"}");
+        st = os_fixture_stats(fixture);
+        pol = json_object_array_get_idx(path(st, "policies", NULL, NULL),
+                                        json_object_array_length(path(st, "policies", NULL, NULL)) - 1);
+        if (!check(!result_is_error(m) && pol &&
+                           strstr(json_object_to_json_string_ext(pol, JSON_C_TO_STRING_PLAIN),
+                                  "\"egress\":[{\"action\":\"allow\",\"target\":\"127.0.0.1\"}]"),
+                   "nested: a nested script's policy allows it too"))
+                diag("%s; policy %s", m ? json_object_to_json_string(m) : "no response",
+                     pol ? json_object_to_json_string(pol) : "none");
+        json_object_put(st);
+        json_object_put(m);
+        check_int(finish(c, 30000), 0, "nested: the server exits cleanly");
+        c = host;
+
+        snprintf(state_file, sizeof(state_file), "/tmp/dm-conformance-hostnet-%d.json", (int)getpid());
+        if (!check(os_fixture_start_net(&hostnet, API_KEY, state_file, true, 86400, "host") == 0,
+                   "a fixture with network_mode host started"))
+                return;
+        snprintf(domain, sizeof(domain), "%s", getenv("OPEN_SANDBOX_DOMAIN"));
+        setenv("OPEN_SANDBOX_DOMAIN", hostnet.domain, 1);
+        nested_cases("open", true);
+        setenv("OPEN_SANDBOX_DOMAIN", domain, 1);
+        check_int(count_label(engine, hostnet.label), 0, "no container of the network_mode host fixture is left");
+        os_fixture_stop(&hostnet);
+        unlink(state_file);
+}
+
+#endif
