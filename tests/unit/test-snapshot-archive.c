@@ -122,7 +122,8 @@ int main(void)
         int in = make_tar(items, sizeof(items) / sizeof(items[0]));
         int out = memfd_create("out.tar", MFD_CLOEXEC);
 
-        is_int(dm_snapshot_archive_normalize(in, out, &err), 0, "normalize (%s)", err.msg);
+        is_int(dm_snapshot_archive_normalize(in, out, &err), 5, "normalize: it says how many entries it wrote (%s)",
+               err.msg);
         read_back(out, &s);
         is_int((int)s.n, 5, "five entries kept (of nine)");
         ok(has(&s, "a 0:0 0755 file"), "a setuid file: owned by 0:0, relative, setuid bit gone");
@@ -140,6 +141,18 @@ int main(void)
         }
         close(in);
         close(out);
+
+        {
+                /* An empty /workspace: its top entry alone, nothing written. */
+                static const struct item top[] = { { "workspace/", AE_IFDIR, 0755, NULL } };
+
+                in = make_tar(top, 1);
+                out = memfd_create("out-empty.tar", MFD_CLOEXEC);
+                is_int(dm_snapshot_archive_normalize(in, out, &err), 0, "an empty /workspace: no entry written (%s)",
+                       err.msg);
+                close(in);
+                close(out);
+        }
 
         in = memfd_create("junk", MFD_CLOEXEC);
         out = memfd_create("out2.tar", MFD_CLOEXEC);
