@@ -190,6 +190,7 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
         _cleanup_free_ const char **criteria = dm_args_strv(a->args, "success_criteria");
         struct dm_agent_result res;
         struct dm_tools_nested_run nested = { .ctx = ctx };
+        struct dm_agent_remote remote;
         json_object *out;
         int r;
 
@@ -227,6 +228,9 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 req.on_started = dm_tools_nested_run_started;
                 req.started_userdata = &nested;
         }
+        /* OpenSandbox: the vendor proxy behind the remote listener. */
+        if (dm_tools_nested_agent_remote(ctx, &remote))
+                req.remote = &remote;
         r = dm_agent_run(ctx, &req, &res, err);
         dm_tools_nested_run_end(&nested);
         *ret_r = r;
