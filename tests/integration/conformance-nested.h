@@ -307,7 +307,9 @@ static void start_agent_server(struct child *mine, int vendor_port, const char *
         setenv("DEMESNE_REMOTE_TLS_KEY", v, 1);
         snprintf(v, sizeof(v), "http://127.0.0.1:%d", vendor_port);
         setenv("DEMESNE_VENDOR_UPSTREAM_ANTHROPIC", v, 1);
+        setenv("DEMESNE_VENDOR_UPSTREAM_OPENAI", v, 1); /* the fixture speaks both APIs */
         setenv("ANTHROPIC_API_KEY", VENDOR_KEY, 1);
+        setenv("OPENAI_API_KEY", VENDOR_KEY, 1);
         setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1); /* the nested script that says the listener's URL */
         if (cap)
                 setenv("DEMESNE_AGENT_MAX_USD", cap, 1);
@@ -318,7 +320,9 @@ static void start_agent_server(struct child *mine, int vendor_port, const char *
         unsetenv("DEMESNE_REMOTE_TLS_CERT");
         unsetenv("DEMESNE_REMOTE_TLS_KEY");
         unsetenv("DEMESNE_VENDOR_UPSTREAM_ANTHROPIC");
+        unsetenv("DEMESNE_VENDOR_UPSTREAM_OPENAI");
         unsetenv("ANTHROPIC_API_KEY");
+        unsetenv("OPENAI_API_KEY");
         unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
         unsetenv("DEMESNE_AGENT_MAX_USD");
 }
@@ -377,6 +381,16 @@ static void remote_agent_cases(void)
         code[strcspn(code, "\n")] = '\0';
         check(atoi(code) >= 2 && strcmp(strchr(code, ' ') ? strchr(code, ' ') : "", " 0") == 0,
               "agent: the vendor got the real key on every request (with, without: %s)", code);
+
+        /* Codex: its token in Authorization: Bearer, the CA in its bundle. */
+        m = call_timeout("sandbox_research", "{\"prompt\":\"Find the answer.\",\"model\":\"gpt-5.5\"}", 300000, NULL);
+        sc = structured(m);
+        if (!check(!result_is_error(m) && strcmp(str_at(sc, "result"), "The answer is 42.") == 0 &&
+                           json_object_get_int(path(sc, "usage", "input_tokens", NULL)) == 1600 &&
+                           json_object_get_double(path(sc, "cost_usd", NULL, NULL)) > 0,
+                   "agent: Codex on OpenSandbox answers through the remote listener, its usage counted"))
+                diag("%s", m ? json_object_to_json_string(m) : "no response");
+        json_object_put(m);
 
         /* A wrong key at the listener: 401, nothing behind it answers. The
          * listener's address is a nested script's DEMESNE_MCP_URL. */
