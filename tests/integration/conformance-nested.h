@@ -481,9 +481,11 @@ static void remote_nested(void)
               "agent: doctor says agent tools need the remote listener here");
 
         setenv("DEMESNE_REMOTE_LISTEN", "127.0.0.1:0", 1);
+        setenv("ANTHROPIC_API_KEY", VENDOR_KEY, 1); /* never sent: the sandbox cannot reach the listener here */
         c = &mine;
         start_server();
         unsetenv("DEMESNE_REMOTE_LISTEN");
+        unsetenv("ANTHROPIC_API_KEY");
         m = call("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\",\"nested\":true}");
         st = os_fixture_stats(fixture);
         pol = json_object_array_get_idx(path(st, "policies", NULL, NULL),
@@ -507,6 +509,21 @@ static void remote_nested(void)
                            strstr(json_object_to_json_string_ext(pol, JSON_C_TO_STRING_PLAIN),
                                   "\"egress\":[{\"action\":\"allow\",\"target\":\"127.0.0.1\"}]"),
                    "nested: a nested script's policy allows it too"))
+                diag("%s; policy %s", m ? json_object_to_json_string(m) : "no response",
+                     pol ? json_object_to_json_string(pol) : "none");
+        json_object_put(st);
+        json_object_put(m);
+        /* An agent's at egress none: the listener, for its vendor proxy,
+         * and nothing else (the CLI cannot reach it from this fixture's
+         * bridge: the run's timeout ends it). */
+        m = call("sandbox_agent", "{\"prompt\":\"x\",\"model\":\"sonnet\",\"nested\":false,\"timeout_seconds\":3}");
+        st = os_fixture_stats(fixture);
+        pol = json_object_array_get_idx(path(st, "policies", NULL, NULL),
+                                        json_object_array_length(path(st, "policies", NULL, NULL)) - 1);
+        if (!check(pol && !strcmp(json_object_to_json_string_ext(pol, JSON_C_TO_STRING_PLAIN),
+                                  "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\",\"target\":"
+                                  "\"127.0.0.1\"}]}"),
+                   "agent: an agent run's policy at egress none allows the listener's address alone"))
                 diag("%s; policy %s", m ? json_object_to_json_string(m) : "no response",
                      pol ? json_object_to_json_string(pol) : "none");
         json_object_put(st);
