@@ -420,11 +420,10 @@ static char *describe(const struct dm_args_facts *f, const char *what, const cha
                 dm_buf_printf(&b, " Claude Code is unavailable: %s.", why_anthropic);
         if (why_openai)
                 dm_buf_printf(&b, " Codex is unavailable: %s.", why_openai);
-        /* The CLI reaches the vendor proxy over the sandbox's network, which
-         * exists only where dm_egress_default can pick a networked mode. */
-        if (!f->egress_default || !strcmp(f->egress_default, "none"))
-                dm_buf_printf(&b, " Unavailable on this server: it cannot set sandbox networks up, and the agent "
-                                  "reaches its model API only over one (`demesne doctor` says why).");
+        /* The CLI reaches the vendor proxy over the sandbox's network, or
+         * from a remote sandbox through the remote listener. */
+        if (f->agents_why)
+                dm_buf_printf(&b, " Unavailable on this server: %s.", f->agents_why);
         return b.data;
 }
 

@@ -290,6 +290,29 @@ static int vendor_fixture_start(const char *log, pid_t *pid)
         return port;
 }
 
+/* Whether the current server's sandbox_agent description has what in it. */
+static bool agent_described(const char *what)
+{
+        char line[512];
+        int id = next_id++;
+        json_object *m, *tools;
+        bool found = false;
+
+        snprintf(line, sizeof(line),
+                 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}", id);
+        send_line(c, line);
+        m = recv_response(c, id, 30000, NULL);
+        tools = path(m, "result", "tools", NULL);
+        for (size_t i = 0; tools && i < json_object_array_length(tools); i++) {
+                json_object *tool = json_object_array_get_idx(tools, i);
+
+                if (!strcmp(str_at(tool, "name"), "sandbox_agent"))
+                        found = strstr(str_at(tool, "description"), what) != NULL;
+        }
+        json_object_put(m);
+        return found;
+}
+
 /* A server of its own for the agent cases: the remote listener (unless
  * !listen) with the certificates nested_cases made, the vendor fixture as
  * Anthropic's API, cap (DEMESNE_AGENT_MAX_USD) when not NULL. */
@@ -353,8 +376,12 @@ static void remote_agent_cases(void)
         m = call("sandbox_research", "{\"prompt\":\"Find the answer.\",\"model\":\"sonnet\"}");
         check(result_error_says(m, "DEMESNE_REMOTE_LISTEN"), "agent: refused without a remote listener, naming it");
         json_object_put(m);
+        check(agent_described("Unavailable on this server: its sandboxes are not on this host") &&
+                      agent_described("DEMESNE_REMOTE_LISTEN"),
+              "agent: and its description says so");
         check_int(finish(c, 30000), 0, "agent: that server exits cleanly");
         start_agent_server(&mine, port, NULL, true);
+        check(!agent_described("Unavailable"), "agent: with the listener its description does not say unavailable");
         m = call_timeout("sandbox_research",
                          "{\"prompt\":\"Find the answer and write it to /out/answer.txt.\",\"model\":\"sonnet\"}",
                          300000, NULL);
