@@ -401,6 +401,11 @@ static void remote_agent_cases(void)
         snprintf(file, sizeof(file), "%s/vendor.log", str_at(sc, "output_dir"));
         vlog = read_text(file, NULL);
         check(strstr(vlog, " forwarded ") != NULL, "agent: the proxy's decisions are in vendor.log");
+        /* ... and in the run journal, counted for this run. */
+        snprintf(cmd, sizeof(cmd), "cat %s/state/activity/*.jsonl | grep '\"event\":\"egress\"' | grep -c '%s'",
+                 test_root, str_at(sc, "run_id"));
+        run_out(cmd, code, sizeof(code));
+        check(atoi(code) >= 1, "agent: and in the run journal's egress lines for the run");
         json_object_put(m);
         /* The fixture saw the real key on every request, none without. */
         snprintf(cmd, sizeof(cmd), "echo $(grep -c '\"auth_ok\":true' %s) $(grep -c '\"auth_ok\":false' %s)", log, log);
