@@ -365,8 +365,15 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
                 snprintf(creds, sizeof(creds), "%s%s%s", why_a ? "" : "Claude Code (Anthropic)",
                          !why_a && !why_o ? " and " : "", why_o ? "" : "Codex (OpenAI)");
         /* An agent reaches its vendor through a proxy on the sandbox's veth,
-         * which dm_egress_start_vendor makes under the same conditions. */
-        if (no_net) {
+         * which dm_egress_start_vendor makes under the same conditions; a
+         * remote sandbox through the remote listener. */
+        if (b && !dm_backend_can(b, DM_CAP_HOST_NETNS) && !ctx->cfg.remote_listen) {
+                snprintf(detail, sizeof(detail),
+                         "unavailable on this backend without DEMESNE_REMOTE_LISTEN, through which its sandboxes "
+                         "reach the vendor proxy (%s%s)",
+                         why_a && why_o ? "" : "credential found: ", creds);
+                feature(t, false, "agent tools (sandbox_agent, sandbox_research)", detail);
+        } else if (no_net && !(b && !dm_backend_can(b, DM_CAP_HOST_NETNS))) {
                 snprintf(detail, sizeof(detail), "unavailable, the vendor proxy needs egress: %s (%s%s)", no_net,
                          why_a && why_o ? "" : "credential found: ", creds);
                 feature(t, false, "agent tools (sandbox_agent, sandbox_research)", detail);
@@ -379,7 +386,9 @@ void dm_doctor_features(struct dm_context *ctx, struct dm_backend *b, struct dm_
                 snprintf(detail, sizeof(detail), "unavailable, the vendor proxy needs libcurl: %.900s", curl_err.msg);
                 feature(t, false, "agent tools (sandbox_agent, sandbox_research)", detail);
         } else {
-                snprintf(detail, sizeof(detail), "available with %s", creds);
+                snprintf(detail, sizeof(detail), "available with %s%s", creds,
+                         b && !dm_backend_can(b, DM_CAP_HOST_NETNS) ? ", the vendor proxy through the remote listener"
+                                                                    : "");
                 feature(t, true, "agent tools (sandbox_agent, sandbox_research)", detail);
         }
         if (b && b->ops->userns) {

@@ -218,6 +218,15 @@ static int write_launcher(const char *path, enum dm_vendor provider, const char 
                 dm_buf_printf(&b,
                               "export CODEX_HOME=\"$HOME/.codex\"\n"
                               "mkdir -p \"$CODEX_HOME\"\n"
+                              /* Behind the remote listener: its CA with
+                               * the image's roots, for Codex and what it
+                               * runs. */
+                              "if [ -n \"${DEMESNE_VENDOR_CA_FILE:-}\" ]; then\n"
+                              "  { cat /etc/ssl/certs/ca-certificates.crt 2>/dev/null || true; "
+                              "cat \"$DEMESNE_VENDOR_CA_FILE\"; } > \"$CODEX_HOME/ca.pem\"\n"
+                              "  export SSL_CERT_FILE=\"$CODEX_HOME/ca.pem\" "
+                              "CODEX_CA_CERTIFICATE=\"$CODEX_HOME/ca.pem\"\n"
+                              "fi\n"
                               "cp " AGENT_DIR "/instructions.md \"$CODEX_HOME/AGENTS.md\"\n"
                               "cat > \"$CODEX_HOME/config.toml\" <<EOF\n"
                               "model_provider = \"demesne\"\n"
@@ -324,6 +333,7 @@ struct run_state {
         struct dm_vendor_usage usage; /* the proxy's last figures, taken before the spend goes back */
         bool usage_taken;
         struct dm_activity_egress *journal; /* the vendor proxy's decisions, for the run journal */
+        bool routed;                        /* behind the remote listener (req->remote) */
 };
 
 static void on_cap(void *userdata)
@@ -346,17 +356,14 @@ static char *env_entry(const char *fmt, ...)
         return s;
 }
 
-/* The sandbox's network exists: the vendor proxy goes on its host side (or,
- * rootless, on its own loopback: net->vendor_fd). */
-static int on_network(void *userdata, const struct dm_netlink *net, const char *output_dir, char ***ret_env,
-                      struct dm_error *err)
+/* Starts the run's vendor proxy (its output directory output_dir), bound
+ * to bind, or serving listen_fd when > 0. */
+static int proxy_start(struct run_state *st, const char *output_dir, const struct sockaddr_in *bind, int listen_fd,
+                       struct dm_error *err)
 {
-        struct run_state *st = userdata;
-        char ip[INET_ADDRSTRLEN], log_path[PATH_MAX];
+        char log_path[PATH_MAX];
         /* DEMESNE_VENDOR_UPSTREAM_ANTHROPIC, _OPENAI (tests: a fixture). */
         const char *up = st->cfg->vendor_upstream[st->provider == DM_VENDOR_ANTHROPIC ? 0 : 1];
-        char **env;
-        size_t n = 0;
         int r;
 
         snprintf(st->usage_path, sizeof(st->usage_path), "%s/usage.json", output_dir);
@@ -379,10 +386,8 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                                                      dm_path_basename(output_dir));
         struct dm_vendor_conf conf = {
                 .provider = st->provider,
-                .bind = { .sin_family = AF_INET,
-                          .sin_port = htons(DM_EGRESS_VENDOR_PORT),
-                          .sin_addr.s_addr = net->host_addr },
-                .listen_fd = net->vendor_fd, /* rootless: made in the sandbox's namespace */
+                .bind = *bind,
+                .listen_fd = listen_fd,
                 .upstream = up,
                 .token = st->token,
                 .cred = st->cred,
@@ -403,22 +408,51 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 .tally = dm_activity_egress_tally(st->journal),
         };
         r = dm_vendor_start(&conf, &st->proxy, err);
-        if (r < 0)
-                return dm_error_wrap(err, "start the vendor proxy");
-        inet_ntop(AF_INET, &net->host_addr, ip, sizeof(ip));
-        env = calloc(8, sizeof(*env));
-        if (!env)
+        return r < 0 ? dm_error_wrap(err, "start the vendor proxy") : 0;
+}
+
+static void env_free(char **env)
+{
+        for (size_t i = 0; env && env[i]; i++)
+                free(env[i]);
+        free(env);
+}
+
+/* The CLI's variables for the proxy at base (no trailing slash) on host,
+ * followed by more's entries (taken; may be NULL). ca_file: the file in the
+ * sandbox that verifies base's certificate, or NULL. */
+static int proxy_env(const struct run_state *st, const char *base, const char *host, const char *ca_file, char **more,
+                     char ***ret_env, struct dm_error *err)
+{
+        size_t n = 0, n_more = 0;
+        char **env;
+
+        while (more && more[n_more])
+                n_more++;
+        env = calloc(8 + n_more, sizeof(*env));
+        if (!env) {
+                env_free(more);
                 return dm_error_set(err, -ENOMEM, "out of memory");
+        }
         if (st->provider == DM_VENDOR_ANTHROPIC) {
-                env[n++] = env_entry("ANTHROPIC_BASE_URL=http://%s:%d", ip, DM_EGRESS_VENDOR_PORT);
+                env[n++] = env_entry("ANTHROPIC_BASE_URL=%s", base);
                 env[n++] = env_entry("ANTHROPIC_API_KEY=%s", st->token);
         } else {
-                env[n++] = env_entry("OPENAI_BASE_URL=http://%s:%d/v1", ip, DM_EGRESS_VENDOR_PORT);
+                env[n++] = env_entry("OPENAI_BASE_URL=%s/v1", base);
                 env[n++] = env_entry("DEMESNE_VENDOR_TOKEN=%s", st->token);
         }
         /* Straight to the vendor proxy, never through the egress proxy. */
-        env[n++] = env_entry("NO_PROXY=localhost,127.0.0.1,%s", ip);
-        env[n++] = env_entry("no_proxy=localhost,127.0.0.1,%s", ip);
+        env[n++] = env_entry("NO_PROXY=localhost,127.0.0.1,%s", host);
+        env[n++] = env_entry("no_proxy=localhost,127.0.0.1,%s", host);
+        /* Claude Code (Node) adds it to its roots; the launcher makes a
+         * bundle of it for Codex (SSL_CERT_FILE, CODEX_CA_CERTIFICATE). */
+        if (ca_file) {
+                env[n++] = env_entry("NODE_EXTRA_CA_CERTS=%s", ca_file);
+                env[n++] = env_entry("DEMESNE_VENDOR_CA_FILE=%s", ca_file);
+        }
+        for (size_t i = 0; i < n_more; i++)
+                env[n++] = more[i];
+        free(more);
         for (size_t i = 0; i < n; i++)
                 if (!env[i]) {
                         for (size_t j = 0; j < n; j++)
@@ -428,6 +462,53 @@ static int on_network(void *userdata, const struct dm_netlink *net, const char *
                 }
         *ret_env = env;
         return 0;
+}
+
+/* The sandbox's network exists: the vendor proxy goes on its host side (or,
+ * rootless, on its own loopback: net->vendor_fd). */
+static int on_network(void *userdata, const struct dm_netlink *net, const char *output_dir, char ***ret_env,
+                      struct dm_error *err)
+{
+        struct run_state *st = userdata;
+        struct sockaddr_in bind = { .sin_family = AF_INET,
+                                    .sin_port = htons(DM_EGRESS_VENDOR_PORT),
+                                    .sin_addr.s_addr = net->host_addr };
+        char ip[INET_ADDRSTRLEN], base[64];
+        int r;
+
+        r = proxy_start(st, output_dir, &bind, net->vendor_fd, err);
+        if (r < 0)
+                return r;
+        inet_ntop(AF_INET, &net->host_addr, ip, sizeof(ip));
+        snprintf(base, sizeof(base), "http://%s:%d", ip, DM_EGRESS_VENDOR_PORT);
+        return proxy_env(st, base, ip, NULL, NULL, ret_env, err);
+}
+
+/* A remote sandbox (OpenSandbox) runs, its command not yet: the vendor
+ * proxy goes on this host's loopback, routed by the run's token behind
+ * the remote listener, and the CLI is pointed at the listener; then the
+ * caller's own hook (the nested endpoint's), its variables after ours. */
+static int remote_started(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err)
+{
+        struct run_state *st = userdata;
+        const struct dm_agent_remote *rm = st->req->remote;
+        struct sockaddr_in lo = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) }, at;
+        char outdir[PATH_MAX], **more = NULL;
+        int r;
+
+        *ret_env = NULL;
+        snprintf(outdir, sizeof(outdir), "%s/%s", st->cfg->output_root, run_id);
+        r = proxy_start(st, outdir, &lo, 0, err);
+        if (r < 0)
+                return r;
+        dm_vendor_address(st->proxy, &at);
+        r = rm->add(rm->userdata, st->token, &at, err);
+        if (r < 0)
+                return dm_error_wrap(err, "route the vendor proxy behind the remote listener");
+        st->routed = true;
+        if (st->req->on_started && (r = st->req->on_started(st->req->started_userdata, run_id, pid, &more, err)) < 0)
+                return r;
+        return proxy_env(st, rm->url, rm->host, rm->ca ? AGENT_DIR "/ca.pem" : NULL, more, ret_env, err);
 }
 
 /* dm_run_request.before_release: the proxy's figures into the ledger, and
@@ -587,6 +668,11 @@ static int write_run_files(struct dm_context *ctx, const char *dir, const struct
                 snprintf(path, sizeof(path), "%s/run.sh", dir);
                 r = write_launcher(path, provider, req->model, err);
         }
+        /* What verifies the remote listener's certificate in the sandbox. */
+        if (r >= 0 && req->remote && req->remote->ca) {
+                snprintf(path, sizeof(path), "%s/ca.pem", dir);
+                r = write_file(path, req->remote->ca, strlen(req->remote->ca), err);
+        }
         return r;
 }
 
@@ -620,6 +706,21 @@ static int agent_launch(struct dm_context *ctx, struct run_state *st, const char
         const struct dm_agent_request *req = st->req;
         struct dm_mount mount = { .host = dir, .target = AGENT_DIR, .readonly = true };
         static const char *const argv[] = { "/bin/bash", AGENT_DIR "/run.sh", NULL };
+        struct dm_backend *b;
+        bool remote;
+        int r;
+
+        r = dm_context_backend(ctx, &b, err);
+        if (r < 0)
+                return r;
+        remote = !dm_backend_can(b, DM_CAP_HOST_NETNS);
+        if (remote && !req->remote)
+                return dm_error_set(err, -EOPNOTSUPP,
+                                    "agent runs on this engine (OpenSandbox, no network namespace on this host) need "
+                                    "a listener their sandboxes reach, for the vendor proxy: set "
+                                    "DEMESNE_REMOTE_LISTEN=ADDR:PORT (an address of this host the sandboxes route "
+                                    "to; TLS with DEMESNE_REMOTE_TLS_CERT and DEMESNE_REMOTE_TLS_KEY unless it is "
+                                    "loopback)");
         struct dm_run_request rreq = {
                 .image = st->provider == DM_VENDOR_ANTHROPIC ? "claude-code" : "codex",
                 .argv = argv,
@@ -653,7 +754,16 @@ static int agent_launch(struct dm_context *ctx, struct run_state *st, const char
                 .before_release = take_usage,
                 .release_userdata = st,
         };
-
+        /* Remote: no network here to put the proxy in; it is reached
+         * through the remote listener, which the sandbox's egress lets
+         * through, and set up just before the CLI starts. */
+        if (remote) {
+                rreq.vendor_port = 0;
+                rreq.on_network = NULL;
+                rreq.on_started = remote_started;
+                rreq.started_userdata = st;
+                rreq.reach = req->remote->host;
+        }
         return dm_run(ctx, &rreq, run, err);
 }
 
@@ -674,6 +784,9 @@ static int agent_spent(struct run_state *st, int r, struct dm_error *err)
                                  "spending cap of $%.6g reached (%s): the agent was stopped after $%.4f of model "
                                  "use; usage in '%s'",
                                  st->max_usd, st->cap_name, spent, st->usage_path);
+        if (st->routed)
+                st->req->remote->remove(st->req->remote->userdata, st->token);
+        st->routed = false;
         dm_vendor_stop(st->proxy);
         st->proxy = NULL;
         return r;

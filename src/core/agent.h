@@ -10,7 +10,12 @@
  * proxy holds the host's real credential, which never enters the container.
  * The run's output directory gets transcript.jsonl (the CLI's JSON event
  * stream), usage.json (the proxy's token counts) and whatever the agent
- * writes to /out. */
+ * writes to /out.
+ *
+ * On a backend whose sandboxes have no network namespace on this host
+ * (OpenSandbox) the proxy listens on this host's loopback instead, and the
+ * sandbox reaches it through the remote listener (src/mcp/http-front.h),
+ * which routes each connection by the run's token: dm_agent_remote. */
 
 #include <json-c/json.h>
 #include <stdbool.h>
@@ -37,6 +42,18 @@ const char *dm_agent_unavailable(const struct dm_config *cfg, enum dm_vendor pro
  * model, the first with a credential (Anthropic, then OpenAI). -ENOENT with
  * what is missing for each when none has one. */
 int dm_agent_pick_provider(const struct dm_config *cfg, const char *model, enum dm_vendor *ret, struct dm_error *err);
+
+/* The remote listener as an agent run on a remote backend needs it (the
+ * tools layer's, src/tools/nested.c): its address, and routes by token to
+ * a proxy listening at an address of this host. */
+struct dm_agent_remote {
+        const char *url;  /* "https://ADDR:PORT" (http:// on loopback without TLS) */
+        const char *host; /* ADDR: what the sandbox's egress lets through */
+        const char *ca;   /* the CA's PEM text the sandbox verifies it with; NULL: none */
+        int (*add)(void *userdata, const char *token, const struct sockaddr_in *to, struct dm_error *err);
+        void (*remove)(void *userdata, const char *token);
+        void *userdata;
+};
 
 struct dm_agent_request {
         const char *prompt;
@@ -79,6 +96,10 @@ struct dm_agent_request {
          * (dm_run_request's on_started): the nested endpoint's hook. */
         int (*on_started)(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err);
         void *started_userdata;
+        /* Needed on a backend without a network namespace here
+         * (OpenSandbox), where the run is refused without it; NULL
+         * elsewhere. Borrowed for the run. */
+        const struct dm_agent_remote *remote;
 };
 
 struct dm_agent_result {

@@ -34,7 +34,8 @@
 struct route {
         char *token;
         size_t len;
-        struct dm_mcphttp *h;
+        struct dm_mcphttp *h; /* an endpoint; or, when NULL, a server at to */
+        struct sockaddr_in to;
         struct route *next;
 };
 
@@ -171,25 +172,27 @@ static ssize_t read_head(struct conn *c, char *buf, size_t *ret_len, int64_t dea
         }
 }
 
-/* The bearer token of the head's Authorization line: its start and length,
- * NULL when there is none. */
-static const char *bearer_of(const char *head, size_t head_len, size_t *ret_len)
+/* The value of the head's header name (with its colon), past a prefix
+ * (e.g. "Bearer ", case aside): its start and length, NULL when the head
+ * has no such line or its value lacks the prefix. */
+static const char *header_of(const char *head, size_t head_len, const char *name, const char *prefix, size_t *ret_len)
 {
         const char *p = strstr(head, "\r\n");
+        size_t nlen = strlen(name), plen = strlen(prefix);
 
         while (p && (size_t)(p - head) + 2 < head_len) {
                 const char *line = p + 2, *eol = strstr(line, "\r\n");
 
                 if (!eol || eol == line)
                         return NULL;
-                if (strncasecmp(line, "Authorization:", 14) == 0) {
-                        const char *v = line + 14;
+                if (strncasecmp(line, name, nlen) == 0) {
+                        const char *v = line + nlen;
 
                         while (*v == ' ' || *v == '\t')
                                 v++;
-                        if (strncasecmp(v, "Bearer ", 7) != 0)
+                        if (strncasecmp(v, prefix, plen) != 0)
                                 return NULL;
-                        v += 7;
+                        v += plen;
                         while (*v == ' ')
                                 v++;
                         *ret_len = strcspn(v, " \t\r");
@@ -205,7 +208,8 @@ static const char *bearer_of(const char *head, size_t head_len, size_t *ret_len)
 static void refuse(struct conn *c, bool known)
 {
         const char *body = known ? "{\"error\":\"the endpoint is busy: try again\"}\n"
-                                 : "{\"error\":\"unauthorized: no valid bearer token\"}\n";
+                                 : "{\"error\":\"unauthorized: no valid token (Authorization: Bearer or "
+                                   "x-api-key)\"}\n";
         char head[256];
         int n = snprintf(head, sizeof(head),
                          "HTTP/1.1 %s\r\n%sContent-Type: application/json\r\nContent-Length: %zu\r\n"
@@ -217,26 +221,47 @@ static void refuse(struct conn *c, bool known)
                 conn_write(c, body, strlen(body));
 }
 
+/* A connection to the server at to (the vendor proxy, on this host's
+ * loopback): its fd, -1 when it does not answer. */
+static int connect_to(const struct sockaddr_in *to)
+{
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        if (fd >= 0 && connect(fd, (const struct sockaddr *)to, sizeof(*to)) < 0) {
+                close(fd);
+                fd = -1;
+        }
+        return fd;
+}
+
 /* Hands one end of a socketpair to the endpoint token names (under the
- * lock, so that it is not removed meanwhile): the other end, -1 when the
- * token is unknown, -2 when its endpoint refused. */
+ * lock, so that it is not removed meanwhile), or connects to the server
+ * it names: the fd to relay to, -1 when the token is unknown, -2 when its
+ * endpoint or server refused. */
 static int route_to(struct dm_mcphttp_front *f, struct conn *c, const char *token, size_t len)
 {
         struct dm_mcphttp *to = NULL;
+        struct sockaddr_in addr = { 0 };
+        bool found = false;
         int sp[2] = { -1, -1 };
 
         pthread_mutex_lock(&f->lock);
         /* Every route is compared: how long it takes says nothing of which. */
         for (struct route *r = f->routes; r; r = r->next)
-                if (dm_mcphttp_secret_equal(token, len, r->token, r->len))
+                if (dm_mcphttp_secret_equal(token, len, r->token, r->len)) {
+                        found = true;
                         to = r->h;
+                        addr = r->to;
+                }
         if (to && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0 &&
             dm_mcphttp_adopt(to, sp[0], (struct sockaddr *)&c->peer, c->peer_len) < 0) {
                 close(sp[1]);
                 sp[1] = -1;
         }
         pthread_mutex_unlock(&f->lock);
-        return to && sp[1] < 0 ? -2 : sp[1];
+        if (found && !to)
+                sp[1] = connect_to(&addr);
+        return found && sp[1] < 0 ? -2 : sp[1];
 }
 
 /* Bytes both ways until the endpoint is done or a side fails. */
@@ -321,8 +346,12 @@ static void *conn_thread(void *arg)
         if (head)
                 head_len = read_head(c, head, &len, deadline);
         if (head_len > 0) {
-                token = bearer_of(head, (size_t)head_len, &tlen);
+                /* MCP clients and Codex send Authorization: Bearer, Claude
+                 * Code its key in x-api-key: either names the route. */
+                token = header_of(head, (size_t)head_len, "Authorization:", "Bearer ", &tlen);
                 ep = token ? route_to(f, c, token, tlen) : -1;
+                if (ep == -1 && (token = header_of(head, (size_t)head_len, "x-api-key:", "", &tlen)) && tlen)
+                        ep = route_to(f, c, token, tlen);
                 if (ep < 0)
                         refuse(c, ep == -2);
         }
@@ -534,7 +563,7 @@ int dm_mcphttp_front_start(const struct dm_mcphttp_front_options *o, struct dm_m
                 front_free(f);
                 return r;
         }
-        log_info("remote listener on %s/mcp (%s), for remote sandboxes' nested endpoints", f->url,
+        log_info("remote listener on %s (%s), for remote sandboxes' nested endpoints and vendor proxies", f->url,
                  f->creds ? "TLS" : "loopback, no TLS");
         *ret = f;
         return 0;
@@ -579,7 +608,8 @@ const char *dm_mcphttp_front_hostport(const struct dm_mcphttp_front *f)
         return f->hostport;
 }
 
-int dm_mcphttp_front_add(struct dm_mcphttp_front *f, const char *token, struct dm_mcphttp *h, struct dm_error *err)
+static int add_route(struct dm_mcphttp_front *f, const char *token, struct dm_mcphttp *h, const struct sockaddr_in *to,
+                     struct dm_error *err)
 {
         struct route *r = calloc(1, sizeof(*r));
 
@@ -589,6 +619,8 @@ int dm_mcphttp_front_add(struct dm_mcphttp_front *f, const char *token, struct d
         }
         r->len = strlen(token);
         r->h = h;
+        if (to)
+                r->to = *to;
         pthread_mutex_lock(&f->lock);
         r->next = f->routes;
         f->routes = r;
@@ -596,13 +628,26 @@ int dm_mcphttp_front_add(struct dm_mcphttp_front *f, const char *token, struct d
         return 0;
 }
 
-void dm_mcphttp_front_remove(struct dm_mcphttp_front *f, struct dm_mcphttp *h)
+int dm_mcphttp_front_add(struct dm_mcphttp_front *f, const char *token, struct dm_mcphttp *h, struct dm_error *err)
+{
+        return add_route(f, token, h, NULL, err);
+}
+
+int dm_mcphttp_front_add_relay(struct dm_mcphttp_front *f, const char *token, const struct sockaddr_in *to,
+                               struct dm_error *err)
+{
+        return add_route(f, token, NULL, to, err);
+}
+
+/* Unlinks the first route that is h's (h not NULL) or token's, and frees it. */
+static void remove_route(struct dm_mcphttp_front *f, struct dm_mcphttp *h, const char *token)
 {
         struct route *gone = NULL;
+        size_t len = token ? strlen(token) : 0;
 
         pthread_mutex_lock(&f->lock);
         for (struct route **p = &f->routes; *p; p = &(*p)->next)
-                if ((*p)->h == h) {
+                if (h ? (*p)->h == h : !(*p)->h && dm_mcphttp_secret_equal(token, len, (*p)->token, (*p)->len)) {
                         gone = *p;
                         *p = gone->next;
                         break;
@@ -613,4 +658,15 @@ void dm_mcphttp_front_remove(struct dm_mcphttp_front *f, struct dm_mcphttp *h)
                 free(gone->token);
                 free(gone);
         }
+}
+
+void dm_mcphttp_front_remove(struct dm_mcphttp_front *f, struct dm_mcphttp *h)
+{
+        remove_route(f, h, NULL);
+}
+
+void dm_mcphttp_front_remove_relay(struct dm_mcphttp_front *f, const char *token)
+{
+        if (f && token)
+                remove_route(f, NULL, token);
 }

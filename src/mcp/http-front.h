@@ -3,15 +3,18 @@
 #define DM_MCP_HTTP_FRONT_H
 
 /* The remote listener (DEMESNE_REMOTE_LISTEN): one TCP address, TLS unless
- * it is loopback, in front of many endpoints (src/mcp/http.h), each behind
- * a bearer token of its own. It reads a connection's first request head,
- * finds the endpoint whose token its Authorization carries, and hands the
- * connection to that endpoint (dm_mcphttp_adopt), relaying the bytes both
- * ways; the endpoint itself checks the token of every request, as it does
- * where it listens on its own, so a later request of the same connection
- * with another token is refused there. A connection with no known token
- * gets 401, and learns nothing of the endpoints behind. */
+ * it is loopback, in front of many endpoints (src/mcp/http.h) and vendor
+ * proxies (netpolicy/vendor.h), each behind a token of its own. It reads a
+ * connection's first request head, finds the route whose token its
+ * Authorization: Bearer (MCP clients, Codex) or x-api-key (Claude Code)
+ * carries, and hands the connection to that endpoint (dm_mcphttp_adopt) or
+ * connects to that proxy on this host's loopback, relaying the bytes both
+ * ways; the endpoint or proxy itself checks the token of every request, as
+ * it does where it listens on its own, so a later request of the same
+ * connection with another token is refused there. A connection with no
+ * known token gets 401, and learns nothing of what is behind. */
 
+#include <netinet/in.h>
 #include <stdbool.h>
 
 #include "src/basic/error.h"
@@ -48,5 +51,12 @@ const char *dm_mcphttp_front_hostport(const struct dm_mcphttp_front *f);
 int dm_mcphttp_front_add(struct dm_mcphttp_front *f, const char *token, struct dm_mcphttp *h, struct dm_error *err);
 /* ... no more: call before stopping h. Connections it has are h's to end. */
 void dm_mcphttp_front_remove(struct dm_mcphttp_front *f, struct dm_mcphttp *h);
+
+/* Connections with token (in either header) are relayed to the server
+ * listening at to (a vendor proxy on loopback) from now on. */
+int dm_mcphttp_front_add_relay(struct dm_mcphttp_front *f, const char *token, const struct sockaddr_in *to,
+                               struct dm_error *err);
+/* ... no more: call before stopping that server. NULL f is fine. */
+void dm_mcphttp_front_remove_relay(struct dm_mcphttp_front *f, const char *token);
 
 #endif

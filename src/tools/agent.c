@@ -190,6 +190,7 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
         _cleanup_free_ const char **criteria = dm_args_strv(a->args, "success_criteria");
         struct dm_agent_result res;
         struct dm_tools_nested_run nested = { .ctx = ctx };
+        struct dm_agent_remote remote;
         json_object *out;
         int r;
 
@@ -227,6 +228,9 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 req.on_started = dm_tools_nested_run_started;
                 req.started_userdata = &nested;
         }
+        /* OpenSandbox: the vendor proxy behind the remote listener. */
+        if (dm_tools_nested_agent_remote(ctx, &remote))
+                req.remote = &remote;
         r = dm_agent_run(ctx, &req, &res, err);
         dm_tools_nested_run_end(&nested);
         *ret_r = r;
@@ -416,11 +420,10 @@ static char *describe(const struct dm_args_facts *f, const char *what, const cha
                 dm_buf_printf(&b, " Claude Code is unavailable: %s.", why_anthropic);
         if (why_openai)
                 dm_buf_printf(&b, " Codex is unavailable: %s.", why_openai);
-        /* The CLI reaches the vendor proxy over the sandbox's network, which
-         * exists only where dm_egress_default can pick a networked mode. */
-        if (!f->egress_default || !strcmp(f->egress_default, "none"))
-                dm_buf_printf(&b, " Unavailable on this server: it cannot set sandbox networks up, and the agent "
-                                  "reaches its model API only over one (`demesne doctor` says why).");
+        /* The CLI reaches the vendor proxy over the sandbox's network, or
+         * from a remote sandbox through the remote listener. */
+        if (f->agents_why)
+                dm_buf_printf(&b, " Unavailable on this server: %s.", f->agents_why);
         return b.data;
 }
 

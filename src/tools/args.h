@@ -70,6 +70,9 @@ struct dm_args_facts {
                                        (DEMESNE_CLAUDE_CREDENTIALS, DEMESNE_CODEX_AUTH); NULL: the default */
         /* The vendors' keys the settings read (for dm_vendor_unavailable); NULL: none. */
         const struct dm_vendor_env *vendor_env;
+        /* Why agent runs are refused on this server whatever the
+         * credentials (no network for the vendor proxy), or NULL. */
+        const char *agents_why;
 };
 
 /* A tool's table as one server checks calls against it: a copy of the

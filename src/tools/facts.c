@@ -111,6 +111,24 @@ out:
         return text;
 }
 
+/* Why no agent run can reach its vendor proxy here, or NULL: locally it
+ * needs the sandbox's network (a networked egress default says there is
+ * one), remotely the remote listener. */
+static const char *agents_why(struct dm_context *ctx, const char *egress_default)
+{
+        struct dm_error err = { 0 };
+        struct dm_backend *b;
+
+        if (ctx && dm_context_backend(ctx, &b, &err) == 0 && !dm_backend_can(b, DM_CAP_HOST_NETNS))
+                return ctx->cfg.remote_listen ? NULL
+                                              : "its sandboxes are not on this host, and reach the vendor proxy only "
+                                                "through a remote listener (DEMESNE_REMOTE_LISTEN), which is not set";
+        if (strcmp(egress_default, "none") == 0)
+                return "it cannot set sandbox networks up, and the agent reaches its model API only over one "
+                       "(`demesne doctor` says why)";
+        return NULL;
+}
+
 void dm_tools_configure(struct dm_context *ctx, struct dm_registry *reg)
 {
         char *images;
@@ -123,6 +141,7 @@ void dm_tools_configure(struct dm_context *ctx, struct dm_registry *reg)
                 .vendor_env = ctx ? &ctx->cfg.vendor_env : NULL,
         };
 
+        f.agents_why = agents_why(ctx, f.egress_default);
         if (ctx) {
                 dm_egress_offer(ctx, &offer);
                 f.offer = &offer;

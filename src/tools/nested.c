@@ -29,6 +29,7 @@
 #include "netpolicy/netns.h"
 #include "src/basic/log.h"
 #include "src/basic/principal.h"
+#include "src/core/agent.h"
 #include "src/core/cascade.h"
 #include "src/core/egress.h"
 #include "src/core/launch.h"
@@ -252,6 +253,33 @@ static bool is_remote(struct dm_context *ctx)
 const char *dm_tools_nested_reach(struct dm_context *ctx)
 {
         return remote_of(ctx) && is_remote(ctx) ? dm_mcphttp_front_host(remote_of(ctx)) : NULL;
+}
+
+static int relay_add(void *userdata, const char *token, const struct sockaddr_in *to, struct dm_error *err)
+{
+        return dm_mcphttp_front_add_relay(userdata, token, to, err);
+}
+
+static void relay_remove(void *userdata, const char *token)
+{
+        dm_mcphttp_front_remove_relay(userdata, token);
+}
+
+bool dm_tools_nested_agent_remote(struct dm_context *ctx, struct dm_agent_remote *ret)
+{
+        struct dm_mcphttp_front *f = remote_of(ctx);
+
+        if (!f || !is_remote(ctx))
+                return false;
+        *ret = (struct dm_agent_remote){
+                .url = dm_mcphttp_front_url(f),
+                .host = dm_mcphttp_front_host(f),
+                .ca = dm_mcphttp_front_ca(f),
+                .add = relay_add,
+                .remove = relay_remove,
+                .userdata = f,
+        };
+        return true;
 }
 
 int dm_tools_nested_env(struct dm_context *ctx, char token[65], char ***env)

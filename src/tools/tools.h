@@ -272,6 +272,11 @@ int dm_tools_nested_env(struct dm_context *ctx, char token[65], char ***env);
 /* The address a nested sandbox of ctx's backend must reach besides its
  * egress: the remote listener's for a remote backend, else NULL. */
 const char *dm_tools_nested_reach(struct dm_context *ctx);
+/* The remote listener as an agent run on ctx's backend needs it
+ * (src/core/agent.h): false, *ret untouched, when the backend's sandboxes
+ * have a network namespace here or there is no DEMESNE_REMOTE_LISTEN. */
+struct dm_agent_remote;
+bool dm_tools_nested_agent_remote(struct dm_context *ctx, struct dm_agent_remote *ret);
 /* Serves the endpoint of sandbox sb (running), behind token, for the
  * principal "<the call's principal>/<sb's id>"; egress is sb's own. */
 int dm_tools_nested_open(struct dm_call *call, const struct dm_sandbox *sb, const char *token, enum dm_egress egress,

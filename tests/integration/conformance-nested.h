@@ -77,7 +77,7 @@ static void run_out(const char *cmd, char *out, size_t size)
  * NULL): the HTTP status, "000" when no HTTP answer came. */
 static void curl_status(const char *url, const char *token, const char *ca, char *code, size_t size)
 {
-        char cmd[PATH_MAX + 1024];
+        char cmd[4 * PATH_MAX]; /* url may be a 3 * PATH_MAX buffer's */
 
         snprintf(cmd, sizeof(cmd),
                  "curl -s -o /dev/null -w '%%{http_code}' %s%s -H 'Authorization: Bearer %s' -H "
@@ -250,6 +250,211 @@ static void nested_cases(const char *egress, bool remote)
         c = host;
 }
 
+/* ---- agents on a remote backend ------------------------------------------------------ */
+
+#define VENDOR_KEY "sk-ant-api03-conformance-remote-agent"
+
+/* The vendor API fixture (tests/fixtures/vendor/server.mjs) on loopback,
+ * expecting VENDOR_KEY, logging to log: its port, 0 when it did not start
+ * (*pid then 0). */
+static int vendor_fixture_start(const char *log, pid_t *pid)
+{
+        const char *src = getenv("top_srcdir");
+        char script[PATH_MAX], line[128] = "";
+        int out[2], port = 0;
+        FILE *f;
+
+        snprintf(script, sizeof(script), "%s/tests/fixtures/vendor/server.mjs", src ? src : DM_SRCDIR);
+        if (pipe2(out, O_CLOEXEC) < 0)
+                return 0;
+        *pid = fork();
+        if (*pid == 0) {
+                dup2(out[1], 1);
+                execlp("node", "node", script, "--port", "0", "--host", "127.0.0.1", "--expect-key", VENDOR_KEY,
+                       "--log", log, (char *)NULL);
+                _exit(127);
+        }
+        close(out[1]);
+        f = fdopen(out[0], "r");
+        if (*pid > 0 && f && fgets(line, sizeof(line), f))
+                sscanf(line, "listening %d", &port);
+        if (f)
+                fclose(f);
+        else
+                close(out[0]);
+        if (!port && *pid > 0) {
+                kill(*pid, SIGTERM);
+                waitpid(*pid, NULL, 0);
+                *pid = 0;
+        }
+        return port;
+}
+
+/* Whether the current server's sandbox_agent description has what in it. */
+static bool agent_described(const char *what)
+{
+        char line[512];
+        int id = next_id++;
+        json_object *m, *tools;
+        bool found = false;
+
+        snprintf(line, sizeof(line),
+                 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}", id);
+        send_line(c, line);
+        m = recv_response(c, id, 30000, NULL);
+        tools = path(m, "result", "tools", NULL);
+        for (size_t i = 0; tools && i < json_object_array_length(tools); i++) {
+                json_object *tool = json_object_array_get_idx(tools, i);
+
+                if (!strcmp(str_at(tool, "name"), "sandbox_agent"))
+                        found = strstr(str_at(tool, "description"), what) != NULL;
+        }
+        json_object_put(m);
+        return found;
+}
+
+/* A server of its own for the agent cases: the remote listener (unless
+ * !listen) with the certificates nested_cases made, the vendor fixture as
+ * Anthropic's API, cap (DEMESNE_AGENT_MAX_USD) when not NULL. */
+static void start_agent_server(struct child *mine, int vendor_port, const char *cap, bool listen)
+{
+        char v[PATH_MAX + 64];
+
+        if (listen)
+                setenv("DEMESNE_REMOTE_LISTEN", "127.0.0.1:0", 1);
+        snprintf(v, sizeof(v), "%s/certs/server/ca.pem", test_root);
+        setenv("DEMESNE_REMOTE_TLS_CA", v, 1);
+        snprintf(v, sizeof(v), "%s/certs/server/cert.pem", test_root);
+        setenv("DEMESNE_REMOTE_TLS_CERT", v, 1);
+        snprintf(v, sizeof(v), "%s/certs/server/key.pem", test_root);
+        setenv("DEMESNE_REMOTE_TLS_KEY", v, 1);
+        snprintf(v, sizeof(v), "http://127.0.0.1:%d", vendor_port);
+        setenv("DEMESNE_VENDOR_UPSTREAM_ANTHROPIC", v, 1);
+        setenv("DEMESNE_VENDOR_UPSTREAM_OPENAI", v, 1); /* the fixture speaks both APIs */
+        setenv("ANTHROPIC_API_KEY", VENDOR_KEY, 1);
+        setenv("OPENAI_API_KEY", VENDOR_KEY, 1);
+        setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1); /* the nested script that says the listener's URL */
+        if (cap)
+                setenv("DEMESNE_AGENT_MAX_USD", cap, 1);
+        c = mine;
+        start_server();
+        unsetenv("DEMESNE_REMOTE_LISTEN");
+        unsetenv("DEMESNE_REMOTE_TLS_CA");
+        unsetenv("DEMESNE_REMOTE_TLS_CERT");
+        unsetenv("DEMESNE_REMOTE_TLS_KEY");
+        unsetenv("DEMESNE_VENDOR_UPSTREAM_ANTHROPIC");
+        unsetenv("DEMESNE_VENDOR_UPSTREAM_OPENAI");
+        unsetenv("ANTHROPIC_API_KEY");
+        unsetenv("OPENAI_API_KEY");
+        unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
+        unsetenv("DEMESNE_AGENT_MAX_USD");
+}
+
+/* sandbox_research (egress open: on a network_mode host fixture, the
+ * host's network) with the real Claude Code in its image: the CLI reaches
+ * the vendor proxy through the remote listener (TLS, its CA handed in),
+ * routed by its x-api-key; the proxy puts the real key on, counts the
+ * usage, and its cap stops a run past DEMESNE_AGENT_MAX_USD; a wrong key
+ * gets 401 from the listener. */
+static void remote_agent_cases(void)
+{
+        struct child *host = c, mine = { 0 }, capped = { 0 }, unrouted = { 0 };
+        char log[PATH_MAX], ca[PATH_MAX + 32], file[PATH_MAX + 64], cmd[2 * PATH_MAX + 512], code[64] = "";
+        const char *url;
+        _cleanup_free_ char *answer = NULL, *vlog = NULL;
+        json_object *m, *sc;
+        int64_t t0 = dm_now_ms();
+        pid_t vendor = 0;
+        int port;
+
+        snprintf(log, sizeof(log), "%s/vendor-fixture.log", test_root);
+        port = vendor_fixture_start(log, &vendor);
+        if (!check(port > 0, "agent: the vendor fixture started"))
+                return;
+        /* Without the listener: refused before anything is made, naming it. */
+        start_agent_server(&unrouted, port, NULL, false);
+        m = call("sandbox_research", "{\"prompt\":\"Find the answer.\",\"model\":\"sonnet\"}");
+        check(result_error_says(m, "DEMESNE_REMOTE_LISTEN"), "agent: refused without a remote listener, naming it");
+        json_object_put(m);
+        check(agent_described("Unavailable on this server: its sandboxes are not on this host") &&
+                      agent_described("DEMESNE_REMOTE_LISTEN"),
+              "agent: and its description says so");
+        check_int(finish(c, 30000), 0, "agent: that server exits cleanly");
+        start_agent_server(&mine, port, NULL, true);
+        check(!agent_described("Unavailable"), "agent: with the listener its description does not say unavailable");
+        m = call_timeout("sandbox_research",
+                         "{\"prompt\":\"Find the answer and write it to /out/answer.txt.\",\"model\":\"sonnet\"}",
+                         300000, NULL);
+        sc = structured(m);
+        if (!check(!result_is_error(m) && json_object_get_int(path(sc, "exit_code", NULL, NULL)) == 0 &&
+                           strcmp(str_at(sc, "result"), "The answer is 42.") == 0,
+                   "agent: Claude Code on OpenSandbox answers through the remote listener"))
+                diag("%s", m ? json_object_to_json_string(m) : "no response");
+        /* The fixture's fixed counts, two replies (tests/e2e/client-agents.mjs). */
+        check(json_object_get_int(path(sc, "usage", "input_tokens", NULL)) == 2000 &&
+                      json_object_get_int(path(sc, "usage", "output_tokens", NULL)) == 100 &&
+                      json_object_get_double(path(sc, "cost_usd", NULL, NULL)) > 0,
+              "agent: its usage is counted by the vendor proxy, with a cost");
+        snprintf(file, sizeof(file), "%s/answer.txt", str_at(sc, "output_dir"));
+        answer = read_text(file, NULL);
+        check_str(answer, "42\n", "agent: its tool call wrote /out/answer.txt");
+        snprintf(file, sizeof(file), "%s/vendor.log", str_at(sc, "output_dir"));
+        vlog = read_text(file, NULL);
+        check(strstr(vlog, " forwarded ") != NULL, "agent: the proxy's decisions are in vendor.log");
+        /* ... and in the run journal, counted for this run. */
+        snprintf(cmd, sizeof(cmd), "cat %s/state/activity/*.jsonl | grep '\"event\":\"egress\"' | grep -c '%s'",
+                 test_root, str_at(sc, "run_id"));
+        run_out(cmd, code, sizeof(code));
+        check(atoi(code) >= 1, "agent: and in the run journal's egress lines for the run");
+        json_object_put(m);
+        /* The fixture saw the real key on every request, none without. */
+        snprintf(cmd, sizeof(cmd), "echo $(grep -c '\"auth_ok\":true' %s) $(grep -c '\"auth_ok\":false' %s)", log, log);
+        run_out(cmd, code, sizeof(code));
+        code[strcspn(code, "\n")] = '\0';
+        check(atoi(code) >= 2 && strcmp(strchr(code, ' ') ? strchr(code, ' ') : "", " 0") == 0,
+              "agent: the vendor got the real key on every request (with, without: %s)", code);
+
+        /* Codex: its token in Authorization: Bearer, the CA in its bundle. */
+        m = call_timeout("sandbox_research", "{\"prompt\":\"Find the answer.\",\"model\":\"gpt-5.5\"}", 300000, NULL);
+        sc = structured(m);
+        if (!check(!result_is_error(m) && strcmp(str_at(sc, "result"), "The answer is 42.") == 0 &&
+                           json_object_get_int(path(sc, "usage", "input_tokens", NULL)) == 1600 &&
+                           json_object_get_double(path(sc, "cost_usd", NULL, NULL)) > 0,
+                   "agent: Codex on OpenSandbox answers through the remote listener, its usage counted"))
+                diag("%s", m ? json_object_to_json_string(m) : "no response");
+        json_object_put(m);
+
+        /* A wrong key at the listener: 401, nothing behind it answers. The
+         * listener's address is a nested script's DEMESNE_MCP_URL. */
+        m = call("sandbox_script", "{\"image\":\"base\",\"egress\":\"open\",\"nested\":true,"
+                                   "\"command\":\"printf %s \\\"$DEMESNE_MCP_URL\\\"\"}");
+        url = str_at(structured(m), "stdout");
+        snprintf(ca, sizeof(ca), "%s/certs/server/ca.pem", test_root);
+        snprintf(cmd, sizeof(cmd),
+                 "curl -s -o /dev/null -w '%%{http_code}' --cacert %s -H 'x-api-key: sk-wrong-0123456789abcdef' "
+                 "-H 'content-type: application/json' -d '{}' '%.*s/v1/messages'",
+                 ca, (int)(strlen(url) > 4 ? strlen(url) - 4 : 0), url);
+        run_out(cmd, code, sizeof(code));
+        if (!check(strcmp(code, "401") == 0, "agent: a wrong x-api-key gets 401 from the remote listener"))
+                diag("'%s' said '%s'; the script: %s", cmd, code, m ? json_object_to_json_string(m) : "no response");
+        json_object_put(m);
+        check_int(finish(c, 30000), 0, "agent: the server exits cleanly");
+
+        /* Past DEMESNE_AGENT_MAX_USD (one reply costs $0.0046 at sonnet's
+         * prices): the second request is refused and the run stopped. */
+        start_agent_server(&capped, port, "0.006", true);
+        m = call_timeout("sandbox_research", "{\"prompt\":\"Find the answer.\",\"model\":\"sonnet\"}", 300000, NULL);
+        if (!check(result_error_says(m, "spending cap of $0.006 reached (DEMESNE_AGENT_MAX_USD)"),
+                   "agent: the spending cap stops a run on OpenSandbox as locally"))
+                diag("%s", m ? json_object_to_json_string(m) : "no response");
+        json_object_put(m);
+        check_int(finish(c, 30000), 0, "agent: the capped server exits cleanly");
+        kill(vendor, SIGTERM);
+        waitpid(vendor, NULL, 0);
+        c = host;
+        diag("agents on OpenSandbox: %lld s", (long long)((dm_now_ms() - t0) / 1000));
+}
+
 static struct os_fixture *fixture; /* the opensandbox pass's (network_mode bridge) */
 
 /* Runs the shell command cmd: its exit status when its output (both
@@ -304,11 +509,15 @@ static void remote_nested(void)
         check(run_says("DEMESNE_REMOTE_LISTEN=127.0.0.1:0 \"$DEMESNE\" doctor",
                        "nested sandboxes (nested: true): through the remote listener http://127.0.0.1:0/mcp") >= 0,
               "nested: doctor names the remote listener");
+        check(run_says("\"$DEMESNE\" doctor", "unavailable on this backend without DEMESNE_REMOTE_LISTEN") >= 0,
+              "agent: doctor says agent tools need the remote listener here");
 
         setenv("DEMESNE_REMOTE_LISTEN", "127.0.0.1:0", 1);
+        setenv("ANTHROPIC_API_KEY", VENDOR_KEY, 1); /* never sent: the sandbox cannot reach the listener here */
         c = &mine;
         start_server();
         unsetenv("DEMESNE_REMOTE_LISTEN");
+        unsetenv("ANTHROPIC_API_KEY");
         m = call("sandbox_create", "{\"image\":\"base\",\"egress\":\"none\",\"nested\":true}");
         st = os_fixture_stats(fixture);
         pol = json_object_array_get_idx(path(st, "policies", NULL, NULL),
@@ -336,6 +545,21 @@ static void remote_nested(void)
                      pol ? json_object_to_json_string(pol) : "none");
         json_object_put(st);
         json_object_put(m);
+        /* An agent's at egress none: the listener, for its vendor proxy,
+         * and nothing else (the CLI cannot reach it from this fixture's
+         * bridge: the run's timeout ends it). */
+        m = call("sandbox_agent", "{\"prompt\":\"x\",\"model\":\"sonnet\",\"nested\":false,\"timeout_seconds\":3}");
+        st = os_fixture_stats(fixture);
+        pol = json_object_array_get_idx(path(st, "policies", NULL, NULL),
+                                        json_object_array_length(path(st, "policies", NULL, NULL)) - 1);
+        if (!check(pol && !strcmp(json_object_to_json_string_ext(pol, JSON_C_TO_STRING_PLAIN),
+                                  "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\",\"target\":"
+                                  "\"127.0.0.1\"}]}"),
+                   "agent: an agent run's policy at egress none allows the listener's address alone"))
+                diag("%s; policy %s", m ? json_object_to_json_string(m) : "no response",
+                     pol ? json_object_to_json_string(pol) : "none");
+        json_object_put(st);
+        json_object_put(m);
         check_int(finish(c, 30000), 0, "nested: the server exits cleanly");
         c = host;
 
@@ -346,6 +570,7 @@ static void remote_nested(void)
         snprintf(domain, sizeof(domain), "%s", getenv("OPEN_SANDBOX_DOMAIN"));
         setenv("OPEN_SANDBOX_DOMAIN", hostnet.domain, 1);
         nested_cases("open", true);
+        remote_agent_cases();
         setenv("OPEN_SANDBOX_DOMAIN", domain, 1);
         check_int(count_label(engine, hostnet.label), 0, "no container of the network_mode host fixture is left");
         os_fixture_stop(&hostnet);

@@ -20,7 +20,9 @@
 /* A: a server that cannot set networks up and has no roots; B: networked,
  * caller egress on, two roots; C: made after A is gone, to reuse its
  * memory and prove B borrowed none of it. */
-static const struct dm_args_facts facts_a = { .egress_default = "none", .allowed_paths = "" };
+static const struct dm_args_facts facts_a = { .egress_default = "none",
+                                              .allowed_paths = "",
+                                              .agents_why = "it cannot set sandbox networks up" };
 static const struct dm_args_facts facts_b = {
         .egress_default = "package-managers",
         .caller_egress = true,
