@@ -10,8 +10,9 @@
 #   DEMESNE=$PWD/build/src/demesne bench/bench-osb-scale.sh
 # Environment: DEMESNE (required, absolute), COUNTS (25,50,100,200: the
 # fixture's bench-only process sandboxes), REAL_COUNTS (25,50: a Podman
-# container per sandbox; "" to skip), AGENTS (refused until agents run on
-# OpenSandbox: the hook for issue 35's 32 concurrent agent runs).
+# container per sandbox; "" to skip), AGENTS (instead: that many
+# sandbox_research runs at once, Claude Code on OpenSandbox through the
+# remote listener and the vendor fixture: issue 35's 32 concurrent agent runs).
 set -eu
 : "${DEMESNE:?set DEMESNE to the absolute path of the demesne binary}"
 here=$(cd "$(dirname "$0")" && pwd)

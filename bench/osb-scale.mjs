@@ -35,8 +35,16 @@
 //                      image, every command a Podman exec in it;
 //   real               a Podman container per sandbox, as in the tests.
 // The lifecycle and execd APIs are the same in all three.
-// --agents N: the 32 concurrent agent runs of issue 35 need sandbox_agent
-// on OpenSandbox, which is not built yet; refused until it is.
+// --agents N (issue 35: 32): instead of the counts, N sandbox_research runs
+// at once, the real Claude Code in its image on OpenSandbox: a fixture of
+// its own with --network-mode host (real containers that reach this host's
+// loopback, as the tests' remote agent cases), the vendor API fixture
+// (tests/fixtures/vendor/server.mjs, its scripted task: two replies, a tool
+// call, "The answer is 42."), one `demesne serve --http` with the remote
+// listener on 127.0.0.1 over TLS (certificates from tests/make-test-certs.sh)
+// in front of each run's vendor proxy. Every run's answer, usage and cost
+// are checked; printed: demesne's CPU per run and the runs' wall p50/p95,
+// beside the same with one run alone.
 
 import cp from 'node:child_process';
 import fs from 'node:fs';
@@ -57,9 +65,9 @@ const die = (msg, code = 2) => {
   console.error(`osb-scale: ${msg}`);
   process.exit(code);
 };
-if (arg('agents', null) !== null)
-  die('--agents: concurrent agent runs need sandbox_agent on OpenSandbox (issue 35: the remote listener for the ' +
-    'vendor proxy and the nested endpoint), which is not built yet; this hook takes them once it is');
+const AGENTS = arg('agents', null) === null ? 0 : Number(arg('agents'));
+if (arg('agents', null) !== null && !(Number.isInteger(AGENTS) && AGENTS >= 1 && AGENTS <= 256))
+  die('--agents: an integer 1 .. 256');
 const counts = arg('counts', '25,50,100,200').split(',').map(Number);
 const mode = arg('mode', 'process');
 if (!['process', 'shared', 'real'].includes(mode)) die(`--mode is process, shared or real, not '${mode}'`);
@@ -84,8 +92,10 @@ process.on('SIGINT', () => cleanup().then(() => process.exit(130)));
 process.on('SIGTERM', () => cleanup().then(() => process.exit(143)));
 
 function startFixture() {
+  const modeArgs = AGENTS ? ['--network-mode', 'host']
+    : ({ shared: ['--shared-container', '1'], process: ['--process-sandboxes', '1'] }[mode] || []);
   fixture = cp.spawn('node', [path.join(top, 'tests', 'fixtures', 'opensandbox', 'server.mjs'), '--api-key', key,
-    '--state-file', stateFile, '--egress', '1', ...({ shared: ['--shared-container', '1'], process: ['--process-sandboxes', '1'] }[mode] || [])],
+    '--state-file', stateFile, '--egress', '1', ...modeArgs],
   { stdio: ['ignore', 'pipe', fs.openSync(path.join(work, 'fixture.log'), 'w')] });
   return new Promise((resolve, reject) => {
     let out = '';
@@ -230,8 +240,77 @@ function svg(rows, file, caption) {
     `<text x="10" y="${H - 6}" font-size="11" fill="#555">${caption}</text></svg>\n`);
 }
 
+// The vendor API fixture on loopback, expecting vkey: its port.
+let vendor;
+function startVendor(vkey) {
+  vendor = cp.spawn('node', [path.join(top, 'tests', 'fixtures', 'vendor', 'server.mjs'), '--port', '0', '--host', '127.0.0.1',
+    '--expect-key', vkey, '--log', path.join(work, 'vendor.log')], { stdio: ['ignore', 'pipe', fs.openSync(path.join(work, 'vendor.err'), 'w')] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    vendor.stdout.on('data', (c) => {
+      out += c;
+      const m = /listening (\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    vendor.once('exit', (c) => reject(new Error(`the vendor fixture exited (${c}): see ${work}/vendor.err`)));
+  });
+}
+
+async function agentsRun(n) {
+  const port = await startFixture();
+  const vkey = 'sk-ant-api03-bench-osb-scale';
+  const vport = await startVendor(vkey);
+  const certs = path.join(work, 'certs');
+  fs.mkdirSync(certs);
+  cp.execFileSync('bash', [path.join(top, 'tests', 'make-test-certs.sh'), certs]);
+  const env = { ...process.env, DEMESNE_BACKEND: 'opensandbox', OPEN_SANDBOX_DOMAIN: `127.0.0.1:${port}`,
+    OPEN_SANDBOX_API_KEY: key, DEMESNE_SHIM: 'off', DEMESNE_OPENSANDBOX_EGRESS: 'dns+nft', DEMESNE_POOL: '0',
+    DEMESNE_OUTPUT_ROOT: path.join(work, 'out'), DEMESNE_STATE_DIR: path.join(work, 'state'),
+    DEMESNE_REMOTE_LISTEN: '127.0.0.1:0', DEMESNE_REMOTE_TLS_CA: path.join(certs, 'server', 'ca.pem'),
+    DEMESNE_REMOTE_TLS_CERT: path.join(certs, 'server', 'cert.pem'), DEMESNE_REMOTE_TLS_KEY: path.join(certs, 'server', 'key.pem'),
+    DEMESNE_VENDOR_UPSTREAM_ANTHROPIC: `http://127.0.0.1:${vport}`, DEMESNE_VENDOR_UPSTREAM_OPENAI: `http://127.0.0.1:${vport}`,
+    ANTHROPIC_API_KEY: vkey, OPENAI_API_KEY: vkey };
+  const lim = String(n + 16);
+  server = await startHttpServer(process.env.DEMESNE, { env, logFile: path.join(work, 'serve.log'),
+    args: ['--max-sessions', lim, '--max-streams', lim, '--max-connections-per-ip', lim, '--max-connections', String(4 * n + 64)] });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: n + 8 });
+  const research = async (call) => {
+    const r = await call('sandbox_research', { prompt: 'Find the answer and write it to /out/answer.txt.', model: 'sonnet' });
+    if (r.exit_code !== 0 || r.result !== 'The answer is 42.' || r.usage?.input_tokens !== 2000 || !(r.cost_usd > 0))
+      throw new Error(`sandbox_research: ${JSON.stringify(r).slice(0, 300)}`);
+  };
+  console.log(`agents: ${n} sandbox_research runs at once (Claude Code on OpenSandbox, the fixture's real containers on ` +
+    `the host's network, the vendor fixture); ${os.cpus().length} CPUs, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log('| runs at once | runs | failed | demesne CPU/run ms | wall p50/p95 | phase s |');
+  console.log('|---|---|---|---|---|---|');
+  for (const k of [1, n]) {
+    const sessions = await Promise.all(Array.from({ length: k }, () => session(server, agent)));
+    const r = await phase(sessions, research);
+    await Promise.all(sessions.map((s) => s.end()));
+    const w = r.tools.sandbox_research;
+    console.log(`| ${k} | ${r.calls} | ${r.failed} | ${r.cpuPerCall.toFixed(1)} | ${w ? `${(w.p50 / 1000).toFixed(1)}/${(w.p95 / 1000).toFixed(1)} s` : ''} | ${(r.wall / 1000).toFixed(1)} |`);
+    if (r.failed) { console.log(`  (${r.failed} failed; first: ${r.firstError})`); code = 1; }
+  }
+  agent.destroy();
+  const vlog = fs.readFileSync(path.join(work, 'vendor.log'), 'utf8');
+  console.log(`vendor fixture: ${(vlog.match(/"auth_ok":true/g) || []).length} requests with the real key, ` +
+    `${(vlog.match(/"auth_ok":false/g) || []).length} without; load after ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+}
+
 let code = 0;
 const rows = [];
+if (AGENTS) {
+  try {
+    await agentsRun(AGENTS);
+  } catch (e) {
+    console.error(`osb-scale: ${e.stack || e}`);
+    code = 1;
+  } finally {
+    if (vendor && vendor.exitCode === null) vendor.kill('SIGTERM');
+    await cleanup();
+  }
+  process.exit(code);
+}
 try {
   const port = await startFixture();
   const env = { ...process.env, DEMESNE_BACKEND: 'opensandbox', OPEN_SANDBOX_DOMAIN: `127.0.0.1:${port}`,
