@@ -30,7 +30,8 @@ static inline void dm_archive_localep(locale_t *p)
 {
         dm_archive_locale_end(*p);
 }
-/* A function's scope in C.UTF-8: _cleanup_archive_locale_ locale_t l = dm_archive_locale_begin(); */
-#define _cleanup_archive_locale_ _cleanup_(dm_archive_localep)
+/* A function's scope in C.UTF-8: _cleanup_archive_locale_ locale_t l = dm_archive_locale_begin();
+ * (unused: only its clean-up matters, which clang would warn of). */
+#define _cleanup_archive_locale_ _cleanup_(dm_archive_localep) __attribute__((unused))
 
 #endif
