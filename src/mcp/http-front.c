@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "src/basic/cleanup.h"
+#include "src/basic/io.h"
 #include "src/basic/log.h"
 #include "src/mcp/http-front.h"
 #include "src/mcp/http-guard.h"
@@ -122,21 +123,6 @@ static int conn_write(struct conn *c, const char *buf, size_t n)
                         if (r < 0 && errno == EINTR)
                                 continue;
                 }
-                if (r <= 0)
-                        return -1;
-                buf += r;
-                n -= (size_t)r;
-        }
-        return 0;
-}
-
-static int write_all(int fd, const char *buf, size_t n)
-{
-        while (n) {
-                ssize_t r = write(fd, buf, n);
-
-                if (r < 0 && errno == EINTR)
-                        continue;
                 if (r <= 0)
                         return -1;
                 buf += r;
@@ -289,7 +275,7 @@ static void relay(struct conn *c, int ep)
                         if (n <= 0) {
                                 in_open = false;
                                 shutdown(ep, SHUT_WR);
-                        } else if (write_all(ep, buf, (size_t)n) < 0)
+                        } else if (dm_write_all(ep, buf, (size_t)n) < 0)
                                 return;
                 }
                 if (p[1].revents) {
@@ -355,7 +341,7 @@ static void *conn_thread(void *arg)
                 if (ep < 0)
                         refuse(c, ep == -2);
         }
-        if (ep >= 0 && write_all(ep, head, len) == 0)
+        if (ep >= 0 && dm_write_all(ep, head, len) == 0)
                 relay(c, ep);
         if (ep >= 0)
                 close(ep);
