@@ -329,8 +329,15 @@ await h.run(async () => {
     const text = h.firstText(res);
     h.ok(res.isError && /spending cap of \$0\.001 reached \(DEMESNE_AGENT_MAX_USD\)/.test(text),
       'the agent run ends with the spending cap\'s error', text);
-    const msgs = fs.readFileSync(fx.log, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l))
+    // The fixture logs a request when its response closes, in its own
+    // process: under load that line can land after demesne has answered.
+    const readMsgs = () => fs.readFileSync(fx.log, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l))
       .filter((e) => /\/v1\/messages$/.test((e.path ?? e.url ?? '').split('?')[0]));
+    let msgs = readMsgs();
+    for (let i = 0; i < 100 && !msgs.some((e) => e.kind === 'tool_call'); i += 1) {
+      await sleep(100);
+      msgs = readMsgs();
+    }
     h.ok(msgs.some((e) => e.kind === 'tool_call') && !msgs.some((e) => e.kind === 'final'),
       'the vendor answered the first turn and got no request for the next', JSON.stringify(msgs));
     const usagePath = /usage in '([^']+)'/.exec(text)?.[1];
