@@ -6,8 +6,8 @@
 #   tests/fuzz/run.sh [SECONDS] [TARGET...]
 # SECONDS per target (default 30; CI calls it with 30). TARGETs are the
 # names of tests/fuzz/fuzz-<name>.c (shim-frame, jsonrpc, args, http-head,
-# engine, policy, http-guard); default: all of them, $FUZZ_JOBS at a time
-# (default: one per core).
+# http1, engine, policy, http-guard, http-front, mcp-config); default: all
+# of them, $FUZZ_JOBS at a time (default: one per core).
 # Each starts from its seed corpus in tests/fuzz/corpus/<name> (left as it
 # is: new inputs go to a temporary directory, or to $FUZZ_CORPUS_OUT/<name>
 # when set). A crash, leak, timeout or broken property leaves its input as
