@@ -751,6 +751,7 @@ static int agent_launch(struct dm_context *ctx, struct run_state *st, const char
                 .collect_later = true,
                 .spend = &st->spend,
                 .spend_usd = st->req->max_usd,
+                .spend_root = req->nested,
                 .before_release = take_usage,
                 .release_userdata = st,
         };

@@ -96,6 +96,10 @@ struct dm_agent_request {
          * (dm_run_request's on_started): the nested endpoint's hook. */
         int (*on_started)(void *userdata, const char *run_id, int pid, char ***ret_env, struct dm_error *err);
         void *started_userdata;
+        /* The run has a nested endpoint (on_started is its hook): a host
+         * caller's run is then the top of a tree, and reserves its own
+         * share of DEMESNE_TREE_MAX_USD before its children do. */
+        bool nested;
         /* Needed on a backend without a network namespace here
          * (OpenSandbox), where the run is refused without it; NULL
          * elsewhere. Borrowed for the run. */

@@ -11,7 +11,7 @@
 
 struct dm_budget_hold {
         struct dm_budget *b;
-        char *tree;   /* owned */
+        char *tree;   /* owned; NULL: a top run's, until bound */
         char *run_id; /* owned; NULL until bound */
         double amount;
         double estimate; /* the tree's costliest request so far, at the start */
@@ -85,7 +85,7 @@ bool dm_budget_is_held(const struct dm_budget_held *held, const char *run_id)
         if (!held || !run_id)
                 return false;
         for (const struct dm_budget_hold *h = held->b->holds; h; h = h->next)
-                if (h->run_id && strcmp(h->tree, held->tree) == 0 && strcmp(h->run_id, run_id) == 0)
+                if (h->run_id && h->tree && strcmp(h->tree, held->tree) == 0 && strcmp(h->run_id, run_id) == 0)
                         return true;
         return false;
 }
@@ -96,7 +96,7 @@ static double reserved_locked(const struct dm_budget *b, const char *tree, unsig
         unsigned n = 0;
 
         for (const struct dm_budget_hold *h = b->holds; h; h = h->next)
-                if (strcmp(h->tree, tree) == 0) {
+                if (h->tree && strcmp(h->tree, tree) == 0) {
                         sum += h->amount;
                         n++;
                 }
@@ -168,6 +168,28 @@ int dm_budget_reserve(struct dm_budget *b, const struct dm_budget_ask *ask, stru
         return 0;
 }
 
+int dm_budget_reserve_root(struct dm_budget *b, double tree_cap, double agent_cap, double want,
+                           struct dm_budget_hold **ret, struct dm_error *err)
+{
+        struct dm_budget_hold *h;
+        double amount = want > 0 ? want : agent_cap > 0 ? agent_cap : tree_cap;
+
+        if (!b || !isfinite(tree_cap) || tree_cap <= 0 || !isfinite(agent_cap) || agent_cap < 0 || !isfinite(want) ||
+            want < 0)
+                return dm_error_set(err, -EINVAL, "a top run's reservation needs a tree cap");
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return dm_error_set(err, -ENOMEM, "out of memory");
+        h->b = b;
+        h->amount = amount < tree_cap ? amount : tree_cap;
+        pthread_mutex_lock(&b->lock);
+        h->next = b->holds;
+        b->holds = h;
+        pthread_mutex_unlock(&b->lock);
+        *ret = h;
+        return 0;
+}
+
 double dm_budget_hold_amount(const struct dm_budget_hold *h)
 {
         return h ? h->amount : 0;
@@ -184,6 +206,25 @@ int dm_budget_hold_bind(struct dm_budget_hold *h, const char *run_id)
         pthread_mutex_lock(&h->b->lock);
         free(h->run_id);
         h->run_id = id;
+        pthread_mutex_unlock(&h->b->lock);
+        return 0;
+}
+
+int dm_budget_hold_bind_tree(struct dm_budget_hold *h, const char *run_id, const char *tree)
+{
+        char *t;
+
+        if (!h || !tree)
+                return dm_budget_hold_bind(h, run_id);
+        if (!(t = strdup(tree)))
+                return -ENOMEM;
+        if (dm_budget_hold_bind(h, run_id) < 0) {
+                free(t);
+                return -ENOMEM;
+        }
+        pthread_mutex_lock(&h->b->lock);
+        free(h->tree);
+        h->tree = t;
         pthread_mutex_unlock(&h->b->lock);
         return 0;
 }
@@ -215,7 +256,7 @@ void dm_budget_hold_note(struct dm_budget_hold *h, double per_request_usd)
 {
         struct note *n;
 
-        if (!h || !isfinite(per_request_usd) || per_request_usd <= 0)
+        if (!h || !h->tree || !isfinite(per_request_usd) || per_request_usd <= 0)
                 return;
         pthread_mutex_lock(&h->b->lock);
         n = note_make(h->b, h->tree);

@@ -19,7 +19,10 @@
  * reservation (what it spent is inside it); when the run ends its final
  * usage goes to the ledger first and then the reservation is released, so
  * the tree's figure moves from "reserved" to "spent" with no moment where
- * it is neither. A server that dies loses its reservations with it; its
+ * it is neither. An agent run of a host caller is the top of the tree its
+ * nested endpoint makes: it reserves its own share first
+ * (dm_budget_reserve_root), so the tree cap holds on its spend and its
+ * children's together. A server that dies loses its reservations with it; its
  * runs' last figures are in the ledger (src/core/ledger.h), which is where
  * the next server reads them from.
  *
@@ -66,12 +69,23 @@ struct dm_budget_ask {
  * release it with dm_budget_release on every path out of the run. */
 int dm_budget_reserve(struct dm_budget *b, const struct dm_budget_ask *ask, struct dm_budget_hold **ret,
                       struct dm_error *err);
+/* The top run of a tree that does not exist yet (an agent run of a host
+ * caller: what it makes through its nested endpoint is its tree):
+ * reserves min(want, tree_cap) when want > 0, else min(agent_cap,
+ * tree_cap) (agent_cap 0: tree_cap), with no check (nothing else is in
+ * the tree). Its tree is named when its run is (dm_budget_hold_bind_tree);
+ * until then it is in none. -EINVAL for a bad cap, -ENOMEM. */
+int dm_budget_reserve_root(struct dm_budget *b, double tree_cap, double agent_cap, double want,
+                           struct dm_budget_hold **ret, struct dm_error *err);
 /* The reserved amount in USD: the run's spending cap. */
 double dm_budget_hold_amount(const struct dm_budget_hold *h);
 /* The run the reservation is for, once its id is known (before its vendor
  * proxy starts): from then on the ledger's figures of that run are not
  * counted beside the reservation. -ENOMEM; NULL h is a no-op. */
 int dm_budget_hold_bind(struct dm_budget_hold *h, const char *run_id);
+/* The same for a top run's reservation (dm_budget_reserve_root), which
+ * also gets its tree's key (the principal its run's children act for). */
+int dm_budget_hold_bind_tree(struct dm_budget_hold *h, const char *run_id, const char *tree);
 /* What one model request of this tree's runs cost so far, at most (the
  * largest per-model average a run that ended here noted), or 0 when none
  * did: the run's proxy starts with it as its estimate of a request in

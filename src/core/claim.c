@@ -76,10 +76,10 @@ void dm_claim_release(struct dm_slot *s)
 
 /* The tree's spend, refused as the cap it is (-EUSERS, dm_claim_refused):
  * the sentence names DEMESNE_TREE_MAX_USD. */
-static int spend_reserve(struct dm_context *ctx, const char *principal, double want_usd, struct dm_budget_hold **ret,
-                         struct dm_error *err)
+static int spend_reserve(struct dm_context *ctx, const char *principal, double want_usd, bool root,
+                         struct dm_budget_hold **ret, struct dm_error *err)
 {
-        int r = dm_spend_reserve(ctx, principal, want_usd, ret, err);
+        int r = dm_spend_reserve(ctx, principal, want_usd, root, ret, err);
 
         if (r == -EDQUOT)
                 r = err->code = -EUSERS;
@@ -89,7 +89,7 @@ static int spend_reserve(struct dm_context *ctx, const char *principal, double w
 int dm_claim_spend_left(struct dm_context *ctx, const char *principal, double want_usd, struct dm_error *err)
 {
         struct dm_budget_hold *h = NULL;
-        int r = spend_reserve(ctx, principal, want_usd, &h, err);
+        int r = spend_reserve(ctx, principal, want_usd, false, &h, err);
 
         dm_budget_release(h);
         return r;
@@ -149,7 +149,7 @@ int dm_claim(struct dm_context *ctx, const struct dm_claim_request *req, struct 
         r = dm_claim_admit(ctx, req->principal, req->reserved, req->cancel, &c->slot, err);
         /* The spend after the slot: a call the cap refuses holds none. */
         if (r >= 0 && req->spend)
-                r = spend_reserve(ctx, req->principal, req->spend_usd, &c->spend, err);
+                r = spend_reserve(ctx, req->principal, req->spend_usd, req->spend_root, &c->spend, err);
         if (r >= 0)
                 r = claim_prepare(c, req, err);
         if (r < 0)
@@ -197,7 +197,7 @@ int dm_claim_outdir(struct dm_claimed *c, const char *id, struct dm_error *err)
                 return dm_error_set(err, -errno, "cannot create output directory '%s': %s", c->outdir, strerror(errno));
         c->outdir_made = true;
         journal(c, "start");
-        if (dm_budget_hold_bind(c->spend, id) < 0)
+        if (dm_spend_bind(c->spend, c->principal, id) < 0)
                 return dm_error_set(err, -ENOMEM, "out of memory");
         return 0;
 }
@@ -208,7 +208,7 @@ void dm_claim_adopt_outdir(struct dm_claimed *c, const char *outdir, const char 
         c->outdir_made = true;
         journal(c, "start");
         /* (Out of memory: the run's figures may count beside its share.) */
-        if (dm_budget_hold_bind(c->spend, id) < 0)
+        if (dm_spend_bind(c->spend, c->principal, id) < 0)
                 log_warning("run %s: out of memory to bind its spend", id);
 }
 

@@ -96,12 +96,15 @@ int dm_claim_spend_left(struct dm_context *ctx, const char *principal, double wa
 
 /* What a claim is asked for. */
 struct dm_claim_request {
-        const char *principal;    /* who asks (NULL: "local", a host caller: no slot, no spend) */
+        const char *principal;    /* who asks (NULL: "local"; a host caller takes no slot) */
         struct dm_slot *reserved; /* borrowed: a reservation made ahead; NULL: a slot now */
         struct dm_cancel *cancel; /* fired by a cascade over principal's tree; may be NULL */
         bool spend;               /* reserve the tree's spend after the slot (an agent run) */
         double spend_usd;         /* > 0: exactly this much of it (the run's max_usd; dm_spend_reserve) */
-        const char *image;        /* NULL: DM_IMAGE_DEFAULT */
+        /* The run has a nested endpoint: a host caller's is then the top of
+         * a tree, and reserves its own share of it (dm_spend_reserve). */
+        bool spend_root;
+        const char *image; /* NULL: DM_IMAGE_DEFAULT */
         /* An engine image to start from instead of image's (a snapshot's,
          * src/core/snapshot.h), never built here; image still names the
          * demesne image it was made from. NULL: image's own. */

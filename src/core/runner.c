@@ -548,6 +548,7 @@ static int run(struct dm_context *ctx, const struct dm_run_request *req, struct 
                                                  .cancel = req->cancel,
                                                  .spend = req->spend != NULL,
                                                  .spend_usd = req->spend_usd,
+                                                 .spend_root = req->spend_root,
                                                  .image = req->image,
                                                  .files = req->files,
                                                  .dirs = req->dirs,

@@ -85,11 +85,12 @@ struct dm_run_request {
         /* An agent run's share of its tree's spend (DEMESNE_TREE_MAX_USD):
          * non-NULL asks the claim to reserve it after the slot
          * (src/core/claim.h), and *spend is the hold (NULL at the top level
-         * or without the cap) for the hooks (on_network reads its amount)
+         * without spend_root, or without the cap) for the hooks (on_network reads its amount)
          * from the claim until the release, which gives it back after
          * before_release and sets *spend to NULL again. */
         struct dm_budget_hold **spend;
         double spend_usd; /* > 0: the run's own cap, reserved whole (dm_claim_request's) */
+        bool spend_root;  /* the run has a nested endpoint (dm_claim_request's) */
         /* Optional: called once the command has ended and the ledger has
          * the run's end, before the spend goes back: the caller's last
          * figures (an agent's usage) go to the ledger here. */

@@ -51,8 +51,8 @@ static int tree_spent(void *userdata, const struct dm_budget_held *held, double 
         return 0;
 }
 
-int dm_spend_reserve(struct dm_context *ctx, const char *principal, double want_usd, struct dm_budget_hold **ret,
-                     struct dm_error *err)
+int dm_spend_reserve(struct dm_context *ctx, const char *principal, double want_usd, bool top,
+                     struct dm_budget_hold **ret, struct dm_error *err)
 {
         char root[DM_PRINCIPAL_MAX];
         struct tree_spend t = { .ctx = ctx, .root = root };
@@ -67,10 +67,15 @@ int dm_spend_reserve(struct dm_context *ctx, const char *principal, double want_
         int r;
 
         *ret = NULL;
-        if (dm_principal_depth(principal ? principal : "") == 0 || ctx->cfg.tree_max_usd <= 0)
+        if (ctx->cfg.tree_max_usd <= 0 || (!top && dm_principal_depth(principal ? principal : "") == 0))
                 return 0;
         if (!ctx->budget)
                 return dm_error_set(err, -ENOMEM, "out of memory");
+        /* A host caller's run with an endpoint: the top of the tree it
+         * makes, named when the run is (dm_claim_outdir). */
+        if (dm_principal_depth(principal ? principal : "") == 0)
+                return dm_budget_reserve_root(ctx->budget, ctx->cfg.tree_max_usd, ctx->cfg.agent_max_usd, want_usd, ret,
+                                              err);
         dm_principal_root(principal, root, sizeof(root));
         r = dm_budget_reserve(ctx->budget, &ask, ret, err);
         if (r < 0)
@@ -78,4 +83,18 @@ int dm_spend_reserve(struct dm_context *ctx, const char *principal, double want_
         log_debug("tree %s: an agent run reserves $%.4f of DEMESNE_TREE_MAX_USD=%g", root, dm_budget_hold_amount(*ret),
                   ctx->cfg.tree_max_usd);
         return 0;
+}
+
+int dm_spend_bind(struct dm_budget_hold *h, const char *principal, const char *run_id)
+{
+        char tree[DM_PRINCIPAL_MAX];
+
+        if (!h || !run_id)
+                return 0;
+        if (dm_principal_depth(principal ? principal : "") > 0)
+                return dm_budget_hold_bind(h, run_id);
+        if ((size_t)snprintf(tree, sizeof(tree), "%s%c%s", principal && principal[0] ? principal : "local",
+                             DM_PRINCIPAL_SEP, run_id) >= sizeof(tree))
+                return -ENAMETOOLONG;
+        return dm_budget_hold_bind_tree(h, run_id, tree);
 }

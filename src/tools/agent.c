@@ -227,6 +227,7 @@ static json_object *run_agent(struct dm_context *ctx, struct agent_call *a, stru
                 nested.egress = a->policy->mode;
                 req.on_started = dm_tools_nested_run_started;
                 req.started_userdata = &nested;
+                req.nested = true;
         }
         /* OpenSandbox: the vendor proxy behind the remote listener. */
         if (dm_tools_nested_agent_remote(ctx, &remote))

@@ -11,7 +11,8 @@
 # checks the answer, the calls the fixture saw, the ledger's tree and that
 # nothing of the tree is left. Also: nested: false gives the agent no
 # endpoint; cancelling a background orchestrator from the host ends its
-# children. Needs the engine, jq, node.
+# children; under DEMESNE_TREE_MAX_USD the orchestrator's own spend and its
+# workers' stay within the cap together. Needs the engine, jq, node.
 . "$(dirname -- "${BASH_SOURCE[0]}")/lib/tap.sh"
 needs jq "needs jq"
 needs node "needs node for the vendor fixture"
@@ -47,6 +48,10 @@ play() { # $1: the child agent's model
 	  {tool: "sandbox_wait", arguments: {job_id: "{{1.job_id}}", timeout_seconds: 120}},
 	  {tool: "sandbox_wait", arguments: {job_id: "{{1.job_id}}", timeout_seconds: 120}}],
 	  answer: "the sleeper outlived two waits"},
+	 {marker: "[play:budget]", steps: [
+	  {tool: "sandbox_agent", arguments: {prompt: "Write the answer.", model: $model}},
+	  {tool: "sandbox_agent", arguments: {prompt: "Write the answer.", model: $model}}],
+	  answer: "the first worker said {{0.result}}"},
 	 {marker: "[play:deep]", steps: [
 	  {tool: "sandbox_agent", arguments: {prompt: "Write the answer.", model: $model, nested: true}},
 	  {tool: "sandbox_agent", arguments: {prompt: "Write the answer.", model: $model}}],
@@ -181,4 +186,25 @@ tap $(grep -q "DEMESNE_MAX_DEPTH" <<<"$refused"; echo $?) \
 	"at the depth limit a child agent's nested: true is refused, naming DEMESNE_MAX_DEPTH ($(head -c 200 <<<"$refused"))"
 tap $([ "$deep" = "the child without nested said The answer is 42." ]; echo $?) \
 	"and a child agent that does not ask runs without an endpoint ($deep)"
+
+# The tree's budget holds on the orchestrator and its workers together:
+# under DEMESNE_TREE_MAX_USD=0.025 and DEMESNE_AGENT_MAX_USD=0.015, at
+# $0.00459 a reply, the orchestrator holds $0.015 first (its three replies
+# fit), its first worker gets the $0.01 left (its two fit), and its second
+# is refused before it starts. (The same on OpenSandbox:
+# tests/integration/conformance-nested.h.)
+mcp_stop
+export DEMESNE_TREE_MAX_USD=0.025 DEMESNE_AGENT_MAX_USD=0.015
+: >"$tmp/fixture-anthropic.log"
+mcp_start
+mcp_call sandbox_agent '{"prompt": "[play:budget] two workers", "model": "sonnet"}'
+said=$(field result)
+run=$(field run_id)
+refused=$(jq -r 'select(.play == "[play:budget]" and .step == 2) | .tool_result | select(.is_error) | .snippet' "$tmp/fixture-anthropic.log")
+tap $([ "$said" = "the first worker said The answer is 42." ] && grep -q "no more agent runs in it" <<<"$refused"; echo $?) \
+	"under a tree budget the orchestrator's first worker answers and its second is refused before it starts ($said; $(head -c 200 <<<"$refused"))"
+mcp_call sandbox_usage_report "$(jq -cn --arg id "$run" '{run_id: $id}')"
+total=$(field cost_usd)
+tap $(awk -v t="$total" 'BEGIN { exit !(t > 0.01 && t <= 0.025) }'; echo $?) \
+	"the tree (orchestrator and worker) spent \$$total, within its \$0.025"
 nested_finish

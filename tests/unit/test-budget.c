@@ -319,10 +319,58 @@ static void test_want(void)
         pthread_mutex_destroy(&l.lock);
 }
 
+/* A host's agent run is the top of its tree: its reservation, named with
+ * the tree when its run is, counts against what its children reserve, so
+ * the tree cap holds on the top run's spend and its children's together. */
+static void test_root(void)
+{
+        struct fake_ledger l = { .lock = PTHREAD_MUTEX_INITIALIZER };
+        struct dm_budget *b = dm_budget_new();
+        struct dm_budget_hold *top = NULL, *other = NULL, *c1 = NULL, *c2 = NULL;
+        struct dm_budget_ask a = ask_for("local/run-top", 0.025, 0.015, &l);
+        struct dm_error err = { 0 };
+        unsigned holds = 0;
+
+        ok(dm_budget_reserve_root(b, 0.025, 0.015, 0, &top, &err) == 0 &&
+                   fabs(dm_budget_hold_amount(top) - 0.015) < 1e-9,
+           "a top run reserves its own cap when the tree's is larger");
+        ok(dm_budget_reserved(b, "local/run-top", &holds) == 0 && holds == 0, "in no tree until its run is named");
+        ok(dm_budget_hold_bind_tree(top, "run-top", "local/run-top") == 0 &&
+                   fabs(dm_budget_reserved(b, "local/run-top", &holds) - 0.015) < 1e-9 && holds == 1,
+           "then in its tree");
+        ok(dm_budget_reserve_root(b, 0.025, 0.015, 0, &other, &err) == 0 &&
+                   fabs(dm_budget_hold_amount(other) - 0.015) < 1e-9,
+           "another top run, another tree: its own cap whole");
+        ledger_add(&l, "run-top", 0.009); /* the top run's live figures: inside its hold */
+        ok(dm_budget_reserve(b, &a, &c1, &err) == 0 && fabs(dm_budget_hold_amount(c1) - 0.01) < 1e-9,
+           "a child gets what the top run's hold leaves ($%g)", dm_budget_hold_amount(c1));
+        dm_budget_hold_bind(c1, "run-c1");
+        ledger_add(&l, "run-c1", 0.00918);
+        dm_budget_hold_note(c1, 0.00459);
+        dm_budget_release(c1);
+        ok(dm_budget_reserve(b, &a, &c2, &err) == -EDQUOT && c2 == NULL &&
+                   strstr(err.msg, "less than one model request"),
+           "once the child spent it, the next is refused: %s", err.msg);
+        ok(dm_budget_reserve_root(b, 0.02, 10, 0, &c2, &err) == 0 && fabs(dm_budget_hold_amount(c2) - 0.02) < 1e-9,
+           "a top run's cap is never above the tree's");
+        dm_budget_release(c2);
+        ok(dm_budget_reserve_root(b, 0.02, 0.015, 0.5, &c2, &err) == 0 && fabs(dm_budget_hold_amount(c2) - 0.02) < 1e-9,
+           "nor is its max_usd");
+        dm_budget_release(c2);
+        c2 = NULL;
+        ok(dm_budget_reserve_root(b, 0, 0.015, 0, &c2, &err) == -EINVAL && c2 == NULL, "no tree cap: EINVAL");
+        dm_budget_release(top);
+        dm_budget_release(other);
+        ok(dm_budget_reserved(b, "local/run-top", NULL) == 0, "all given back");
+        dm_budget_free(b);
+        pthread_mutex_destroy(&l.lock);
+}
+
 int main(void)
 {
         test_shares();
         test_want();
+        test_root();
         test_race();
         return done_testing();
 }

@@ -316,9 +316,9 @@ static void spend(void)
         {
                 struct dm_budget_hold *rest[3] = { NULL };
 
-                ok(dm_spend_reserve(&ctx, P, 0, &all, &err) == 0 && all, "a hold of the tree's spend");
+                ok(dm_spend_reserve(&ctx, P, 0, false, &all, &err) == 0 && all, "a hold of the tree's spend");
                 for (size_t i = 0; i < 3; i++)
-                        dm_spend_reserve(&ctx, P, 0, &rest[i], &err);
+                        dm_spend_reserve(&ctx, P, 0, false, &rest[i], &err);
                 is_int((int)(dm_budget_reserved(ctx.budget, TREE, NULL) * 100), 100, "the tree's $1 all held");
                 r = spend_run(P, NONE, "base", &seen, &err);
                 ok(r == -EUSERS && strstr(err.msg, "DEMESNE_MAX_CHILDREN"),
