@@ -495,23 +495,30 @@ static int exec_in(struct dm_context *ctx, struct dm_backend *b, const struct dm
                 } else if (r < 0)
                         return dm_error_wrap(err, "reach sandbox '%s'", sb->id);
         }
-        if (e) {
+        if (e)
                 t.shim = e->host;
-                /* A nested sandbox's endpoint, in the network namespace of
-                 * the container as this server reached it. */
-                if (sb->nested && ctx->before_sandbox_exec && e->target.pid > 0)
+        /* A nested sandbox's endpoint, in the network namespace of the
+         * container as this server reached it; or, on a backend whose
+         * sandboxes are elsewhere (OpenSandbox), behind the remote
+         * listener: made again for a sandbox taken over from an earlier
+         * server, whose endpoint went with it. */
+        if (sb->nested && ctx->before_sandbox_exec) {
+                if (e && e->target.pid > 0)
                         ctx->before_sandbox_exec(ctx, sb, e->target.pid, &nested_env);
-                if (e->egress || nested_env) {
-                        env = dm_exec_env((const char *const *const[]){ xreq->env, dm_egress_env(e->egress),
-                                                                        (const char *const *)nested_env },
-                                          3);
-                        if (!env) {
+                else if (!e && !dm_backend_can(b, DM_CAP_HOST_NETNS))
+                        ctx->before_sandbox_exec(ctx, sb, 0, &nested_env);
+        }
+        if ((e && e->egress) || nested_env) {
+                env = dm_exec_env((const char *const *const[]){ xreq->env, dm_egress_env(e ? e->egress : NULL),
+                                                                (const char *const *)nested_env },
+                                  3);
+                if (!env) {
+                        if (e)
                                 dm_sandbox_shim_put(ctx, e);
-                                env_free(nested_env);
-                                return dm_error_set(err, -ENOMEM, "out of memory");
-                        }
-                        xreq->env = env;
+                        env_free(nested_env);
+                        return dm_error_set(err, -ENOMEM, "out of memory");
                 }
+                xreq->env = env;
         }
         r = dm_exec(&t, xreq, sink, xres, err);
         if (e)

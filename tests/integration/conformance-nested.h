@@ -94,32 +94,32 @@ static void curl_status(const char *url, const char *token, const char *ca, char
  * the remote listener's
  * (DEMESNE_REMOTE_LISTEN, TLS with tests/make-test-certs.sh's
  * certificates), reached from here too. */
-static void nested_cases(const char *egress, bool remote)
+/* A server for the nested cases, in *mine (now the current one): one
+ * child per parent; with remote, the remote listener with the test
+ * certificates in certs (made on the first call). */
+static void nested_server(struct child *mine, bool remote, const char *certs)
 {
-        char certs[PATH_MAX], ca[PATH_MAX + 32], v[3 * PATH_MAX + 512], code[16], code_pair[32];
         const char *src = getenv("top_srcdir");
-        struct child *host = c, mine = { 0 };
-        char args[512], parent[64] = "", child[64] = "", url[256] = "", token[96] = "", job[64] = "";
-        _cleanup_free_ char *client = dm_base64_encode(nested_client, sizeof(nested_client) - 1);
-        json_object *m, *r, *up;
-        char *s;
+        char v[2 * PATH_MAX + 64];
 
         setenv("DEMESNE_MAX_CHILDREN", "1", 1);
         setenv("DEMESNE_ALLOW_CALLER_EGRESS", "1", 1);
         if (remote) {
-                snprintf(certs, sizeof(certs), "%s/certs", test_root);
-                mkdir(certs, 0700);
-                snprintf(v, sizeof(v), "bash %s/tests/make-test-certs.sh %s", src ? src : DM_SRCDIR, certs);
-                check_int(system(v), 0, "nested: test certificates made");
-                snprintf(ca, sizeof(ca), "%s/server/ca.pem", certs);
+                snprintf(v, sizeof(v), "%s/server/ca.pem", certs);
+                if (access(v, R_OK) != 0) {
+                        mkdir(certs, 0700);
+                        snprintf(v, sizeof(v), "bash %s/tests/make-test-certs.sh %s", src ? src : DM_SRCDIR, certs);
+                        check_int(system(v), 0, "nested: test certificates made");
+                        snprintf(v, sizeof(v), "%s/server/ca.pem", certs);
+                }
                 setenv("DEMESNE_REMOTE_LISTEN", "127.0.0.1:0", 1);
-                setenv("DEMESNE_REMOTE_TLS_CA", ca, 1);
+                setenv("DEMESNE_REMOTE_TLS_CA", v, 1);
                 snprintf(v, sizeof(v), "%s/server/cert.pem", certs);
                 setenv("DEMESNE_REMOTE_TLS_CERT", v, 1);
                 snprintf(v, sizeof(v), "%s/server/key.pem", certs);
                 setenv("DEMESNE_REMOTE_TLS_KEY", v, 1);
         }
-        c = &mine;
+        c = mine;
         start_server();
         unsetenv("DEMESNE_MAX_CHILDREN");
         unsetenv("DEMESNE_ALLOW_CALLER_EGRESS");
@@ -127,6 +127,48 @@ static void nested_cases(const char *egress, bool remote)
         unsetenv("DEMESNE_REMOTE_TLS_CA");
         unsetenv("DEMESNE_REMOTE_TLS_CERT");
         unsetenv("DEMESNE_REMOTE_TLS_KEY");
+}
+
+/* A later server takes the nested sandbox parent over (the one that made
+ * it exits first): its endpoint is served again from its first command on
+ * (locally in its network namespace, on OpenSandbox behind the new
+ * server's remote listener), behind a new token; the old one, still in
+ * the container's environment, opens nothing. later becomes the current
+ * server; url and token (in: the old ones) become the new ones. */
+static void nested_taken_over(struct child *later, const char *parent, char url[static 256], char token[static 96],
+                              bool remote, const char *certs)
+{
+        char cmd[256], new_url[256] = "", new_token[96] = "", codes[32] = "";
+        char *s;
+
+        check_int(finish(c, 30000), 0, "nested: the server exits, leaving its nested sandbox");
+        nested_server(later, remote, certs);
+        snprintf(cmd, sizeof(cmd),
+                 "printf '%%s %%s ' \"$DEMESNE_MCP_URL\" \"$DEMESNE_MCP_TOKEN\"; "
+                 "sh /workspace/c.sh -raw \"$DEMESNE_MCP_TOKEN\"; printf ' '; sh /workspace/c.sh -raw %s",
+                 token);
+        s = exec_json(parent, cmd);
+        sscanf(s, "%255s %95s %31[^\n]", new_url, new_token, codes);
+        if (!check(strlen(new_token) == 64 && strcmp(new_token, token) != 0 && strcmp(codes, "200 401") == 0,
+                   "nested: a later server serves its endpoint again, behind a new token; the old one gets 401"))
+                diag("the sandbox said: %s", s);
+        free(s);
+        snprintf(url, 256, "%s", new_url);
+        snprintf(token, 96, "%s", new_token);
+}
+
+static void nested_cases(const char *egress, bool remote)
+{
+        char certs[PATH_MAX], ca[PATH_MAX + 32], v[3 * PATH_MAX + 512], code[16], code_pair[32];
+        struct child *host = c, mine = { 0 }, later = { 0 };
+        char args[512], parent[64] = "", child[64] = "", url[256] = "", token[96] = "", job[64] = "";
+        _cleanup_free_ char *client = dm_base64_encode(nested_client, sizeof(nested_client) - 1);
+        json_object *m, *r, *up;
+        char *s;
+
+        snprintf(certs, sizeof(certs), "%s/certs", test_root);
+        snprintf(ca, sizeof(ca), "%s/server/ca.pem", certs);
+        nested_server(&mine, remote, certs);
 
         snprintf(args, sizeof(args), "{\"image\":\"base\",\"egress\":\"%s\",\"nested\":true}", egress);
         m = call("sandbox_create", args);
@@ -237,6 +279,8 @@ static void nested_cases(const char *egress, bool remote)
                 diag("%s", m ? json_object_to_json_string(m) : "no response");
         json_object_put(m);
 
+        nested_taken_over(&later, parent, url, token, remote, certs);
+
         /* The top goes, and with it the endpoint: its token opens nothing. */
         snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", parent);
         m = call("sandbox_destroy", args);
@@ -255,9 +299,10 @@ static void nested_cases(const char *egress, bool remote)
 #define VENDOR_KEY "sk-ant-api03-conformance-remote-agent"
 
 /* The vendor API fixture (tests/fixtures/vendor/server.mjs) on loopback,
- * expecting VENDOR_KEY, logging to log: its port, 0 when it did not start
+ * expecting VENDOR_KEY, logging to log, playing the plays in the file
+ * plays (PLAYS) when a prompt names one: its port, 0 when it did not start
  * (*pid then 0). */
-static int vendor_fixture_start(const char *log, pid_t *pid)
+static int vendor_fixture_start(const char *log, const char *plays, pid_t *pid)
 {
         const char *src = getenv("top_srcdir");
         char script[PATH_MAX], line[128] = "";
@@ -271,7 +316,7 @@ static int vendor_fixture_start(const char *log, pid_t *pid)
         if (*pid == 0) {
                 dup2(out[1], 1);
                 execlp("node", "node", script, "--port", "0", "--host", "127.0.0.1", "--expect-key", VENDOR_KEY,
-                       "--log", log, (char *)NULL);
+                       "--log", log, "--plays", plays, (char *)NULL);
                 _exit(127);
         }
         close(out[1]);
@@ -361,6 +406,145 @@ static void start_agent_server(struct child *mine, int vendor_port, const char *
         unsetenv("DEMESNE_AGENT_MAX_USD");
 }
 
+/* The vendor fixture's plays (tests/fixtures/vendor/server.mjs --plays):
+ * each step one tool call the "model" makes through the CLI's MCP tools,
+ * {{i.f}} field f of step i's result. The sandboxes ask for egress open:
+ * the network_mode host fixture refuses every networkPolicy. */
+#define PLAYS                                                                                                       \
+        "{\"plays\":[{\"marker\":\"[play:orchestrate]\",\"steps\":["                                                \
+        "{\"tool\":\"sandbox_create\",\"arguments\":{\"image\":\"base\",\"egress\":\"open\",\"ttl_seconds\":600}}," \
+        "{\"tool\":\"sandbox_exec\",\"arguments\":{\"sandbox_id\":\"{{0.sandbox_id}}\",\"command\":"                \
+        "\"echo worker-ok\"}},"                                                                                     \
+        "{\"tool\":\"sandbox_script\",\"arguments\":{\"image\":\"base\",\"egress\":\"open\",\"command\":"           \
+        "\"sleep 300\",\"background\":true}},"                                                                      \
+        "{\"tool\":\"sandbox_cancel\",\"arguments\":{\"job_id\":\"{{2.job_id}}\"}},"                                \
+        "{\"tool\":\"sandbox_research\",\"arguments\":{\"prompt\":\"Write the answer.\",\"model\":\"sonnet\","      \
+        "\"background\":true}},"                                                                                    \
+        "{\"tool\":\"sandbox_wait\",\"arguments\":{\"job_id\":\"{{4.job_id}}\",\"timeout_seconds\":120}},"          \
+        "{\"tool\":\"sandbox_list\",\"arguments\":{}},"                                                             \
+        "{\"tool\":\"sandbox_destroy\",\"arguments\":{\"sandbox_id\":\"{{0.sandbox_id}}\"}}],"                      \
+        "\"answer\":\"exec said {{1.stdout}}; the sleeper is {{3.status}}; the worker said {{5.result}}; "          \
+        "listed {{6.sandbox_id}}\"},"                                                                               \
+        "{\"marker\":\"[play:budget]\",\"steps\":["                                                                 \
+        "{\"tool\":\"sandbox_research\",\"arguments\":{\"prompt\":\"Write the answer.\",\"model\":\"sonnet\"}},"    \
+        "{\"tool\":\"sandbox_research\",\"arguments\":{\"prompt\":\"Write the answer.\",\"model\":\"sonnet\"}}],"   \
+        "\"answer\":\"the first worker said {{0.result}}\"}]}"
+
+/* text into the file path: 0, or -1. */
+static int write_file(const char *path, const char *text)
+{
+        FILE *f = fopen(path, "w");
+        int r = f && fputs(text, f) >= 0 ? 0 : -1;
+
+        if (f && fclose(f) != 0)
+                r = -1;
+        return r;
+}
+
+/* The requests of play the vendor fixture saw (its log), in order, one
+ * "step:tool:error" each: the tool the model called at that step (without
+ * the CLI's prefix; "answer" for the final one) and whether the result of
+ * the step before, which that request carried, was an error; in out. */
+static void play_steps(const char *log, const char *play, char *out, size_t size)
+{
+        char cmd[PATH_MAX + 512];
+
+        snprintf(cmd, sizeof(cmd),
+                 "jq -r --arg p '%s' 'select(.play == $p) | \"\\(.step):\\(.tool // \"answer\" | "
+                 "sub(\"^mcp__demesne__\"; \"\"))"
+                 ":\\(.tool_result.is_error // false)\"' %s | sort -n | uniq | tr '\\n' ' '",
+                 play, log);
+        run_out(cmd, out, size);
+}
+
+/* An orchestrator agent on OpenSandbox (the real Claude Code, in a
+ * sandbox of the fixture, its endpoint reached through the remote
+ * listener): it makes a worker sandbox and runs a command in it, starts a
+ * background script and cancels it, runs a worker agent in the background
+ * and waits for its answer, lists and destroys; then, under a tree budget,
+ * its second worker is refused once the tree has spent it. */
+static void remote_orchestrator_cases(int vendor_port, const char *log)
+{
+        struct child *outer = c, orch = { 0 }, budget = { 0 };
+        char steps[1024], args[256], said[512], cmd[PATH_MAX + 256];
+        const char *result, *run;
+        json_object *m, *rep;
+        double cost = 0;
+
+        start_agent_server(&orch, vendor_port, NULL, true);
+        m = call_timeout("sandbox_research",
+                         "{\"prompt\":\"[play:orchestrate] Make the workers, check them.\","
+                         "\"model\":\"sonnet\",\"timeout_seconds\":600}",
+                         600000, NULL);
+        result = str_at(structured(m), "result");
+        if (!check(!result_is_error(m) && strstr(result, "exec said worker-ok"),
+                   "orchestrator: an agent on OpenSandbox made a worker sandbox and ran a command in it"))
+                diag("%s", m ? json_object_to_json_string(m) : "no response");
+        check(strstr(result, "the sleeper is cancelled") != NULL,
+              "orchestrator: it started a background worker script and cancelled it");
+        if (!check(strstr(result, "the worker said The answer is 42.") != NULL,
+                   "orchestrator: it ran a worker agent in the background on OpenSandbox and waited for its answer"))
+                diag("its answer: %s", result);
+        check(strstr(result, "listed sbx-") != NULL,
+              "orchestrator: sandbox_list through its endpoint shows its worker");
+        play_steps(log, "[play:orchestrate]", steps, sizeof(steps));
+        if (!check(strcmp(steps, "0:sandbox_create:false 1:sandbox_exec:false 2:sandbox_script:false "
+                                 "3:sandbox_cancel:false 4:sandbox_research:false 5:sandbox_wait:false "
+                                 "6:sandbox_list:false 7:sandbox_destroy:false 8:answer:false ") == 0,
+                   "orchestrator: its eight calls went through the CLI and the listener, in order, none an error"))
+                diag("the fixture saw: %s", steps);
+        run = str_at(structured(m), "run_id");
+        snprintf(args, sizeof(args), "{\"run_id\":\"%s\"}", run);
+        rep = call("sandbox_usage_report", args);
+        if (!check(json_object_get_int(path(structured(rep), "by_kind", "research", NULL)) == 2 &&
+                           json_object_get_int(path(structured(rep), "by_kind", "sandbox", NULL)) == 1 &&
+                           json_object_get_int(path(structured(rep), "by_kind", "script", NULL)) == 1,
+                   "orchestrator: the usage report on its run rolls its workers up"))
+                diag("%s", rep ? json_object_to_json_string(rep) : "no response");
+        json_object_put(rep);
+        json_object_put(m);
+        m = call("sandbox_list", "{}");
+        check(json_object_array_length(path(structured(m), "sandboxes", NULL, NULL)) == 0,
+              "orchestrator: none of its tree is left");
+        json_object_put(m);
+        check_int(finish(c, 60000), 0, "orchestrator: the server exits cleanly");
+
+        /* The tree's budget holds on the orchestrator and its workers
+         * together: under DEMESNE_TREE_MAX_USD=0.025 and
+         * DEMESNE_AGENT_MAX_USD=0.015, at $0.00459 a reply, the
+         * orchestrator holds $0.015 (its three replies fit), its first
+         * worker gets the $0.01 left (its two replies fit), and its second
+         * is refused before it starts: what is left is less than a reply. */
+        setenv("DEMESNE_TREE_MAX_USD", "0.025", 1);
+        start_agent_server(&budget, vendor_port, "0.015", true);
+        unsetenv("DEMESNE_TREE_MAX_USD");
+        m = call_timeout("sandbox_research", "{\"prompt\":\"[play:budget] Two workers.\",\"model\":\"sonnet\"}", 600000,
+                         NULL);
+        play_steps(log, "[play:budget]", steps, sizeof(steps));
+        if (!check(!result_is_error(m) &&
+                           strcmp(str_at(structured(m), "result"), "the first worker said The answer is 42.") == 0 &&
+                           strcmp(steps, "0:sandbox_research:false 1:sandbox_research:false 2:answer:true ") == 0,
+                   "budget: the orchestrator's first worker answered, its second was refused, and it answered"))
+                diag("the fixture saw: %s; the run: %s", steps, m ? json_object_to_json_string(m) : "no response");
+        snprintf(cmd, sizeof(cmd),
+                 "jq -r 'select(.play == \"[play:budget]\" and .step == 2) | .tool_result.snippet' %s | head -c 300",
+                 log);
+        run_out(cmd, said, sizeof(said));
+        if (!check(strstr(said, "no more agent runs in it") && strstr(said, "DEMESNE_TREE_MAX_USD=0.025"),
+                   "budget: the second worker was refused before it started, naming DEMESNE_TREE_MAX_USD"))
+                diag("the refusal the orchestrator got: %s", said);
+        snprintf(args, sizeof(args), "{\"run_id\":\"%s\"}", str_at(structured(m), "run_id"));
+        rep = call("sandbox_usage_report", args);
+        cost = json_object_get_double(path(structured(rep), "cost_usd", NULL, NULL));
+        if (!check(cost > 0.01 && cost <= 0.025,
+                   "budget: the tree (orchestrator and workers) spent $%.5f, within its $0.025", cost))
+                diag("%s", rep ? json_object_to_json_string(rep) : "no response");
+        json_object_put(rep);
+        json_object_put(m);
+        check_int(finish(c, 60000), 0, "budget: the server exits cleanly");
+        c = outer;
+}
+
 /* sandbox_research (egress open: on a network_mode host fixture, the
  * host's network) with the real Claude Code in its image: the CLI reaches
  * the vendor proxy through the remote listener (TLS, its CA handed in),
@@ -380,7 +564,8 @@ static void remote_agent_cases(void)
         int port;
 
         snprintf(log, sizeof(log), "%s/vendor-fixture.log", test_root);
-        port = vendor_fixture_start(log, &vendor);
+        snprintf(file, sizeof(file), "%s/plays.json", test_root);
+        port = write_file(file, PLAYS) == 0 ? vendor_fixture_start(log, file, &vendor) : 0;
         if (!check(port > 0, "agent: the vendor fixture started"))
                 return;
         /* Without the listener: refused before anything is made, naming it. */
@@ -449,6 +634,9 @@ static void remote_agent_cases(void)
                         diag("%s", m ? json_object_to_json_string(m) : "no response");
                 json_object_put(m);
         }
+
+        if (images)
+                remote_orchestrator_cases(port, log);
 
         /* A wrong key at the listener: 401, nothing behind it answers. The
          * listener's address is a nested script's DEMESNE_MCP_URL. */
