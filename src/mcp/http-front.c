@@ -428,6 +428,13 @@ static void *accept_thread(void *arg)
         return NULL;
 }
 
+void dm_mcphttp_front_take(struct dm_mcphttp_front *f, int fd)
+{
+        struct sockaddr_storage peer = { .ss_family = AF_UNIX };
+
+        take(f, fd, &peer, sizeof(sa_family_t));
+}
+
 /* A certificate file's text, at most 64 KiB. */
 static int read_pem(const char *path, char **ret)
 {

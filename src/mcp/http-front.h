@@ -39,6 +39,11 @@ int dm_mcphttp_front_start(const struct dm_mcphttp_front_options *o, struct dm_m
  * The endpoints are the caller's. NULL is fine. */
 void dm_mcphttp_front_stop(struct dm_mcphttp_front *f);
 
+/* Serves fd (a connected stream socket, f's from now on) as if it had
+ * been accepted: for the fuzz target, whose tens of thousands of
+ * connections would wear out loopback's ports. */
+void dm_mcphttp_front_take(struct dm_mcphttp_front *f, int fd);
+
 /* "http://ADDR:PORT" or "https://ADDR:PORT", the port as bound. */
 const char *dm_mcphttp_front_url(const struct dm_mcphttp_front *f);
 /* tls_ca's text, NULL without it. */

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target for the remote listener (src/mcp/http-front.c) end to
  * end: its head reader and its lookup of the route's token in
- * Authorization: Bearer or x-api-key, through a real listener on loopback.
+ * Authorization: Bearer or x-api-key, through a real listener on loopback:
+ * its threads, its relay (over TCP to a server of this target), its
+ * answers. The client's connection is a socketpair whose other end the
+ * listener serves as if it had accepted it (dm_mcphttp_front_take): a TCP
+ * connection per input left a TIME_WAIT each, over 100,000 in a two-minute
+ * run, near the host's limit while other tests run beside.
  *
  * Input: the bytes a client sends on one connection (cut at 16383, what
  * fits the listener's head buffer, sent in one write, then the client's
@@ -27,6 +32,7 @@
 #include <unistd.h>
 
 #include "src/basic/cleanup.h"
+#include "src/basic/timeutil.h"
 #include "src/mcp/http-front.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -36,7 +42,6 @@
 #define WAIT_MS 5000 /* under libFuzzer's -timeout=10 */
 
 static struct dm_mcphttp_front *front;
-static struct sockaddr_in front_addr;
 static int server_fd = -1, dead_fd = -1;
 
 static struct sockaddr_in loopback_bound(int fd)
@@ -54,7 +59,6 @@ static void setup(void)
         struct dm_mcphttp_front_options o = { .listen = "127.0.0.1:0", .head_timeout_s = 5 };
         struct dm_error err = { 0 };
         struct sockaddr_in to;
-        const char *hp;
 
         server_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         to = loopback_bound(server_fd);
@@ -65,10 +69,6 @@ static void setup(void)
         dead_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         to = loopback_bound(dead_fd);
         FUZZ_CHECK(dm_mcphttp_front_add_relay(front, DEAD, &to, &err) == 0);
-        hp = dm_mcphttp_front_hostport(front);
-        front_addr = (struct sockaddr_in){ .sin_family = AF_INET };
-        FUZZ_CHECK(inet_pton(AF_INET, "127.0.0.1", &front_addr.sin_addr) == 1);
-        front_addr.sin_port = htons((uint16_t)atoi(strrchr(hp, ':') + 1));
 }
 
 /* The value of the first header line named name (case aside) when it starts
@@ -131,15 +131,41 @@ static enum outcome model(char *in)
         return o;
 }
 
+/* The relay's socket, closed with a reset once read to its end: the
+ * listener's side of it (which shut its writing first) leaves no
+ * TIME_WAIT behind, which tens of thousands of inputs would pile up. */
+static void close_reset(int fd)
+{
+        struct linger l = { .l_onoff = 1, .l_linger = 0 };
+
+        FUZZ_CHECK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l)) == 0);
+        close(fd);
+}
+
+/* Whether fd is readable within ms. libFuzzer's timer (SIGALRM, each
+ * second) interrupts a wait: it goes on for what is left. */
+static bool readable(int fd, int ms)
+{
+        int64_t end = dm_now_ms() + ms;
+
+        for (;;) {
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                int64_t left = end - dm_now_ms();
+                int r = poll(&p, 1, left > 0 ? (int)left : 0);
+
+                if (r >= 0 || errno != EINTR)
+                        return r == 1;
+        }
+}
+
 static size_t read_all(int fd, char *buf, size_t cap)
 {
         size_t n = 0;
 
         for (;;) {
-                struct pollfd p = { .fd = fd, .events = POLLIN };
                 ssize_t r;
 
-                FUZZ_CHECK(poll(&p, 1, WAIT_MS) == 1);
+                FUZZ_CHECK(readable(fd, WAIT_MS));
                 r = read(fd, buf + n, cap - n);
                 if (r < 0 && errno == EINTR)
                         continue;
@@ -157,25 +183,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t len = size < HEAD_MAX - 1 ? size : HEAD_MAX - 1, n;
         _cleanup_free_ char *in = fuzz_strndup(data, len);
         enum outcome want;
-        int c;
+        int c, sp[2];
 
         if (!front)
                 setup();
         want = model(in);
-        c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        FUZZ_CHECK(connect(c, (struct sockaddr *)&front_addr, sizeof(front_addr)) == 0);
+        /* The client's end of a socketpair, the other end served as if
+         * the listener had accepted it. */
+        FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0);
+        c = sp[0];
+        dm_mcphttp_front_take(front, sp[1]);
         FUZZ_CHECK(send(c, data, len, MSG_NOSIGNAL) == (ssize_t)len);
         FUZZ_CHECK(shutdown(c, SHUT_WR) == 0);
         if (want == ROUTED) {
-                struct pollfd p = { .fd = server_fd, .events = POLLIN };
                 int s;
 
-                FUZZ_CHECK(poll(&p, 1, WAIT_MS) == 1);
-                s = accept4(server_fd, NULL, NULL, SOCK_CLOEXEC);
+                FUZZ_CHECK(readable(server_fd, WAIT_MS));
+                do
+                        s = accept4(server_fd, NULL, NULL, SOCK_CLOEXEC);
+                while (s < 0 && errno == EINTR);
                 FUZZ_CHECK(s >= 0);
                 n = read_all(s, got, sizeof(got));
                 FUZZ_CHECK(n == len && memcmp(got, data, len) == 0);
-                close(s);
+                close_reset(s);
         }
         n = read_all(c, got, sizeof(got));
         got[n] = '\0';
@@ -193,9 +223,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (want != ROUTED) {
                 /* The listener routes before it answers: a connection it
                  * made would be waiting by now. */
-                struct pollfd p = { .fd = server_fd, .events = POLLIN };
-
-                FUZZ_CHECK(poll(&p, 1, 0) == 0);
+                FUZZ_CHECK(!readable(server_fd, 0));
         }
         return 0;
 }
