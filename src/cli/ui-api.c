@@ -10,10 +10,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -331,6 +333,7 @@ struct stream {
         char *out;
         size_t len, pos;
         int64_t last_ms;
+        int ino, watch; /* inotify on the journals' folder; -1: polled */
 };
 
 static struct seen *seen_of(struct stream *s, const char *name)
@@ -440,6 +443,28 @@ static void look(struct stream *s, bool first)
         closedir(d);
 }
 
+/* Until the journals' folder changes (a line written, a journal made), or
+ * DM_UI_POLL_MS at most: a new run is on the page as soon as it is in its
+ * journal. Without inotify, or before the folder exists, just that long. */
+static void wait_change(struct stream *s)
+{
+        char dir[4200];
+        char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+        struct pollfd p = { .fd = s->ino, .events = POLLIN };
+
+        if (s->ino >= 0 && s->watch < 0) {
+                snprintf(dir, sizeof(dir), "%s/%s", s->state_dir, DM_ACTIVITY_DIR);
+                s->watch = inotify_add_watch(s->ino, dir, IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DONT_FOLLOW);
+        }
+        if (s->watch < 0) {
+                nanosleep(&(struct timespec){ .tv_nsec = DM_UI_POLL_MS * 1000000L }, NULL);
+                return;
+        }
+        if (poll(&p, 1, DM_UI_POLL_MS) > 0)
+                while (read(s->ino, ev, sizeof(ev)) > 0)
+                        ;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
         struct stream *s = cls;
@@ -458,7 +483,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                         emit(s, ": keepalive\n\n", 13);
                         break;
                 }
-                nanosleep(&(struct timespec){ .tv_nsec = DM_UI_POLL_MS * 1000000L }, NULL);
+                wait_change(s);
         }
         s->last_ms = dm_now_ms();
         size_t n = s->len - s->pos < max ? s->len - s->pos : max;
@@ -471,6 +496,8 @@ static void stream_free(void *cls)
 {
         struct stream *s = cls;
 
+        if (s->ino >= 0)
+                close(s->ino);
         free(s->out);
         free(s);
         atomic_fetch_sub(&streams, 1);
@@ -491,6 +518,8 @@ static enum MHD_Result events(const struct ui_paths *p, struct MHD_Connection *c
                 return MHD_NO;
         }
         snprintf(s->state_dir, sizeof(s->state_dir), "%s", p->state_dir);
+        s->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        s->watch = -1;
         look(s, true); /* from now on: what came before is in GET runs */
         emit(s, "retry: 1000\n\n", 13);
         s->last_ms = dm_now_ms();

@@ -56,7 +56,8 @@ enum MHD_Result dm_ui_error(struct MHD_Connection *c, unsigned status, const cha
 
 /* The SSE streams at once; more get 429. */
 #define DM_UI_MAX_STREAMS 16
-/* How often a stream looks for new journal lines. */
+/* How long a stream waits for a change in the journals' folder (inotify)
+ * before it looks again anyway (stopping, keepalives, no inotify). */
 #define DM_UI_POLL_MS 250
 
 /* Ends every event stream at its next look (the server is stopping). */
