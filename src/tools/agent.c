@@ -329,7 +329,7 @@ static json_object *call_common(struct dm_call *call, json_object *args, bool re
 
                 if (dm_tools_nested_check(call, &ask, &err) < 0 ||
                     (!research && dm_tools_call_paths(call, args, &a.granted, &err) < 0) ||
-                    dm_tools_call_spend(call, dm_args_number(args, "max_usd"), &a.usd_allowed, &err) < 0) {
+                    dm_tools_call_spend(call, dm_args_number(args, "max_usd"), ask.nested, &a.usd_allowed, &err) < 0) {
                         dm_args_strv_free(a.granted);
                         dm_policy_free(policy);
                         return dm_tools_error(NULL, &err);

@@ -218,7 +218,7 @@ int dm_tools_call_upload_src(struct dm_call *call, const char *src, const char *
 }
 
 /* The question for a run's max_usd above the server's cap on one run. */
-static char *spend_question(struct dm_call *call, double max_usd)
+static char *spend_question(struct dm_call *call, double max_usd, bool tree)
 {
         struct dm_buf b;
         const struct dm_tool *tool = dm_call_tool(call);
@@ -235,7 +235,7 @@ static char *spend_question(struct dm_call *call, double max_usd)
                       ") asks to let its agent run spend up to $%g on model use, above this server's cap on one "
                       "run (DEMESNE_AGENT_MAX_USD=%g).",
                       max_usd, cfg->agent_max_usd);
-        if (nested)
+        if ((nested || tree) && cfg->tree_max_usd > 0)
                 dm_buf_printf(&b, " The tree's own limit (DEMESNE_TREE_MAX_USD=%g) still holds.", cfg->tree_max_usd);
         dm_buf_printf(&b, " Allow it for this one run?");
         if (!b.data) {
@@ -245,7 +245,7 @@ static char *spend_question(struct dm_call *call, double max_usd)
         return dm_buf_steal(&b);
 }
 
-int dm_tools_call_spend(struct dm_call *call, double max_usd, bool *ret_allowed, struct dm_error *err)
+int dm_tools_call_spend(struct dm_call *call, double max_usd, bool tree, bool *ret_allowed, struct dm_error *err)
 {
         struct dm_context *ctx = dm_call_context(call);
         const char *principal = dm_call_principal(call);
@@ -264,7 +264,7 @@ int dm_tools_call_spend(struct dm_call *call, double max_usd, bool *ret_allowed,
         r = dm_agent_cap_check(&ctx->cfg, max_usd, err);
         if (r != -EPERM)
                 return r;
-        question = spend_question(call, max_usd);
+        question = spend_question(call, max_usd, tree);
         /* A sandbox never answers for the person: a nested caller's
          * question goes to the host's client that made its tree. */
         if (question && (nested ? dm_call_ask_host(call, dm_tools_nested_host_session(call), "spend", question)

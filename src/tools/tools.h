@@ -79,8 +79,10 @@ int dm_tools_call_upload_src(struct dm_call *call, const char *src, const char *
  * max_usd_allowed); any other answer the refusal word for word
  * (dm_agent_cap_check's). From inside a tree a max_usd past what the tree
  * has left (DEMESNE_TREE_MAX_USD) is refused first, never asked: the
- * person can raise a run's cap, never the tree's. */
-int dm_tools_call_spend(struct dm_call *call, double max_usd, bool *ret_allowed, struct dm_error *err);
+ * person can raise a run's cap, never the tree's. tree: the run will have
+ * a nested endpoint (a host caller's run is then the top of a tree, whose
+ * limit still holds on it: the question says so, as for a nested caller). */
+int dm_tools_call_spend(struct dm_call *call, double max_usd, bool tree, bool *ret_allowed, struct dm_error *err);
 /* Takes policy (freed when out of memory: NULL then). */
 struct dm_tools_run_arg *dm_tools_run_arg_new(const struct dm_args_table *t, struct dm_policy *policy);
 /* Frees the arg and its policy; accepts NULL (a dm_tools_start_background

@@ -61,7 +61,7 @@ const ALLOW_REFUSAL = "'allow' entries are refused: this server does not accept 
   '(its operator can permit them with DEMESNE_ALLOW_CALLER_EGRESS=1)';
 const OPEN_CALL = { name: 'sandbox_script', arguments: { command: 'ls /sys/class/net', egress: 'open' } };
 
-h.plan(46);
+h.plan(47);
 
 /** What the person answers: the ElicitResult, or a promise that never settles. */
 function answerOf(kind) {
@@ -360,6 +360,20 @@ async function spendChecks() {
       `asked ${JSON.stringify(m.asked)}\nstart ${show(bg)}\nend ${JSON.stringify(fin).slice(0, 600)}`);
   } finally {
     await m.close();
+  }
+  /* A run with its endpoint (nested, the default here) is the top of its
+   * tree: the question says the tree's limit holds, and it does. */
+  const t = await sdkClient({ era: 'legacy', http: false, env, unset, answers: ['accept'] });
+  try {
+    const { nested, ...args } = agent(2).arguments;
+    const r = await t.call({ name: 'sandbox_agent', arguments: args });
+    const q = t.asked[0]?.message ?? '';
+    h.ok(nested === false && t.asked.length === 1 && q.includes('up to $2') && q.includes('DEMESNE_TREE_MAX_USD=1) still holds') &&
+        r?.isError !== true && r?.structuredContent?.exit_code === 0 && r.structuredContent.max_usd === 1,
+      "spend: a host's run with its endpoint is asked naming the tree's limit too; allowed, its cap is the tree's",
+      `asked ${JSON.stringify(t.asked)}\nresult ${show(r)}`);
+  } finally {
+    await t.close();
     fx.child.kill();
   }
 }
