@@ -195,38 +195,30 @@ double dm_budget_hold_amount(const struct dm_budget_hold *h)
         return h ? h->amount : 0;
 }
 
-int dm_budget_hold_bind(struct dm_budget_hold *h, const char *run_id)
+int dm_budget_hold_bind_tree(struct dm_budget_hold *h, const char *run_id, const char *tree)
 {
-        char *id;
+        char *id, *t = NULL;
 
         if (!h || !run_id)
                 return 0;
-        if (!(id = strdup(run_id)))
+        if (!(id = strdup(run_id)) || (tree && !(t = strdup(tree)))) {
+                free(id);
                 return -ENOMEM;
+        }
         pthread_mutex_lock(&h->b->lock);
         free(h->run_id);
         h->run_id = id;
+        if (t) {
+                free(h->tree);
+                h->tree = t;
+        }
         pthread_mutex_unlock(&h->b->lock);
         return 0;
 }
 
-int dm_budget_hold_bind_tree(struct dm_budget_hold *h, const char *run_id, const char *tree)
+int dm_budget_hold_bind(struct dm_budget_hold *h, const char *run_id)
 {
-        char *t;
-
-        if (!h || !tree)
-                return dm_budget_hold_bind(h, run_id);
-        if (!(t = strdup(tree)))
-                return -ENOMEM;
-        if (dm_budget_hold_bind(h, run_id) < 0) {
-                free(t);
-                return -ENOMEM;
-        }
-        pthread_mutex_lock(&h->b->lock);
-        free(h->tree);
-        h->tree = t;
-        pthread_mutex_unlock(&h->b->lock);
-        return 0;
+        return dm_budget_hold_bind_tree(h, run_id, NULL);
 }
 
 double dm_budget_hold_estimate(const struct dm_budget_hold *h)
